@@ -1,0 +1,27 @@
+# Developer shortcuts; the README's commands do not need just.
+
+default: test
+
+build:
+    cargo build --release
+
+test:
+    cargo test
+
+lint:
+    cargo fmt --check
+    cargo clippy --all-targets -- -D warnings
+
+# Everything on this machine: embedded API server, local node runtime, every role.
+run:
+    cargo run --release -- --role=all --embedded
+
+# Regenerate manifests/crds from the Rust types.
+crds:
+    cargo run -- crds --out-dir manifests/crds
+
+bench:
+    cargo bench
+
+ci:
+    .ci/run

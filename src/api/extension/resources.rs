@@ -1,0 +1,57 @@
+//! Extended resource names and their translation by priority class.
+
+use super::PriorityClass;
+
+pub const CPU: &str = "cpu";
+pub const MEMORY: &str = "memory";
+pub const PODS: &str = "pods";
+pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
+
+/// Batch CPU, an integer number of milli-cores (`8` cores are written `8000`).
+pub const BATCH_CPU: &str = "kubernetes.io/batch-cpu";
+/// Batch memory in bytes.
+pub const BATCH_MEMORY: &str = "kubernetes.io/batch-memory";
+/// Mid CPU, an integer number of milli-cores.
+pub const MID_CPU: &str = "kubernetes.io/mid-cpu";
+/// Mid memory in bytes.
+pub const MID_MEMORY: &str = "kubernetes.io/mid-memory";
+
+pub const GPU_CORE: &str = "koordinator.sh/gpu-core";
+pub const GPU_MEMORY: &str = "koordinator.sh/gpu-memory";
+pub const GPU_MEMORY_RATIO: &str = "koordinator.sh/gpu-memory-ratio";
+pub const GPU_SHARED: &str = "koordinator.sh/gpu.shared";
+pub const KOORD_GPU: &str = "koordinator.sh/gpu";
+pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
+pub const RDMA: &str = "koordinator.sh/rdma";
+
+/// Whether the resource is one of Koordinator's CPU-like resources (milli-core integers).
+pub fn is_cpu_like(name: &str) -> bool {
+    matches!(name, CPU | BATCH_CPU | MID_CPU)
+}
+
+/// The resource a pod of `class` consumes in place of `cpu`/`memory`: batch pods use
+/// `kubernetes.io/batch-*`, mid pods `kubernetes.io/mid-*`, everything else the name itself.
+pub fn translate(name: &str, class: PriorityClass) -> &str {
+    match (class, name) {
+        (PriorityClass::Batch, CPU) => BATCH_CPU,
+        (PriorityClass::Batch, MEMORY) => BATCH_MEMORY,
+        (PriorityClass::Mid, CPU) => MID_CPU,
+        (PriorityClass::Mid, MEMORY) => MID_MEMORY,
+        _ => name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn translation_by_class() {
+        assert_eq!(translate(CPU, PriorityClass::Batch), BATCH_CPU);
+        assert_eq!(translate(MEMORY, PriorityClass::Mid), MID_MEMORY);
+        assert_eq!(translate(CPU, PriorityClass::Prod), CPU);
+        assert_eq!(translate(CPU, PriorityClass::None), CPU);
+        assert_eq!(translate(CPU, PriorityClass::Free), CPU);
+        assert!(is_cpu_like(BATCH_CPU) && !is_cpu_like(BATCH_MEMORY));
+    }
+}

@@ -1,0 +1,15 @@
+//! Koordinator's API: CRD types with the same group, version, kind, plural, scope and
+//! field names as upstream, plus the well-known labels, annotations and resources.
+
+// kube-derive takes repeated keys (`printcolumn`, `shortname`, `derive`) by design.
+#![allow(clippy::duplicated_attributes)]
+
+pub mod config;
+pub mod crds;
+pub mod extension;
+pub mod quantity;
+pub mod quota;
+pub mod scheduling;
+pub mod schema;
+pub mod slo;
+pub mod topology;

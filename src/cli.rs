@@ -1,0 +1,123 @@
+//! The command line: `--role` plus the common flags, and the subcommands.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{KeyValue, sources::flag};
+use crate::kernel::role::{RoleSet, parse_roles};
+use crate::kernel::telemetry::LogFormat;
+
+const ABOUT: &str = "Koordinator in one binary: co-location and QoS for Kubernetes";
+
+const LONG_ABOUT: &str = "Koordinator in one binary: co-location and QoS for Kubernetes.
+
+Roles (--role, comma-separated):
+  manager        SLO controllers (NodeMetric, NodeResource, NodeSLO) and admission webhooks
+  scheduler      koord-scheduler with LoadAwareScheduling and Koordinator's plugins
+  descheduler    LowNodeLoad and the PodMigrationJob controller
+  koordlet       node agent: metrics, NodeMetric reports, QoS enforcement
+  runtime-proxy  CRI proxy between kubelet and containerd calling runtime hooks
+  all            every role above
+
+Examples:
+  koord --role=koordlet
+  koord --role=manager,scheduler
+  koord config print --role=koordlet";
+
+#[derive(Parser, Debug)]
+#[command(name = "koord", version, about = ABOUT, long_about = LONG_ABOUT)]
+pub struct Cli {
+    /// Roles to run: manager, scheduler, descheduler, koordlet, runtime-proxy, or all
+    #[arg(long, value_name = "ROLES", value_parser = parse_roles)]
+    pub role: Option<RoleSet>,
+
+    #[command(flatten)]
+    pub common: CommonFlags,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Flags that override the `common` configuration section.
+#[derive(Args, Debug, Default, Clone)]
+pub struct CommonFlags {
+    /// YAML configuration file (see config/koord.yaml)
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// kubeconfig to reach the cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster)
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// This node's name (default: $NODE_NAME, then the host name)
+    #[arg(long, global = true)]
+    pub node_name: Option<String>,
+    /// Log format
+    #[arg(long, global = true, value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Log level or filter directive (RUST_LOG wins when set)
+    #[arg(long, global = true)]
+    pub log_level: Option<String>,
+    /// Admin endpoint address (/healthz, /readyz, /metrics, /debug/config)
+    #[arg(long, global = true, value_name = "ADDR")]
+    pub admin_addr: Option<SocketAddr>,
+    /// Directory for koord's state
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+impl CommonFlags {
+    /// The flags that were given, as configuration layers.
+    pub fn providers(&self) -> Vec<KeyValue> {
+        let path = |p: &PathBuf| p.display().to_string();
+        let mut out = Vec::new();
+        if let Some(v) = &self.kubeconfig {
+            out.push(flag("--kubeconfig", "common.kubeconfig", path(v)));
+        }
+        if let Some(v) = &self.node_name {
+            out.push(flag("--node-name", "common.nodeName", v.clone()));
+        }
+        if let Some(v) = self.log_format {
+            let s = match v {
+                LogFormat::Text => "text",
+                LogFormat::Json => "json",
+            };
+            out.push(flag("--log-format", "common.logFormat", s));
+        }
+        if let Some(v) = &self.log_level {
+            out.push(flag("--log-level", "common.logLevel", v.clone()));
+        }
+        if let Some(v) = self.admin_addr {
+            out.push(flag("--admin-addr", "common.adminAddr", v.to_string()));
+        }
+        if let Some(v) = &self.data_dir {
+            out.push(flag("--data-dir", "common.dataDir", path(v)));
+        }
+        out
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print every CRD manifest as YAML, generated from koord's types
+    Crds {
+        /// Write one file per CRD into this directory instead of printing
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
+    /// Inspect the effective configuration
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigAction {
+    /// Print the merged configuration (defaults ← file ← KOORD_* env ← flags) as YAML
+    Print {
+        /// Only print `common` and the sections of these roles
+        #[arg(long, value_name = "ROLES", value_parser = parse_roles)]
+        role: Option<RoleSet>,
+    },
+}

@@ -1,0 +1,65 @@
+//! The admin endpoint every process serves: `/healthz`, `/readyz`, `/metrics` and
+//! `/debug/config`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hyper::{Method, Request, Response, StatusCode};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::http::{Body, json, respond, text};
+use super::{Metrics, Readiness};
+
+#[derive(Clone)]
+pub struct AdminState {
+    pub readiness: Readiness,
+    pub metrics: Metrics,
+    /// The effective configuration with secrets redacted.
+    pub config: Arc<serde_json::Value>,
+}
+
+/// Binds the admin address, naming it in the error.
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        anyhow::anyhow!("cannot listen on admin address {addr} (common.adminAddr): {e}")
+    })
+}
+
+pub async fn serve(
+    listener: TcpListener,
+    state: AdminState,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let handler = move |req: Request<hyper::body::Incoming>| {
+        let state = state.clone();
+        async move { route(&state, req.method(), req.uri().path()) }
+    };
+    super::http::serve(listener, handler, stop).await?;
+    Ok(())
+}
+
+fn route(state: &AdminState, method: &Method, path: &str) -> Response<Body> {
+    if method != Method::GET && method != Method::HEAD {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "only GET is served\n");
+    }
+    match path {
+        "/healthz" | "/livez" => text(StatusCode::OK, "ok\n"),
+        "/readyz" => {
+            let (ready, body) = state.readiness.report();
+            let status = if ready {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            text(status, body)
+        }
+        "/metrics" => respond(
+            StatusCode::OK,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            state.metrics.encode(),
+        ),
+        "/debug/config" => json(StatusCode::OK, &state.config),
+        _ => text(StatusCode::NOT_FOUND, format!("{path} not found\n")),
+    }
+}

@@ -1,0 +1,59 @@
+//! One Prometheus registry per process that every role registers into.
+
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Metric, Registry};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+}
+
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Mutex<Registry>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let m = Self {
+            registry: Arc::default(),
+        };
+        let build = Family::<BuildLabels, Gauge>::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION").into(),
+            })
+            .set(1);
+        m.register("koord_build_info", "koord build information", build);
+        m
+    }
+
+    /// Registers a metric under its full name (Koordinator style, e.g.
+    /// `koordlet_node_resource_usage`).
+    pub fn register(&self, name: &str, help: &str, metric: impl Metric) {
+        self.registry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .register(name, help, metric);
+    }
+
+    /// Prometheus/OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(err) = prometheus_client::encoding::text::encode(&mut out, &registry) {
+            tracing::warn!(%err, "encoding metrics failed");
+        }
+        out
+    }
+}

@@ -1,0 +1,17 @@
+//! koord-manager: SLO controllers and admission webhooks.
+//!
+//! Turns measured usage into batch/mid overcommit capacity and the slo-controller-config ConfigMap into per-node NodeSLOs.
+
+use serde::{Deserialize, Serialize};
+
+use crate::kernel::RoleCtx;
+
+/// Settings of the `manager` section.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct Config {}
+
+/// Runs the role until the process drains.
+pub async fn run(_cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
+    crate::kernel::hold_until_drained(&ctx).await
+}

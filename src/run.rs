@@ -1,0 +1,236 @@
+//! Starts the kernel, then each enabled role, and supervises the two-phase shutdown.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{Cli, Command, ConfigAction};
+use crate::config::{self, Config, HostEnv, YamlSource};
+use crate::kernel::role::RoleSet;
+use crate::kernel::{
+    self, Metrics, Readiness, Role, RoleCtx, Shutdown, Tasks, admin, cluster, telemetry,
+};
+
+const EXIT_USAGE: u8 = 2;
+
+/// The process entry point.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let host = HostEnv::capture();
+    if let Some(Command::Crds { out_dir }) = &cli.command {
+        return crds(out_dir.as_deref());
+    }
+    let yaml = cli.common.config.as_deref().map(YamlSource::File);
+    let cfg = match config::load(&host, yaml, cli.common.providers()) {
+        Ok(cfg) => cfg,
+        Err(err) => {
+            eprintln!("koord: configuration error:\n{err}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    if let Some(Command::Config {
+        action: ConfigAction::Print { role },
+    }) = &cli.command
+    {
+        write_stdout(&config::to_yaml(&cfg, role.as_ref()));
+        return ExitCode::SUCCESS;
+    }
+    let Some(roles) = cli.role else {
+        eprintln!(
+            "koord: nothing to run: pass --role=<roles> ({}) or a subcommand; see koord --help",
+            kernel::role::valid_roles()
+        );
+        return ExitCode::from(EXIT_USAGE);
+    };
+    if let Err(err) = telemetry::init(
+        cfg.common.log_format,
+        &cfg.common.log_level,
+        host.var("RUST_LOG"),
+    ) {
+        eprintln!("koord: {err}");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("koord: starting the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run_roles(cfg, roles, host))
+}
+
+/// Writes to stdout; a closed pipe (`koord crds | head`) is not an error worth a panic.
+fn write_stdout(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
+fn crds(out_dir: Option<&std::path::Path>) -> ExitCode {
+    let Some(dir) = out_dir else {
+        write_stdout(&crate::api::crds::render_all());
+        return ExitCode::SUCCESS;
+    };
+    for crd in crate::api::crds::all() {
+        let path = dir.join(crate::api::crds::file_name(&crd));
+        if let Err(err) = std::fs::write(&path, crate::api::crds::to_yaml(&crd)) {
+            eprintln!("koord: writing {}: {err}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// SIGTERM and SIGINT, installed before anything starts.
+struct Signals {
+    term: Signal,
+    int: Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        Ok(Self {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
+}
+
+async fn run_roles(cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
+    let mut signals = match Signals::install() {
+        Ok(s) => s,
+        Err(err) => {
+            eprintln!("koord: installing signal handlers: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let shutdown = Shutdown::new();
+    let metrics = Metrics::new();
+    let readiness = Readiness::new(&metrics);
+    let tasks = Tasks::new(shutdown.clone());
+    let cluster = if roles.0.iter().any(|r| r.needs_cluster()) {
+        match cluster::resolve(cfg.common.kubeconfig.as_deref(), &host).await {
+            Ok(c) => Some(c),
+            Err(err) => {
+                eprintln!(
+                    "koord: --role={} needs a Kubernetes cluster: {err}",
+                    roles.names()
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
+    let listener = match admin::bind(cfg.common.admin_addr).await {
+        Ok(l) => l,
+        Err(err) => {
+            eprintln!("koord: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let admin_stop = CancellationToken::new();
+    let admin_state = admin::AdminState {
+        readiness: readiness.clone(),
+        metrics: metrics.clone(),
+        config: Arc::new(config::redacted_json(&cfg)),
+    };
+    let admin_server = tokio::spawn(admin::serve(listener, admin_state, admin_stop.clone()));
+    tracing::info!(roles = %roles.names(), admin = %cfg.common.admin_addr, "koord starting");
+
+    let common = Arc::new(cfg.common.clone());
+    let bus = crate::bus::Bus::default();
+    for role in roles.0.iter().copied() {
+        let ctx = RoleCtx {
+            role,
+            shutdown: shutdown.clone(),
+            tasks: tasks.clone(),
+            ready: readiness.register(role.name()),
+            metrics: metrics.clone(),
+            cluster: cluster.clone(),
+            bus: bus.clone(),
+            common: common.clone(),
+        };
+        tasks.spawn(role.name(), run_role(role, cfg.clone(), ctx));
+    }
+    let grace = Duration::from_secs(cfg.common.shutdown_grace_seconds);
+    let code = supervise(&shutdown, &tasks, &mut signals, &readiness, grace).await;
+    admin_stop.cancel();
+    if let Err(err) = admin_server.await {
+        tracing::warn!(%err, "admin server task ended abnormally");
+    }
+    code
+}
+
+async fn run_role(role: Role, cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
+    match role {
+        Role::Manager => crate::manager::run(cfg.manager, ctx).await,
+        Role::Scheduler => crate::scheduler::run(cfg.scheduler, ctx).await,
+        Role::Descheduler => crate::descheduler::run(cfg.descheduler, ctx).await,
+        Role::Koordlet => crate::koordlet::run(cfg.koordlet, ctx).await,
+        Role::RuntimeProxy => crate::runtime_proxy::run(cfg.runtime_proxy, ctx).await,
+    }
+}
+
+/// Waits for the first signal (or a failed role), drains, and aborts on a second signal
+/// or when the grace period runs out. Exit 0 only after a clean drain with no failure.
+async fn supervise(
+    shutdown: &Shutdown,
+    tasks: &Tasks,
+    signals: &mut Signals,
+    readiness: &Readiness,
+    grace: Duration,
+) -> ExitCode {
+    tokio::select! {
+        sig = signals.next() => {
+            tracing::info!(signal = sig, grace_seconds = grace.as_secs(), "draining; send the signal again to abort");
+            shutdown.begin_drain();
+        }
+        _ = shutdown.draining() => tracing::warn!("a role failed; draining"),
+    }
+    readiness.set_draining();
+    tasks.close();
+    let clean = tokio::select! {
+        _ = tasks.wait() => true,
+        sig = signals.next() => {
+            tracing::warn!(signal = sig, "second signal; aborting");
+            false
+        }
+        _ = tokio::time::sleep(grace) => {
+            tracing::warn!(grace_seconds = grace.as_secs(), "grace period elapsed; aborting");
+            false
+        }
+    };
+    if !clean {
+        shutdown.abort();
+        let aborted = tasks.abort_all();
+        tracing::warn!(tasks = ?aborted, "aborted unfinished tasks");
+        let _ = tokio::time::timeout(Duration::from_secs(5), tasks.wait()).await;
+        return ExitCode::FAILURE;
+    }
+    let failures = tasks.failures();
+    if failures.is_empty() {
+        tracing::info!("drained cleanly");
+        ExitCode::SUCCESS
+    } else {
+        for f in &failures {
+            eprintln!("koord: {f}");
+        }
+        ExitCode::FAILURE
+    }
+}

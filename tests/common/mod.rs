@@ -1,0 +1,140 @@
+//! Helpers shared by the integration tests: free ports, a raw HTTP client, and a guard
+//! that runs the real `koord` binary and kills it (by PID) when dropped.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET path` over a fresh connection; `None` when nothing answers.
+pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(req.as_bytes()).ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).ok()?;
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((status, decode_chunked(&body)))
+}
+
+fn decode_chunked(body: &str) -> String {
+    // Bodies here are small; if it does not look chunked, return it as is.
+    let mut out = String::new();
+    let mut rest = body;
+    loop {
+        let Some((size_line, after)) = rest.split_once("\r\n") else {
+            return body.to_string();
+        };
+        let Ok(size) = usize::from_str_radix(size_line.trim(), 16) else {
+            return body.to_string();
+        };
+        if size == 0 {
+            return out;
+        }
+        if after.len() < size {
+            return body.to_string();
+        }
+        out.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+}
+
+/// Polls `f` until it returns true or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+pub fn koord_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_koord"))
+}
+
+/// A running `koord` process, killed by PID on drop. Its stderr goes to a file so a
+/// failing test can print it.
+pub struct Koord {
+    pub child: Option<Child>,
+    pub log: PathBuf,
+}
+
+impl Koord {
+    pub fn start(args: &[&str], envs: &[(&str, &str)], log_dir: &Path) -> Koord {
+        let log = log_dir.join(format!("koord-{}.log", free_port()));
+        let file = std::fs::File::create(&log).unwrap();
+        let mut cmd = Command::new(koord_bin());
+        cmd.args(args)
+            .env_remove("KUBECONFIG")
+            .env_remove("RUST_LOG")
+            .env("HOME", log_dir)
+            .stdout(Stdio::null())
+            .stderr(file);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        Koord {
+            child: Some(cmd.spawn().expect("start koord")),
+            log,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{sig}"), &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{sig} failed");
+    }
+
+    /// Waits for exit up to `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut()?;
+        while Instant::now() < deadline {
+            if let Some(status) = child.try_wait().unwrap() {
+                self.child = None;
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Koord {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
