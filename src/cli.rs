@@ -21,7 +21,12 @@ Roles (--role, comma-separated):
   runtime-proxy  CRI proxy between kubelet and containerd calling runtime hooks
   all            every role above
 
+--embedded starts an in-process Kubernetes-compatible API server (sled storage under
+--data-dir, kubeconfig written to <data-dir>/kubeconfig) and runs the roles against it:
+no cluster needed. With no --role it serves only the API server.
+
 Examples:
+  koord --role=all --embedded
   koord --role=koordlet
   koord --role=manager,scheduler
   koord config print --role=koordlet";
@@ -64,6 +69,21 @@ pub struct CommonFlags {
     /// Directory for koord's state
     #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Run an in-process API server and point every role at it (no cluster needed)
+    #[arg(long)]
+    pub embedded: bool,
+    /// Address of the embedded API server
+    #[arg(long, value_name = "ADDR")]
+    pub embedded_addr: Option<SocketAddr>,
+    /// Register this many simulated nodes in the embedded API server
+    #[arg(long, value_name = "N")]
+    pub sim_nodes: Option<u32>,
+    /// CPU of each simulated node (a quantity, e.g. 32)
+    #[arg(long, value_name = "QUANTITY")]
+    pub sim_node_cpu: Option<String>,
+    /// Memory of each simulated node (a quantity, e.g. 256Gi)
+    #[arg(long, value_name = "QUANTITY")]
+    pub sim_node_memory: Option<String>,
 }
 
 impl CommonFlags {
@@ -92,6 +112,25 @@ impl CommonFlags {
         }
         if let Some(v) = &self.data_dir {
             out.push(flag("--data-dir", "common.dataDir", path(v)));
+        }
+        if self.embedded {
+            out.push(flag("--embedded", "embedded.enabled", true));
+        }
+        if let Some(v) = self.embedded_addr {
+            out.push(flag("--embedded-addr", "embedded.addr", v.to_string()));
+        }
+        if let Some(v) = self.sim_nodes {
+            out.push(flag("--sim-nodes", "embedded.simNodes", v));
+        }
+        if let Some(v) = &self.sim_node_cpu {
+            out.push(flag("--sim-node-cpu", "embedded.simNodeCpu", v.clone()));
+        }
+        if let Some(v) = &self.sim_node_memory {
+            out.push(flag(
+                "--sim-node-memory",
+                "embedded.simNodeMemory",
+                v.clone(),
+            ));
         }
         out
     }

@@ -2,6 +2,7 @@
 //! roles share only `kernel`, `api` and `bus`.
 
 pub mod api;
+pub mod apiserver;
 pub mod bus;
 pub mod cli;
 pub mod config;

@@ -8,6 +8,7 @@ use clap::Parser;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+use crate::apiserver::ApiServer;
 use crate::cli::{Cli, Command, ConfigAction};
 use crate::config::{self, Config, HostEnv, YamlSource};
 use crate::kernel::role::RoleSet;
@@ -39,7 +40,12 @@ pub fn main() -> ExitCode {
         write_stdout(&config::to_yaml(&cfg, role.as_ref()));
         return ExitCode::SUCCESS;
     }
-    let Some(roles) = cli.role else {
+    let roles = match cli.role {
+        Some(r) => Some(r),
+        None if cfg.embedded.enabled => Some(RoleSet(Vec::new())),
+        None => None,
+    };
+    let Some(roles) = roles else {
         eprintln!(
             "koord: nothing to run: pass --role=<roles> ({}) or a subcommand; see koord --help",
             kernel::role::valid_roles()
@@ -123,7 +129,20 @@ async fn run_roles(cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
     let metrics = Metrics::new();
     let readiness = Readiness::new(&metrics);
     let tasks = Tasks::new(shutdown.clone());
-    let cluster = if roles.0.iter().any(|r| r.needs_cluster()) {
+    let embedded = if cfg.embedded.enabled {
+        match start_embedded(&cfg, &readiness).await {
+            Ok(e) => Some(e),
+            Err(err) => {
+                eprintln!("koord: {err:#}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
+    let cluster = if let Some((_, c)) = &embedded {
+        Some(c.clone())
+    } else if roles.0.iter().any(|r| r.needs_cluster()) {
         match cluster::resolve(cfg.common.kubeconfig.as_deref(), &host).await {
             Ok(c) => Some(c),
             Err(err) => {
@@ -170,11 +189,49 @@ async fn run_roles(cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
     }
     let grace = Duration::from_secs(cfg.common.shutdown_grace_seconds);
     let code = supervise(&shutdown, &tasks, &mut signals, &readiness, grace).await;
+    if let Some((server, _)) = embedded {
+        server.shutdown().await;
+        tracing::info!(
+            "embedded API server stopped; data kept under {}",
+            cfg.common.data_dir.display()
+        );
+    }
     admin_stop.cancel();
     if let Err(err) = admin_server.await {
         tracing::warn!(%err, "admin server task ended abnormally");
     }
     code
+}
+
+/// Starts the in-process API server, writes its kubeconfig and returns a client for it.
+async fn start_embedded(
+    cfg: &Config,
+    readiness: &Readiness,
+) -> anyhow::Result<(ApiServer, kernel::Cluster)> {
+    let ready = readiness.register("apiserver");
+    let opts = cfg
+        .embedded
+        .options(&cfg.common.data_dir, &cfg.common.node_name);
+    let server = ApiServer::start(opts)
+        .await
+        .map_err(|e| anyhow::anyhow!("embedded API server: {e}"))?;
+    let path = cfg.common.data_dir.join("kubeconfig");
+    server
+        .write_kubeconfig(&path)
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    let client = server
+        .client()
+        .await
+        .map_err(|e| anyhow::anyhow!("client for the embedded API server: {e}"))?;
+    eprintln!(
+        "koord: embedded API server at {}; kubeconfig: {}",
+        server.url(),
+        path.display()
+    );
+    tracing::info!(url = %server.url(), kubeconfig = %path.display(), "embedded API server ready");
+    ready.set(true);
+    let source = format!("embedded API server at {}", server.url());
+    Ok((server, kernel::Cluster { client, source }))
 }
 
 async fn run_role(role: Role, cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {

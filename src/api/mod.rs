@@ -11,5 +11,6 @@ pub mod quantity;
 pub mod quota;
 pub mod scheduling;
 pub mod schema;
+pub mod selector;
 pub mod slo;
 pub mod topology;

@@ -24,6 +24,7 @@ use crate::kernel::telemetry::{LogFormat, parse_filter};
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub struct Config {
     pub common: CommonConfig,
+    pub embedded: crate::apiserver::Config,
     pub manager: crate::manager::Config,
     pub scheduler: crate::scheduler::Config,
     pub descheduler: crate::descheduler::Config,
@@ -172,6 +173,13 @@ fn validate(cfg: &Config, figment: &Figment) -> Vec<String> {
             Ok(())
         },
     );
+    for (key, msg) in cfg.embedded.validate() {
+        let key = format!("embedded.{key}");
+        problems.push(format!(
+            "invalid value for key `{key}` in {}: {msg}",
+            source_of(figment, &key)
+        ));
+    }
     problems
 }
 

@@ -66,8 +66,7 @@ pub async fn resolve(explicit: Option<&Path>, env: &HostEnv) -> Result<Cluster, 
     if in_cluster_host && Path::new(SA_TOKEN).exists() {
         let config =
             kube::Config::incluster().map_err(|e| ClusterError::InCluster(e.to_string()))?;
-        let client =
-            kube::Client::try_from(config).map_err(|e| ClusterError::Client(e.to_string()))?;
+        let client = client_for(config).map_err(|e| ClusterError::Client(e.to_string()))?;
         return Ok(Cluster {
             client,
             source: "in-cluster service account".into(),
@@ -95,7 +94,7 @@ pub async fn from_kubeconfig(path: &Path) -> Result<Cluster, ClusterError> {
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| err(e.to_string()))?;
-    let client = kube::Client::try_from(config).map_err(|e| ClusterError::Client(e.to_string()))?;
+    let client = client_for(config).map_err(|e| ClusterError::Client(e.to_string()))?;
     Ok(Cluster {
         client,
         source: format!("kubeconfig {}", path.display()),
@@ -117,4 +116,12 @@ pub async fn wait_reachable(client: &kube::Client, shutdown: &Shutdown) -> bool 
         }
         delay = (delay * 2).min(Duration::from_secs(5));
     }
+}
+
+/// A client without kube-rs's built-in retry of 429/503/504: its exponential backoff (up to
+/// 15 attempts) turns an eviction refused by a PodDisruptionBudget into minutes of waiting.
+/// koord's controllers requeue with their own backoff instead.
+pub fn client_for(mut config: kube::Config) -> Result<kube::Client, kube::Error> {
+    config.default_retry = false;
+    kube::Client::try_from(config)
 }

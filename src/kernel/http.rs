@@ -5,9 +5,10 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use http_body_util::{BodyExt, Full, Limited, combinators::UnsyncBoxBody};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -16,11 +17,11 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-pub type Body = BoxBody<Bytes, Infallible>;
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 /// A complete response body.
 pub fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).boxed()
+    Full::new(bytes.into()).boxed_unsync()
 }
 
 pub fn respond(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
@@ -80,6 +81,50 @@ where
             tracing::debug!(%err, "http connection ended with an error");
         }
     });
+}
+
+/// Where a TLS server gets its current config (certificates may be reloaded).
+pub type TlsSource = Arc<std::sync::RwLock<Arc<rustls::ServerConfig>>>;
+
+/// Like [`serve`], over TLS. The handshake runs inside the connection task.
+pub async fn serve_tls<F, Fut>(
+    listener: TcpListener,
+    tls: TlsSource,
+    handler: F,
+    stop: CancellationToken,
+) -> io::Result<()>
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<Body>> + Send + 'static,
+{
+    let mut conns = JoinSet::new();
+    let mut handshakes = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let config = tls.read().unwrap_or_else(|p| p.into_inner()).clone();
+                    let accept = tokio_rustls::TlsAcceptor::from(config).accept(stream);
+                    handshakes.spawn(tokio::time::timeout(std::time::Duration::from_secs(10), accept));
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            Some(done) = handshakes.join_next(), if !handshakes.is_empty() => match done {
+                Ok(Ok(Ok(stream))) => serve_connection(&mut conns, stream, handler.clone()),
+                Ok(Ok(Err(err))) => tracing::debug!(%err, "TLS handshake failed"),
+                Ok(Err(_)) => tracing::debug!("TLS handshake timed out"),
+                Err(_) => {}
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    handshakes.shutdown().await;
+    conns.shutdown().await;
+    Ok(())
 }
 
 /// Accepts connections until `stop` is cancelled, then closes every connection.

@@ -4,12 +4,14 @@
 pub mod admin;
 pub mod cluster;
 pub mod http;
+pub mod http_client;
 pub mod metrics;
 pub mod readiness;
 pub mod role;
 pub mod shutdown;
 pub mod tasks;
 pub mod telemetry;
+pub mod tls;
 
 use std::sync::Arc;
 

@@ -138,3 +138,60 @@ impl Drop for Koord {
         }
     }
 }
+
+/// An in-process embedded API server and a kube client for it.
+pub struct TestApi {
+    pub server: Option<koord::apiserver::ApiServer>,
+    pub client: kube::Client,
+}
+
+impl TestApi {
+    pub async fn start() -> TestApi {
+        Self::start_with(koord::apiserver::Options::for_tests()).await
+    }
+
+    pub async fn start_with(opts: koord::apiserver::Options) -> TestApi {
+        let server = koord::apiserver::ApiServer::start(opts)
+            .await
+            .expect("start API server");
+        let client = server.client().await.expect("client");
+        TestApi {
+            server: Some(server),
+            client,
+        }
+    }
+
+    pub fn server(&self) -> &koord::apiserver::ApiServer {
+        self.server.as_ref().expect("server running")
+    }
+
+    pub async fn stop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.shutdown().await;
+        }
+    }
+}
+
+/// Polls an async condition until it holds or `timeout` passes.
+pub async fn eventually<F, Fut>(timeout: Duration, mut f: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    while tokio::time::Instant::now() < deadline {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// A kube API error's HTTP code.
+pub fn api_code<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> u16 {
+    match r {
+        Err(kube::Error::Api(s)) => s.code,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}

@@ -1,0 +1,397 @@
+//! Calls the Mutating/ValidatingWebhookConfigurations stored in the server, as
+//! kube-apiserver does: AdmissionReview v1 over HTTPS (trusting the `caBundle`) or HTTP to
+//! loopback, JSONPatch responses applied in order, `failurePolicy` and `timeoutSeconds`
+//! honoured.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use hyper::Method;
+use serde_json::{Value, json};
+
+use super::http::status::ApiError;
+use super::registry::ResourceInfo;
+use super::store::{Filter, Store};
+use crate::api::selector::Selector;
+use crate::kernel::http_client::{self, Trust};
+
+/// One admission decision's input.
+pub struct Attributes<'a> {
+    pub info: &'a ResourceInfo,
+    pub version: &'a str,
+    pub subresource: Option<&'a str>,
+    /// `CREATE`, `UPDATE` or `DELETE`.
+    pub operation: &'static str,
+    pub name: &'a str,
+    pub namespace: &'a str,
+    pub old: Option<&'a Value>,
+}
+
+#[derive(Clone)]
+pub struct Admission {
+    store: Arc<Store>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Mutating,
+    Validating,
+}
+
+impl Kind {
+    fn resource(self) -> &'static str {
+        match self {
+            Kind::Mutating => "mutatingwebhookconfigurations",
+            Kind::Validating => "validatingwebhookconfigurations",
+        }
+    }
+}
+
+impl Admission {
+    pub fn new(store: Arc<Store>) -> Self {
+        Self { store }
+    }
+
+    /// Runs every matching mutating webhook in order, applying their patches to `obj`.
+    pub async fn mutate(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), ApiError> {
+        for hook in self.webhooks(Kind::Mutating, attrs, Some(obj)) {
+            if let Some(patch) = self.call(&hook, attrs, Some(obj)).await? {
+                let p: json_patch::Patch = serde_json::from_slice(&patch).map_err(|e| {
+                    ApiError::internal(format!(
+                        "webhook {:?} returned an invalid patch: {e}",
+                        hook.name
+                    ))
+                })?;
+                json_patch::patch(obj, &p).map_err(|e| {
+                    ApiError::internal(format!(
+                        "applying the patch of webhook {:?}: {e}",
+                        hook.name
+                    ))
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs every matching validating webhook; the first denial wins.
+    pub async fn validate(
+        &self,
+        attrs: &Attributes<'_>,
+        obj: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        for hook in self.webhooks(Kind::Validating, attrs, obj) {
+            self.call(&hook, attrs, obj).await?;
+        }
+        Ok(())
+    }
+
+    fn webhooks(&self, kind: Kind, attrs: &Attributes<'_>, obj: Option<&Value>) -> Vec<Webhook> {
+        let key = (
+            "admissionregistration.k8s.io".to_string(),
+            kind.resource().to_string(),
+        );
+        let (_, configs) = self.store.list(&key, &Filter::default());
+        let mut out = Vec::new();
+        for config in configs {
+            let v = config.value();
+            for w in v
+                .get("webhooks")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let hook = Webhook::from_value(w);
+                if hook.matches(attrs, obj, &self.store) {
+                    out.push(hook);
+                }
+            }
+        }
+        out
+    }
+
+    /// Calls one webhook; returns its JSONPatch, if any. Errors follow `failurePolicy`.
+    async fn call(
+        &self,
+        hook: &Webhook,
+        attrs: &Attributes<'_>,
+        obj: Option<&Value>,
+    ) -> Result<Option<Vec<u8>>, ApiError> {
+        match hook.review(attrs, obj).await {
+            Ok(Outcome::Allowed(patch)) => Ok(patch),
+            Ok(Outcome::Denied(err)) => Err(err),
+            Err(msg) if hook.fail_open => {
+                tracing::warn!(webhook = %hook.name, error = %msg, "webhook failed; failurePolicy Ignore lets the request through");
+                Ok(None)
+            }
+            Err(msg) => Err(ApiError::internal(format!(
+                "Internal error occurred: failed calling webhook \"{}\": {msg}",
+                hook.name
+            ))),
+        }
+    }
+}
+
+enum Outcome {
+    Allowed(Option<Vec<u8>>),
+    Denied(ApiError),
+}
+
+struct Webhook {
+    name: String,
+    raw: Value,
+    fail_open: bool,
+    timeout: Duration,
+}
+
+fn strs(v: Option<&Value>) -> Vec<&str> {
+    v.and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+fn any_matches(list: &[&str], want: &str) -> bool {
+    list.iter().any(|x| *x == "*" || *x == want)
+}
+
+fn resource_matches(patterns: &[&str], resource: &str, sub: Option<&str>) -> bool {
+    patterns.iter().any(|p| {
+        let (pr, ps) = p
+            .split_once('/')
+            .map(|(a, b)| (a, Some(b)))
+            .unwrap_or((p, None));
+        let res_ok = pr == "*" || pr == resource;
+        let sub_ok = match (ps, sub) {
+            (None, None) => true,
+            (Some("*"), Some(_)) => true,
+            (Some(a), Some(b)) => a == b,
+            _ => false,
+        };
+        res_ok && sub_ok
+    })
+}
+
+impl Webhook {
+    fn from_value(w: &Value) -> Self {
+        Webhook {
+            name: w
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            fail_open: w.get("failurePolicy").and_then(Value::as_str) == Some("Ignore"),
+            timeout: Duration::from_secs(
+                w.get("timeoutSeconds")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(10)
+                    .clamp(1, 30),
+            ),
+            raw: w.clone(),
+        }
+    }
+
+    fn matches(&self, a: &Attributes<'_>, obj: Option<&Value>, store: &Store) -> bool {
+        let rule_ok = self
+            .raw
+            .get("rules")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|r| {
+                let scope = r.get("scope").and_then(Value::as_str).unwrap_or("*");
+                any_matches(&strs(r.get("operations")), a.operation)
+                    && any_matches(&strs(r.get("apiGroups")), &a.info.group)
+                    && any_matches(&strs(r.get("apiVersions")), a.version)
+                    && resource_matches(&strs(r.get("resources")), &a.info.resource, a.subresource)
+                    && (scope == "*" || (scope == "Namespaced") == a.info.namespaced)
+            });
+        rule_ok && self.namespace_matches(a, store) && self.object_matches(a, obj)
+    }
+
+    fn selector(&self, key: &str) -> Option<Selector> {
+        let ls = self.raw.get(key)?;
+        let ls: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
+            serde_json::from_value(ls.clone()).ok()?;
+        Selector::from_label_selector(&ls).ok()
+    }
+
+    fn namespace_matches(&self, a: &Attributes<'_>, store: &Store) -> bool {
+        let Some(sel) = self.selector("namespaceSelector") else {
+            return true;
+        };
+        if !a.info.namespaced && a.info.resource != "namespaces" {
+            return true;
+        }
+        let ns = if a.info.resource == "namespaces" {
+            a.name
+        } else {
+            a.namespace
+        };
+        let labels = store
+            .get(&(String::new(), "namespaces".into()), "", ns)
+            .map(|n| n.labels.clone())
+            .unwrap_or_default();
+        sel.matches(&labels)
+    }
+
+    fn object_matches(&self, a: &Attributes<'_>, obj: Option<&Value>) -> bool {
+        let Some(sel) = self.selector("objectSelector") else {
+            return true;
+        };
+        let labels_of = |v: Option<&Value>| -> std::collections::BTreeMap<String, String> {
+            v.and_then(|v| v.pointer("/metadata/labels"))
+                .and_then(|l| serde_json::from_value(l.clone()).ok())
+                .unwrap_or_default()
+        };
+        sel.matches(&labels_of(obj)) || (a.old.is_some() && sel.matches(&labels_of(a.old)))
+    }
+
+    async fn review(&self, a: &Attributes<'_>, obj: Option<&Value>) -> Result<Outcome, String> {
+        let cc = self.raw.get("clientConfig").cloned().unwrap_or_default();
+        let Some(url) = cc.get("url").and_then(Value::as_str) else {
+            return Err("service-based clientConfig is not supported by the embedded API server; use clientConfig.url".into());
+        };
+        let uid = super::semantics::new_uid();
+        let gvk = json!({"group": a.info.group, "version": a.version, "kind": a.info.kind});
+        let gvr = json!({"group": a.info.group, "version": a.version, "resource": a.info.resource});
+        let mut request = json!({
+            "uid": uid, "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+            "name": a.name, "namespace": a.namespace, "operation": a.operation,
+            "userInfo": {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": obj.cloned().unwrap_or(Value::Null), "oldObject": a.old.cloned().unwrap_or(Value::Null),
+            "dryRun": false, "options": null,
+        });
+        if let Some(sub) = a.subresource {
+            request["subResource"] = sub.into();
+        }
+        let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request});
+        let trust = trust_for(url, &cc)?;
+        let body = serde_json::to_vec(&review).map_err(|e| e.to_string())?;
+        let resp = http_client::send(
+            Method::POST,
+            url,
+            &[
+                ("content-type", "application/json"),
+                ("accept", "application/json"),
+            ],
+            Some(body),
+            trust.as_ref(),
+            self.timeout,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        if !resp.status.is_success() {
+            return Err(format!(
+                "webhook answered HTTP {}: {}",
+                resp.status,
+                String::from_utf8_lossy(&resp.body)
+            ));
+        }
+        let parsed: Value = serde_json::from_slice(&resp.body)
+            .map_err(|e| format!("invalid AdmissionReview response: {e}"))?;
+        let response = parsed
+            .get("response")
+            .ok_or("AdmissionReview response has no `response`")?;
+        if response.get("uid").and_then(Value::as_str) != Some(uid.as_str()) {
+            return Err("AdmissionReview response uid does not match the request".into());
+        }
+        if response.get("allowed") != Some(&Value::Bool(true)) {
+            return Ok(Outcome::Denied(self.denial(response)));
+        }
+        match response.get("patch").and_then(Value::as_str) {
+            Some(p)
+                if response
+                    .get("patchType")
+                    .and_then(Value::as_str)
+                    .unwrap_or("JSONPatch")
+                    == "JSONPatch" =>
+            {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(p)
+                    .map_err(|e| format!("patch is not base64: {e}"))?;
+                Ok(Outcome::Allowed(Some(bytes)))
+            }
+            Some(_) => Err("unsupported patchType".into()),
+            None => Ok(Outcome::Allowed(None)),
+        }
+    }
+
+    fn denial(&self, response: &Value) -> ApiError {
+        let status = response.get("status").cloned().unwrap_or_default();
+        let msg = status
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("without explanation");
+        let code = status
+            .get("code")
+            .and_then(Value::as_u64)
+            .filter(|c| *c >= 400 && *c < 600)
+            .unwrap_or(400) as u16;
+        let reason = match code {
+            403 => "Forbidden",
+            422 => "Invalid",
+            409 => "Conflict",
+            _ => "BadRequest",
+        };
+        ApiError::new(
+            code,
+            reason,
+            format!(
+                "admission webhook \"{}\" denied the request: {msg}",
+                self.name
+            ),
+        )
+    }
+}
+
+/// HTTPS trusts the `caBundle`; plain HTTP is allowed only to loopback.
+fn trust_for(url: &str, cc: &Value) -> Result<Option<Trust>, String> {
+    if url.starts_with("https://") {
+        let ca = cc.get("caBundle").and_then(Value::as_str).unwrap_or("");
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(ca)
+            .map_err(|e| format!("caBundle is not base64: {e}"))?;
+        return Ok(Some(Trust::CaBundle(pem)));
+    }
+    let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+        .iter()
+        .any(|p| url.starts_with(p));
+    if loopback {
+        Ok(None)
+    } else {
+        Err(format!(
+            "webhook URL {url} must be https (plain http only to loopback)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_patterns() {
+        assert!(resource_matches(&["pods"], "pods", None));
+        assert!(!resource_matches(&["pods"], "pods", Some("status")));
+        assert!(resource_matches(&["pods/*"], "pods", Some("binding")));
+        assert!(resource_matches(&["*"], "nodes", None));
+        assert!(resource_matches(&["*/status"], "nodes", Some("status")));
+        assert!(resource_matches(&["pods/binding"], "pods", Some("binding")));
+        assert!(!resource_matches(
+            &["pods/binding"],
+            "pods",
+            Some("eviction")
+        ));
+    }
+
+    #[test]
+    fn plain_http_only_to_loopback() {
+        assert!(
+            trust_for("http://127.0.0.1:9876/x", &json!({}))
+                .unwrap()
+                .is_none()
+        );
+        assert!(trust_for("http://10.0.0.1:9876/x", &json!({})).is_err());
+        assert!(trust_for("https://10.0.0.1/x", &json!({"caBundle": "!!"})).is_err());
+    }
+}

@@ -1,0 +1,279 @@
+//! The REST surface: routing of `/api`, `/apis`, discovery, OpenAPI and resource paths
+//! to the handlers.
+
+pub mod read;
+pub mod status;
+pub mod subresource;
+pub mod write;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{Value, json};
+
+use super::admission::Admission;
+use super::registry::{Registry, ResourceInfo};
+use super::store::{Store, Stored};
+use crate::kernel::http::{Body, json as json_response, respond, text};
+use status::ApiError;
+
+/// Largest request body accepted (kube-apiserver's limit is about 3 MiB).
+pub const MAX_BODY: usize = 3 << 20;
+
+pub struct ServerState {
+    pub store: Arc<Store>,
+    pub registry: Registry,
+    pub admission: Admission,
+    /// When set, every request but health checks needs `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    pub server_addr: String,
+    pub continues: ContinueCache,
+    pub bookmark_interval: Duration,
+}
+
+/// Snapshots behind `continue` tokens, so every page of a list is served at the
+/// revision of its first page.
+#[derive(Default)]
+pub struct ContinueCache {
+    inner: Mutex<(u64, HashMap<u64, Snapshot>)>,
+}
+
+/// When it was taken, its revision, and the items.
+type Snapshot = (Instant, u64, Arc<Vec<Arc<Stored>>>);
+
+const CONTINUE_TTL: Duration = Duration::from_secs(120);
+
+impl ContinueCache {
+    pub fn put(&self, rev: u64, items: Arc<Vec<Arc<Stored>>>) -> u64 {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.1.retain(|_, (at, _, _)| at.elapsed() < CONTINUE_TTL);
+        g.0 += 1;
+        let id = g.0;
+        g.1.insert(id, (Instant::now(), rev, items));
+        id
+    }
+
+    pub fn get(&self, id: u64) -> Option<(u64, Arc<Vec<Arc<Stored>>>)> {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.1.get(&id)
+            .filter(|(at, _, _)| at.elapsed() < CONTINUE_TTL)
+            .map(|(_, r, i)| (*r, i.clone()))
+    }
+}
+
+/// Decoded query parameters.
+#[derive(Default, Debug)]
+pub struct Query(HashMap<String, String>);
+
+impl Query {
+    pub fn parse(q: Option<&str>) -> Query {
+        Query(
+            form_urlencoded::parse(q.unwrap_or("").as_bytes())
+                .into_owned()
+                .collect(),
+        )
+    }
+    pub fn get(&self, k: &str) -> Option<&str> {
+        self.0.get(k).map(String::as_str).filter(|s| !s.is_empty())
+    }
+    pub fn flag(&self, k: &str) -> bool {
+        matches!(self.get(k), Some("true" | "1"))
+    }
+    pub fn u64(&self, k: &str) -> Option<u64> {
+        self.get(k).and_then(|v| v.parse().ok())
+    }
+}
+
+/// One resource request after routing.
+pub struct ResourceRequest {
+    pub info: Arc<ResourceInfo>,
+    pub version: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+    pub watch_path: bool,
+}
+
+impl ResourceRequest {
+    pub fn api_version(&self) -> String {
+        self.info.api_version(&self.version)
+    }
+    pub fn ns(&self) -> &str {
+        self.namespace.as_deref().unwrap_or("")
+    }
+}
+
+/// The object bytes as the requested version presents them.
+pub fn render(obj: &Stored, api_version: &str) -> Bytes {
+    let prefix = format!("{{\"apiVersion\":\"{api_version}\",");
+    if obj.bytes.starts_with(prefix.as_bytes()) {
+        return obj.bytes.clone();
+    }
+    let mut v = obj.value();
+    v["apiVersion"] = api_version.into();
+    Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
+}
+
+pub fn object_response(code: StatusCode, obj: &Stored, api_version: &str) -> Response<Body> {
+    respond(code, "application/json", render(obj, api_version))
+}
+
+pub fn version_info() -> Value {
+    json!({
+        "major": "1", "minor": "33", "gitVersion": "v1.33.0-koord",
+        "gitCommit": env!("CARGO_PKG_VERSION"), "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z", "goVersion": "rust", "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    })
+}
+
+fn authorized(state: &ServerState, req: &Request<Incoming>) -> bool {
+    let Some(token) = &state.token else {
+        return true;
+    };
+    let given = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    given
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|g| g.trim() == token)
+}
+
+/// Entry point for every request.
+pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path().trim_end_matches('/').to_string();
+    let path = if path.is_empty() {
+        "/".to_string()
+    } else {
+        path
+    };
+    if matches!(path.as_str(), "/healthz" | "/readyz" | "/livez") {
+        return text(StatusCode::OK, "ok");
+    }
+    if !authorized(&state, &req) {
+        return ApiError::unauthorized().into_response();
+    }
+    let query = Query::parse(req.uri().query());
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    tracing::debug!(method = %req.method(), path = %path, "request");
+    let ok = |v: &Value| Ok(Routed::Done(json_response(StatusCode::OK, v)));
+    let routed = match segs.as_slice() {
+        ["version"] => ok(&version_info()),
+        ["api"] => ok(&state.registry.api_versions(&state.server_addr)),
+        ["apis"] => ok(&state.registry.group_list()),
+        ["apis", g] => state
+            .registry
+            .group(g)
+            .map_or_else(|| Err(ApiError::route_not_found()), |d| ok(&d)),
+        ["api", "v1"] => discovery(&state, "", "v1").map(Routed::Done),
+        ["apis", g, v] => discovery(&state, g, v).map(Routed::Done),
+        ["openapi", rest @ ..] => super::openapi::serve(&state.registry, rest).map(Routed::Done),
+        ["api", "v1", rest @ ..] => resolve(&state, "", "v1", rest).map(Routed::Resource),
+        ["apis", g, v, rest @ ..] => resolve(&state, g, v, rest).map(Routed::Resource),
+        _ => Err(ApiError::route_not_found()),
+    };
+    let result = match routed {
+        Ok(Routed::Done(resp)) => return resp,
+        Ok(Routed::Resource(rr)) => dispatch(&state, rr, req, &query).await,
+        Err(err) => Err(err),
+    };
+    result.unwrap_or_else(ApiError::into_response)
+}
+
+enum Routed {
+    Done(Response<Body>),
+    Resource(ResourceRequest),
+}
+
+fn discovery(state: &ServerState, g: &str, v: &str) -> Result<Response<Body>, ApiError> {
+    state
+        .registry
+        .resource_list(g, v)
+        .map(|d| json_response(StatusCode::OK, &d))
+        .ok_or_else(ApiError::route_not_found)
+}
+
+fn resolve(
+    state: &ServerState,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+) -> Result<ResourceRequest, ApiError> {
+    let (watch_path, rest) = match rest.first() {
+        Some(&"watch") => (true, &rest[1..]),
+        _ => (false, rest),
+    };
+    let lookup = |r: &str| state.registry.lookup(group, version, r);
+    let build = |info: Arc<ResourceInfo>,
+                 ns: Option<&str>,
+                 tail: &[&str]|
+     -> Result<ResourceRequest, ApiError> {
+        if tail.len() > 2 {
+            return Err(ApiError::route_not_found());
+        }
+        let sub = tail.get(1).map(|s| s.to_string());
+        if let Some(s) = &sub
+            && !info.has_subresource(s)
+        {
+            return Err(ApiError::route_not_found());
+        }
+        Ok(ResourceRequest {
+            info,
+            version: version.to_string(),
+            namespace: ns.map(str::to_string),
+            name: tail.first().map(|s| s.to_string()),
+            subresource: sub,
+            watch_path,
+        })
+    };
+    match rest {
+        ["namespaces", ns, res, tail @ ..] if lookup(res).is_some_and(|i| i.namespaced) => build(
+            lookup(res).ok_or_else(ApiError::route_not_found)?,
+            Some(ns),
+            tail,
+        ),
+        [res, tail @ ..] => {
+            let info = lookup(res).ok_or_else(ApiError::route_not_found)?;
+            if info.namespaced && !tail.is_empty() {
+                return Err(ApiError::route_not_found());
+            }
+            build(info, None, tail)
+        }
+        [] => Err(ApiError::route_not_found()),
+    }
+}
+
+async fn dispatch(
+    state: &Arc<ServerState>,
+    rr: ResourceRequest,
+    req: Request<Incoming>,
+    q: &Query,
+) -> Result<Response<Body>, ApiError> {
+    let method = req.method().clone();
+    let sub = rr.subresource.clone();
+    match (&method, rr.name.is_some(), sub.as_deref()) {
+        (&Method::GET, false, None) if rr.watch_path || q.flag("watch") => {
+            read::watch(state, &rr, q).await
+        }
+        (&Method::GET, false, None) => read::list(state, &rr, q),
+        (&Method::GET, true, None | Some("status")) => read::get(state, &rr),
+        (&Method::POST, false, None) => write::create(state, &rr, req, q).await,
+        (&Method::POST, true, Some("binding")) => subresource::binding(state, &rr, req).await,
+        (&Method::POST, true, Some("eviction")) => subresource::eviction(state, &rr, req).await,
+        (&Method::PUT, true, None | Some("status") | Some("finalize")) => {
+            write::update(state, &rr, req).await
+        }
+        (&Method::PATCH, true, None | Some("status")) => write::patch(state, &rr, req).await,
+        (&Method::DELETE, true, None) => write::delete(state, &rr, req, q).await,
+        (&Method::DELETE, false, None) => write::delete_collection(state, &rr, q).await,
+        _ => Err(ApiError::method_not_allowed(&format!(
+            "{method} {}",
+            rr.info.qualified()
+        ))),
+    }
+}

@@ -1,0 +1,249 @@
+//! GET, list (with `limit`/`continue` pages served from one snapshot) and watch.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::StreamExt;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use hyper::{Response, StatusCode};
+use serde_json::{Value, json};
+
+use super::status::ApiError;
+use super::{Query, ResourceRequest, ServerState, object_response, render};
+use crate::apiserver::store::{Filter, Stored, WatchItem};
+use crate::kernel::http::{Body, respond};
+
+/// Watches without `timeoutSeconds` end after this long (kube-apiserver picks 30–60 min).
+const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+
+pub fn get(state: &ServerState, rr: &ResourceRequest) -> Result<Response<Body>, ApiError> {
+    let name = rr.name.as_deref().unwrap_or("");
+    let obj = state
+        .store
+        .get(&rr.info.key(), rr.ns(), name)
+        .ok_or_else(|| ApiError::not_found(&rr.info, name))?;
+    Ok(object_response(StatusCode::OK, &obj, &rr.api_version()))
+}
+
+pub fn filter(rr: &ResourceRequest, q: &Query) -> Result<Filter, ApiError> {
+    Filter::parse(
+        rr.namespace.clone(),
+        q.get("labelSelector"),
+        q.get("fieldSelector"),
+    )
+    .map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+fn encode_continue(id: u64, offset: usize) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{id}:{offset}"))
+}
+
+fn decode_continue(token: &str) -> Option<(u64, usize)> {
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()?;
+    let s = String::from_utf8(raw).ok()?;
+    let (id, off) = s.split_once(':')?;
+    Some((id.parse().ok()?, off.parse().ok()?))
+}
+
+pub fn list(
+    state: &ServerState,
+    rr: &ResourceRequest,
+    q: &Query,
+) -> Result<Response<Body>, ApiError> {
+    let limit = q.u64("limit").filter(|l| *l > 0).map(|l| l as usize);
+    let (id, rev, items, offset) = match q.get("continue") {
+        Some(token) => {
+            let (id, offset) = decode_continue(token)
+                .ok_or_else(|| ApiError::bad_request("invalid continue token"))?;
+            let (rev, items) = state.continues.get(id).ok_or_else(|| {
+                ApiError::gone(
+                    "The provided continue parameter is too old to display a consistent list result. \
+                     You can start a new list without the continue parameter.",
+                )
+            })?;
+            (Some(id), rev, items, offset)
+        }
+        None => {
+            let (rev, items) = state.store.list(&rr.info.key(), &filter(rr, q)?);
+            (None, rev, Arc::new(items), 0)
+        }
+    };
+    let offset = offset.min(items.len());
+    let end = limit.map_or(items.len(), |l| (offset + l).min(items.len()));
+    let mut metadata = json!({"resourceVersion": rev.to_string()});
+    if end < items.len() {
+        let id = id.unwrap_or_else(|| state.continues.put(rev, items.clone()));
+        metadata["continue"] = encode_continue(id, end).into();
+        metadata["remainingItemCount"] = (items.len() - end).into();
+    }
+    let api_version = rr.api_version();
+    let head = json!({"apiVersion": api_version, "kind": format!("{}List", rr.info.kind), "metadata": metadata});
+    Ok(respond(
+        StatusCode::OK,
+        "application/json",
+        list_body(&head, &items[offset..end], &api_version),
+    ))
+}
+
+/// `{"apiVersion":..,"kind":..,"metadata":..,"items":[..]}` without re-parsing the items.
+fn list_body(head: &Value, items: &[Arc<Stored>], api_version: &str) -> Bytes {
+    let mut out =
+        BytesMut::with_capacity(64 + items.iter().map(|i| i.bytes.len() + 1).sum::<usize>());
+    let head = serde_json::to_vec(head).unwrap_or_default();
+    out.put_slice(&head[..head.len().saturating_sub(1)]);
+    out.put_slice(b",\"items\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.put_u8(b',');
+        }
+        out.put_slice(&render(item, api_version));
+    }
+    out.put_slice(b"]}");
+    out.freeze()
+}
+
+fn event_line(kind: &str, object: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(object.len() + 32);
+    out.put_slice(b"{\"type\":\"");
+    out.put_slice(kind.as_bytes());
+    out.put_slice(b"\",\"object\":");
+    out.put_slice(object);
+    out.put_slice(b"}\n");
+    out.freeze()
+}
+
+fn bookmark_line(kind: &str, api_version: &str, rev: u64, initial_end: bool) -> Bytes {
+    let mut meta = json!({"resourceVersion": rev.to_string()});
+    if initial_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let obj = json!({"kind": kind, "apiVersion": api_version, "metadata": meta});
+    event_line("BOOKMARK", &serde_json::to_vec(&obj).unwrap_or_default())
+}
+
+fn streaming(stream: impl futures::Stream<Item = Bytes> + Send + 'static) -> Response<Body> {
+    let body = StreamBody::new(stream.map(|b| Ok::<_, Infallible>(Frame::data(b)))).boxed_unsync();
+    let mut resp = Response::new(body);
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+pub async fn watch(
+    state: &Arc<ServerState>,
+    rr: &ResourceRequest,
+    q: &Query,
+) -> Result<Response<Body>, ApiError> {
+    let filter = filter(rr, q)?;
+    let initial = q.flag("sendInitialEvents");
+    let from = match q.get("resourceVersion") {
+        None | Some("0") => None,
+        Some(_) if initial => None,
+        Some(s) => Some(
+            s.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {s:?}")))?,
+        ),
+    };
+    let bookmarks = q.flag("allowWatchBookmarks");
+    let timeout = q
+        .u64("timeoutSeconds")
+        .map_or(DEFAULT_WATCH_TIMEOUT, Duration::from_secs);
+    let key = rr.info.key();
+    let api_version = rr.api_version();
+    let kind = rr.info.kind.clone();
+    let start = match state.store.watch(&key, from, filter, initial) {
+        Ok(s) => s,
+        Err(e) => {
+            let status = ApiError::gone(format!(
+                "too old resource version: {} ({})",
+                e.requested, e.oldest
+            ))
+            .status_object();
+            let line = event_line("ERROR", &serde_json::to_vec(&status).unwrap_or_default());
+            return Ok(streaming(futures::stream::once(async move { line })));
+        }
+    };
+    let state = state.clone();
+    let interval = state.bookmark_interval;
+    let stream = async_stream::stream! {
+        let mut rx = start.rx;
+        for (k, obj) in start.initial {
+            yield event_line(k.as_str(), &render(&obj, &api_version));
+        }
+        if initial {
+            yield bookmark_line(&kind, &api_version, start.rev, true);
+        }
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+        let mut closing = false;
+        loop {
+            tokio::select! {
+                item = rx.recv() => match item {
+                    Some(WatchItem::Event(k, obj)) => yield event_line(k.as_str(), &render(&obj, &api_version)),
+                    Some(WatchItem::Bookmark(rev)) => {
+                        if bookmarks {
+                            yield bookmark_line(&kind, &api_version, rev, false);
+                        }
+                        if closing {
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+                _ = tick.tick(), if bookmarks && !closing => {
+                    if !state.store.bookmark(&key, start.id) {
+                        break;
+                    }
+                }
+                _ = &mut deadline, if !closing => {
+                    // A last bookmark so the client resumes from the newest revision.
+                    closing = true;
+                    if !bookmarks || !state.store.bookmark(&key, start.id) {
+                        break;
+                    }
+                }
+            }
+        }
+    };
+    Ok(streaming(stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip() {
+        assert_eq!(decode_continue(&encode_continue(7, 500)), Some((7, 500)));
+        assert_eq!(decode_continue("!!"), None);
+    }
+
+    #[test]
+    fn list_body_is_valid_json() {
+        let a = Arc::new(Stored::new(
+            1,
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}),
+        ));
+        let body = list_body(
+            &json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}}),
+            &[a.clone(), a],
+            "v1",
+        );
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["items"].as_array().unwrap().len(), 2);
+        let empty = list_body(&json!({"kind": "X"}), &[], "v1");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&empty).unwrap()["items"],
+            json!([])
+        );
+    }
+}

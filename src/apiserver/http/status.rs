@@ -1,0 +1,168 @@
+//! API errors as `Status` objects, with the reasons and codes Kubernetes uses.
+
+use hyper::{Response, StatusCode};
+use serde_json::{Value, json};
+
+use crate::apiserver::registry::ResourceInfo;
+use crate::kernel::http::{Body, json as json_response};
+
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+}
+
+impl ApiError {
+    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    fn with_details(mut self, info: &ResourceInfo, name: &str) -> Self {
+        let mut d = json!({"name": name, "kind": info.resource});
+        if !info.group.is_empty() {
+            d["group"] = info.group.clone().into();
+        }
+        self.details = Some(d);
+        self
+    }
+
+    pub fn not_found(info: &ResourceInfo, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", info.qualified()),
+        )
+        .with_details(info, name)
+    }
+
+    pub fn already_exists(info: &ResourceInfo, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", info.qualified()),
+        )
+        .with_details(info, name)
+    }
+
+    pub fn conflict(info: &ResourceInfo, name: &str, why: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                info.qualified()
+            ),
+        )
+        .with_details(info, name)
+    }
+
+    pub fn stale(info: &ResourceInfo, name: &str) -> Self {
+        Self::conflict(
+            info,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    /// `message` reads `field: reason` as Kubernetes' field errors do; kubectl prints the
+    /// causes.
+    pub fn invalid(info: &ResourceInfo, name: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        let (field, detail) = message.split_once(": ").unwrap_or(("", message.as_str()));
+        let mut err = Self::new(
+            422,
+            "Invalid",
+            format!("{} \"{name}\" is invalid: {message}", info.kind),
+        );
+        err.details = Some(json!({
+            "name": name,
+            "kind": info.kind,
+            "group": info.group,
+            "causes": [{"reason": "FieldValueInvalid", "message": detail, "field": field}]
+        }));
+        err
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    pub fn route_not_found() -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    }
+
+    pub fn method_not_allowed(what: &str) -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource: {what}"),
+        )
+    }
+
+    pub fn unsupported_media_type(message: impl Into<String>) -> Self {
+        Self::new(415, "UnsupportedMediaType", message)
+    }
+
+    pub fn too_many_requests(message: impl Into<String>) -> Self {
+        Self::new(429, "TooManyRequests", message)
+    }
+
+    pub fn gone(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    pub fn status_object(&self) -> Value {
+        let mut s = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            s["details"] = d.clone();
+        }
+        s
+    }
+
+    pub fn into_response(self) -> Response<Body> {
+        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        json_response(code, &self.status_object())
+    }
+}
+
+impl From<crate::apiserver::store::StoreError> for ApiError {
+    fn from(e: crate::apiserver::store::StoreError) -> Self {
+        ApiError::internal(e.to_string())
+    }
+}
+
+/// `{"kind":"Status","status":"Success"}` for deletes of collections and subresources.
+pub fn success(code: u16) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code})
+}

@@ -1,0 +1,595 @@
+//! Create, update (PUT), patch and delete, with kube-apiserver's optimistic concurrency:
+//! compute the new object from the revision read, admit it, and commit only if nothing
+//! changed in between (retrying otherwise, unless the client pinned a resourceVersion).
+
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use serde_json::{Value, json};
+
+use super::status::{ApiError, success};
+use super::{MAX_BODY, Query, ResourceRequest, ServerState, object_response};
+use crate::apiserver::admission::Attributes;
+use crate::apiserver::patch::{self, PatchType};
+use crate::apiserver::registry::ResourceInfo;
+use crate::apiserver::semantics::{self, now, valid_name};
+use crate::apiserver::store::{Change, Committed, Filter, StoreError, Stored};
+
+use crate::kernel::http::{Body, json as json_response, read_body};
+
+const MAX_ATTEMPTS: usize = 16;
+
+/// A commit that lost a race; the caller recomputes and tries again.
+pub(crate) enum WriteError {
+    Api(ApiError),
+    Retry,
+}
+
+impl From<StoreError> for WriteError {
+    fn from(e: StoreError) -> Self {
+        WriteError::Api(e.into())
+    }
+}
+
+impl From<ApiError> for WriteError {
+    fn from(e: ApiError) -> Self {
+        WriteError::Api(e)
+    }
+}
+
+fn content_type(req: &Request<Incoming>) -> String {
+    req.headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string()
+}
+
+async fn body_bytes(req: Request<Incoming>) -> Result<(String, bytes::Bytes), ApiError> {
+    let ct = content_type(&req);
+    let bytes = read_body(req.into_body(), MAX_BODY)
+        .await
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok((ct, bytes))
+}
+
+fn parse_object(ct: &str, bytes: &[u8]) -> Result<Value, ApiError> {
+    let media = ct.split(';').next().unwrap_or("").trim();
+    if !matches!(
+        media,
+        "" | "application/json" | "application/yaml" | "text/yaml" | "*/*"
+    ) {
+        // client-go switches to JSON when a server answers 415 to protobuf or CBOR.
+        return Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format ({media}) - accepted media types include: application/json, application/yaml"
+        )));
+    }
+    let v: Value = if media.ends_with("yaml") {
+        serde_yaml::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("invalid YAML body: {e}")))?
+    } else {
+        serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?
+    };
+    if !v.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(v)
+}
+
+/// The body's kind and apiVersion must name this resource; absent ones are filled in.
+fn check_type(rr: &ResourceRequest, obj: &mut Value) -> Result<(), ApiError> {
+    let want_av = rr.api_version();
+    let kind = obj
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or(&rr.info.kind)
+        .to_string();
+    let av = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or(&want_av)
+        .to_string();
+    if kind != rr.info.kind || av != want_av {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({av}) and kind ({kind}) do not match the request ({want_av}, {})",
+            rr.info.kind
+        )));
+    }
+    obj["kind"] = kind.into();
+    obj["apiVersion"] = av.into();
+    Ok(())
+}
+
+fn name_of(v: &Value) -> String {
+    v.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+fn attrs<'a>(
+    rr: &'a ResourceRequest,
+    op: &'static str,
+    name: &'a str,
+    old: Option<&'a Value>,
+) -> Attributes<'a> {
+    Attributes {
+        info: &rr.info,
+        version: &rr.version,
+        subresource: rr.subresource.as_deref(),
+        operation: op,
+        name,
+        namespace: rr.ns(),
+        old,
+    }
+}
+
+fn generated_suffix() -> String {
+    uuid::Uuid::new_v4()
+        .simple()
+        .to_string()
+        .chars()
+        .take(5)
+        .collect()
+}
+
+pub async fn create(
+    state: &Arc<ServerState>,
+    rr: &ResourceRequest,
+    req: Request<Incoming>,
+    q: &Query,
+) -> Result<Response<Body>, ApiError> {
+    let (ct, bytes) = body_bytes(req).await?;
+    let mut obj = parse_object(&ct, &bytes)?;
+    check_type(rr, &mut obj)?;
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    let meta = &mut obj["metadata"];
+    if rr.info.namespaced {
+        let ns = rr.ns().to_string();
+        match meta.get("namespace").and_then(Value::as_str) {
+            Some(given) if !given.is_empty() && given != ns => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => meta["namespace"] = ns.clone().into(),
+        }
+        let ns_key = (String::new(), "namespaces".to_string());
+        if state.store.get(&ns_key, "", &ns).is_none() {
+            let info = state
+                .registry
+                .get("", "namespaces")
+                .ok_or_else(ApiError::route_not_found)?;
+            return Err(ApiError::not_found(&info, &ns));
+        }
+    } else if let Some(m) = meta.as_object_mut() {
+        m.remove("namespace");
+    }
+    if name_of(&obj).is_empty()
+        && let Some(prefix) = obj
+            .pointer("/metadata/generateName")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    {
+        obj["metadata"]["name"] = format!("{prefix}{}", generated_suffix()).into();
+    }
+    let name = name_of(&obj);
+    if name.is_empty() {
+        return Err(ApiError::invalid(
+            &rr.info,
+            "",
+            "metadata.name: Required value: name or generateName is required",
+        ));
+    }
+    if !valid_name(&name) {
+        return Err(ApiError::invalid(
+            &rr.info,
+            &name,
+            format!(
+                "metadata.name: Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"
+            ),
+        ));
+    }
+    semantics::prepare_create(&rr.info, &mut obj, &state.store)?;
+    let a = attrs(rr, "CREATE", &name, None);
+    state.admission.mutate(&a, &mut obj).await?;
+    state.admission.validate(&a, Some(&obj)).await?;
+    if q.get("dryRun").is_some() {
+        return Ok(json_response(StatusCode::CREATED, &obj));
+    }
+    let committed = state
+        .store
+        .commit(&rr.info.key(), rr.ns(), &name, |cur| match cur {
+            Some(_) => Err(ApiError::already_exists(&rr.info, &name)),
+            None => Ok(Change::Put(obj)),
+        })?;
+    after_write(state, &rr.info, &committed, false);
+    Ok(object_response(
+        StatusCode::CREATED,
+        &committed.object,
+        &rr.api_version(),
+    ))
+}
+
+pub async fn update(
+    state: &Arc<ServerState>,
+    rr: &ResourceRequest,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    let (ct, bytes) = body_bytes(req).await?;
+    let mut body = parse_object(&ct, &bytes)?;
+    check_type(rr, &mut body)?;
+    let url_name = rr.name.clone().unwrap_or_default();
+    match name_of(&body) {
+        n if n.is_empty() => body["metadata"]["name"] = url_name.clone().into(),
+        n if n != url_name => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({url_name})"
+            )));
+        }
+        _ => {}
+    }
+    let pinned = body
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {s:?}")))
+        })
+        .transpose()?;
+    guaranteed_update(state, rr, pinned, |_| Ok(body.clone())).await
+}
+
+pub async fn patch(
+    state: &Arc<ServerState>,
+    rr: &ResourceRequest,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    let ct = content_type(&req);
+    let kind = PatchType::from_content_type(&ct).ok_or_else(|| {
+        ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format ({ct}) - accepted media types include: \
+             application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
+        ))
+    })?;
+    match kind {
+        PatchType::Apply => {
+            return Err(ApiError::unsupported_media_type(
+                "server-side apply (application/apply-patch+yaml) is not supported by koord's embedded API server; \
+                 use kubectl apply without --server-side, or a merge patch",
+            ));
+        }
+        PatchType::Strategic if !rr.info.builtin => {
+            return Err(ApiError::unsupported_media_type(
+                "strategic merge patch is not supported for custom resources; use application/merge-patch+json",
+            ));
+        }
+        _ => {}
+    }
+    let (_, bytes) = body_bytes(req).await?;
+    guaranteed_update(state, rr, None, |old| {
+        let new =
+            patch::apply(kind, old, &bytes).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let rv = |v: &Value| v.pointer("/metadata/resourceVersion").cloned();
+        if rv(&new).is_some_and(|r| !r.is_null()) && rv(&new) != rv(old) {
+            return Err(ApiError::stale(&rr.info, &name_of(old)));
+        }
+        Ok(new)
+    })
+    .await
+}
+
+fn without_rv(v: &Value) -> Value {
+    let mut c = v.clone();
+    if let Some(m) = c.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+    }
+    c
+}
+
+/// Read, compute, admit, commit-if-unchanged; retried on races.
+async fn guaranteed_update(
+    state: &Arc<ServerState>,
+    rr: &ResourceRequest,
+    pinned: Option<u64>,
+    compute: impl Fn(&Value) -> Result<Value, ApiError>,
+) -> Result<Response<Body>, ApiError> {
+    let name = rr.name.clone().unwrap_or_default();
+    let key = rr.info.key();
+    for _ in 0..MAX_ATTEMPTS {
+        let cur = state
+            .store
+            .get(&key, rr.ns(), &name)
+            .ok_or_else(|| ApiError::not_found(&rr.info, &name))?;
+        if pinned.is_some_and(|p| p != cur.rev) {
+            return Err(ApiError::stale(&rr.info, &name));
+        }
+        let old = cur.value();
+        let mut new = compute(&old)?;
+        new["apiVersion"] = old.get("apiVersion").cloned().unwrap_or_default();
+        new["kind"] = rr.info.kind.clone().into();
+        semantics::prepare_update(&rr.info, &old, &mut new, rr.subresource.as_deref())?;
+        if without_rv(&new) == without_rv(&old) {
+            return Ok(super::object_response(
+                StatusCode::OK,
+                &cur,
+                &rr.api_version(),
+            ));
+        }
+        let a = attrs(rr, "UPDATE", &name, Some(&old));
+        state.admission.mutate(&a, &mut new).await?;
+        state.admission.validate(&a, Some(&new)).await?;
+        let finalize = new.pointer("/metadata/deletionTimestamp").is_some()
+            && new
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_none_or(|f| f.is_empty());
+        let observed = cur.rev;
+        let result = state.store.commit(&key, rr.ns(), &name, |c| match c {
+            None => Err(WriteError::Api(ApiError::not_found(&rr.info, &name))),
+            Some(c) if c.rev != observed => Err(WriteError::Retry),
+            Some(_) if finalize => Ok(Change::Delete),
+            Some(_) => Ok(Change::Put(new)),
+        });
+        match result {
+            Ok(committed) => {
+                after_write(state, &rr.info, &committed, finalize);
+                return Ok(object_response(
+                    StatusCode::OK,
+                    &committed.object,
+                    &rr.api_version(),
+                ));
+            }
+            Err(WriteError::Retry) if pinned.is_none() => continue,
+            Err(WriteError::Retry) => return Err(ApiError::stale(&rr.info, &name)),
+            Err(WriteError::Api(e)) => return Err(e),
+        }
+    }
+    Err(ApiError::conflict(
+        &rr.info,
+        &name,
+        "too many concurrent writes; try again",
+    ))
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DeleteOptions {
+    pub grace_period_seconds: Option<i64>,
+    pub preconditions: Option<Preconditions>,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Preconditions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+pub async fn delete(
+    state: &Arc<ServerState>,
+    rr: &ResourceRequest,
+    req: Request<Incoming>,
+    q: &Query,
+) -> Result<Response<Body>, ApiError> {
+    let (_, bytes) = body_bytes(req).await?;
+    let mut opts: DeleteOptions = if bytes.iter().all(u8::is_ascii_whitespace) {
+        DeleteOptions::default()
+    } else {
+        serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
+    };
+    if let Some(g) = q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()) {
+        opts.grace_period_seconds = Some(g);
+    }
+    let name = rr.name.clone().unwrap_or_default();
+    let obj = delete_one(state, &rr.info, &rr.version, rr.ns(), &name, &opts, true).await?;
+    Ok(object_response(StatusCode::OK, &obj, &rr.api_version()))
+}
+
+/// What deleting `cur` means right now.
+fn deletion(info: &ResourceInfo, cur: &Value, grace: Option<i64>) -> Option<Value> {
+    let has_finalizers = cur
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty());
+    let terminating = cur.pointer("/metadata/deletionTimestamp").is_some();
+    if has_finalizers {
+        let mut v = cur.clone();
+        if !terminating {
+            v["metadata"]["deletionTimestamp"] = now().into();
+            v["metadata"]["deletionGracePeriodSeconds"] = 0.into();
+        }
+        return Some(v);
+    }
+    let bound = cur
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    if info.group.is_empty() && info.resource == "pods" && bound {
+        let spec_grace = cur
+            .pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(30);
+        let grace = grace.unwrap_or(spec_grace).max(0);
+        let current = cur
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64);
+        if grace > 0 && current.is_none_or(|c| grace < c) {
+            let mut v = cur.clone();
+            let at = k8s_openapi::jiff::Timestamp::now()
+                + k8s_openapi::jiff::SignedDuration::from_secs(grace);
+            v["metadata"]["deletionTimestamp"] =
+                at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string().into();
+            v["metadata"]["deletionGracePeriodSeconds"] = grace.into();
+            return Some(v);
+        }
+        if grace > 0 {
+            return Some(cur.clone());
+        }
+    }
+    None
+}
+
+/// Deletes (or starts the graceful deletion of) one object.
+pub(crate) async fn delete_one(
+    state: &Arc<ServerState>,
+    info: &Arc<ResourceInfo>,
+    version: &str,
+    ns: &str,
+    name: &str,
+    opts: &DeleteOptions,
+    admit: bool,
+) -> Result<Arc<Stored>, ApiError> {
+    let key = info.key();
+    for _ in 0..MAX_ATTEMPTS {
+        let cur = state
+            .store
+            .get(&key, ns, name)
+            .ok_or_else(|| ApiError::not_found(info, name))?;
+        if let Some(p) = &opts.preconditions {
+            if p.uid.as_ref().is_some_and(|u| *u != cur.uid) {
+                return Err(ApiError::conflict(
+                    info,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                        p.uid.clone().unwrap_or_default(),
+                        cur.uid
+                    ),
+                ));
+            }
+            if p.resource_version
+                .as_ref()
+                .is_some_and(|r| *r != cur.rev.to_string())
+            {
+                return Err(ApiError::stale(info, name));
+            }
+        }
+        let old = cur.value();
+        if admit {
+            let a = Attributes {
+                info,
+                version,
+                subresource: None,
+                operation: "DELETE",
+                name,
+                namespace: ns,
+                old: Some(&old),
+            };
+            state.admission.validate(&a, None).await?;
+        }
+        let next = deletion(info, &old, opts.grace_period_seconds);
+        if next.as_ref() == Some(&old) {
+            return Ok(cur);
+        }
+        let observed = cur.rev;
+        let result = state.store.commit(&key, ns, name, |c| match c {
+            None => Err(WriteError::Api(ApiError::not_found(info, name))),
+            Some(c) if c.rev != observed => Err(WriteError::Retry),
+            Some(_) => Ok(next.map_or(Change::Delete, Change::Put)),
+        });
+        match result {
+            Ok(committed) => {
+                let removed = state.store.get(&key, ns, name).is_none();
+                after_write(state, info, &committed, removed);
+                return Ok(committed.object);
+            }
+            Err(WriteError::Retry) => continue,
+            Err(WriteError::Api(e)) => return Err(e),
+        }
+    }
+    Err(ApiError::conflict(
+        info,
+        name,
+        "too many concurrent writes; try again",
+    ))
+}
+
+pub async fn delete_collection(
+    state: &Arc<ServerState>,
+    rr: &ResourceRequest,
+    q: &Query,
+) -> Result<Response<Body>, ApiError> {
+    let filter = super::read::filter(rr, q)?;
+    let (_, items) = state.store.list(&rr.info.key(), &filter);
+    for item in items {
+        match delete_one(
+            state,
+            &rr.info,
+            &rr.version,
+            &item.namespace,
+            &item.name,
+            &DeleteOptions::default(),
+            true,
+        )
+        .await
+        {
+            Ok(_) => {}
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(json_response(StatusCode::OK, &success(200)))
+}
+
+/// Side effects of a committed write: serving CRDs, cascading namespace deletion.
+fn after_write(
+    state: &Arc<ServerState>,
+    info: &ResourceInfo,
+    committed: &Committed,
+    removed: bool,
+) {
+    match (info.group.as_str(), info.resource.as_str()) {
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            let crd = committed.object.value();
+            if removed {
+                let group = crd
+                    .pointer("/spec/group")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let plural = crd
+                    .pointer("/spec/names/plural")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                purge(state, &(group.to_string(), plural.to_string()), None);
+                state.registry.remove_crd(group, plural);
+            } else if let Err(e) = state.registry.apply_crd(&crd) {
+                tracing::warn!(error = %e, "stored CRD could not be served");
+            }
+        }
+        ("", "namespaces") if removed => {
+            for info in state.registry.all().into_iter().filter(|i| i.namespaced) {
+                purge(state, &info.key(), Some(&committed.object.name));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Removes every object of a resource (in one namespace, or all).
+fn purge(state: &ServerState, key: &(String, String), ns: Option<&str>) {
+    let filter = Filter {
+        namespace: ns.map(str::to_string),
+        ..Default::default()
+    };
+    let (_, items) = state.store.list(key, &filter);
+    for item in items {
+        let r = state
+            .store
+            .commit(key, &item.namespace, &item.name, |c| match c {
+                Some(_) => Ok(Change::Delete),
+                None => Err(WriteError::Retry),
+            });
+        if let Err(WriteError::Api(e)) = r {
+            tracing::warn!(error = %e.message, name = %item.name, "purging failed");
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! The embedded Kubernetes-compatible API server: `koord --embedded`, the integration
+//! tests and simulations run real clients (kube-rs, kubectl) against it over loopback.
+//! Storage is sled under the data dir; see `shared/spec/apiserver.md` for what clients need.
+
+pub mod admission;
+pub mod bootstrap;
+pub mod http;
+pub mod node;
+pub mod openapi;
+pub mod patch;
+pub mod registry;
+pub mod semantics;
+pub mod sim;
+pub mod store;
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use http::ServerState;
+use store::{Store, StoreOptions};
+
+/// The `embedded` configuration section.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct Config {
+    /// Run the in-process API server and point every role at it (`--embedded`).
+    pub enabled: bool,
+    /// Listen address (`--embedded-addr`). Non-loopback addresses need `bearerToken`.
+    pub addr: SocketAddr,
+    /// Token required as `Authorization: Bearer` on every request when set.
+    pub bearer_token: Option<String>,
+    /// Events kept per resource for watches resuming from older resourceVersions.
+    pub watch_history: usize,
+    /// Events buffered per watcher before a slow watcher is closed.
+    pub watcher_buffer: usize,
+    /// Seconds between watch bookmarks.
+    pub bookmark_interval_seconds: u64,
+    /// Simulated nodes to register (`--sim-nodes`).
+    pub sim_nodes: u32,
+    /// CPU of each simulated node (`--sim-node-cpu`).
+    pub sim_node_cpu: String,
+    /// Memory of each simulated node (`--sim-node-memory`).
+    pub sim_node_memory: String,
+    /// Register this machine as a Node named `common.nodeName`.
+    pub register_local_node: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            addr: SocketAddr::from(([127, 0, 0, 1], 6443)),
+            bearer_token: None,
+            watch_history: 10_000,
+            watcher_buffer: 4096,
+            bookmark_interval_seconds: 60,
+            sim_nodes: 0,
+            sim_node_cpu: "32".into(),
+            sim_node_memory: "256Gi".into(),
+            register_local_node: true,
+        }
+    }
+}
+
+impl Config {
+    /// Server options for this configuration.
+    pub fn options(&self, data_dir: &Path, node_name: &str) -> Options {
+        Options {
+            addr: self.addr,
+            data_dir: Some(data_dir.to_path_buf()),
+            bearer_token: self.bearer_token.clone(),
+            store: StoreOptions {
+                history: self.watch_history,
+                watcher_buffer: self.watcher_buffer,
+                ..Default::default()
+            },
+            bookmark_interval: Duration::from_secs(self.bookmark_interval_seconds.max(1)),
+            sim: (self.sim_nodes > 0).then(|| sim::SimNodes {
+                count: self.sim_nodes,
+                cpu: self.sim_node_cpu.clone(),
+                memory: self.sim_node_memory.clone(),
+                pods: 110,
+            }),
+            local_node: self
+                .register_local_node
+                .then(|| node::LocalNode::detect(node_name)),
+        }
+    }
+
+    /// Problems with this section, as (key, message).
+    pub fn validate(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if !self.addr.ip().is_loopback() && self.bearer_token.as_deref().is_none_or(str::is_empty) {
+            out.push((
+                "addr",
+                format!(
+                    "{} is not a loopback address; set embedded.bearerToken to serve it",
+                    self.addr
+                ),
+            ));
+        }
+        for (key, q) in [
+            ("simNodeCpu", &self.sim_node_cpu),
+            ("simNodeMemory", &self.sim_node_memory),
+        ] {
+            if let Err(e) = crate::api::quantity::parse(q) {
+                out.push((key, e.to_string()));
+            }
+        }
+        out
+    }
+}
+
+/// Everything needed to start a server; tests build this directly.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub addr: SocketAddr,
+    /// `None`: a temporary store that disappears with the server.
+    pub data_dir: Option<PathBuf>,
+    pub bearer_token: Option<String>,
+    pub store: StoreOptions,
+    pub bookmark_interval: Duration,
+    pub sim: Option<sim::SimNodes>,
+    pub local_node: Option<node::LocalNode>,
+}
+
+impl Options {
+    /// Loopback, any free port, temporary storage, nothing registered.
+    pub fn for_tests() -> Options {
+        Options {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            data_dir: None,
+            bearer_token: None,
+            store: StoreOptions::default(),
+            bookmark_interval: Duration::from_secs(60),
+            sim: None,
+            local_node: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(
+        "refusing to serve the embedded API server on non-loopback {0} without embedded.bearerToken"
+    )]
+    Insecure(SocketAddr),
+    #[error("listening on {0}: {1}")]
+    Listen(SocketAddr, std::io::Error),
+    #[error("opening the store at {0}: {1}")]
+    Store(PathBuf, store::StoreError),
+    #[error("creating {0}: {1}")]
+    DataDir(PathBuf, std::io::Error),
+}
+
+/// A running server. Stop it with [`ApiServer::shutdown`], which also flushes storage.
+pub struct ApiServer {
+    state: Arc<ServerState>,
+    addr: SocketAddr,
+    stop: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+const EVENT_TTL: Duration = Duration::from_secs(3600);
+
+impl ApiServer {
+    pub async fn start(opts: Options) -> Result<ApiServer, StartError> {
+        if !opts.addr.ip().is_loopback() && opts.bearer_token.is_none() {
+            return Err(StartError::Insecure(opts.addr));
+        }
+        let store = match &opts.data_dir {
+            Some(dir) => {
+                let path = dir.join("apiserver");
+                std::fs::create_dir_all(&path).map_err(|e| StartError::DataDir(path.clone(), e))?;
+                Store::open(&path, opts.store.clone())
+                    .map_err(|e| StartError::Store(path.clone(), e))?
+            }
+            None => Store::temporary(opts.store.clone())
+                .map_err(|e| StartError::Store(PathBuf::from("<temporary>"), e))?,
+        };
+        let store = Arc::new(store);
+        let registry = registry::Registry::with_builtins();
+        let store_err = |e| StartError::Store(opts.data_dir.clone().unwrap_or_default(), e);
+        bootstrap::run(&store, &registry).map_err(store_err)?;
+        if let Some(s) = &opts.sim {
+            sim::register(&store, &registry, s).map_err(store_err)?;
+        }
+        if let Some(n) = &opts.local_node {
+            node::register(&store, &registry, n).map_err(store_err)?;
+        }
+        let listener = TcpListener::bind(opts.addr)
+            .await
+            .map_err(|e| StartError::Listen(opts.addr, e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| StartError::Listen(opts.addr, e))?;
+        let state = Arc::new(ServerState {
+            admission: admission::Admission::new(store.clone()),
+            store: store.clone(),
+            registry,
+            token: opts.bearer_token.clone(),
+            server_addr: addr.to_string(),
+            continues: Default::default(),
+            bookmark_interval: opts.bookmark_interval,
+        });
+        let stop = CancellationToken::new();
+        let mut tasks = JoinSet::new();
+        let handler_state = state.clone();
+        let handler = move |req| http::handle(handler_state.clone(), req);
+        let serve_stop = stop.clone();
+        tasks.spawn(async move {
+            if let Err(e) = crate::kernel::http::serve(listener, handler, serve_stop).await {
+                tracing::error!(error = %e, "embedded API server stopped");
+            }
+        });
+        if let Some(s) = &opts.sim {
+            let names: HashSet<String> = (0..s.count).map(sim::node_name).collect();
+            tasks.spawn(sim::run(store.clone(), names, stop.clone()));
+        }
+        tasks.spawn(gc_events(store.clone(), stop.clone()));
+        tracing::info!(%addr, "embedded API server listening");
+        Ok(ApiServer {
+            state,
+            addr,
+            stop,
+            tasks,
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The storage, for in-process use (simulation, tests, benchmarks).
+    pub fn store(&self) -> &Arc<Store> {
+        &self.state.store
+    }
+
+    /// A kubeconfig for kubectl and kube-rs.
+    pub fn kubeconfig(&self) -> String {
+        let user = match &self.state.token {
+            Some(t) => format!("{{token: {t}}}"),
+            None => "{}".to_string(),
+        };
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: koord-embedded\n  cluster:\n    server: {}\n\
+             contexts:\n- name: koord-embedded\n  context:\n    cluster: koord-embedded\n    user: koord-embedded\n    namespace: default\n\
+             current-context: koord-embedded\nusers:\n- name: koord-embedded\n  user: {user}\n",
+            self.url()
+        )
+    }
+
+    /// Writes the kubeconfig (mode 0600) and returns its path.
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)?;
+        f.write_all(self.kubeconfig().as_bytes())
+    }
+
+    /// A kube-rs client for this server.
+    pub async fn client(&self) -> Result<kube::Client, kube::Error> {
+        let kc = kube::config::Kubeconfig::from_yaml(&self.kubeconfig())
+            .map_err(kube::Error::InferKubeconfig)?;
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .map_err(kube::Error::InferKubeconfig)?;
+        crate::kernel::cluster::client_for(config)
+    }
+
+    /// Stops serving, closes every connection and flushes storage.
+    pub async fn shutdown(mut self) {
+        self.stop.cancel();
+        while self.tasks.join_next().await.is_some() {}
+        if let Err(e) = self.state.store.flush().await {
+            tracing::error!(error = %e, "flushing the embedded API server's store");
+        }
+    }
+}
+
+/// Events expire after an hour, as in Kubernetes.
+async fn gc_events(store: Arc<Store>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let cutoff = k8s_openapi::jiff::Timestamp::now()
+            - k8s_openapi::jiff::SignedDuration::from_secs(EVENT_TTL.as_secs() as i64);
+        for key in [
+            (String::new(), "events".to_string()),
+            ("events.k8s.io".to_string(), "events".to_string()),
+        ] {
+            let (_, items) = store.list(&key, &Default::default());
+            for ev in items {
+                let created = ev
+                    .value()
+                    .pointer("/metadata/creationTimestamp")
+                    .and_then(|v| v.as_str())
+                    .and_then(|s| s.parse::<k8s_openapi::jiff::Timestamp>().ok());
+                if created.is_some_and(|c| c < cutoff) {
+                    let _ = store.commit(&key, &ev.namespace, &ev.name, |c| {
+                        if c.is_some() {
+                            Ok(store::Change::Delete)
+                        } else {
+                            Err(store::Skippable::Skip)
+                        }
+                    });
+                }
+            }
+        }
+    }
+}

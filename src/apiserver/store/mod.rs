@@ -1,0 +1,415 @@
+//! sled-backed object storage with one global revision counter (like etcd's), bounded
+//! per-resource event history and non-blocking watch fan-out. Objects are also kept in
+//! memory; sled makes them survive restarts, and revisions stay monotonic across them.
+
+pub mod object;
+pub mod watch;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+pub use object::{FieldRequirement, Filter, FilterError, Stored};
+pub use watch::{Event, EventType, WatchItem};
+
+use super::registry::ResourceKey;
+use watch::{TypeInner, Watcher};
+
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Events kept per resource for watches resuming from an older resourceVersion.
+    pub history: usize,
+    /// Events buffered per watcher before it is considered too slow and closed.
+    pub watcher_buffer: usize,
+    /// sled page cache.
+    pub cache_bytes: u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            history: 10_000,
+            watcher_buffer: 4096,
+            cache_bytes: 32 << 20,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("storage error: {0}")]
+    Sled(#[from] sled::Error),
+}
+
+/// Error type for commits that may decide, under the lock, to write nothing.
+#[derive(Debug)]
+pub enum Skippable {
+    Skip,
+    Store(StoreError),
+}
+
+impl From<StoreError> for Skippable {
+    fn from(e: StoreError) -> Self {
+        Skippable::Store(e)
+    }
+}
+
+/// What a write does, decided under the write lock from the current object.
+pub enum Change {
+    Put(Value),
+    Delete,
+}
+
+pub struct Committed {
+    pub object: Arc<Stored>,
+    pub previous: Option<Arc<Stored>>,
+}
+
+/// The start of a watch: events to send first, then the live channel.
+pub struct WatchStart {
+    pub id: u64,
+    /// The revision the initial state corresponds to.
+    pub rev: u64,
+    pub initial: Vec<(EventType, Arc<Stored>)>,
+    pub rx: mpsc::Receiver<WatchItem>,
+}
+
+/// The requested resourceVersion has been compacted away.
+#[derive(Debug, Clone, Copy)]
+pub struct Expired {
+    pub requested: u64,
+    pub oldest: u64,
+}
+
+pub struct Store {
+    db: sled::Db,
+    objects: sled::Tree,
+    meta: sled::Tree,
+    write: Mutex<u64>,
+    rev: AtomicU64,
+    next_watcher: AtomicU64,
+    lagged: AtomicU64,
+    types: RwLock<HashMap<ResourceKey, Arc<Mutex<TypeInner>>>>,
+    opts: StoreOptions,
+}
+
+fn db_key(key: &ResourceKey, ns: &str, name: &str) -> Vec<u8> {
+    format!("{}\0{}\0{}\0{}", key.0, key.1, ns, name).into_bytes()
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn set_rv(value: &mut Value, rev: u64) {
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rev.to_string()));
+    }
+}
+
+impl Store {
+    /// Opens (or creates) the store under `path`.
+    pub fn open(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
+        let db = sled::Config::new()
+            .path(path)
+            .cache_capacity(opts.cache_bytes)
+            .mode(sled::Mode::HighThroughput)
+            .open()?;
+        Self::from_db(db, opts)
+    }
+
+    /// A store that disappears when dropped (tests, benchmarks).
+    pub fn temporary(opts: StoreOptions) -> Result<Store, StoreError> {
+        let db = sled::Config::new()
+            .temporary(true)
+            .cache_capacity(opts.cache_bytes)
+            .open()?;
+        Self::from_db(db, opts)
+    }
+
+    fn from_db(db: sled::Db, opts: StoreOptions) -> Result<Store, StoreError> {
+        let objects = db.open_tree("objects")?;
+        let meta = db.open_tree("meta")?;
+        let mut rev = meta
+            .get("rev")?
+            .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+            .map(u64::from_be_bytes)
+            .unwrap_or(0);
+        let mut loaded: HashMap<ResourceKey, TypeInner> = HashMap::new();
+        for item in objects.iter() {
+            let (k, v) = item?;
+            let key = String::from_utf8_lossy(&k).to_string();
+            let parts: Vec<&str> = key.split('\0').collect();
+            let value: Value = match serde_json::from_slice(&v) {
+                Ok(v) if parts.len() == 4 => v,
+                Ok(_) | Err(_) => {
+                    tracing::error!(key = %key.replace('\0', "/"), "skipping unreadable stored object");
+                    continue;
+                }
+            };
+            let obj_rev = value
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            rev = rev.max(obj_rev);
+            let stored = Arc::new(Stored::new(obj_rev, &value));
+            loaded
+                .entry((parts[0].to_string(), parts[1].to_string()))
+                .or_insert_with(|| TypeInner::new(0))
+                .objects
+                .insert((parts[2].to_string(), parts[3].to_string()), stored);
+        }
+        let types = loaded
+            .into_iter()
+            .map(|(k, mut t)| {
+                t.oldest = rev;
+                (k, Arc::new(Mutex::new(t)))
+            })
+            .collect();
+        Ok(Store {
+            db,
+            objects,
+            meta,
+            write: Mutex::new(rev),
+            rev: AtomicU64::new(rev),
+            next_watcher: AtomicU64::new(1),
+            lagged: AtomicU64::new(0),
+            types: RwLock::new(types),
+            opts,
+        })
+    }
+
+    /// The latest committed revision.
+    pub fn rev(&self) -> u64 {
+        self.rev.load(Ordering::SeqCst)
+    }
+
+    /// Watchers closed so far for falling behind.
+    pub fn lagged_watchers(&self) -> u64 {
+        self.lagged.load(Ordering::Relaxed)
+    }
+
+    fn type_state(&self, key: &ResourceKey) -> Arc<Mutex<TypeInner>> {
+        if let Some(t) = self
+            .types
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+        {
+            return t.clone();
+        }
+        let mut types = self.types.write().unwrap_or_else(|p| p.into_inner());
+        types
+            .entry(key.clone())
+            .or_insert_with(|| Arc::new(Mutex::new(TypeInner::new(self.rev()))))
+            .clone()
+    }
+
+    pub fn get(&self, key: &ResourceKey, ns: &str, name: &str) -> Option<Arc<Stored>> {
+        let t = self.type_state(key);
+        let inner = lock(&t);
+        inner
+            .objects
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// A consistent snapshot of the matching objects and the revision it reflects.
+    pub fn list(&self, key: &ResourceKey, filter: &Filter) -> (u64, Vec<Arc<Stored>>) {
+        let t = self.type_state(key);
+        let _writes = lock(&self.write);
+        let inner = lock(&t);
+        let items = match &filter.namespace {
+            Some(ns) => inner
+                .objects
+                .range((ns.clone(), String::new())..)
+                .take_while(|((n, _), _)| n == ns)
+                .filter(|(_, o)| filter.matches(o))
+                .map(|(_, o)| o.clone())
+                .collect(),
+            None => inner
+                .objects
+                .values()
+                .filter(|o| filter.matches(o))
+                .cloned()
+                .collect(),
+        };
+        (self.rev(), items)
+    }
+
+    /// Number of objects of a resource (all namespaces).
+    pub fn count(&self, key: &ResourceKey) -> usize {
+        lock(&self.type_state(key)).objects.len()
+    }
+
+    /// Every resource that has stored objects.
+    pub fn resource_keys(&self) -> Vec<ResourceKey> {
+        self.types
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Applies one write atomically: `decide` sees the current object under the write
+    /// lock and returns the change (or an error such as a conflict).
+    pub fn commit<E: From<StoreError>>(
+        &self,
+        key: &ResourceKey,
+        ns: &str,
+        name: &str,
+        decide: impl FnOnce(Option<&Arc<Stored>>) -> Result<Change, E>,
+    ) -> Result<Committed, E> {
+        let t = self.type_state(key);
+        let mut rev_guard = lock(&self.write);
+        let current = lock(&t)
+            .objects
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned();
+        let change = decide(current.as_ref())?;
+        let rev = *rev_guard + 1;
+        let dbk = db_key(key, ns, name);
+        let (kind, stored) = match change {
+            Change::Put(mut value) => {
+                set_rv(&mut value, rev);
+                let stored = Arc::new(Stored::new(rev, &value));
+                self.objects
+                    .insert(dbk, stored.bytes.as_ref())
+                    .map_err(StoreError::from)?;
+                let kind = if current.is_some() {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                };
+                (kind, stored)
+            }
+            Change::Delete => {
+                let mut value = current.as_ref().map(|c| c.value()).unwrap_or(Value::Null);
+                set_rv(&mut value, rev);
+                self.objects.remove(dbk).map_err(StoreError::from)?;
+                (EventType::Deleted, Arc::new(Stored::new(rev, &value)))
+            }
+        };
+        self.meta
+            .insert("rev", &rev.to_be_bytes())
+            .map_err(StoreError::from)?;
+        *rev_guard = rev;
+        self.rev.store(rev, Ordering::SeqCst);
+        let mut inner = lock(&t);
+        let obj_key = (ns.to_string(), name.to_string());
+        match kind {
+            EventType::Deleted => {
+                inner.objects.remove(&obj_key);
+            }
+            _ => {
+                inner.objects.insert(obj_key, stored.clone());
+            }
+        }
+        let previous = if kind == EventType::Modified {
+            current.clone()
+        } else {
+            None
+        };
+        let ev = Arc::new(Event {
+            kind,
+            object: stored.clone(),
+            previous,
+        });
+        let lagged = inner.publish(ev, self.opts.history);
+        if lagged > 0 {
+            self.lagged.fetch_add(lagged as u64, Ordering::Relaxed);
+            tracing::debug!(resource = %key.1, lagged, "closed watchers that fell behind");
+        }
+        Ok(Committed {
+            object: stored,
+            previous: current,
+        })
+    }
+
+    /// Registers a watch. `from = None` starts from the current state (sent as ADDED
+    /// events); `Some(rev)` replays history after `rev` and, with `initial`, also sends the
+    /// current state first (streaming list).
+    pub fn watch(
+        &self,
+        key: &ResourceKey,
+        from: Option<u64>,
+        filter: Filter,
+        initial: bool,
+    ) -> Result<WatchStart, Expired> {
+        let t = self.type_state(key);
+        let _writes = lock(&self.write);
+        let mut inner = lock(&t);
+        let rev = self.rev();
+        let mut events = Vec::new();
+        if from.is_none() || initial {
+            events.extend(
+                inner
+                    .objects
+                    .values()
+                    .filter(|o| filter.matches(o))
+                    .map(|o| (EventType::Added, o.clone())),
+            );
+        } else if let Some(r) = from {
+            if r < inner.oldest {
+                return Err(Expired {
+                    requested: r,
+                    oldest: inner.oldest,
+                });
+            }
+            events = inner.replay(r, &filter);
+        }
+        let (tx, rx) = mpsc::channel(self.opts.watcher_buffer.max(1));
+        let id = self.next_watcher.fetch_add(1, Ordering::Relaxed);
+        inner.watchers.push(Watcher { id, filter, tx });
+        Ok(WatchStart {
+            id,
+            rev,
+            initial: events,
+            rx,
+        })
+    }
+
+    /// Queues a bookmark for a watcher, in order with its events. False when the watcher
+    /// is gone (closed for lagging, or its client left).
+    pub fn bookmark(&self, key: &ResourceKey, watcher: u64) -> bool {
+        let t = self.type_state(key);
+        let _writes = lock(&self.write);
+        let mut inner = lock(&t);
+        let rev = self.rev();
+        let Some(pos) = inner.watchers.iter().position(|w| w.id == watcher) else {
+            return false;
+        };
+        if inner.watchers[pos]
+            .tx
+            .try_send(WatchItem::Bookmark(rev))
+            .is_err()
+        {
+            inner.watchers.remove(pos);
+            return false;
+        }
+        true
+    }
+
+    /// Number of registered watchers of a resource.
+    pub fn watcher_count(&self, key: &ResourceKey) -> usize {
+        let t = self.type_state(key);
+        let mut inner = lock(&t);
+        inner.watchers.retain(|w| !w.tx.is_closed());
+        inner.watchers.len()
+    }
+
+    /// Makes every write so far durable.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush_async().await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

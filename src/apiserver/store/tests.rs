@@ -1,0 +1,122 @@
+use super::*;
+use serde_json::json;
+
+fn key() -> ResourceKey {
+    ("".into(), "configmaps".into())
+}
+
+fn put(store: &Store, name: &str, labels: Value) -> Committed {
+    let v = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default", "labels": labels}});
+    store
+        .commit::<StoreError>(&key(), "default", name, |_| Ok(Change::Put(v)))
+        .unwrap()
+}
+
+#[test]
+fn revisions_are_global_and_monotonic_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        assert_eq!(put(&s, "a", json!({})).object.rev, 1);
+        assert_eq!(put(&s, "b", json!({})).object.rev, 2);
+        s.commit::<StoreError>(&key(), "default", "b", |_| Ok(Change::Delete))
+            .unwrap();
+        assert_eq!(s.rev(), 3);
+    }
+    let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    assert_eq!(s.rev(), 3, "deletion revision survives a restart");
+    let a = s.get(&key(), "default", "a").unwrap();
+    assert_eq!(a.rev, 1);
+    assert_eq!(a.value()["metadata"]["resourceVersion"], "1");
+    assert!(s.get(&key(), "default", "b").is_none());
+    assert_eq!(put(&s, "c", json!({})).object.rev, 4);
+}
+
+#[test]
+fn watch_replays_history_and_expires_old_revisions() {
+    let s = Store::temporary(StoreOptions {
+        history: 3,
+        ..Default::default()
+    })
+    .unwrap();
+    for i in 0..5 {
+        put(&s, &format!("o{i}"), json!({}));
+    }
+    let w = s.watch(&key(), Some(3), Filter::default(), false).unwrap();
+    let names: Vec<&str> = w.initial.iter().map(|(_, o)| o.name.as_str()).collect();
+    assert_eq!(names, vec!["o3", "o4"]);
+    let err = s
+        .watch(&key(), Some(1), Filter::default(), false)
+        .err()
+        .unwrap();
+    assert_eq!((err.requested, err.oldest), (1, 2));
+    let all = s.watch(&key(), None, Filter::default(), false).unwrap();
+    assert_eq!(all.initial.len(), 5);
+}
+
+#[test]
+fn label_transitions_become_added_and_deleted() {
+    let s = Store::temporary(StoreOptions::default()).unwrap();
+    let filter = Filter::parse(None, Some("app=web"), None).unwrap();
+    let mut w = s.watch(&key(), None, filter, false).unwrap();
+    put(&s, "x", json!({"app": "db"}));
+    put(&s, "x", json!({"app": "web"}));
+    put(&s, "x", json!({"app": "db"}));
+    let mut kinds = Vec::new();
+    while let Ok(WatchItem::Event(k, _)) = w.rx.try_recv() {
+        kinds.push(k);
+    }
+    assert_eq!(kinds, vec![EventType::Added, EventType::Deleted]);
+}
+
+#[test]
+fn slow_watcher_is_closed_without_blocking_writers() {
+    let s = Store::temporary(StoreOptions {
+        watcher_buffer: 4,
+        ..Default::default()
+    })
+    .unwrap();
+    let slow = s.watch(&key(), None, Filter::default(), false).unwrap();
+    let mut fast = s.watch(&key(), None, Filter::default(), false).unwrap();
+    for i in 0..20 {
+        put(&s, &format!("o{i}"), json!({}));
+        while fast.rx.try_recv().is_ok() {}
+    }
+    assert_eq!(s.watcher_count(&key()), 1, "the slow watcher was dropped");
+    assert_eq!(s.lagged_watchers(), 1);
+    drop(slow);
+}
+
+#[test]
+fn bookmarks_arrive_in_order() {
+    let s = Store::temporary(StoreOptions::default()).unwrap();
+    let mut w = s.watch(&key(), None, Filter::default(), false).unwrap();
+    put(&s, "a", json!({}));
+    assert!(s.bookmark(&key(), w.id));
+    assert!(matches!(
+        w.rx.try_recv(),
+        Ok(WatchItem::Event(EventType::Added, _))
+    ));
+    assert!(matches!(w.rx.try_recv(), Ok(WatchItem::Bookmark(1))));
+    drop(w.rx);
+    assert!(!s.bookmark(&key(), w.id));
+}
+
+#[test]
+fn list_filters_by_namespace() {
+    let s = Store::temporary(StoreOptions::default()).unwrap();
+    put(&s, "a", json!({}));
+    let other = json!({"metadata": {"name": "z", "namespace": "other"}});
+    s.commit::<StoreError>(&key(), "other", "z", |_| Ok(Change::Put(other)))
+        .unwrap();
+    let (rev, items) = s.list(
+        &key(),
+        &Filter {
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+    );
+    assert_eq!(rev, 2);
+    assert_eq!(items.len(), 1);
+    assert_eq!(s.list(&key(), &Filter::default()).1.len(), 2);
+}

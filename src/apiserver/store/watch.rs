@@ -1,0 +1,123 @@
+//! Per-resource event history and watchers. Writers never wait for watchers: each watcher
+//! has a bounded buffer and is dropped when it falls too far behind (its client re-watches
+//! from its last resourceVersion, or re-lists when that has left the history).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::object::{Filter, Stored};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One committed change.
+#[derive(Debug)]
+pub struct Event {
+    pub kind: EventType,
+    pub object: Arc<Stored>,
+    pub previous: Option<Arc<Stored>>,
+}
+
+/// What a watcher receives, already projected through its filter.
+#[derive(Debug, Clone)]
+pub enum WatchItem {
+    Event(EventType, Arc<Stored>),
+    /// All events up to this revision have been delivered.
+    Bookmark(u64),
+}
+
+/// An event as seen through `filter`: an object moving out of the selection reads as
+/// DELETED, one moving in as ADDED (Kubernetes' watch-cache semantics).
+pub fn project(filter: &Filter, ev: &Event) -> Option<(EventType, Arc<Stored>)> {
+    let now = filter.matches(&ev.object);
+    match ev.kind {
+        EventType::Modified => {
+            let before = ev.previous.as_ref().is_some_and(|p| filter.matches(p));
+            match (before, now) {
+                (true, true) => Some((EventType::Modified, ev.object.clone())),
+                (true, false) => Some((EventType::Deleted, ev.object.clone())),
+                (false, true) => Some((EventType::Added, ev.object.clone())),
+                (false, false) => None,
+            }
+        }
+        kind => now.then(|| (kind, ev.object.clone())),
+    }
+}
+
+pub(crate) struct Watcher {
+    pub id: u64,
+    pub filter: Filter,
+    pub tx: mpsc::Sender<WatchItem>,
+}
+
+/// Objects, history and watchers of one resource, guarded by one lock so that a watch
+/// registers atomically with the snapshot it starts from.
+pub(crate) struct TypeInner {
+    pub objects: BTreeMap<(String, String), Arc<Stored>>,
+    pub history: VecDeque<Arc<Event>>,
+    /// A watch may start from any revision >= `oldest`.
+    pub oldest: u64,
+    pub watchers: Vec<Watcher>,
+}
+
+impl TypeInner {
+    pub fn new(oldest: u64) -> Self {
+        Self {
+            objects: BTreeMap::new(),
+            history: VecDeque::new(),
+            oldest,
+            watchers: Vec::new(),
+        }
+    }
+
+    /// Records an event, trims the history and fans it out. Watchers that are gone or
+    /// full are dropped; returns how many were dropped for lagging.
+    pub fn publish(&mut self, ev: Arc<Event>, cap: usize) -> usize {
+        self.history.push_back(ev.clone());
+        while self.history.len() > cap {
+            if let Some(old) = self.history.pop_front() {
+                self.oldest = old.object.rev;
+            }
+        }
+        let mut lagged = 0;
+        self.watchers.retain(|w| {
+            let Some((kind, obj)) = project(&w.filter, &ev) else {
+                return !w.tx.is_closed();
+            };
+            match w.tx.try_send(WatchItem::Event(kind, obj)) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    lagged += 1;
+                    false
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            }
+        });
+        lagged
+    }
+
+    /// History events after `rev` as seen through `filter`.
+    pub fn replay(&self, rev: u64, filter: &Filter) -> Vec<(EventType, Arc<Stored>)> {
+        self.history
+            .iter()
+            .filter(|e| e.object.rev > rev)
+            .filter_map(|e| project(filter, e))
+            .collect()
+    }
+}

@@ -1,0 +1,362 @@
+//! The embedded API server through a normal kube-rs client: CRUD, conflicts, selectors,
+//! pagination, every patch type, finalizers, namespaces.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{TestApi, api_code};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>()},
+        "data": {"k": "v"}
+    }))
+    .unwrap()
+}
+
+fn pod(name: &str, labels: serde_json::Value) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "env": [{"name": "A", "value": "1"}]}]}
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn crud_and_conflicts() {
+    let api = TestApi::start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(api.client.clone(), "default");
+    let created = cms
+        .create(&PostParams::default(), &cm("a", &[]))
+        .await
+        .unwrap();
+    let meta = &created.metadata;
+    assert!(
+        meta.uid.is_some() && meta.creation_timestamp.is_some() && meta.resource_version.is_some()
+    );
+    assert_eq!(
+        api_code(cms.create(&PostParams::default(), &cm("a", &[])).await),
+        409,
+        "AlreadyExists"
+    );
+    assert_eq!(api_code(cms.get("missing").await), 404);
+
+    let mut stale = created.clone();
+    let mut fresh = cms.get("a").await.unwrap();
+    fresh.data.as_mut().unwrap().insert("k".into(), "v2".into());
+    let updated = cms
+        .replace("a", &PostParams::default(), &fresh)
+        .await
+        .unwrap();
+    assert_ne!(
+        updated.metadata.resource_version,
+        created.metadata.resource_version
+    );
+    stale.data.as_mut().unwrap().insert("k".into(), "v3".into());
+    assert_eq!(
+        api_code(cms.replace("a", &PostParams::default(), &stale).await),
+        409,
+        "stale resourceVersion"
+    );
+
+    let bad: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "Bad_Name"}})).unwrap();
+    assert_eq!(
+        api_code(cms.create(&PostParams::default(), &bad).await),
+        422
+    );
+    let other_ns: Api<ConfigMap> = Api::namespaced(api.client.clone(), "nope");
+    assert_eq!(
+        api_code(other_ns.create(&PostParams::default(), &cm("x", &[])).await),
+        404,
+        "namespace must exist"
+    );
+
+    let generated: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"generateName": "gen-"}})).unwrap();
+    let g = cms
+        .create(&PostParams::default(), &generated)
+        .await
+        .unwrap();
+    assert!(g.metadata.name.unwrap().starts_with("gen-"));
+
+    cms.delete("a", &DeleteParams::default()).await.unwrap();
+    assert_eq!(api_code(cms.get("a").await), 404);
+}
+
+#[tokio::test]
+async fn label_and_field_selectors() {
+    let api = TestApi::start().await;
+    let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
+    pods.create(
+        &PostParams::default(),
+        &pod("web-1", json!({"app": "web", "tier": "fe"})),
+    )
+    .await
+    .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &pod("web-2", json!({"app": "web", "tier": "be"})),
+    )
+    .await
+    .unwrap();
+    pods.create(&PostParams::default(), &pod("db-1", json!({"app": "db"})))
+        .await
+        .unwrap();
+    let names = |l: kube::api::ObjectList<Pod>| -> Vec<String> {
+        l.items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect()
+    };
+    let q = |s: &str| ListParams::default().labels(s);
+    assert_eq!(
+        names(pods.list(&q("app=web")).await.unwrap()),
+        vec!["web-1", "web-2"]
+    );
+    assert_eq!(
+        names(pods.list(&q("app=web,tier notin (be)")).await.unwrap()),
+        vec!["web-1"]
+    );
+    assert_eq!(names(pods.list(&q("!tier")).await.unwrap()), vec!["db-1"]);
+    let f = |s: &str| ListParams::default().fields(s);
+    assert_eq!(
+        names(pods.list(&f("metadata.name=db-1")).await.unwrap()),
+        vec!["db-1"]
+    );
+    assert_eq!(
+        pods.list(&f("spec.nodeName=")).await.unwrap().items.len(),
+        3,
+        "unscheduled pods"
+    );
+    assert_eq!(
+        pods.list(&f(
+            "status.phase=Pending,spec.schedulerName=default-scheduler"
+        ))
+        .await
+        .unwrap()
+        .items
+        .len(),
+        3
+    );
+    assert_eq!(api_code(pods.list(&f("spec.bogus=1")).await), 400);
+    assert_eq!(api_code(pods.list(&q("a b")).await), 400);
+    let all: Api<Pod> = Api::all(api.client.clone());
+    assert_eq!(
+        all.list(&ListParams::default()).await.unwrap().items.len(),
+        3
+    );
+}
+
+#[tokio::test]
+async fn pagination_is_consistent() {
+    let api = TestApi::start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(api.client.clone(), "default");
+    for i in 0..25 {
+        cms.create(
+            &PostParams::default(),
+            &cm(&format!("cm-{i:02}"), &[("page", "yes")]),
+        )
+        .await
+        .unwrap();
+    }
+    let lp = ListParams::default().labels("page=yes").limit(10);
+    let first = cms.list(&lp).await.unwrap();
+    assert_eq!(first.items.len(), 10);
+    assert_eq!(first.metadata.remaining_item_count, Some(15));
+    let token = first.metadata.continue_.clone().unwrap();
+    // Written after the first page: not part of this list.
+    cms.create(&PostParams::default(), &cm("cm-99", &[("page", "yes")]))
+        .await
+        .unwrap();
+    let mut seen: Vec<String> = first
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    let mut next = Some(token);
+    while let Some(t) = next {
+        let page = cms.list(&lp.clone().continue_token(&t)).await.unwrap();
+        assert_eq!(
+            page.metadata.resource_version, first.metadata.resource_version,
+            "pages share one revision"
+        );
+        next = page.metadata.continue_.clone();
+        seen.extend(page.items.into_iter().filter_map(|c| c.metadata.name));
+    }
+    assert_eq!(seen.len(), 25);
+    assert!(!seen.contains(&"cm-99".to_string()));
+    assert_eq!(
+        api_code(cms.list(&lp.clone().continue_token("MTIzNDU6MA")).await),
+        410,
+        "unknown token is expired"
+    );
+}
+
+#[tokio::test]
+async fn every_patch_type() {
+    let api = TestApi::start().await;
+    let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("p", json!({"a": "1"})))
+        .await
+        .unwrap();
+    let pp = PatchParams::default();
+    let merged = pods
+        .patch(
+            "p",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"labels": {"b": "2"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(merged.metadata.labels.unwrap().len(), 2);
+    let json_patch: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "add", "path": "/metadata/labels/c", "value": "3"}]))
+            .unwrap();
+    let jp = pods
+        .patch("p", &pp, &Patch::<()>::Json(json_patch))
+        .await
+        .unwrap();
+    assert_eq!(jp.metadata.labels.unwrap()["c"], "3");
+    let smp = json!({"spec": {"containers": [{"name": "c", "image": "busybox:2"}]}});
+    let s = pods.patch("p", &pp, &Patch::Strategic(smp)).await.unwrap();
+    let c = &s.spec.unwrap().containers[0];
+    assert_eq!(c.image.as_deref(), Some("busybox:2"));
+    assert_eq!(
+        c.env.as_ref().unwrap().len(),
+        1,
+        "strategic merge kept the container's env"
+    );
+    let failed_test: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "test", "path": "/metadata/labels/a", "value": "x"}]))
+            .unwrap();
+    assert_eq!(
+        api_code(pods.patch("p", &pp, &Patch::<()>::Json(failed_test)).await),
+        400
+    );
+    let apply = pods
+        .patch(
+            "p",
+            &PatchParams::apply("t"),
+            &Patch::Apply(json!({"metadata": {"labels": {"z": "1"}}})),
+        )
+        .await;
+    assert_eq!(api_code(apply), 415);
+    // Status writes through the subresource only.
+    let st = pods
+        .patch_status(
+            "p",
+            &pp,
+            &Patch::Merge(json!({"status": {"phase": "Running"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(st.status.unwrap().phase.as_deref(), Some("Running"));
+    let ignored = pods
+        .patch(
+            "p",
+            &pp,
+            &Patch::Merge(json!({"status": {"phase": "Failed"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ignored.status.unwrap().phase.as_deref(),
+        Some("Running"),
+        "main resource ignores status"
+    );
+}
+
+#[tokio::test]
+async fn finalizers_hold_deletion() {
+    let api = TestApi::start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(api.client.clone(), "default");
+    let mut c = cm("held", &[]);
+    c.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    cms.create(&PostParams::default(), &c).await.unwrap();
+    cms.delete("held", &DeleteParams::default()).await.unwrap();
+    let terminating = cms.get("held").await.unwrap();
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        api_code(cms.get("held").await),
+        404,
+        "removed once finalizers are empty"
+    );
+}
+
+#[tokio::test]
+async fn namespace_deletion_removes_its_objects() {
+    let api = TestApi::start().await;
+    let nss: Api<Namespace> = Api::all(api.client.clone());
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(api.client.clone(), "team");
+    cms.create(&PostParams::default(), &cm("x", &[]))
+        .await
+        .unwrap();
+    nss.delete("team", &DeleteParams::default()).await.unwrap();
+    assert_eq!(api_code(cms.get("x").await), 404);
+    assert!(
+        nss.get("default")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .phase
+            .as_deref()
+            == Some("Active")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_token_and_loopback_rules() {
+    let mut open = koord::apiserver::Options::for_tests();
+    open.addr = "0.0.0.0:0".parse().unwrap();
+    let err = koord::apiserver::ApiServer::start(open.clone())
+        .await
+        .err()
+        .expect("non-loopback needs a token");
+    assert!(err.to_string().contains("bearerToken"), "{err}");
+
+    open.bearer_token = Some("s3cret".into());
+    let api = TestApi::start_with(open).await;
+    let port = api.server().addr().port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let get = |path: &'static str| {
+        tokio::task::spawn_blocking(move || common::http_get(addr, path).unwrap().0)
+    };
+    assert_eq!(
+        get("/api/v1/namespaces").await.unwrap(),
+        401,
+        "no token, no access"
+    );
+    assert_eq!(get("/healthz").await.unwrap(), 200, "health stays open");
+    // The kubeconfig carries the token, so the client works.
+    let nss: Api<Namespace> = Api::all(api.client.clone());
+    assert!(nss.list(&ListParams::default()).await.unwrap().items.len() >= 5);
+}
+
+#[tokio::test]
+async fn metadata_lists_decode() {
+    let api = TestApi::start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(api.client.clone(), "default");
+    cms.create(&PostParams::default(), &cm("m", &[("x", "y")]))
+        .await
+        .unwrap();
+    let metas = cms.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(metas.items[0].metadata.name.as_deref(), Some("m"));
+}
