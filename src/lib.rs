@@ -10,6 +10,7 @@ pub mod descheduler;
 pub mod kernel;
 pub mod koordlet;
 pub mod manager;
+pub mod noderuntime;
 pub mod run;
 pub mod runtime_proxy;
 pub mod scheduler;

@@ -15,6 +15,7 @@ use crate::kernel::role::RoleSet;
 use crate::kernel::{
     self, Metrics, Readiness, Role, RoleCtx, Shutdown, Tasks, admin, cluster, telemetry,
 };
+use crate::noderuntime::NodeRuntime;
 
 const EXIT_USAGE: u8 = 2;
 
@@ -130,7 +131,7 @@ async fn run_roles(cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
     let readiness = Readiness::new(&metrics);
     let tasks = Tasks::new(shutdown.clone());
     let embedded = if cfg.embedded.enabled {
-        match start_embedded(&cfg, &readiness).await {
+        match start_embedded(&cfg, &readiness, host.is_root).await {
             Ok(e) => Some(e),
             Err(err) => {
                 eprintln!("koord: {err:#}");
@@ -140,7 +141,7 @@ async fn run_roles(cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
     } else {
         None
     };
-    let cluster = if let Some((_, c)) = &embedded {
+    let cluster = if let Some((_, c, _)) = &embedded {
         Some(c.clone())
     } else if roles.0.iter().any(|r| r.needs_cluster()) {
         match cluster::resolve(cfg.common.kubeconfig.as_deref(), &host).await {
@@ -189,7 +190,10 @@ async fn run_roles(cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
     }
     let grace = Duration::from_secs(cfg.common.shutdown_grace_seconds);
     let code = supervise(&shutdown, &tasks, &mut signals, &readiness, grace).await;
-    if let Some((server, _)) = embedded {
+    if let Some((server, _, runtime)) = embedded {
+        if let Some(rt) = runtime {
+            rt.shutdown().await;
+        }
         server.shutdown().await;
         tracing::info!(
             "embedded API server stopped; data kept under {}",
@@ -203,11 +207,15 @@ async fn run_roles(cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
     code
 }
 
-/// Starts the in-process API server, writes its kubeconfig and returns a client for it.
+/// The in-process control plane of `--embedded`.
+type Embedded = (ApiServer, kernel::Cluster, Option<NodeRuntime>);
+
+/// Starts the in-process API server (writing its kubeconfig) and the local node runtime.
 async fn start_embedded(
     cfg: &Config,
     readiness: &Readiness,
-) -> anyhow::Result<(ApiServer, kernel::Cluster)> {
+    is_root: bool,
+) -> anyhow::Result<Embedded> {
     let ready = readiness.register("apiserver");
     let opts = cfg
         .embedded
@@ -231,7 +239,35 @@ async fn start_embedded(
     tracing::info!(url = %server.url(), kubeconfig = %path.display(), "embedded API server ready");
     ready.set(true);
     let source = format!("embedded API server at {}", server.url());
-    Ok((server, kernel::Cluster { client, source }))
+    let rt_cfg = &cfg.embedded.node_runtime;
+    let runtime = if rt_cfg.enabled && cfg.embedded.register_local_node {
+        match NodeRuntime::start(
+            rt_cfg.clone(),
+            client.clone(),
+            &cfg.common.node_name,
+            &cfg.common.data_dir,
+            is_root,
+        )
+        .await
+        {
+            Ok(rt) => {
+                eprintln!(
+                    "koord: node runtime runs pods bound to {}; read-only kubelet API at http://{}/pods",
+                    cfg.common.node_name,
+                    rt.addr()
+                );
+                Some(rt)
+            }
+            Err(e) => {
+                eprintln!("koord: warning: {e}");
+                tracing::warn!(error = %e, "embedded node runtime not started");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    Ok((server, kernel::Cluster { client, source }, runtime))
 }
 
 async fn run_role(role: Role, cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {

@@ -9,6 +9,8 @@ use std::time::Duration;
 use common::{Koord, free_port, http_get, wait_until};
 
 fn start(dir: &std::path::Path, api: u16, admin: SocketAddr) -> Koord {
+    let parent = format!("koord-test-{}-embedded", std::process::id());
+    let pods = format!("127.0.0.1:{}", free_port());
     Koord::start(
         &[
             "--role=all",
@@ -20,9 +22,15 @@ fn start(dir: &std::path::Path, api: u16, admin: SocketAddr) -> Koord {
             "--data-dir",
             dir.to_str().unwrap(),
             "--node-name",
-            "koord-test-node",
+            "koord-node",
         ],
-        &[],
+        &[
+            (
+                "KOORD_EMBEDDED__NODE_RUNTIME__CGROUP_PARENT",
+                parent.as_str(),
+            ),
+            ("KOORD_EMBEDDED__NODE_RUNTIME__PODS_ADDR", pods.as_str()),
+        ],
         dir,
     )
 }
@@ -75,9 +83,10 @@ fn embedded_all_roles_start_serve_kubectl_and_keep_data() {
     assert!(dir.path().join("kubeconfig").exists());
 
     match kubectl(dir.path(), &["get", "nodes"], None) {
-        Some(nodes) => assert!(nodes.contains("koord-test-node"), "{nodes}"),
+        Some(nodes) => assert!(nodes.contains("koord-node"), "{nodes}"),
         None => eprintln!("kubectl not on PATH; node check skipped"),
     }
+    run_examples(dir.path(), &koord);
     let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kept\ndata:\n  a: \"1\"\n";
     let _ = kubectl(dir.path(), &["apply", "-f", "-"], Some(cm));
 
@@ -105,7 +114,7 @@ fn embedded_all_roles_start_serve_kubectl_and_keep_data() {
         assert_eq!(out, "1");
     }
     let api_addr: SocketAddr = format!("127.0.0.1:{api}").parse().unwrap();
-    let (code, body) = http_get(api_addr, "/api/v1/nodes/koord-test-node").unwrap();
+    let (code, body) = http_get(api_addr, "/api/v1/nodes/koord-node").unwrap();
     assert_eq!(code, 200, "{body}");
     let node: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert!(
@@ -123,4 +132,31 @@ fn embedded_all_roles_start_serve_kubectl_and_keep_data() {
             .and_then(|s| s.code()),
         Some(0)
     );
+}
+
+/// The example LS and BE pods run on the embedded node runtime within seconds (root only).
+fn run_examples(dir: &std::path::Path, koord: &Koord) {
+    if !common::is_root() {
+        eprintln!("skipping the example pods: the node runtime needs root");
+        return;
+    }
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples/");
+    if kubectl(dir, &["apply", "-f", examples], None).is_none() {
+        eprintln!("kubectl not on PATH; example pods skipped");
+        return;
+    }
+    let running = wait_until(Duration::from_secs(20), || {
+        let out = kubectl(dir, &["get", "pods", "-o", "wide"], None).unwrap_or_default();
+        ["ls-cpu-loop", "be-cpu-loop"].iter().all(|p| {
+            out.lines()
+                .any(|l| l.starts_with(p) && l.contains("Running") && l.contains("koord-node"))
+        })
+    });
+    assert!(
+        running,
+        "{}\n{}",
+        kubectl(dir, &["get", "pods", "-o", "wide"], None).unwrap_or_default(),
+        koord.logs()
+    );
+    kubectl(dir, &["delete", "-f", examples], None);
 }

@@ -7,6 +7,7 @@
 pub mod config;
 pub mod crds;
 pub mod extension;
+pub mod pod;
 pub mod quantity;
 pub mod quota;
 pub mod scheduling;

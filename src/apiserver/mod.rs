@@ -12,6 +12,7 @@ pub mod registry;
 pub mod semantics;
 pub mod sim;
 pub mod store;
+pub mod table;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -51,6 +52,8 @@ pub struct Config {
     pub sim_node_memory: String,
     /// Register this machine as a Node named `common.nodeName`.
     pub register_local_node: bool,
+    /// Run pods bound to that Node as host processes (the embedded node runtime).
+    pub node_runtime: crate::noderuntime::Config,
 }
 
 impl Default for Config {
@@ -66,6 +69,7 @@ impl Default for Config {
             sim_node_cpu: "32".into(),
             sim_node_memory: "256Gi".into(),
             register_local_node: true,
+            node_runtime: crate::noderuntime::Config::default(),
         }
     }
 }

@@ -27,6 +27,8 @@ pub struct ResourceInfo {
     pub builtin: bool,
     /// The CRD's OpenAPI schema (per version), for the OpenAPI documents.
     pub schemas: BTreeMap<String, Value>,
+    /// The CRD's `additionalPrinterColumns` (per version), for `kubectl get`.
+    pub printer_columns: BTreeMap<String, Vec<Value>>,
 }
 
 impl ResourceInfo {
@@ -85,6 +87,7 @@ fn builtin(
         subresources: subs.iter().map(|s| s.to_string()).collect(),
         builtin: true,
         schemas: BTreeMap::new(),
+        printer_columns: BTreeMap::new(),
     }
 }
 
@@ -298,6 +301,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceInfo, CrdError> {
     };
     let mut versions = Vec::new();
     let mut schemas = BTreeMap::new();
+    let mut printer_columns = BTreeMap::new();
     let mut subresources = Vec::new();
     let all = spec
         .get("versions")
@@ -313,6 +317,9 @@ pub fn from_crd(crd: &Value) -> Result<ResourceInfo, CrdError> {
         }
         if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
             schemas.insert(name.clone(), schema.clone());
+        }
+        if let Some(cols) = v.get("additionalPrinterColumns").and_then(Value::as_array) {
+            printer_columns.insert(name.clone(), cols.clone());
         }
         if v.pointer("/subresources/status").is_some()
             && !subresources.contains(&"status".to_string())
@@ -336,6 +343,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceInfo, CrdError> {
         subresources,
         builtin: false,
         schemas,
+        printer_columns,
     })
 }
 

@@ -2,6 +2,8 @@
 //!
 //! Measures the node and its pods, reports NodeMetric, and enforces QoS for best-effort pods.
 
+pub mod os;
+
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::RoleCtx;

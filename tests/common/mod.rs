@@ -131,10 +131,19 @@ impl Koord {
 }
 
 impl Drop for Koord {
+    /// SIGTERM first so koord stops what it started (pods of the node runtime), then
+    /// SIGKILL if it does not exit.
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if self.child.is_some() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.pid().to_string()])
+                .status();
+            if self.wait_exit(Duration::from_secs(15)).is_none()
+                && let Some(mut child) = self.child.take()
+            {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
         }
     }
 }
@@ -195,3 +204,14 @@ pub fn api_code<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> u16 {
         other => panic!("expected an API error, got {other:?}"),
     }
 }
+
+/// Whether this process runs as root (tests that need real cgroups skip otherwise).
+pub fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid() == 0)
+        .unwrap_or(false)
+}
+
+/// Marker put into the command lines of test pods, so a final test can find strays.
+pub const STRAY_MARKER: &str = "koord-test-marker";

@@ -256,12 +256,18 @@ async fn dispatch(
 ) -> Result<Response<Body>, ApiError> {
     let method = req.method().clone();
     let sub = rr.subresource.clone();
+    let accept = req
+        .headers()
+        .get(hyper::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let accept = accept.as_deref();
     match (&method, rr.name.is_some(), sub.as_deref()) {
         (&Method::GET, false, None) if rr.watch_path || q.flag("watch") => {
             read::watch(state, &rr, q).await
         }
-        (&Method::GET, false, None) => read::list(state, &rr, q),
-        (&Method::GET, true, None | Some("status")) => read::get(state, &rr),
+        (&Method::GET, false, None) => read::list(state, &rr, q, accept),
+        (&Method::GET, true, None | Some("status")) => read::get(state, &rr, accept),
         (&Method::POST, false, None) => write::create(state, &rr, req, q).await,
         (&Method::POST, true, Some("binding")) => subresource::binding(state, &rr, req).await,
         (&Method::POST, true, Some("eviction")) => subresource::eviction(state, &rr, req).await,

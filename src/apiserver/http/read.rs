@@ -15,18 +15,37 @@ use serde_json::{Value, json};
 use super::status::ApiError;
 use super::{Query, ResourceRequest, ServerState, object_response, render};
 use crate::apiserver::store::{Filter, Stored, WatchItem};
+use crate::apiserver::table;
 use crate::kernel::http::{Body, respond};
 
 /// Watches without `timeoutSeconds` end after this long (kube-apiserver picks 30–60 min).
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 
-pub fn get(state: &ServerState, rr: &ResourceRequest) -> Result<Response<Body>, ApiError> {
+pub fn get(
+    state: &ServerState,
+    rr: &ResourceRequest,
+    accept: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
     let name = rr.name.as_deref().unwrap_or("");
     let obj = state
         .store
         .get(&rr.info.key(), rr.ns(), name)
         .ok_or_else(|| ApiError::not_found(&rr.info, name))?;
+    if table::wants_table(accept) {
+        return Ok(table_response(rr, std::slice::from_ref(&obj), obj.rev));
+    }
     Ok(object_response(StatusCode::OK, &obj, &rr.api_version()))
+}
+
+fn table_response(rr: &ResourceRequest, items: &[Arc<Stored>], rev: u64) -> Response<Body> {
+    let cols = rr
+        .info
+        .printer_columns
+        .get(&rr.version)
+        .cloned()
+        .unwrap_or_default();
+    let t = table::table(&rr.info, &rr.version, &cols, items, rev);
+    crate::kernel::http::json(StatusCode::OK, &t)
 }
 
 pub fn filter(rr: &ResourceRequest, q: &Query) -> Result<Filter, ApiError> {
@@ -55,6 +74,7 @@ pub fn list(
     state: &ServerState,
     rr: &ResourceRequest,
     q: &Query,
+    accept: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
     let limit = q.u64("limit").filter(|l| *l > 0).map(|l| l as usize);
     let (id, rev, items, offset) = match q.get("continue") {
@@ -81,6 +101,18 @@ pub fn list(
         let id = id.unwrap_or_else(|| state.continues.put(rev, items.clone()));
         metadata["continue"] = encode_continue(id, end).into();
         metadata["remainingItemCount"] = (items.len() - end).into();
+    }
+    if table::wants_table(accept) {
+        let cols = rr
+            .info
+            .printer_columns
+            .get(&rr.version)
+            .cloned()
+            .unwrap_or_default();
+        let mut t = table::table(&rr.info, &rr.version, &cols, &items[offset..end], rev);
+        // Tables carry the continue token too, for kubectl's chunked listing.
+        t["metadata"] = metadata;
+        return Ok(crate::kernel::http::json(StatusCode::OK, &t));
     }
     let api_version = rr.api_version();
     let head = json!({"apiVersion": api_version, "kind": format!("{}List", rr.info.kind), "metadata": metadata});

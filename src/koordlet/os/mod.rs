@@ -1,0 +1,8 @@
+//! The rooted host layer: every touch of /proc, /sys and the cgroup filesystem goes through
+//! here, with the roots as constructor arguments so tests run against temp-dir trees.
+//! The only `unsafe` code of koord lives in this module (process spawning and signals).
+
+pub mod cgroup;
+pub mod process;
+
+pub use cgroup::{CgroupDir, CgroupError, Cgroups, Driver, Resource, Subsystem, Version};

@@ -1,0 +1,212 @@
+//! Starting one container attempt as a host process inside its own cgroup.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use super::resources::{CgroupValues, container_values};
+use crate::koordlet::os::process::{Spawn, spawn_in_cgroups, start_time};
+use crate::koordlet::os::{CgroupDir, CgroupError, Cgroups, Resource};
+
+pub const RUNTIME_SCHEME: &str = "koord-process";
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(
+        "container {0:?} has neither command nor args: koord runs containers as host processes and ignores the image"
+    )]
+    NoCommand(String),
+    #[error("cgroup: {0}")]
+    Cgroup(#[from] CgroupError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl LaunchError {
+    /// The kubelet's waiting reason for this failure.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            LaunchError::NoCommand(_) => "CreateContainerConfigError",
+            LaunchError::Cgroup(_) => "CreateContainerError",
+            LaunchError::Io(_) => "RunContainerError",
+        }
+    }
+}
+
+pub struct Launched {
+    pub id: String,
+    pub dir: CgroupDir,
+    pub child: tokio::process::Child,
+    pub pid: i32,
+    pub start_time: Option<u64>,
+    pub oom_before: u64,
+}
+
+/// A containerd-style 64-hex-digit id.
+pub fn new_container_id() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+/// `command` + `args`; without `command`, `args` alone (there is no image entrypoint).
+pub fn command_of(c: &Container) -> Result<(OsString, Vec<OsString>), LaunchError> {
+    let mut words: Vec<String> = c.command.clone().unwrap_or_default();
+    words.extend(c.args.clone().unwrap_or_default());
+    let mut it = words.into_iter();
+    let program = it
+        .next()
+        .ok_or_else(|| LaunchError::NoCommand(c.name.clone()))?;
+    Ok((program.into(), it.map(OsString::from).collect()))
+}
+
+/// The container's environment: literal values and the downward-API fields koord knows.
+pub fn env_of(c: &Container, pod: &Pod, node: &str, ip: &str) -> Vec<(String, String)> {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let mut env = vec![
+        (
+            "PATH".to_string(),
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
+        ),
+        ("HOSTNAME".to_string(), name.clone()),
+        ("HOME".to_string(), "/root".to_string()),
+    ];
+    for e in c.env.iter().flatten() {
+        let value = match (
+            &e.value,
+            e.value_from.as_ref().and_then(|v| v.field_ref.as_ref()),
+        ) {
+            (Some(v), _) => Some(v.clone()),
+            (None, Some(f)) => match f.field_path.as_str() {
+                "metadata.name" => Some(name.clone()),
+                "metadata.namespace" => pod.metadata.namespace.clone(),
+                "metadata.uid" => pod.metadata.uid.clone(),
+                "spec.nodeName" => Some(node.to_string()),
+                "status.podIP" | "status.hostIP" => Some(ip.to_string()),
+                _ => None,
+            },
+            (None, None) => Some(String::new()),
+        };
+        match value {
+            Some(v) => {
+                env.retain(|(k, _)| k != &e.name);
+                env.push((e.name.clone(), v));
+            }
+            None => {
+                tracing::warn!(container = %c.name, var = %e.name, "environment source not supported; skipped")
+            }
+        }
+    }
+    env
+}
+
+/// Writes shares, quota and memory limit to a cgroup.
+pub fn apply_values(
+    cgroups: &Cgroups,
+    dir: &CgroupDir,
+    v: &CgroupValues,
+) -> Result<(), CgroupError> {
+    cgroups.write(Resource::CpuShares, dir, &v.cpu_shares.to_string())?;
+    cgroups.write(Resource::CfsQuota, dir, &v.cpu_quota.to_string())?;
+    cgroups.write(Resource::MemoryLimit, dir, &v.memory_limit.to_string())?;
+    Ok(())
+}
+
+pub struct LaunchSpec<'a> {
+    pub cgroups: &'a Cgroups,
+    pub proc_root: &'a Path,
+    pub pod: &'a Pod,
+    pub pod_dir: &'a CgroupDir,
+    pub container: &'a Container,
+    pub log: &'a Path,
+    pub node: &'a str,
+    pub ip: &'a str,
+}
+
+/// Creates the container's cgroup, applies its limits and starts its process in it.
+pub fn launch(s: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
+    let (program, args) = command_of(s.container)?;
+    let id = new_container_id();
+    let dir = s
+        .cgroups
+        .container_dir(s.pod_dir, &format!("{RUNTIME_SCHEME}://{id}"))
+        .unwrap_or_else(|| s.pod_dir.join(&id));
+    s.cgroups.create(&dir)?;
+    let started = (|| {
+        apply_values(s.cgroups, &dir, &container_values(s.container))?;
+        if let Some(parent) = s.log.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(s.log)?;
+        let spec = Spawn {
+            program,
+            args,
+            env: env_of(s.container, s.pod, s.node, s.ip),
+            cwd: s
+                .container
+                .working_dir
+                .clone()
+                .filter(|w| !w.is_empty())
+                .map(Into::into),
+            stdout: log.try_clone()?,
+            stderr: log,
+            cgroup_procs: s.cgroups.procs_files(&dir),
+        };
+        let oom_before = s.cgroups.oom_kills(&dir);
+        let child = spawn_in_cgroups(spec)?;
+        Ok::<_, LaunchError>((child, oom_before))
+    })();
+    match started {
+        Ok((child, oom_before)) => {
+            let pid = child.id().map(|p| p as i32).unwrap_or(0);
+            Ok(Launched {
+                start_time: start_time(s.proc_root, pid),
+                id,
+                dir,
+                child,
+                pid,
+                oom_before,
+            })
+        }
+        Err(e) => {
+            let _ = s.cgroups.remove(&dir);
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_and_env() {
+        let c: Container = serde_json::from_value(serde_json::json!({"name": "c", "command": ["sh", "-c"], "args": ["echo hi"],
+            "env": [{"name": "A", "value": "1"}, {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "PATH", "value": "/bin"}]})).unwrap();
+        let (p, a) = command_of(&c).unwrap();
+        assert_eq!(p, "sh");
+        assert_eq!(a, vec![OsString::from("-c"), OsString::from("echo hi")]);
+        let pod: Pod =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "web"}})).unwrap();
+        let env = env_of(&c, &pod, "n", "127.0.0.1");
+        assert!(env.contains(&("POD".into(), "web".into())));
+        assert!(
+            env.contains(&("PATH".into(), "/bin".into())),
+            "the pod's PATH wins"
+        );
+        let args_only: Container =
+            serde_json::from_value(serde_json::json!({"name": "c", "args": ["sleep", "1"]}))
+                .unwrap();
+        assert_eq!(command_of(&args_only).unwrap().0, "sleep");
+        let none: Container = serde_json::from_value(serde_json::json!({"name": "c"})).unwrap();
+        assert!(matches!(command_of(&none), Err(LaunchError::NoCommand(_))));
+        assert_eq!(new_container_id().len(), 64);
+    }
+}

@@ -1,0 +1,60 @@
+//! The kubelet-compatible read-only API: `GET /pods` (a PodList with live statuses, what
+//! the koordlet's states informer reads), and `POST /pods/{namespace}/{name}/stop` which
+//! kills a pod's containers at once (the koordlet's runtime-based eviction).
+
+use std::sync::Arc;
+
+use hyper::{Method, Request, StatusCode};
+use serde_json::json;
+use tokio::sync::{mpsc, oneshot};
+
+use super::Ctx;
+use crate::kernel::http::{Body, json as json_response, text};
+
+/// A request the manager forwards to a pod's worker.
+pub struct StopRequest {
+    pub namespace: String,
+    pub name: String,
+    pub reply: oneshot::Sender<Option<usize>>,
+}
+
+pub async fn handle(
+    ctx: Arc<Ctx>,
+    stops: mpsc::Sender<StopRequest>,
+    req: Request<hyper::body::Incoming>,
+) -> hyper::Response<Body> {
+    let path = req.uri().path().trim_end_matches('/').to_string();
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    match (req.method(), segs.as_slice()) {
+        (&Method::GET, ["pods"]) => {
+            let items = ctx.view_items();
+            json_response(
+                StatusCode::OK,
+                &json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}),
+            )
+        }
+        (&Method::GET, ["healthz"]) => text(StatusCode::OK, "ok"),
+        (&Method::POST, ["pods", ns, name, "stop"]) => {
+            let (reply, rx) = oneshot::channel();
+            let sent = stops
+                .send(StopRequest {
+                    namespace: ns.to_string(),
+                    name: name.to_string(),
+                    reply,
+                })
+                .await;
+            match (sent, rx.await) {
+                (Ok(()), Ok(Some(n))) => json_response(StatusCode::OK, &json!({"stopped": n})),
+                (Ok(()), Ok(None)) => text(
+                    StatusCode::NOT_FOUND,
+                    format!("pod {ns}/{name} is not running on this node\n"),
+                ),
+                _ => text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "node runtime is stopping\n",
+                ),
+            }
+        }
+        _ => text(StatusCode::NOT_FOUND, format!("{path} not found\n")),
+    }
+}
