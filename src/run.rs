@@ -61,10 +61,7 @@ pub fn main() -> ExitCode {
         eprintln!("koord: {err}");
         return ExitCode::from(EXIT_USAGE);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match build_runtime(&roles) {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("koord: starting the async runtime: {err}");
@@ -72,6 +69,17 @@ pub fn main() -> ExitCode {
         }
     };
     runtime.block_on(run_roles(cfg, roles, host))
+}
+
+/// A DaemonSet pod on a 96-core node would otherwise start 96 workers and as many malloc
+/// arenas; the koordlet's work is a few timers and one watch, so two of each are plenty.
+fn build_runtime(roles: &RoleSet) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if roles.node_agent_only() {
+        kernel::limit_malloc_arenas(2);
+        builder.worker_threads(2).max_blocking_threads(16);
+    }
+    builder.enable_all().build()
 }
 
 /// Writes to stdout; a closed pipe (`koord crds | head`) is not an error worth a panic.
@@ -118,7 +126,7 @@ impl Signals {
     }
 }
 
-async fn run_roles(cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
+async fn run_roles(mut cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
     let mut signals = match Signals::install() {
         Ok(s) => s,
         Err(err) => {
@@ -141,6 +149,9 @@ async fn run_roles(cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
     } else {
         None
     };
+    if let Some((_, _, Some(rt))) = &embedded {
+        wire_koordlet_to_runtime(&mut cfg, rt);
+    }
     let cluster = if let Some((_, c, _)) = &embedded {
         Some(c.clone())
     } else if roles.0.iter().any(|r| r.needs_cluster()) {
@@ -205,6 +216,22 @@ async fn run_roles(cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
         tracing::warn!(%err, "admin server task ended abnormally");
     }
     code
+}
+
+/// In embedded mode the koordlet reads pods from the node runtime's `/pods`, and looks for
+/// cgroups where the runtime puts them, unless configured otherwise.
+fn wire_koordlet_to_runtime(cfg: &mut Config, rt: &NodeRuntime) {
+    let k = &mut cfg.koordlet;
+    if k.kubelet.pods_url.is_none() {
+        k.kubelet.pods_url = Some(format!("http://{}/pods", rt.addr()));
+    }
+    let runtime = &cfg.embedded.node_runtime;
+    if k.cgroup_parent.is_empty() {
+        k.cgroup_parent = runtime.cgroup_parent.clone();
+    }
+    if k.cgroup_driver.is_none() {
+        k.cgroup_driver = Some(rt.cgroups().driver());
+    }
 }
 
 /// The in-process control plane of `--embedded`.

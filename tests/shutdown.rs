@@ -3,77 +3,18 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::{Koord, free_port, http_get, wait_until};
 
-/// A stand-in API server that answers `/version` and nothing else: enough for roles that
-/// only check reachability.
-struct StandIn {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl StandIn {
-    fn start(port: u16) -> StandIn {
-        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            while !flag.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((stream, _)) => answer(stream),
-                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
-                }
-            }
-        });
-        StandIn {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-fn answer(mut stream: std::net::TcpStream) {
-    stream.set_nonblocking(false).unwrap();
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut request_line = String::new();
-    if reader.read_line(&mut request_line).is_err() {
-        return;
-    }
-    let mut line = String::new();
-    while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-        line.clear();
-    }
-    let body = if request_line.contains("/version") {
-        r#"{"major":"1","minor":"33","gitVersion":"v1.33.0","gitCommit":"x","gitTreeState":"clean","buildDate":"2026-01-01T00:00:00Z","goVersion":"go","compiler":"gc","platform":"linux/amd64"}"#
-    } else {
-        r#"{"kind":"Status","apiVersion":"v1","status":"Failure","code":404,"reason":"NotFound"}"#
-    };
-    let status = if request_line.contains("/version") {
-        "200 OK"
-    } else {
-        "404 Not Found"
-    };
-    let _ = write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-}
-
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// A real embedded API server on `port`, started late so the roles first see none.
+fn start_api(port: u16) -> (tokio::runtime::Runtime, common::TestApi) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let api = rt.block_on(common::TestApi::start_with(opts));
+    (rt, api)
 }
 
 fn kubeconfig(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
@@ -123,7 +64,7 @@ fn all_roles_earn_readiness_and_drain_on_sigterm() {
     assert!(body.contains("[-]scheduler not ready"), "{body}");
     assert_eq!(http_get(admin, "/healthz").unwrap().0, 200);
 
-    let _standin = StandIn::start(api_port);
+    let (rt, mut api) = start_api(api_port);
     assert!(
         wait_until(Duration::from_secs(20), || http_get(admin, "/readyz")
             .is_some_and(|(s, _)| s == 200)),
@@ -164,6 +105,7 @@ fn all_roles_earn_readiness_and_drain_on_sigterm() {
     assert_eq!(status.code(), Some(0), "{}", koord.logs());
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(koord.logs().contains("drained cleanly"), "{}", koord.logs());
+    rt.block_on(api.stop());
 }
 
 #[test]

@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod crds;
+pub mod duration;
 pub mod extension;
 pub mod pod;
 pub mod quantity;

@@ -173,6 +173,13 @@ fn validate(cfg: &Config, figment: &Figment) -> Vec<String> {
             Ok(())
         },
     );
+    for (key, msg) in crate::koordlet::validate(&cfg.koordlet) {
+        let key = format!("koordlet.{key}");
+        problems.push(format!(
+            "invalid value for key `{key}` in {}: {msg}",
+            source_of(figment, &key)
+        ));
+    }
     for (key, msg) in cfg.embedded.validate() {
         let key = format!("embedded.{key}");
         problems.push(format!(

@@ -65,6 +65,17 @@ impl RoleSet {
         self.0.contains(&role)
     }
 
+    /// Only per-node roles (koordlet, runtime proxy): the process shares the node with
+    /// the pods it protects, so it runs on a small fixed runtime instead of one thread
+    /// per core.
+    pub fn node_agent_only(&self) -> bool {
+        !self.0.is_empty()
+            && self
+                .0
+                .iter()
+                .all(|r| matches!(r, Role::Koordlet | Role::RuntimeProxy))
+    }
+
     pub fn names(&self) -> String {
         let names: Vec<&str> = self.0.iter().map(|r| r.name()).collect();
         names.join(",")

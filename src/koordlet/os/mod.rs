@@ -3,6 +3,8 @@
 //! The only `unsafe` code of koord lives in this module (process spawning and signals).
 
 pub mod cgroup;
+pub mod parse;
 pub mod process;
 
 pub use cgroup::{CgroupDir, CgroupError, Cgroups, Driver, Resource, Subsystem, Version};
+pub mod system;

@@ -1,0 +1,195 @@
+//! RSS and CPU of a real koordlet process watching 100 fake pods at a 1 s interval.
+//!
+//! `cargo bench --bench koordlet_footprint` runs 10 minutes (set FOOTPRINT_SECONDS
+//! to change). It starts `koord --embedded` (API server only) and `koord --role=koordlet`
+//! pointed at a temp-dir cgroup tree with 100 running pods whose counters advance every
+//! second, and samples the koordlet's VmRSS and CPU time from /proc.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn proc_stat(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let f: Vec<&str> = stat
+        .get(stat.rfind(')').map_or(0, |i| i + 1)..)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks = f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (rss, ticks)
+}
+
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        std::thread::sleep(Duration::from_secs(2));
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("koordlet_footprint: bench");
+        return;
+    }
+    let seconds: u64 = std::env::var("FOOTPRINT_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(600);
+    let bin = env!("CARGO_BIN_EXE_koord");
+    let dir = tempfile::tempdir().unwrap();
+    let cg = dir.path().join("cgroup");
+    for s in ["cpu", "cpuacct", "cpuset", "memory"] {
+        std::fs::create_dir_all(cg.join(s).join("kubepods/besteffort")).unwrap();
+    }
+    std::fs::write(cg.join("cpuset/kubepods/besteffort/cpuset.cpus"), "0-1").unwrap();
+    std::fs::write(cg.join("cpu/kubepods/besteffort/cpu.cfs_quota_us"), "-1").unwrap();
+    let api_port = free_port();
+    let _server = Kill(
+        Command::new(bin)
+            .args([
+                "--embedded",
+                "--embedded-addr",
+                &format!("127.0.0.1:{api_port}"),
+                "--admin-addr",
+                &format!("127.0.0.1:{}", free_port()),
+                "--data-dir",
+            ])
+            .arg(dir.path().join("server"))
+            .args(["--node-name", "footprint-node", "--log-level", "warn"])
+            .env("KOORD_EMBEDDED__NODE_RUNTIME__ENABLED", "false")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let kubeconfig = dir.path().join("server/kubeconfig");
+    for _ in 0..300 {
+        if kubeconfig.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+    let client = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut dirs = Vec::new();
+    for i in 0..100 {
+        let name = format!("fake-{i}");
+        let pod: Pod = serde_json::from_value(serde_json::json!({"metadata": {"name": name},
+            "spec": {"nodeName": "footprint-node", "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "100m"}}}]}})).unwrap();
+        let created = pods.create(&PostParams::default(), &pod).await.unwrap();
+        let uid = created.metadata.uid.unwrap();
+        let status = serde_json::json!({"status": {"phase": "Running", "qosClass": "Burstable", "containerStatuses": [{"name": "c",
+            "containerID": format!("containerd://c{i}"), "image": "i", "imageID": "", "ready": true, "restartCount": 0}]}});
+        pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+            .await
+            .unwrap();
+        for rel in [
+            format!("kubepods/burstable/pod{uid}"),
+            format!("kubepods/burstable/pod{uid}/c{i}"),
+        ] {
+            for s in ["cpu", "cpuacct", "memory"] {
+                std::fs::create_dir_all(cg.join(s).join(&rel)).unwrap();
+            }
+            std::fs::write(
+                cg.join("memory").join(&rel).join("memory.stat"),
+                "total_inactive_anon 1000\ntotal_active_anon 2000\ntotal_unevictable 0\n",
+            )
+            .unwrap();
+            std::fs::write(
+                cg.join("cpu").join(&rel).join("cpu.stat"),
+                "nr_periods 1\nnr_throttled 0\nthrottled_time 0\n",
+            )
+            .unwrap();
+            dirs.push(cg.join("cpuacct").join(&rel));
+        }
+    }
+    let nm = serde_json::json!({"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": "footprint-node"}, "spec": {}});
+    let nms: Api<koord::api::slo::NodeMetric> = Api::all(client);
+    nms.create(&PostParams::default(), &serde_json::from_value(nm).unwrap())
+        .await
+        .unwrap();
+    let koordlet = Kill(
+        Command::new(bin)
+            .args(["--role=koordlet", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args([
+                "--node-name",
+                "footprint-node",
+                "--admin-addr",
+                &format!("127.0.0.1:{}", free_port()),
+                "--log-level",
+                "warn",
+                "--data-dir",
+            ])
+            .arg(dir.path().join("koordlet"))
+            .env("KOORD_KOORDLET__CGROUP_ROOT", &cg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = koordlet.0.id();
+    let start = Instant::now();
+    let (_, ticks0) = proc_stat(pid);
+    let mut samples = Vec::new();
+    let mut round = 0u64;
+    while start.elapsed() < Duration::from_secs(seconds) {
+        round += 1;
+        for d in &dirs {
+            let _ = std::fs::write(d.join("cpuacct.usage"), (round * 5_000_000).to_string());
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        if round.is_multiple_of(30) {
+            let (rss, _) = proc_stat(pid);
+            samples.push((start.elapsed().as_secs(), rss));
+        }
+    }
+    let (rss_end, ticks1) = proc_stat(pid);
+    let tck = 100.0;
+    let cpu_pct = (ticks1 - ticks0) as f64 / tck / start.elapsed().as_secs_f64() * 100.0;
+    let max = samples.iter().map(|(_, r)| *r).max().unwrap_or(rss_end);
+    let profile: Vec<String> = samples
+        .iter()
+        .filter(|(t, _)| t % 120 < 30)
+        .map(|(t, r)| format!("{}s:{:.1}", t, *r as f64 / 1024.0))
+        .collect();
+    println!("koordlet footprint, 100 fake pods, 1 s interval, {seconds} s:");
+    println!(
+        "  RSS now {:.1} MiB, max {:.1} MiB; profile (MiB) {}",
+        rss_end as f64 / 1024.0,
+        max as f64 / 1024.0,
+        profile.join(" ")
+    );
+    println!("  CPU {cpu_pct:.2} % of one core on average");
+}

@@ -1,0 +1,110 @@
+//! Pod and container CPU (Δcpuacct.usage ÷ Δwall) and memory without page cache
+//! (anonymous + unevictable from memory.stat).
+
+use std::time::Duration;
+
+use super::{CollectEnv, CollectError, Collector, Rates, Samples, Shared};
+use crate::koordlet::informer::PodMeta;
+use crate::koordlet::os::parse::memory_without_cache;
+use crate::koordlet::os::{CgroupDir, Resource};
+use crate::koordlet::store::{MetricKind, Point, SeriesKey};
+
+pub struct PodResource {
+    interval: Duration,
+    rates: Rates<String>,
+}
+
+impl PodResource {
+    pub fn new(interval: Duration, ttl: Duration) -> Self {
+        PodResource {
+            interval,
+            rates: Rates::new(ttl),
+        }
+    }
+
+    /// (cpu cores if a rate exists yet, memory bytes) of one cgroup.
+    fn usage(
+        &mut self,
+        env: &CollectEnv<'_>,
+        key: String,
+        dir: &CgroupDir,
+    ) -> Result<(Option<f64>, f64), CollectError> {
+        let ns = env.cgroups.read_i64(Resource::CpuacctUsage, dir)? as f64;
+        let memory = memory_without_cache(&env.cgroups.read(Resource::MemoryStat, dir)?)? as f64;
+        Ok((
+            self.rates.per_second(key, ns, env.mono_ns).map(|r| r / 1e9),
+            memory,
+        ))
+    }
+}
+
+fn active(p: &PodMeta) -> bool {
+    matches!(
+        p.pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Running" | "Pending")
+    )
+}
+
+impl Collector for PodResource {
+    fn name(&self) -> &'static str {
+        "podResource"
+    }
+
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    fn collect(
+        &mut self,
+        env: &CollectEnv<'_>,
+        shared: &mut Shared,
+        out: &mut Samples,
+    ) -> Result<(), CollectError> {
+        let (mut cpu_sum, mut mem_sum) = (0.0, 0.0);
+        for pod in env.states.pods.iter() {
+            let (cpu, mem) = match self.usage(env, format!("pod/{}", pod.uid), &pod.dir) {
+                Ok(u) => u,
+                Err(e) => {
+                    // A missing cgroup is normal for pods that are not running.
+                    if active(pod) {
+                        tracing::debug!(pod = %pod.name, error = %e, "pod usage unavailable");
+                    }
+                    continue;
+                }
+            };
+            let ts = env.now_ms;
+            out.push((
+                SeriesKey::pod(MetricKind::PodMemoryUsage, &pod.uid),
+                Point { ts, value: mem },
+            ));
+            mem_sum += mem;
+            if let Some(c) = cpu {
+                out.push((
+                    SeriesKey::pod(MetricKind::PodCpuUsage, &pod.uid),
+                    Point { ts, value: c },
+                ));
+                cpu_sum += c;
+            }
+            for c in &pod.containers {
+                let id = PodMeta::container_id(c);
+                let Ok((cpu, mem)) = self.usage(env, format!("ctr/{id}"), &c.dir) else {
+                    continue;
+                };
+                out.push((
+                    SeriesKey::container(MetricKind::ContainerMemoryUsage, id),
+                    Point { ts, value: mem },
+                ));
+                if let Some(cpu) = cpu {
+                    out.push((
+                        SeriesKey::container(MetricKind::ContainerCpuUsage, id),
+                        Point { ts, value: cpu },
+                    ));
+                }
+            }
+        }
+        self.rates.expire(env.mono_ns);
+        shared.pods_cpu = Some(cpu_sum);
+        shared.pods_memory = Some(mem_sum);
+        Ok(())
+    }
+}

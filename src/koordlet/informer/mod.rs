@@ -1,0 +1,268 @@
+//! The states informer: this node, its pods (from the kubelet's `/pods` or the API
+//! server), its NodeSLO and NodeMetric. Consumers read consistent snapshots; `synced`
+//! turns true once every source has delivered its first full state.
+
+pub mod pods;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use crate::api::extension::qos::kube_qos;
+use crate::api::slo::{NodeMetric, NodeSLO};
+use crate::kernel::{Shutdown, Tasks};
+use crate::koordlet::os::{CgroupDir, Cgroups};
+
+/// A pod and where its cgroups are.
+#[derive(Debug, Clone)]
+pub struct PodMeta {
+    pub pod: Arc<Pod>,
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub dir: CgroupDir,
+    /// (container name, container id as reported, cgroup dir) of started containers.
+    pub containers: Vec<ContainerMeta>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ContainerMeta {
+    pub name: String,
+    pub id: String,
+    pub dir: CgroupDir,
+}
+
+impl PodMeta {
+    pub fn new(pod: Pod, cgroups: &Cgroups) -> Option<PodMeta> {
+        let uid = pod.metadata.uid.clone()?;
+        let dir = cgroups.pod_dir(kube_qos(&pod), &uid);
+        let containers = pod
+            .status
+            .iter()
+            .flat_map(|s| s.container_statuses.iter().flatten())
+            .filter_map(|c| {
+                let id = c.container_id.clone().filter(|i| !i.is_empty())?;
+                Some(ContainerMeta {
+                    name: c.name.clone(),
+                    dir: cgroups.container_dir(&dir, &id)?,
+                    id,
+                })
+            })
+            .collect();
+        Some(PodMeta {
+            uid,
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            dir,
+            containers,
+            pod: Arc::new(pod),
+        })
+    }
+
+    /// The bare container id (`abc` of `containerd://abc`).
+    pub fn container_id(c: &ContainerMeta) -> &str {
+        c.id.split_once("://").map_or(c.id.as_str(), |(_, id)| id)
+    }
+}
+
+/// Everything the koordlet knows about its node, at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct States {
+    pub node: Option<Arc<Node>>,
+    pub pods: Arc<Vec<PodMeta>>,
+    pub node_slo: Option<Arc<NodeSLO>>,
+    pub node_metric: Option<Arc<NodeMetric>>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Synced {
+    node: bool,
+    pods: bool,
+    node_slo: bool,
+    node_metric: bool,
+}
+
+/// Handle to the informer's state.
+#[derive(Clone)]
+pub struct Informer {
+    states: watch::Receiver<States>,
+    synced: watch::Receiver<bool>,
+}
+
+impl Informer {
+    pub fn snapshot(&self) -> States {
+        self.states.borrow().clone()
+    }
+
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Waits until every source synced; false if the process drains first.
+    pub async fn wait_synced(&self, shutdown: &Shutdown) -> bool {
+        let mut rx = self.synced.clone();
+        tokio::select! {
+            r = rx.wait_for(|s| *s) => r.is_ok(),
+            _ = shutdown.draining() => false,
+        }
+    }
+
+    /// A receiver that changes whenever the state does.
+    pub fn subscribe(&self) -> watch::Receiver<States> {
+        self.states.clone()
+    }
+}
+
+/// Where pods come from.
+#[derive(Debug, Clone)]
+pub enum PodSource {
+    /// The API server, with `spec.nodeName=<node>`.
+    Api,
+    /// A kubelet `/pods` URL, polled.
+    Kubelet(pods::KubeletPods),
+}
+
+struct Shared {
+    states: watch::Sender<States>,
+    synced: watch::Sender<bool>,
+    flags: std::sync::Mutex<Synced>,
+}
+
+impl Shared {
+    fn update(&self, f: impl FnOnce(&mut States)) {
+        self.states.send_modify(f);
+    }
+
+    fn mark(&self, f: impl FnOnce(&mut Synced)) {
+        let mut flags = self.flags.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut flags);
+        if flags.node && flags.pods && flags.node_slo && flags.node_metric {
+            self.synced.send_replace(true);
+        }
+    }
+}
+
+/// Starts the informer's watches as tracked tasks.
+pub fn start(
+    client: kube::Client,
+    node: &str,
+    cgroups: Cgroups,
+    source: PodSource,
+    tasks: &Tasks,
+    shutdown: &Shutdown,
+) -> Informer {
+    let (states_tx, states) = watch::channel(States::default());
+    let (synced_tx, synced) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        states: states_tx,
+        synced: synced_tx,
+        flags: Default::default(),
+    });
+    let by_name = format!("metadata.name={node}");
+
+    let (s, sd, c, f) = (
+        shared.clone(),
+        shutdown.clone(),
+        client.clone(),
+        by_name.clone(),
+    );
+    tasks.spawn("koordlet/informer/node", async move {
+        watch_one::<Node>(
+            Api::all(c),
+            &f,
+            &sd,
+            |n| s.update(|st| st.node = n.map(Arc::new)),
+            || s.mark(|m| m.node = true),
+        )
+        .await;
+        Ok(())
+    });
+    let (s, sd, c, f) = (
+        shared.clone(),
+        shutdown.clone(),
+        client.clone(),
+        by_name.clone(),
+    );
+    tasks.spawn("koordlet/informer/nodeslo", async move {
+        watch_one::<NodeSLO>(
+            Api::all(c),
+            &f,
+            &sd,
+            |n| s.update(|st| st.node_slo = n.map(Arc::new)),
+            || s.mark(|m| m.node_slo = true),
+        )
+        .await;
+        Ok(())
+    });
+    let (s, sd, c, f) = (shared.clone(), shutdown.clone(), client.clone(), by_name);
+    tasks.spawn("koordlet/informer/nodemetric", async move {
+        watch_one::<NodeMetric>(
+            Api::all(c),
+            &f,
+            &sd,
+            |n| s.update(|st| st.node_metric = n.map(Arc::new)),
+            || s.mark(|m| m.node_metric = true),
+        )
+        .await;
+        Ok(())
+    });
+    let (s, sd, node) = (shared, shutdown.clone(), node.to_string());
+    tasks.spawn("koordlet/informer/pods", async move {
+        let publish = |pods: Vec<Pod>| {
+            let metas: Vec<PodMeta> = pods
+                .into_iter()
+                .filter_map(|p| PodMeta::new(p, &cgroups))
+                .collect();
+            s.update(|st| st.pods = Arc::new(metas));
+            s.mark(|m| m.pods = true);
+        };
+        match source {
+            PodSource::Api => pods::watch_api(client, &node, &sd, publish).await,
+            PodSource::Kubelet(k) => pods::poll_kubelet(&k, &sd, publish).await,
+        }
+        Ok(())
+    });
+    Informer { states, synced }
+}
+
+/// Watches the single object selected by `field` (this node's Node, NodeSLO, NodeMetric).
+async fn watch_one<K>(
+    api: Api<K>,
+    field: &str,
+    shutdown: &Shutdown,
+    mut set: impl FnMut(Option<K>),
+    mut synced: impl FnMut(),
+) where
+    K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let cfg = watcher::Config::default().fields(field);
+    let mut stream = watcher(api, cfg).default_backoff().boxed();
+    let mut pending: Option<K> = None;
+    loop {
+        let ev = tokio::select! {
+            _ = shutdown.draining() => return,
+            ev = stream.next() => ev,
+        };
+        match ev {
+            Some(Ok(watcher::Event::Init)) => pending = None,
+            Some(Ok(watcher::Event::InitApply(o))) => pending = Some(o),
+            Some(Ok(watcher::Event::InitDone)) => {
+                set(pending.take());
+                synced();
+            }
+            Some(Ok(watcher::Event::Apply(o))) => set(Some(o)),
+            Some(Ok(watcher::Event::Delete(_))) => set(None),
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "watch error; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            None => return,
+        }
+    }
+}

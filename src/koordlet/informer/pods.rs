@@ -1,0 +1,144 @@
+//! The node's pods: from the kubelet's `/pods` (polled, as Koordinator does) or from the
+//! API server (watched with `spec.nodeName=<node>`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::StreamExt;
+use hyper::Method;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::kernel::Shutdown;
+use crate::kernel::http_client::{self, Trust};
+
+/// How to reach the kubelet's pod list.
+#[derive(Debug, Clone)]
+pub struct KubeletPods {
+    /// `https://<addr>:10250/pods` or `http://<addr>:10255/pods`.
+    pub url: String,
+    /// Service account token sent as `Authorization: Bearer` (HTTPS).
+    pub token_file: Option<PathBuf>,
+    pub sync_interval: Duration,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KubeletError {
+    #[error("{0}")]
+    Client(#[from] http_client::ClientError),
+    #[error("kubelet answered HTTP {0}")]
+    Status(u16),
+    #[error("kubelet /pods is not a PodList: {0}")]
+    Decode(String),
+    #[error("token {0}: {1}")]
+    Token(PathBuf, std::io::Error),
+}
+
+/// One fetch of the kubelet's pod list.
+pub async fn fetch(k: &KubeletPods) -> Result<Vec<Pod>, KubeletError> {
+    let token = match &k.token_file {
+        Some(p) if k.url.starts_with("https://") => Some(
+            std::fs::read_to_string(p)
+                .map_err(|e| KubeletError::Token(p.clone(), e))?
+                .trim()
+                .to_string(),
+        ),
+        _ => None,
+    };
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("accept", "application/json")];
+    if let Some(a) = &auth {
+        headers.push(("authorization", a.as_str()));
+    }
+    let resp = http_client::send(
+        Method::GET,
+        &k.url,
+        &headers,
+        None,
+        Some(&Trust::Insecure),
+        k.timeout,
+    )
+    .await?;
+    if !resp.status.is_success() {
+        return Err(KubeletError::Status(resp.status.as_u16()));
+    }
+    #[derive(serde::Deserialize)]
+    struct List {
+        #[serde(default)]
+        items: Vec<Pod>,
+    }
+    let list: List =
+        serde_json::from_slice(&resp.body).map_err(|e| KubeletError::Decode(e.to_string()))?;
+    Ok(list.items)
+}
+
+/// Polls the kubelet; an error or an empty answer keeps the previous state.
+pub async fn poll_kubelet(k: &KubeletPods, shutdown: &Shutdown, mut publish: impl FnMut(Vec<Pod>)) {
+    let mut tick = tokio::time::interval(k.sync_interval);
+    let mut published = false;
+    loop {
+        tokio::select! {
+            _ = shutdown.draining() => return,
+            _ = tick.tick() => {}
+        }
+        match fetch(k).await {
+            // An empty answer after a non-empty one is usually a kubelet restart, not a
+            // drained node; the first answer counts even when empty, so an idle node syncs.
+            Ok(pods) if !pods.is_empty() || !published => {
+                published = true;
+                publish(pods)
+            }
+            Ok(_) => tracing::debug!("kubelet returned no pods; keeping the previous list"),
+            Err(e) => {
+                tracing::warn!(url = %k.url, error = %e, "listing pods from the kubelet failed")
+            }
+        }
+    }
+}
+
+/// Watches the node's pods on the API server.
+pub async fn watch_api(
+    client: kube::Client,
+    node: &str,
+    shutdown: &Shutdown,
+    mut publish: impl FnMut(Vec<Pod>),
+) {
+    let api: Api<Pod> = Api::all(client);
+    let cfg = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
+    let mut stream = watcher(api, cfg).default_backoff().boxed();
+    let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
+    let mut init: BTreeMap<String, Pod> = BTreeMap::new();
+    loop {
+        let ev = tokio::select! {
+            _ = shutdown.draining() => return,
+            ev = stream.next() => ev,
+        };
+        let key = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
+        match ev {
+            Some(Ok(watcher::Event::Init)) => init.clear(),
+            Some(Ok(watcher::Event::InitApply(p))) => {
+                init.insert(key(&p), p);
+            }
+            Some(Ok(watcher::Event::InitDone)) => {
+                pods = std::mem::take(&mut init);
+                publish(pods.values().cloned().collect());
+            }
+            Some(Ok(watcher::Event::Apply(p))) => {
+                pods.insert(key(&p), p);
+                publish(pods.values().cloned().collect());
+            }
+            Some(Ok(watcher::Event::Delete(p))) => {
+                pods.remove(&key(&p));
+                publish(pods.values().cloned().collect());
+            }
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "pod watch error; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            None => return,
+        }
+    }
+}

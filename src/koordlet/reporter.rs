@@ -1,0 +1,389 @@
+//! The NodeMetric reporter: every report interval, the node's usage averaged over the
+//! aggregation window, aggregated percentiles per duration, system usage, per-pod usage and
+//! the prediction results, written to `NodeMetric.status` (status subresource only).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, PostParams};
+
+use super::informer::States;
+use super::store::{Aggregate, MetricKind, MetricStore, SeriesKey, StoreError};
+use crate::api::duration;
+use crate::api::extension::priority::pod_priority_class_with_default;
+use crate::api::extension::qos::pod_qos_class_with_default;
+use crate::api::quantity::{cpu_from_milli, from_int};
+use crate::api::slo::{
+    AggregatedUsage, HostApplicationMetricInfo, NodeMetric, NodeMetricInfo, NodeMetricStatus,
+    PodMetricInfo, ReclaimableMetric, ResourceMap,
+};
+
+/// The collect policy in force: NodeMetric spec over Koordinator's defaults, with floors.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub aggregate: Duration,
+    pub interval: Duration,
+    pub durations: Vec<Duration>,
+    pub memory_policy: String,
+}
+
+/// Floors under the spec values (Koordinator: 30 s report interval, 60 s window).
+#[derive(Debug, Clone, Copy)]
+pub struct Floors {
+    pub min_interval: Duration,
+    pub min_aggregate: Duration,
+}
+
+pub fn policy(nm: Option<&NodeMetric>, floors: Floors) -> Policy {
+    let spec = nm.and_then(|n| n.spec.metric_collect_policy.as_ref());
+    let secs = |v: Option<i64>, default: u64| {
+        Duration::from_secs(v.filter(|v| *v > 0).map_or(default, |v| v as u64))
+    };
+    let durations = spec
+        .and_then(|s| s.node_aggregate_policy.as_ref())
+        .and_then(|p| p.durations.as_ref())
+        .map(|d| {
+            d.iter()
+                .filter_map(|s| duration::parse(s).ok())
+                .collect::<Vec<_>>()
+        })
+        .filter(|d: &Vec<Duration>| !d.is_empty())
+        .unwrap_or_else(|| {
+            vec![
+                Duration::from_secs(300),
+                Duration::from_secs(600),
+                Duration::from_secs(1800),
+            ]
+        });
+    Policy {
+        aggregate: secs(spec.and_then(|s| s.aggregate_duration_seconds), 300)
+            .max(floors.min_aggregate),
+        interval: secs(spec.and_then(|s| s.report_interval_seconds), 60).max(floors.min_interval),
+        durations,
+        memory_policy: spec
+            .and_then(|s| s.node_memory_collect_policy.clone())
+            .unwrap_or_else(|| "usageWithoutPageCache".into()),
+    }
+}
+
+fn resources(cpu_cores: f64, memory: f64) -> ResourceMap {
+    let mut r = BTreeMap::new();
+    r.insert(
+        "cpu".to_string(),
+        cpu_from_milli((cpu_cores * 1000.0) as i64),
+    );
+    r.insert("memory".to_string(), from_int(memory as i64));
+    ResourceMap::from_resources(r)
+}
+
+type Pick = fn(&Aggregate) -> f64;
+
+fn avg_of(
+    store: &MetricStore,
+    cpu: &SeriesKey,
+    mem: &SeriesKey,
+    start: i64,
+    end: i64,
+) -> Result<Option<ResourceMap>, StoreError> {
+    match (
+        store.aggregate(cpu, start, end)?,
+        store.aggregate(mem, start, end)?,
+    ) {
+        (Some(c), Some(m)) => Ok(Some(resources(c.avg, m.avg))),
+        _ => Ok(None),
+    }
+}
+
+/// avg/p50/p90/p95/p99 over `[now−d, now]`; empty maps when samples span less than half
+/// of `d` (Koordinator's cold-start filter).
+fn aggregated(
+    store: &MetricStore,
+    cpu: &SeriesKey,
+    mem: &SeriesKey,
+    now: i64,
+    d: Duration,
+) -> Result<AggregatedUsage, StoreError> {
+    let start = now - d.as_millis() as i64;
+    let (c, m) = (
+        store.aggregate(cpu, start, now)?,
+        store.aggregate(mem, start, now)?,
+    );
+    let half = d.as_millis() as i64 / 2;
+    let picks: [(&str, Pick); 5] = [
+        ("avg", |a| a.avg),
+        ("p50", |a| a.p50),
+        ("p90", |a| a.p90),
+        ("p95", |a| a.p95),
+        ("p99", |a| a.p99),
+    ];
+    let usage = picks
+        .iter()
+        .map(|(name, pick)| {
+            let map = match (&c, &m) {
+                (Some(c), Some(m)) if c.span_ms >= half && m.span_ms >= half => {
+                    resources(pick(c), pick(m))
+                }
+                _ => ResourceMap {
+                    resources: Some(BTreeMap::new()),
+                    devices: None,
+                },
+            };
+            (name.to_string(), map)
+        })
+        .collect();
+    Ok(AggregatedUsage {
+        usage: Some(usage),
+        duration: Some(duration::format(d)),
+    })
+}
+
+/// The status for `now` (ms). `reclaimable` and `peak` come from the prediction.
+pub fn build_status(
+    store: &MetricStore,
+    states: &States,
+    policy: &Policy,
+    now: i64,
+    prediction: Option<(BTreeMap<String, Quantity>, BTreeMap<String, Quantity>)>,
+) -> Result<NodeMetricStatus, StoreError> {
+    let start = now - policy.aggregate.as_millis() as i64;
+    let (ncpu, nmem) = (
+        SeriesKey::node(MetricKind::NodeCpuUsage),
+        SeriesKey::node(MetricKind::NodeMemoryUsage),
+    );
+    let (scpu, smem) = (
+        SeriesKey::node(MetricKind::SysCpuUsage),
+        SeriesKey::node(MetricKind::SysMemoryUsage),
+    );
+    let node_usage = avg_of(store, &ncpu, &nmem, start, now)?.unwrap_or_default();
+    let system_usage = avg_of(store, &scpu, &smem, start, now)?.unwrap_or_default();
+    let mut node_aggs = Vec::new();
+    let mut sys_aggs = Vec::new();
+    for d in &policy.durations {
+        node_aggs.push(aggregated(store, &ncpu, &nmem, now, *d)?);
+        sys_aggs.push(aggregated(store, &scpu, &smem, now, *d)?);
+    }
+    let mut pods = Vec::new();
+    for p in states.pods.iter() {
+        let (c, m) = (
+            SeriesKey::pod(MetricKind::PodCpuUsage, &p.uid),
+            SeriesKey::pod(MetricKind::PodMemoryUsage, &p.uid),
+        );
+        let Some(usage) = avg_of(store, &c, &m, start, now)? else {
+            continue;
+        };
+        pods.push(PodMetricInfo {
+            name: Some(p.name.clone()),
+            namespace: Some(p.namespace.clone()),
+            pod_usage: usage,
+            priority: Some(pod_priority_class_with_default(&p.pod).name().to_string()),
+            qos: Some(pod_qos_class_with_default(&p.pod).name().to_string()),
+            extensions: None,
+        });
+    }
+    pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    let mut apps = Vec::new();
+    for app in states
+        .node_slo
+        .as_ref()
+        .and_then(|s| s.spec.host_applications.clone())
+        .unwrap_or_default()
+    {
+        let Some(name) = app.name.clone() else {
+            continue;
+        };
+        let (c, m) = (
+            SeriesKey::host_app(MetricKind::HostAppCpuUsage, &name),
+            SeriesKey::host_app(MetricKind::HostAppMemoryUsage, &name),
+        );
+        if let Some(usage) = avg_of(store, &c, &m, start, now)? {
+            apps.push(HostApplicationMetricInfo {
+                name: Some(name),
+                usage,
+                priority: app.priority.clone(),
+                qos: app.qos.clone(),
+            });
+        }
+    }
+    apps.sort_by(|a, b| a.name.cmp(&b.name));
+    let (reclaimable, peak) = match prediction {
+        Some((r, p)) => (
+            Some(ReclaimableMetric {
+                resource: ResourceMap::from_resources(r),
+            }),
+            Some(ReclaimableMetric {
+                resource: ResourceMap::from_resources(p),
+            }),
+        ),
+        None => (None, None),
+    };
+    let ts = k8s_openapi::jiff::Timestamp::from_millisecond(now)
+        .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now());
+    Ok(NodeMetricStatus {
+        update_time: Some(Time(ts)),
+        node_metric: Some(NodeMetricInfo {
+            node_usage,
+            aggregated_node_usages: Some(node_aggs),
+            system_usage,
+            aggregated_system_usages: Some(sys_aggs),
+            numa_usages: None,
+        }),
+        pods_metric: Some(pods),
+        host_application_metric: (!apps.is_empty()).then_some(apps),
+        prod_reclaimable_metric: reclaimable,
+        prod_peak_metric: peak,
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("writing NodeMetric/{node} status: {source}")]
+    Api { node: String, source: kube::Error },
+}
+
+/// Writes the status, re-reading the object on conflicts. Skipped when the NodeMetric does
+/// not exist (the manager creates it).
+pub async fn write_status(
+    client: &kube::Client,
+    node: &str,
+    status: NodeMetricStatus,
+) -> Result<bool, ReportError> {
+    let api: Api<NodeMetric> = Api::all(client.clone());
+    let err = |source| ReportError::Api {
+        node: node.to_string(),
+        source,
+    };
+    for _ in 0..5 {
+        let Some(mut nm) = api.get_opt(node).await.map_err(err)? else {
+            return Ok(false);
+        };
+        nm.status = Some(status.clone());
+        match api.replace_status(node, &PostParams::default(), &nm).await {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => return Err(err(e)),
+        }
+    }
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::koordlet::store::{Point, StoreOptions};
+
+    fn nm(spec: serde_json::Value) -> NodeMetric {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "n"}, "spec": spec}))
+            .unwrap()
+    }
+
+    const FLOORS: Floors = Floors {
+        min_interval: Duration::from_secs(30),
+        min_aggregate: Duration::from_secs(60),
+    };
+
+    #[test]
+    fn policy_defaults_and_floors() {
+        let p = policy(None, FLOORS);
+        assert_eq!((p.aggregate.as_secs(), p.interval.as_secs()), (300, 60));
+        assert_eq!(p.durations.len(), 3);
+        let custom = nm(
+            serde_json::json!({"metricCollectPolicy": {"aggregateDurationSeconds": 10, "reportIntervalSeconds": 5,
+            "nodeAggregatePolicy": {"durations": ["1m0s", "bogus"]}}}),
+        );
+        let p = policy(Some(&custom), FLOORS);
+        assert_eq!(
+            (p.aggregate.as_secs(), p.interval.as_secs()),
+            (60, 30),
+            "floors apply"
+        );
+        assert_eq!(p.durations, vec![Duration::from_secs(60)]);
+    }
+
+    #[test]
+    fn status_from_samples() {
+        let store = MetricStore::temporary(StoreOptions::default()).unwrap();
+        let now = 1_000_000i64;
+        let mut samples = Vec::new();
+        for i in 0..60 {
+            let ts = now - 59_000 + i * 1000;
+            samples.push((
+                SeriesKey::node(MetricKind::NodeCpuUsage),
+                Point {
+                    ts,
+                    value: 1.0 + (i % 2) as f64,
+                },
+            ));
+            samples.push((
+                SeriesKey::node(MetricKind::NodeMemoryUsage),
+                Point { ts, value: 1e9 },
+            ));
+            samples.push((
+                SeriesKey::pod(MetricKind::PodCpuUsage, "u1"),
+                Point { ts, value: 0.25 },
+            ));
+            samples.push((
+                SeriesKey::pod(MetricKind::PodMemoryUsage, "u1"),
+                Point { ts, value: 1e8 },
+            ));
+        }
+        store.insert(&samples).unwrap();
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "web", "namespace": "ns", "uid": "u1",
+            "labels": {"koordinator.sh/qosClass": "LS"}}, "spec": {"containers": []}}),
+        )
+        .unwrap();
+        let cg = crate::koordlet::os::Cgroups::new(
+            "/x",
+            crate::koordlet::os::Version::V1,
+            crate::koordlet::os::Driver::Cgroupfs,
+            "",
+        );
+        let states = States {
+            pods: Arc::new(vec![
+                crate::koordlet::informer::PodMeta::new(pod, &cg).unwrap(),
+            ]),
+            ..Default::default()
+        };
+        let p = Policy {
+            aggregate: Duration::from_secs(60),
+            interval: Duration::from_secs(60),
+            durations: vec![Duration::from_secs(60), Duration::from_secs(600)],
+            memory_policy: String::new(),
+        };
+        let st = build_status(&store, &states, &p, now, None).unwrap();
+        let info = st.node_metric.unwrap();
+        assert_eq!(info.node_usage.get("cpu").unwrap().0, "1500m");
+        assert_eq!(info.node_usage.get("memory").unwrap().0, "1000000000");
+        let aggs = info.aggregated_node_usages.unwrap();
+        assert_eq!(aggs[0].duration.as_deref(), Some("1m0s"));
+        assert_eq!(
+            aggs[0].usage.as_ref().unwrap()["p90"].get("cpu").unwrap().0,
+            "2"
+        );
+        assert!(
+            aggs[1].usage.as_ref().unwrap()["avg"]
+                .resources
+                .as_ref()
+                .unwrap()
+                .is_empty(),
+            "59 s of data is under half of 10 min"
+        );
+        let pods = st.pods_metric.unwrap();
+        assert_eq!(
+            (
+                pods[0].name.as_deref(),
+                pods[0].qos.as_deref(),
+                pods[0].priority.as_deref()
+            ),
+            (Some("web"), Some("LS"), Some("koord-prod"))
+        );
+        assert_eq!(pods[0].pod_usage.get("cpu").unwrap().0, "250m");
+        assert!(st.update_time.is_some());
+    }
+}

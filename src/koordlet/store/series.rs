@@ -1,0 +1,96 @@
+//! Metric kinds (Koordinator's `metric_types.go` names) and series keys.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MetricKind {
+    NodeCpuUsage,
+    NodeMemoryUsage,
+    SysCpuUsage,
+    SysMemoryUsage,
+    NodeBe,
+    PodCpuUsage,
+    PodMemoryUsage,
+    PodCpuThrottled,
+    ContainerCpuUsage,
+    ContainerMemoryUsage,
+    ContainerCpuThrottled,
+    HostAppCpuUsage,
+    HostAppMemoryUsage,
+    NodePsi,
+    PodPsi,
+    ContainerPsi,
+    ContainerCpi,
+}
+
+impl MetricKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NodeCpuUsage => "node_cpu_usage",
+            Self::NodeMemoryUsage => "node_memory_usage",
+            Self::SysCpuUsage => "sys_cpu_usage",
+            Self::SysMemoryUsage => "sys_memory_usage",
+            Self::NodeBe => "node_be",
+            Self::PodCpuUsage => "pod_cpu_usage",
+            Self::PodMemoryUsage => "pod_memory_usage",
+            Self::PodCpuThrottled => "pod_cpu_throttled",
+            Self::ContainerCpuUsage => "container_cpu_usage",
+            Self::ContainerMemoryUsage => "container_memory_usage",
+            Self::ContainerCpuThrottled => "container_cpu_throttled",
+            Self::HostAppCpuUsage => "host_application_cpu_usage",
+            Self::HostAppMemoryUsage => "host_application_memory_usage",
+            Self::NodePsi => "node_psi",
+            Self::PodPsi => "pod_psi",
+            Self::ContainerPsi => "container_psi",
+            Self::ContainerCpi => "container_cpi",
+        }
+    }
+}
+
+/// A series: a kind and its property labels, sorted by name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SeriesKey {
+    pub kind: MetricKind,
+    pub labels: Vec<(&'static str, String)>,
+}
+
+impl SeriesKey {
+    pub fn new(kind: MetricKind, labels: &[(&'static str, &str)]) -> Self {
+        let mut labels: Vec<(&'static str, String)> =
+            labels.iter().map(|(k, v)| (*k, v.to_string())).collect();
+        labels.sort();
+        SeriesKey { kind, labels }
+    }
+
+    pub fn node(kind: MetricKind) -> Self {
+        Self::new(kind, &[])
+    }
+
+    pub fn pod(kind: MetricKind, uid: &str) -> Self {
+        Self::new(kind, &[("pod_uid", uid)])
+    }
+
+    pub fn container(kind: MetricKind, id: &str) -> Self {
+        Self::new(kind, &[("container_id", id)])
+    }
+
+    /// `node_be{be_resource=cpu, be_allocation=usage|request|real-limit}` in milli-cores.
+    pub fn be_cpu(allocation: &str) -> Self {
+        Self::new(
+            MetricKind::NodeBe,
+            &[("be_resource", "cpu"), ("be_allocation", allocation)],
+        )
+    }
+
+    pub fn host_app(kind: MetricKind, name: &str) -> Self {
+        Self::new(kind, &[("host_app_name", name)])
+    }
+
+    /// `name{k=v,...}`.
+    pub fn encode(&self) -> String {
+        let labels: Vec<String> = self
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        format!("{}{{{}}}", self.kind.name(), labels.join(","))
+    }
+}

@@ -1,0 +1,175 @@
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn cpu(uid: &str) -> SeriesKey {
+    SeriesKey::pod(MetricKind::PodCpuUsage, uid)
+}
+
+#[test]
+fn insert_query_and_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = MetricStore::open(dir.path(), StoreOptions::default()).unwrap();
+        let samples: Vec<_> = (0..10)
+            .map(|i| {
+                (
+                    cpu("a"),
+                    Point {
+                        ts: i * 1000,
+                        value: i as f64,
+                    },
+                )
+            })
+            .collect();
+        s.insert(&samples).unwrap();
+        s.insert(&[(
+            cpu("b"),
+            Point {
+                ts: 5000,
+                value: 42.0,
+            },
+        )])
+        .unwrap();
+        assert_eq!(s.query(&cpu("a"), 2000, 4000).unwrap().len(), 3);
+        let a = s.aggregate(&cpu("a"), 0, 9000).unwrap().unwrap();
+        assert_eq!((a.avg, a.last, a.count), (4.5, 9.0, 10));
+        s.kv_put("model/x", b"state").unwrap();
+        futures::executor::block_on(s.flush()).unwrap();
+    }
+    let s = MetricStore::open(dir.path(), StoreOptions::default()).unwrap();
+    assert_eq!(
+        s.query(&cpu("a"), 0, i64::MAX).unwrap().len(),
+        10,
+        "history survives a restart"
+    );
+    assert_eq!(s.series_count(), 2);
+    assert_eq!(s.kv_get("model/x").unwrap().as_deref(), Some(&b"state"[..]));
+    s.insert(&[(
+        SeriesKey::pod(MetricKind::PodCpuUsage, "c"),
+        Point { ts: 1, value: 1.0 },
+    )])
+    .unwrap();
+    assert_eq!(
+        s.series_count(),
+        3,
+        "new ids do not collide with reloaded ones"
+    );
+    assert_eq!(
+        s.query(&cpu("b"), 0, i64::MAX).unwrap(),
+        vec![Point {
+            ts: 5000,
+            value: 42.0
+        }]
+    );
+}
+
+#[test]
+fn gc_drops_old_points_and_idle_series() {
+    let s = MetricStore::temporary(StoreOptions {
+        retention: Duration::from_secs(10),
+        ..Default::default()
+    })
+    .unwrap();
+    s.insert(&[(
+        cpu("old"),
+        Point {
+            ts: 1_000,
+            value: 1.0,
+        },
+    )])
+    .unwrap();
+    s.insert(&[
+        (
+            cpu("live"),
+            Point {
+                ts: 1_000,
+                value: 1.0,
+            },
+        ),
+        (
+            cpu("live"),
+            Point {
+                ts: 20_000,
+                value: 2.0,
+            },
+        ),
+    ])
+    .unwrap();
+    assert_eq!(s.gc(25_000).unwrap(), 2);
+    assert_eq!(
+        s.series_count(),
+        1,
+        "idle series forgotten: memory follows live series"
+    );
+    assert_eq!(s.query(&cpu("live"), 0, i64::MAX).unwrap().len(), 1);
+}
+
+#[test]
+fn non_finite_values_are_skipped_and_negative_time_sorts() {
+    let s = MetricStore::temporary(StoreOptions::default()).unwrap();
+    s.insert(&[
+        (cpu("a"), Point { ts: -5, value: 1.0 }),
+        (
+            cpu("a"),
+            Point {
+                ts: 5,
+                value: f64::NAN,
+            },
+        ),
+    ])
+    .unwrap();
+    assert_eq!(
+        s.query(&cpu("a"), -10, 10).unwrap(),
+        vec![Point { ts: -5, value: 1.0 }]
+    );
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u8, i64, f64),
+    Query(u8, i64, i64),
+    Gc(i64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u8..3, 0i64..200_000, -1e6f64..1e6).prop_map(|(s, t, v)| Op::Insert(s, t, v)),
+        2 => (0u8..3, 0i64..200_000, 0i64..200_000).prop_map(|(s, a, b)| Op::Query(s, a.min(b), a.max(b))),
+        1 => (0i64..400_000).prop_map(Op::Gc),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// The store answers exactly like an in-memory model of points and retention.
+    #[test]
+    fn matches_in_memory_model(ops in proptest::collection::vec(op(), 1..60)) {
+        let retention = 100_000i64;
+        let s = MetricStore::temporary(StoreOptions { retention: Duration::from_millis(retention as u64), ..Default::default() }).unwrap();
+        let mut model: BTreeMap<(u8, i64), f64> = BTreeMap::new();
+        for op in ops {
+            match op {
+                Op::Insert(sid, ts, v) => {
+                    s.insert(&[(cpu(&sid.to_string()), Point { ts, value: v })]).unwrap();
+                    model.insert((sid, ts), v);
+                }
+                Op::Query(sid, a, b) => {
+                    let got: Vec<(i64, f64)> = s.query(&cpu(&sid.to_string()), a, b).unwrap().into_iter().map(|p| (p.ts, p.value)).collect();
+                    let want: Vec<(i64, f64)> = model.range((sid, a)..=(sid, b)).map(|((_, t), v)| (*t, *v)).collect();
+                    prop_assert_eq!(&got, &want);
+                    let agg = s.aggregate(&cpu(&sid.to_string()), a, b).unwrap();
+                    let pts: Vec<Point> = want.iter().map(|(t, v)| Point { ts: *t, value: *v }).collect();
+                    prop_assert_eq!(agg, aggregate(&pts));
+                }
+                Op::Gc(now) => {
+                    s.gc(now).unwrap();
+                    model.retain(|(_, t), _| *t >= now - retention);
+                }
+            }
+        }
+    }
+}
