@@ -144,6 +144,11 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
     },
+    /// Run koord's decision code offline on a cluster snapshot and say why
+    Explain {
+        #[command(subcommand)]
+        what: crate::explain::ExplainCommand,
+    },
     /// Inspect the effective configuration
     Config {
         #[command(subcommand)]

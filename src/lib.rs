@@ -7,6 +7,7 @@ pub mod bus;
 pub mod cli;
 pub mod config;
 pub mod descheduler;
+pub mod explain;
 pub mod kernel;
 pub mod koordlet;
 pub mod manager;

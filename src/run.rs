@@ -26,6 +26,9 @@ pub fn main() -> ExitCode {
     if let Some(Command::Crds { out_dir }) = &cli.command {
         return crds(out_dir.as_deref());
     }
+    if let Some(Command::Explain { what }) = &cli.command {
+        return crate::explain::main(what);
+    }
     let yaml = cli.common.config.as_deref().map(YamlSource::File);
     let cfg = match config::load(&host, yaml, cli.common.providers()) {
         Ok(cfg) => cfg,

@@ -6,7 +6,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::{Koord, free_port, http_get, wait_until};
+use common::{Koord, free_port, http_get, kubeconfig, wait_until};
 
 /// A real embedded API server on `port`, started late so the roles first see none.
 fn start_api(port: u16) -> (tokio::runtime::Runtime, common::TestApi) {
@@ -15,19 +15,6 @@ fn start_api(port: u16) -> (tokio::runtime::Runtime, common::TestApi) {
     opts.addr = SocketAddr::from(([127, 0, 0, 1], port));
     let api = rt.block_on(common::TestApi::start_with(opts));
     (rt, api)
-}
-
-fn kubeconfig(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
-    let path = dir.join("kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: http://127.0.0.1:{port}\n\
-             contexts:\n- name: s\n  context:\n    cluster: s\n    user: s\ncurrent-context: s\nusers:\n- name: s\n  user: {{}}\n"
-        ),
-    )
-    .unwrap();
-    path
 }
 
 #[test]

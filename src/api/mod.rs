@@ -5,6 +5,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 pub mod config;
+pub mod cpuset;
 pub mod crds;
 pub mod duration;
 pub mod extension;
@@ -15,4 +16,5 @@ pub mod scheduling;
 pub mod schema;
 pub mod selector;
 pub mod slo;
+pub mod sloconfig;
 pub mod topology;

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod cluster;
 pub mod http;
 pub mod http_client;
+pub mod lease;
 pub mod metrics;
 pub mod readiness;
 pub mod role;

@@ -1,17 +1,113 @@
-//! koord-manager: SLO controllers and admission webhooks.
+//! koord-manager: SLO controllers (and, later, admission webhooks).
 //!
-//! Turns measured usage into batch/mid overcommit capacity and the slo-controller-config ConfigMap into per-node NodeSLOs.
+//! Turns measured usage into batch/mid overcommit capacity and the slo-controller-config
+//! ConfigMap into per-node NodeSLOs and NodeMetrics. Every replica keeps warm caches; only
+//! the holder of the `koordinator-manager` Lease writes.
+
+pub mod cache;
+pub mod controllers;
+pub mod metrics;
+pub mod sloconfig_watch;
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::api::sloconfig::{DEFAULT_NAME, DEFAULT_NAMESPACE};
 use crate::kernel::RoleCtx;
+use crate::kernel::lease::{self, LeaseConfig};
 
 /// Settings of the `manager` section.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
-pub struct Config {}
+pub struct Config {
+    /// Namespace of `slo-controller-config` (Koordinator's `--config-namespace`).
+    pub config_namespace: String,
+    /// Name of the ConfigMap (Koordinator's `--slo-config-name`).
+    pub slo_config_name: String,
+    /// Every node is re-examined this often even without events (forced refreshes).
+    pub resync_seconds: u64,
+    pub leader_election: LeaseConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            config_namespace: DEFAULT_NAMESPACE.into(),
+            slo_config_name: DEFAULT_NAME.into(),
+            resync_seconds: 60,
+            leader_election: LeaseConfig::named("koordinator-manager"),
+        }
+    }
+}
+
+/// Problems as (key under `manager`, message).
+pub fn validate(cfg: &Config) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if cfg.resync_seconds == 0 {
+        out.push(("resyncSeconds".into(), "must be > 0".into()));
+    }
+    if let Err(e) = cfg.leader_election.validate() {
+        out.push(("leaderElection".into(), e));
+    }
+    out
+}
 
 /// Runs the role until the process drains.
-pub async fn run(_cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
-    crate::kernel::hold_until_drained(&ctx).await
+pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
+    if let Some((key, msg)) = validate(&cfg).into_iter().next() {
+        anyhow::bail!("manager.{key}: {msg}");
+    }
+    let cluster = ctx.cluster()?.clone();
+    if !crate::kernel::cluster::wait_reachable(&cluster.client, &ctx.shutdown).await {
+        return Ok(());
+    }
+    let client = cluster.client.clone();
+    let metrics = metrics::ManagerMetrics::register(&ctx.metrics);
+    let identity = format!("{}_{}", ctx.common.node_name, uuid::Uuid::new_v4());
+    let leadership = lease::start(
+        client.clone(),
+        cfg.leader_election.clone(),
+        identity,
+        &ctx.tasks,
+        &ctx.shutdown,
+    );
+    let dirty = Arc::new(cache::Dirty::default());
+    let caches = cache::Caches::start(&client, &dirty, &ctx.tasks, &ctx.shutdown);
+    let config = sloconfig_watch::start(
+        sloconfig_watch::Watch {
+            client: client.clone(),
+            namespace: cfg.config_namespace.clone(),
+            name: cfg.slo_config_name.clone(),
+            dirty: dirty.clone(),
+            leadership: leadership.clone(),
+            metrics: metrics.clone(),
+        },
+        &ctx.tasks,
+        &ctx.shutdown,
+    );
+    if !caches.wait_synced(&ctx.shutdown).await {
+        return Ok(());
+    }
+    let mut cfg_rx = config.clone();
+    tokio::select! {
+        _ = cfg_rx.wait_for(|c| c.is_some()) => {}
+        _ = ctx.shutdown.draining() => return Ok(()),
+    }
+    tracing::info!("manager caches synced");
+    ctx.ready.set(true);
+    metrics.is_leader.set(leadership.is_leader() as i64);
+    let controllers = controllers::Controllers {
+        client,
+        caches,
+        config,
+        leadership,
+        metrics,
+        dirty,
+        resync: Duration::from_secs(cfg.resync_seconds),
+        last_sync: Default::default(),
+    };
+    controllers.run(&ctx.shutdown).await;
+    Ok(())
 }

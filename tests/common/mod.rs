@@ -197,6 +197,20 @@ where
     false
 }
 
+/// A kubeconfig for a plain-HTTP API server on loopback (no credentials).
+pub fn kubeconfig(dir: &Path, port: u16) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: http://127.0.0.1:{port}\n\
+             contexts:\n- name: s\n  context:\n    cluster: s\n    user: s\ncurrent-context: s\nusers:\n- name: s\n  user: {{}}\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
 /// A kube API error's HTTP code.
 pub fn api_code<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> u16 {
     match r {

@@ -233,45 +233,10 @@ pub fn psi(content: &str) -> Result<(PsiLine, Option<PsiLine>), ParseError> {
 
 /// A cpuset list (`0-3,8,10-11`) as CPU ids.
 pub fn cpuset(content: &str) -> Result<Vec<u32>, ParseError> {
-    let mut out = Vec::new();
-    for part in content.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u32, u32) = (num("cpuset", a)?, num("cpuset", b)?);
-                if b < a {
-                    return Err(ParseError::Line(part.to_string()));
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(num("cpuset", part)?),
-        }
-    }
-    Ok(out)
+    crate::api::cpuset::parse(content).map_err(|e| ParseError::Line(e.0))
 }
 
-/// CPU ids as a cpuset list.
-pub fn format_cpuset(cpus: &[u32]) -> String {
-    let mut sorted = cpus.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let start = sorted[i];
-        let mut end = start;
-        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
-            i += 1;
-            end = sorted[i];
-        }
-        parts.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    parts.join(",")
-}
+pub use crate::api::cpuset::format as format_cpuset;
 
 #[cfg(test)]
 mod tests {

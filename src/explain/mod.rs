@@ -1,0 +1,77 @@
+//! `koord explain`: the live roles' decision code run offline on snapshot files
+//! (spec explain.md). No network, no API server.
+
+pub mod noderesource;
+pub mod snapshot;
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+pub use snapshot::{Snapshot, SnapshotError};
+
+#[derive(Subcommand, Debug)]
+pub enum ExplainCommand {
+    /// Batch and mid resources the manager would write for every node in the snapshot
+    Noderesource(ExplainArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ExplainArgs {
+    /// Snapshot file (YAML or JSON; `-` for stdin); repeatable
+    #[arg(short = 'f', long = "filename", required = true, value_name = "FILE")]
+    pub files: Vec<String>,
+    /// Fix the clock (RFC 3339), e.g. 2026-01-01T00:00:00Z
+    #[arg(long, value_name = "TIME")]
+    pub now: Option<String>,
+    /// Output format
+    #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
+    pub output: Output,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Output {
+    Json,
+    Text,
+}
+
+/// Parses `--now`; the current time when absent.
+pub fn now_ms(now: Option<&str>) -> Result<i64, String> {
+    match now {
+        None => Ok(k8s_openapi::jiff::Timestamp::now().as_millisecond()),
+        Some(raw) => raw
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .map(|t| t.as_millisecond())
+            .map_err(|e| format!("--now {raw:?} is not an RFC 3339 time: {e}")),
+    }
+}
+
+pub fn main(cmd: &ExplainCommand) -> ExitCode {
+    match run(cmd) {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("koord explain: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cmd: &ExplainCommand) -> Result<String, String> {
+    let ExplainCommand::Noderesource(args) = cmd;
+    let now = now_ms(args.now.as_deref())?;
+    let snap = Snapshot::load(&args.files).map_err(|e| e.to_string())?;
+    for w in &snap.warnings {
+        eprintln!("warning: {w}");
+    }
+    let (plans, warnings) = noderesource::run(&snap, now);
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(match args.output {
+        Output::Json => format!("{:#}\n", noderesource::to_json(&plans)),
+        Output::Text => noderesource::to_text(&plans),
+    })
+}

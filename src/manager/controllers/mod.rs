@@ -1,0 +1,283 @@
+//! The SLO controllers: one level-triggered loop over the nodes whose inputs changed
+//! (plus a periodic full pass), run only by the leader. Each node's NodeMetric, NodeSLO
+//! and extended resources are decided by pure functions, then written.
+
+pub mod nodemetric;
+pub mod noderesource;
+pub mod nodeslo;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+
+use super::cache::{Caches, Dirty};
+use super::metrics::{ControllerLabels, ManagerMetrics, NodeResourceLabels};
+use super::sloconfig_watch::ConfigRx;
+use crate::api::slo::{NodeMetric, NodeSLO};
+use crate::api::sloconfig::SloConfig;
+use crate::kernel::Shutdown;
+use crate::kernel::lease::Leadership;
+
+pub struct Controllers {
+    pub client: kube::Client,
+    pub caches: Caches,
+    pub config: ConfigRx,
+    pub leadership: Leadership,
+    pub metrics: Arc<ManagerMetrics>,
+    pub dirty: Arc<Dirty>,
+    pub resync: Duration,
+    pub last_sync: Mutex<HashMap<String, i64>>,
+}
+
+/// One write the pass decided on.
+#[derive(Debug)]
+enum Write {
+    CreateMetric(Box<NodeMetric>),
+    PatchMetric(String, serde_json::Value),
+    DeleteMetric(String),
+    CreateSlo(Box<NodeSLO>),
+    PatchSlo(String, serde_json::Value),
+    DeleteSlo(String),
+    NodeStatus(String, serde_json::Value),
+    NodeMeta(String, serde_json::Value),
+}
+
+/// A JSON patch that replaces the whole spec, so fields that became unset disappear.
+fn replace_spec(spec: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::json!([{"op": "add", "path": "/spec", "value": spec}])
+}
+
+fn json_patch(v: serde_json::Value) -> Patch<()> {
+    Patch::Json(serde_json::from_value(v).unwrap_or_else(|_| json_patch::Patch(Vec::new())))
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Controllers {
+    pub async fn run(mut self, shutdown: &Shutdown) {
+        let mut tick = tokio::time::interval(self.resync);
+        loop {
+            tokio::select! {
+                _ = shutdown.draining() => return,
+                _ = self.dirty.notify.notified() => {}
+                _ = tick.tick() => self.dirty.mark_all(),
+                _ = self.leadership.changed() => {
+                    self.metrics.is_leader.set(self.leadership.is_leader() as i64);
+                    self.dirty.mark_all();
+                }
+            }
+            // Coalesce bursts of watch events into one pass.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if !self.leadership.is_leader() {
+                continue;
+            }
+            let Some(cfg) = self.config.borrow().clone() else {
+                continue;
+            };
+            let targets = self.dirty.take();
+            self.pass(&cfg, targets.as_ref()).await;
+        }
+    }
+
+    async fn pass(&self, cfg: &SloConfig, targets: Option<&HashSet<String>>) {
+        let started = Instant::now();
+        let now = now_ms();
+        let nodes: Vec<Arc<Node>> = self
+            .caches
+            .nodes
+            .state()
+            .into_iter()
+            .filter(|n| targets.is_none_or(|t| t.contains(&n.name_any())))
+            .collect();
+        let node_names: HashSet<String> = nodes.iter().map(|n| n.name_any()).collect();
+        let mut pods: HashMap<String, Vec<Arc<Pod>>> = HashMap::new();
+        for p in self.caches.pods.state() {
+            if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_ref())
+                && node_names.contains(n)
+            {
+                pods.entry(n.clone()).or_default().push(p);
+            }
+        }
+        let mut writes = Vec::new();
+        for node in &nodes {
+            let name = node.name_any();
+            let node_pods: Vec<&Pod> = pods
+                .get(&name)
+                .into_iter()
+                .flatten()
+                .map(|p| p.as_ref())
+                .collect();
+            self.plan_node(cfg, node, &node_pods, now, &mut writes);
+        }
+        self.plan_orphans(targets, &mut writes);
+        let label = ControllerLabels {
+            controller: "slo".into(),
+        };
+        self.execute(writes, now).await;
+        self.metrics
+            .reconcile_seconds
+            .get_or_create(&label)
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    fn plan_node(
+        &self,
+        cfg: &SloConfig,
+        node: &Node,
+        pods: &[&Pod],
+        now: i64,
+        out: &mut Vec<Write>,
+    ) {
+        let name = node.name_any();
+        let metric = self.caches.metrics.get(&ObjectRef::new(&name));
+        let metric_spec = nodemetric::desired_spec(cfg, node);
+        match &metric {
+            None => out.push(Write::CreateMetric(Box::new(NodeMetric::new(
+                &name,
+                metric_spec,
+            )))),
+            Some(m) if m.spec != metric_spec && !cfg.missing => {
+                out.push(Write::PatchMetric(name.clone(), replace_spec(&metric_spec)))
+            }
+            Some(_) => {}
+        }
+        let slo_spec = nodeslo::desired_spec(cfg, node);
+        match self.caches.slos.get(&ObjectRef::new(&name)) {
+            None => out.push(Write::CreateSlo(Box::new(NodeSLO::new(&name, slo_spec)))),
+            Some(s) if s.spec != slo_spec => {
+                out.push(Write::PatchSlo(name.clone(), replace_spec(&slo_spec)))
+            }
+            Some(_) => {}
+        }
+        let last = self.lock_sync().get(&name).copied();
+        let plan = noderesource::plan(node, pods, metric.as_deref(), cfg, now, last);
+        for r in noderesource::prepare::MANAGED {
+            let labels = NodeResourceLabels {
+                node: name.clone(),
+                resource: r.to_string(),
+            };
+            match plan.want.get(r) {
+                Some(v) => {
+                    self.metrics.node_resource.get_or_create(&labels).set(*v);
+                }
+                None => {
+                    self.metrics.node_resource.remove(&labels);
+                }
+            }
+        }
+        if let Some(p) = plan.status {
+            out.push(Write::NodeStatus(name.clone(), p));
+        }
+        if let Some(p) = plan.meta {
+            out.push(Write::NodeMeta(name, p));
+        }
+    }
+
+    /// NodeMetrics and NodeSLOs whose node is gone.
+    fn plan_orphans(&self, targets: Option<&HashSet<String>>, out: &mut Vec<Write>) {
+        let exists = |n: &str| self.caches.nodes.get(&ObjectRef::new(n)).is_some();
+        let concerned = |n: &str| targets.is_none_or(|t| t.contains(n));
+        for m in self.caches.metrics.state() {
+            let n = m.name_any();
+            if concerned(&n) && !exists(&n) {
+                out.push(Write::DeleteMetric(n));
+            }
+        }
+        for s in self.caches.slos.state() {
+            let n = s.name_any();
+            if concerned(&n) && !exists(&n) {
+                out.push(Write::DeleteSlo(n));
+            }
+        }
+    }
+
+    fn lock_sync(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
+        self.last_sync.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn execute(&self, writes: Vec<Write>, now: i64) {
+        let results: Vec<(String, &'static str, Result<(), kube::Error>)> =
+            futures::stream::iter(writes)
+                .map(|w| self.write(w))
+                .buffer_unordered(16)
+                .collect()
+                .await;
+        for (node, controller, r) in results {
+            match r {
+                Ok(()) => {
+                    if controller == "noderesource" {
+                        self.lock_sync().insert(node.clone(), now);
+                    }
+                    self.metrics.wrote(controller, true);
+                }
+                // Our cache had not seen an object we or an earlier leader created.
+                Err(kube::Error::Api(e)) if e.code == 409 && controller != "noderesource" => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => {
+                    tracing::warn!(%node, controller, error = %e, "write failed; retrying on the next pass");
+                    self.metrics.wrote(controller, false);
+                    self.dirty.mark(&node);
+                }
+            }
+        }
+    }
+
+    async fn write(&self, w: Write) -> (String, &'static str, Result<(), kube::Error>) {
+        let metrics: Api<NodeMetric> = Api::all(self.client.clone());
+        let slos: Api<NodeSLO> = Api::all(self.client.clone());
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let pp = PostParams::default();
+        let patch = PatchParams::default();
+        let dp = DeleteParams::default();
+        match w {
+            Write::CreateMetric(m) => (
+                m.name_any(),
+                "nodemetric",
+                metrics.create(&pp, m.as_ref()).await.map(drop),
+            ),
+            Write::PatchMetric(n, p) => {
+                let r = metrics.patch(&n, &patch, &json_patch(p)).await.map(drop);
+                (n, "nodemetric", r)
+            }
+            Write::DeleteMetric(n) => {
+                let r = metrics.delete(&n, &dp).await.map(drop);
+                (n, "nodemetric", r)
+            }
+            Write::CreateSlo(s) => (
+                s.name_any(),
+                "nodeslo",
+                slos.create(&pp, s.as_ref()).await.map(drop),
+            ),
+            Write::PatchSlo(n, p) => {
+                let r = slos.patch(&n, &patch, &json_patch(p)).await.map(drop);
+                (n, "nodeslo", r)
+            }
+            Write::DeleteSlo(n) => {
+                let r = slos.delete(&n, &dp).await.map(drop);
+                (n, "nodeslo", r)
+            }
+            Write::NodeStatus(n, p) => {
+                let r = nodes
+                    .patch_status(&n, &patch, &Patch::Merge(p))
+                    .await
+                    .map(drop);
+                (n, "noderesource", r)
+            }
+            Write::NodeMeta(n, p) => {
+                let r = nodes.patch(&n, &patch, &Patch::Merge(p)).await.map(drop);
+                (n, "noderesource-meta", r)
+            }
+        }
+    }
+}

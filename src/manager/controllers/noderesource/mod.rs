@@ -1,0 +1,81 @@
+//! NodeResource controller (spec §1.2): batch and mid resources on each node's status.
+
+pub mod calc;
+pub mod prepare;
+
+#[cfg(test)]
+mod tests;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use crate::api::extension::keys::ANNOTATION_NODE_ORIGIN_EXTENDED_ALLOCATABLE;
+use crate::api::slo::NodeMetric;
+use crate::api::sloconfig::SloConfig;
+pub use calc::{Calculation, Inputs, calculate};
+pub use prepare::{Desired, current, desired, differs, status_patch};
+
+/// What to write for one node, if anything.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub calc: Calculation,
+    pub want: Desired,
+    /// Merge patch for `nodes/<name>/status`, when the status needs a write.
+    pub status: Option<serde_json::Value>,
+    /// Merge patch for the node's metadata (origin annotation), when it changed.
+    pub meta: Option<serde_json::Value>,
+}
+
+/// Decides one node: the calculation, then the diff/forced-refresh rules of §1.2.3.
+/// `last_sync_ms` is when this node's status was last written successfully.
+pub fn plan(
+    node: &Node,
+    pods: &[&Pod],
+    metric: Option<&NodeMetric>,
+    cfg: &SloConfig,
+    now_ms: i64,
+    last_sync_ms: Option<i64>,
+) -> Plan {
+    let calc = calculate(&Inputs {
+        node,
+        pods,
+        metric,
+        config: &cfg.colocation,
+        now_ms,
+    });
+    let (want, origin) = desired(&calc, node);
+    let s = cfg.colocation.for_node(node);
+    let threshold = s.resource_diff_threshold.unwrap_or(0.1);
+    let refresh_ms = s.update_time_threshold_seconds.unwrap_or(300) * 1000;
+    let stale = last_sync_ms.is_none_or(|t| now_ms - t > refresh_ms);
+    let status = (stale || differs(&current(node), &want, threshold)).then(|| status_patch(&want));
+    let meta = origin_patch(node, &origin);
+    Plan {
+        calc,
+        want,
+        status,
+        meta,
+    }
+}
+
+fn origin_patch(node: &Node, origin: &Desired) -> Option<serde_json::Value> {
+    if origin.is_empty() {
+        return None;
+    }
+    let resources: serde_json::Map<String, serde_json::Value> = origin
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string().into()))
+        .collect();
+    let wanted = serde_json::json!({ "resources": resources });
+    let value = wanted.to_string();
+    let old = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_NODE_ORIGIN_EXTENDED_ALLOCATABLE));
+    let same = old
+        .and_then(|o| serde_json::from_str::<serde_json::Value>(o).ok())
+        .is_some_and(|o| o == wanted);
+    (!same).then(|| {
+        serde_json::json!({"metadata": {"annotations": {ANNOTATION_NODE_ORIGIN_EXTENDED_ALLOCATABLE: value}}})
+    })
+}

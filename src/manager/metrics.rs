@@ -1,0 +1,93 @@
+//! The manager's Prometheus metrics.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+
+use crate::kernel::Metrics;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeResourceLabels {
+    pub node: String,
+    pub resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    pub controller: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KeyLabels {
+    pub key: String,
+}
+
+fn reconcile_histogram() -> Histogram {
+    Histogram::new([0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0])
+}
+
+pub struct ManagerMetrics {
+    /// Computed batch/mid values (`*-cpu` milli-cores, `*-memory` bytes); absent when removed.
+    pub node_resource: Family<NodeResourceLabels, Gauge>,
+    pub reconcile_seconds: Family<ControllerLabels, Histogram, fn() -> Histogram>,
+    pub writes: Family<ControllerLabels, Counter>,
+    pub write_errors: Family<ControllerLabels, Counter>,
+    pub config_errors: Family<KeyLabels, Counter>,
+    pub is_leader: Gauge,
+}
+
+impl ManagerMetrics {
+    pub fn register(metrics: &Metrics) -> std::sync::Arc<ManagerMetrics> {
+        let m = std::sync::Arc::new(ManagerMetrics {
+            node_resource: Family::default(),
+            reconcile_seconds: Family::new_with_constructor(reconcile_histogram),
+            writes: Family::default(),
+            write_errors: Family::default(),
+            config_errors: Family::default(),
+            is_leader: Gauge::default(),
+        });
+        let reg = [
+            (
+                "koord_manager_node_extended_resource",
+                "Batch and mid resources computed per node (cpu in milli-cores, memory in bytes)",
+            ),
+            (
+                "koord_manager_reconcile_duration_seconds",
+                "Duration of one controller pass",
+            ),
+            (
+                "koord_manager_writes",
+                "Objects written by the controllers (only the leader writes)",
+            ),
+            ("koord_manager_write_errors", "Writes that failed"),
+            (
+                "koord_manager_slo_config_errors",
+                "slo-controller-config keys that failed to parse or validate",
+            ),
+            (
+                "koord_manager_is_leader",
+                "1 while this replica holds the manager lease",
+            ),
+        ];
+        metrics.register(reg[0].0, reg[0].1, m.node_resource.clone());
+        metrics.register(reg[1].0, reg[1].1, m.reconcile_seconds.clone());
+        metrics.register(reg[2].0, reg[2].1, m.writes.clone());
+        metrics.register(reg[3].0, reg[3].1, m.write_errors.clone());
+        metrics.register(reg[4].0, reg[4].1, m.config_errors.clone());
+        metrics.register(reg[5].0, reg[5].1, m.is_leader.clone());
+        m
+    }
+
+    pub fn wrote(&self, controller: &str, ok: bool) {
+        let l = ControllerLabels {
+            controller: controller.to_string(),
+        };
+        if ok {
+            self.writes.get_or_create(&l).inc()
+        } else {
+            self.write_errors.get_or_create(&l).inc()
+        };
+    }
+}

@@ -1,0 +1,138 @@
+//! Watches `slo-controller-config`: every change is parsed (keeping the last good value of
+//! a broken key), published to the controllers, and every parse error becomes a Warning
+//! Event on the ConfigMap and a metric. Deleting the ConfigMap is ignored, as in
+//! Koordinator; a ConfigMap that never existed means defaults (colocation off).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::Api;
+use kube::api::PostParams;
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::watch;
+
+use super::cache::Dirty;
+use super::metrics::{KeyLabels, ManagerMetrics};
+use crate::api::sloconfig::{KeyError, SloConfig};
+use crate::kernel::lease::Leadership;
+use crate::kernel::{Shutdown, Tasks};
+
+pub struct Watch {
+    pub client: kube::Client,
+    pub namespace: String,
+    pub name: String,
+    pub dirty: Arc<Dirty>,
+    pub leadership: Leadership,
+    pub metrics: Arc<ManagerMetrics>,
+}
+
+/// `None` until the first list finished.
+pub type ConfigRx = watch::Receiver<Option<Arc<SloConfig>>>;
+
+pub fn start(w: Watch, tasks: &Tasks, shutdown: &Shutdown) -> ConfigRx {
+    let (tx, rx) = watch::channel(None);
+    let shutdown = shutdown.clone();
+    tasks.spawn("manager/slo-config", async move {
+        let api: Api<ConfigMap> = Api::namespaced(w.client.clone(), &w.namespace);
+        let cfg = watcher::Config::default().fields(&format!("metadata.name={}", w.name));
+        let mut stream = std::pin::pin!(watcher(api, cfg).default_backoff());
+        let mut last_data: Option<BTreeMap<String, String>> = None;
+        let mut seen_in_init = false;
+        loop {
+            let ev = tokio::select! {
+                _ = shutdown.draining() => break,
+                ev = stream.next() => ev,
+            };
+            match ev {
+                Some(Ok(watcher::Event::Init)) => seen_in_init = false,
+                Some(Ok(watcher::Event::InitApply(cm) | watcher::Event::Apply(cm))) => {
+                    seen_in_init = true;
+                    let data = cm.data.clone().unwrap_or_default();
+                    if last_data.as_ref() != Some(&data) || tx.borrow().is_none() {
+                        w.apply(&tx, Some(&cm), &data).await;
+                        last_data = Some(data);
+                    }
+                }
+                Some(Ok(watcher::Event::InitDone)) if !seen_in_init && tx.borrow().is_none() => {
+                    tx.send_replace(Some(Arc::new(SloConfig::default())));
+                    w.dirty.mark_all();
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => tracing::debug!(error = %e, "slo-controller-config watch error"),
+                None => break,
+            }
+        }
+        Ok(())
+    });
+    rx
+}
+
+impl Watch {
+    async fn apply(
+        &self,
+        tx: &watch::Sender<Option<Arc<SloConfig>>>,
+        cm: Option<&ConfigMap>,
+        data: &BTreeMap<String, String>,
+    ) {
+        let previous = tx.borrow().clone().unwrap_or_default();
+        let (cfg, errors) = SloConfig::parse(Some(data), &previous);
+        for e in &errors {
+            tracing::warn!(configmap = %format!("{}/{}", self.namespace, self.name), key = e.key, error = %e.message, "slo-controller-config key rejected; keeping the last good value");
+            self.metrics
+                .config_errors
+                .get_or_create(&KeyLabels {
+                    key: e.key.to_string(),
+                })
+                .inc();
+            if let Some(cm) = cm
+                && self.leadership.is_leader()
+            {
+                self.warn(cm, e).await;
+            }
+        }
+        if *previous != cfg || tx.borrow().is_none() {
+            tx.send_replace(Some(Arc::new(cfg)));
+            self.dirty.mark_all();
+        }
+    }
+
+    async fn warn(&self, cm: &ConfigMap, e: &KeyError) {
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let event = Event {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{}.", self.name)),
+                namespace: Some(self.namespace.clone()),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("ConfigMap".into()),
+                name: Some(self.name.clone()),
+                namespace: Some(self.namespace.clone()),
+                uid: cm.metadata.uid.clone(),
+                resource_version: cm.metadata.resource_version.clone(),
+                ..Default::default()
+            },
+            reason: Some(e.reason.to_string()),
+            message: Some(format!(
+                "failed to parse {}: {}; keeping the last good value",
+                e.key, e.message
+            )),
+            type_: Some("Warning".into()),
+            source: Some(EventSource {
+                component: Some("koord-manager".into()),
+                host: None,
+            }),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            count: Some(1),
+            ..Default::default()
+        };
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        let ok = api.create(&PostParams::default(), &event).await.is_ok();
+        self.metrics.wrote("event", ok);
+    }
+}
