@@ -18,17 +18,6 @@ use std::sync::Arc;
 
 pub use cluster::Cluster;
 
-/// Caps glibc's per-thread malloc arenas; must run before the runtime's threads start.
-/// A no-op on other C libraries, which do not have arenas.
-pub fn limit_malloc_arenas(max: i32) {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only adjusts allocator tuning; called before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, max);
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    let _ = max;
-}
 pub use metrics::Metrics;
 pub use readiness::{Readiness, ReadyHandle};
 pub use role::Role;
@@ -73,4 +62,16 @@ pub async fn hold_until_drained(ctx: &RoleCtx) -> anyhow::Result<()> {
     ctx.ready.set(true);
     ctx.shutdown.draining().await;
     Ok(())
+}
+
+/// Caps glibc's per-thread malloc arenas; must run before the runtime's threads start.
+/// A no-op on other C libraries, which do not have arenas.
+pub fn limit_malloc_arenas(max: i32) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only adjusts allocator tuning; called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, max);
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = max;
 }
