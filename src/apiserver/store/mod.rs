@@ -114,11 +114,24 @@ fn set_rv(value: &mut Value, rev: u64) {
 impl Store {
     /// Opens (or creates) the store under `path`.
     pub fn open(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
-        let db = sled::Config::new()
+        let config = sled::Config::new()
             .path(path)
             .cache_capacity(opts.cache_bytes)
-            .mode(sled::Mode::HighThroughput)
-            .open()?;
+            .mode(sled::Mode::HighThroughput);
+        // sled's flusher thread lets go of the file lock shortly after the previous handle
+        // is dropped; a reopen in the same process (restart, tests) waits for it.
+        let mut tries = 0;
+        let db = loop {
+            match config.open() {
+                Err(sled::Error::Io(e))
+                    if e.to_string().contains("could not acquire lock") && tries < 40 =>
+                {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                other => break other?,
+            }
+        };
         Self::from_db(db, opts)
     }
 
