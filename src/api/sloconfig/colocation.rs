@@ -259,6 +259,11 @@ impl ColocationCfg {
 
     /// Colocation is on for a node only when both the cluster and the node say so.
     pub fn node_enabled(&self, node: &Node) -> bool {
-        self.cluster.enabled() && self.for_node(node).enabled()
+        self.enabled_for(&self.for_node(node))
+    }
+
+    /// The same rule for a node strategy already resolved with `for_node`.
+    pub fn enabled_for(&self, node_strategy: &ColocationStrategy) -> bool {
+        self.cluster.enabled() && node_strategy.enabled()
     }
 }

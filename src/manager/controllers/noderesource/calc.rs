@@ -134,6 +134,8 @@ pub struct Inputs<'a> {
     pub pods: &'a [&'a Pod],
     pub metric: Option<&'a NodeMetric>,
     pub config: &'a ColocationCfg,
+    /// `config.for_node(node)`, resolved once by the caller.
+    pub strategy: &'a ColocationStrategy,
     pub now_ms: i64,
 }
 
@@ -215,12 +217,12 @@ fn metric_age_ms(metric: Option<&NodeMetric>, now_ms: i64) -> Option<i64> {
 /// Runs the calculation for one node.
 pub fn calculate(inp: &Inputs<'_>) -> Calculation {
     let node = inp.node.metadata.name.clone().unwrap_or_default();
-    let strategy = inp.config.for_node(inp.node);
+    let strategy = inp.strategy;
     let degrade_minutes = strategy.degrade_time_minutes.unwrap_or(15);
     let age = metric_age_ms(inp.metric, inp.now_ms);
     let mut calc = Calculation {
         node,
-        colocation_enabled: inp.config.node_enabled(inp.node),
+        colocation_enabled: inp.config.enabled_for(strategy),
         degraded: age.is_none_or(|a| a > degrade_minutes * 60_000),
         metric_age_seconds: age.map(|a| a / 1000),
         degrade_time_minutes: degrade_minutes,
@@ -246,8 +248,8 @@ pub fn calculate(inp: &Inputs<'_>) -> Calculation {
         };
         return calc;
     };
-    let batch = batch(inp, metric, &strategy);
-    let mid = mid(inp, metric, &strategy);
+    let batch = batch(inp, metric, strategy);
+    let mid = mid(inp, metric, strategy);
     calc.message = format!(
         "batch-cpu {} = capacity {} - safety {} - max(system {}, reserved {}) - HP {} ({:?}); batch-memory {}; mid-cpu {}; mid-memory {}",
         batch.result.cpu,

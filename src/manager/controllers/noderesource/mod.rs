@@ -35,15 +35,16 @@ pub fn plan(
     now_ms: i64,
     last_sync_ms: Option<i64>,
 ) -> Plan {
+    let s = cfg.colocation.for_node(node);
     let calc = calculate(&Inputs {
         node,
         pods,
         metric,
         config: &cfg.colocation,
+        strategy: &s,
         now_ms,
     });
     let (want, origin) = desired(&calc, node);
-    let s = cfg.colocation.for_node(node);
     let threshold = s.resource_diff_threshold.unwrap_or(0.1);
     let refresh_ms = s.update_time_threshold_seconds.unwrap_or(300) * 1000;
     let stale = last_sync_ms.is_none_or(|t| now_ms - t > refresh_ms);
