@@ -155,6 +155,10 @@ async fn run_roles(mut cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
     if let Some((_, _, Some(rt))) = &embedded {
         wire_koordlet_to_runtime(&mut cfg, rt);
     }
+    // The embedded API server calls the webhooks by URL: there is no Service to resolve.
+    if embedded.is_some() && cfg.manager.webhook.host.is_empty() {
+        cfg.manager.webhook.host = "127.0.0.1".into();
+    }
     let cluster = if let Some((_, c, _)) = &embedded {
         Some(c.clone())
     } else if roles.0.iter().any(|r| r.needs_cluster()) {

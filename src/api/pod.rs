@@ -27,7 +27,9 @@ pub fn amounts(list: Option<&BTreeMap<String, Quantity>>) -> Amounts {
 
 fn add(into: &mut Amounts, from: &Amounts) {
     for (k, v) in from {
-        *into.entry(k.clone()).or_insert(0) += v;
+        // Quantities come from outside; a sum past i64 saturates instead of panicking.
+        let e = into.entry(k.clone()).or_insert(0);
+        *e = e.saturating_add(*v);
     }
 }
 

@@ -74,7 +74,12 @@ fn create_if_missing(
 /// the schema of this build.
 pub fn run(store: &Arc<Store>, registry: &Registry) -> Result<(), StoreError> {
     for ns in NAMESPACES {
-        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}}, "spec": {}});
+        let mut labels = json!({"kubernetes.io/metadata.name": ns});
+        // Koordinator's pod webhooks skip namespaces labelled `control-plane`.
+        if *ns == "koordinator-system" {
+            labels["control-plane"] = "koordinator".into();
+        }
+        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}, "spec": {}});
         create_if_missing(store, registry, "", "namespaces", ns, obj)?;
     }
     for (name, value, description) in PRIORITY_CLASSES {

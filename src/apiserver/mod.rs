@@ -7,7 +7,7 @@ pub mod bootstrap;
 pub mod http;
 pub mod node;
 pub mod openapi;
-pub mod patch;
+pub use crate::api::patch;
 pub mod registry;
 pub mod semantics;
 pub mod sim;

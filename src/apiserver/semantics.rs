@@ -206,11 +206,30 @@ fn prepare_pod(
         }
     }
     resolve_priority(name, spec, store)?;
+    pod["status"] = json!({"phase": "Pending"});
+    set_qos_class(pod);
+    Ok(())
+}
+
+fn set_qos_class(pod: &mut Value) {
     let qos = serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(pod.clone())
         .map(|p| kube_qos(&p).name())
         .unwrap_or("BestEffort");
-    pod["status"] = json!({"phase": "Pending", "qosClass": qos});
-    Ok(())
+    if let Some(status) = pod.get_mut("status").and_then(Value::as_object_mut) {
+        status.insert("qosClass".into(), qos.into());
+    }
+}
+
+/// What kube-apiserver's strategy does after mutating admission: a pod's QoS class is
+/// computed from the admitted spec (a webhook may have moved cpu/memory to batch
+/// resources, making it BestEffort).
+pub fn after_mutation(info: &ResourceInfo, obj: &mut Value) {
+    if info.group.is_empty() && info.resource == "pods" {
+        if let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) {
+            status.remove("qosClass");
+        }
+        set_qos_class(obj);
+    }
 }
 
 fn validate_pod_spec(

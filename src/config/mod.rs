@@ -71,6 +71,8 @@ impl Config {
         let mut cfg = Config::default();
         cfg.common.node_name = host.default_node_name();
         cfg.common.data_dir = host.default_data_dir();
+        cfg.manager.webhook =
+            crate::manager::webhook::Config::from_env(|k| host.var(k).map(str::to_string));
         cfg
     }
 }

@@ -121,7 +121,7 @@ impl Caches {
 }
 
 /// A reflector whose every event marks the node it concerns.
-fn reflect<K>(
+pub(crate) fn reflect<K>(
     api: Api<K>,
     what: &'static str,
     node_of: fn(&K) -> Option<String>,

@@ -1,4 +1,4 @@
-//! koord-manager: SLO controllers (and, later, admission webhooks).
+//! koord-manager: SLO controllers and admission webhooks.
 //!
 //! Turns measured usage into batch/mid overcommit capacity and the slo-controller-config
 //! ConfigMap into per-node NodeSLOs and NodeMetrics. Every replica keeps warm caches; only
@@ -6,9 +6,12 @@
 
 pub mod cache;
 pub mod controllers;
+pub mod features;
 pub mod metrics;
 pub mod sloconfig_watch;
+pub mod webhook;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +32,9 @@ pub struct Config {
     /// Every node is re-examined this often even without events (forced refreshes).
     pub resync_seconds: u64,
     pub leader_election: LeaseConfig,
+    /// Koordinator's `--feature-gates` for koord-manager, by name.
+    pub feature_gates: BTreeMap<String, bool>,
+    pub webhook: webhook::Config,
 }
 
 impl Default for Config {
@@ -38,6 +44,8 @@ impl Default for Config {
             slo_config_name: DEFAULT_NAME.into(),
             resync_seconds: 60,
             leader_election: LeaseConfig::named("koordinator-manager"),
+            feature_gates: BTreeMap::new(),
+            webhook: webhook::Config::default(),
         }
     }
 }
@@ -50,6 +58,12 @@ pub fn validate(cfg: &Config) -> Vec<(String, String)> {
     }
     if let Err(e) = cfg.leader_election.validate() {
         out.push(("leaderElection".into(), e));
+    }
+    if let Err(e) = features::Gates::from_user(&cfg.feature_gates) {
+        out.push(("featureGates".into(), e));
+    }
+    for (k, e) in cfg.webhook.validate() {
+        out.push((format!("webhook.{k}"), e));
     }
     out
 }
@@ -94,6 +108,19 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     tokio::select! {
         _ = cfg_rx.wait_for(|c| c.is_some()) => {}
         _ = ctx.shutdown.draining() => return Ok(()),
+    }
+    let gates = features::Gates::from_user(&cfg.feature_gates)
+        .map_err(|e| anyhow::anyhow!("manager.featureGates: {e}"))?;
+    if gates.enabled("WebhookFramework") {
+        let start = webhook::server::Start {
+            client: client.clone(),
+            cfg: cfg.webhook.clone(),
+            gates,
+            caches: caches.clone(),
+            slo: config.clone(),
+            slo_config: (cfg.config_namespace.clone(), cfg.slo_config_name.clone()),
+        };
+        webhook::start(start, &ctx.tasks, &ctx.shutdown).await?;
     }
     tracing::info!("manager caches synced");
     ctx.ready.set(true);

@@ -89,7 +89,11 @@ impl Koord {
             .env_remove("RUST_LOG")
             .env("HOME", log_dir)
             .stdout(Stdio::null())
-            .stderr(file);
+            .stderr(file)
+            // Every manager serves webhooks: give each its own port, reachable by URL
+            // (the test API servers have no Services to resolve).
+            .env("KOORD_MANAGER__WEBHOOK__PORT", free_port().to_string())
+            .env("KOORD_MANAGER__WEBHOOK__HOST", "127.0.0.1");
         for (k, v) in envs {
             cmd.env(k, v);
         }

@@ -76,3 +76,25 @@ pub const LABEL_EVICT_POLICY: &str = "koordinator.sh/evict-policy";
 // Upstream Kubernetes keys koord reads.
 pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
 pub const ANNOTATION_POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+// ElasticQuota tree (`quota.scheduling.koordinator.sh/`).
+pub const QUOTA_PREFIX: &str = "quota.scheduling.koordinator.sh/";
+pub const LABEL_QUOTA_PARENT: &str = "quota.scheduling.koordinator.sh/parent";
+pub const LABEL_QUOTA_IS_PARENT: &str = "quota.scheduling.koordinator.sh/is-parent";
+pub const LABEL_QUOTA_TREE_ID: &str = "quota.scheduling.koordinator.sh/tree-id";
+pub const LABEL_QUOTA_IS_ROOT: &str = "quota.scheduling.koordinator.sh/is-root";
+pub const LABEL_QUOTA_PREEMPTIBLE: &str = "quota.scheduling.koordinator.sh/preemptible";
+pub const LABEL_QUOTA_ALLOW_LENT: &str = "quota.scheduling.koordinator.sh/allow-lent-resource";
+pub const LABEL_QUOTA_ALLOW_FORCE_UPDATE: &str =
+    "quota.scheduling.koordinator.sh/allow-force-update";
+pub const ANNOTATION_QUOTA_SHARED_WEIGHT: &str = "quota.scheduling.koordinator.sh/shared-weight";
+pub const ANNOTATION_QUOTA_NAMESPACES: &str = "quota.scheduling.koordinator.sh/namespaces";
+pub const ANNOTATION_QUOTA_STRICT_KEYS: &str =
+    "quota.scheduling.koordinator.sh/max-strict-check-resource-keys";
+pub const QUOTA_ROOT: &str = "koordinator-root-quota";
+pub const QUOTA_SYSTEM: &str = "koordinator-system-quota";
+pub const QUOTA_DEFAULT: &str = "koordinator-default-quota";
+
+// Webhook switches on objects.
+pub const LABEL_POD_MUTATING_UPDATE: &str = "pod.koordinator.sh/mutating-update";
+pub const LABEL_CONFIGMAP_TYPE: &str = "koordinator.sh/configmap-type";

@@ -4,6 +4,7 @@
 
 pub mod colocation;
 pub mod strategies;
+pub mod validate;
 
 #[cfg(test)]
 mod tests;

@@ -199,6 +199,7 @@ pub async fn create(
     semantics::prepare_create(&rr.info, &mut obj, &state.store)?;
     let a = attrs(rr, "CREATE", &name, None);
     state.admission.mutate(&a, &mut obj).await?;
+    semantics::after_mutation(&rr.info, &mut obj);
     state.admission.validate(&a, Some(&obj)).await?;
     if q.get("dryRun").is_some() {
         return Ok(json_response(StatusCode::CREATED, &obj));

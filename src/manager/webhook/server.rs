@@ -1,0 +1,186 @@
+//! The HTTPS endpoint (`/healthz`, `/elasticQuota` debug view, and one POST path per
+//! webhook) and the loop that keeps certificates and webhook configurations current.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use kube::Api;
+use tokio::net::TcpListener;
+
+use super::certs::{self, Served};
+use super::lookup::Live;
+use super::{Config, Handlers, configs};
+use crate::kernel::http::{self, Body, TlsSource};
+use crate::kernel::{Shutdown, Tasks, tls};
+use crate::manager::cache::{Caches, Dirty, reflect};
+use crate::manager::features::Gates;
+use crate::manager::sloconfig_watch::ConfigRx;
+
+/// Kubernetes caps admission request bodies well below this.
+const MAX_BODY: usize = 8 << 20;
+
+/// Routes one HTTP request.
+pub async fn route(h: Arc<Handlers>, req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    match (req.method(), path.as_str()) {
+        (&Method::GET, "/healthz") => http::text(StatusCode::OK, "ok"),
+        (&Method::GET, "/elasticQuota") => {
+            let topo = serde_json::to_value(h.quota_topology()).unwrap_or_default();
+            http::json(StatusCode::OK, &topo)
+        }
+        (&Method::POST, _) => {
+            let body = match http::read_body(req.into_body(), MAX_BODY).await {
+                Ok(b) => b,
+                Err(e) => {
+                    return http::json(
+                        StatusCode::BAD_REQUEST,
+                        &serde_json::json!({"error": e.to_string()}),
+                    );
+                }
+            };
+            let (code, value) = h.serve(&path, &body);
+            http::json(StatusCode::from_u16(code).unwrap_or(StatusCode::OK), &value)
+        }
+        _ => http::text(
+            StatusCode::NOT_FOUND,
+            format!("no webhook is served at {path}"),
+        ),
+    }
+}
+
+/// Everything the webhook server needs from the manager.
+pub struct Start {
+    pub client: kube::Client,
+    pub cfg: Config,
+    pub gates: Gates,
+    pub caches: Caches,
+    pub slo: ConfigRx,
+    /// (namespace, name) of slo-controller-config.
+    pub slo_config: (String, String),
+}
+
+fn tls_of(s: &Served) -> Result<Arc<rustls::ServerConfig>, tls::TlsError> {
+    tls::server_config(s.cert_pem.as_bytes(), s.key_pem.as_bytes())
+}
+
+/// Certificates first (retrying until they exist), then caches, then serve; returns once
+/// serving (or when the process drains first).
+pub async fn start(s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::Result<()> {
+    let addr = SocketAddr::new(s.cfg.bind_address, s.cfg.port);
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("manager.webhook: binding {addr}: {e}"))?;
+    let dirty = Arc::new(Dirty::default());
+    let live = Live {
+        profiles: reflect(
+            Api::all(s.client.clone()),
+            "clustercolocationprofiles",
+            |_| None,
+            &dirty,
+            tasks,
+            shutdown,
+        ),
+        namespaces: reflect(
+            Api::all(s.client.clone()),
+            "namespaces",
+            |_| None,
+            &dirty,
+            tasks,
+            shutdown,
+        ),
+        priority_classes: reflect(
+            Api::all(s.client.clone()),
+            "priorityclasses",
+            |_| None,
+            &dirty,
+            tasks,
+            shutdown,
+        ),
+        quotas: reflect(
+            Api::all(s.client.clone()),
+            "elasticquotas",
+            |_| None,
+            &dirty,
+            tasks,
+            shutdown,
+        ),
+        pods: s.caches.pods.clone(),
+        nodes: s.caches.nodes.clone(),
+        slo: s.slo.clone(),
+    };
+    let served = loop {
+        match certs::ensure(&s.cfg, &s.client).await {
+            Ok(c) => break c,
+            Err(e) => tracing::warn!(error = %e, "webhook certificates not ready; retrying"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+            _ = shutdown.draining() => return Ok(()),
+        }
+    };
+    let source: TlsSource = Arc::new(RwLock::new(tls_of(&served)?));
+    let synced = async {
+        let _ = live.profiles.wait_until_ready().await;
+        let _ = live.namespaces.wait_until_ready().await;
+        let _ = live.priority_classes.wait_until_ready().await;
+        let _ = live.quotas.wait_until_ready().await;
+    };
+    tokio::select! {
+        _ = synced => {}
+        _ = shutdown.draining() => return Ok(()),
+    }
+    let handlers = Arc::new(Handlers::new(s.gates, Arc::new(live), s.slo_config));
+    let enabled = handlers.enabled_paths();
+    let stop = shutdown.drain_token();
+    let h = handlers.clone();
+    let tls_source = source.clone();
+    tasks.spawn("manager/webhook/server", async move {
+        http::serve_tls(listener, tls_source, move |req| route(h.clone(), req), stop).await?;
+        Ok(())
+    });
+    tracing::info!(%addr, paths = ?enabled, "webhook server listening");
+    let (client, cfg, shutdown2) = (s.client, s.cfg, shutdown.clone());
+    tasks.spawn("manager/webhook/resync", async move {
+        resync(client, cfg, enabled, served, source, shutdown2).await;
+        Ok(())
+    });
+    Ok(())
+}
+
+/// Re-checks certificates (reloading changed ones) and re-asserts the configurations.
+async fn resync(
+    client: kube::Client,
+    cfg: Config,
+    enabled: Vec<&'static str>,
+    mut served: Served,
+    source: TlsSource,
+    shutdown: Shutdown,
+) {
+    let period = Duration::from_secs(cfg.resync_seconds);
+    loop {
+        if let Err(e) = configs::ensure(&client, &cfg, served.ca_pem.as_deref(), &enabled).await {
+            tracing::warn!(error = %e, "webhook configurations not updated; retrying");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = shutdown.draining() => return,
+        }
+        match certs::ensure(&cfg, &client).await {
+            Ok(now) if now != served => match tls_of(&now) {
+                Ok(tls) => {
+                    *source.write().unwrap_or_else(|p| p.into_inner()) = tls;
+                    tracing::info!("webhook certificate reloaded");
+                    served = now;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "new webhook certificate rejected; keeping the old one")
+                }
+            },
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "checking webhook certificates"),
+        }
+    }
+}

@@ -1,0 +1,345 @@
+//! The manager's webhooks called for real by the embedded API server over HTTPS with the
+//! self-managed certificate: a ClusterColocationProfile turns a plain pod into a BE batch
+//! pod, an ElasticQuota tree violation and a bad slo-controller-config are denied with
+//! their reasons, and with the webhook down `Fail` entries block while `Ignore` ones pass.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::{Koord, TestApi, eventually, free_port, kubeconfig};
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use koord::api::config::ClusterColocationProfile;
+use koord::api::quota::ElasticQuota;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+const CONFIG: &str = "manager:\n  featureGates:\n    ConfigMapValidatingWebhook: true\n    NodeValidatingWebhook: true\n    NodeMutatingWebhook: true\n";
+
+fn start_manager(dir: &std::path::Path, api_port: u16, webhook_port: u16) -> Koord {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let kc = kubeconfig(dir, api_port);
+    let cfg = dir.join("koord.yaml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let port = webhook_port.to_string();
+    Koord::start(
+        &[
+            "--role=manager",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--admin-addr",
+            &admin,
+            "--data-dir",
+            dir.to_str().unwrap(),
+            "--node-name",
+            "m1",
+        ],
+        &[("KOORD_MANAGER__WEBHOOK__PORT", port.as_str())],
+        dir,
+    )
+}
+
+fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).unwrap()
+}
+
+fn denial(r: Result<impl std::fmt::Debug, kube::Error>) -> String {
+    match r {
+        Err(kube::Error::Api(s)) => s.message,
+        other => panic!("expected a denial, got {other:?}"),
+    }
+}
+
+async fn webhooks_ready(c: &kube::Client) -> bool {
+    let api: Api<MutatingWebhookConfiguration> = Api::all(c.clone());
+    let Ok(m) = api.get("koordinator-mutating-webhook-configuration").await else {
+        return false;
+    };
+    m.webhooks.unwrap_or_default().iter().any(|w| {
+        w.client_config.ca_bundle.is_some()
+            && w.client_config
+                .url
+                .as_deref()
+                .is_some_and(|u| u.ends_with("/mutate-pod"))
+    })
+}
+
+fn plain_pod(name: &str, ns: &str) -> Pod {
+    obj(
+        json!({"metadata": {"name": name, "namespace": ns, "labels": {"app": "spark"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox",
+            "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}}]}}),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_mutate_validate_and_honour_failure_policies() {
+    let dir = tempfile::tempdir().unwrap();
+    let api_port = free_port();
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.addr = SocketAddr::from(([127, 0, 0, 1], api_port));
+    let mut api = TestApi::start_with(opts).await;
+    let c = api.client.clone();
+    let pp = PostParams::default();
+    let mut mgr = start_manager(dir.path(), api_port, free_port());
+    assert!(
+        eventually(Duration::from_secs(30), || webhooks_ready(&c)).await,
+        "{}",
+        mgr.logs()
+    );
+
+    // 1. A profile matching the namespace turns a plain pod into a BE batch pod.
+    let nss: Api<Namespace> = Api::all(c.clone());
+    nss.create(
+        &pp,
+        &obj(json!({"metadata": {"name": "batch", "labels": {"colocation": "on"}}})),
+    )
+    .await
+    .unwrap();
+    nss.create(&pp, &obj(json!({"metadata": {"name": "plain"}})))
+        .await
+        .unwrap();
+    let profile: ClusterColocationProfile = obj(
+        json!({"apiVersion": "config.koordinator.sh/v1alpha1",
+        "kind": "ClusterColocationProfile", "metadata": {"name": "colocation"},
+        "spec": {"namespaceSelector": {"matchLabels": {"colocation": "on"}}, "qosClass": "BE",
+            "priorityClassName": "koord-batch", "koordinatorPriority": 1111, "schedulerName": "koord-scheduler",
+            "labels": {"koordinator.sh/mutated": "true"}}}),
+    );
+    Api::<ClusterColocationProfile>::all(c.clone())
+        .create(&pp, &profile)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "batch");
+    let mut n = 0;
+    let mutated = eventually(Duration::from_secs(15), || {
+        n += 1;
+        let pods = pods.clone();
+        let name = format!("spark-{n}");
+        async move {
+            let p = pods
+                .create(&PostParams::default(), &plain_pod(&name, "batch"))
+                .await
+                .unwrap();
+            p.metadata
+                .labels
+                .unwrap_or_default()
+                .contains_key("koordinator.sh/qosClass")
+        }
+    })
+    .await;
+    assert!(mutated, "{}", mgr.logs());
+    let p = pods.get(&format!("spark-{n}")).await.unwrap();
+    let labels = p.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels["koordinator.sh/qosClass"], "BE");
+    assert_eq!(labels["koordinator.sh/priority"], "1111");
+    let spec = p.spec.clone().unwrap();
+    assert_eq!(spec.priority_class_name.as_deref(), Some("koord-batch"));
+    assert_eq!(spec.priority, Some(5000));
+    assert_eq!(spec.scheduler_name.as_deref(), Some("koord-scheduler"));
+    let res = spec.containers[0].resources.clone().unwrap();
+    let req = res.requests.unwrap();
+    assert_eq!(req["kubernetes.io/batch-cpu"].0, "500");
+    assert_eq!(req["kubernetes.io/batch-memory"].0, "268435456");
+    assert!(!req.contains_key("cpu") && !req.contains_key("memory"));
+    assert_eq!(res.limits.unwrap()["kubernetes.io/batch-cpu"].0, "1000");
+    let qos = p.status.as_ref().and_then(|s| s.qos_class.as_deref());
+    assert_eq!(qos, Some("BestEffort"), "QoS class computed after mutation");
+    let ann = p.metadata.annotations.unwrap_or_default();
+    assert!(ann["node.koordinator.sh/extended-resource-spec"].contains("batch-cpu"));
+    let other = Api::<Pod>::namespaced(c.clone(), "plain")
+        .create(&pp, &plain_pod("web", "plain"))
+        .await
+        .unwrap();
+    assert!(
+        !other
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key("koordinator.sh/qosClass")
+    );
+    // The validating webhook is live too: a BE pod without a batch priority is refused.
+    let bad: Pod = obj(
+        json!({"metadata": {"name": "bad", "namespace": "plain", "labels": {"koordinator.sh/qosClass": "BE"}},
+        "spec": {"containers": [{"name": "c", "image": "x"}]}}),
+    );
+    let msg = denial(
+        Api::<Pod>::namespaced(c.clone(), "plain")
+            .create(&pp, &bad)
+            .await,
+    );
+    assert!(msg.contains("cannot be used in combination"), "{msg}");
+
+    // 2. ElasticQuota: the children's min may not exceed the parent's.
+    let quotas: Api<ElasticQuota> = Api::namespaced(c.clone(), "default");
+    let quota = |name: &str, labels: Value, min: &str| -> ElasticQuota {
+        obj(
+            json!({"metadata": {"name": name, "namespace": "default", "labels": labels},
+            "spec": {"min": {"cpu": min}, "max": {"cpu": "20"}}}),
+        )
+    };
+    quotas
+        .create(
+            &pp,
+            &quota(
+                "parent",
+                json!({"quota.scheduling.koordinator.sh/is-parent": "true"}),
+                "10",
+            ),
+        )
+        .await
+        .unwrap();
+    let child_labels = json!({"quota.scheduling.koordinator.sh/parent": "parent"});
+    let a = quotas
+        .create(&pp, &quota("child-a", child_labels.clone(), "6"))
+        .await
+        .unwrap();
+    assert!(
+        a.metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("quota.scheduling.koordinator.sh/shared-weight"),
+        "mutated"
+    );
+    let msg = denial(
+        quotas
+            .create(&pp, &quota("child-b", child_labels, "6"))
+            .await,
+    );
+    assert!(
+        msg.contains("spec.min[cpu]") && msg.contains("more than its min"),
+        "{msg}"
+    );
+    let msg = denial(quotas.delete("parent", &Default::default()).await);
+    assert!(msg.contains("child quotas"), "{msg}");
+
+    // 3. slo-controller-config: an invalid update is denied, the stored one kept.
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "koordinator-system");
+    let cm: ConfigMap = obj(
+        json!({"metadata": {"name": "slo-controller-config", "namespace": "koordinator-system",
+        "labels": {"koordinator.sh/configmap-type": "slo-controller-config"}},
+        "data": {"resource-threshold-config": "{\"clusterStrategy\":{\"enable\":true,\"cpuSuppressThresholdPercent\":65}}"}}),
+    );
+    cms.create(&pp, &cm).await.unwrap();
+    let bad = json!({"data": {"resource-threshold-config": "{\"clusterStrategy\":{\"cpuSuppressThresholdPercent\":165}}"}});
+    let msg = denial(
+        cms.patch(
+            "slo-controller-config",
+            &PatchParams::default(),
+            &Patch::Merge(bad),
+        )
+        .await,
+    );
+    assert!(msg.contains("cpuSuppressThresholdPercent"), "{msg}");
+    let kept = cms.get("slo-controller-config").await.unwrap();
+    assert!(kept.data.unwrap()["resource-threshold-config"].contains("65"));
+
+    // 4. Webhook down: `Fail` (pods) blocks, `Ignore` (nodes) lets creations through.
+    mgr.signal("TERM");
+    assert!(
+        mgr.wait_exit(Duration::from_secs(20)).is_some(),
+        "{}",
+        mgr.logs()
+    );
+    let msg = denial(pods.create(&pp, &plain_pod("late", "batch")).await);
+    assert!(msg.contains("failed calling webhook"), "{msg}");
+    let node: Node = obj(json!({"metadata": {"name": "late-node"}}));
+    Api::<Node>::all(c.clone())
+        .create(&pp, &node)
+        .await
+        .unwrap();
+    api.stop().await;
+}
+
+async fn healthz_trusting(port: u16, ca: &str) -> bool {
+    use koord::kernel::http_client::{Trust, send};
+    let trust = Trust::CaBundle(ca.as_bytes().to_vec());
+    let url = format!("https://127.0.0.1:{port}/healthz");
+    send(
+        hyper::Method::GET,
+        &url,
+        &[],
+        None,
+        Some(&trust),
+        Duration::from_secs(2),
+    )
+    .await
+    .is_ok_and(|r| r.status.is_success())
+}
+
+/// `certWriter: provided`: the operator's files are served, and replaced files are picked
+/// up without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provided_certificates_are_reloaded_when_they_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    let names = ["127.0.0.1".to_string()];
+    let write = |b: &koord::kernel::tls::CertBundle| {
+        std::fs::write(certs.join("tls.crt"), &b.cert_pem).unwrap();
+        std::fs::write(certs.join("tls.key"), &b.key_pem).unwrap();
+        std::fs::write(certs.join("ca.crt"), &b.ca_pem).unwrap();
+    };
+    let first = koord::kernel::tls::generate("first-ca", &names).unwrap();
+    write(&first);
+    let api_port = free_port();
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.addr = SocketAddr::from(([127, 0, 0, 1], api_port));
+    let mut api = TestApi::start_with(opts).await;
+    let port = free_port();
+    let mgr = Koord::start(
+        &[
+            "--role=manager",
+            "--kubeconfig",
+            kubeconfig(dir.path(), api_port).to_str().unwrap(),
+            "--admin-addr",
+            &format!("127.0.0.1:{}", free_port()),
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "--node-name",
+            "m1",
+        ],
+        &[
+            ("KOORD_MANAGER__WEBHOOK__PORT", port.to_string().as_str()),
+            ("KOORD_MANAGER__WEBHOOK__CERT_WRITER", "provided"),
+            ("KOORD_MANAGER__WEBHOOK__CERT_DIR", certs.to_str().unwrap()),
+            ("KOORD_MANAGER__WEBHOOK__RESYNC_SECONDS", "1"),
+        ],
+        dir.path(),
+    );
+    let ok = eventually(Duration::from_secs(30), || {
+        healthz_trusting(port, &first.ca_pem)
+    })
+    .await;
+    assert!(ok, "{}", mgr.logs());
+    let second = koord::kernel::tls::generate("second-ca", &names).unwrap();
+    assert!(!healthz_trusting(port, &second.ca_pem).await);
+    write(&second);
+    let ok = eventually(Duration::from_secs(15), || {
+        healthz_trusting(port, &second.ca_pem)
+    })
+    .await;
+    assert!(ok, "{}", mgr.logs());
+    // The caBundle published to the API server follows the new CA too.
+    let c = api.client.clone();
+    let ca_now = || async {
+        let m = Api::<MutatingWebhookConfiguration>::all(c.clone())
+            .get("koordinator-mutating-webhook-configuration")
+            .await;
+        m.ok()
+            .and_then(|m| m.webhooks?.first()?.client_config.ca_bundle.clone())
+            .is_some_and(|b| b.0 == second.ca_pem.as_bytes())
+    };
+    assert!(
+        eventually(Duration::from_secs(15), ca_now).await,
+        "{}",
+        mgr.logs()
+    );
+    drop(mgr);
+    api.stop().await;
+}
