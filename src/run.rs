@@ -27,7 +27,7 @@ pub fn main() -> ExitCode {
         return crds(out_dir.as_deref());
     }
     if let Some(Command::Explain { what }) = &cli.command {
-        return crate::explain::main(what);
+        return crate::explain::main(what, cli.common.config.as_deref());
     }
     let yaml = cli.common.config.as_deref().map(YamlSource::File);
     let cfg = match config::load(&host, yaml, cli.common.providers()) {

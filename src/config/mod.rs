@@ -189,6 +189,13 @@ fn validate(cfg: &Config, figment: &Figment) -> Vec<String> {
             source_of(figment, &key)
         ));
     }
+    for (key, msg) in crate::scheduler::validate(&cfg.scheduler) {
+        let key = format!("scheduler.{key}");
+        problems.push(format!(
+            "invalid value for key `{key}` in {}: {msg}",
+            source_of(figment, &key)
+        ));
+    }
     for (key, msg) in cfg.embedded.validate() {
         let key = format!("embedded.{key}");
         problems.push(format!(

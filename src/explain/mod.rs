@@ -2,6 +2,7 @@
 //! (spec explain.md). No network, no API server.
 
 pub mod noderesource;
+pub mod schedule;
 pub mod snapshot;
 
 use std::process::ExitCode;
@@ -14,6 +15,17 @@ pub use snapshot::{Snapshot, SnapshotError};
 pub enum ExplainCommand {
     /// Batch and mid resources the manager would write for every node in the snapshot
     Noderesource(ExplainArgs),
+    /// Where the scheduler would place every pending pod, and why, node by node
+    Schedule(ScheduleArgs),
+}
+
+/// `--config` (a KubeSchedulerConfiguration, `kubescheduler.config.k8s.io/v1`; default: the
+/// built-in koord-scheduler profile) is koord's global `--config` flag, read here as the
+/// scheduler configuration.
+#[derive(Args, Debug)]
+pub struct ScheduleArgs {
+    #[command(flatten)]
+    pub common: ExplainArgs,
 }
 
 #[derive(Args, Debug)]
@@ -46,8 +58,8 @@ pub fn now_ms(now: Option<&str>) -> Result<i64, String> {
     }
 }
 
-pub fn main(cmd: &ExplainCommand) -> ExitCode {
-    match run(cmd) {
+pub fn main(cmd: &ExplainCommand, config: Option<&std::path::Path>) -> ExitCode {
+    match run(cmd, config) {
         Ok(out) => {
             print!("{out}");
             ExitCode::SUCCESS
@@ -59,13 +71,24 @@ pub fn main(cmd: &ExplainCommand) -> ExitCode {
     }
 }
 
-fn run(cmd: &ExplainCommand) -> Result<String, String> {
-    let ExplainCommand::Noderesource(args) = cmd;
+fn run(cmd: &ExplainCommand, config: Option<&std::path::Path>) -> Result<String, String> {
+    match cmd {
+        ExplainCommand::Noderesource(args) => run_noderesource(args),
+        ExplainCommand::Schedule(args) => run_schedule(args, config),
+    }
+}
+
+fn load(args: &ExplainArgs) -> Result<(Snapshot, i64), String> {
     let now = now_ms(args.now.as_deref())?;
     let snap = Snapshot::load(&args.files).map_err(|e| e.to_string())?;
     for w in &snap.warnings {
         eprintln!("warning: {w}");
     }
+    Ok((snap, now))
+}
+
+fn run_noderesource(args: &ExplainArgs) -> Result<String, String> {
+    let (snap, now) = load(args)?;
     let (plans, warnings) = noderesource::run(&snap, now);
     for w in warnings {
         eprintln!("warning: {w}");
@@ -73,5 +96,15 @@ fn run(cmd: &ExplainCommand) -> Result<String, String> {
     Ok(match args.output {
         Output::Json => format!("{:#}\n", noderesource::to_json(&plans)),
         Output::Text => noderesource::to_text(&plans),
+    })
+}
+
+fn run_schedule(args: &ScheduleArgs, config: Option<&std::path::Path>) -> Result<String, String> {
+    let cfg = schedule::load_config(config)?;
+    let (snap, now) = load(&args.common)?;
+    let placements = schedule::run(&snap, &cfg, now)?;
+    Ok(match args.common.output {
+        Output::Json => format!("{:#}\n", schedule::to_json(&placements)),
+        Output::Text => schedule::to_text(&placements),
     })
 }

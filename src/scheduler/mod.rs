@@ -1,17 +1,117 @@
 //! koord-scheduler: a complete scheduler with Koordinator's plugins.
 //!
-//! Schedules pods whose schedulerName is one of its profiles and binds them through pods/binding.
+//! Schedules pods whose schedulerName is one of its profiles and binds them through
+//! pods/binding. Only the holder of the `koord-scheduler` Lease schedules; every replica
+//! keeps its caches warm.
 
+pub mod binder;
+pub mod config;
+pub mod framework;
+pub mod live;
+pub mod plugins;
+pub mod queue;
+
+#[cfg(test)]
+mod test_util;
+
+use std::path::PathBuf;
+
+use kube::Api;
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
 
 use crate::kernel::RoleCtx;
+use crate::kernel::lease::{self, LeaseConfig};
 
 /// Settings of the `scheduler` section.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
-pub struct Config {}
+pub struct Config {
+    /// A KubeSchedulerConfiguration (Koordinator's `koord-scheduler-config` ConfigMap
+    /// content); unset: the built-in default profile.
+    pub config_file: Option<PathBuf>,
+    pub leader_election: LeaseConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            config_file: None,
+            leader_election: LeaseConfig::named("koord-scheduler"),
+        }
+    }
+}
+
+/// Problems as (key under `scheduler`, message).
+pub fn validate(cfg: &Config) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if let Err(e) = cfg.leader_election.validate() {
+        out.push(("leaderElection".into(), e));
+    }
+    if let Err(e) = load(cfg) {
+        out.push(("configFile".into(), e));
+    }
+    out
+}
+
+/// The scheduler configuration this role runs with.
+pub fn load(cfg: &Config) -> Result<config::SchedulerConfig, String> {
+    match &cfg.config_file {
+        None => config::default_config(),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            config::resolve(Some((&text, &p.display().to_string())))
+        }
+    }
+}
 
 /// Runs the role until the process drains.
-pub async fn run(_cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
-    crate::kernel::hold_until_drained(&ctx).await
+pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
+    let sched_cfg = load(&cfg).map_err(|e| anyhow::anyhow!("scheduler.configFile: {e}"))?;
+    let cluster = ctx.cluster()?.clone();
+    if !crate::kernel::cluster::wait_reachable(&cluster.client, &ctx.shutdown).await {
+        return Ok(());
+    }
+    let client = cluster.client.clone();
+    let identity = format!("{}_{}", ctx.common.node_name, uuid::Uuid::new_v4());
+    let leadership = lease::start(
+        client.clone(),
+        cfg.leader_election.clone(),
+        identity,
+        &ctx.tasks,
+        &ctx.shutdown,
+    );
+    let scheduler = live::Scheduler::new(client.clone(), &sched_cfg, leadership)
+        .map_err(|e| anyhow::anyhow!("scheduler: {e}"))?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    live::watch(
+        Api::<k8s_openapi::api::core::v1::Pod>::all(client.clone()),
+        "pods",
+        live::Ev::Pod,
+        tx.clone(),
+        &ctx.tasks,
+        &ctx.shutdown,
+    );
+    live::watch(
+        Api::<k8s_openapi::api::core::v1::Node>::all(client.clone()),
+        "nodes",
+        live::Ev::Node,
+        tx.clone(),
+        &ctx.tasks,
+        &ctx.shutdown,
+    );
+    live::watch(
+        Api::<crate::api::slo::NodeMetric>::all(client),
+        "nodemetrics",
+        live::Ev::Metric,
+        tx,
+        &ctx.tasks,
+        &ctx.shutdown,
+    );
+    let ready = ctx.ready.clone();
+    tracing::info!(profiles = ?sched_cfg.profiles.iter().map(|p| &p.scheduler_name).collect::<Vec<_>>(), "scheduler starting");
+    scheduler
+        .run(rx, ctx.shutdown.clone(), move || ready.set(true))
+        .await;
+    Ok(())
 }

@@ -1,0 +1,223 @@
+//! `koord explain schedule`: the scheduler's framework and plugins over a snapshot. Pending
+//! pods are scheduled one at a time in queue order, each placement assumed before the
+//! next, as the live scheduler does; every node's verdict is reported.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use serde_json::{Value, json};
+
+use super::Snapshot;
+use crate::api::extension::priority::PriorityClass as KoordClass;
+use crate::scheduler::config::{self, SchedulerConfig};
+use crate::scheduler::framework::runtime::{Framework, NodeVerdict, Scope};
+use crate::scheduler::framework::{ClusterState, PodInfo};
+
+/// One pending pod's outcome.
+pub struct Placement {
+    pub pod: String,
+    pub node: Option<String>,
+    pub verdicts: BTreeMap<String, NodeVerdict>,
+}
+
+/// `spec.priority`, else the snapshot's PriorityClass, else Koordinator's built-in classes.
+pub fn resolve_priority(pod: &mut Pod, classes: &[PriorityClass]) {
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    if spec.priority.is_some() {
+        return;
+    }
+    let Some(name) = spec
+        .priority_class_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+    else {
+        return;
+    };
+    let from_snapshot = classes
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some(name))
+        .map(|c| c.value);
+    let builtin = KoordClass::ALL
+        .into_iter()
+        .find(|c| c.name() == name)
+        .map(|c| match c {
+            KoordClass::Prod => 9000,
+            KoordClass::Mid => 7000,
+            KoordClass::Batch => 5000,
+            _ => 3000,
+        });
+    spec.priority = from_snapshot.or(builtin);
+}
+
+/// The cluster state of a snapshot (bound pods counted, NodeMetrics, the clock).
+pub fn cluster_of(
+    snap: &Snapshot,
+    classes: &[PriorityClass],
+    now_ms: i64,
+) -> (ClusterState, Vec<Pod>) {
+    let mut cluster = ClusterState::default();
+    cluster.now_ms = now_ms;
+    for n in &snap.nodes {
+        cluster.upsert_node(Arc::new(n.clone()));
+    }
+    for m in &snap.node_metrics {
+        cluster.upsert_metric(Arc::new(m.clone()));
+    }
+    let mut pending = Vec::new();
+    for p in &snap.pods {
+        let mut p = p.clone();
+        resolve_priority(&mut p, classes);
+        let bound = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty());
+        if bound {
+            cluster.upsert_pod(Arc::new(p));
+        } else {
+            pending.push(p);
+        }
+    }
+    (cluster, pending)
+}
+
+fn profile_of<'a>(fws: &'a [Framework], pod: &Pod) -> Option<&'a Framework> {
+    let name = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.scheduler_name.as_deref())
+        .unwrap_or("default-scheduler");
+    fws.iter().find(|f| f.scheduler_name == name)
+}
+
+pub fn run(snap: &Snapshot, cfg: &SchedulerConfig, now_ms: i64) -> Result<Vec<Placement>, String> {
+    let classes: Vec<PriorityClass> = snap
+        .other
+        .iter()
+        .filter(|v| v.get("kind").and_then(Value::as_str) == Some("PriorityClass"))
+        .filter_map(|v| serde_json::from_value(v.clone()).ok())
+        .collect();
+    let fws = cfg
+        .profiles
+        .iter()
+        .map(config::framework)
+        .collect::<Result<Vec<_>, _>>()?;
+    let (mut cluster, pending) = cluster_of(snap, &classes, now_ms);
+    let mut queue: Vec<(PodInfo, &Framework)> = pending
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| profile_of(&fws, &p).map(|f| (PodInfo::new(Arc::new(p)), f)))
+        .collect();
+    let Some(first) = fws.first() else {
+        return Ok(Vec::new());
+    };
+    queue.sort_by(|(a, _), (b, _)| {
+        if first.less(a, b) {
+            std::cmp::Ordering::Less
+        } else if first.less(b, a) {
+            std::cmp::Ordering::Greater
+        } else {
+            a.key.cmp(&b.key)
+        }
+    });
+    let mut out = Vec::new();
+    for (pod, fw) in queue {
+        if let Err((plugin, s)) = fw.pre_enqueue(&pod) {
+            let v = NodeVerdict {
+                feasible: false,
+                plugin: Some(plugin),
+                code: s.code,
+                reason: s.message(),
+                scores: BTreeMap::new(),
+                total: 0,
+            };
+            let verdicts = cluster
+                .nodes
+                .iter()
+                .map(|n| (n.name.clone(), v.clone()))
+                .collect();
+            out.push(Placement {
+                pod: pod.key.clone(),
+                node: None,
+                verdicts,
+            });
+            continue;
+        }
+        let result = fw.schedule(&pod, &cluster, Scope::Everything);
+        if let Some(node) = &result.node {
+            cluster.assume(&pod, node);
+        }
+        out.push(Placement {
+            pod: pod.key.clone(),
+            node: result.node,
+            verdicts: result.verdicts,
+        });
+    }
+    Ok(out)
+}
+
+pub fn to_json(placements: &[Placement]) -> Value {
+    let pods: Vec<Value> = placements
+        .iter()
+        .map(|p| {
+            let nodes: serde_json::Map<String, Value> = p
+                .verdicts
+                .iter()
+                .map(|(name, v)| {
+                    let entry = if v.feasible {
+                        json!({"feasible": true, "scores": v.scores, "total": v.total})
+                    } else {
+                        json!({"feasible": false, "plugin": v.plugin, "reason": v.reason})
+                    };
+                    (name.clone(), entry)
+                })
+                .collect();
+            json!({"pod": p.pod, "node": p.node, "nodes": nodes})
+        })
+        .collect();
+    json!({ "pods": pods })
+}
+
+pub fn to_text(placements: &[Placement]) -> String {
+    let mut out = String::new();
+    for p in placements {
+        out.push_str(&format!(
+            "{} → {}\n",
+            p.pod,
+            p.node.as_deref().unwrap_or("<unschedulable>")
+        ));
+        for (name, v) in &p.verdicts {
+            if v.feasible {
+                let parts: Vec<String> = v.scores.iter().map(|(k, s)| format!("{k}={s}")).collect();
+                out.push_str(&format!(
+                    "  {name:<24} total {:>5}  {}\n",
+                    v.total,
+                    parts.join(" ")
+                ));
+            } else {
+                out.push_str(&format!(
+                    "  {name:<24} rejected by {}: {}\n",
+                    v.plugin.unwrap_or("?"),
+                    v.reason
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Reads `--config`, or the built-in default.
+pub fn load_config(path: Option<&std::path::Path>) -> Result<SchedulerConfig, String> {
+    match path {
+        None => config::default_config(),
+        Some(p) => {
+            let shown = p.display().to_string();
+            let text = std::fs::read_to_string(p).map_err(|e| format!("--config {shown}: {e}"))?;
+            config::resolve(Some((&text, &shown)))
+        }
+    }
+}

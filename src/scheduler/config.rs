@@ -1,0 +1,396 @@
+//! `KubeSchedulerConfiguration` (`kubescheduler.config.k8s.io/v1`): profiles, plugin sets
+//! per extension point merged onto the defaults the way kube-scheduler merges them, and
+//! `pluginConfig` args. Every configuration is merged onto kube-scheduler's MultiPoint
+//! defaults; without one, Koordinator's shipped ConfigMap (`config/koord-scheduler-config.yaml`)
+//! is the configuration.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::framework::Point;
+use super::framework::runtime::{Enabled, Framework};
+use super::plugins;
+
+const KOORD_DEFAULT: &str = include_str!("../../config/koord-scheduler-config.yaml");
+
+/// kube-scheduler's MultiPoint defaults that koord implements, with score weights.
+const MULTI_POINT: &[(&str, i64)] = &[
+    ("SchedulingGates", 1),
+    ("PrioritySort", 1),
+    ("NodeUnschedulable", 1),
+    ("NodeName", 1),
+    ("TaintToleration", 3),
+    ("NodeAffinity", 2),
+    ("NodePorts", 1),
+    ("NodeResourcesFit", 1),
+    ("NodeResourcesBalancedAllocation", 1),
+    ("DefaultBinder", 1),
+];
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PluginRef {
+    pub name: String,
+    pub weight: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PluginSet {
+    #[serde(default)]
+    pub enabled: Vec<PluginRef>,
+    #[serde(default)]
+    pub disabled: Vec<PluginRef>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Plugins {
+    pub multi_point: Option<PluginSet>,
+    pub pre_enqueue: Option<PluginSet>,
+    pub queue_sort: Option<PluginSet>,
+    pub pre_filter: Option<PluginSet>,
+    pub filter: Option<PluginSet>,
+    pub post_filter: Option<PluginSet>,
+    pub pre_score: Option<PluginSet>,
+    pub score: Option<PluginSet>,
+    pub reserve: Option<PluginSet>,
+    pub permit: Option<PluginSet>,
+    pub pre_bind: Option<PluginSet>,
+    pub bind: Option<PluginSet>,
+    pub post_bind: Option<PluginSet>,
+}
+
+impl Plugins {
+    fn at(&self, p: Point) -> Option<&PluginSet> {
+        match p {
+            Point::PreEnqueue => self.pre_enqueue.as_ref(),
+            Point::QueueSort => self.queue_sort.as_ref(),
+            Point::PreFilter => self.pre_filter.as_ref(),
+            Point::Filter => self.filter.as_ref(),
+            Point::PostFilter => self.post_filter.as_ref(),
+            Point::PreScore => self.pre_score.as_ref(),
+            Point::Score => self.score.as_ref(),
+            Point::Reserve => self.reserve.as_ref(),
+            Point::Permit => self.permit.as_ref(),
+            Point::PreBind => self.pre_bind.as_ref(),
+            Point::Bind => self.bind.as_ref(),
+            Point::PostBind => self.post_bind.as_ref(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PluginConfig {
+    pub name: String,
+    pub args: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ProfileCfg {
+    pub scheduler_name: Option<String>,
+    pub percentage_of_nodes_to_score: Option<i32>,
+    pub plugins: Option<Plugins>,
+    #[serde(default)]
+    pub plugin_config: Vec<PluginConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KubeSchedulerConfiguration {
+    pub api_version: String,
+    pub kind: String,
+    pub percentage_of_nodes_to_score: Option<i32>,
+    pub parallelism: Option<i32>,
+    pub pod_initial_backoff_seconds: Option<i64>,
+    pub pod_max_backoff_seconds: Option<i64>,
+    /// Accepted for compatibility; koord elects on `scheduler.leaderElection`.
+    pub leader_election: Option<Value>,
+    pub client_connection: Option<Value>,
+    pub delay_cache_until_active: Option<bool>,
+    #[serde(default)]
+    pub extenders: Vec<Value>,
+    #[serde(default)]
+    pub profiles: Vec<ProfileCfg>,
+}
+
+/// One resolved profile: per point the plugin names and weights, and args by plugin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    pub scheduler_name: String,
+    pub percentage_of_nodes_to_score: Option<i32>,
+    pub points: BTreeMap<Point, Vec<(String, i64)>>,
+    pub args: BTreeMap<String, Value>,
+}
+
+/// Queue timing from the configuration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    pub initial_seconds: i64,
+    pub max_seconds: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchedulerConfig {
+    pub profiles: Vec<Profile>,
+    pub backoff: Backoff,
+}
+
+/// kube-scheduler's merge of a custom set onto defaults.
+fn merge(defaults: &[(String, i64)], custom: Option<&PluginSet>) -> Vec<(String, i64)> {
+    let Some(c) = custom else {
+        return defaults.to_vec();
+    };
+    let weight = |r: &PluginRef| r.weight.filter(|w| *w > 0).unwrap_or(1);
+    if c.disabled.iter().any(|d| d.name == "*") {
+        return c
+            .enabled
+            .iter()
+            .map(|r| (r.name.clone(), weight(r)))
+            .collect();
+    }
+    let base: Vec<&(String, i64)> = defaults
+        .iter()
+        .filter(|(n, _)| !c.disabled.iter().any(|d| &d.name == n))
+        .collect();
+    let in_base = |n: &str| base.iter().any(|(b, _)| b == n);
+    let mut out: Vec<(String, i64)> = c
+        .enabled
+        .iter()
+        .filter(|r| in_base(&r.name))
+        .map(|r| (r.name.clone(), weight(r)))
+        .collect();
+    for (n, w) in &base {
+        if !c.enabled.iter().any(|r| &r.name == n) {
+            out.push((n.clone(), *w));
+        }
+    }
+    out.extend(
+        c.enabled
+            .iter()
+            .filter(|r| !in_base(&r.name))
+            .map(|r| (r.name.clone(), weight(r))),
+    );
+    out
+}
+
+fn points_of(name: &str) -> Result<&'static [Point], String> {
+    Ok(plugins::build(name, None)?.points())
+}
+
+/// MultiPoint plugins expanded onto the points each implements.
+fn expand(multi: &[(String, i64)]) -> Result<BTreeMap<Point, Vec<(String, i64)>>, String> {
+    let mut out: BTreeMap<Point, Vec<(String, i64)>> = BTreeMap::new();
+    for (name, w) in multi {
+        for p in points_of(name)? {
+            out.entry(*p).or_default().push((name.clone(), *w));
+        }
+    }
+    Ok(out)
+}
+
+fn apply(base: &Profile, cfg: &ProfileCfg, ctx: &str) -> Result<Profile, String> {
+    let plugins = cfg.plugins.clone().unwrap_or_default();
+    let mut points = base.points.clone();
+    if let Some(mp) = &plugins.multi_point {
+        let extra = expand(&merge(&[], Some(mp)))?;
+        for (p, list) in extra {
+            let cur = points.entry(p).or_default();
+            for (n, w) in list {
+                cur.retain(|(c, _)| c != &n);
+                cur.push((n, w));
+            }
+        }
+        for d in &mp.disabled {
+            for list in points.values_mut() {
+                list.retain(|(n, _)| d.name == "*" || n != &d.name);
+            }
+        }
+    }
+    for p in Point::ALL {
+        let merged = merge(
+            points.get(&p).map(Vec::as_slice).unwrap_or(&[]),
+            plugins.at(p),
+        );
+        points.insert(p, merged);
+    }
+    let mut args = base.args.clone();
+    for pc in &cfg.plugin_config {
+        if !plugins::IMPLEMENTED.contains(&pc.name.as_str())
+            && !plugins::NOT_YET.contains(&pc.name.as_str())
+        {
+            return Err(format!("{ctx}.pluginConfig: unknown plugin {:?}", pc.name));
+        }
+        args.insert(pc.name.clone(), pc.args.clone().unwrap_or(Value::Null));
+    }
+    Ok(Profile {
+        scheduler_name: cfg
+            .scheduler_name
+            .clone()
+            .unwrap_or_else(|| base.scheduler_name.clone()),
+        percentage_of_nodes_to_score: cfg
+            .percentage_of_nodes_to_score
+            .or(base.percentage_of_nodes_to_score),
+        points,
+        args,
+    })
+}
+
+fn upstream_default() -> Result<Profile, String> {
+    let multi: Vec<(String, i64)> = MULTI_POINT
+        .iter()
+        .map(|(n, w)| (n.to_string(), *w))
+        .collect();
+    Ok(Profile {
+        scheduler_name: "default-scheduler".into(),
+        percentage_of_nodes_to_score: None,
+        points: expand(&multi)?,
+        args: BTreeMap::new(),
+    })
+}
+
+fn parse_doc(text: &str, source: &str) -> Result<KubeSchedulerConfiguration, String> {
+    let doc: KubeSchedulerConfiguration =
+        serde_yaml::from_str(text).map_err(|e| format!("{source}: {e}"))?;
+    if doc.kind != "KubeSchedulerConfiguration"
+        || doc.api_version != "kubescheduler.config.k8s.io/v1"
+    {
+        return Err(format!(
+            "{source}: expected apiVersion kubescheduler.config.k8s.io/v1, kind KubeSchedulerConfiguration; got {} {}",
+            doc.api_version, doc.kind
+        ));
+    }
+    if !doc.extenders.is_empty() {
+        return Err(format!("{source}: extenders are not supported"));
+    }
+    Ok(doc)
+}
+
+/// The built-in default configuration.
+pub fn default_config() -> Result<SchedulerConfig, String> {
+    resolve(None)
+}
+
+/// Loads a user configuration merged onto the built-in default; errors name the source,
+/// profile and plugin.
+pub fn resolve(user: Option<(&str, &str)>) -> Result<SchedulerConfig, String> {
+    // Like kube-scheduler, a configuration (Koordinator's own ConfigMap included) is merged
+    // onto the upstream MultiPoint defaults; without one, Koordinator's ConfigMap is used.
+    let base = upstream_default()?;
+    let (doc, source) = match user {
+        Some((text, source)) => (parse_doc(text, source)?, source.to_string()),
+        None => (
+            parse_doc(KOORD_DEFAULT, "built-in koord-scheduler-config")?,
+            "built-in".to_string(),
+        ),
+    };
+    let mut profiles = Vec::new();
+    let list = if doc.profiles.is_empty() {
+        vec![ProfileCfg::default()]
+    } else {
+        doc.profiles.clone()
+    };
+    for (i, p) in list.iter().enumerate() {
+        let ctx = format!("{source}: profiles[{i}]");
+        let mut resolved = apply(&base, p, &ctx)?;
+        if resolved.percentage_of_nodes_to_score.is_none() {
+            resolved.percentage_of_nodes_to_score = doc.percentage_of_nodes_to_score;
+        }
+        if p.scheduler_name.is_none() {
+            resolved.scheduler_name = "koord-scheduler".into();
+        }
+        validate_profile(&resolved).map_err(|e| format!("{ctx}: {e}"))?;
+        if profiles
+            .iter()
+            .any(|q: &Profile| q.scheduler_name == resolved.scheduler_name)
+        {
+            return Err(format!(
+                "{ctx}: duplicate schedulerName {:?}",
+                resolved.scheduler_name
+            ));
+        }
+        profiles.push(resolved);
+    }
+    let backoff = Backoff {
+        initial_seconds: doc.pod_initial_backoff_seconds.unwrap_or(1),
+        max_seconds: doc.pod_max_backoff_seconds.unwrap_or(10),
+    };
+    if backoff.initial_seconds <= 0 || backoff.max_seconds < backoff.initial_seconds {
+        return Err(format!(
+            "{source}: podInitialBackoffSeconds/podMaxBackoffSeconds must be > 0 and initial <= max"
+        ));
+    }
+    Ok(SchedulerConfig { profiles, backoff })
+}
+
+fn validate_profile(p: &Profile) -> Result<(), String> {
+    if let Some(pct) = p.percentage_of_nodes_to_score
+        && !(0..=100).contains(&pct)
+    {
+        return Err(format!(
+            "percentageOfNodesToScore: {pct} is not in [0, 100]"
+        ));
+    }
+    for (point, list) in &p.points {
+        for (name, _) in list {
+            let implements =
+                points_of(name).map_err(|e| format!("plugins.{}: {e}", point.key()))?;
+            if !implements.contains(point) {
+                return Err(format!(
+                    "plugins.{}: plugin {name} does not implement {}",
+                    point.key(),
+                    point.key()
+                ));
+            }
+        }
+    }
+    if p.points.get(&Point::QueueSort).is_none_or(|l| l.len() != 1) {
+        return Err("plugins.queueSort: exactly one QueueSort plugin must be enabled".into());
+    }
+    if p.points.get(&Point::Bind).is_none_or(|l| l.is_empty()) {
+        return Err("plugins.bind: at least one Bind plugin must be enabled".into());
+    }
+    for name in p.args.keys() {
+        if let Err(e) = plugins::build(name, p.args.get(name)) {
+            return Err(format!("pluginConfig: {e}"));
+        }
+    }
+    Ok(())
+}
+
+/// Instantiates a profile's plugins (one instance per plugin, shared across points).
+pub fn framework(p: &Profile) -> Result<Framework, String> {
+    let mut built: HashMap<String, std::sync::Arc<dyn super::framework::Plugin>> = HashMap::new();
+    let mut points = HashMap::new();
+    for (point, list) in &p.points {
+        let mut enabled = Vec::new();
+        for (name, weight) in list {
+            let plugin = match built.get(name) {
+                Some(pl) => pl.clone(),
+                None => {
+                    let pl = plugins::build(name, p.args.get(name))?;
+                    built.insert(name.clone(), pl.clone());
+                    pl
+                }
+            };
+            enabled.push(Enabled {
+                plugin,
+                weight: *weight,
+            });
+        }
+        points.insert(*point, enabled);
+    }
+    Ok(Framework {
+        scheduler_name: p.scheduler_name.clone(),
+        percentage_of_nodes_to_score: p.percentage_of_nodes_to_score,
+        points,
+    })
+}
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

@@ -1,0 +1,129 @@
+//! The scheduler's view of the cluster: nodes with the pods on them (bound and assumed),
+//! NodeMetrics, and the clock. One owner applies watch events between cycles; a cycle
+//! only reads it, so there are no locks and no per-cycle copies.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use super::types::{NodeInfo, PodInfo};
+use crate::api::slo::NodeMetric;
+
+#[derive(Default)]
+pub struct ClusterState {
+    pub nodes: Vec<NodeInfo>,
+    index: HashMap<String, usize>,
+    /// Pod key → node it is counted on.
+    placed: HashMap<String, String>,
+    pub metrics: HashMap<String, Arc<NodeMetric>>,
+    /// Pods assumed by this scheduler and not yet confirmed by the watch.
+    pub assumed: HashMap<String, String>,
+    pub now_ms: i64,
+}
+
+impl ClusterState {
+    pub fn node(&self, name: &str) -> Option<&NodeInfo> {
+        self.index.get(name).map(|i| &self.nodes[*i])
+    }
+
+    fn node_mut(&mut self, name: &str) -> Option<&mut NodeInfo> {
+        self.index.get(name).copied().map(|i| &mut self.nodes[i])
+    }
+
+    pub fn upsert_node(&mut self, node: Arc<Node>) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        match self.node_mut(&name) {
+            Some(n) => n.set_node(node),
+            None => {
+                self.index.insert(name, self.nodes.len());
+                self.nodes.push(NodeInfo::new(node));
+            }
+        }
+    }
+
+    pub fn remove_node(&mut self, name: &str) {
+        let Some(i) = self.index.remove(name) else {
+            return;
+        };
+        let removed = self.nodes.swap_remove(i);
+        if i < self.nodes.len() {
+            self.index.insert(self.nodes[i].name.clone(), i);
+        }
+        for p in removed.pods {
+            self.placed.remove(&p.key);
+            self.assumed.remove(&p.key);
+        }
+    }
+
+    /// Where a pod is counted, if anywhere.
+    pub fn placement(&self, key: &str) -> Option<&str> {
+        self.placed.get(key).map(String::as_str)
+    }
+
+    /// A pod from the watch: counted on its node when bound and not finished; otherwise
+    /// dropped from wherever it was. Confirms an assumed pod.
+    pub fn upsert_pod(&mut self, pod: Arc<Pod>) {
+        let info = PodInfo::new(pod.clone());
+        let finished = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|p| p == "Succeeded" || p == "Failed");
+        let terminating = pod.metadata.deletion_timestamp.is_some();
+        let key = info.key.clone();
+        match info.node_name.clone() {
+            Some(node) if !finished && !terminating => {
+                self.assumed.remove(&key);
+                self.remove_pod(&key);
+                self.place(Arc::new(info), &node);
+            }
+            _ if self.assumed.contains_key(&key) => {}
+            _ => self.remove_pod(&key),
+        }
+    }
+
+    fn place(&mut self, info: Arc<PodInfo>, node: &str) {
+        let key = info.key.clone();
+        if let Some(n) = self.node_mut(node) {
+            n.add_pod(info);
+            self.placed.insert(key, node.to_string());
+        }
+    }
+
+    pub fn remove_pod(&mut self, key: &str) {
+        self.assumed.remove(key);
+        if let Some(node) = self.placed.remove(key)
+            && let Some(n) = self.node_mut(&node)
+        {
+            n.remove_pod(key);
+        }
+    }
+
+    /// Counts `pod` on `node` before the binding is confirmed (Reserve).
+    pub fn assume(&mut self, pod: &PodInfo, node: &str) {
+        let mut info = pod.clone();
+        info.node_name = Some(node.to_string());
+        info.scheduled_at_ms = Some(self.now_ms);
+        self.remove_pod(&pod.key);
+        self.place(Arc::new(info), node);
+        self.assumed.insert(pod.key.clone(), node.to_string());
+    }
+
+    /// Undoes [`assume`] after a failed binding.
+    pub fn forget(&mut self, key: &str) {
+        if self.assumed.contains_key(key) {
+            self.remove_pod(key);
+        }
+    }
+
+    pub fn upsert_metric(&mut self, m: Arc<NodeMetric>) {
+        if let Some(name) = m.metadata.name.clone() {
+            self.metrics.insert(name, m);
+        }
+    }
+
+    pub fn remove_metric(&mut self, name: &str) {
+        self.metrics.remove(name);
+    }
+}

@@ -1,0 +1,212 @@
+//! The scheduling framework: extension points, the plugin trait, per-cycle state, the
+//! cluster state a cycle reads, and the runtime that runs one profile's plugins.
+//! Plugins are pure over (pod, node, cluster state): the live scheduler and
+//! `koord explain schedule` run the same code.
+
+pub mod cluster;
+pub mod runtime;
+pub mod types;
+
+use std::any::Any;
+use std::collections::{HashMap, HashSet};
+
+pub use cluster::ClusterState;
+pub use types::{NodeInfo, PodInfo};
+
+/// Extension points, named as in `KubeSchedulerConfiguration.profiles[].plugins`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Point {
+    PreEnqueue,
+    QueueSort,
+    PreFilter,
+    Filter,
+    PostFilter,
+    PreScore,
+    Score,
+    Reserve,
+    Permit,
+    PreBind,
+    Bind,
+    PostBind,
+}
+
+impl Point {
+    pub const ALL: [Point; 12] = [
+        Point::PreEnqueue,
+        Point::QueueSort,
+        Point::PreFilter,
+        Point::Filter,
+        Point::PostFilter,
+        Point::PreScore,
+        Point::Score,
+        Point::Reserve,
+        Point::Permit,
+        Point::PreBind,
+        Point::Bind,
+        Point::PostBind,
+    ];
+
+    /// The field name in the configuration.
+    pub fn key(self) -> &'static str {
+        match self {
+            Point::PreEnqueue => "preEnqueue",
+            Point::QueueSort => "queueSort",
+            Point::PreFilter => "preFilter",
+            Point::Filter => "filter",
+            Point::PostFilter => "postFilter",
+            Point::PreScore => "preScore",
+            Point::Score => "score",
+            Point::Reserve => "reserve",
+            Point::Permit => "permit",
+            Point::PreBind => "preBind",
+            Point::Bind => "bind",
+            Point::PostBind => "postBind",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    Success,
+    /// Rejected; preemption may help.
+    Unschedulable,
+    /// Rejected; preemption cannot help.
+    UnschedulableAndUnresolvable,
+    Error,
+    /// The plugin has nothing to do for this pod (PreFilter/PreScore/Bind).
+    Skip,
+    Wait,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub code: Code,
+    pub reasons: Vec<String>,
+}
+
+impl Status {
+    pub fn success() -> Status {
+        Status {
+            code: Code::Success,
+            reasons: Vec::new(),
+        }
+    }
+    pub fn skip() -> Status {
+        Status {
+            code: Code::Skip,
+            reasons: Vec::new(),
+        }
+    }
+    pub fn unschedulable(reason: impl Into<String>) -> Status {
+        Status {
+            code: Code::Unschedulable,
+            reasons: vec![reason.into()],
+        }
+    }
+    pub fn unresolvable(reason: impl Into<String>) -> Status {
+        Status {
+            code: Code::UnschedulableAndUnresolvable,
+            reasons: vec![reason.into()],
+        }
+    }
+    pub fn error(reason: impl Into<String>) -> Status {
+        Status {
+            code: Code::Error,
+            reasons: vec![reason.into()],
+        }
+    }
+    pub fn is_success(&self) -> bool {
+        self.code == Code::Success
+    }
+    pub fn is_rejection(&self) -> bool {
+        matches!(
+            self.code,
+            Code::Unschedulable | Code::UnschedulableAndUnresolvable
+        )
+    }
+    pub fn message(&self) -> String {
+        self.reasons.join(", ")
+    }
+}
+
+/// Data plugins keep for one scheduling cycle, keyed by plugin name.
+#[derive(Default)]
+pub struct CycleState {
+    data: HashMap<&'static str, Box<dyn Any + Send + Sync>>,
+    /// PreFilter plugins that returned Skip: their Filter does not run.
+    pub skip_filter: HashSet<&'static str>,
+    /// PreScore plugins that returned Skip: their Score does not run.
+    pub skip_score: HashSet<&'static str>,
+}
+
+impl CycleState {
+    pub fn write<T: Any + Send + Sync>(&mut self, key: &'static str, v: T) {
+        self.data.insert(key, Box::new(v));
+    }
+    pub fn read<T: Any + Send + Sync>(&self, key: &'static str) -> Option<&T> {
+        self.data.get(key).and_then(|b| b.downcast_ref())
+    }
+}
+
+/// PreFilter may narrow the candidate nodes.
+pub type PreFilterResult = Option<HashSet<String>>;
+
+/// A scheduler plugin: implements some extension points, each with a default that does
+/// nothing. `points` says which ones, so configuration can refuse a plugin enabled at a
+/// point it does not implement.
+pub trait Plugin: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn points(&self) -> &'static [Point];
+
+    fn pre_enqueue(&self, _pod: &PodInfo) -> Status {
+        Status::success()
+    }
+    /// QueueSort: whether `a` goes before `b`.
+    fn less(&self, _a: &PodInfo, _b: &PodInfo) -> bool {
+        false
+    }
+    /// Skip here disables this plugin's Filter for the cycle.
+    fn pre_filter(
+        &self,
+        _state: &mut CycleState,
+        _pod: &PodInfo,
+        _cluster: &ClusterState,
+    ) -> (Status, PreFilterResult) {
+        (Status::success(), None)
+    }
+    fn filter(
+        &self,
+        _state: &CycleState,
+        _pod: &PodInfo,
+        _node: &NodeInfo,
+        _cluster: &ClusterState,
+    ) -> Status {
+        Status::success()
+    }
+    fn pre_score(
+        &self,
+        _state: &mut CycleState,
+        _pod: &PodInfo,
+        _nodes: &[&NodeInfo],
+        _cluster: &ClusterState,
+    ) -> Status {
+        Status::success()
+    }
+    fn score(
+        &self,
+        _state: &CycleState,
+        _pod: &PodInfo,
+        _node: &NodeInfo,
+        _cluster: &ClusterState,
+    ) -> Result<i64, String> {
+        Ok(0)
+    }
+    /// NormalizeScore over (node index, score) of the feasible nodes; default: none.
+    fn normalize(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [i64]) {}
+    fn reserve(&self, _state: &mut CycleState, _pod: &PodInfo, _node: &str) -> Status {
+        Status::success()
+    }
+    fn unreserve(&self, _state: &mut CycleState, _pod: &PodInfo, _node: &str) {}
+}
+
+pub const MAX_NODE_SCORE: i64 = 100;

@@ -1,0 +1,220 @@
+//! What the framework knows about a pod and a node, computed once when the object enters
+//! the cache (requests, ports, priority), so a scheduling cycle only reads.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+
+use crate::api::extension::priority::{PriorityClass, pod_priority_class_with_default};
+use crate::api::extension::resources::{CPU, MEMORY, PODS};
+use crate::api::pod::{Amounts, amounts, container_requests, pod_limits, pod_requests};
+
+/// Requests a pod without cpu/memory requests counts with when scoring (upstream).
+pub const DEFAULT_MILLI_CPU: i64 = 100;
+pub const DEFAULT_MEMORY: i64 = 200 * 1024 * 1024;
+
+/// A host port in use: (protocol, host IP, port).
+pub type HostPort = (String, String, i32);
+
+#[derive(Debug, Clone)]
+pub struct PodInfo {
+    pub pod: Arc<Pod>,
+    pub key: String,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub requests: Amounts,
+    pub limits: Amounts,
+    /// (cpu milli, memory) with upstream's non-zero defaults, for scoring.
+    pub non_zero: (i64, i64),
+    pub priority: i32,
+    pub class: PriorityClass,
+    pub node_name: Option<String>,
+    /// When the pod was bound or assumed (ms since the epoch), for LoadAware estimation.
+    pub scheduled_at_ms: Option<i64>,
+    pub host_ports: Vec<HostPort>,
+    pub daemonset: bool,
+    pub labels: BTreeMap<String, String>,
+    pub created_ms: i64,
+}
+
+fn ts_ms(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> i64 {
+    t.0.as_millisecond()
+}
+
+impl PodInfo {
+    pub fn new(pod: Arc<Pod>) -> PodInfo {
+        let meta = &pod.metadata;
+        let namespace = meta.namespace.clone().unwrap_or_default();
+        let name = meta.name.clone().unwrap_or_default();
+        let spec = pod.spec.as_ref();
+        let scheduled_at_ms = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c.type_ == "PodScheduled" && c.status == "True")
+            })
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(ts_ms);
+        PodInfo {
+            key: format!("{namespace}/{name}"),
+            uid: meta.uid.clone().unwrap_or_default(),
+            requests: pod_requests(&pod),
+            limits: pod_limits(&pod),
+            non_zero: non_zero_requests(&pod),
+            priority: spec.and_then(|s| s.priority).unwrap_or(0),
+            class: pod_priority_class_with_default(&pod),
+            node_name: spec
+                .and_then(|s| s.node_name.clone())
+                .filter(|n| !n.is_empty()),
+            scheduled_at_ms,
+            host_ports: host_ports(&pod),
+            daemonset: meta
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "DaemonSet" && o.controller == Some(true)),
+            labels: meta.labels.clone().unwrap_or_default(),
+            created_ms: meta.creation_timestamp.as_ref().map(ts_ms).unwrap_or(0),
+            namespace,
+            name,
+            pod,
+        }
+    }
+
+    pub fn spec(&self) -> Option<&k8s_openapi::api::core::v1::PodSpec> {
+        self.pod.spec.as_ref()
+    }
+}
+
+fn non_zero_requests(pod: &Pod) -> (i64, i64) {
+    let Some(spec) = pod.spec.as_ref() else {
+        return (0, 0);
+    };
+    let mut cpu = 0i64;
+    let mut mem = 0i64;
+    for c in &spec.containers {
+        let r = container_requests(c);
+        cpu = cpu.saturating_add(
+            r.get(CPU)
+                .copied()
+                .filter(|v| *v > 0)
+                .unwrap_or(DEFAULT_MILLI_CPU),
+        );
+        mem = mem.saturating_add(
+            r.get(MEMORY)
+                .copied()
+                .filter(|v| *v > 0)
+                .unwrap_or(DEFAULT_MEMORY),
+        );
+    }
+    let overhead = amounts(spec.overhead.as_ref());
+    (
+        cpu.saturating_add(overhead.get(CPU).copied().unwrap_or(0)),
+        mem.saturating_add(overhead.get(MEMORY).copied().unwrap_or(0)),
+    )
+}
+
+fn host_ports(pod: &Pod) -> Vec<HostPort> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Vec::new();
+    };
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter(|p| p.host_port.is_some_and(|h| h > 0))
+        .map(|p| {
+            (
+                p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                p.host_ip
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "0.0.0.0".into()),
+                p.host_port.unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+pub struct NodeInfo {
+    pub name: String,
+    pub node: Arc<Node>,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub unschedulable: bool,
+    pub allocatable: Amounts,
+    pub requested: Amounts,
+    pub non_zero_requested: (i64, i64),
+    pub pods: Vec<Arc<PodInfo>>,
+    pub used_ports: HashSet<HostPort>,
+}
+
+impl NodeInfo {
+    pub fn new(node: Arc<Node>) -> NodeInfo {
+        let mut info = NodeInfo {
+            name: node.metadata.name.clone().unwrap_or_default(),
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            unschedulable: false,
+            allocatable: Amounts::new(),
+            requested: Amounts::new(),
+            non_zero_requested: (0, 0),
+            pods: Vec::new(),
+            used_ports: HashSet::new(),
+            node: node.clone(),
+        };
+        info.set_node(node);
+        info
+    }
+
+    /// Replaces the Node object, keeping the pods.
+    pub fn set_node(&mut self, node: Arc<Node>) {
+        self.labels = node.metadata.labels.clone().unwrap_or_default();
+        let spec = node.spec.as_ref();
+        self.taints = spec.and_then(|s| s.taints.clone()).unwrap_or_default();
+        self.unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+        self.allocatable = amounts(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
+        self.node = node;
+    }
+
+    pub fn allowed_pods(&self) -> i64 {
+        self.allocatable.get(PODS).copied().unwrap_or(0)
+    }
+
+    pub fn add_pod(&mut self, p: Arc<PodInfo>) {
+        for (k, v) in &p.requests {
+            let e = self.requested.entry(k.clone()).or_insert(0);
+            *e = e.saturating_add(*v);
+        }
+        self.non_zero_requested.0 += p.non_zero.0;
+        self.non_zero_requested.1 += p.non_zero.1;
+        self.used_ports.extend(p.host_ports.iter().cloned());
+        self.pods.push(p);
+    }
+
+    /// Removes the pod with `key`; false when it was not here.
+    pub fn remove_pod(&mut self, key: &str) -> bool {
+        let Some(i) = self.pods.iter().position(|p| p.key == key) else {
+            return false;
+        };
+        let p = self.pods.swap_remove(i);
+        for (k, v) in &p.requests {
+            if let Some(e) = self.requested.get_mut(k) {
+                *e = e.saturating_sub(*v);
+            }
+        }
+        self.non_zero_requested.0 -= p.non_zero.0;
+        self.non_zero_requested.1 -= p.non_zero.1;
+        self.used_ports = self
+            .pods
+            .iter()
+            .flat_map(|p| p.host_ports.iter().cloned())
+            .collect();
+        true
+    }
+}

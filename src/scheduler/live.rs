@@ -1,0 +1,327 @@
+//! The live scheduler: watches feed one loop that owns the cluster state and the queue;
+//! the loop schedules one pod at a time (only on the leader), assumes it, and binds in the
+//! background. Bind results come back to the loop (forget + backoff on failure).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use super::binder::{self, BindError};
+use super::config::SchedulerConfig;
+use super::framework::runtime::{Framework, Scope, fit_error};
+use super::framework::{ClusterState, PodInfo};
+use super::queue::Queue;
+use crate::api::slo::NodeMetric;
+use crate::kernel::lease::Leadership;
+use crate::kernel::{Shutdown, Tasks};
+
+/// Watch events, moved once through the channel (boxing them would only add allocations).
+#[allow(clippy::large_enum_variant)]
+pub enum Ev {
+    Pod(watcher::Event<Pod>),
+    Node(watcher::Event<Node>),
+    Metric(watcher::Event<NodeMetric>),
+}
+
+/// Forwards one kind's watch events to the loop.
+pub fn watch<K, F>(
+    api: Api<K>,
+    what: &'static str,
+    wrap: F,
+    tx: mpsc::UnboundedSender<Ev>,
+    tasks: &Tasks,
+    shutdown: &Shutdown,
+) where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+    F: Fn(watcher::Event<K>) -> Ev + Send + 'static,
+{
+    let shutdown = shutdown.clone();
+    tasks.spawn(format!("scheduler/watch/{what}"), async move {
+        let stream = watcher(api, watcher::Config::default().page_size(500)).default_backoff();
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            let ev = tokio::select! {
+                _ = shutdown.draining() => break,
+                ev = stream.next() => ev,
+            };
+            match ev {
+                Some(Ok(e)) => {
+                    if tx.send(wrap(e)).is_err() {
+                        break;
+                    }
+                }
+                Some(Err(e)) => tracing::debug!(what, error = %e, "watch error; retrying"),
+                None => break,
+            }
+        }
+        Ok(())
+    });
+}
+
+struct BindDone {
+    pod: Arc<PodInfo>,
+    node: String,
+    result: Result<(), BindError>,
+}
+
+pub struct Scheduler {
+    pub client: kube::Client,
+    pub frameworks: Vec<Framework>,
+    pub cluster: ClusterState,
+    pub queue: Queue,
+    pub leadership: Leadership,
+    synced: [bool; 3],
+    next_start: usize,
+    binds: JoinSet<BindDone>,
+}
+
+fn key_of(meta: &kube::api::ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or(""),
+        meta.name.as_deref().unwrap_or("")
+    )
+}
+
+impl Scheduler {
+    pub fn new(
+        client: kube::Client,
+        cfg: &SchedulerConfig,
+        leadership: Leadership,
+    ) -> Result<Scheduler, String> {
+        let frameworks = cfg
+            .profiles
+            .iter()
+            .map(super::config::framework)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Scheduler {
+            client,
+            frameworks,
+            cluster: ClusterState::default(),
+            queue: Queue::new(cfg.backoff),
+            leadership,
+            synced: [false; 3],
+            next_start: 0,
+            binds: JoinSet::new(),
+        })
+    }
+
+    pub fn synced(&self) -> bool {
+        self.synced.iter().all(|s| *s)
+    }
+
+    fn framework_for(&self, pod: &Pod) -> Option<usize> {
+        let name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .unwrap_or("default-scheduler");
+        self.frameworks
+            .iter()
+            .position(|f| f.scheduler_name == name)
+    }
+
+    fn apply_pod(&mut self, pod: Pod, deleted: bool) {
+        let key = key_of(&pod.metadata);
+        if deleted {
+            self.cluster.remove_pod(&key);
+            self.queue.remove(&key);
+            self.queue.on_cluster_event(Instant::now());
+            return;
+        }
+        let bound = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty());
+        let ours = self.framework_for(&pod).is_some();
+        let gone = pod.metadata.deletion_timestamp.is_some();
+        let pod = Arc::new(pod);
+        self.cluster.upsert_pod(pod.clone());
+        if bound || gone || !ours {
+            self.queue.remove(&key);
+        } else if !self.cluster.assumed.contains_key(&key) {
+            self.queue.add(Arc::new(PodInfo::new(pod)));
+        }
+    }
+
+    /// Applies one watch event to the cluster state and the queue.
+    pub fn apply(&mut self, ev: Ev) {
+        use watcher::Event::*;
+        let now = Instant::now();
+        match ev {
+            Ev::Pod(Apply(p) | InitApply(p)) => self.apply_pod(p, false),
+            Ev::Pod(Delete(p)) => self.apply_pod(p, true),
+            Ev::Pod(InitDone) => self.synced[0] = true,
+            Ev::Node(Apply(n) | InitApply(n)) => {
+                self.cluster.upsert_node(Arc::new(n));
+                self.queue.on_cluster_event(now);
+            }
+            Ev::Node(Delete(n)) => self
+                .cluster
+                .remove_node(n.metadata.name.as_deref().unwrap_or("")),
+            Ev::Node(InitDone) => self.synced[1] = true,
+            Ev::Metric(Apply(m) | InitApply(m)) => {
+                self.cluster.upsert_metric(Arc::new(m));
+                self.queue.on_cluster_event(now);
+            }
+            Ev::Metric(Delete(m)) => {
+                self.cluster
+                    .remove_metric(m.metadata.name.as_deref().unwrap_or(""));
+                self.queue.on_cluster_event(now);
+            }
+            Ev::Metric(InitDone) => self.synced[2] = true,
+            Ev::Pod(Init) | Ev::Node(Init) | Ev::Metric(Init) => {}
+        }
+    }
+
+    /// One scheduling cycle for the next active pod; false when none is active.
+    pub fn schedule_one(&mut self) -> bool {
+        let Some(pod) = self.queue.pop() else {
+            return false;
+        };
+        let Some(fi) = self.framework_for(&pod.pod) else {
+            return true;
+        };
+        let fw = &self.frameworks[fi];
+        if let Err((plugin, s)) = fw.pre_enqueue(&pod) {
+            tracing::debug!(pod = %pod.key, plugin, reason = %s.message(), "waiting at PreEnqueue");
+            self.queue.gate(pod);
+            return true;
+        }
+        self.cluster.now_ms = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+        let mut result = fw.schedule(
+            &pod,
+            &self.cluster,
+            Scope::Live {
+                start: self.next_start,
+            },
+        );
+        let total = self.cluster.nodes.len().max(1);
+        self.next_start = (self.next_start + result.processed) % total;
+        let Some(node) = result.node.clone() else {
+            let msg = fit_error(self.cluster.nodes.len(), &result.verdicts);
+            tracing::info!(pod = %pod.key, reason = %msg, "unschedulable");
+            self.queue
+                .requeue_unschedulable(pod.clone(), Instant::now());
+            let client = self.client.clone();
+            self.binds.spawn(async move {
+                binder::unschedulable(&client, &pod, &msg).await;
+                BindDone {
+                    pod,
+                    node: String::new(),
+                    result: Ok(()),
+                }
+            });
+            return true;
+        };
+        if let Err((plugin, s)) = fw.reserve(&mut result.state, &pod, &node) {
+            tracing::warn!(pod = %pod.key, plugin, reason = %s.message(), "reserve failed");
+            self.queue.requeue_backoff(pod, Instant::now());
+            return true;
+        }
+        self.cluster.assume(&pod, &node);
+        let client = self.client.clone();
+        self.binds.spawn(async move {
+            let result = binder::bind(&client, &pod, &node).await;
+            if result.is_ok() {
+                binder::scheduled(&client, &pod, &node).await;
+            }
+            BindDone { pod, node, result }
+        });
+        true
+    }
+
+    fn bind_done(&mut self, done: BindDone) {
+        let Err(e) = done.result else { return };
+        tracing::warn!(pod = %done.pod.key, node = %done.node, error = %e, "binding failed; forgetting the pod");
+        self.cluster.forget(&done.pod.key);
+        if let Some(fi) = self.framework_for(&done.pod.pod) {
+            let mut state = Default::default();
+            self.frameworks[fi].unreserve(&mut state, &done.pod, &done.node);
+        }
+        if !e.is_conflict() {
+            self.queue.requeue_backoff(done.pod, Instant::now());
+        }
+    }
+
+    /// Waits for every in-flight binding and applies its outcome.
+    pub async fn settle(&mut self) {
+        while let Some(done) = self.binds.join_next().await {
+            if let Ok(d) = done {
+                self.bind_done(d);
+            }
+        }
+    }
+
+    /// Runs until `shutdown` drains; in-flight bindings finish first.
+    pub async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<Ev>,
+        shutdown: Shutdown,
+        ready: impl Fn(),
+    ) {
+        let mut announced = false;
+        loop {
+            while let Ok(ev) = rx.try_recv() {
+                self.apply(ev);
+            }
+            while let Some(done) = self.binds.try_join_next() {
+                if let Ok(d) = done {
+                    self.bind_done(d);
+                }
+            }
+            if self.synced() && !announced {
+                announced = true;
+                ready();
+            }
+            self.queue.flush(Instant::now());
+            if self.synced() && self.leadership.is_leader() && self.schedule_one() {
+                tokio::task::yield_now().await;
+                continue;
+            }
+            let wake = self.queue.next_wakeup().map(tokio::time::Instant::from_std);
+            let mut leadership = self.leadership.clone();
+            tokio::select! {
+                _ = shutdown.draining() => break,
+                ev = rx.recv() => match ev {
+                    Some(ev) => self.apply(ev),
+                    None => break,
+                },
+                Some(done) = self.binds.join_next(), if !self.binds.is_empty() => {
+                    if let Ok(d) = done {
+                        self.bind_done(d);
+                    }
+                }
+                _ = async { match wake { Some(w) => tokio::time::sleep_until(w).await, None => std::future::pending().await } } => {}
+                _ = leadership.changed() => {}
+            }
+        }
+        while self.binds.join_next().await.is_some() {}
+    }
+}
+
+/// Pods the scheduler currently counts per node (tests, debugging).
+pub fn placements(c: &ClusterState) -> HashMap<String, Vec<String>> {
+    c.nodes
+        .iter()
+        .map(|n| {
+            (
+                n.name.clone(),
+                n.pods.iter().map(|p| p.key.clone()).collect(),
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,276 @@
+//! NodeResourcesFit (filter + LeastAllocated/MostAllocated score) and
+//! NodeResourcesBalancedAllocation, with kube-scheduler's integer arithmetic. Extended
+//! resources such as `kubernetes.io/batch-cpu` are ordinary scalar resources here.
+
+use serde::Deserialize;
+
+use super::super::framework::{
+    ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point, Status,
+};
+use crate::api::extension::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ResourceSpec {
+    pub name: String,
+    #[serde(default = "one")]
+    pub weight: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScoringStrategy {
+    #[serde(rename = "type", default = "least")]
+    pub kind: String,
+    #[serde(default)]
+    pub resources: Vec<ResourceSpec>,
+}
+
+fn least() -> String {
+    "LeastAllocated".into()
+}
+
+/// `NodeResourcesFitArgs`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FitArgs {
+    #[serde(default)]
+    pub ignored_resources: Vec<String>,
+    #[serde(default)]
+    pub ignored_resource_groups: Vec<String>,
+    pub scoring_strategy: Option<ScoringStrategy>,
+}
+
+fn default_resources() -> Vec<ResourceSpec> {
+    vec![
+        ResourceSpec {
+            name: CPU.into(),
+            weight: 1,
+        },
+        ResourceSpec {
+            name: MEMORY.into(),
+            weight: 1,
+        },
+    ]
+}
+
+pub struct NodeResourcesFit {
+    ignored: Vec<String>,
+    ignored_groups: Vec<String>,
+    most_allocated: bool,
+    resources: Vec<ResourceSpec>,
+}
+
+impl NodeResourcesFit {
+    pub fn new(args: FitArgs) -> Result<NodeResourcesFit, String> {
+        let strategy = args.scoring_strategy.unwrap_or(ScoringStrategy {
+            kind: least(),
+            resources: Vec::new(),
+        });
+        let most_allocated = match strategy.kind.as_str() {
+            "LeastAllocated" => false,
+            "MostAllocated" => true,
+            other => {
+                return Err(format!(
+                    "scoringStrategy.type: {other:?} is not supported (LeastAllocated, MostAllocated)"
+                ));
+            }
+        };
+        let resources = if strategy.resources.is_empty() {
+            default_resources()
+        } else {
+            strategy.resources
+        };
+        if let Some(r) = resources.iter().find(|r| !(1..=100).contains(&r.weight)) {
+            return Err(format!(
+                "scoringStrategy.resources[{}].weight: {} must be in 1..100",
+                r.name, r.weight
+            ));
+        }
+        Ok(NodeResourcesFit {
+            ignored: args.ignored_resources,
+            ignored_groups: args.ignored_resource_groups,
+            most_allocated,
+            resources,
+        })
+    }
+
+    fn is_ignored(&self, name: &str) -> bool {
+        self.ignored.iter().any(|r| r == name)
+            || name
+                .split_once('/')
+                .is_some_and(|(group, _)| self.ignored_groups.iter().any(|g| g == group))
+    }
+
+    /// The reasons `pod` does not fit on `node` (empty = fits).
+    pub fn insufficient(&self, pod: &PodInfo, node: &NodeInfo) -> Vec<String> {
+        let mut out = Vec::new();
+        if node.pods.len() as i64 + 1 > node.allowed_pods() {
+            out.push("Too many pods".to_string());
+        }
+        for (name, want) in &pod.requests {
+            if *want <= 0 || name == PODS {
+                continue;
+            }
+            let scalar = ![CPU, MEMORY, EPHEMERAL_STORAGE].contains(&name.as_str());
+            if scalar && self.is_ignored(name) {
+                continue;
+            }
+            let free = node.allocatable.get(name).copied().unwrap_or(0)
+                - node.requested.get(name).copied().unwrap_or(0);
+            if *want > free {
+                out.push(format!("Insufficient {name}"));
+            }
+        }
+        out
+    }
+}
+
+/// (allocatable, requested incl. the pod) for scoring; (0, 0) skips the resource.
+fn alloc_request(pod: &PodInfo, node: &NodeInfo, name: &str) -> (i64, i64) {
+    let alloc = node.allocatable.get(name).copied().unwrap_or(0);
+    match name {
+        CPU => (alloc, node.non_zero_requested.0 + pod.non_zero.0),
+        MEMORY => (alloc, node.non_zero_requested.1 + pod.non_zero.1),
+        _ => {
+            let want = pod.requests.get(name).copied().unwrap_or(0);
+            if want == 0 {
+                return (0, 0);
+            }
+            (alloc, node.requested.get(name).copied().unwrap_or(0) + want)
+        }
+    }
+}
+
+impl Plugin for NodeResourcesFit {
+    fn name(&self) -> &'static str {
+        "NodeResourcesFit"
+    }
+    fn points(&self) -> &'static [Point] {
+        &[
+            Point::PreFilter,
+            Point::Filter,
+            Point::PreScore,
+            Point::Score,
+        ]
+    }
+    fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
+        let reasons = self.insufficient(pod, node);
+        if reasons.is_empty() {
+            Status::success()
+        } else {
+            Status {
+                code: super::super::framework::Code::Unschedulable,
+                reasons,
+            }
+        }
+    }
+    fn score(
+        &self,
+        _: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        _: &ClusterState,
+    ) -> Result<i64, String> {
+        let (mut total, mut weights) = (0i64, 0i64);
+        for r in &self.resources {
+            let (alloc, req) = alloc_request(pod, node, &r.name);
+            if alloc == 0 {
+                continue;
+            }
+            let s = if self.most_allocated {
+                req.min(alloc) * MAX_NODE_SCORE / alloc
+            } else if req > alloc {
+                0
+            } else {
+                (alloc - req) * MAX_NODE_SCORE / alloc
+            };
+            total += s * r.weight;
+            weights += r.weight;
+        }
+        Ok(if weights == 0 { 0 } else { total / weights })
+    }
+}
+
+/// `NodeResourcesBalancedAllocationArgs`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BalancedArgs {
+    #[serde(default)]
+    pub resources: Vec<ResourceSpec>,
+}
+
+pub struct BalancedAllocation {
+    resources: Vec<String>,
+}
+
+impl BalancedAllocation {
+    pub fn new(args: BalancedArgs) -> BalancedAllocation {
+        let list = if args.resources.is_empty() {
+            default_resources()
+        } else {
+            args.resources
+        };
+        BalancedAllocation {
+            resources: list.into_iter().map(|r| r.name).collect(),
+        }
+    }
+}
+
+impl Plugin for BalancedAllocation {
+    fn name(&self) -> &'static str {
+        "NodeResourcesBalancedAllocation"
+    }
+    fn points(&self) -> &'static [Point] {
+        &[Point::PreScore, Point::Score]
+    }
+    fn pre_score(
+        &self,
+        _: &mut CycleState,
+        pod: &PodInfo,
+        _: &[&NodeInfo],
+        _: &ClusterState,
+    ) -> Status {
+        let requests_any = self
+            .resources
+            .iter()
+            .any(|r| pod.requests.get(r).is_some_and(|v| *v > 0));
+        if requests_any {
+            Status::success()
+        } else {
+            Status::skip()
+        }
+    }
+    fn score(
+        &self,
+        _: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        _: &ClusterState,
+    ) -> Result<i64, String> {
+        let mut fractions = Vec::new();
+        for r in &self.resources {
+            let alloc = node.allocatable.get(r).copied().unwrap_or(0);
+            let want = pod.requests.get(r).copied().unwrap_or(0);
+            let scalar = r != CPU && r != MEMORY;
+            if alloc == 0 || (scalar && want == 0) {
+                continue;
+            }
+            let req = node.requested.get(r).copied().unwrap_or(0) + want;
+            fractions.push((req as f64 / alloc as f64).min(1.0));
+        }
+        let std = match fractions.len() {
+            0 | 1 => 0.0,
+            2 => (fractions[0] - fractions[1]).abs() / 2.0,
+            n => {
+                let mean = fractions.iter().sum::<f64>() / n as f64;
+                (fractions.iter().map(|f| (f - mean).powi(2)).sum::<f64>() / n as f64).sqrt()
+            }
+        };
+        Ok(((1.0 - std) * MAX_NODE_SCORE as f64) as i64)
+    }
+}

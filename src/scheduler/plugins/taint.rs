@@ -1,0 +1,103 @@
+//! TaintToleration: NoSchedule/NoExecute taints must be tolerated; untolerated
+//! PreferNoSchedule taints lower the score (normalized, reversed).
+
+use k8s_openapi::api::core::v1::{Taint, Toleration};
+
+use super::super::framework::{
+    ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point, Status,
+};
+
+/// Whether one toleration matches a taint (upstream `ToleratesTaint`).
+fn matches(t: &Toleration, taint: &Taint) -> bool {
+    let effect_ok = t
+        .effect
+        .as_deref()
+        .is_none_or(|e| e.is_empty() || e == taint.effect);
+    let key_ok = t.key.as_deref().is_none_or(|k| k.is_empty())
+        || t.key.as_deref() == Some(taint.key.as_str());
+    let op = t.operator.as_deref().unwrap_or("Equal");
+    let value_ok = match op {
+        "Exists" => true,
+        "" | "Equal" => t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
+        _ => false,
+    };
+    effect_ok && key_ok && value_ok
+}
+
+pub fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
+    tolerations.iter().any(|t| matches(t, taint))
+}
+
+pub struct TaintToleration;
+
+impl Plugin for TaintToleration {
+    fn name(&self) -> &'static str {
+        "TaintToleration"
+    }
+    fn points(&self) -> &'static [Point] {
+        &[Point::Filter, Point::PreScore, Point::Score]
+    }
+    fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
+        let tolerations = pod
+            .spec()
+            .and_then(|s| s.tolerations.as_deref())
+            .unwrap_or(&[]);
+        let bad = node
+            .taints
+            .iter()
+            .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+            .find(|t| !tolerates(tolerations, t));
+        match bad {
+            None => Status::success(),
+            Some(t) => Status::unresolvable(format!(
+                "node(s) had untolerated taint {{{}: {}}}",
+                t.key,
+                t.value.as_deref().unwrap_or("")
+            )),
+        }
+    }
+    fn score(
+        &self,
+        _: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        _: &ClusterState,
+    ) -> Result<i64, String> {
+        let tolerations: Vec<&Toleration> = pod
+            .spec()
+            .and_then(|s| s.tolerations.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|t| {
+                t.effect
+                    .as_deref()
+                    .is_none_or(|e| e.is_empty() || e == "PreferNoSchedule")
+            })
+            .collect();
+        let count = node
+            .taints
+            .iter()
+            .filter(|t| t.effect == "PreferNoSchedule")
+            .filter(|t| !tolerations.iter().any(|tol| matches(tol, t)))
+            .count();
+        Ok(count as i64)
+    }
+    fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [i64]) {
+        default_normalize(scores, true);
+    }
+}
+
+/// Upstream `DefaultNormalizeScore`: scale to 0..100 by the maximum, optionally reversed.
+pub fn default_normalize(scores: &mut [i64], reverse: bool) {
+    let max = scores.iter().copied().max().unwrap_or(0);
+    if max == 0 {
+        if reverse {
+            scores.iter_mut().for_each(|s| *s = MAX_NODE_SCORE);
+        }
+        return;
+    }
+    for s in scores.iter_mut() {
+        let v = MAX_NODE_SCORE * *s / max;
+        *s = if reverse { MAX_NODE_SCORE - v } else { v };
+    }
+}
