@@ -56,6 +56,24 @@ fn pod(i: usize) -> Pod {
     obj(json!({"metadata": {"name": format!("pod-{i:02}"), "namespace": "default"}, "spec": spec}))
 }
 
+/// The real `koord --role=scheduler` against the test API server on `port`.
+fn start_scheduler(dir: &std::path::Path, port: u16, env: &[(&str, &str)]) -> Koord {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let kc = kubeconfig(dir, port);
+    let args = [
+        "--role=scheduler",
+        "--kubeconfig",
+        kc.to_str().unwrap(),
+        "--admin-addr",
+        &admin,
+        "--data-dir",
+        dir.to_str().unwrap(),
+        "--node-name",
+        "s1",
+    ];
+    Koord::start(&args, env, dir)
+}
+
 fn now_rfc3339() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
 }
@@ -154,21 +172,10 @@ async fn schedules_respecting_constraints_load_and_capacity() {
     let snap = snapshot(&c, dir.path()).await;
     let cfg_path = dir.path().join("sched.yaml");
     std::fs::write(&cfg_path, CONFIG).unwrap();
-    let admin = format!("127.0.0.1:{}", free_port());
-    let sched = Koord::start(
-        &[
-            "--role=scheduler",
-            "--kubeconfig",
-            kubeconfig(dir.path(), port).to_str().unwrap(),
-            "--admin-addr",
-            &admin,
-            "--data-dir",
-            dir.path().to_str().unwrap(),
-            "--node-name",
-            "s1",
-        ],
-        &[("KOORD_SCHEDULER__CONFIG_FILE", cfg_path.to_str().unwrap())],
+    let sched = start_scheduler(
         dir.path(),
+        port,
+        &[("KOORD_SCHEDULER__CONFIG_FILE", cfg_path.to_str().unwrap())],
     );
     let all_bound = eventually(Duration::from_secs(30), || async {
         bindings(&c).await.values().all(Option::is_some)
@@ -346,5 +353,178 @@ async fn a_bind_conflict_is_forgotten() {
     s.settle().await;
     assert_eq!(s.cluster.placement("default/pod-01"), None);
     assert!(s.queue.is_empty());
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_higher_priority_pod_preempts_a_lower_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut api = TestApi::start_with(opts).await;
+    let c = api.client.clone();
+    let pp = PostParams::default();
+    Api::<Node>::all(c.clone())
+        .create(&pp, &node(0))
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let with = |name: &str, class: &str, cpu: &str| -> Pod {
+        obj(
+            json!({"metadata": {"name": name, "namespace": "default"}, "spec": {"schedulerName": "koord-scheduler", "priorityClassName": class,
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}}),
+        )
+    };
+    let sched = start_scheduler(dir.path(), port, &[]);
+    pods.create(&pp, &with("batch", "koord-batch", "6"))
+        .await
+        .unwrap();
+    let node_of = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            pods.get_opt(name)
+                .await
+                .unwrap()
+                .and_then(|p| p.spec.unwrap().node_name)
+        }
+    };
+    assert!(
+        eventually(Duration::from_secs(15), || async {
+            node_of("batch").await.is_some()
+        })
+        .await,
+        "{}",
+        sched.logs()
+    );
+    pods.create(&pp, &with("prod", "koord-prod", "4"))
+        .await
+        .unwrap();
+    let placed = eventually(Duration::from_secs(20), || async {
+        node_of("prod").await.as_deref() == Some("node-0")
+    })
+    .await;
+    assert!(placed, "{}", sched.logs());
+    let victim = pods.get_opt("batch").await.unwrap();
+    assert!(
+        victim.is_none_or(|p| p.metadata.deletion_timestamp.is_some()),
+        "the batch pod was preempted"
+    );
+    let events: Api<Event> = Api::namespaced(c.clone(), "default");
+    let list = events.list(&ListParams::default()).await.unwrap();
+    assert!(
+        list.items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("Preempted")
+                && e.involved_object.name.as_deref() == Some("batch"))
+    );
+    drop(sched);
+    api.stop().await;
+}
+
+/// A plugin at Permit (waits) and PreBind (annotates), as gang and NUMA plugins will be.
+struct Gate;
+
+impl koord::scheduler::framework::Plugin for Gate {
+    fn name(&self) -> &'static str {
+        "TestGate"
+    }
+    fn points(&self) -> &'static [koord::scheduler::framework::Point] {
+        &[
+            koord::scheduler::framework::Point::Permit,
+            koord::scheduler::framework::Point::PreBind,
+        ]
+    }
+    fn permit(
+        &self,
+        _: &koord::scheduler::framework::CycleState,
+        _: &koord::scheduler::framework::PodInfo,
+        _: &str,
+    ) -> (koord::scheduler::framework::Status, Duration) {
+        let wait = koord::scheduler::framework::Status {
+            code: koord::scheduler::framework::Code::Wait,
+            reasons: vec![],
+        };
+        (wait, Duration::from_secs(10))
+    }
+    fn pre_bind(
+        &self,
+        _: &koord::scheduler::framework::CycleState,
+        _: &koord::scheduler::framework::PodInfo,
+        node: &str,
+        modified: &mut Pod,
+    ) -> koord::scheduler::framework::Status {
+        modified
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert("test.koord.io/prebind".into(), node.into());
+        koord::scheduler::framework::Status::success()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permit_waits_and_prebind_patches_before_binding() {
+    use koord::scheduler::framework::Point;
+    use koord::scheduler::framework::runtime::Enabled;
+    let mut api = TestApi::start().await;
+    let c = api.client.clone();
+    let pp = PostParams::default();
+    let cfg = koord::scheduler::config::default_config().unwrap();
+    let mut fw = koord::scheduler::config::framework(&cfg.profiles[0]).unwrap();
+    for point in [Point::Permit, Point::PreBind] {
+        fw.points.entry(point).or_default().push(Enabled {
+            plugin: std::sync::Arc::new(Gate),
+            weight: 1,
+        });
+    }
+    let mut s = koord::scheduler::live::Scheduler::with_frameworks(
+        c.clone(),
+        vec![fw],
+        cfg.backoff,
+        koord::kernel::lease::Leadership::always(),
+    );
+    let n = Api::<Node>::all(c.clone())
+        .create(&pp, &node(0))
+        .await
+        .unwrap();
+    s.apply(koord::scheduler::live::Ev::Node(
+        kube::runtime::watcher::Event::Apply(n),
+    ));
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    for i in [1, 2] {
+        let p = pods.create(&pp, &pod(i)).await.unwrap();
+        s.apply(koord::scheduler::live::Ev::Pod(
+            kube::runtime::watcher::Event::Apply(p),
+        ));
+    }
+    assert!(s.schedule_one() && s.schedule_one());
+    let both_wait = eventually(Duration::from_secs(5), || async {
+        s.waiting_pods().len() == 2
+    })
+    .await;
+    assert!(both_wait);
+    assert_eq!(
+        pods.get("pod-01").await.unwrap().spec.unwrap().node_name,
+        None,
+        "held at Permit"
+    );
+    assert!(s.resolve_waiting("default/pod-01", true));
+    assert!(s.resolve_waiting("default/pod-02", false));
+    s.settle().await;
+    let bound = pods.get("pod-01").await.unwrap();
+    assert_eq!(bound.spec.unwrap().node_name.as_deref(), Some("node-0"));
+    assert_eq!(
+        bound.metadata.annotations.unwrap()["test.koord.io/prebind"],
+        "node-0",
+        "PreBind patched before Bind"
+    );
+    assert_eq!(
+        pods.get("pod-02").await.unwrap().spec.unwrap().node_name,
+        None,
+        "rejected at Permit"
+    );
+    assert_eq!(s.cluster.placement("default/pod-02"), None, "forgotten");
+    assert!(!s.queue.is_empty(), "requeued with backoff");
     api.stop().await;
 }

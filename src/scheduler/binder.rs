@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::framework::PodInfo;
@@ -17,14 +17,41 @@ pub enum BindError {
         node: String,
         source: kube::Error,
     },
+    #[error("patching {pod} before binding: {source}")]
+    Patch { pod: String, source: kube::Error },
+    #[error("{pod}: {plugin}: {message}")]
+    Rejected {
+        pod: String,
+        plugin: String,
+        message: String,
+    },
 }
 
 impl BindError {
     /// The pod is already bound or gone: do not retry.
     pub fn is_conflict(&self) -> bool {
-        let BindError::Api { source, .. } = self;
-        matches!(source, kube::Error::Api(s) if s.code == 409 || s.code == 404)
+        match self {
+            BindError::Api { source, .. } | BindError::Patch { source, .. } => {
+                matches!(source, kube::Error::Api(s) if s.code == 409 || s.code == 404)
+            }
+            BindError::Rejected { .. } => false,
+        }
     }
+}
+
+/// DefaultPreBind: one JSON patch from the pod as scheduled to what PreBind made of it.
+pub async fn patch(client: &kube::Client, pod: &PodInfo, modified: &Pod) -> Result<(), BindError> {
+    let before = serde_json::to_value(&*pod.pod).unwrap_or_default();
+    let after = serde_json::to_value(modified).unwrap_or_default();
+    let diff = json_patch::diff(&before, &after);
+    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    api.patch(&pod.name, &PatchParams::default(), &Patch::<()>::Json(diff))
+        .await
+        .map(|_| ())
+        .map_err(|source| BindError::Patch {
+            pod: pod.key.clone(),
+            source,
+        })
 }
 
 /// POSTs the Binding (DefaultBinder).
@@ -112,5 +139,35 @@ pub async fn unschedulable(client: &kube::Client, pod: &PodInfo, message: &str) 
         .await
     {
         tracing::debug!(pod = %pod.key, %err, "PodScheduled condition not updated");
+    }
+}
+
+/// Preemption: `status.nominatedNodeName` on the preemptor, then the victims deleted
+/// (graceful, like kube-scheduler) with a `Preempted` event each.
+pub async fn preempt(
+    client: &kube::Client,
+    pod: &PodInfo,
+    nomination: &super::framework::Nomination,
+) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let status = json!({"status": {"nominatedNodeName": nomination.node}});
+    if let Err(err) = pods
+        .patch_status(&pod.name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+    {
+        tracing::debug!(pod = %pod.key, %err, "nominatedNodeName not set");
+    }
+    for v in &nomination.victims {
+        let api: Api<Pod> = Api::namespaced(client.clone(), &v.namespace);
+        match api.delete(&v.name, &DeleteParams::default()).await {
+            Ok(_) => {
+                let msg = format!("Preempted by pod {} on node {}", pod.key, nomination.node);
+                let e = event(v, "Normal", "Preempted", msg);
+                let _ = Api::<Event>::namespaced(client.clone(), &v.namespace)
+                    .create(&PostParams::default(), &e)
+                    .await;
+            }
+            Err(err) => tracing::warn!(victim = %v.key, %err, "preemption victim not deleted"),
+        }
     }
 }

@@ -25,6 +25,9 @@ const MULTI_POINT: &[(&str, i64)] = &[
     ("NodeAffinity", 2),
     ("NodePorts", 1),
     ("NodeResourcesFit", 1),
+    ("PodTopologySpread", 2),
+    ("InterPodAffinity", 2),
+    ("DefaultPreemption", 1),
     ("NodeResourcesBalancedAllocation", 1),
     ("DefaultBinder", 1),
 ];

@@ -22,6 +22,8 @@ fn built_in_default_is_koordinators_profile() {
             "NodeAffinity",
             "NodePorts",
             "NodeResourcesFit",
+            "PodTopologySpread",
+            "InterPodAffinity",
             "LoadAwareScheduling"
         ]
     );
@@ -32,6 +34,8 @@ fn built_in_default_is_koordinators_profile() {
             ("TaintToleration".to_string(), 3),
             ("NodeAffinity".to_string(), 2),
             ("NodeResourcesFit".to_string(), 1),
+            ("PodTopologySpread".to_string(), 2),
+            ("InterPodAffinity".to_string(), 2),
             ("NodeResourcesBalancedAllocation".to_string(), 1),
             ("LoadAwareScheduling".to_string(), 1)
         ]
@@ -87,6 +91,8 @@ fn user_config_merges_like_kube_scheduler() {
             ("NodeAffinity".to_string(), 7),
             ("TaintToleration".to_string(), 3),
             ("NodeResourcesFit".to_string(), 1),
+            ("PodTopologySpread".to_string(), 2),
+            ("InterPodAffinity".to_string(), 2),
             ("LoadAwareScheduling".to_string(), 5)
         ]
     );

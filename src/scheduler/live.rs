@@ -76,9 +76,60 @@ struct BindDone {
     result: Result<(), BindError>,
 }
 
+type Waiting = std::sync::Mutex<HashMap<String, tokio::sync::oneshot::Sender<bool>>>;
+
+/// The binding cycle of one pod: wait at Permit, PreBind (one patch), Bind, PostBind.
+async fn binding_cycle(
+    fw: &Framework,
+    client: &kube::Client,
+    waiting: &Waiting,
+    state: super::framework::CycleState,
+    pod: &PodInfo,
+    node: &str,
+) -> Result<(), BindError> {
+    let rejected = |plugin: &str, msg: String| BindError::Rejected {
+        pod: pod.key.clone(),
+        plugin: plugin.to_string(),
+        message: msg,
+    };
+    match fw.permit(&state, pod, node) {
+        Err((plugin, s)) => return Err(rejected(plugin, s.message())),
+        Ok(Some(timeout)) => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(pod.key.clone(), tx);
+            let allowed = matches!(tokio::time::timeout(timeout, rx).await, Ok(Ok(true)));
+            waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&pod.key);
+            if !allowed {
+                return Err(rejected(
+                    "Permit",
+                    format!("rejected or timed out after {timeout:?} at Permit"),
+                ));
+            }
+        }
+        Ok(None) => {}
+    }
+    match fw.pre_bind(&state, pod, node) {
+        Err((plugin, s)) => return Err(rejected(plugin, s.message())),
+        Ok(Some(modified)) => binder::patch(client, pod, &modified).await?,
+        Ok(None) => {}
+    }
+    binder::bind(client, pod, node).await?;
+    fw.post_bind(&state, pod, node);
+    binder::scheduled(client, pod, node).await;
+    Ok(())
+}
+
 pub struct Scheduler {
     pub client: kube::Client,
-    pub frameworks: Vec<Framework>,
+    pub frameworks: Arc<Vec<Framework>>,
+    /// Pods waiting at Permit, by key: send true to allow, false to reject.
+    pub waiting: Arc<std::sync::Mutex<HashMap<String, tokio::sync::oneshot::Sender<bool>>>>,
     pub cluster: ClusterState,
     pub queue: Queue,
     pub leadership: Leadership,
@@ -106,16 +157,52 @@ impl Scheduler {
             .iter()
             .map(super::config::framework)
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Scheduler {
+        Ok(Scheduler::with_frameworks(
             client,
             frameworks,
+            cfg.backoff,
+            leadership,
+        ))
+    }
+
+    /// A scheduler over frameworks built elsewhere (tests with their own plugins).
+    pub fn with_frameworks(
+        client: kube::Client,
+        frameworks: Vec<Framework>,
+        backoff: super::config::Backoff,
+        leadership: Leadership,
+    ) -> Scheduler {
+        Scheduler {
+            client,
+            frameworks: Arc::new(frameworks),
+            waiting: Default::default(),
             cluster: ClusterState::default(),
-            queue: Queue::new(cfg.backoff),
+            queue: Queue::new(backoff),
             leadership,
             synced: [false; 3],
             next_start: 0,
             binds: JoinSet::new(),
-        })
+        }
+    }
+
+    /// Lets a pod waiting at Permit go on (`allow`) or fails it; false when not waiting.
+    pub fn resolve_waiting(&self, key: &str, allow: bool) -> bool {
+        let tx = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+        tx.is_some_and(|t| t.send(allow).is_ok())
+    }
+
+    /// Keys of pods waiting at Permit.
+    pub fn waiting_pods(&self) -> Vec<String> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
     }
 
     pub fn synced(&self) -> bool {
@@ -148,8 +235,18 @@ impl Scheduler {
             .is_some_and(|n| !n.is_empty());
         let ours = self.framework_for(&pod).is_some();
         let gone = pod.metadata.deletion_timestamp.is_some();
+        let finished = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|p| p == "Succeeded" || p == "Failed");
+        let freed = (gone || finished) && self.cluster.placement(&key).is_some();
         let pod = Arc::new(pod);
         self.cluster.upsert_pod(pod.clone());
+        if freed {
+            // A terminating or finished pod no longer counts: waiting pods may fit now.
+            self.queue.on_cluster_event(Instant::now());
+        }
         if bound || gone || !ours {
             self.queue.remove(&key);
         } else if !self.cluster.assumed.contains_key(&key) {
@@ -213,12 +310,17 @@ impl Scheduler {
         self.next_start = (self.next_start + result.processed) % total;
         let Some(node) = result.node.clone() else {
             let msg = fit_error(self.cluster.nodes.len(), &result.verdicts);
-            tracing::info!(pod = %pod.key, reason = %msg, "unschedulable");
+            let nomination = fw.post_filter(&result, &pod, &self.cluster);
+            let nominated = nomination.as_ref().map(|n| n.node.clone());
+            tracing::info!(pod = %pod.key, reason = %msg, ?nominated, "unschedulable");
             self.queue
                 .requeue_unschedulable(pod.clone(), Instant::now());
             let client = self.client.clone();
             self.binds.spawn(async move {
                 binder::unschedulable(&client, &pod, &msg).await;
+                if let Some(n) = nomination {
+                    binder::preempt(&client, &pod, &n).await;
+                }
                 BindDone {
                     pod,
                     node: String::new(),
@@ -234,11 +336,11 @@ impl Scheduler {
         }
         self.cluster.assume(&pod, &node);
         let client = self.client.clone();
+        let (fws, waiting) = (self.frameworks.clone(), self.waiting.clone());
+        let state = std::mem::take(&mut result.state);
         self.binds.spawn(async move {
-            let result = binder::bind(&client, &pod, &node).await;
-            if result.is_ok() {
-                binder::scheduled(&client, &pod, &node).await;
-            }
+            let fw = &fws[fi];
+            let result = binding_cycle(fw, &client, &waiting, state, &pod, &node).await;
             BindDone { pod, node, result }
         });
         true

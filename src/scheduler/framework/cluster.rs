@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
+use super::metric::MetricInfo;
 use super::types::{NodeInfo, PodInfo};
 use crate::api::slo::NodeMetric;
 
@@ -16,10 +17,14 @@ pub struct ClusterState {
     index: HashMap<String, usize>,
     /// Pod key → node it is counted on.
     placed: HashMap<String, String>,
-    pub metrics: HashMap<String, Arc<NodeMetric>>,
+    pub metrics: HashMap<String, Arc<MetricInfo>>,
     /// Pods assumed by this scheduler and not yet confirmed by the watch.
     pub assumed: HashMap<String, String>,
     pub now_ms: i64,
+    /// Placed pods with pod (anti-)affinity terms: InterPodAffinity skips its scan at 0.
+    pub pods_with_affinity: usize,
+    /// Each node's position in name order (ties between equal scores go to the first).
+    rank: std::sync::OnceLock<Vec<u32>>,
 }
 
 impl ClusterState {
@@ -38,6 +43,7 @@ impl ClusterState {
             None => {
                 self.index.insert(name, self.nodes.len());
                 self.nodes.push(NodeInfo::new(node));
+                self.rank = Default::default();
             }
         }
     }
@@ -47,13 +53,28 @@ impl ClusterState {
             return;
         };
         let removed = self.nodes.swap_remove(i);
+        self.rank = Default::default();
         if i < self.nodes.len() {
             self.index.insert(self.nodes[i].name.clone(), i);
         }
         for p in removed.pods {
             self.placed.remove(&p.key);
             self.assumed.remove(&p.key);
+            self.pods_with_affinity -= p.has_pod_affinity as usize;
         }
+    }
+
+    /// Node index → position in name order.
+    pub fn name_rank(&self) -> &[u32] {
+        self.rank.get_or_init(|| {
+            let mut order: Vec<usize> = (0..self.nodes.len()).collect();
+            order.sort_by(|a, b| self.nodes[*a].name.cmp(&self.nodes[*b].name));
+            let mut rank = vec![0u32; self.nodes.len()];
+            for (pos, i) in order.into_iter().enumerate() {
+                rank[i] = pos as u32;
+            }
+            rank
+        })
     }
 
     /// Where a pod is counted, if anywhere.
@@ -85,9 +106,11 @@ impl ClusterState {
 
     fn place(&mut self, info: Arc<PodInfo>, node: &str) {
         let key = info.key.clone();
+        let affinity = info.has_pod_affinity;
         if let Some(n) = self.node_mut(node) {
             n.add_pod(info);
             self.placed.insert(key, node.to_string());
+            self.pods_with_affinity += affinity as usize;
         }
     }
 
@@ -96,7 +119,9 @@ impl ClusterState {
         if let Some(node) = self.placed.remove(key)
             && let Some(n) = self.node_mut(&node)
         {
+            let affinity = n.pods.iter().any(|p| p.key == key && p.has_pod_affinity);
             n.remove_pod(key);
+            self.pods_with_affinity -= affinity as usize;
         }
     }
 
@@ -119,7 +144,7 @@ impl ClusterState {
 
     pub fn upsert_metric(&mut self, m: Arc<NodeMetric>) {
         if let Some(name) = m.metadata.name.clone() {
-            self.metrics.insert(name, m);
+            self.metrics.insert(name, Arc::new(MetricInfo::new(m)));
         }
     }
 

@@ -4,6 +4,7 @@
 //! `koord explain schedule` run the same code.
 
 pub mod cluster;
+pub mod metric;
 pub mod runtime;
 pub mod types;
 
@@ -151,6 +152,16 @@ impl CycleState {
 /// PreFilter may narrow the candidate nodes.
 pub type PreFilterResult = Option<HashSet<String>>;
 
+/// PostFilter's answer: a node the pod may run on once `victims` are gone.
+#[derive(Debug, Clone)]
+pub struct Nomination {
+    pub node: String,
+    pub victims: Vec<std::sync::Arc<PodInfo>>,
+}
+
+/// Runs the profile's Filter plugins on a (possibly modified) node.
+pub type Fits<'a> = dyn Fn(&NodeInfo) -> bool + 'a;
+
 /// A scheduler plugin: implements some extension points, each with a default that does
 /// nothing. `points` says which ones, so configuration can refuse a plugin enabled at a
 /// point it does not implement.
@@ -183,6 +194,17 @@ pub trait Plugin: Send + Sync {
     ) -> Status {
         Status::success()
     }
+    /// PostFilter, after no node fits; `rejected` holds every node's verdict.
+    fn post_filter(
+        &self,
+        _state: &CycleState,
+        _pod: &PodInfo,
+        _cluster: &ClusterState,
+        _rejected: &std::collections::BTreeMap<String, runtime::NodeVerdict>,
+        _fits: &Fits<'_>,
+    ) -> (Status, Option<Nomination>) {
+        (Status::unschedulable(""), None)
+    }
     fn pre_score(
         &self,
         _state: &mut CycleState,
@@ -207,6 +229,28 @@ pub trait Plugin: Send + Sync {
         Status::success()
     }
     fn unreserve(&self, _state: &mut CycleState, _pod: &PodInfo, _node: &str) {}
+    /// Permit: Success, Wait (with how long), or a rejection.
+    fn permit(
+        &self,
+        _state: &CycleState,
+        _pod: &PodInfo,
+        _node: &str,
+    ) -> (Status, std::time::Duration) {
+        (Status::success(), std::time::Duration::ZERO)
+    }
+    /// PreBind: changes to a copy of the pod (annotations, labels); the binder writes them
+    /// in one patch before binding, as Koordinator's DefaultPreBind does.
+    fn pre_bind(
+        &self,
+        _state: &CycleState,
+        _pod: &PodInfo,
+        _node: &str,
+        _modified: &mut k8s_openapi::api::core::v1::Pod,
+    ) -> Status {
+        Status::success()
+    }
+    /// PostBind: informational, after a successful binding.
+    fn post_bind(&self, _state: &CycleState, _pod: &PodInfo, _node: &str) {}
 }
 
 pub const MAX_NODE_SCORE: i64 = 100;

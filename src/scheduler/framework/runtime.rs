@@ -10,8 +10,8 @@ use super::{ClusterState, Code, CycleState, NodeInfo, Plugin, PodInfo, Point, St
 
 /// A node rejected by a plugin: (node index, plugin, status).
 pub type Rejection = (usize, &'static str, Status);
-/// Per feasible node: plugin → (normalized score, weighted score).
-pub type NodeScores = BTreeMap<&'static str, (i64, i64)>;
+/// One Score plugin's results: (name, weight, normalized score per feasible node).
+pub type PluginScores = (&'static str, i64, Vec<i64>);
 
 /// A plugin enabled at a point, with its score weight.
 #[derive(Clone)]
@@ -58,6 +58,27 @@ pub struct CycleResult {
     pub state: CycleState,
     /// Nodes examined, for the round-robin start of the next cycle.
     pub processed: usize,
+}
+
+/// Nodes filtered on the calling thread before deciding whether threads pay off.
+const PROBE: usize = 64;
+/// Expected remaining filter time above which the rest is split over threads.
+const PARALLEL_WORTH: std::time::Duration = std::time::Duration::from_micros(200);
+
+fn run_filters(
+    filters: &[&Enabled],
+    state: &CycleState,
+    pod: &PodInfo,
+    node: &NodeInfo,
+    cluster: &ClusterState,
+) -> Result<(), (&'static str, Status)> {
+    for e in filters {
+        let s = e.plugin.filter(state, pod, node, cluster);
+        if !s.is_success() {
+            return Err((e.plugin.name(), s));
+        }
+    }
+    Ok(())
 }
 
 /// How much of the cluster one cycle looks at.
@@ -143,21 +164,20 @@ impl Framework {
         node: &NodeInfo,
         cluster: &ClusterState,
     ) -> Result<(), (&'static str, Status)> {
-        for e in self.enabled(Point::Filter) {
-            let name = e.plugin.name();
-            if state.skip_filter.contains(name) {
-                continue;
-            }
-            let s = e.plugin.filter(state, pod, node, cluster);
-            if !s.is_success() {
-                return Err((name, s));
-            }
-        }
-        Ok(())
+        run_filters(&self.active_filters(state), state, pod, node, cluster)
     }
 
-    /// Filters nodes in rotating order from `start`, stopping after `limit` feasible ones;
-    /// runs on several threads for large clusters.
+    /// Filter plugins not disabled for this cycle by a PreFilter Skip.
+    fn active_filters<'a>(&'a self, state: &CycleState) -> Vec<&'a Enabled> {
+        self.enabled(Point::Filter)
+            .iter()
+            .filter(|e| !state.skip_filter.contains(e.plugin.name()))
+            .collect()
+    }
+
+    /// Filters nodes in rotating order, stopping after `limit` feasible ones. A first batch
+    /// runs on this thread; when it shows the rest is worth it, the rest is split over
+    /// threads (spawning costs more than cheap filters on small batches).
     fn find_feasible(
         &self,
         state: &CycleState,
@@ -166,6 +186,7 @@ impl Framework {
         order: &[usize],
         limit: usize,
     ) -> (Vec<usize>, Vec<Rejection>, usize) {
+        let filters = self.active_filters(state);
         let found = AtomicUsize::new(0);
         let check = |chunk: &[usize]| {
             let mut ok = Vec::new();
@@ -176,7 +197,7 @@ impl Framework {
                     break;
                 }
                 seen += 1;
-                match self.filter_node(state, pod, &cluster.nodes[i], cluster) {
+                match run_filters(&filters, state, pod, &cluster.nodes[i], cluster) {
                     Ok(()) => {
                         found.fetch_add(1, Ordering::Relaxed);
                         ok.push(i);
@@ -186,20 +207,28 @@ impl Framework {
             }
             (ok, bad, seen)
         };
+        let probe = order.len().min(PROBE);
+        let t = std::time::Instant::now();
+        let (mut ok, mut bad, mut seen) = check(&order[..probe]);
+        let rest = &order[probe..];
+        if rest.is_empty() || ok.len() >= limit {
+            return (ok, bad, seen);
+        }
+        let per_node = t.elapsed() / probe.max(1) as u32;
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
-        if order.len() < 512 || threads < 2 {
-            return check(order);
+        if threads < 2 || per_node * rest.len().min(limit) as u32 <= PARALLEL_WORTH {
+            let (o, b, n) = check(rest);
+            ok.extend(o);
+            bad.extend(b);
+            return (ok, bad, seen + n);
         }
-        let size = order.len().div_ceil(threads);
+        let size = rest.len().div_ceil(threads);
         let parts: Vec<_> = std::thread::scope(|s| {
-            let handles: Vec<_> = order.chunks(size).map(|c| s.spawn(|| check(c))).collect();
+            let handles: Vec<_> = rest.chunks(size).map(|c| s.spawn(|| check(c))).collect();
             handles.into_iter().filter_map(|h| h.join().ok()).collect()
         });
-        let mut ok = Vec::new();
-        let mut bad = Vec::new();
-        let mut seen = 0;
         for (o, b, n) in parts {
             ok.extend(o);
             bad.extend(b);
@@ -209,14 +238,14 @@ impl Framework {
         (ok, bad, seen)
     }
 
-    /// Per-plugin normalized, weighted scores of `feasible` nodes.
+    /// Per Score plugin: its name, weight and normalized score of each feasible node.
     fn score(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
         cluster: &ClusterState,
         feasible: &[usize],
-    ) -> Result<Vec<NodeScores>, (&'static str, Status)> {
+    ) -> Result<Vec<PluginScores>, (&'static str, Status)> {
         let nodes: Vec<&NodeInfo> = feasible.iter().map(|i| &cluster.nodes[*i]).collect();
         for e in self.enabled(Point::PreScore) {
             let s = e.plugin.pre_score(state, pod, &nodes, cluster);
@@ -228,24 +257,21 @@ impl Framework {
                 _ => return Err((e.plugin.name(), s)),
             }
         }
-        let mut out = vec![BTreeMap::new(); feasible.len()];
+        let mut out = Vec::new();
         for e in self.enabled(Point::Score) {
             let name = e.plugin.name();
             if state.skip_score.contains(name) {
+                // A plugin that skipped this pod reports 0.
+                out.push((name, e.weight, vec![0; nodes.len()]));
                 continue;
             }
             let mut scores = Vec::with_capacity(nodes.len());
             for n in &nodes {
-                scores.push(
-                    e.plugin
-                        .score(state, pod, n, cluster)
-                        .map_err(|m| (name, Status::error(m)))?,
-                );
+                let s = e.plugin.score(state, pod, n, cluster);
+                scores.push(s.map_err(|m| (name, Status::error(m)))?);
             }
             e.plugin.normalize(state, pod, &mut scores);
-            for (slot, s) in out.iter_mut().zip(scores) {
-                slot.insert(name, (s, s * e.weight));
-            }
+            out.push((name, e.weight, scores));
         }
         Ok(out)
     }
@@ -295,7 +321,7 @@ impl Framework {
                 keep
             });
         }
-        let (mut feasible, rejected, processed) =
+        let (feasible, rejected, processed) =
             self.find_feasible(&state, pod, cluster, &order, limit);
         for (i, plugin, s) in rejected {
             verdicts.insert(
@@ -303,7 +329,6 @@ impl Framework {
                 NodeVerdict::rejected(plugin, &s),
             );
         }
-        feasible.sort_by(|a, b| cluster.nodes[*a].name.cmp(&cluster.nodes[*b].name));
         let node = self.choose(&mut state, pod, cluster, &feasible, scope, &mut verdicts);
         CycleResult {
             node,
@@ -323,20 +348,11 @@ impl Framework {
         verdicts: &mut BTreeMap<String, NodeVerdict>,
     ) -> Option<String> {
         let name = |i: usize| cluster.nodes[i].name.clone();
-        if feasible.is_empty() {
-            return None;
-        }
-        let ok = |scores: BTreeMap<&'static str, i64>, total| NodeVerdict {
-            feasible: true,
-            plugin: None,
-            code: Code::Success,
-            reason: String::new(),
-            scores,
-            total,
-        };
-        if feasible.len() == 1 && matches!(scope, Scope::Live { .. }) {
-            verdicts.insert(name(feasible[0]), ok(BTreeMap::new(), 0));
-            return Some(name(feasible[0]));
+        let everything = matches!(scope, Scope::Everything);
+        match feasible {
+            [] => return None,
+            [only] if !everything => return Some(name(*only)),
+            _ => {}
         }
         let scored = match self.score(state, pod, cluster, feasible) {
             Ok(s) => s,
@@ -347,22 +363,98 @@ impl Framework {
                 return None;
             }
         };
-        let mut best: Option<(i64, usize)> = None;
-        for (&i, per_plugin) in feasible.iter().zip(scored) {
-            let total: i64 = per_plugin.values().map(|(_, w)| *w).sum();
-            // Ties go to the first node by name: decisions stay reproducible and explainable.
-            if best.is_none_or(|(b, _)| total > b) {
-                best = Some((total, i));
+        let totals: Vec<i64> = (0..feasible.len())
+            .map(|k| scored.iter().map(|(_, w, s)| s[k] * w).sum())
+            .collect();
+        // The highest total; ties go to the first node by name, so decisions are
+        // reproducible and `koord explain` agrees with the live scheduler.
+        let rank = cluster.name_rank();
+        let mut best = 0;
+        for k in 1..feasible.len() {
+            let (a, b) = (rank[feasible[k]], rank[feasible[best]]);
+            if totals[k] > totals[best] || (totals[k] == totals[best] && a < b) {
+                best = k;
             }
-            let mut raw: BTreeMap<&'static str, i64> =
-                per_plugin.into_iter().map(|(k, (s, _))| (k, s)).collect();
-            // A plugin that skipped this pod (PreScore Skip) reports 0.
-            for e in self.enabled(Point::Score) {
-                raw.entry(e.plugin.name()).or_insert(0);
-            }
-            verdicts.insert(name(i), ok(raw, total));
         }
-        best.map(|(_, i)| name(i))
+        if everything {
+            for (k, &i) in feasible.iter().enumerate() {
+                let scores = scored.iter().map(|(n, _, s)| (*n, s[k])).collect();
+                let v = NodeVerdict {
+                    feasible: true,
+                    plugin: None,
+                    code: Code::Success,
+                    reason: String::new(),
+                    scores,
+                    total: totals[k],
+                };
+                verdicts.insert(name(i), v);
+            }
+        }
+        Some(name(feasible[best]))
+    }
+
+    /// Permit: a rejection wins; otherwise the longest Wait (None = allowed now).
+    pub fn permit(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &str,
+    ) -> Result<Option<std::time::Duration>, (&'static str, Status)> {
+        let mut wait: Option<std::time::Duration> = None;
+        for e in self.enabled(Point::Permit) {
+            let (s, d) = e.plugin.permit(state, pod, node);
+            match s.code {
+                Code::Success | Code::Skip => {}
+                Code::Wait => wait = Some(wait.map_or(d, |w| w.max(d))),
+                _ => return Err((e.plugin.name(), s)),
+            }
+        }
+        Ok(wait)
+    }
+
+    /// PreBind plugins on a copy of the pod; the copy when any plugin changed it.
+    pub fn pre_bind(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &str,
+    ) -> Result<Option<k8s_openapi::api::core::v1::Pod>, (&'static str, Status)> {
+        let mut modified = (*pod.pod).clone();
+        for e in self.enabled(Point::PreBind) {
+            let s = e.plugin.pre_bind(state, pod, node, &mut modified);
+            if !matches!(s.code, Code::Success | Code::Skip) {
+                return Err((e.plugin.name(), s));
+            }
+        }
+        Ok((modified != *pod.pod).then_some(modified))
+    }
+
+    pub fn post_bind(&self, state: &CycleState, pod: &PodInfo, node: &str) {
+        for e in self.enabled(Point::PostBind) {
+            e.plugin.post_bind(state, pod, node);
+        }
+    }
+
+    /// PostFilter plugins in order until one succeeds or says nothing can help.
+    pub fn post_filter(
+        &self,
+        result: &CycleResult,
+        pod: &PodInfo,
+        cluster: &ClusterState,
+    ) -> Option<super::Nomination> {
+        let filters = self.active_filters(&result.state);
+        let fits = |n: &NodeInfo| run_filters(&filters, &result.state, pod, n, cluster).is_ok();
+        for e in self.enabled(Point::PostFilter) {
+            let (s, nomination) =
+                e.plugin
+                    .post_filter(&result.state, pod, cluster, &result.verdicts, &fits);
+            match s.code {
+                Code::Success => return nomination,
+                Code::UnschedulableAndUnresolvable => return None,
+                _ => {}
+            }
+        }
+        None
     }
 
     /// Reserve in order; on a failure, Unreserve the ones before in reverse.

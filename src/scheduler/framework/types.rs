@@ -37,6 +37,8 @@ pub struct PodInfo {
     pub daemonset: bool,
     pub labels: BTreeMap<String, String>,
     pub created_ms: i64,
+    /// The pod has pod affinity or anti-affinity terms (required or preferred).
+    pub has_pod_affinity: bool,
 }
 
 fn ts_ms(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> i64 {
@@ -78,6 +80,9 @@ impl PodInfo {
                 .flatten()
                 .any(|o| o.kind == "DaemonSet" && o.controller == Some(true)),
             labels: meta.labels.clone().unwrap_or_default(),
+            has_pod_affinity: spec
+                .and_then(|s| s.affinity.as_ref())
+                .is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some()),
             created_ms: meta.creation_timestamp.as_ref().map(ts_ms).unwrap_or(0),
             namespace,
             name,
@@ -152,6 +157,14 @@ pub struct NodeInfo {
     pub non_zero_requested: (i64, i64),
     pub pods: Vec<Arc<PodInfo>>,
     pub used_ports: HashSet<HostPort>,
+    /// Changes on every change of the node or its pods (cache key for plugins).
+    pub generation: u64,
+}
+
+static NODE_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn next_generation() -> u64 {
+    NODE_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl NodeInfo {
@@ -166,6 +179,7 @@ impl NodeInfo {
             non_zero_requested: (0, 0),
             pods: Vec::new(),
             used_ports: HashSet::new(),
+            generation: 0,
             node: node.clone(),
         };
         info.set_node(node);
@@ -180,6 +194,7 @@ impl NodeInfo {
         self.unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
         self.allocatable = amounts(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
         self.node = node;
+        self.generation = next_generation();
     }
 
     pub fn allowed_pods(&self) -> i64 {
@@ -195,6 +210,7 @@ impl NodeInfo {
         self.non_zero_requested.1 += p.non_zero.1;
         self.used_ports.extend(p.host_ports.iter().cloned());
         self.pods.push(p);
+        self.generation = next_generation();
     }
 
     /// Removes the pod with `key`; false when it was not here.
@@ -215,6 +231,7 @@ impl NodeInfo {
             .iter()
             .flat_map(|p| p.host_ports.iter().cloned())
             .collect();
+        self.generation = next_generation();
         true
     }
 }

@@ -2,8 +2,11 @@
 
 pub mod affinity;
 pub mod basic;
+pub mod interpod;
 pub mod loadaware;
+pub mod preemption;
 pub mod resources;
+pub mod spread;
 pub mod taint;
 
 #[cfg(test)]
@@ -11,6 +14,7 @@ mod tests;
 
 use std::sync::Arc;
 
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -29,6 +33,9 @@ pub const IMPLEMENTED: &[&str] = &[
     "NodeAffinity",
     "LoadAwareScheduling",
     "DefaultBinder",
+    "InterPodAffinity",
+    "PodTopologySpread",
+    "DefaultPreemption",
 ];
 
 /// Known to Koordinator / kube-scheduler but not built into koord yet: naming one in a
@@ -43,9 +50,6 @@ pub const NOT_YET: &[&str] = &[
     "DefaultPreBind",
     "NodeResourcesFitPlus",
     "ScarceResourceAvoidance",
-    "InterPodAffinity",
-    "PodTopologySpread",
-    "DefaultPreemption",
     "ImageLocality",
     "VolumeRestrictions",
     "NodeVolumeLimits",
@@ -84,6 +88,29 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, String>
             Arc::new(loadaware::LoadAware::new(args(name, raw)?).map_err(ctx)?)
         }
         "DefaultBinder" => Arc::new(basic::DefaultBinder),
+        "DefaultPreemption" => {
+            let _: WithMeta<PreemptionArgs> = args(name, raw)?;
+            Arc::new(preemption::DefaultPreemption)
+        }
+        "PodTopologySpread" => {
+            let a: SpreadArgs = strip_meta(args(name, raw)?);
+            if a.default_constraints
+                .as_ref()
+                .is_some_and(|c| !c.is_empty())
+                || a.defaulting_type.as_deref() == Some("List")
+            {
+                return Err(format!(
+                    "plugin {name}: args: defaultConstraints are not supported yet"
+                ));
+            }
+            Arc::new(spread::PodTopologySpread)
+        }
+        "InterPodAffinity" => {
+            let a: InterPodArgs = strip_meta(args(name, raw)?);
+            Arc::new(interpod::InterPodAffinity {
+                ignore_existing_preferred: a.ignore_preferred_terms_of_existing_pods,
+            })
+        }
         n if NOT_YET.contains(&n) => {
             return Err(format!(
                 "plugin {n} is not implemented by koord yet; disable it"
@@ -91,6 +118,49 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, String>
         }
         n => return Err(format!("unknown plugin {n:?}")),
     })
+}
+
+/// `InterPodAffinityArgs`: only the default `hardPodAffinityWeight` (1) is supported.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct InterPodArgs {
+    #[serde(default)]
+    ignore_preferred_terms_of_existing_pods: bool,
+    #[serde(default = "one", deserialize_with = "only_one")]
+    #[allow(dead_code)]
+    hard_pod_affinity_weight: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+
+fn only_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    let v = i64::deserialize(d)?;
+    if v == 1 {
+        Ok(v)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "hardPodAffinityWeight {v}: only 1 is supported"
+        )))
+    }
+}
+
+/// `DefaultPreemptionArgs`: candidate sampling knobs; koord examines every node.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[allow(dead_code)]
+struct PreemptionArgs {
+    min_candidate_nodes_percentage: Option<i32>,
+    min_candidate_nodes_absolute: Option<i32>,
+}
+
+/// `PodTopologySpreadArgs`.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SpreadArgs {
+    default_constraints: Option<Vec<Value>>,
+    defaulting_type: Option<String>,
 }
 
 /// Args documents may carry `apiVersion`/`kind`; the upstream arg types here do not.

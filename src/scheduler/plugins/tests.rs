@@ -288,3 +288,264 @@ fn node_ports_and_priority_sort() {
     );
     assert!(PrioritySort.less(&hi, &lo) && !PrioritySort.less(&lo, &hi));
 }
+
+mod interpod {
+    use serde_json::{Value, json};
+
+    use crate::scheduler::framework::{ClusterState, CycleState, Plugin, PodInfo};
+    use crate::scheduler::plugins::interpod::InterPodAffinity;
+    use crate::scheduler::test_util::{cluster, node_json, pod};
+
+    fn placed(c: &mut ClusterState, name: &str, node: &str, labels: Value, affinity: Value) {
+        let p = json!({"metadata": {"name": name, "namespace": "d", "labels": labels},
+            "spec": {"nodeName": node, "affinity": affinity, "containers": [{"name": "c"}]}});
+        c.upsert_pod(std::sync::Arc::new(serde_json::from_value(p).unwrap()));
+    }
+
+    fn incoming(affinity: Value) -> PodInfo {
+        pod(
+            json!({"metadata": {"name": "in", "namespace": "d", "labels": {"app": "web"}}, "spec": {"affinity": affinity, "containers": [{"name": "c"}]}}),
+        )
+    }
+
+    fn zoned() -> ClusterState {
+        let mut nodes = Vec::new();
+        for (n, z) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
+            let mut v = node_json(n, "4", "8Gi");
+            v["metadata"]["labels"]["zone"] = z.into();
+            nodes.push(v);
+        }
+        cluster(nodes)
+    }
+
+    fn verdicts(c: &ClusterState, p: &PodInfo) -> Vec<String> {
+        let plugin = InterPodAffinity {
+            ignore_existing_preferred: false,
+        };
+        let mut state = CycleState::default();
+        let (s, _) = plugin.pre_filter(&mut state, p, c);
+        c.nodes
+            .iter()
+            .map(|n| {
+                if s.code == crate::scheduler::framework::Code::Skip {
+                    String::new()
+                } else {
+                    plugin.filter(&state, p, n, c).message()
+                }
+            })
+            .collect()
+    }
+
+    fn term(app: &str, key: &str) -> Value {
+        json!({"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key})
+    }
+
+    #[test]
+    fn required_affinity_anti_affinity_and_symmetry() {
+        let mut c = zoned();
+        placed(&mut c, "db", "a1", json!({"app": "db"}), json!(null));
+        let wants_db = incoming(
+            json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term("db", "zone")]}}),
+        );
+        assert_eq!(
+            verdicts(&c, &wants_db),
+            ["", "", "node(s) didn't match pod affinity rules"]
+        );
+        let avoids_db = incoming(
+            json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term("db", "kubernetes.io/hostname")]}}),
+        );
+        assert_eq!(
+            verdicts(&c, &avoids_db),
+            ["node(s) didn't match pod anti-affinity rules", "", ""]
+        );
+        // The first pod of a group may go anywhere its own terms select it.
+        let first = incoming(
+            json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term("web", "zone")]}}),
+        );
+        assert_eq!(verdicts(&c, &first), ["", "", ""]);
+        // An existing pod's anti-affinity keeps the incoming pod out of its zone.
+        placed(
+            &mut c,
+            "loner",
+            "b1",
+            json!({"app": "loner"}),
+            json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term("web", "zone")]}}),
+        );
+        let plain = incoming(json!(null));
+        assert_eq!(
+            verdicts(&c, &plain),
+            [
+                "",
+                "",
+                "node(s) didn't satisfy existing pods anti-affinity rules"
+            ]
+        );
+    }
+
+    #[test]
+    fn preferred_terms_score_min_max() {
+        let mut c = zoned();
+        placed(&mut c, "cache", "a1", json!({"app": "cache"}), json!(null));
+        let p = incoming(
+            json!({"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "podAffinityTerm": term("cache", "zone")}]}}),
+        );
+        let plugin = InterPodAffinity {
+            ignore_existing_preferred: false,
+        };
+        let mut state = CycleState::default();
+        let nodes: Vec<_> = c.nodes.iter().collect();
+        assert!(plugin.pre_score(&mut state, &p, &nodes, &c).is_success());
+        let mut scores: Vec<i64> = c
+            .nodes
+            .iter()
+            .map(|n| plugin.score(&state, &p, n, &c).unwrap())
+            .collect();
+        assert_eq!(scores, [10, 10, 0]);
+        plugin.normalize(&state, &p, &mut scores);
+        assert_eq!(scores, [100, 100, 0]);
+    }
+}
+
+mod spread {
+    use serde_json::json;
+
+    use crate::scheduler::framework::{CycleState, Plugin};
+    use crate::scheduler::plugins::spread::PodTopologySpread;
+    use crate::scheduler::test_util::{cluster, node_json, pod};
+
+    #[test]
+    fn do_not_schedule_skew_and_schedule_anyway_score() {
+        let mut nodes = Vec::new();
+        for (n, z) in [("a1", "a"), ("b1", "b"), ("nolabel", "")] {
+            let mut v = node_json(n, "4", "8Gi");
+            if !z.is_empty() {
+                v["metadata"]["labels"]["zone"] = z.into();
+            }
+            nodes.push(v);
+        }
+        let mut c = cluster(nodes);
+        for (i, node) in ["a1", "a1"].iter().enumerate() {
+            let p = json!({"metadata": {"name": format!("w{i}"), "namespace": "d", "labels": {"app": "web"}},
+                "spec": {"nodeName": node, "containers": [{"name": "c"}]}});
+            c.upsert_pod(std::sync::Arc::new(serde_json::from_value(p).unwrap()));
+        }
+        let with = |mode: &str| {
+            pod(
+                json!({"metadata": {"name": "in", "namespace": "d", "labels": {"app": "web"}}, "spec": {"containers": [{"name": "c"}],
+                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": mode, "labelSelector": {"matchLabels": {"app": "web"}}}]}}),
+            )
+        };
+        let hard = with("DoNotSchedule");
+        let mut state = CycleState::default();
+        assert!(
+            PodTopologySpread
+                .pre_filter(&mut state, &hard, &c)
+                .0
+                .is_success()
+        );
+        let msgs: Vec<String> = c
+            .nodes
+            .iter()
+            .map(|n| PodTopologySpread.filter(&state, &hard, n, &c).message())
+            .collect();
+        assert_eq!(
+            msgs,
+            [
+                "node(s) didn't match pod topology spread constraints",
+                "",
+                "node(s) didn't match pod topology spread constraints (missing required label)",
+            ]
+        );
+        let soft = with("ScheduleAnyway");
+        let mut state = CycleState::default();
+        let refs: Vec<_> = c.nodes.iter().collect();
+        assert!(
+            PodTopologySpread
+                .pre_score(&mut state, &soft, &refs, &c)
+                .is_success()
+        );
+        let mut scores: Vec<i64> = c.nodes[..2]
+            .iter()
+            .map(|n| PodTopologySpread.score(&state, &soft, n, &c).unwrap())
+            .collect();
+        PodTopologySpread.normalize(&state, &soft, &mut scores);
+        assert!(
+            scores[1] > scores[0],
+            "the emptier zone scores higher: {scores:?}"
+        );
+        let none = pod(
+            json!({"metadata": {"name": "x", "namespace": "d"}, "spec": {"containers": [{"name": "c"}]}}),
+        );
+        assert_eq!(
+            PodTopologySpread
+                .pre_filter(&mut CycleState::default(), &none, &c)
+                .0
+                .code,
+            crate::scheduler::framework::Code::Skip
+        );
+    }
+}
+
+mod preemption {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use crate::scheduler::config;
+    use crate::scheduler::framework::runtime::Scope;
+    use crate::scheduler::test_util::{cluster, node_json, pod};
+
+    fn placed(
+        c: &mut crate::scheduler::framework::ClusterState,
+        name: &str,
+        node: &str,
+        cpu: &str,
+        prio: i32,
+    ) {
+        let p = json!({"metadata": {"name": name, "namespace": "d"}, "spec": {"nodeName": node, "priority": prio,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}});
+        c.upsert_pod(std::sync::Arc::new(serde_json::from_value(p).unwrap()));
+    }
+
+    #[test]
+    fn fewest_least_important_victims_never_equal_or_higher() {
+        let mut c = cluster(vec![
+            node_json("n1", "4", "8Gi"),
+            node_json("n2", "4", "8Gi"),
+        ]);
+        placed(&mut c, "batch-a", "n1", "2", 100);
+        placed(&mut c, "batch-b", "n1", "2", 200);
+        placed(&mut c, "prod", "n2", "4", 9000);
+        let fw = config::framework(&config::default_config().unwrap().profiles[0]).unwrap();
+        let p = pod(
+            json!({"metadata": {"name": "in", "namespace": "d"}, "spec": {"priority": 5000,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}}),
+        );
+        let r = fw.schedule(&p, &c, Scope::Live { start: 0 });
+        assert!(r.node.is_none());
+        let n = fw.post_filter(&r, &p, &c).expect("a nomination");
+        assert_eq!(n.node, "n1", "n2's pod has a higher priority");
+        let names: Vec<&str> = n.victims.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["batch-a"],
+            "one victim suffices; the lower priority one goes"
+        );
+        let never = pod(
+            json!({"metadata": {"name": "nv", "namespace": "d"}, "spec": {"priority": 5000, "preemptionPolicy": "Never",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}}),
+        );
+        let r = fw.schedule(&never, &c, Scope::Live { start: 0 });
+        assert!(fw.post_filter(&r, &never, &c).is_none());
+        let low = pod(
+            json!({"metadata": {"name": "lo", "namespace": "d"}, "spec": {"priority": 100,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}}),
+        );
+        let r = fw.schedule(&low, &c, Scope::Live { start: 0 });
+        assert!(
+            fw.post_filter(&r, &low, &c).is_none(),
+            "equal priority is never a victim"
+        );
+        let _ = BTreeMap::<(), ()>::new();
+    }
+}

@@ -5,13 +5,16 @@
 pub mod args;
 mod usage;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use super::super::framework::{ClusterState, CycleState, NodeInfo, Plugin, PodInfo, Point, Status};
 use crate::api::extension::keys::ANNOTATION_USAGE_THRESHOLDS;
 use crate::api::extension::priority::PriorityClass;
+use crate::scheduler::framework::metric::MetricInfo;
 use args::{Aggregated, Effective};
-pub use usage::{Metric, estimate};
+pub use usage::estimate;
+use usage::{Base, SumsCache, seconds};
 
 pub const NAME: &str = "LoadAwareScheduling";
 
@@ -19,6 +22,9 @@ pub struct LoadAware {
     pub args: Effective,
     /// The resource vector: every resource any arg mentions, plus cpu and memory.
     pub resources: Vec<String>,
+    cache: SumsCache,
+    /// The last incoming pod's estimate (filter and score ask for it once per node).
+    last: std::sync::Mutex<Option<(String, String, std::sync::Arc<crate::api::pod::Amounts>)>>,
 }
 
 /// Per-node overrides from `scheduling.koordinator.sh/usage-thresholds`.
@@ -31,10 +37,10 @@ struct NodeThresholds {
 }
 
 /// Which thresholds apply and how usage is read.
-enum Path {
-    Normal(BTreeMap<String, i64>),
-    Prod(BTreeMap<String, i64>),
-    Aggregated(BTreeMap<String, i64>, Aggregated),
+enum Path<'a> {
+    Normal(Cow<'a, BTreeMap<String, i64>>),
+    Prod(Cow<'a, BTreeMap<String, i64>>),
+    Aggregated(Cow<'a, BTreeMap<String, i64>>, Cow<'a, Aggregated>),
 }
 
 impl LoadAware {
@@ -58,37 +64,74 @@ impl LoadAware {
         Ok(LoadAware {
             args: e,
             resources: set.into_iter().collect(),
+            cache: SumsCache::default(),
+            last: Default::default(),
         })
     }
 
-    fn path(&self, pod: &PodInfo, node: &NodeInfo) -> Path {
-        let over: NodeThresholds = node
+    /// The incoming pod's estimate, computed once per pod.
+    pub fn incoming(&self, pod: &PodInfo) -> std::sync::Arc<crate::api::pod::Amounts> {
+        let mut g = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((k, uid, e)) = g.as_ref()
+            && *k == pod.key
+            && *uid == pod.uid
+        {
+            return e.clone();
+        }
+        let e = std::sync::Arc::new(estimate(&self.args.factors, pod));
+        *g = Some((pod.key.clone(), pod.uid.clone(), e.clone()));
+        e
+    }
+
+    /// Thresholds from the args (no node override).
+    fn default_path(&self, pod: &PodInfo) -> Path<'_> {
+        let a = &self.args;
+        if !a.prod_thresholds.is_empty() && pod.class == PriorityClass::Prod {
+            return Path::Prod(Cow::Borrowed(&a.prod_thresholds));
+        }
+        match a
+            .aggregated
+            .usage_thresholds
+            .as_ref()
+            .filter(|t| !t.is_empty())
+        {
+            Some(t) => Path::Aggregated(Cow::Borrowed(t), Cow::Borrowed(&a.aggregated)),
+            None => Path::Normal(Cow::Borrowed(&a.thresholds)),
+        }
+    }
+
+    /// Thresholds for this pod on this node: the node's
+    /// `scheduling.koordinator.sh/usage-thresholds` parts replace the args'.
+    fn path(&self, pod: &PodInfo, node: &NodeInfo) -> Path<'_> {
+        let raw = node
             .node
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(ANNOTATION_USAGE_THRESHOLDS))
-            .and_then(|s| serde_json::from_str(s).ok())
-            .unwrap_or_default();
+            .and_then(|a| a.get(ANNOTATION_USAGE_THRESHOLDS));
+        let Some(over) = raw.and_then(|s| serde_json::from_str::<NodeThresholds>(s).ok()) else {
+            return self.default_path(pod);
+        };
+        let a = &self.args;
         let nonempty = |m: Option<BTreeMap<String, i64>>| m.filter(|m| !m.is_empty());
         let prod = nonempty(over.prod_usage_thresholds)
-            .unwrap_or_else(|| self.args.prod_thresholds.clone());
+            .map_or(Cow::Borrowed(&a.prod_thresholds), Cow::Owned);
         if !prod.is_empty() && pod.class == PriorityClass::Prod {
             return Path::Prod(prod);
         }
         let agg = over
             .aggregated_usage
-            .filter(|a| a.usage_thresholds.as_ref().is_some_and(|t| !t.is_empty()))
-            .unwrap_or_else(|| self.args.aggregated.clone());
+            .filter(|x| x.usage_thresholds.as_ref().is_some_and(|t| !t.is_empty()))
+            .map_or(Cow::Borrowed(&a.aggregated), Cow::Owned);
         if let Some(t) = agg.usage_thresholds.clone().filter(|t| !t.is_empty()) {
-            return Path::Aggregated(t, agg);
+            return Path::Aggregated(Cow::Owned(t), agg);
         }
         Path::Normal(
-            nonempty(over.usage_thresholds).unwrap_or_else(|| self.args.thresholds.clone()),
+            nonempty(over.usage_thresholds).map_or(Cow::Borrowed(&a.thresholds), Cow::Owned),
         )
     }
 
-    fn expired(&self, m: &Metric, now_ms: i64) -> bool {
+    fn expired(&self, m: &MetricInfo, now_ms: i64) -> bool {
         m.update_ms
             .is_none_or(|t| now_ms - t >= self.args.expiration_seconds * 1000)
     }
@@ -120,54 +163,41 @@ impl Plugin for LoadAware {
             return Status::success();
         }
         let path = self.path(pod, node);
-        let thresholds = match &path {
+        let thresholds: &BTreeMap<String, i64> = match &path {
             Path::Normal(t) | Path::Prod(t) | Path::Aggregated(t, _) => t,
         };
         if thresholds.values().all(|v| *v == 0) {
             return Status::success();
         }
-        let Some(nm) = cluster.metrics.get(&node.name) else {
+        let Some(metric) = cluster.metrics.get(&node.name) else {
             return Status::success();
         };
-        let metric = Metric::new(nm);
-        if self.args.filter_expired && self.expired(&metric, cluster.now_ms) {
+        if self.args.filter_expired && self.expired(metric, cluster.now_ms) {
             return if self.args.schedule_when_expired {
                 Status::success()
             } else {
                 Status::unschedulable("node(s) nodeMetric expired")
             };
         }
-        let (used, aggregated) = match &path {
-            Path::Normal(_) => (
-                usage::node_estimated(self, pod, node, &metric, None, false),
-                false,
-            ),
-            Path::Prod(_) => (
-                usage::node_estimated(self, pod, node, &metric, None, true),
-                false,
-            ),
+        let (base, aggregated) = match &path {
+            Path::Normal(_) => (Base::Usage, false),
+            Path::Prod(_) => (Base::Prod, false),
             Path::Aggregated(_, a) => (
-                usage::node_estimated(
-                    self,
-                    pod,
-                    node,
-                    &metric,
-                    Some((
-                        a.usage_aggregation_type.as_deref(),
-                        a.usage_aggregated_duration.as_deref(),
-                    )),
-                    false,
+                Base::Aggregated(
+                    a.usage_aggregation_type.as_deref().unwrap_or("avg"),
+                    seconds(a.usage_aggregated_duration.as_deref()),
                 ),
                 true,
             ),
         };
+        let used = usage::node_estimated(self, pod, node, metric, base);
         let alloc = usage::allocatable(node);
         for (res, t) in thresholds {
             let total = alloc.get(res).copied().unwrap_or(0);
             if *t == 0 || total == 0 {
                 continue;
             }
-            let est = used.get(res).copied().unwrap_or(0);
+            let est = used.get(res);
             let pct = (est as f64 / total as f64 * 100.0).round() as i64;
             if pct > *t {
                 return Status::unschedulable(reason(res, aggregated));
@@ -191,27 +221,31 @@ impl Plugin for LoadAware {
         if weight_sum == 0 {
             return Ok(0);
         }
-        let Some(nm) = cluster.metrics.get(&node.name) else {
+        let Some(metric) = cluster.metrics.get(&node.name) else {
             return Ok(0);
         };
-        let metric = Metric::new(nm);
-        if self.expired(&metric, cluster.now_ms) {
+        if self.expired(metric, cluster.now_ms) {
             return Ok(0);
         }
-        let prod = self.args.score_by_prod && pod.class == PriorityClass::Prod;
         let agg = &self.args.aggregated;
-        let aggregated = agg
+        let base = if self.args.score_by_prod && pod.class == PriorityClass::Prod {
+            Base::Prod
+        } else if let Some(kind) = agg
             .score_aggregation_type
             .as_deref()
             .filter(|t| !t.is_empty())
-            .map(|t| (Some(t), agg.score_aggregated_duration.as_deref()));
-        let used = usage::node_estimated(self, pod, node, &metric, aggregated, prod);
+        {
+            Base::Aggregated(kind, seconds(agg.score_aggregated_duration.as_deref()))
+        } else {
+            Base::Usage
+        };
+        let used = usage::node_estimated(self, pod, node, metric, base);
         let alloc = usage::allocatable(node);
         Ok(score_of(
             &self.resources,
             &self.args.weights,
             self.args.dominant_weight,
-            &used,
+            |r| used.get(r),
             &alloc,
         ))
     }
@@ -222,12 +256,12 @@ pub fn score_of(
     resources: &[String],
     weights: &BTreeMap<String, i64>,
     dominant: i64,
-    used: &BTreeMap<String, i64>,
+    used: impl Fn(&str) -> i64,
     alloc: &BTreeMap<String, i64>,
 ) -> i64 {
     let least = |r: &str| {
         let a = alloc.get(r).copied().unwrap_or(0);
-        let u = used.get(r).copied().unwrap_or(0);
+        let u = used(r);
         if a == 0 || u > a {
             0
         } else {

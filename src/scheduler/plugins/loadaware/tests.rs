@@ -278,7 +278,13 @@ fn args_validation_and_vector() {
     let alloc = BTreeMap::from([("cpu".to_string(), 100), ("memory".to_string(), 100)]);
     let w = BTreeMap::from([("cpu".to_string(), 1), ("memory".to_string(), 1)]);
     assert_eq!(
-        score_of(&["cpu".into(), "memory".into()], &w, 1, &used, &alloc),
+        score_of(
+            &["cpu".into(), "memory".into()],
+            &w,
+            1,
+            |r| used.get(r).copied().unwrap_or(0),
+            &alloc
+        ),
         (50 + 90 + 50) / 3
     );
     for bad in [

@@ -1,136 +1,37 @@
 //! Estimation: what a pod will use (scaling factors over max(request, limit)), and a
 //! node's estimated usage from its NodeMetric plus pods not yet reflected in it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
 
 use super::LoadAware;
 use crate::api::extension::keys::ANNOTATION_NODE_RAW_ALLOCATABLE;
 use crate::api::extension::priority::PriorityClass;
 use crate::api::extension::resources::{BATCH_CPU, BATCH_MEMORY, CPU, MEMORY, translate};
 use crate::api::pod::{Amounts, amounts};
-use crate::api::slo::NodeMetric;
+use crate::scheduler::framework::metric::MetricInfo;
 use crate::scheduler::framework::{NodeInfo, PodInfo};
 
 const DEFAULT_MILLI_CPU: i64 = 250;
 const DEFAULT_MEMORY: i64 = 200 * 1024 * 1024;
-const DEFAULT_REPORT_INTERVAL_SECONDS: i64 = 60;
-
-/// The parts of a NodeMetric LoadAware reads, as integers.
-pub struct Metric<'a> {
-    pub raw: &'a NodeMetric,
-    pub update_ms: Option<i64>,
-    pub report_interval_ms: i64,
-    /// Pod key → (usage, reported priority class name).
-    pub pods: BTreeMap<String, (Amounts, String)>,
-}
-
-impl<'a> Metric<'a> {
-    pub fn new(m: &'a NodeMetric) -> Metric<'a> {
-        let status = m.status.as_ref();
-        let pods = status
-            .and_then(|s| s.pods_metric.as_ref())
-            .into_iter()
-            .flatten()
-            .map(|p| {
-                let key = format!(
-                    "{}/{}",
-                    p.namespace.as_deref().unwrap_or(""),
-                    p.name.as_deref().unwrap_or("")
-                );
-                (
-                    key,
-                    (
-                        amounts(p.pod_usage.resources.as_ref()),
-                        p.priority.clone().unwrap_or_default(),
-                    ),
-                )
-            })
-            .collect();
-        Metric {
-            raw: m,
-            update_ms: status
-                .and_then(|s| s.update_time.as_ref())
-                .map(|t| t.0.as_millisecond()),
-            report_interval_ms: m
-                .spec
-                .metric_collect_policy
-                .as_ref()
-                .and_then(|p| p.report_interval_seconds)
-                .unwrap_or(DEFAULT_REPORT_INTERVAL_SECONDS)
-                * 1000,
-            pods,
-        }
-    }
-
-    fn node_usage(&self) -> Option<Amounts> {
-        let info = self.raw.status.as_ref()?.node_metric.as_ref()?;
-        info.node_usage.resources.as_ref().map(|r| amounts(Some(r)))
-    }
-
-    fn system_usage(&self) -> Amounts {
-        let r = self
-            .raw
-            .status
-            .as_ref()
-            .and_then(|s| s.node_metric.as_ref())
-            .and_then(|n| n.system_usage.resources.as_ref());
-        amounts(r)
-    }
-
-    /// An aggregated percentile for `duration` (empty/0 = the longest reported).
-    fn aggregated(&self, kind: &str, duration: Option<&str>) -> Option<Amounts> {
-        let list = self
-            .raw
-            .status
-            .as_ref()?
-            .node_metric
-            .as_ref()?
-            .aggregated_node_usages
-            .as_ref()?;
-        let secs = |d: Option<&str>| {
-            d.and_then(|d| crate::api::duration::parse(d).ok())
-                .map(|d| d.as_secs())
-                .unwrap_or(0)
-        };
-        let want = secs(duration);
-        let with_kind = list.iter().filter(|a| {
-            a.usage
-                .as_ref()
-                .is_some_and(|u| u.get(kind).is_some_and(|r| r.resources.is_some()))
-        });
-        let chosen = if want == 0 {
-            with_kind.max_by_key(|a| secs(a.duration.as_deref()))
-        } else {
-            with_kind
-                .into_iter()
-                .find(|a| secs(a.duration.as_deref()) == want)
-        }?;
-        chosen
-            .usage
-            .as_ref()?
-            .get(kind)
-            .map(|r| amounts(r.resources.as_ref()))
-    }
-}
 
 /// Node allocatable, with `node.koordinator.sh/raw-allocatable` entries overriding.
-pub fn allocatable(node: &NodeInfo) -> Amounts {
-    let mut a = node.allocatable.clone();
+pub fn allocatable(node: &NodeInfo) -> std::borrow::Cow<'_, Amounts> {
     let raw = node
         .node
         .metadata
         .annotations
         .as_ref()
         .and_then(|m| m.get(ANNOTATION_NODE_RAW_ALLOCATABLE));
-    if let Some(list) = raw.and_then(|s| {
-        serde_json::from_str::<
-            BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
-        >(s)
-        .ok()
-    }) {
-        a.extend(amounts(Some(&list)));
+    type List = BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>;
+    match raw.and_then(|s| serde_json::from_str::<List>(s).ok()) {
+        None => std::borrow::Cow::Borrowed(&node.allocatable),
+        Some(list) => {
+            let mut a = node.allocatable.clone();
+            a.extend(amounts(Some(&list)));
+            std::borrow::Cow::Owned(a)
+        }
     }
-    a
 }
 
 /// The default estimator: per scaling-factor resource, max(request, limit) of the pod's
@@ -167,34 +68,34 @@ fn add(into: &mut Amounts, from: &Amounts) {
 fn add_excess(into: &mut Amounts, e: &Amounts, u: Option<&Amounts>) {
     for (k, v) in e {
         let used = u.and_then(|u| u.get(k)).copied().unwrap_or(0);
-        let d = (v - used).max(0);
         let slot = into.entry(k.clone()).or_insert(0);
-        *slot = slot.saturating_add(d);
+        *slot = slot.saturating_add((v - used).max(0));
     }
 }
 
-/// Estimated usage of `node` with `pod` on it: reported (or aggregated, or prod) usage plus
-/// the part of recently scheduled pods the report cannot show yet, plus the pod itself.
-pub fn node_estimated(
-    la: &LoadAware,
-    pod: &PodInfo,
-    node: &NodeInfo,
-    m: &Metric,
-    aggregated: Option<(Option<&str>, Option<&str>)>,
-    prod: bool,
-) -> Amounts {
+/// What the pods on a node add to its NodeMetric (spec §2.4), summed.
+#[derive(Debug, Clone, Default)]
+pub struct PodSums {
+    /// Σ max(0, estimate − usage) over pods the report cannot show fully yet.
+    pub delta: Amounts,
+    /// Σ estimate over all pods.
+    pub estimated: Amounts,
+    pub prod_usage: Amounts,
+    pub prod_delta: Amounts,
+}
+
+/// Per node: (node generation, metric generation) → sums. Valid until either changes.
+#[derive(Default)]
+pub struct SumsCache(Mutex<HashMap<String, Cached>>);
+
+/// (node generation, metric generation, sums).
+type Cached = (u64, u64, std::sync::Arc<PodSums>);
+
+fn pod_sums(la: &LoadAware, node: &NodeInfo, m: &MetricInfo) -> PodSums {
     let factors = &la.args.factors;
     let update = m.update_ms.unwrap_or(0);
-    let (mut delta, mut estimated, mut prod_usage, mut prod_delta) = (
-        Amounts::new(),
-        Amounts::new(),
-        Amounts::new(),
-        Amounts::new(),
-    );
+    let mut s = PodSums::default();
     for p in &node.pods {
-        if p.key == pod.key {
-            continue;
-        }
         let e = estimate(factors, p);
         let reported = m.pods.get(&p.key);
         let u = reported.map(|(u, _)| u);
@@ -202,53 +103,128 @@ pub fn node_estimated(
             .args
             .seconds_after_scheduled
             .zip(p.scheduled_at_ms)
-            .map(|(s, t)| t + s * 1000);
+            .map(|(secs, t)| t + secs * 1000);
         let recent = p
             .scheduled_at_ms
             .is_some_and(|t| t > update - m.report_interval_ms);
         let estimating = u.is_none() || recent || deadline.is_some_and(|d| d > update);
         if estimating {
-            add_excess(&mut delta, &e, u);
+            add_excess(&mut s.delta, &e, u);
         }
-        add(&mut estimated, &e);
+        add(&mut s.estimated, &e);
         if p.class == PriorityClass::Prod {
-            let reported_prod = reported.is_some_and(|(_, c)| c == PriorityClass::Prod.name());
-            if reported_prod {
-                add(&mut prod_usage, u.unwrap_or(&Amounts::new()));
+            if reported.is_some_and(|(_, c)| c == PriorityClass::Prod.name()) {
+                add(&mut s.prod_usage, u.unwrap_or(&Amounts::new()));
                 if estimating {
-                    add_excess(&mut prod_delta, &e, u);
+                    add_excess(&mut s.prod_delta, &e, u);
                 }
             } else {
-                add(&mut prod_delta, &e);
+                add(&mut s.prod_delta, &e);
             }
         }
     }
-    let mut used = if prod {
-        if la.args.prod_include_sys {
-            add(&mut prod_usage, &m.system_usage());
+    s
+}
+
+impl SumsCache {
+    fn get(&self, la: &LoadAware, node: &NodeInfo, m: &MetricInfo) -> std::sync::Arc<PodSums> {
+        let key = (node.generation, m.generation);
+        if let Some((g, mg, sums)) = self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&node.name)
+            && (*g, *mg) == key
+        {
+            return sums.clone();
         }
-        add(&mut prod_usage, &prod_delta);
-        prod_usage
-    } else {
-        let base = match aggregated {
-            Some((kind, duration)) => {
-                let longest = duration
-                    .and_then(|d| crate::api::duration::parse(d).ok())
-                    .is_none_or(|d| d.is_zero());
-                // No aggregate for "the longest duration" falls back to the plain usage.
-                m.aggregated(kind.unwrap_or("avg"), duration)
-                    .or_else(|| if longest { m.node_usage() } else { None })
-            }
-            None => m.node_usage(),
+        let sums = std::sync::Arc::new(pod_sums(la, node, m));
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(node.name.clone(), (key.0, key.1, sums.clone()));
+        sums
+    }
+}
+
+/// How usage is read: plain, an aggregated percentile (kind, seconds), or prod-only.
+#[derive(Clone, Copy)]
+pub enum Base<'a> {
+    Usage,
+    Aggregated(&'a str, u64),
+    Prod,
+}
+
+enum Reported<'a> {
+    /// Reported (or aggregated) usage, plus pods not reflected in it yet.
+    Usage(&'a Amounts),
+    /// Nothing reported: the estimates of all pods.
+    Estimated,
+    /// Prod pods' reported usage and deltas (and the system usage when configured).
+    Prod(Option<&'a Amounts>),
+}
+
+/// A node's estimated usage with the incoming pod, read per resource without copying maps.
+pub struct Usage<'a> {
+    sums: std::sync::Arc<PodSums>,
+    reported: Reported<'a>,
+    pod: std::sync::Arc<Amounts>,
+}
+
+fn at(m: &Amounts, r: &str) -> i64 {
+    m.get(r).copied().unwrap_or(0)
+}
+
+impl Usage<'_> {
+    pub fn get(&self, r: &str) -> i64 {
+        let s = &self.sums;
+        let existing = match &self.reported {
+            Reported::Usage(u) => at(u, r).saturating_add(at(&s.delta, r)),
+            Reported::Estimated => at(&s.estimated, r),
+            Reported::Prod(sys) => at(&s.prod_usage, r)
+                .saturating_add(at(&s.prod_delta, r))
+                .saturating_add(sys.map(|m| at(m, r)).unwrap_or(0)),
         };
-        match base {
-            Some(mut b) => {
-                add(&mut b, &delta);
-                b
-            }
-            None => estimated,
-        }
+        existing.saturating_add(at(&self.pod, r))
+    }
+}
+
+/// Estimated usage of `node` with `pod` on it: reported (or aggregated, or prod) usage plus
+/// the part of recently scheduled pods the report cannot show yet, plus the pod itself.
+pub fn node_estimated<'a>(
+    la: &LoadAware,
+    pod: &PodInfo,
+    node: &NodeInfo,
+    m: &'a MetricInfo,
+    base: Base,
+) -> Usage<'a> {
+    let sums = la.cache.get(la, node, m);
+    let reported = match base {
+        Base::Prod => Reported::Prod(la.args.prod_include_sys.then_some(&m.system_usage)),
+        Base::Usage => m
+            .node_usage
+            .as_ref()
+            .map_or(Reported::Estimated, Reported::Usage),
+        // No aggregate for "the longest duration" falls back to the plain usage.
+        Base::Aggregated(kind, secs) => m
+            .aggregated(kind, secs)
+            .or(if secs == 0 {
+                m.node_usage.as_ref()
+            } else {
+                None
+            })
+            .map_or(Reported::Estimated, Reported::Usage),
     };
-    add(&mut used, &estimate(factors, pod));
-    used
+    Usage {
+        sums,
+        reported,
+        pod: la.incoming(pod),
+    }
+}
+
+/// Seconds of an aggregation duration string (unset or unparsable: 0 = the longest).
+pub fn seconds(d: Option<&str>) -> u64 {
+    d.and_then(|d| crate::api::duration::parse(d).ok())
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }

@@ -1,0 +1,103 @@
+//! A NodeMetric parsed once when it enters the cluster state (quantities to integers),
+//! so plugins read numbers instead of re-parsing strings every cycle.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::api::pod::{Amounts, amounts};
+use crate::api::slo::NodeMetric;
+
+const DEFAULT_REPORT_INTERVAL_SECONDS: i64 = 60;
+
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+#[derive(Debug, Clone)]
+pub struct MetricInfo {
+    pub raw: Arc<NodeMetric>,
+    /// Changes whenever a new version of the metric is stored (cache key for plugins).
+    pub generation: u64,
+    pub update_ms: Option<i64>,
+    pub report_interval_ms: i64,
+    pub node_usage: Option<Amounts>,
+    pub system_usage: Amounts,
+    /// (duration in seconds, aggregation kind → usage).
+    pub aggregated: Vec<(u64, BTreeMap<String, Amounts>)>,
+    /// Pod key → (usage, reported priority class name).
+    pub pods: HashMap<String, (Amounts, String)>,
+}
+
+impl MetricInfo {
+    pub fn new(m: Arc<NodeMetric>) -> MetricInfo {
+        let status = m.status.as_ref();
+        let info = status.and_then(|s| s.node_metric.as_ref());
+        let secs = |d: Option<&str>| {
+            d.and_then(|d| crate::api::duration::parse(d).ok())
+                .map(|d| d.as_secs())
+                .unwrap_or(0)
+        };
+        let aggregated = info
+            .and_then(|i| i.aggregated_node_usages.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|a| {
+                let usage = a
+                    .usage
+                    .iter()
+                    .flatten()
+                    .filter_map(|(k, r)| {
+                        r.resources
+                            .as_ref()
+                            .map(|res| (k.clone(), amounts(Some(res))))
+                    })
+                    .collect();
+                (secs(a.duration.as_deref()), usage)
+            })
+            .collect();
+        let pods = status
+            .and_then(|s| s.pods_metric.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                let key = format!(
+                    "{}/{}",
+                    p.namespace.as_deref().unwrap_or(""),
+                    p.name.as_deref().unwrap_or("")
+                );
+                let usage = amounts(p.pod_usage.resources.as_ref());
+                (key, (usage, p.priority.clone().unwrap_or_default()))
+            })
+            .collect();
+        MetricInfo {
+            generation: GENERATION.fetch_add(1, Ordering::Relaxed),
+            update_ms: status
+                .and_then(|s| s.update_time.as_ref())
+                .map(|t| t.0.as_millisecond()),
+            report_interval_ms: m
+                .spec
+                .metric_collect_policy
+                .as_ref()
+                .and_then(|p| p.report_interval_seconds)
+                .unwrap_or(DEFAULT_REPORT_INTERVAL_SECONDS)
+                * 1000,
+            node_usage: info
+                .and_then(|i| i.node_usage.resources.as_ref())
+                .map(|r| amounts(Some(r))),
+            system_usage: amounts(info.and_then(|i| i.system_usage.resources.as_ref())),
+            aggregated,
+            pods,
+            raw: m,
+        }
+    }
+
+    /// An aggregated usage of `kind` for `seconds` (0 = the longest duration reported).
+    pub fn aggregated(&self, kind: &str, seconds: u64) -> Option<&Amounts> {
+        let with_kind = self.aggregated.iter().filter(|(_, u)| u.contains_key(kind));
+        let chosen = if seconds == 0 {
+            with_kind.max_by_key(|(d, _)| *d)
+        } else {
+            with_kind.into_iter().find(|(d, _)| *d == seconds)
+        }?;
+        chosen.1.get(kind)
+    }
+}
