@@ -53,7 +53,15 @@ fn pod(i: usize) -> Pod {
     if i.is_multiple_of(7) {
         spec["tolerations"] = json!([{"key": "dedicated", "operator": "Exists"}]);
     }
-    obj(json!({"metadata": {"name": format!("pod-{i:02}"), "namespace": "default"}, "spec": spec}))
+    let mut labels = json!({});
+    if i % 10 == 3 {
+        labels["app"] = "spread".into();
+        spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "zone",
+            "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "spread"}}}]);
+    }
+    obj(
+        json!({"metadata": {"name": format!("pod-{i:02}"), "namespace": "default", "labels": labels}, "spec": spec}),
+    )
 }
 
 /// The real `koord --role=scheduler` against the test API server on `port`.
@@ -197,6 +205,24 @@ async fn schedules_respecting_constraints_load_and_capacity() {
         *per_node.entry(n).or_insert(0) += 500;
     }
     assert!(per_node.values().all(|m| *m <= 8000), "{per_node:?}");
+    let mut spread: HashMap<usize, i64> = HashMap::new();
+    for (_, n) in bound.values().enumerate().filter(|(i, _)| i % 10 == 3) {
+        let idx: usize = n
+            .as_deref()
+            .unwrap()
+            .trim_start_matches("node-")
+            .parse()
+            .unwrap();
+        *spread.entry(idx % 2).or_insert(0) += 1;
+    }
+    let (a, b) = (
+        spread.get(&0).copied().unwrap_or(0),
+        spread.get(&1).copied().unwrap_or(0),
+    );
+    assert!(
+        (a - b).abs() <= 1 && a + b == 5,
+        "zone spread of app=spread: {spread:?}"
+    );
 
     // explain on the pre-scheduling snapshot agrees with what was bound.
     let out = std::process::Command::new(common::koord_bin())
@@ -233,16 +259,38 @@ async fn schedules_respecting_constraints_load_and_capacity() {
         predicted, bound,
         "koord explain schedule vs the live scheduler"
     );
+    // Every node is listed; feasible ones carry every Score plugin's score and the total.
+    let first = &explained["pods"][1]["nodes"];
+    assert_eq!(first.as_object().unwrap().len(), 10);
+    let feasible = &first["node-0"];
+    assert_eq!(feasible["feasible"], true);
+    let scores = feasible["scores"].as_object().unwrap();
+    for plugin in [
+        "LoadAwareScheduling",
+        "NodeResourcesFit",
+        "TaintToleration",
+        "NodeAffinity",
+    ] {
+        assert!(
+            scores.contains_key(plugin),
+            "{plugin} missing in {feasible}"
+        );
+    }
+    assert!(feasible["total"].as_i64().is_some());
+    assert_eq!(
+        explained["pods"][1]["nodes"]["node-3"]["plugin"],
+        "LoadAwareScheduling"
+    );
     assert_eq!(
         explained["pods"][1]["nodes"]["node-3"]["reason"],
         "node(s) cpu usage exceed threshold"
     );
 
-    // A pod that fits nowhere: FailedScheduling with the aggregated reasons, then bound
-    // as soon as a node that fits appears.
+    // A pod that fits nowhere (every schedulable node runs pods, 7.6 CPU is needed): a
+    // FailedScheduling event with the aggregated reasons, then bound as soon as node-0 frees up.
     let mut big = pod(99);
     big.spec.as_mut().unwrap().containers[0].resources =
-        Some(obj(json!({"requests": {"cpu": "20"}})));
+        Some(obj(json!({"requests": {"cpu": "7600m"}})));
     big.spec.as_mut().unwrap().node_selector = None;
     pods.create(&pp, &big).await.unwrap();
     let events: Api<Event> = Api::namespaced(c.clone(), "default");
@@ -263,7 +311,11 @@ async fn schedules_respecting_constraints_load_and_capacity() {
         message.starts_with("0/10 nodes are available:"),
         "{message}"
     );
-    assert!(message.contains("9 Insufficient cpu"), "{message}");
+    assert!(message.contains("8 Insufficient cpu"), "{message}");
+    assert!(
+        message.contains("1 node(s) cpu usage exceed threshold"),
+        "{message}"
+    );
     assert!(
         message.contains("1 node(s) had untolerated taint {dedicated: gpu}"),
         "{message}"
@@ -279,22 +331,12 @@ async fn schedules_respecting_constraints_load_and_capacity() {
     assert!(cond.iter().any(|c| c.type_ == "PodScheduled"
         && c.status == "False"
         && c.reason.as_deref() == Some("Unschedulable")));
-    let mut roomy = node(10);
-    roomy
-        .status
-        .as_mut()
-        .unwrap()
-        .allocatable
-        .as_mut()
-        .unwrap()
-        .insert(
-            "cpu".into(),
-            k8s_openapi::apimachinery::pkg::api::resource::Quantity("32".into()),
-        );
-    Api::<Node>::all(c.clone())
-        .create(&pp, &roomy)
-        .await
-        .unwrap();
+    for (key, n) in &bound {
+        if n.as_deref() == Some("node-0") {
+            let name = key.trim_start_matches("default/");
+            pods.delete(name, &Default::default()).await.unwrap();
+        }
+    }
     let placed = eventually(Duration::from_secs(15), || async {
         pods.get("pod-99")
             .await
@@ -303,7 +345,7 @@ async fn schedules_respecting_constraints_load_and_capacity() {
             .unwrap()
             .node_name
             .as_deref()
-            == Some("node-10")
+            == Some("node-0")
     })
     .await;
     assert!(placed, "{}", sched.logs());
@@ -348,11 +390,24 @@ async fn a_bind_conflict_is_forgotten() {
         Some("node-0"),
         "assumed"
     );
-    // The failed binding (409) makes the scheduler forget the assumed pod, without retry:
-    // the watch will deliver the pod as bound by whoever won.
+    // The failed binding (409) makes the scheduler forget the assumed pod and retry it
+    // after the backoff; the watch showing the pod bound takes it out of the queue.
     s.settle().await;
-    assert_eq!(s.cluster.placement("default/pod-01"), None);
-    assert!(s.queue.is_empty());
+    assert_eq!(s.cluster.placement("default/pod-01"), None, "forgotten");
+    assert!(!s.queue.is_empty(), "retried after the backoff");
+    let now_bound = pods.get("pod-01").await.unwrap();
+    s.apply(koord::scheduler::live::Ev::Pod(
+        kube::runtime::watcher::Event::Apply(now_bound),
+    ));
+    assert!(
+        s.queue.is_empty(),
+        "bound by someone else: no longer pending"
+    );
+    assert_eq!(
+        s.cluster.placement("default/pod-01"),
+        Some("node-0"),
+        "counted where it runs"
+    );
     api.stop().await;
 }
 

@@ -28,11 +28,11 @@ pub enum BindError {
 }
 
 impl BindError {
-    /// The pod is already bound or gone: do not retry.
-    pub fn is_conflict(&self) -> bool {
+    /// The pod is gone: nothing to retry.
+    pub fn is_gone(&self) -> bool {
         match self {
             BindError::Api { source, .. } | BindError::Patch { source, .. } => {
-                matches!(source, kube::Error::Api(s) if s.code == 409 || s.code == 404)
+                matches!(source, kube::Error::Api(s) if s.code == 404)
             }
             BindError::Rejected { .. } => false,
         }

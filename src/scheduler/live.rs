@@ -354,7 +354,9 @@ impl Scheduler {
             let mut state = Default::default();
             self.frameworks[fi].unreserve(&mut state, &done.pod, &done.node);
         }
-        if !e.is_conflict() {
+        // Retried after the backoff; a pod someone else bound meanwhile leaves the queue
+        // when the watch shows it bound.
+        if !e.is_gone() {
             self.queue.requeue_backoff(done.pod, Instant::now());
         }
     }
