@@ -8,6 +8,7 @@ pub mod informer;
 pub mod metrics;
 pub mod os;
 pub mod prediction;
+pub mod qos;
 pub mod reporter;
 pub mod store;
 

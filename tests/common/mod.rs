@@ -2,6 +2,8 @@
 //! that runs the real `koord` binary and kills it (by PID) when dropped.
 #![allow(dead_code)]
 
+pub mod burner;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

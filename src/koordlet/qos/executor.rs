@@ -1,0 +1,255 @@
+//! The resource executor (koordlet spec §0.5): every cgroup write of the QoS manager goes
+//! through here. A write is validated against the file's range, skipped when the value is
+//! already there (cached, re-checked on the file at most every `force_update`), recorded
+//! as a typed change, and a missing file or cgroup is not an error. Leveled updates relax
+//! parents first (cpuset union, larger quota/limits) and write exact values bottom-up, so
+//! a child never asks for more than its parent allows.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::api::cpuset;
+use crate::koordlet::os::{CgroupDir, CgroupError, Cgroups, Resource};
+
+/// One intended write, in cgroup v1 semantics (`-1` = unlimited).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Update {
+    pub resource: Resource,
+    pub dir: CgroupDir,
+    pub value: String,
+}
+
+impl Update {
+    pub fn new(resource: Resource, dir: CgroupDir, value: impl Into<String>) -> Update {
+        Update {
+            resource,
+            dir,
+            value: value.into(),
+        }
+    }
+}
+
+/// A change actually made (for logs, metrics and events).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub resource: Resource,
+    pub dir: String,
+    pub old: String,
+    pub new: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Written(Change),
+    Unchanged,
+    /// The file or the cgroup does not exist (kernel without it, pod gone).
+    Missing,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("{resource:?} in {dir}: value {value:?} rejected: {reason}")]
+    Invalid {
+        resource: Resource,
+        dir: String,
+        value: String,
+        reason: String,
+    },
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+}
+
+/// The range a value must be in (spec §0.4); `-1` is allowed where it means unlimited.
+pub fn validate(res: Resource, value: &str) -> Result<(), String> {
+    let v = value.trim();
+    if res == Resource::CpusetCpus || res == Resource::CpusetMems {
+        return cpuset::parse(v).map(|_| ()).map_err(|e| e.to_string());
+    }
+    let n: i64 = v.parse().map_err(|_| format!("{v:?} is not an integer"))?;
+    let range = match res {
+        Resource::CpuShares => Some((2, 262_144)),
+        Resource::CfsQuota | Resource::MemoryLimit | Resource::MemoryHigh if n == -1 => None,
+        Resource::CfsQuota => Some((1000, i64::MAX)),
+        Resource::CfsPeriod => Some((1000, 1_000_000)),
+        Resource::CfsBurst
+        | Resource::MemoryLimit
+        | Resource::MemoryMin
+        | Resource::MemoryLow
+        | Resource::MemoryHigh => Some((0, i64::MAX)),
+        Resource::BvtWarpNs => Some((-1, 2)),
+        Resource::CpuIdle | Resource::MemoryUsePriorityOom | Resource::MemoryOomGroup => {
+            Some((0, 1))
+        }
+        Resource::MemoryWmarkRatio => Some((0, 100)),
+        Resource::MemoryWmarkScaleFactor => Some((1, 1000)),
+        Resource::MemoryWmarkMinAdj => Some((-25, 50)),
+        Resource::MemoryPriority => Some((0, 12)),
+        _ => return Err(format!("{res:?} is not writable through the executor")),
+    };
+    match range {
+        Some((lo, hi)) if n < lo || n > hi => Err(format!("{n} is outside [{lo}, {hi}]")),
+        _ => Ok(()),
+    }
+}
+
+pub struct Executor {
+    cgroups: Cgroups,
+    /// Path → (value written, when).
+    cache: Mutex<HashMap<String, (String, Instant)>>,
+    force_update: Duration,
+}
+
+fn key(u: &Update) -> String {
+    format!("{:?}:{}", u.resource, u.dir.as_str())
+}
+
+/// Values compare as numbers or CPU sets, so "0-3" equals "0,1,2,3" and "max" equals -1.
+fn normalize(res: Resource, v: &str) -> String {
+    let v = v.trim();
+    if matches!(res, Resource::CpusetCpus | Resource::CpusetMems) {
+        return cpuset::parse(v)
+            .map(|c| cpuset::format(&c))
+            .unwrap_or_else(|_| v.to_string());
+    }
+    if v == "max" {
+        "-1".to_string()
+    } else {
+        v.to_string()
+    }
+}
+
+impl Executor {
+    pub fn new(cgroups: Cgroups, force_update: Duration) -> Executor {
+        Executor {
+            cgroups,
+            cache: Mutex::new(HashMap::new()),
+            force_update,
+        }
+    }
+
+    pub fn cgroups(&self) -> &Cgroups {
+        &self.cgroups
+    }
+
+    fn current(&self, u: &Update) -> Result<String, CgroupError> {
+        match u.resource {
+            Resource::CpusetCpus | Resource::CpusetMems => self.cgroups.read(u.resource, &u.dir),
+            _ => self
+                .cgroups
+                .read_i64(u.resource, &u.dir)
+                .map(|v| v.to_string()),
+        }
+    }
+
+    /// Writes one value unless it is already there.
+    pub fn update(&self, u: &Update) -> Result<Outcome, ExecError> {
+        if u.dir.as_str().split('/').any(|c| c == ".." || c == ".") {
+            return Err(ExecError::Invalid {
+                resource: u.resource,
+                dir: u.dir.as_str().into(),
+                value: u.value.clone(),
+                reason: "the cgroup path leaves the cgroup root".into(),
+            });
+        }
+        validate(u.resource, &u.value).map_err(|reason| ExecError::Invalid {
+            resource: u.resource,
+            dir: u.dir.as_str().into(),
+            value: u.value.clone(),
+            reason,
+        })?;
+        let want = normalize(u.resource, &u.value);
+        let k = key(u);
+        {
+            let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((v, at)) = cache.get(&k)
+                && *v == want
+                && at.elapsed() < self.force_update
+            {
+                return Ok(Outcome::Unchanged);
+            }
+        }
+        let old = match self.current(u) {
+            Ok(v) => normalize(u.resource, &v),
+            Err(e) if e.is_not_found() => return Ok(Outcome::Missing),
+            Err(e) => return Err(e.into()),
+        };
+        let remember = |v: String| {
+            self.cache
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(k.clone(), (v, Instant::now()));
+        };
+        if old == want {
+            remember(want);
+            return Ok(Outcome::Unchanged);
+        }
+        match self.cgroups.write(u.resource, &u.dir, &want) {
+            Ok(()) => {}
+            Err(e) if e.is_not_found() => return Ok(Outcome::Missing),
+            Err(e) => return Err(e.into()),
+        }
+        remember(want.clone());
+        let change = Change {
+            resource: u.resource,
+            dir: u.dir.as_str().into(),
+            old,
+            new: want,
+        };
+        tracing::info!(resource = ?change.resource, dir = %change.dir, old = %change.old, new = %change.new, "cgroup updated");
+        Ok(Outcome::Written(change))
+    }
+
+    /// The relaxed value for pass 1 of a leveled update: what both old and new allow.
+    fn relaxed(&self, u: &Update) -> Option<String> {
+        let cur = self.current(u).ok()?;
+        match u.resource {
+            Resource::CpusetCpus | Resource::CpusetMems => {
+                let mut all = cpuset::parse(&cur).ok()?;
+                all.extend(cpuset::parse(&u.value).ok()?);
+                all.sort_unstable();
+                all.dedup();
+                Some(cpuset::format(&all))
+            }
+            Resource::CfsQuota
+            | Resource::MemoryLimit
+            | Resource::MemoryHigh
+            | Resource::MemoryMin
+            | Resource::MemoryLow => {
+                let (c, n): (i64, i64) = (cur.trim().parse().ok()?, u.value.trim().parse().ok()?);
+                Some(if c == -1 || n == -1 {
+                    "-1".into()
+                } else {
+                    c.max(n).to_string()
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// `levels[0]` is the top (QoS dir), then pods, then containers: relax top-down, then
+    /// write the exact values bottom-up.
+    pub fn leveled(&self, levels: &[Vec<Update>]) -> Vec<Result<Outcome, ExecError>> {
+        for level in levels {
+            for u in level {
+                if let Some(v) = self.relaxed(u)
+                    && v != normalize(u.resource, &u.value)
+                {
+                    let _ = self.update(&Update {
+                        value: v,
+                        ..u.clone()
+                    });
+                }
+            }
+        }
+        levels
+            .iter()
+            .rev()
+            .flat_map(|level| level.iter().map(|u| self.update(u)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+#[path = "executor_tests.rs"]
+mod tests;

@@ -1,0 +1,130 @@
+use std::path::Path;
+
+use super::*;
+use crate::api::extension::qos::KubeQoS;
+use crate::koordlet::os::{Driver, Version};
+
+fn tree(version: Version, driver: Driver) -> (tempfile::TempDir, Cgroups) {
+    let dir = tempfile::tempdir().unwrap();
+    let cg = Cgroups::new(dir.path(), version, driver, "");
+    let be = cg.qos_dir(KubeQoS::BestEffort);
+    let pod = cg.pod_dir(KubeQoS::BestEffort, "u1");
+    for d in [&be, &pod] {
+        for (sub, files) in [
+            ("cpu", vec![("cpu.cfs_quota_us", "-1"), ("cpu.shares", "2")]),
+            ("cpuset", vec![("cpuset.cpus", "0-1")]),
+        ] {
+            let base = match version {
+                Version::V1 => dir.path().join(sub).join(d.as_str()),
+                Version::V2 => dir.path().join(d.as_str()),
+            };
+            std::fs::create_dir_all(&base).unwrap();
+            for (f, v) in files {
+                let (f, v) = match (version, f) {
+                    (Version::V2, "cpu.cfs_quota_us") => ("cpu.max", "max 100000"),
+                    (Version::V2, "cpu.shares") => ("cpu.weight", "1"),
+                    _ => (f, v),
+                };
+                std::fs::write(base.join(f), v).unwrap();
+            }
+        }
+    }
+    (dir, cg)
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap().trim().to_string()
+}
+
+#[test]
+fn writes_once_and_skips_what_is_already_there() {
+    for version in [Version::V1, Version::V2] {
+        for driver in [Driver::Cgroupfs, Driver::Systemd] {
+            let (_d, cg) = tree(version, driver);
+            let ex = Executor::new(cg.clone(), Duration::from_secs(60));
+            let be = cg.qos_dir(KubeQoS::BestEffort);
+            let u = Update::new(Resource::CfsQuota, be.clone(), "200000");
+            assert!(
+                matches!(ex.update(&u).unwrap(), Outcome::Written(Change { ref old, ref new, .. }) if old == "-1" && new == "200000")
+            );
+            let file = cg.file(Resource::CfsQuota, &be);
+            // v1 holds the number; v2's cpu.max holds "<quota> <period>".
+            let expect = "200000";
+            assert!(
+                read(&file).starts_with(expect),
+                "{version:?} {driver:?}: {}",
+                read(&file)
+            );
+            assert_eq!(ex.update(&u).unwrap(), Outcome::Unchanged, "cached");
+            // A fresh executor reads the file and finds the value there.
+            let ex2 = Executor::new(cg.clone(), Duration::from_secs(60));
+            assert_eq!(ex2.update(&u).unwrap(), Outcome::Unchanged);
+            // Unlimited is written as -1 (v1) or max (v2).
+            ex.update(&Update::new(Resource::CfsQuota, be.clone(), "-1"))
+                .unwrap();
+            let raw = read(&file);
+            assert!(raw == "-1" || raw.starts_with("max"), "{raw}");
+            let shares = Update::new(Resource::CpuShares, be.clone(), "1024");
+            assert!(matches!(ex.update(&shares).unwrap(), Outcome::Written(_)));
+            let gone = Update::new(Resource::CfsQuota, be.join("pod-gone"), "200000");
+            assert_eq!(ex.update(&gone).unwrap(), Outcome::Missing);
+        }
+    }
+}
+
+#[test]
+fn ranges_and_paths_are_checked() {
+    let (_d, cg) = tree(Version::V1, Driver::Cgroupfs);
+    let ex = Executor::new(cg.clone(), Duration::from_secs(60));
+    let be = cg.qos_dir(KubeQoS::BestEffort);
+    for (res, v) in [
+        (Resource::CpuShares, "1"),
+        (Resource::CfsQuota, "500"),
+        (Resource::MemoryWmarkMinAdj, "51"),
+        (Resource::CpusetCpus, "x"),
+        (Resource::CpuShares, "many"),
+    ] {
+        assert!(
+            matches!(
+                ex.update(&Update::new(res, be.clone(), v)),
+                Err(ExecError::Invalid { .. })
+            ),
+            "{res:?} {v}"
+        );
+    }
+    let escape = Update::new(
+        Resource::CfsQuota,
+        CgroupDir::new("kubepods/../../etc"),
+        "200000",
+    );
+    assert!(matches!(ex.update(&escape), Err(ExecError::Invalid { .. })));
+    for (res, v) in [(Resource::CfsQuota, "-1"), (Resource::CpusetCpus, "0-3,5")] {
+        validate(res, v).unwrap();
+    }
+}
+
+#[test]
+fn leveled_updates_relax_parents_first() {
+    for version in [Version::V1, Version::V2] {
+        let (_d, cg) = tree(version, Driver::Cgroupfs);
+        let ex = Executor::new(cg.clone(), Duration::from_secs(60));
+        let be = cg.qos_dir(KubeQoS::BestEffort);
+        let pod = cg.pod_dir(KubeQoS::BestEffort, "u1");
+        let levels = vec![
+            vec![Update::new(Resource::CpusetCpus, be.clone(), "2-3")],
+            vec![Update::new(Resource::CpusetCpus, pod.clone(), "2-3")],
+        ];
+        let results = ex.leveled(&levels);
+        assert!(results.iter().all(|r| r.is_ok()));
+        assert_eq!(read(&cg.file(Resource::CpusetCpus, &be)), "2-3");
+        assert_eq!(read(&cg.file(Resource::CpusetCpus, &pod)), "2-3");
+        assert_eq!(
+            ex.leveled(&levels)
+                .into_iter()
+                .map(|r| r.unwrap())
+                .collect::<Vec<_>>(),
+            vec![Outcome::Unchanged; 2],
+            "nothing to do the second time"
+        );
+    }
+}

@@ -1,0 +1,5 @@
+//! The koordlet's enforcing half (koordlet spec §4): QoS strategies deciding from the
+//! NodeSLO and measured usage, writing through one resource executor.
+
+pub mod cpusuppress;
+pub mod executor;
