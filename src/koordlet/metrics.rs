@@ -40,6 +40,13 @@ pub struct CollectorLabels {
     pub collector: String,
 }
 
+/// A QoS strategy's cgroup change: which strategy, which file.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QosLabels {
+    pub strategy: String,
+    pub resource: String,
+}
+
 type FGauge = Gauge<f64, AtomicU64>;
 
 #[derive(Default)]
@@ -53,6 +60,10 @@ pub struct KoordletMetrics {
     pub store_disk_bytes: Gauge,
     pub reports: Counter,
     pub report_errors: Counter,
+    /// cgroup values changed by QoS strategies.
+    pub qos_changes: Family<QosLabels, Counter>,
+    /// The BE CPU allowance cpusuppress computed last (milli-cores; may be negative).
+    pub be_suppress_milli: Gauge,
     live_pods: Mutex<HashSet<PodLabels>>,
     live_containers: Mutex<HashSet<ContainerLabels>>,
 }
@@ -104,6 +115,16 @@ impl KoordletMetrics {
             "koordlet_nodemetric_report_errors",
             "NodeMetric status reports that failed",
             m.report_errors.clone(),
+        );
+        metrics.register(
+            "koordlet_qos_cgroup_changes",
+            "cgroup values changed by QoS strategies",
+            m.qos_changes.clone(),
+        );
+        metrics.register(
+            "koordlet_be_suppress_cpu_milli",
+            "CPU (milli-cores) best-effort pods may use, as cpusuppress computed it last",
+            m.be_suppress_milli.clone(),
         );
         m
     }

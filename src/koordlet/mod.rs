@@ -218,6 +218,11 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         gates.enabled("PSICollector"),
         gates.enabled("CPICollector"),
     );
+    let qos_host = host.clone();
+    let executor = Arc::new(qos::executor::Executor::new(
+        cgroups.clone(),
+        Duration::from_secs(60),
+    ));
     let advisor = Advisor::new(collectors, host, cgroups);
     let predictor = Arc::new(Mutex::new(Predictor::new(cfg.prediction.clone())));
     let synced = ctx.ready.child("informer");
@@ -251,6 +256,12 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     );
     ctx.tasks
         .spawn("koordlet/store-gc", async move { gc_loop(l, every).await });
+    if gates.enabled("BECPUSuppress") {
+        let l = loop_ctx.clone();
+        ctx.tasks.spawn("koordlet/qos/cpusuppress", async move {
+            cpusuppress_loop(l, executor, qos_host).await
+        });
+    }
     if cfg.prediction.enabled {
         let l = loop_ctx.clone();
         ctx.tasks.spawn("koordlet/prediction", async move {
@@ -269,6 +280,61 @@ struct LoopCtx {
     metrics: Arc<KoordletMetrics>,
     shutdown: Shutdown,
     node: String,
+}
+
+/// The last sample of `key` within the last 2 s, in milli-cores.
+fn last_milli(store: &MetricStore, key: &SeriesKey, now: i64) -> Option<i64> {
+    let points = store.query(key, now - 2_000, now).ok()?;
+    points.last().map(|p| (p.value * 1000.0).round() as i64)
+}
+
+/// cpusuppress every second once the informer synced (koordlet spec §4.1).
+async fn cpusuppress_loop(
+    l: LoopCtx,
+    ex: Arc<qos::executor::Executor>,
+    host: Host,
+) -> anyhow::Result<()> {
+    if !l.informer.wait_synced(&l.shutdown).await {
+        return Ok(());
+    }
+    let topo = host.cpu_topology().unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "no CPU topology; the cpuset policy cannot pick CPUs");
+        Vec::new()
+    });
+    let mut mem = qos::suppress::Memory::default();
+    while pause(&l.shutdown, Duration::from_secs(1)).await {
+        let states = l.informer.snapshot();
+        let now = now_ms();
+        let usage = qos::suppress::Usage {
+            node: last_milli(&l.store, &SeriesKey::node(MetricKind::NodeCpuUsage), now),
+            pods: states
+                .pods
+                .iter()
+                .filter_map(|p| {
+                    last_milli(
+                        &l.store,
+                        &SeriesKey::pod(MetricKind::PodCpuUsage, &p.uid),
+                        now,
+                    )
+                    .map(|v| (p.uid.clone(), v))
+                })
+                .collect(),
+        };
+        let strategy = qos::suppress::strategy(&states);
+        if let Some(i) = qos::suppress::inputs(&states, &usage, &strategy) {
+            l.metrics
+                .be_suppress_milli
+                .set(qos::cpusuppress::suppress_milli(&i));
+        }
+        for c in qos::suppress::pass(&states, &usage, &topo, &ex, &mut mem) {
+            let labels = metrics::QosLabels {
+                strategy: "cpusuppress".into(),
+                resource: format!("{:?}", c.resource),
+            };
+            l.metrics.qos_changes.get_or_create(&labels).inc();
+        }
+    }
+    Ok(())
 }
 
 /// Sleeps `d`; false when the process starts draining.

@@ -14,6 +14,17 @@ pub enum HostError {
     },
     #[error("{path}: {source}")]
     Parse { path: PathBuf, source: ParseError },
+    #[error("{path}: {message}")]
+    Content { path: PathBuf, message: String },
+}
+
+/// One logical CPU: (id, physical core unique on the node, socket, NUMA node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuInfo {
+    pub id: u32,
+    pub core: u32,
+    pub socket: u32,
+    pub numa: u32,
 }
 
 /// The proc and sys roots (`/proc`, `/sys`, or a DaemonSet's `/host-sys`).
@@ -48,6 +59,56 @@ impl Host {
     pub fn meminfo(&self) -> Result<BTreeMap<String, u64>, HostError> {
         let path = self.proc_root.join("meminfo");
         parse::meminfo(&read(&path)?).map_err(|source| HostError::Parse { path, source })
+    }
+
+    /// Online CPUs with their core, socket and NUMA node, from
+    /// `<sys>/devices/system/{cpu,node}`. A missing NUMA directory means one node.
+    pub fn cpu_topology(&self) -> Result<Vec<CpuInfo>, HostError> {
+        let base = self.sys_root.join("devices/system/cpu");
+        let online_path = base.join("online");
+        let online = crate::api::cpuset::parse(read(&online_path)?.trim()).map_err(|e| {
+            HostError::Content {
+                path: online_path,
+                message: e.to_string(),
+            }
+        })?;
+        let mut numa_of = BTreeMap::new();
+        let nodes = self.sys_root.join("devices/system/node");
+        for entry in std::fs::read_dir(&nodes).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            let Some(n) = name
+                .strip_prefix("node")
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let list = read(&entry.path().join("cpulist"))?;
+            for c in crate::api::cpuset::parse(list.trim()).unwrap_or_default() {
+                numa_of.insert(c, n);
+            }
+        }
+        let num = |path: PathBuf| -> Result<u32, HostError> {
+            let raw = read(&path)?;
+            raw.trim().parse().map_err(|_| HostError::Content {
+                path,
+                message: format!("{:?} is not a number", raw.trim()),
+            })
+        };
+        online
+            .into_iter()
+            .map(|id| {
+                let topo = base.join(format!("cpu{id}/topology"));
+                let socket = num(topo.join("physical_package_id"))?;
+                let core = num(topo.join("core_id"))?;
+                // core_id repeats across sockets; make it unique on the node.
+                Ok(CpuInfo {
+                    id,
+                    core: socket * 100_000 + core,
+                    socket,
+                    numa: numa_of.get(&id).copied().unwrap_or(0),
+                })
+            })
+            .collect()
     }
 
     /// Node-wide pressure files (`/proc/pressure/cpu`, ...).

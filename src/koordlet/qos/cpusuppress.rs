@@ -70,13 +70,7 @@ pub fn cpuset_count(suppress_milli: i64, current: usize, total: usize) -> usize 
 }
 
 /// One logical CPU and where it sits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cpu {
-    pub id: u32,
-    pub core: u32,
-    pub socket: u32,
-    pub numa: u32,
-}
+pub use crate::koordlet::os::system::CpuInfo as Cpu;
 
 /// Takes `n` CPUs from `pool`: per (NUMA node, socket) bucket, largest buckets first, round
 /// robin across buckets — whole physical cores (both hyper-threads) while at least two are

@@ -3,3 +3,4 @@
 
 pub mod cpusuppress;
 pub mod executor;
+pub mod suppress;
