@@ -259,7 +259,13 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     if gates.enabled("BECPUSuppress") {
         let l = loop_ctx.clone();
         ctx.tasks.spawn("koordlet/qos/cpusuppress", async move {
-            cpusuppress_loop(l, executor, qos_host).await
+            qos::loops::cpusuppress(l.qos(), executor, qos_host).await
+        });
+    }
+    if gates.enabled("BEMemoryEvict") {
+        let (l, client) = (loop_ctx.clone(), cluster.client.clone());
+        ctx.tasks.spawn("koordlet/qos/memoryevict", async move {
+            qos::loops::memoryevict(l.qos(), client).await
         });
     }
     if cfg.prediction.enabled {
@@ -273,6 +279,17 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     Ok(())
 }
 
+impl LoopCtx {
+    fn qos(&self) -> qos::loops::QosCtx {
+        qos::loops::QosCtx {
+            informer: self.informer.clone(),
+            store: self.store.clone(),
+            metrics: self.metrics.clone(),
+            shutdown: self.shutdown.clone(),
+        }
+    }
+}
+
 #[derive(Clone)]
 struct LoopCtx {
     informer: Informer,
@@ -280,61 +297,6 @@ struct LoopCtx {
     metrics: Arc<KoordletMetrics>,
     shutdown: Shutdown,
     node: String,
-}
-
-/// The last sample of `key` within the last 2 s, in milli-cores.
-fn last_milli(store: &MetricStore, key: &SeriesKey, now: i64) -> Option<i64> {
-    let points = store.query(key, now - 2_000, now).ok()?;
-    points.last().map(|p| (p.value * 1000.0).round() as i64)
-}
-
-/// cpusuppress every second once the informer synced (koordlet spec §4.1).
-async fn cpusuppress_loop(
-    l: LoopCtx,
-    ex: Arc<qos::executor::Executor>,
-    host: Host,
-) -> anyhow::Result<()> {
-    if !l.informer.wait_synced(&l.shutdown).await {
-        return Ok(());
-    }
-    let topo = host.cpu_topology().unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "no CPU topology; the cpuset policy cannot pick CPUs");
-        Vec::new()
-    });
-    let mut mem = qos::suppress::Memory::default();
-    while pause(&l.shutdown, Duration::from_secs(1)).await {
-        let states = l.informer.snapshot();
-        let now = now_ms();
-        let usage = qos::suppress::Usage {
-            node: last_milli(&l.store, &SeriesKey::node(MetricKind::NodeCpuUsage), now),
-            pods: states
-                .pods
-                .iter()
-                .filter_map(|p| {
-                    last_milli(
-                        &l.store,
-                        &SeriesKey::pod(MetricKind::PodCpuUsage, &p.uid),
-                        now,
-                    )
-                    .map(|v| (p.uid.clone(), v))
-                })
-                .collect(),
-        };
-        let strategy = qos::suppress::strategy(&states);
-        if let Some(i) = qos::suppress::inputs(&states, &usage, &strategy) {
-            l.metrics
-                .be_suppress_milli
-                .set(qos::cpusuppress::suppress_milli(&i));
-        }
-        for c in qos::suppress::pass(&states, &usage, &topo, &ex, &mut mem) {
-            let labels = metrics::QosLabels {
-                strategy: "cpusuppress".into(),
-                resource: format!("{:?}", c.resource),
-            };
-            l.metrics.qos_changes.get_or_create(&labels).inc();
-        }
-    }
-    Ok(())
 }
 
 /// Sleeps `d`; false when the process starts draining.

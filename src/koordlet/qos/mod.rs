@@ -2,5 +2,8 @@
 //! NodeSLO and measured usage, writing through one resource executor.
 
 pub mod cpusuppress;
+pub mod evict;
 pub mod executor;
+pub mod loops;
+pub mod memoryevict;
 pub mod suppress;

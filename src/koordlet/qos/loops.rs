@@ -1,0 +1,124 @@
+//! The QoS strategies as periodic loops of the running koordlet, fed by the informer and
+//! the metric store.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::kernel::Shutdown;
+use crate::koordlet::informer::{Informer, States};
+use crate::koordlet::metrics::{KoordletMetrics, QosLabels};
+use crate::koordlet::os::system::Host;
+use crate::koordlet::store::{MetricKind, MetricStore, SeriesKey};
+
+use super::executor::Executor;
+use super::{cpusuppress, evict, suppress};
+
+pub struct QosCtx {
+    pub informer: Informer,
+    pub store: Arc<MetricStore>,
+    pub metrics: Arc<KoordletMetrics>,
+    pub shutdown: Shutdown,
+}
+
+/// Samples at most this old count as "last".
+const LAST: i64 = 2_000;
+
+fn now_ms() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_millisecond()
+}
+
+async fn pause(shutdown: &Shutdown, d: Duration) -> bool {
+    tokio::select! {
+        _ = shutdown.draining() => false,
+        _ = tokio::time::sleep(d) => true,
+    }
+}
+
+/// The last node sample and per-pod samples of two kinds, scaled (1000 for cores → milli).
+fn last_samples(
+    ctx: &QosCtx,
+    states: &States,
+    node: MetricKind,
+    pod: MetricKind,
+    scale: f64,
+) -> (Option<i64>, HashMap<String, i64>) {
+    let now = now_ms();
+    let last = |key: &SeriesKey| -> Option<i64> {
+        let points = ctx.store.query(key, now - LAST, now).ok()?;
+        points.last().map(|p| (p.value * scale).round() as i64)
+    };
+    let pods = states
+        .pods
+        .iter()
+        .filter_map(|p| last(&SeriesKey::pod(pod, &p.uid)).map(|v| (p.uid.clone(), v)))
+        .collect();
+    (last(&SeriesKey::node(node)), pods)
+}
+
+fn count(ctx: &QosCtx, strategy: &str, resource: String, n: u64) {
+    let labels = QosLabels {
+        strategy: strategy.into(),
+        resource,
+    };
+    ctx.metrics.qos_changes.get_or_create(&labels).inc_by(n);
+}
+
+/// cpusuppress every second once the informer synced (koordlet spec §4.1).
+pub async fn cpusuppress(ctx: QosCtx, ex: Arc<Executor>, host: Host) -> anyhow::Result<()> {
+    if !ctx.informer.wait_synced(&ctx.shutdown).await {
+        return Ok(());
+    }
+    let topo = host.cpu_topology().unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "no CPU topology; the cpuset policy cannot pick CPUs");
+        Vec::new()
+    });
+    let mut mem = suppress::Memory::default();
+    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
+        let states = ctx.informer.snapshot();
+        let (node, pods) = last_samples(
+            &ctx,
+            &states,
+            MetricKind::NodeCpuUsage,
+            MetricKind::PodCpuUsage,
+            1000.0,
+        );
+        let usage = suppress::Usage { node, pods };
+        let strategy = suppress::strategy(&states);
+        if let Some(i) = suppress::inputs(&states, &usage, &strategy) {
+            ctx.metrics
+                .be_suppress_milli
+                .set(cpusuppress::suppress_milli(&i));
+        }
+        for c in suppress::pass(&states, &usage, &topo, &ex, &mut mem) {
+            count(&ctx, "cpusuppress", format!("{:?}", c.resource), 1);
+        }
+    }
+    Ok(())
+}
+
+/// BEMemoryEvict every second, 4 s of cool-down after an eviction (koordlet spec §4.3).
+pub async fn memoryevict(ctx: QosCtx, client: kube::Client) -> anyhow::Result<()> {
+    if !ctx.informer.wait_synced(&ctx.shutdown).await {
+        return Ok(());
+    }
+    let evictor = evict::Evictor::default();
+    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
+        let states = ctx.informer.snapshot();
+        let (node, pods) = last_samples(
+            &ctx,
+            &states,
+            MetricKind::NodeMemoryUsage,
+            MetricKind::PodMemoryUsage,
+            1.0,
+        );
+        let evicted = evict::memory_pass(&client, &evictor, &states, node, &pods).await;
+        if !evicted.is_empty() {
+            count(&ctx, "memoryevict", "eviction".into(), evicted.len() as u64);
+            if !pause(&ctx.shutdown, Duration::from_secs(4)).await {
+                break;
+            }
+        }
+    }
+    Ok(())
+}

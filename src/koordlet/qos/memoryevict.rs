@@ -1,0 +1,172 @@
+//! memoryevict, BEMemoryEvict (koordlet spec §4.3): when node memory use reaches
+//! `memoryEvictThresholdPercent` of capacity, evict BE pods until use would fall to
+//! `memoryEvictLowerPercent` (default threshold − 2). Pure decision.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::api::extension::keys::ANNOTATION_EVICTION_POLICY;
+use crate::api::extension::qos::{QoSClass, pod_qos_class};
+
+pub const FEATURE: &str = "BEMemoryEvict";
+
+/// Bytes to release, or `None` below the threshold.
+pub fn release(capacity: i64, used: i64, threshold: i64, lower: Option<i64>) -> Option<i64> {
+    if capacity <= 0 {
+        return None;
+    }
+    let pct = used * 100 / capacity;
+    if pct < threshold {
+        return None;
+    }
+    let lower = lower.unwrap_or(threshold - 2);
+    Some(capacity * (pct - lower) / 100)
+}
+
+/// Whether the pod's `koordinator.sh/eviction-policy` (a JSON list of feature names)
+/// allows `feature`; absent = any feature, malformed = none.
+pub fn policy_allows(pod: &Pod, feature: &str) -> bool {
+    match pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_EVICTION_POLICY))
+    {
+        None => true,
+        Some(raw) => {
+            serde_json::from_str::<Vec<String>>(raw).is_ok_and(|l| l.iter().any(|f| f == feature))
+        }
+    }
+}
+
+/// A BE pod that may be evicted, with its measured memory (bytes; `None` = no metric).
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub key: String,
+    pub uid: String,
+    pub priority: Option<i32>,
+    pub used: Option<i64>,
+}
+
+pub fn candidate(pod: &Pod, used: Option<i64>) -> Option<Candidate> {
+    if pod_qos_class(pod) != QoSClass::Be || !policy_allows(pod, FEATURE) {
+        return None;
+    }
+    let m = &pod.metadata;
+    Some(Candidate {
+        key: format!(
+            "{}/{}",
+            m.namespace.as_deref().unwrap_or(""),
+            m.name.as_deref().unwrap_or("")
+        ),
+        uid: m.uid.clone().unwrap_or_default(),
+        priority: pod.spec.as_ref().and_then(|s| s.priority),
+        used,
+    })
+}
+
+/// Koordinator's order: lower priority first (when both set and differ), then more memory
+/// first; pods without a metric last, ties by name descending.
+pub fn order(c: &mut [Candidate]) {
+    c.sort_by(|a, b| {
+        if let (Some(x), Some(y)) = (a.priority, b.priority)
+            && x != y
+        {
+            return x.cmp(&y);
+        }
+        match (a.used, b.used) {
+            (Some(x), Some(y)) if x != y => y.cmp(&x),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            _ => b.key.cmp(&a.key),
+        }
+    });
+}
+
+/// Victims in order until their memory covers `release`; `skip` were evicted already
+/// (their memory still counts).
+pub fn victims(mut cands: Vec<Candidate>, release: i64, skip: &BTreeSet<String>) -> Vec<Candidate> {
+    order(&mut cands);
+    let mut freed = 0;
+    let mut out = Vec::new();
+    for c in cands {
+        if freed >= release {
+            break;
+        }
+        freed += c.used.unwrap_or(0);
+        if !skip.contains(&c.uid) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str, qos: &str, prio: Option<i32>, policy: Option<&str>) -> Pod {
+        let mut p = json!({"metadata": {"name": name, "namespace": "d", "uid": name, "labels": {"koordinator.sh/qosClass": qos}},
+            "spec": {"priority": prio, "containers": [{"name": "c"}]}});
+        if let Some(pol) = policy {
+            p["metadata"]["annotations"] = json!({ANNOTATION_EVICTION_POLICY: pol});
+        }
+        serde_json::from_value(p).unwrap()
+    }
+
+    #[test]
+    fn threshold_and_release() {
+        let gib = 1 << 30;
+        assert_eq!(release(100 * gib, 69 * gib, 70, None), None);
+        assert_eq!(
+            release(100 * gib, 70 * gib, 70, None),
+            Some(2 * gib),
+            "down to 68 %"
+        );
+        assert_eq!(release(100 * gib, 75 * gib, 70, Some(60)), Some(15 * gib));
+        assert_eq!(release(0, 5, 70, None), None);
+    }
+
+    #[test]
+    fn candidates_order_and_victims() {
+        assert!(
+            candidate(&pod("ls", "LS", None, None), Some(1)).is_none(),
+            "only BE pods"
+        );
+        assert!(candidate(&pod("x", "BE", None, Some("[\"BECPUEvict\"]")), Some(1)).is_none());
+        assert!(
+            candidate(&pod("y", "BE", None, Some("oops")), Some(1)).is_none(),
+            "malformed policy: never"
+        );
+        assert!(candidate(&pod("z", "BE", None, Some("[\"BEMemoryEvict\"]")), Some(1)).is_some());
+        let c = |n: &str, prio: Option<i32>, used: Option<i64>| {
+            candidate(&pod(n, "BE", prio, None), used).unwrap()
+        };
+        let mut list = vec![
+            c("a", Some(5000), Some(100)),
+            c("b", Some(3000), Some(10)),
+            c("c", Some(5000), Some(300)),
+            c("d", Some(5000), None),
+            c("e", None, None),
+        ];
+        order(&mut list);
+        let names: Vec<&str> = list.iter().map(|x| x.uid.as_str()).collect();
+        assert_eq!(names, ["b", "c", "a", "e", "d"]);
+        let v = victims(list, 200, &BTreeSet::new());
+        assert_eq!(
+            v.iter().map(|x| x.uid.as_str()).collect::<Vec<_>>(),
+            ["b", "c"],
+            "10 + 300 ≥ 200"
+        );
+        let mut again = vec![c("a", Some(5000), Some(100)), c("c", Some(5000), Some(300))];
+        order(&mut again);
+        let v = victims(again, 350, &BTreeSet::from(["c".to_string()]));
+        assert_eq!(
+            v.iter().map(|x| x.uid.as_str()).collect::<Vec<_>>(),
+            ["a"],
+            "c already evicted, its memory counts"
+        );
+    }
+}

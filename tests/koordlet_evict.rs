@@ -1,0 +1,114 @@
+//! BEMemoryEvict against the embedded API server: with node memory (a fake usage) over
+//! the NodeSLO threshold, the koordlet evicts the right BE pods through the Eviction API
+//! with a Warning event, never an LS pod, and not again while the eviction is recent.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::TestApi;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use koord::koordlet::informer::{PodMeta, States};
+use koord::koordlet::os::{Cgroups, Driver, Version};
+use koord::koordlet::qos::evict::{Evictor, memory_pass};
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use serde_json::json;
+
+const GIB: i64 = 1 << 30;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_over_threshold_evicts_be_pods_by_priority_and_usage() {
+    let mut api = TestApi::start().await;
+    let c = api.client.clone();
+    let pp = PostParams::default();
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}, "status": {"capacity": {"memory": "10Gi"}, "allocatable": {"memory": "10Gi"}}})).unwrap();
+    Api::<Node>::all(c.clone())
+        .create(&pp, &node)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let mut created = Vec::new();
+    for (name, qos, class) in [
+        ("web", "LS", "koord-prod"),
+        ("be-big", "BE", "koord-batch"),
+        ("be-small", "BE", "koord-batch"),
+        ("be-free", "BE", "koord-free"),
+    ] {
+        let p: Pod = serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default", "labels": {"koordinator.sh/qosClass": qos}},
+            "spec": {"nodeName": "n1", "priorityClassName": class, "containers": [{"name": "c", "image": "x"}]}})).unwrap();
+        created.push(pods.create(&pp, &p).await.unwrap());
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cg = Cgroups::new(tmp.path(), Version::V1, Driver::Cgroupfs, "");
+    let metas: Vec<PodMeta> = created
+        .iter()
+        .map(|p| PodMeta::new(p.clone(), &cg).unwrap())
+        .collect();
+    let uid = |name: &str| metas.iter().find(|m| m.name == name).unwrap().uid.clone();
+    let slo = json!({"metadata": {"name": "n1"}, "spec": {"resourceUsedThresholdWithBE": {"enable": true, "memoryEvictThresholdPercent": 70}}});
+    let states = States {
+        node: Some(Arc::new(
+            serde_json::from_value(serde_json::to_value(&node).unwrap()).unwrap(),
+        )),
+        pods: Arc::new(metas.clone()),
+        node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
+        node_metric: None,
+    };
+    let used: HashMap<String, i64> = HashMap::from([
+        (uid("web"), 4 * GIB),
+        (uid("be-big"), 2 * GIB),
+        (uid("be-small"), GIB / 2),
+        (uid("be-free"), GIB / 4),
+    ]);
+    let evictor = Evictor::default();
+
+    assert!(
+        memory_pass(&c, &evictor, &states, Some(6 * GIB), &used)
+            .await
+            .is_empty(),
+        "60 % is under the threshold"
+    );
+    // 80 % of 10 Gi: release down to 68 % = 1.2 Gi. koord-free goes first (lowest priority),
+    // then the batch pod using the most memory.
+    let evicted = memory_pass(&c, &evictor, &states, Some(8 * GIB), &used).await;
+    assert_eq!(evicted, ["default/be-free", "default/be-big"]);
+    for name in ["be-free", "be-big"] {
+        let gone = pods
+            .get_opt(name)
+            .await
+            .unwrap()
+            .is_none_or(|p| p.metadata.deletion_timestamp.is_some());
+        assert!(gone, "{name} evicted");
+    }
+    for name in ["web", "be-small"] {
+        assert!(
+            pods.get(name)
+                .await
+                .unwrap()
+                .metadata
+                .deletion_timestamp
+                .is_none(),
+            "{name} untouched"
+        );
+    }
+    let events = Api::<Event>::namespaced(c.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let e = events
+        .items
+        .iter()
+        .find(|e| e.involved_object.name.as_deref() == Some("be-big"))
+        .expect("an event on the evicted pod");
+    assert_eq!(e.reason.as_deref(), Some("EvictPodByNodeMemoryUsage"));
+    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    assert!(e.message.as_deref().unwrap().contains("80%"));
+    // The same pressure again a second later: the recent evictions count, nothing new.
+    let again = memory_pass(&c, &evictor, &states, Some(8 * GIB), &used).await;
+    assert!(again.is_empty(), "{again:?}");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    api.stop().await;
+}
