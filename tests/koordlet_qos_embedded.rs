@@ -119,6 +119,28 @@ async fn be_pod_is_suppressed_when_the_node_is_busy() {
         })
         .next();
     let pid = pid.expect("the BE pod's process in its container cgroup");
+    // BatchResource: the BE pod's cgroup gets shares from its batch-cpu request (1000 → 1024).
+    if v1 {
+        let shares = std::fs::read_dir(&procs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .find_map(|e| std::fs::read_to_string(e.path().join("cpu.shares")).ok());
+        let ok = eventually(Duration::from_secs(10), || async {
+            std::fs::read_dir(&procs)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.path().is_dir())
+                .any(|e| {
+                    std::fs::read_to_string(e.path().join("cpu.shares"))
+                        .is_ok_and(|s| s.trim() == "1024")
+                })
+        })
+        .await;
+        assert!(ok, "BE pod cpu.shares {shares:?}");
+    }
     let c0 = cpu_seconds(pid);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let cores = (cpu_seconds(pid) - c0) / 2.0;

@@ -257,9 +257,15 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     ctx.tasks
         .spawn("koordlet/store-gc", async move { gc_loop(l, every).await });
     if gates.enabled("BECPUSuppress") {
-        let l = loop_ctx.clone();
+        let (l, ex) = (loop_ctx.clone(), executor.clone());
         ctx.tasks.spawn("koordlet/qos/cpusuppress", async move {
-            qos::loops::cpusuppress(l.qos(), executor, qos_host).await
+            qos::loops::cpusuppress(l.qos(), ex, qos_host).await
+        });
+    }
+    if gates.enabled("BatchResource") {
+        let (l, ex) = (loop_ctx.clone(), executor.clone());
+        ctx.tasks.spawn("koordlet/qos/batchresource", async move {
+            qos::loops::batchresource(l.qos(), ex).await
         });
     }
     if gates.enabled("BEMemoryEvict") {

@@ -122,3 +122,33 @@ pub async fn memoryevict(ctx: QosCtx, client: kube::Client) -> anyhow::Result<()
     }
     Ok(())
 }
+
+/// BatchResource reconciler every second: BE pod and container cgroups get shares, quota
+/// and memory limits from their batch resources.
+pub async fn batchresource(ctx: QosCtx, ex: Arc<Executor>) -> anyhow::Result<()> {
+    if !ctx.informer.wait_synced(&ctx.shutdown).await {
+        return Ok(());
+    }
+    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
+        let states = ctx.informer.snapshot();
+        let s = suppress::strategy(&states);
+        let by_quota =
+            s.enable == Some(true) && s.cpu_suppress_policy.as_deref() == Some("cfsQuota");
+        let ratio = super::batchresource::normalization_ratio(states.node.as_deref());
+        for pod in states.pods.iter() {
+            let levels = super::batchresource::updates(pod, by_quota, ratio);
+            for r in ex.leveled(&levels) {
+                match r {
+                    Ok(super::executor::Outcome::Written(c)) => {
+                        count(&ctx, "batchresource", format!("{:?}", c.resource), 1)
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(pod = %pod.name, error = %e, "batch resource limit rejected")
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}

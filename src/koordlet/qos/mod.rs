@@ -1,6 +1,7 @@
 //! The koordlet's enforcing half (koordlet spec §4): QoS strategies deciding from the
 //! NodeSLO and measured usage, writing through one resource executor.
 
+pub mod batchresource;
 pub mod cpusuppress;
 pub mod evict;
 pub mod executor;
