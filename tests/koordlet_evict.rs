@@ -112,3 +112,87 @@ async fn memory_over_threshold_evicts_be_pods_by_priority_and_usage() {
     tokio::time::sleep(Duration::from_millis(10)).await;
     api.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starved_be_pods_are_evicted_by_satisfaction() {
+    use koord::koordlet::qos::cpuevict::BeCpu;
+    use koord::koordlet::qos::evict::cpu_pass;
+    let mut api = TestApi::start().await;
+    let c = api.client.clone();
+    let pp = PostParams::default();
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}, "status": {"capacity": {"cpu": "16"}, "allocatable": {"cpu": "16"}}})).unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let mut created = Vec::new();
+    for (name, class, req) in [
+        ("be-a", "koord-batch", "6000"),
+        ("be-b", "koord-batch", "4000"),
+        ("web", "koord-prod", "0"),
+    ] {
+        let qos = if name == "web" { "LS" } else { "BE" };
+        let p: Pod = serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default", "labels": {"koordinator.sh/qosClass": qos}},
+            "spec": {"nodeName": "n1", "priorityClassName": class, "containers": [{"name": "c", "image": "x",
+                "resources": {"requests": {"kubernetes.io/batch-cpu": req}}}]}})).unwrap();
+        created.push(pods.create(&pp, &p).await.unwrap());
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cg = Cgroups::new(tmp.path(), Version::V1, Driver::Cgroupfs, "");
+    let metas: Vec<PodMeta> = created
+        .iter()
+        .map(|p| PodMeta::new(p.clone(), &cg).unwrap())
+        .collect();
+    let slo = json!({"metadata": {"name": "n1"}, "spec": {"resourceUsedThresholdWithBE": {"enable": true,
+        "cpuEvictBESatisfactionLowerPercent": 40, "cpuEvictBESatisfactionUpperPercent": 60}}});
+    let states = States {
+        node: Some(Arc::new(node)),
+        pods: Arc::new(metas.clone()),
+        node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
+        node_metric: None,
+    };
+    let used: HashMap<String, f64> = metas
+        .iter()
+        .map(|m| {
+            (
+                m.uid.clone(),
+                if m.name == "be-b" { 1900.0 } else { 1000.0 },
+            )
+        })
+        .collect();
+    let evictor = Evictor::default();
+    // Requests 10 cores, suppressed to 3, using 2.9: satisfaction 30 % ≤ 40 % → release 3 cores.
+    let starved = BeCpu {
+        usage: 2900.0,
+        request: 10_000.0,
+        limit: 3000.0,
+    };
+    let evicted = cpu_pass(&c, &evictor, &states, Some(starved), Some(starved), &used).await;
+    assert_eq!(
+        evicted,
+        ["default/be-b"],
+        "the pod using most of its request goes first; its 4 cores cover 3"
+    );
+    assert!(
+        pods.get("web")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none()
+    );
+    // Enough CPU again: nothing happens.
+    let fine = BeCpu {
+        limit: 8000.0,
+        ..starved
+    };
+    assert!(
+        cpu_pass(&c, &evictor, &states, Some(fine), Some(fine), &used)
+            .await
+            .is_empty()
+    );
+    // Too few samples in the window (None): nothing happens.
+    assert!(
+        cpu_pass(&c, &evictor, &states, None, Some(starved), &used)
+            .await
+            .is_empty()
+    );
+    api.stop().await;
+}

@@ -151,3 +151,100 @@ pub async fn memory_pass(
     }
     out
 }
+
+/// BE CPU (usage, request, limit) averaged over a window; `None` when the samples cover
+/// less than a third of it.
+pub type BeCpuWindow = Option<super::cpuevict::BeCpu>;
+
+/// One BECPUEvict round (spec §4.2): `window` is the averaged BE CPU over the configured
+/// window, `last` the newest values; `pod_used` milli-cores. Returns the keys evicted.
+pub async fn cpu_pass(
+    client: &kube::Client,
+    evictor: &Evictor,
+    states: &crate::koordlet::informer::States,
+    window: BeCpuWindow,
+    last: BeCpuWindow,
+    pod_used: &HashMap<String, f64>,
+) -> Vec<String> {
+    use super::cpuevict::{bounds_valid, candidate, release, usage_high, victims};
+    let s = super::suppress::strategy(states);
+    let (Some(lower), Some(upper)) = (
+        s.cpu_evict_be_satisfaction_lower_percent,
+        s.cpu_evict_be_satisfaction_upper_percent,
+    ) else {
+        return Vec::new();
+    };
+    if s.enable != Some(true) || !bounds_valid(lower, upper) {
+        return Vec::new();
+    }
+    let threshold = s.cpu_evict_be_usage_threshold_percent.unwrap_or(90);
+    let by_allocatable = s.cpu_evict_policy.as_deref() == Some("evictByAllocatable");
+    let allocatable = || {
+        states
+            .node
+            .as_ref()
+            .and_then(|n| n.status.as_ref())
+            .and_then(|st| st.allocatable.as_ref())
+            .and_then(|a| a.get(crate::api::extension::resources::BATCH_CPU))
+            .map(crate::api::quantity::q_value)
+            .filter(|v| *v > 0)
+            .unwrap_or(1) as f64
+    };
+    let adjust = |b: super::cpuevict::BeCpu| {
+        if by_allocatable {
+            super::cpuevict::BeCpu {
+                limit: allocatable(),
+                ..b
+            }
+        } else {
+            b
+        }
+    };
+    let (Some(w), Some(l)) = (window.map(adjust), last.map(adjust)) else {
+        return Vec::new();
+    };
+    let Some(mut to_release) = release(&w, lower, upper, threshold) else {
+        return Vec::new();
+    };
+    if !usage_high(&l, threshold) {
+        return Vec::new();
+    }
+    if (l.request, l.limit) != (w.request, w.limit)
+        && let Some(r) = release(&l, lower, upper, threshold)
+    {
+        to_release = to_release.min(r);
+    }
+    let cands = states
+        .pods
+        .iter()
+        .filter_map(|p| candidate(&p.pod, pod_used.get(&p.uid).copied()))
+        .collect();
+    let node = states
+        .node
+        .as_ref()
+        .and_then(|n| n.metadata.name.clone())
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for v in victims(cands, to_release, &evictor.recent()) {
+        let msg = format!(
+            "BE CPU satisfaction {:.0}% is at or below {lower}% while BE pods use {:.0}% of their limit; releasing {:.0} milli-cores of batch-cpu requests",
+            w.limit / w.request * 100.0,
+            w.usage / w.limit.max(1.0) * 100.0,
+            to_release
+        );
+        if evictor
+            .evict(
+                client,
+                &v.key,
+                &v.uid,
+                &node,
+                "EvictPodByBECPUSatisfaction",
+                &msg,
+            )
+            .await
+        {
+            out.push(v.key);
+        }
+    }
+    out
+}

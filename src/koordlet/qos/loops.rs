@@ -152,3 +152,66 @@ pub async fn batchresource(ctx: QosCtx, ex: Arc<Executor>) -> anyhow::Result<()>
     }
     Ok(())
 }
+
+/// Averages of the BE CPU series over `[from, now]`; `None` when they cover less than
+/// `min_span_ms`.
+fn be_cpu(
+    ctx: &QosCtx,
+    from: i64,
+    now: i64,
+    min_span_ms: i64,
+    last: bool,
+) -> Option<super::cpuevict::BeCpu> {
+    let get = |alloc: &str| {
+        let a = ctx
+            .store
+            .aggregate(&SeriesKey::be_cpu(alloc), from, now)
+            .ok()
+            .flatten()?;
+        (a.span_ms >= min_span_ms).then_some(if last { a.last } else { a.avg })
+    };
+    Some(super::cpuevict::BeCpu {
+        usage: get("usage")?,
+        request: get("request")?,
+        limit: get("real-limit")?,
+    })
+}
+
+/// BECPUEvict every second, 20 s of cool-down after an eviction (koordlet spec §4.2).
+pub async fn cpuevict(
+    ctx: QosCtx,
+    client: kube::Client,
+    collect_interval: Duration,
+) -> anyhow::Result<()> {
+    if !ctx.informer.wait_synced(&ctx.shutdown).await {
+        return Ok(());
+    }
+    let evictor = evict::Evictor::default();
+    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
+        let states = ctx.informer.snapshot();
+        let s = suppress::strategy(&states);
+        let window =
+            Duration::from_secs(s.cpu_evict_time_window_seconds.unwrap_or(0).max(0) as u64)
+                .max(collect_interval);
+        let now = now_ms();
+        let w_ms = window.as_millis() as i64;
+        let avg = be_cpu(&ctx, now - w_ms, now, w_ms / 3, false);
+        let last = be_cpu(&ctx, now - LAST, now, 0, true);
+        let (_, pods) = last_samples(
+            &ctx,
+            &states,
+            MetricKind::NodeCpuUsage,
+            MetricKind::PodCpuUsage,
+            1000.0,
+        );
+        let used = pods.into_iter().map(|(k, v)| (k, v as f64)).collect();
+        let evicted = evict::cpu_pass(&client, &evictor, &states, avg, last, &used).await;
+        if !evicted.is_empty() {
+            count(&ctx, "cpuevict", "eviction".into(), evicted.len() as u64);
+            if !pause(&ctx.shutdown, Duration::from_secs(20)).await {
+                break;
+            }
+        }
+    }
+    Ok(())
+}

@@ -49,19 +49,30 @@ pub struct Candidate {
     pub used: Option<i64>,
 }
 
-pub fn candidate(pod: &Pod, used: Option<i64>) -> Option<Candidate> {
-    if pod_qos_class(pod) != QoSClass::Be || !policy_allows(pod, FEATURE) {
+/// (key, uid, spec.priority) of a BE pod whose eviction policy allows `feature`.
+pub fn be_pod(pod: &Pod, feature: &str) -> Option<(String, String, Option<i32>)> {
+    if pod_qos_class(pod) != QoSClass::Be || !policy_allows(pod, feature) {
         return None;
     }
     let m = &pod.metadata;
+    let key = format!(
+        "{}/{}",
+        m.namespace.as_deref().unwrap_or(""),
+        m.name.as_deref().unwrap_or("")
+    );
+    Some((
+        key,
+        m.uid.clone().unwrap_or_default(),
+        pod.spec.as_ref().and_then(|s| s.priority),
+    ))
+}
+
+pub fn candidate(pod: &Pod, used: Option<i64>) -> Option<Candidate> {
+    let (key, uid, priority) = be_pod(pod, FEATURE)?;
     Some(Candidate {
-        key: format!(
-            "{}/{}",
-            m.namespace.as_deref().unwrap_or(""),
-            m.name.as_deref().unwrap_or("")
-        ),
-        uid: m.uid.clone().unwrap_or_default(),
-        priority: pod.spec.as_ref().and_then(|s| s.priority),
+        key,
+        uid,
+        priority,
         used,
     })
 }
