@@ -268,6 +268,12 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             qos::loops::batchresource(l.qos(), ex).await
         });
     }
+    if gates.enabled("CPUBurst") {
+        let (l, ex) = (loop_ctx.clone(), executor.clone());
+        ctx.tasks.spawn("koordlet/qos/cpuburst", async move {
+            qos::loops::cpuburst(l.qos(), ex).await
+        });
+    }
     if gates.enabled("BECPUEvict") {
         let (l, client) = (loop_ctx.clone(), cluster.client.clone());
         ctx.tasks.spawn("koordlet/qos/cpuevict", async move {

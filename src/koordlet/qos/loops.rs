@@ -123,34 +123,54 @@ pub async fn memoryevict(ctx: QosCtx, client: kube::Client) -> anyhow::Result<()
     Ok(())
 }
 
-/// BatchResource reconciler every second: BE pod and container cgroups get shares, quota
-/// and memory limits from their batch resources.
-pub async fn batchresource(ctx: QosCtx, ex: Arc<Executor>) -> anyhow::Result<()> {
+/// Every second, writes what `updates` wants for each pod (levels: pod, then containers).
+async fn reconcile<F>(
+    ctx: QosCtx,
+    ex: Arc<Executor>,
+    strategy: &'static str,
+    updates: F,
+) -> anyhow::Result<()>
+where
+    F: Fn(&States, &crate::koordlet::informer::PodMeta) -> Vec<Vec<super::executor::Update>>,
+{
     if !ctx.informer.wait_synced(&ctx.shutdown).await {
         return Ok(());
     }
     while pause(&ctx.shutdown, Duration::from_secs(1)).await {
         let states = ctx.informer.snapshot();
-        let s = suppress::strategy(&states);
-        let by_quota =
-            s.enable == Some(true) && s.cpu_suppress_policy.as_deref() == Some("cfsQuota");
-        let ratio = super::batchresource::normalization_ratio(states.node.as_deref());
         for pod in states.pods.iter() {
-            let levels = super::batchresource::updates(pod, by_quota, ratio);
-            for r in ex.leveled(&levels) {
+            for r in ex.leveled(&updates(&states, pod)) {
                 match r {
                     Ok(super::executor::Outcome::Written(c)) => {
-                        count(&ctx, "batchresource", format!("{:?}", c.resource), 1)
+                        count(&ctx, strategy, format!("{:?}", c.resource), 1)
                     }
                     Ok(_) => {}
                     Err(e) => {
-                        tracing::warn!(pod = %pod.name, error = %e, "batch resource limit rejected")
+                        tracing::warn!(strategy, pod = %pod.name, error = %e, "cgroup value rejected")
                     }
                 }
             }
         }
     }
     Ok(())
+}
+
+/// BatchResource: BE pod and container cgroups get shares, quota and memory limits from
+/// their batch resources.
+pub async fn batchresource(ctx: QosCtx, ex: Arc<Executor>) -> anyhow::Result<()> {
+    reconcile(ctx, ex, "batchresource", |states, pod| {
+        let s = suppress::strategy(states);
+        let by_quota =
+            s.enable == Some(true) && s.cpu_suppress_policy.as_deref() == Some("cfsQuota");
+        let ratio = super::batchresource::normalization_ratio(states.node.as_deref());
+        super::batchresource::updates(pod, by_quota, ratio)
+    })
+    .await
+}
+
+/// CPUBurst (cpuBurstOnly): LS pods' `cpu.cfs_burst_us` from their CPU limits.
+pub async fn cpuburst(ctx: QosCtx, ex: Arc<Executor>) -> anyhow::Result<()> {
+    reconcile(ctx, ex, "cpuburst", super::cpuburst::updates).await
 }
 
 /// Averages of the BE CPU series over `[from, now]`; `None` when they cover less than

@@ -2,6 +2,7 @@
 //! NodeSLO and measured usage, writing through one resource executor.
 
 pub mod batchresource;
+pub mod cpuburst;
 pub mod cpuevict;
 pub mod cpusuppress;
 pub mod evict;
