@@ -274,6 +274,12 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             qos::loops::cpuburst(l.qos(), ex).await
         });
     }
+    if gates.enabled("CgroupReconcile") {
+        let (l, ex) = (loop_ctx.clone(), executor.clone());
+        ctx.tasks.spawn("koordlet/qos/cgreconcile", async move {
+            qos::loops::cgreconcile(l.qos(), ex).await
+        });
+    }
     if gates.enabled("BECPUEvict") {
         let (l, client) = (loop_ctx.clone(), cluster.client.clone());
         ctx.tasks.spawn("koordlet/qos/cpuevict", async move {

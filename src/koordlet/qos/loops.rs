@@ -235,3 +235,23 @@ pub async fn cpuevict(
     }
     Ok(())
 }
+
+/// CgroupReconcile (memory QoS) every second: QoS, pod and container levels at once.
+pub async fn cgreconcile(ctx: QosCtx, ex: Arc<Executor>) -> anyhow::Result<()> {
+    if !ctx.informer.wait_synced(&ctx.shutdown).await {
+        return Ok(());
+    }
+    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
+        let states = ctx.informer.snapshot();
+        for r in ex.leveled(&super::cgreconcile::updates(&states, ex.cgroups())) {
+            match r {
+                Ok(super::executor::Outcome::Written(c)) => {
+                    count(&ctx, "cgreconcile", format!("{:?}", c.resource), 1)
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "memory QoS value rejected"),
+            }
+        }
+    }
+    Ok(())
+}
