@@ -257,9 +257,9 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     ctx.tasks
         .spawn("koordlet/store-gc", async move { gc_loop(l, every).await });
     if gates.enabled("BECPUSuppress") {
-        let (l, ex) = (loop_ctx.clone(), executor.clone());
+        let (l, ex, h) = (loop_ctx.clone(), executor.clone(), qos_host.clone());
         ctx.tasks.spawn("koordlet/qos/cpusuppress", async move {
-            qos::loops::cpusuppress(l.qos(), ex, qos_host).await
+            qos::loops::cpusuppress(l.qos(), ex, h).await
         });
     }
     if gates.enabled("BatchResource") {
@@ -272,6 +272,12 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         let (l, ex) = (loop_ctx.clone(), executor.clone());
         ctx.tasks.spawn("koordlet/qos/cpuburst", async move {
             qos::loops::cpuburst(l.qos(), ex).await
+        });
+    }
+    if gates.enabled("SystemConfig") {
+        let (l, h) = (loop_ctx.clone(), qos_host.clone());
+        ctx.tasks.spawn("koordlet/qos/sysreconcile", async move {
+            qos::loops::sysreconcile(l.qos(), h).await
         });
     }
     if gates.enabled("CgroupReconcile") {

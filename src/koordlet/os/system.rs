@@ -18,6 +18,15 @@ pub enum HostError {
     Content { path: PathBuf, message: String },
 }
 
+/// A kernel setting the koordlet may change (sysreconcile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Knob {
+    /// Relative to the proc root.
+    Proc(&'static str),
+    /// Relative to the sys root.
+    Sys(&'static str),
+}
+
 /// One logical CPU: (id, physical core unique on the node, socket, NUMA node).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CpuInfo {
@@ -109,6 +118,27 @@ impl Host {
                 })
             })
             .collect()
+    }
+
+    /// A kernel knob under the proc root (`sys/vm/min_free_kbytes`) or the sys root
+    /// (`kernel/mm/...`); `None` when the kernel does not have it.
+    pub fn read_knob(&self, knob: &Knob) -> Option<String> {
+        std::fs::read_to_string(self.knob_path(knob))
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+
+    /// Writes a kernel knob; only knobs named in [`Knob`] can be written.
+    pub fn write_knob(&self, knob: &Knob, value: &str) -> Result<(), HostError> {
+        let path = self.knob_path(knob);
+        std::fs::write(&path, value.as_bytes()).map_err(|source| HostError::Io { path, source })
+    }
+
+    fn knob_path(&self, knob: &Knob) -> PathBuf {
+        match knob {
+            Knob::Proc(rel) => self.proc_root.join(rel),
+            Knob::Sys(rel) => self.sys_root.join(rel),
+        }
     }
 
     /// Node-wide pressure files (`/proc/pressure/cpu`, ...).

@@ -255,3 +255,17 @@ pub async fn cgreconcile(ctx: QosCtx, ex: Arc<Executor>) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// SystemConfig every second: kernel memory knobs from the NodeSLO systemStrategy.
+pub async fn sysreconcile(ctx: QosCtx, host: Host) -> anyhow::Result<()> {
+    if !ctx.informer.wait_synced(&ctx.shutdown).await {
+        return Ok(());
+    }
+    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
+        let states = ctx.informer.snapshot();
+        for (knob, _, _) in super::sysreconcile::pass(&states, &host) {
+            count(&ctx, "sysreconcile", format!("{knob:?}"), 1);
+        }
+    }
+    Ok(())
+}

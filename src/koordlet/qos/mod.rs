@@ -11,3 +11,4 @@ pub mod executor;
 pub mod loops;
 pub mod memoryevict;
 pub mod suppress;
+pub mod sysreconcile;
