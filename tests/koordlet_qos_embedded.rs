@@ -119,6 +119,16 @@ async fn be_pod_is_suppressed_when_the_node_is_busy() {
         })
         .next();
     let pid = pid.expect("the BE pod's process in its container cgroup");
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+    let evented = eventually(Duration::from_secs(10), || async {
+        events.list(&Default::default()).await.is_ok_and(|l| {
+            l.items
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("BECPUSuppressed"))
+        })
+    })
+    .await;
+    assert!(evented, "a BECPUSuppressed event on the node");
     // BatchResource: the BE pod's cgroup gets shares from its batch-cpu request (1000 → 1024).
     if v1 {
         let shares = std::fs::read_dir(&procs)

@@ -258,8 +258,9 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         .spawn("koordlet/store-gc", async move { gc_loop(l, every).await });
     if gates.enabled("BECPUSuppress") {
         let (l, ex, h) = (loop_ctx.clone(), executor.clone(), qos_host.clone());
+        let client = cluster.client.clone();
         ctx.tasks.spawn("koordlet/qos/cpusuppress", async move {
-            qos::loops::cpusuppress(l.qos(), ex, h).await
+            qos::loops::cpusuppress(l.qos(), ex, h, client).await
         });
     }
     if gates.enabled("BatchResource") {

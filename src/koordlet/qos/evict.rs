@@ -46,33 +46,15 @@ impl Evictor {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(uid.to_string(), Instant::now());
-                let now = Time(k8s_openapi::jiff::Timestamp::now());
-                let event = Event {
-                    metadata: ObjectMeta {
-                        generate_name: Some(format!("{name}.")),
-                        namespace: Some(ns.into()),
-                        ..Default::default()
-                    },
-                    involved_object: ObjectReference {
-                        api_version: Some("v1".into()),
-                        kind: Some("Pod".into()),
-                        name: Some(name.into()),
-                        namespace: Some(ns.into()),
-                        uid: Some(uid.into()),
-                        ..Default::default()
-                    },
-                    reason: Some(reason.into()),
-                    message: Some(message.into()),
-                    type_: Some("Warning".into()),
-                    source: Some(EventSource {
-                        component: Some("koordlet".into()),
-                        host: Some(node.into()),
-                    }),
-                    first_timestamp: Some(now.clone()),
-                    last_timestamp: Some(now),
-                    count: Some(1),
+                let involved = ObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("Pod".into()),
+                    name: Some(name.into()),
+                    namespace: Some(ns.into()),
+                    uid: Some(uid.into()),
                     ..Default::default()
                 };
+                let event = koordlet_event(involved, ns, node, "Warning", reason, message);
                 let _ = Api::<Event>::namespaced(client.clone(), ns)
                     .create(&PostParams::default(), &event)
                     .await;
@@ -84,6 +66,55 @@ impl Evictor {
                 false
             }
         }
+    }
+}
+
+/// An event from the koordlet about `involved`, in namespace `ns`.
+fn koordlet_event(
+    involved: ObjectReference,
+    ns: &str,
+    node: &str,
+    type_: &str,
+    reason: &str,
+    message: &str,
+) -> Event {
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let name = involved.name.clone().unwrap_or_default();
+    Event {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{name}.")),
+            namespace: Some(ns.into()),
+            ..Default::default()
+        },
+        involved_object: involved,
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        type_: Some(type_.into()),
+        source: Some(EventSource {
+            component: Some("koordlet".into()),
+            host: Some(node.into()),
+        }),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        count: Some(1),
+        ..Default::default()
+    }
+}
+
+/// A Normal event on the Node (cpusuppress changes).
+pub async fn node_event(client: &kube::Client, node: &str, reason: &str, message: &str) {
+    let involved = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some(node.into()),
+        ..Default::default()
+    };
+    let event = koordlet_event(involved, "default", node, "Normal", reason, message);
+    if let Err(e) = Api::<Event>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &event)
+        .await
+    {
+        tracing::debug!(error = %e, "node event not recorded");
     }
 }
 

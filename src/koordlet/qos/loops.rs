@@ -65,7 +65,12 @@ fn count(ctx: &QosCtx, strategy: &str, resource: String, n: u64) {
 }
 
 /// cpusuppress every second once the informer synced (koordlet spec §4.1).
-pub async fn cpusuppress(ctx: QosCtx, ex: Arc<Executor>, host: Host) -> anyhow::Result<()> {
+pub async fn cpusuppress(
+    ctx: QosCtx,
+    ex: Arc<Executor>,
+    host: Host,
+    client: kube::Client,
+) -> anyhow::Result<()> {
     if !ctx.informer.wait_synced(&ctx.shutdown).await {
         return Ok(());
     }
@@ -90,8 +95,19 @@ pub async fn cpusuppress(ctx: QosCtx, ex: Arc<Executor>, host: Host) -> anyhow::
                 .be_suppress_milli
                 .set(cpusuppress::suppress_milli(&i));
         }
-        for c in suppress::pass(&states, &usage, &topo, &ex, &mut mem) {
+        let changes = suppress::pass(&states, &usage, &topo, &ex, &mut mem);
+        for c in &changes {
             count(&ctx, "cpusuppress", format!("{:?}", c.resource), 1);
+        }
+        // One event per round that changed the besteffort QoS level (not per pod/container).
+        let qos_dir = ex
+            .cgroups()
+            .qos_dir(crate::api::extension::qos::KubeQoS::BestEffort);
+        if let Some(c) = changes.iter().find(|c| c.dir == qos_dir.as_str())
+            && let Some(node) = states.node.as_ref().and_then(|n| n.metadata.name.clone())
+        {
+            let msg = format!("best-effort {:?} {} -> {}", c.resource, c.old, c.new);
+            evict::node_event(&client, &node, "BECPUSuppressed", &msg).await;
         }
     }
     Ok(())
