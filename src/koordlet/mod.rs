@@ -275,6 +275,16 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             qos::loops::cpuburst(l.qos(), ex).await
         });
     }
+    if gates.enabled("RdtResctrl") {
+        let (l, h, cg) = (
+            loop_ctx.clone(),
+            qos_host.clone(),
+            executor.cgroups().clone(),
+        );
+        ctx.tasks.spawn("koordlet/qos/resctrl", async move {
+            qos::loops::resctrl(l.qos(), h, cg).await
+        });
+    }
     if gates.enabled("SystemConfig") {
         let (l, h) = (loop_ctx.clone(), qos_host.clone());
         ctx.tasks.spawn("koordlet/qos/sysreconcile", async move {

@@ -141,6 +141,51 @@ impl Host {
         }
     }
 
+    /// (vendor id, CPU flags) of the first processor in `/proc/cpuinfo`.
+    pub fn cpu_flags(&self) -> Result<(String, Vec<String>), HostError> {
+        let text = read(&self.proc_root.join("cpuinfo"))?;
+        let field = |name: &str| {
+            text.lines()
+                .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+                .unwrap_or_default()
+        };
+        Ok((
+            field("vendor_id"),
+            field("flags")
+                .split_whitespace()
+                .map(str::to_string)
+                .collect(),
+        ))
+    }
+
+    /// Distinct L3 cache ids of the online CPUs.
+    pub fn l3_cache_ids(&self) -> Vec<u32> {
+        let base = self.sys_root.join("devices/system/cpu");
+        let mut ids: Vec<u32> = std::fs::read_dir(&base)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .strip_prefix("cpu")
+                    .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()) && !n.is_empty())
+            })
+            .filter_map(|e| std::fs::read_to_string(e.path().join("cache/index3/id")).ok())
+            .filter_map(|s| s.trim().parse().ok())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// The resctrl filesystem (`<sys>/fs/resctrl`).
+    pub fn resctrl_root(&self) -> PathBuf {
+        self.sys_root.join("fs/resctrl")
+    }
+
     /// Node-wide pressure files (`/proc/pressure/cpu`, ...).
     pub fn pressure(
         &self,

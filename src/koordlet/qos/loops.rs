@@ -285,3 +285,37 @@ pub async fn sysreconcile(ctx: QosCtx, host: Host) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// RdtResctrl every second, when the host supports it (else one warning and done).
+pub async fn resctrl(
+    ctx: QosCtx,
+    host: Host,
+    cgroups: crate::koordlet::os::Cgroups,
+) -> anyhow::Result<()> {
+    match super::resctrl::supported(&host) {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!(root = %host.resctrl_root().display(), "resctrl unsupported here (no cat_l3/mba or not mounted); LLC/MBA isolation skipped");
+            return Ok(());
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "resctrl support unknown; LLC/MBA isolation skipped");
+            return Ok(());
+        }
+    }
+    if !ctx.informer.wait_synced(&ctx.shutdown).await {
+        return Ok(());
+    }
+    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
+        let states = ctx.informer.snapshot();
+        match super::resctrl::pass(&states, &host, &cgroups) {
+            Ok(written) => {
+                for w in written {
+                    count(&ctx, "resctrl", w, 1);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "resctrl round failed"),
+        }
+    }
+    Ok(())
+}

@@ -10,5 +10,6 @@ pub mod evict;
 pub mod executor;
 pub mod loops;
 pub mod memoryevict;
+pub mod resctrl;
 pub mod suppress;
 pub mod sysreconcile;

@@ -1,0 +1,255 @@
+//! resctrl (koordlet spec §4.6): LLC ways (CAT) and memory bandwidth (MBA) per QoS group
+//! `LSR`, `LS`, `BE` under `<sys>/fs/resctrl`, and the tasks of pods whose class enables
+//! `resctrlQOS` moved into their group. Hosts without `cat_l3`/`mba` or without a mounted
+//! resctrl filesystem are skipped with one warning (koord does not mount it).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use crate::api::extension::qos::{QoSClass, pod_qos_class_with_default};
+use crate::api::slo::nodeslo::{ResctrlQOS, ResourceQOS};
+use crate::koordlet::informer::States;
+use crate::koordlet::os::Resource;
+use crate::koordlet::os::system::Host;
+
+pub const GROUPS: [&str; 3] = ["LSR", "LS", "BE"];
+
+/// The L3 mask for a way range: ways = bit length of the root mask (contiguous ones),
+/// start = ⌈ways × start%⌉, end = ⌈ways × end%⌉, mask = 2^end − 2^start.
+pub fn l3_mask(root_cbm_hex: &str, start_pct: i64, end_pct: i64) -> Option<String> {
+    let root = u64::from_str_radix(root_cbm_hex.trim(), 16).ok()?;
+    if root == 0 || (root + 1) & root != 0 {
+        return None;
+    }
+    let ways = 64 - root.leading_zeros() as i64;
+    let at = |p: i64| (ways * p.clamp(0, 100) + 99) / 100;
+    let (start, end) = (at(start_pct), at(end_pct));
+    if end <= start {
+        return None;
+    }
+    Some(format!("{:x}", (1u64 << end) - (1u64 << start)))
+}
+
+/// MB value: Intel rounds the percent up to a multiple of 10; AMD uses an absolute value.
+pub fn mb_value(pct: i64, amd: bool) -> i64 {
+    let pct = pct.clamp(0, 100);
+    if amd {
+        if pct == 100 {
+            2048
+        } else {
+            (25.0 * 8.0 * 0.8 * pct as f64 / 100.0) as i64
+        }
+    } else {
+        (pct + 9) / 10 * 10
+    }
+}
+
+/// The schemata file content for one group.
+pub fn schemata(
+    q: &ResctrlQOS,
+    root_cbm: &str,
+    l3_ids: &[u32],
+    amd: bool,
+    with_mb: bool,
+) -> Option<String> {
+    let mask = l3_mask(
+        root_cbm,
+        q.cat_range_start_percent.unwrap_or(0),
+        q.cat_range_end_percent.unwrap_or(100),
+    )?;
+    let join =
+        |f: &dyn Fn(u32) -> String| l3_ids.iter().map(|id| f(*id)).collect::<Vec<_>>().join(";");
+    let mut out = format!("L3:{}\n", join(&|id| format!("{id}={mask}")));
+    if with_mb {
+        let mb = mb_value(q.mba_percent.unwrap_or(100), amd);
+        out.push_str(&format!("MB:{}\n", join(&|id| format!("{id}={mb}"))));
+    }
+    Some(out)
+}
+
+/// Koordinator's defaults per group (BE: ways 0–30 %).
+fn defaults(group: &str) -> ResctrlQOS {
+    ResctrlQOS {
+        cat_range_start_percent: Some(0),
+        cat_range_end_percent: Some(if group == "BE" { 30 } else { 100 }),
+        mba_percent: Some(100),
+    }
+}
+
+/// (config, enabled) of a group from the NodeSLO.
+pub fn group_config(states: &States, group: &str) -> (ResctrlQOS, bool) {
+    let s = states
+        .node_slo
+        .as_ref()
+        .and_then(|n| n.spec.resource_qos_strategy.clone())
+        .unwrap_or_default();
+    let class: Option<ResourceQOS> = match group {
+        "LSR" => s.lsr_class,
+        "LS" => s.ls_class,
+        _ => s.be_class,
+    };
+    let cfg = class.and_then(|c| c.resctrl_qos);
+    let enabled = cfg.as_ref().is_some_and(|c| c.enable == Some(true));
+    let q = cfg
+        .map(|c| crate::api::sloconfig::overlay(&defaults(group), &c.resctrl_qos))
+        .unwrap_or_else(|| defaults(group));
+    (q, enabled)
+}
+
+fn group_of(class: QoSClass) -> Option<&'static str> {
+    match class {
+        QoSClass::Lse | QoSClass::Lsr => Some("LSR"),
+        QoSClass::Ls => Some("LS"),
+        QoSClass::Be => Some("BE"),
+        _ => None,
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ResctrlError {
+    #[error("{0}: {1}")]
+    Io(std::path::PathBuf, std::io::Error),
+}
+
+fn write_if_changed(path: &Path, content: &str) -> Result<bool, ResctrlError> {
+    if std::fs::read_to_string(path).is_ok_and(|c| c == content) {
+        return Ok(false);
+    }
+    std::fs::write(path, content).map_err(|e| ResctrlError::Io(path.to_path_buf(), e))?;
+    Ok(true)
+}
+
+/// Whether the host can do resctrl: CPU flags and a mounted resctrl filesystem.
+pub fn supported(host: &Host) -> Result<bool, String> {
+    let (_, flags) = host.cpu_flags().map_err(|e| e.to_string())?;
+    if !flags.iter().any(|f| f == "cat_l3" || f == "mba") {
+        return Ok(false);
+    }
+    Ok(host.resctrl_root().join("info/L3/cbm_mask").exists())
+}
+
+/// One round: groups, schemata and tasks. Returns the files written.
+pub fn pass(
+    states: &States,
+    host: &Host,
+    cgroups: &crate::koordlet::os::Cgroups,
+) -> Result<Vec<String>, ResctrlError> {
+    let root = host.resctrl_root();
+    let (vendor, flags) = host.cpu_flags().unwrap_or_default();
+    let amd = vendor.contains("AMD");
+    let with_mb = flags.iter().any(|f| f == "mba");
+    let cbm = std::fs::read_to_string(root.join("info/L3/cbm_mask"))
+        .map_err(|e| ResctrlError::Io(root.join("info/L3/cbm_mask"), e))?;
+    let mut ids = host.l3_cache_ids();
+    if ids.is_empty() {
+        ids.push(0);
+    }
+    let mut written = Vec::new();
+    for g in GROUPS {
+        let dir = root.join(g);
+        std::fs::create_dir_all(&dir).map_err(|e| ResctrlError::Io(dir.clone(), e))?;
+        let (q, enabled) = group_config(states, g);
+        if let Some(content) = schemata(&q, &cbm, &ids, amd, with_mb)
+            && write_if_changed(&dir.join("schemata"), &content)?
+        {
+            written.push(format!("{g}/schemata"));
+        }
+        if !enabled {
+            continue;
+        }
+        let tasks_path = dir.join("tasks");
+        let present: BTreeSet<String> = std::fs::read_to_string(&tasks_path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        for pod in states
+            .pods
+            .iter()
+            .filter(|p| group_of(pod_qos_class_with_default(&p.pod)) == Some(g))
+        {
+            if pod
+                .pod
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key("node.koordinator.sh/resctrl"))
+            {
+                continue;
+            }
+            for c in &pod.containers {
+                let threads = cgroups.read(Resource::Tasks, &c.dir).unwrap_or_default();
+                for t in threads
+                    .lines()
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty() && !present.contains(*t))
+                {
+                    // The kernel takes one task id per write.
+                    if std::fs::write(&tasks_path, t).is_ok() {
+                        written.push(format!("{g}/tasks"));
+                    }
+                }
+            }
+        }
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_and_bandwidth() {
+        assert_eq!(
+            l3_mask("7ff", 0, 30).as_deref(),
+            Some("f"),
+            "11 ways: ways 0..4"
+        );
+        assert_eq!(l3_mask("7ff", 0, 100).as_deref(), Some("7ff"));
+        assert_eq!(l3_mask("fffff", 50, 100).as_deref(), Some("ffc00"));
+        assert!(l3_mask("7f3", 0, 100).is_none(), "not contiguous");
+        assert!(l3_mask("ff", 50, 50).is_none(), "empty range");
+        assert_eq!((mb_value(35, false), mb_value(100, false)), (40, 100));
+        assert_eq!((mb_value(100, true), mb_value(50, true)), (2048, 80));
+    }
+
+    #[test]
+    fn schemata_per_cache_and_tasks_on_a_fake_tree() {
+        let q = defaults("BE");
+        assert_eq!(
+            schemata(&q, "7ff", &[0, 1], false, true).unwrap(),
+            "L3:0=f;1=f\nMB:0=100;1=100\n"
+        );
+        let proc_root = tempfile::tempdir().unwrap();
+        let sys_root = tempfile::tempdir().unwrap();
+        std::fs::write(
+            proc_root.path().join("cpuinfo"),
+            "vendor_id\t: GenuineIntel\nflags\t\t: fpu cat_l3 mba\n",
+        )
+        .unwrap();
+        let host = Host::new(proc_root.path(), sys_root.path());
+        assert_eq!(supported(&host), Ok(false), "not mounted");
+        std::fs::create_dir_all(host.resctrl_root().join("info/L3")).unwrap();
+        std::fs::write(host.resctrl_root().join("info/L3/cbm_mask"), "7ff\n").unwrap();
+        assert_eq!(supported(&host), Ok(true));
+        let cg = crate::koordlet::os::Cgroups::new(
+            sys_root.path(),
+            crate::koordlet::os::Version::V1,
+            crate::koordlet::os::Driver::Cgroupfs,
+            "",
+        );
+        let written = pass(&States::default(), &host, &cg).unwrap();
+        assert_eq!(written, ["LSR/schemata", "LS/schemata", "BE/schemata"]);
+        assert_eq!(
+            std::fs::read_to_string(host.resctrl_root().join("BE/schemata")).unwrap(),
+            "L3:0=f\nMB:0=100\n"
+        );
+        assert!(
+            pass(&States::default(), &host, &cg).unwrap().is_empty(),
+            "unchanged: nothing written"
+        );
+        std::fs::write(proc_root.path().join("cpuinfo"), "flags\t: fpu\n").unwrap();
+        assert_eq!(supported(&host), Ok(false), "no cat_l3/mba");
+    }
+}
