@@ -256,59 +256,14 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     );
     ctx.tasks
         .spawn("koordlet/store-gc", async move { gc_loop(l, every).await });
-    if gates.enabled("BECPUSuppress") {
-        let (l, ex, h) = (loop_ctx.clone(), executor.clone(), qos_host.clone());
-        let client = cluster.client.clone();
-        ctx.tasks.spawn("koordlet/qos/cpusuppress", async move {
-            qos::loops::cpusuppress(l.qos(), ex, h, client).await
-        });
-    }
-    if gates.enabled("BatchResource") {
-        let (l, ex) = (loop_ctx.clone(), executor.clone());
-        ctx.tasks.spawn("koordlet/qos/batchresource", async move {
-            qos::loops::batchresource(l.qos(), ex).await
-        });
-    }
-    if gates.enabled("CPUBurst") {
-        let (l, ex) = (loop_ctx.clone(), executor.clone());
-        ctx.tasks.spawn("koordlet/qos/cpuburst", async move {
-            qos::loops::cpuburst(l.qos(), ex).await
-        });
-    }
-    if gates.enabled("RdtResctrl") {
-        let (l, h, cg) = (
-            loop_ctx.clone(),
-            qos_host.clone(),
-            executor.cgroups().clone(),
-        );
-        ctx.tasks.spawn("koordlet/qos/resctrl", async move {
-            qos::loops::resctrl(l.qos(), h, cg).await
-        });
-    }
-    if gates.enabled("SystemConfig") {
-        let (l, h) = (loop_ctx.clone(), qos_host.clone());
-        ctx.tasks.spawn("koordlet/qos/sysreconcile", async move {
-            qos::loops::sysreconcile(l.qos(), h).await
-        });
-    }
-    if gates.enabled("CgroupReconcile") {
-        let (l, ex) = (loop_ctx.clone(), executor.clone());
-        ctx.tasks.spawn("koordlet/qos/cgreconcile", async move {
-            qos::loops::cgreconcile(l.qos(), ex).await
-        });
-    }
-    if gates.enabled("BECPUEvict") {
-        let (l, client) = (loop_ctx.clone(), cluster.client.clone());
-        ctx.tasks.spawn("koordlet/qos/cpuevict", async move {
-            qos::loops::cpuevict(l.qos(), client, base).await
-        });
-    }
-    if gates.enabled("BEMemoryEvict") {
-        let (l, client) = (loop_ctx.clone(), cluster.client.clone());
-        ctx.tasks.spawn("koordlet/qos/memoryevict", async move {
-            qos::loops::memoryevict(l.qos(), client).await
-        });
-    }
+    let deps = qos::loops::Deps {
+        executor,
+        host: qos_host,
+        client: cluster.client.clone(),
+        collect_interval: base,
+    };
+    let l = loop_ctx.clone();
+    qos::loops::spawn(&gates, move || l.qos(), deps, &ctx.tasks);
     if cfg.prediction.enabled {
         let l = loop_ctx.clone();
         ctx.tasks.spawn("koordlet/prediction", async move {

@@ -181,6 +181,17 @@ impl Host {
         ids
     }
 
+    /// `major:minor` of a block device name (`/dev/sdb` or `sdb`) from `<sys>/block/<dev>/dev`.
+    pub fn block_device(&self, name: &str) -> Option<String> {
+        let dev = name.trim_start_matches("/dev/");
+        if dev.is_empty() || dev.contains('/') || dev.contains("..") {
+            return None;
+        }
+        std::fs::read_to_string(self.sys_root.join("block").join(dev).join("dev"))
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+
     /// The resctrl filesystem (`<sys>/fs/resctrl`).
     pub fn resctrl_root(&self) -> PathBuf {
         self.sys_root.join("fs/resctrl")

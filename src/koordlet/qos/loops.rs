@@ -319,3 +319,85 @@ pub async fn resctrl(
     }
     Ok(())
 }
+
+/// BlkIOReconcile every second (cgroup v1): BE block-device throttles and weight.
+pub async fn blkio(
+    ctx: QosCtx,
+    host: Host,
+    cgroups: crate::koordlet::os::Cgroups,
+) -> anyhow::Result<()> {
+    if !ctx.informer.wait_synced(&ctx.shutdown).await {
+        return Ok(());
+    }
+    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
+        let states = ctx.informer.snapshot();
+        for w in super::blkio::pass(&states, &host, &cgroups) {
+            tracing::info!(change = %w, "blkio updated");
+            count(
+                &ctx,
+                "blkio",
+                w.split_whitespace().next().unwrap_or("").to_string(),
+                1,
+            );
+        }
+    }
+    Ok(())
+}
+
+/// What the QoS loops share.
+pub struct Deps {
+    pub executor: Arc<Executor>,
+    pub host: Host,
+    pub client: kube::Client,
+    pub collect_interval: Duration,
+}
+
+/// Starts every QoS loop whose koordlet feature gate is on.
+pub fn spawn(
+    gates: &crate::koordlet::features::Gates,
+    ctx: impl Fn() -> QosCtx,
+    d: Deps,
+    tasks: &crate::kernel::Tasks,
+) {
+    let ex = || d.executor.clone();
+    let cg = || d.executor.cgroups().clone();
+    if gates.enabled("BECPUSuppress") {
+        tasks.spawn(
+            "koordlet/qos/cpusuppress",
+            cpusuppress(ctx(), ex(), d.host.clone(), d.client.clone()),
+        );
+    }
+    if gates.enabled("BatchResource") {
+        tasks.spawn("koordlet/qos/batchresource", batchresource(ctx(), ex()));
+    }
+    if gates.enabled("CPUBurst") {
+        tasks.spawn("koordlet/qos/cpuburst", cpuburst(ctx(), ex()));
+    }
+    if gates.enabled("CgroupReconcile") {
+        tasks.spawn("koordlet/qos/cgreconcile", cgreconcile(ctx(), ex()));
+    }
+    if gates.enabled("RdtResctrl") {
+        tasks.spawn("koordlet/qos/resctrl", resctrl(ctx(), d.host.clone(), cg()));
+    }
+    if gates.enabled("BlkIOReconcile") {
+        tasks.spawn("koordlet/qos/blkio", blkio(ctx(), d.host.clone(), cg()));
+    }
+    if gates.enabled("SystemConfig") {
+        tasks.spawn(
+            "koordlet/qos/sysreconcile",
+            sysreconcile(ctx(), d.host.clone()),
+        );
+    }
+    if gates.enabled("BECPUEvict") {
+        tasks.spawn(
+            "koordlet/qos/cpuevict",
+            cpuevict(ctx(), d.client.clone(), d.collect_interval),
+        );
+    }
+    if gates.enabled("BEMemoryEvict") {
+        tasks.spawn(
+            "koordlet/qos/memoryevict",
+            memoryevict(ctx(), d.client.clone()),
+        );
+    }
+}

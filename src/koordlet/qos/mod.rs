@@ -2,6 +2,7 @@
 //! NodeSLO and measured usage, writing through one resource executor.
 
 pub mod batchresource;
+pub mod blkio;
 pub mod cgreconcile;
 pub mod cpuburst;
 pub mod cpuevict;

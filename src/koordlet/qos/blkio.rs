@@ -1,0 +1,157 @@
+//! blkio for the BE class (koordlet spec §4.9, cgroup v1): throttle read/write IOPS and
+//! bytes per device and the cost weight at the besteffort QoS directory, from
+//! `beClass.blkioQOS.blocks` of type `device`. Devices no longer configured are reset to 0
+//! (unlimited). Not yet: `volumegroup`/`podvolume` blocks, per-pod annotation, root iocost
+//! (`blkio.cost.qos`/`model`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::api::extension::qos::KubeQoS;
+use crate::api::slo::nodeslo::BlockCfg;
+use crate::koordlet::informer::States;
+use crate::koordlet::os::system::Host;
+use crate::koordlet::os::{Cgroups, Subsystem, Version};
+
+const THROTTLE: [&str; 4] = [
+    "blkio.throttle.read_iops_device",
+    "blkio.throttle.write_iops_device",
+    "blkio.throttle.read_bps_device",
+    "blkio.throttle.write_bps_device",
+];
+
+/// file → (device → value) wanted for the BE class.
+pub fn wanted(blocks: &[BlockCfg], host: &Host) -> BTreeMap<&'static str, BTreeMap<String, i64>> {
+    let mut out: BTreeMap<&'static str, BTreeMap<String, i64>> = BTreeMap::new();
+    for b in blocks
+        .iter()
+        .filter(|b| b.block_type.as_deref().unwrap_or("device") == "device")
+    {
+        let Some(dev) = b.name.as_deref().and_then(|n| host.block_device(n)) else {
+            continue;
+        };
+        let c = &b.io_cfg;
+        for (file, v) in THROTTLE
+            .iter()
+            .zip([c.read_iops, c.write_iops, c.read_bps, c.write_bps])
+        {
+            out.entry(file)
+                .or_default()
+                .insert(dev.clone(), v.unwrap_or(0).max(0));
+        }
+        out.entry("blkio.cost.weight").or_default().insert(
+            dev.clone(),
+            c.io_weight_percent.unwrap_or(100).clamp(1, 100),
+        );
+    }
+    out
+}
+
+/// Devices listed in a throttle file (`maj:min value` lines).
+fn current(path: &Path) -> BTreeMap<String, i64> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            Some((it.next()?.to_string(), it.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// One round; returns "file dev value" for every line written.
+pub fn pass(states: &States, host: &Host, cgroups: &Cgroups) -> Vec<String> {
+    if cgroups.version() != Version::V1 {
+        return Vec::new();
+    }
+    let s = states
+        .node_slo
+        .as_ref()
+        .and_then(|n| n.spec.resource_qos_strategy.clone())
+        .unwrap_or_default();
+    let cfg = s
+        .be_class
+        .and_then(|c| c.blkio_qos)
+        .filter(|c| c.enable == Some(true));
+    let blocks = cfg.and_then(|c| c.blkio_qos.blocks).unwrap_or_default();
+    let mut want = wanted(&blocks, host);
+    let dir = cgroups.dir_path(Subsystem::Blkio, &cgroups.qos_dir(KubeQoS::BestEffort));
+    let mut written = Vec::new();
+    for file in THROTTLE {
+        let path = dir.join(file);
+        if !path.exists() {
+            continue;
+        }
+        let have = current(&path);
+        let mut target = want.remove(file).unwrap_or_default();
+        // Devices no longer configured go back to unlimited.
+        for dev in have.keys() {
+            target.entry(dev.clone()).or_insert(0);
+        }
+        for (dev, v) in target {
+            let already = have.get(&dev).copied().unwrap_or(0);
+            if already == v {
+                continue;
+            }
+            let line = format!("{dev} {v}");
+            if std::fs::write(&path, &line).is_ok() {
+                written.push(format!("{file} {line}"));
+            }
+        }
+    }
+    let weight = dir.join("blkio.cost.weight");
+    if let Some(w) = want
+        .remove("blkio.cost.weight")
+        .and_then(|m| m.into_values().max())
+        && weight.exists()
+        && std::fs::read_to_string(&weight).is_ok_and(|c| c.trim() != w.to_string())
+        && std::fs::write(&weight, w.to_string()).is_ok()
+    {
+        written.push(format!("blkio.cost.weight {w}"));
+    }
+    written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::koordlet::os::Driver;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    #[test]
+    fn be_throttles_per_device_and_resets_stale_ones() {
+        let sys = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(sys.path().join("block/sdb")).unwrap();
+        std::fs::write(sys.path().join("block/sdb/dev"), "8:16\n").unwrap();
+        let host = Host::new("/proc", sys.path());
+        let root = tempfile::tempdir().unwrap();
+        let cg = Cgroups::new(root.path(), Version::V1, Driver::Cgroupfs, "");
+        let dir = cg.dir_path(Subsystem::Blkio, &cg.qos_dir(KubeQoS::BestEffort));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in THROTTLE {
+            std::fs::write(dir.join(f), "").unwrap();
+        }
+        std::fs::write(dir.join("blkio.throttle.read_iops_device"), "8:32 500\n").unwrap();
+        let slo = json!({"metadata": {"name": "n"}, "spec": {"resourceQOSStrategy": {"beClass": {"blkioQOS": {"enable": true,
+            "blocks": [{"name": "/dev/sdb", "type": "device", "ioCfg": {"readIOPS": 100, "writeBPS": 1048576}}, {"name": "/dev/ghost", "ioCfg": {"readIOPS": 1}}]}}}}});
+        let states = States {
+            node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
+            ..Default::default()
+        };
+        let written = pass(&states, &host, &cg);
+        assert!(
+            written.contains(&"blkio.throttle.read_iops_device 8:16 100".to_string()),
+            "{written:?}"
+        );
+        assert!(written.contains(&"blkio.throttle.write_bps_device 8:16 1048576".to_string()));
+        assert!(
+            written.contains(&"blkio.throttle.read_iops_device 8:32 0".to_string()),
+            "stale device reset"
+        );
+        assert!(
+            !written.iter().any(|w| w.contains("ghost")),
+            "unknown devices are skipped"
+        );
+    }
+}
