@@ -196,3 +196,58 @@ async fn starved_be_pods_are_evicted_by_satisfaction() {
     );
     api.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_evict_takes_only_opted_in_pods() {
+    use koord::koordlet::qos::evict::usage_pass;
+    let mut api = TestApi::start().await;
+    let c = api.client.clone();
+    let pp = PostParams::default();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let mut created = Vec::new();
+    for (name, opted) in [("opted", true), ("protected", false)] {
+        let mut labels = json!({"koordinator.sh/qosClass": "LS"});
+        if opted {
+            labels["koordinator.sh/eviction-enabled"] = "true".into();
+        }
+        let p: Pod = serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default", "labels": labels},
+            "spec": {"nodeName": "n1", "priorityClassName": "koord-mid", "containers": [{"name": "c", "image": "x"}]}})).unwrap();
+        created.push(pods.create(&pp, &p).await.unwrap());
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cg = Cgroups::new(tmp.path(), Version::V1, Driver::Cgroupfs, "");
+    let metas: Vec<PodMeta> = created
+        .iter()
+        .map(|p| PodMeta::new(p.clone(), &cg).unwrap())
+        .collect();
+    let slo = json!({"metadata": {"name": "n1"}, "spec": {"resourceUsedThresholdWithBE": {"enable": true,
+        "memoryEvictThresholdPercent": 70, "evictEnabledPriorityThreshold": 7999}}});
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
+    let states = States {
+        node: Some(Arc::new(node)),
+        pods: Arc::new(metas.clone()),
+        node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
+        node_metric: None,
+    };
+    let used: HashMap<String, i64> = metas.iter().map(|m| (m.uid.clone(), 3 * GIB)).collect();
+    let evicted = usage_pass(
+        &c,
+        &Evictor::default(),
+        &states,
+        "MemoryEvict",
+        10 * GIB,
+        Some(8 * GIB),
+        &used,
+    )
+    .await;
+    assert_eq!(evicted, ["default/opted"]);
+    assert!(
+        pods.get("protected")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none()
+    );
+    api.stop().await;
+}

@@ -279,3 +279,73 @@ pub async fn cpu_pass(
     }
     out
 }
+
+/// One CPUEvict or MemoryEvict round: `node_used`/`pod_used` in milli-cores (CPU) or
+/// bytes (memory), `capacity` likewise. Returns the keys evicted.
+#[allow(clippy::too_many_arguments)]
+pub async fn usage_pass(
+    client: &kube::Client,
+    evictor: &Evictor,
+    states: &crate::koordlet::informer::States,
+    feature: &str,
+    capacity: i64,
+    node_used: Option<i64>,
+    pod_used: &HashMap<String, i64>,
+) -> Vec<String> {
+    use super::usageevict::{candidate, release, victims};
+    let s = super::suppress::strategy(states);
+    if s.enable != Some(true) {
+        return Vec::new();
+    }
+    let (threshold, lower) = if feature == "CPUEvict" {
+        (s.cpu_evict_threshold_percent, s.cpu_evict_lower_percent)
+    } else {
+        (
+            s.memory_evict_threshold_percent,
+            s.memory_evict_lower_percent,
+        )
+    };
+    let Some(used) = node_used else {
+        return Vec::new();
+    };
+    let Some(to_release) = release(capacity, used, threshold, lower) else {
+        return Vec::new();
+    };
+    let cands = states
+        .pods
+        .iter()
+        .filter_map(|p| {
+            candidate(
+                &p.pod,
+                feature,
+                s.evict_enabled_priority_threshold,
+                pod_used.get(&p.uid).copied().unwrap_or(0),
+            )
+        })
+        .collect();
+    let node = states
+        .node
+        .as_ref()
+        .and_then(|n| n.metadata.name.clone())
+        .unwrap_or_default();
+    let pct = used * 100 / capacity.max(1);
+    let mut out = Vec::new();
+    for v in victims(cands, to_release, &evictor.recent()) {
+        let msg = format!(
+            "node usage {pct}% reached the {feature} threshold {}%",
+            threshold.unwrap_or(0)
+        );
+        let reason = if feature == "CPUEvict" {
+            "EvictPodByNodeCPUUsage"
+        } else {
+            "EvictPodByNodeMemoryUsage"
+        };
+        if evictor
+            .evict(client, &v.key, &v.uid, &node, reason, &msg)
+            .await
+        {
+            out.push(v.key);
+        }
+    }
+    out
+}

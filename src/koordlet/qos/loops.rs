@@ -401,3 +401,74 @@ pub fn spawn(
         );
     }
 }
+
+/// CPUEvict / MemoryEvict every second (opted-in pods, by node usage); cool-down 20 s
+/// (CPU) or 4 s (memory) after an eviction.
+pub async fn usage_evict(
+    ctx: QosCtx,
+    client: kube::Client,
+    feature: &'static str,
+) -> anyhow::Result<()> {
+    if !ctx.informer.wait_synced(&ctx.shutdown).await {
+        return Ok(());
+    }
+    let cpu = feature == "CPUEvict";
+    let evictor = evict::Evictor::default();
+    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
+        let states = ctx.informer.snapshot();
+        let capacity = states
+            .node
+            .as_ref()
+            .and_then(|n| n.status.as_ref())
+            .and_then(|s| s.capacity.as_ref())
+            .and_then(|c| c.get(if cpu { "cpu" } else { "memory" }))
+            .map(|q| {
+                if cpu {
+                    crate::api::quantity::q_milli(q)
+                } else {
+                    crate::api::quantity::q_value(q)
+                }
+            })
+            .unwrap_or(0);
+        let (node, pods) = if cpu {
+            let s = suppress::strategy(&states);
+            let w = s.cpu_evict_time_window_seconds.unwrap_or(1).max(1) * 1000;
+            let now = now_ms();
+            let avg = ctx
+                .store
+                .aggregate(&SeriesKey::node(MetricKind::NodeCpuUsage), now - w, now)
+                .ok()
+                .flatten()
+                .filter(|a| a.span_ms >= w / 3)
+                .map(|a| (a.avg * 1000.0).round() as i64);
+            (
+                avg,
+                last_samples(
+                    &ctx,
+                    &states,
+                    MetricKind::NodeCpuUsage,
+                    MetricKind::PodCpuUsage,
+                    1000.0,
+                )
+                .1,
+            )
+        } else {
+            last_samples(
+                &ctx,
+                &states,
+                MetricKind::NodeMemoryUsage,
+                MetricKind::PodMemoryUsage,
+                1.0,
+            )
+        };
+        let evicted =
+            evict::usage_pass(&client, &evictor, &states, feature, capacity, node, &pods).await;
+        if !evicted.is_empty() {
+            count(&ctx, feature, "eviction".into(), evicted.len() as u64);
+            if !pause(&ctx.shutdown, Duration::from_secs(if cpu { 20 } else { 4 })).await {
+                break;
+            }
+        }
+    }
+    Ok(())
+}

@@ -14,3 +14,4 @@ pub mod memoryevict;
 pub mod resctrl;
 pub mod suppress;
 pub mod sysreconcile;
+pub mod usageevict;
