@@ -103,35 +103,33 @@ async fn hot_metric(c: &kube::Client) {
 }
 
 /// The snapshot `koord explain` reads: what `kubectl get nodes,pods,nodemetrics -o yaml` prints.
+/// Every object of kind `K` as `kubectl get -o yaml` prints it (kind and apiVersion set).
+async fn listed<K>(c: &kube::Client) -> Vec<Value>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let list = Api::<K>::all(c.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    list.into_iter()
+        .map(|o| {
+            let mut v = serde_json::to_value(o).unwrap();
+            v["kind"] = K::kind(&()).to_string().into();
+            v["apiVersion"] = K::api_version(&()).to_string().into();
+            v
+        })
+        .collect()
+}
+
 async fn snapshot(c: &kube::Client, dir: &std::path::Path) -> std::path::PathBuf {
-    let mut items = Vec::new();
-    for n in Api::<Node>::all(c.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-    {
-        let mut v = serde_json::to_value(n).unwrap();
-        v["kind"] = "Node".into();
-        v["apiVersion"] = "v1".into();
-        items.push(v);
-    }
-    for p in Api::<Pod>::all(c.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-    {
-        let mut v = serde_json::to_value(p).unwrap();
-        v["kind"] = "Pod".into();
-        v["apiVersion"] = "v1".into();
-        items.push(v);
-    }
-    for m in Api::<NodeMetric>::all(c.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-    {
-        items.push(serde_json::to_value(m).unwrap());
-    }
+    let mut items = listed::<Node>(c).await;
+    items.extend(listed::<Pod>(c).await);
+    items.extend(listed::<NodeMetric>(c).await);
     let path = dir.join("snapshot.json");
     std::fs::write(
         &path,

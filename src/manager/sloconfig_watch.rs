@@ -7,10 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, EventSource, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::Api;
-use kube::api::PostParams;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 
@@ -18,7 +16,7 @@ use super::cache::Dirty;
 use super::metrics::{KeyLabels, ManagerMetrics};
 use crate::api::sloconfig::{KeyError, SloConfig};
 use crate::kernel::lease::Leadership;
-use crate::kernel::{Shutdown, Tasks};
+use crate::kernel::{Shutdown, Tasks, events};
 
 pub struct Watch {
     pub client: kube::Client,
@@ -100,39 +98,29 @@ impl Watch {
     }
 
     async fn warn(&self, cm: &ConfigMap, e: &KeyError) {
-        let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let event = Event {
-            metadata: ObjectMeta {
-                generate_name: Some(format!("{}.", self.name)),
-                namespace: Some(self.namespace.clone()),
-                ..Default::default()
-            },
-            involved_object: ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("ConfigMap".into()),
-                name: Some(self.name.clone()),
-                namespace: Some(self.namespace.clone()),
-                uid: cm.metadata.uid.clone(),
-                resource_version: cm.metadata.resource_version.clone(),
-                ..Default::default()
-            },
-            reason: Some(e.reason.to_string()),
-            message: Some(format!(
-                "failed to parse {}: {}; keeping the last good value",
-                e.key, e.message
-            )),
-            type_: Some("Warning".into()),
-            source: Some(EventSource {
-                component: Some("koord-manager".into()),
-                host: None,
-            }),
-            first_timestamp: Some(now.clone()),
-            last_timestamp: Some(now),
-            count: Some(1),
+        let involved = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("ConfigMap".into()),
+            name: Some(self.name.clone()),
+            namespace: Some(self.namespace.clone()),
+            uid: cm.metadata.uid.clone(),
+            resource_version: cm.metadata.resource_version.clone(),
             ..Default::default()
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
-        let ok = api.create(&PostParams::default(), &event).await.is_ok();
+        let message = format!(
+            "failed to parse {}: {}; keeping the last good value",
+            e.key, e.message
+        );
+        let event = events::event(
+            "koord-manager",
+            None,
+            involved,
+            &self.namespace,
+            "Warning",
+            e.reason,
+            message,
+        );
+        let ok = events::record(&self.client, &event).await;
         self.metrics.wrote("event", ok);
     }
 }

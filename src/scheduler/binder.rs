@@ -1,13 +1,13 @@
 //! The scheduler's writes: `pods/{name}/binding`, FailedScheduling/Scheduled events and
 //! the PodScheduled condition.
 
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Event, ObjectReference, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::framework::PodInfo;
+use crate::kernel::events;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BindError {
@@ -76,34 +76,23 @@ pub async fn bind(client: &kube::Client, pod: &PodInfo, node: &str) -> Result<()
 }
 
 fn event(pod: &PodInfo, type_: &str, reason: &str, message: String) -> Event {
-    let now = Time(k8s_openapi::jiff::Timestamp::now());
-    Event {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("{}.", pod.name)),
-            namespace: Some(pod.namespace.clone()),
-            ..Default::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            name: Some(pod.name.clone()),
-            namespace: Some(pod.namespace.clone()),
-            uid: Some(pod.uid.clone()).filter(|u| !u.is_empty()),
-            ..Default::default()
-        },
-        reason: Some(reason.into()),
-        message: Some(message),
-        type_: Some(type_.into()),
-        source: Some(EventSource {
-            component: Some("koord-scheduler".into()),
-            host: None,
-        }),
-        reporting_component: Some("koord-scheduler".into()),
-        first_timestamp: Some(now.clone()),
-        last_timestamp: Some(now),
-        count: Some(1),
+    let involved = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(pod.name.clone()),
+        namespace: Some(pod.namespace.clone()),
+        uid: Some(pod.uid.clone()).filter(|u| !u.is_empty()),
         ..Default::default()
-    }
+    };
+    events::event(
+        "koord-scheduler",
+        None,
+        involved,
+        &pod.namespace,
+        type_,
+        reason,
+        message,
+    )
 }
 
 /// `Scheduled` (Normal) after a successful binding.
@@ -114,18 +103,13 @@ pub async fn scheduled(client: &kube::Client, pod: &PodInfo, node: &str) {
         "Scheduled",
         format!("Successfully assigned {} to {node}", pod.key),
     );
-    let _ = Api::<Event>::namespaced(client.clone(), &pod.namespace)
-        .create(&PostParams::default(), &e)
-        .await;
+    events::record(client, &e).await;
 }
 
 /// `FailedScheduling` (Warning) and the PodScheduled=False condition.
 pub async fn unschedulable(client: &kube::Client, pod: &PodInfo, message: &str) {
     let e = event(pod, "Warning", "FailedScheduling", message.to_string());
-    let events: Api<Event> = Api::namespaced(client.clone(), &pod.namespace);
-    if let Err(err) = events.create(&PostParams::default(), &e).await {
-        tracing::debug!(pod = %pod.key, %err, "FailedScheduling event not recorded");
-    }
+    events::record(client, &e).await;
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     let status = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False",
         "reason": "Unschedulable", "message": message, "lastTransitionTime": now}]}});
@@ -163,9 +147,7 @@ pub async fn preempt(
             Ok(_) => {
                 let msg = format!("Preempted by pod {} on node {}", pod.key, nomination.node);
                 let e = event(v, "Normal", "Preempted", msg);
-                let _ = Api::<Event>::namespaced(client.clone(), &v.namespace)
-                    .create(&PostParams::default(), &e)
-                    .await;
+                events::record(client, &e).await;
             }
             Err(err) => tracing::warn!(victim = %v.key, %err, "preemption victim not deleted"),
         }

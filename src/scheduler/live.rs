@@ -416,16 +416,3 @@ impl Scheduler {
         while self.binds.join_next().await.is_some() {}
     }
 }
-
-/// Pods the scheduler currently counts per node (tests, debugging).
-pub fn placements(c: &ClusterState) -> HashMap<String, Vec<String>> {
-    c.nodes
-        .iter()
-        .map(|n| {
-            (
-                n.name.clone(),
-                n.pods.iter().map(|p| p.key.clone()).collect(),
-            )
-        })
-        .collect()
-}

@@ -78,18 +78,7 @@ pub fn victims(mut c: Vec<Candidate>, release: f64, skip: &BTreeSet<String>) -> 
                 .unwrap_or(std::cmp::Ordering::Equal),
         )
     });
-    let mut freed = 0.0;
-    let mut out = Vec::new();
-    for x in c {
-        if freed >= release {
-            break;
-        }
-        freed += x.request as f64;
-        if !skip.contains(&x.uid) {
-            out.push(x);
-        }
-    }
-    out
+    super::usageevict::take_until(c, release, |x| x.request as f64, |x| &x.uid, skip)
 }
 
 #[cfg(test)]

@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::Api;
-use kube::api::{EvictParams, PostParams};
+use kube::api::EvictParams;
+
+use crate::kernel::events;
 
 const REMEMBER: Duration = Duration::from_secs(120);
 
@@ -54,10 +55,16 @@ impl Evictor {
                     uid: Some(uid.into()),
                     ..Default::default()
                 };
-                let event = koordlet_event(involved, ns, node, "Warning", reason, message);
-                let _ = Api::<Event>::namespaced(client.clone(), ns)
-                    .create(&PostParams::default(), &event)
-                    .await;
+                let event = events::event(
+                    "koordlet",
+                    Some(node),
+                    involved,
+                    ns,
+                    "Warning",
+                    reason,
+                    message.to_string(),
+                );
+                events::record(client, &event).await;
                 tracing::info!(pod = key, reason, message, "evicted");
                 true
             }
@@ -69,38 +76,6 @@ impl Evictor {
     }
 }
 
-/// An event from the koordlet about `involved`, in namespace `ns`.
-fn koordlet_event(
-    involved: ObjectReference,
-    ns: &str,
-    node: &str,
-    type_: &str,
-    reason: &str,
-    message: &str,
-) -> Event {
-    let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let name = involved.name.clone().unwrap_or_default();
-    Event {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("{name}.")),
-            namespace: Some(ns.into()),
-            ..Default::default()
-        },
-        involved_object: involved,
-        reason: Some(reason.into()),
-        message: Some(message.into()),
-        type_: Some(type_.into()),
-        source: Some(EventSource {
-            component: Some("koordlet".into()),
-            host: Some(node.into()),
-        }),
-        first_timestamp: Some(now.clone()),
-        last_timestamp: Some(now),
-        count: Some(1),
-        ..Default::default()
-    }
-}
-
 /// A Normal event on the Node (cpusuppress changes).
 pub async fn node_event(client: &kube::Client, node: &str, reason: &str, message: &str) {
     let involved = ObjectReference {
@@ -109,13 +84,16 @@ pub async fn node_event(client: &kube::Client, node: &str, reason: &str, message
         name: Some(node.into()),
         ..Default::default()
     };
-    let event = koordlet_event(involved, "default", node, "Normal", reason, message);
-    if let Err(e) = Api::<Event>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &event)
-        .await
-    {
-        tracing::debug!(error = %e, "node event not recorded");
-    }
+    let event = events::event(
+        "koordlet",
+        Some(node),
+        involved,
+        "default",
+        "Normal",
+        reason,
+        message.to_string(),
+    );
+    events::record(client, &event).await;
 }
 
 /// One BEMemoryEvict round: evicts BE pods when node memory crosses the threshold.

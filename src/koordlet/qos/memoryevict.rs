@@ -13,15 +13,7 @@ pub const FEATURE: &str = "BEMemoryEvict";
 
 /// Bytes to release, or `None` below the threshold.
 pub fn release(capacity: i64, used: i64, threshold: i64, lower: Option<i64>) -> Option<i64> {
-    if capacity <= 0 {
-        return None;
-    }
-    let pct = used * 100 / capacity;
-    if pct < threshold {
-        return None;
-    }
-    let lower = lower.unwrap_or(threshold - 2);
-    Some(capacity * (pct - lower) / 100)
+    super::usageevict::release(capacity, used, Some(threshold), lower)
 }
 
 /// Whether the pod's `koordinator.sh/eviction-policy` (a JSON list of feature names)
@@ -99,18 +91,13 @@ pub fn order(c: &mut [Candidate]) {
 /// (their memory still counts).
 pub fn victims(mut cands: Vec<Candidate>, release: i64, skip: &BTreeSet<String>) -> Vec<Candidate> {
     order(&mut cands);
-    let mut freed = 0;
-    let mut out = Vec::new();
-    for c in cands {
-        if freed >= release {
-            break;
-        }
-        freed += c.used.unwrap_or(0);
-        if !skip.contains(&c.uid) {
-            out.push(c);
-        }
-    }
-    out
+    super::usageevict::take_until(
+        cands,
+        release as f64,
+        |c| c.used.unwrap_or(0) as f64,
+        |c| &c.uid,
+        skip,
+    )
 }
 
 #[cfg(test)]

@@ -74,20 +74,32 @@ pub fn release(
     (pct >= t).then(|| capacity * (pct - lower.unwrap_or(t - 2)) / 100)
 }
 
-pub fn victims(mut c: Vec<Candidate>, release: i64, skip: &BTreeSet<String>) -> Vec<Candidate> {
-    c.sort_by(|a, b| a.sort.cmp(&b.sort).then(b.used.cmp(&a.used)));
-    let mut freed = 0;
+/// Takes `sorted` candidates until what they free covers `release`; candidates in `skip`
+/// (evicted moments ago) count towards it but are not returned again.
+pub fn take_until<T>(
+    sorted: Vec<T>,
+    release: f64,
+    frees: impl Fn(&T) -> f64,
+    uid: impl Fn(&T) -> &str,
+    skip: &BTreeSet<String>,
+) -> Vec<T> {
+    let mut freed = 0.0;
     let mut out = Vec::new();
-    for x in c {
+    for x in sorted {
         if freed >= release {
             break;
         }
-        freed += x.used;
-        if !skip.contains(&x.uid) {
+        freed += frees(&x);
+        if !skip.contains(uid(&x)) {
             out.push(x);
         }
     }
     out
+}
+
+pub fn victims(mut c: Vec<Candidate>, release: i64, skip: &BTreeSet<String>) -> Vec<Candidate> {
+    c.sort_by(|a, b| a.sort.cmp(&b.sort).then(b.used.cmp(&a.used)));
+    take_until(c, release as f64, |x| x.used as f64, |x| &x.uid, skip)
 }
 
 #[cfg(test)]

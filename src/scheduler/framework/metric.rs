@@ -12,6 +12,13 @@ const DEFAULT_REPORT_INTERVAL_SECONDS: i64 = 60;
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
+/// Seconds of a duration string such as "5m0s"; unset or unparsable is 0 (= the longest).
+pub fn duration_seconds(d: Option<&str>) -> u64 {
+    d.and_then(|d| crate::api::duration::parse(d).ok())
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
 #[derive(Debug, Clone)]
 pub struct MetricInfo {
     pub raw: Arc<NodeMetric>,
@@ -31,11 +38,6 @@ impl MetricInfo {
     pub fn new(m: Arc<NodeMetric>) -> MetricInfo {
         let status = m.status.as_ref();
         let info = status.and_then(|s| s.node_metric.as_ref());
-        let secs = |d: Option<&str>| {
-            d.and_then(|d| crate::api::duration::parse(d).ok())
-                .map(|d| d.as_secs())
-                .unwrap_or(0)
-        };
         let aggregated = info
             .and_then(|i| i.aggregated_node_usages.as_ref())
             .into_iter()
@@ -51,7 +53,7 @@ impl MetricInfo {
                             .map(|res| (k.clone(), amounts(Some(res))))
                     })
                     .collect();
-                (secs(a.duration.as_deref()), usage)
+                (duration_seconds(a.duration.as_deref()), usage)
             })
             .collect();
         let pods = status

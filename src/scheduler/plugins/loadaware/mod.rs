@@ -12,9 +12,10 @@ use super::super::framework::{ClusterState, CycleState, NodeInfo, Plugin, PodInf
 use crate::api::extension::keys::ANNOTATION_USAGE_THRESHOLDS;
 use crate::api::extension::priority::PriorityClass;
 use crate::scheduler::framework::metric::MetricInfo;
+use crate::scheduler::framework::metric::duration_seconds as seconds;
 use args::{Aggregated, Effective};
 pub use usage::estimate;
-use usage::{Base, SumsCache, seconds};
+use usage::{Base, SumsCache};
 
 pub const NAME: &str = "LoadAwareScheduling";
 

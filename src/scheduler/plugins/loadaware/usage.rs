@@ -221,10 +221,3 @@ pub fn node_estimated<'a>(
         pod: la.incoming(pod),
     }
 }
-
-/// Seconds of an aggregation duration string (unset or unparsable: 0 = the longest).
-pub fn seconds(d: Option<&str>) -> u64 {
-    d.and_then(|d| crate::api::duration::parse(d).ok())
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
