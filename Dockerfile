@@ -1,6 +1,10 @@
 # One image for every role: `koord --role=...`.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
+# protoc: the k8s-cri crate generates the CRI gRPC bindings at build time.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends protobuf-compiler \
+    && rm -rf /var/lib/apt/lists/*
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY benches ./benches

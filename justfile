@@ -3,9 +3,11 @@
 default: test
 
 build:
+    scripts/deps.sh
     cargo build --release
 
 test:
+    scripts/deps.sh
     cargo test
 
 lint:

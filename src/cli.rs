@@ -84,6 +84,9 @@ pub struct CommonFlags {
     /// Memory of each simulated node (a quantity, e.g. 256Gi)
     #[arg(long, value_name = "QUANTITY")]
     pub sim_node_memory: Option<String>,
+    /// koordlet: evict only through the Eviction API, never by stopping containers
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub only_evict_by_api: Option<bool>,
 }
 
 impl CommonFlags {
@@ -130,6 +133,13 @@ impl CommonFlags {
                 "--sim-node-memory",
                 "embedded.simNodeMemory",
                 v.clone(),
+            ));
+        }
+        if let Some(v) = self.only_evict_by_api {
+            out.push(flag(
+                "--only-evict-by-api",
+                "koordlet.eviction.onlyEvictByAPI",
+                v,
             ));
         }
         out

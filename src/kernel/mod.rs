@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod cluster;
+pub mod cri;
 pub mod events;
 pub mod http;
 pub mod http_client;

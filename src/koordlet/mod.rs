@@ -52,6 +52,7 @@ pub struct Config {
     pub store: StoreConfig,
     pub reporter: ReporterConfig,
     pub prediction: prediction::Config,
+    pub eviction: EvictionConfig,
 }
 
 impl Default for Config {
@@ -68,6 +69,31 @@ impl Default for Config {
             store: StoreConfig::default(),
             reporter: ReporterConfig::default(),
             prediction: prediction::Config::default(),
+            eviction: EvictionConfig::default(),
+        }
+    }
+}
+
+/// How the QoS strategies evict (koordlet spec §4.4).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct EvictionConfig {
+    /// Koordinator's `--only-evict-by-api`: never stop containers through the runtime.
+    #[serde(rename = "onlyEvictByAPI")]
+    pub only_evict_by_api: bool,
+    /// The CRI socket for every container (`unix:///run/containerd/containerd.sock`).
+    /// Unset: discovered by the container id's scheme under `varRunRoot`.
+    pub runtime_endpoint: Option<String>,
+    /// The host's /var/run as mounted for the koordlet (DaemonSet: `/host-var-run`).
+    pub var_run_root: PathBuf,
+}
+
+impl Default for EvictionConfig {
+    fn default() -> Self {
+        Self {
+            only_evict_by_api: false,
+            runtime_endpoint: None,
+            var_run_root: "/var/run".into(),
         }
     }
 }
@@ -261,6 +287,13 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         host: qos_host,
         client: cluster.client.clone(),
         collect_interval: base,
+        evictor: Arc::new(qos::evict::Evictor::new(
+            cfg.eviction.only_evict_by_api,
+            qos::evictor::Runtimes {
+                endpoint: cfg.eviction.runtime_endpoint.clone(),
+                var_run: cfg.eviction.var_run_root.clone(),
+            },
+        )),
     };
     let l = loop_ctx.clone();
     qos::loops::spawn(&gates, move || l.qos(), deps, &ctx.tasks);

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod burner;
+pub mod containerd;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

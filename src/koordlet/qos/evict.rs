@@ -1,99 +1,31 @@
-//! Eviction through the Eviction API (koordlet spec §4.4, API mode): a Warning event with
-//! the reason on the pod, and each pod UID remembered for 2 minutes so a pod whose
-//! deletion is in progress is not evicted again. Only ever called for BE candidates.
+//! The eviction strategies' rounds (koordlet spec §4.2–4.3): decide with the pure
+//! functions, then evict the victims through the shared [`Evictor`].
 
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use kube::Api;
-use kube::api::EvictParams;
+use k8s_openapi::api::core::v1::Pod;
 
-use crate::kernel::events;
+pub use super::evictor::{Evictor, node_event};
+use crate::koordlet::informer::States;
 
-const REMEMBER: Duration = Duration::from_secs(120);
-
-#[derive(Default)]
-pub struct Evictor {
-    recent: Mutex<HashMap<String, Instant>>,
+fn pod_by_uid<'a>(states: &'a States, uid: &str) -> Option<&'a Pod> {
+    states.pods.iter().find(|p| p.uid == uid).map(|p| &*p.pod)
 }
 
-impl Evictor {
-    /// Pod UIDs evicted in the last 2 minutes.
-    pub fn recent(&self) -> std::collections::BTreeSet<String> {
-        let mut g = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        g.retain(|_, at| at.elapsed() < REMEMBER);
-        g.keys().cloned().collect()
+/// Evicts `uid` (if it is still on the node) and says whether it went.
+async fn evict_uid(
+    client: &kube::Client,
+    evictor: &Evictor,
+    states: &States,
+    uid: &str,
+    node: &str,
+    reason: &str,
+    msg: &str,
+) -> bool {
+    match pod_by_uid(states, uid) {
+        Some(pod) => evictor.evict(client, pod, node, reason, msg).await,
+        None => false,
     }
-
-    /// Evicts `namespace/name` (uid `uid`) for `reason`; true when the API accepted it.
-    pub async fn evict(
-        &self,
-        client: &kube::Client,
-        key: &str,
-        uid: &str,
-        node: &str,
-        reason: &str,
-        message: &str,
-    ) -> bool {
-        let Some((ns, name)) = key.split_once('/') else {
-            return false;
-        };
-        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-        match api.evict(name, &EvictParams::default()).await {
-            Ok(_) => {
-                self.recent
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(uid.to_string(), Instant::now());
-                let involved = ObjectReference {
-                    api_version: Some("v1".into()),
-                    kind: Some("Pod".into()),
-                    name: Some(name.into()),
-                    namespace: Some(ns.into()),
-                    uid: Some(uid.into()),
-                    ..Default::default()
-                };
-                let event = events::event(
-                    "koordlet",
-                    Some(node),
-                    involved,
-                    ns,
-                    "Warning",
-                    reason,
-                    message.to_string(),
-                );
-                events::record(client, &event).await;
-                tracing::info!(pod = key, reason, message, "evicted");
-                true
-            }
-            Err(e) => {
-                tracing::warn!(pod = key, error = %e, "eviction refused");
-                false
-            }
-        }
-    }
-}
-
-/// A Normal event on the Node (cpusuppress changes).
-pub async fn node_event(client: &kube::Client, node: &str, reason: &str, message: &str) {
-    let involved = ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Node".into()),
-        name: Some(node.into()),
-        ..Default::default()
-    };
-    let event = events::event(
-        "koordlet",
-        Some(node),
-        involved,
-        "default",
-        "Normal",
-        reason,
-        message.to_string(),
-    );
-    events::record(client, &event).await;
 }
 
 /// One BEMemoryEvict round: evicts BE pods when node memory crosses the threshold.
@@ -101,7 +33,7 @@ pub async fn node_event(client: &kube::Client, node: &str, reason: &str, message
 pub async fn memory_pass(
     client: &kube::Client,
     evictor: &Evictor,
-    states: &crate::koordlet::informer::States,
+    states: &States,
     node_used: Option<i64>,
     pod_used: &HashMap<String, i64>,
 ) -> Vec<String> {
@@ -144,16 +76,16 @@ pub async fn memory_pass(
         let msg = format!(
             "node memory usage {pct}% reached the threshold {threshold}%; evicting BE pods to release {to_release} bytes"
         );
-        if evictor
-            .evict(
-                client,
-                &v.key,
-                &v.uid,
-                &node_name,
-                "EvictPodByNodeMemoryUsage",
-                &msg,
-            )
-            .await
+        if evict_uid(
+            client,
+            evictor,
+            states,
+            &v.uid,
+            &node_name,
+            "EvictPodByNodeMemoryUsage",
+            &msg,
+        )
+        .await
         {
             out.push(v.key);
         }
@@ -170,7 +102,7 @@ pub type BeCpuWindow = Option<super::cpuevict::BeCpu>;
 pub async fn cpu_pass(
     client: &kube::Client,
     evictor: &Evictor,
-    states: &crate::koordlet::informer::States,
+    states: &States,
     window: BeCpuWindow,
     last: BeCpuWindow,
     pod_used: &HashMap<String, f64>,
@@ -241,16 +173,16 @@ pub async fn cpu_pass(
             w.usage / w.limit.max(1.0) * 100.0,
             to_release
         );
-        if evictor
-            .evict(
-                client,
-                &v.key,
-                &v.uid,
-                &node,
-                "EvictPodByBECPUSatisfaction",
-                &msg,
-            )
-            .await
+        if evict_uid(
+            client,
+            evictor,
+            states,
+            &v.uid,
+            &node,
+            "EvictPodByBECPUSatisfaction",
+            &msg,
+        )
+        .await
         {
             out.push(v.key);
         }
@@ -264,7 +196,7 @@ pub async fn cpu_pass(
 pub async fn usage_pass(
     client: &kube::Client,
     evictor: &Evictor,
-    states: &crate::koordlet::informer::States,
+    states: &States,
     feature: &str,
     capacity: i64,
     node_used: Option<i64>,
@@ -318,10 +250,7 @@ pub async fn usage_pass(
         } else {
             "EvictPodByNodeMemoryUsage"
         };
-        if evictor
-            .evict(client, &v.key, &v.uid, &node, reason, &msg)
-            .await
-        {
+        if evict_uid(client, evictor, states, &v.uid, &node, reason, &msg).await {
             out.push(v.key);
         }
     }

@@ -22,13 +22,13 @@ pub struct QosCtx {
 }
 
 /// Samples at most this old count as "last".
-const LAST: i64 = 2_000;
+pub(super) const LAST: i64 = 2_000;
 
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     k8s_openapi::jiff::Timestamp::now().as_millisecond()
 }
 
-async fn pause(shutdown: &Shutdown, d: Duration) -> bool {
+pub(super) async fn pause(shutdown: &Shutdown, d: Duration) -> bool {
     tokio::select! {
         _ = shutdown.draining() => false,
         _ = tokio::time::sleep(d) => true,
@@ -36,7 +36,7 @@ async fn pause(shutdown: &Shutdown, d: Duration) -> bool {
 }
 
 /// The last node sample and per-pod samples of two kinds, scaled (1000 for cores → milli).
-fn last_samples(
+pub(super) fn last_samples(
     ctx: &QosCtx,
     states: &States,
     node: MetricKind,
@@ -56,7 +56,7 @@ fn last_samples(
     (last(&SeriesKey::node(node)), pods)
 }
 
-fn count(ctx: &QosCtx, strategy: &str, resource: String, n: u64) {
+pub(super) fn count(ctx: &QosCtx, strategy: &str, resource: String, n: u64) {
     let labels = QosLabels {
         strategy: strategy.into(),
         resource,
@@ -113,32 +113,6 @@ pub async fn cpusuppress(
     Ok(())
 }
 
-/// BEMemoryEvict every second, 4 s of cool-down after an eviction (koordlet spec §4.3).
-pub async fn memoryevict(ctx: QosCtx, client: kube::Client) -> anyhow::Result<()> {
-    if !ctx.informer.wait_synced(&ctx.shutdown).await {
-        return Ok(());
-    }
-    let evictor = evict::Evictor::default();
-    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
-        let states = ctx.informer.snapshot();
-        let (node, pods) = last_samples(
-            &ctx,
-            &states,
-            MetricKind::NodeMemoryUsage,
-            MetricKind::PodMemoryUsage,
-            1.0,
-        );
-        let evicted = evict::memory_pass(&client, &evictor, &states, node, &pods).await;
-        if !evicted.is_empty() {
-            count(&ctx, "memoryevict", "eviction".into(), evicted.len() as u64);
-            if !pause(&ctx.shutdown, Duration::from_secs(4)).await {
-                break;
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Every second, writes what `updates` wants for each pod (levels: pod, then containers).
 async fn reconcile<F>(
     ctx: QosCtx,
@@ -187,69 +161,6 @@ pub async fn batchresource(ctx: QosCtx, ex: Arc<Executor>) -> anyhow::Result<()>
 /// CPUBurst (cpuBurstOnly): LS pods' `cpu.cfs_burst_us` from their CPU limits.
 pub async fn cpuburst(ctx: QosCtx, ex: Arc<Executor>) -> anyhow::Result<()> {
     reconcile(ctx, ex, "cpuburst", super::cpuburst::updates).await
-}
-
-/// Averages of the BE CPU series over `[from, now]`; `None` when they cover less than
-/// `min_span_ms`.
-fn be_cpu(
-    ctx: &QosCtx,
-    from: i64,
-    now: i64,
-    min_span_ms: i64,
-    last: bool,
-) -> Option<super::cpuevict::BeCpu> {
-    let get = |alloc: &str| {
-        let a = ctx
-            .store
-            .aggregate(&SeriesKey::be_cpu(alloc), from, now)
-            .ok()
-            .flatten()?;
-        (a.span_ms >= min_span_ms).then_some(if last { a.last } else { a.avg })
-    };
-    Some(super::cpuevict::BeCpu {
-        usage: get("usage")?,
-        request: get("request")?,
-        limit: get("real-limit")?,
-    })
-}
-
-/// BECPUEvict every second, 20 s of cool-down after an eviction (koordlet spec §4.2).
-pub async fn cpuevict(
-    ctx: QosCtx,
-    client: kube::Client,
-    collect_interval: Duration,
-) -> anyhow::Result<()> {
-    if !ctx.informer.wait_synced(&ctx.shutdown).await {
-        return Ok(());
-    }
-    let evictor = evict::Evictor::default();
-    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
-        let states = ctx.informer.snapshot();
-        let s = suppress::strategy(&states);
-        let window =
-            Duration::from_secs(s.cpu_evict_time_window_seconds.unwrap_or(0).max(0) as u64)
-                .max(collect_interval);
-        let now = now_ms();
-        let w_ms = window.as_millis() as i64;
-        let avg = be_cpu(&ctx, now - w_ms, now, w_ms / 3, false);
-        let last = be_cpu(&ctx, now - LAST, now, 0, true);
-        let (_, pods) = last_samples(
-            &ctx,
-            &states,
-            MetricKind::NodeCpuUsage,
-            MetricKind::PodCpuUsage,
-            1000.0,
-        );
-        let used = pods.into_iter().map(|(k, v)| (k, v as f64)).collect();
-        let evicted = evict::cpu_pass(&client, &evictor, &states, avg, last, &used).await;
-        if !evicted.is_empty() {
-            count(&ctx, "cpuevict", "eviction".into(), evicted.len() as u64);
-            if !pause(&ctx.shutdown, Duration::from_secs(20)).await {
-                break;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// CgroupReconcile (memory QoS) every second: QoS, pod and container levels at once.
@@ -350,6 +261,8 @@ pub struct Deps {
     pub host: Host,
     pub client: kube::Client,
     pub collect_interval: Duration,
+    /// Shared by every eviction strategy (one memory of recently evicted pods).
+    pub evictor: Arc<super::evict::Evictor>,
 }
 
 /// Starts every QoS loop whose koordlet feature gate is on.
@@ -388,87 +301,20 @@ pub fn spawn(
             sysreconcile(ctx(), d.host.clone()),
         );
     }
+    use super::evictloops as el;
+    let evictor = || d.evictor.clone();
     if gates.enabled("BECPUEvict") {
-        tasks.spawn(
-            "koordlet/qos/cpuevict",
-            cpuevict(ctx(), d.client.clone(), d.collect_interval),
-        );
+        let f = el::cpuevict(ctx(), d.client.clone(), evictor(), d.collect_interval);
+        tasks.spawn("koordlet/qos/cpuevict", f);
     }
     if gates.enabled("BEMemoryEvict") {
-        tasks.spawn(
-            "koordlet/qos/memoryevict",
-            memoryevict(ctx(), d.client.clone()),
-        );
+        let f = el::memoryevict(ctx(), d.client.clone(), evictor());
+        tasks.spawn("koordlet/qos/memoryevict", f);
     }
-}
-
-/// CPUEvict / MemoryEvict every second (opted-in pods, by node usage); cool-down 20 s
-/// (CPU) or 4 s (memory) after an eviction.
-pub async fn usage_evict(
-    ctx: QosCtx,
-    client: kube::Client,
-    feature: &'static str,
-) -> anyhow::Result<()> {
-    if !ctx.informer.wait_synced(&ctx.shutdown).await {
-        return Ok(());
-    }
-    let cpu = feature == "CPUEvict";
-    let evictor = evict::Evictor::default();
-    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
-        let states = ctx.informer.snapshot();
-        let capacity = states
-            .node
-            .as_ref()
-            .and_then(|n| n.status.as_ref())
-            .and_then(|s| s.capacity.as_ref())
-            .and_then(|c| c.get(if cpu { "cpu" } else { "memory" }))
-            .map(|q| {
-                if cpu {
-                    crate::api::quantity::q_milli(q)
-                } else {
-                    crate::api::quantity::q_value(q)
-                }
-            })
-            .unwrap_or(0);
-        let (node, pods) = if cpu {
-            let s = suppress::strategy(&states);
-            let w = s.cpu_evict_time_window_seconds.unwrap_or(1).max(1) * 1000;
-            let now = now_ms();
-            let avg = ctx
-                .store
-                .aggregate(&SeriesKey::node(MetricKind::NodeCpuUsage), now - w, now)
-                .ok()
-                .flatten()
-                .filter(|a| a.span_ms >= w / 3)
-                .map(|a| (a.avg * 1000.0).round() as i64);
-            (
-                avg,
-                last_samples(
-                    &ctx,
-                    &states,
-                    MetricKind::NodeCpuUsage,
-                    MetricKind::PodCpuUsage,
-                    1000.0,
-                )
-                .1,
-            )
-        } else {
-            last_samples(
-                &ctx,
-                &states,
-                MetricKind::NodeMemoryUsage,
-                MetricKind::PodMemoryUsage,
-                1.0,
-            )
-        };
-        let evicted =
-            evict::usage_pass(&client, &evictor, &states, feature, capacity, node, &pods).await;
-        if !evicted.is_empty() {
-            count(&ctx, feature, "eviction".into(), evicted.len() as u64);
-            if !pause(&ctx.shutdown, Duration::from_secs(if cpu { 20 } else { 4 })).await {
-                break;
-            }
+    for feature in ["CPUEvict", "MemoryEvict"] {
+        if gates.enabled(feature) {
+            let f = el::usage_evict(ctx(), d.client.clone(), evictor(), feature);
+            tasks.spawn(format!("koordlet/qos/{}", feature.to_lowercase()), f);
         }
     }
-    Ok(())
 }

@@ -8,6 +8,8 @@ pub mod cpuburst;
 pub mod cpuevict;
 pub mod cpusuppress;
 pub mod evict;
+pub mod evictloops;
+pub mod evictor;
 pub mod executor;
 pub mod loops;
 pub mod memoryevict;
