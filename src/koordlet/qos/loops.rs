@@ -129,17 +129,12 @@ where
     while pause(&ctx.shutdown, Duration::from_secs(1)).await {
         let states = ctx.informer.snapshot();
         for pod in states.pods.iter() {
-            for r in ex.leveled(&updates(&states, pod)) {
-                match r {
-                    Ok(super::executor::Outcome::Written(c)) => {
-                        count(&ctx, strategy, format!("{:?}", c.resource), 1)
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::warn!(strategy, pod = %pod.name, error = %e, "cgroup value rejected")
-                    }
-                }
-            }
+            record(
+                &ctx,
+                strategy,
+                &pod.name,
+                ex.leveled(&updates(&states, pod)),
+            );
         }
     }
     Ok(())
@@ -158,9 +153,134 @@ pub async fn batchresource(ctx: QosCtx, ex: Arc<Executor>) -> anyhow::Result<()>
     .await
 }
 
-/// CPUBurst (cpuBurstOnly): LS pods' `cpu.cfs_burst_us` from their CPU limits.
-pub async fn cpuburst(ctx: QosCtx, ex: Arc<Executor>) -> anyhow::Result<()> {
-    reconcile(ctx, ex, "cpuburst", super::cpuburst::updates).await
+/// CPUBurst every second (koordlet spec §4.5): `cfs_burst_us` for LS pods, then the
+/// cfsQuotaBurst scaling of throttled containers under the node's share-pool state.
+pub async fn cpuburst(ctx: QosCtx, ex: Arc<Executor>, host: Host) -> anyhow::Result<()> {
+    use super::cfsquotaburst::{Limiter, node_state};
+    if !ctx.informer.wait_synced(&ctx.shutdown).await {
+        return Ok(());
+    }
+    let topo_cpus = host.cpu_topology().map(|t| t.len()).unwrap_or(0);
+    let clock = std::time::Instant::now();
+    let mut limiters: HashMap<String, Limiter> = HashMap::new();
+    let cg = ex.cgroups().clone();
+    let quota = move |d: &crate::koordlet::os::CgroupDir| {
+        cg.read_i64(crate::koordlet::os::Resource::CfsQuota, d).ok()
+    };
+    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
+        let states = ctx.informer.snapshot();
+        let cfg = burst_strategy(&states);
+        let cpus = if topo_cpus > 0 {
+            topo_cpus
+        } else {
+            node_cpus(&states)
+        };
+        let (node_used, pool) = share_pool(&ctx, &states);
+        let now = clock.elapsed().as_secs_f64();
+        let env = super::cpuburst::CfsEnv {
+            node: node_state(
+                cfg.share_pool_threshold_percent.unwrap_or(50),
+                cpus,
+                node_used,
+                &pool,
+            ),
+            now,
+            quota: &quota,
+            throttled: &|id| last_container(&ctx, MetricKind::ContainerCpuThrottled, id),
+            usage: &|id| last_container(&ctx, MetricKind::ContainerCpuUsage, id),
+            fill: &random_fill,
+        };
+        for pod in states.pods.iter() {
+            let mut results = ex.leveled(&super::cpuburst::updates(&states, pod, &quota));
+            for u in super::cpuburst::cfs_updates(&states, pod, &env, &mut limiters) {
+                let r = ex.update(&u);
+                let failed = r.is_err();
+                results.push(r);
+                if failed {
+                    break; // later steps rely on this one (parent ≥ child, burst ≤ quota)
+                }
+            }
+            record(&ctx, "cpuburst", &pod.name, results);
+        }
+        limiters.retain(|_, l| !l.expired(now));
+    }
+    Ok(())
+}
+
+fn record(
+    ctx: &QosCtx,
+    strategy: &'static str,
+    pod: &str,
+    results: Vec<Result<super::executor::Outcome, super::executor::ExecError>>,
+) {
+    for r in results {
+        match r {
+            Ok(super::executor::Outcome::Written(c)) => {
+                count(ctx, strategy, format!("{:?}", c.resource), 1)
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(strategy, pod, error = %e, "cgroup value rejected"),
+        }
+    }
+}
+
+fn burst_strategy(states: &States) -> crate::api::slo::nodeslo::CPUBurstStrategy {
+    let node = states
+        .node_slo
+        .as_ref()
+        .and_then(|s| s.spec.cpu_burst_strategy.clone())
+        .unwrap_or_default();
+    crate::api::sloconfig::overlay(
+        &crate::api::sloconfig::strategies::default_cpu_burst(),
+        &node,
+    )
+}
+
+fn node_cpus(states: &States) -> usize {
+    states
+        .node
+        .as_ref()
+        .and_then(|n| n.status.as_ref()?.capacity.as_ref()?.get("cpu"))
+        .map_or(0, |q| {
+            (crate::api::quantity::q_milli(q) / 1000).max(0) as usize
+        })
+}
+
+/// Node CPU and per-pod CPU (cores) averaged over min(5 × 1 s, 10 s).
+fn share_pool(ctx: &QosCtx, states: &States) -> (Option<f64>, Vec<super::cfsquotaburst::PoolPod>) {
+    let now = now_ms();
+    let avg = |key: &SeriesKey| {
+        let a = ctx.store.aggregate(key, now - 5_000, now).ok().flatten()?;
+        Some(a.avg)
+    };
+    let pods = states
+        .pods
+        .iter()
+        .map(|p| super::cfsquotaburst::PoolPod {
+            qos: crate::api::extension::qos::pod_qos_class(&p.pod),
+            request_milli: crate::api::pod::pod_requests(&p.pod)
+                .get(crate::api::extension::resources::CPU)
+                .copied()
+                .unwrap_or(0),
+            usage: avg(&SeriesKey::pod(MetricKind::PodCpuUsage, &p.uid)),
+        })
+        .collect();
+    (avg(&SeriesKey::node(MetricKind::NodeCpuUsage)), pods)
+}
+
+fn last_container(ctx: &QosCtx, kind: MetricKind, id: &str) -> Option<f64> {
+    let now = now_ms();
+    let points = ctx
+        .store
+        .query(&SeriesKey::container(kind, id), now - LAST, now)
+        .ok()?;
+    points.last().map(|p| p.value)
+}
+
+fn random_fill() -> f64 {
+    use std::hash::BuildHasher;
+    let r = std::collections::hash_map::RandomState::new().hash_one(0u8);
+    (r % 1_000_000) as f64 / 2_000_000.0
 }
 
 /// CgroupReconcile (memory QoS) every second: QoS, pod and container levels at once.
@@ -284,7 +404,8 @@ pub fn spawn(
         tasks.spawn("koordlet/qos/batchresource", batchresource(ctx(), ex()));
     }
     if gates.enabled("CPUBurst") {
-        tasks.spawn("koordlet/qos/cpuburst", cpuburst(ctx(), ex()));
+        let f = cpuburst(ctx(), ex(), d.host.clone());
+        tasks.spawn("koordlet/qos/cpuburst", f);
     }
     if gates.enabled("CgroupReconcile") {
         tasks.spawn("koordlet/qos/cgreconcile", cgreconcile(ctx(), ex()));

@@ -3,6 +3,7 @@
 
 pub mod batchresource;
 pub mod blkio;
+pub mod cfsquotaburst;
 pub mod cgreconcile;
 pub mod cpuburst;
 pub mod cpuevict;
