@@ -103,9 +103,14 @@ async fn memory_over_threshold_evicts_be_pods_by_priority_and_usage() {
         .iter()
         .find(|e| e.involved_object.name.as_deref() == Some("be-big"))
         .expect("an event on the evicted pod");
-    assert_eq!(e.reason.as_deref(), Some("EvictPodByNodeMemoryUsage"));
+    assert_eq!(e.reason.as_deref(), Some("evictPodSuccess"));
     assert_eq!(e.type_.as_deref(), Some("Warning"));
-    assert!(e.message.as_deref().unwrap().contains("80%"));
+    let msg = e.message.as_deref().unwrap();
+    assert!(
+        msg.starts_with("evict Pod:default/be-big, reason: evicted, message: trigger by koordlet feature BEMemoryEvict, kill pod: be-big"),
+        "Koordinator's message: {msg}"
+    );
+    assert!(msg.contains("80%"), "with the numbers: {msg}");
     // The same pressure again a second later: the recent evictions count, nothing new.
     let again = memory_pass(&c, &evictor, &states, Some(8 * GIB), &used).await;
     assert!(again.is_empty(), "{again:?}");

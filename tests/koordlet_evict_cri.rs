@@ -208,7 +208,7 @@ async fn memory_eviction_stops_the_be_containers_through_cri() {
         .iter()
         .find(|e| e.involved_object.name.as_deref() == Some("be-cri"))
         .expect("a Warning event on the evicted pod");
-    assert_eq!(e.reason.as_deref(), Some("EvictPodByNodeMemoryUsage"));
+    assert_eq!(e.reason.as_deref(), Some("evictPodSuccess"));
     assert_eq!(e.type_.as_deref(), Some("Warning"));
 
     // --only-evict-by-api: the Eviction API, the container is left to the kubelet.

@@ -19,11 +19,11 @@ async fn evict_uid(
     states: &States,
     uid: &str,
     node: &str,
-    reason: &str,
+    feature: &str,
     msg: &str,
 ) -> bool {
     match pod_by_uid(states, uid) {
-        Some(pod) => evictor.evict(client, pod, node, reason, msg).await,
+        Some(pod) => evictor.evict(client, pod, node, feature, msg).await,
         None => false,
     }
 }
@@ -82,7 +82,7 @@ pub async fn memory_pass(
             states,
             &v.uid,
             &node_name,
-            "EvictPodByNodeMemoryUsage",
+            "BEMemoryEvict",
             &msg,
         )
         .await
@@ -173,17 +173,7 @@ pub async fn cpu_pass(
             w.usage / w.limit.max(1.0) * 100.0,
             to_release
         );
-        if evict_uid(
-            client,
-            evictor,
-            states,
-            &v.uid,
-            &node,
-            "EvictPodByBECPUSatisfaction",
-            &msg,
-        )
-        .await
-        {
+        if evict_uid(client, evictor, states, &v.uid, &node, "BECPUEvict", &msg).await {
             out.push(v.key);
         }
     }
@@ -245,12 +235,7 @@ pub async fn usage_pass(
             "node usage {pct}% reached the {feature} threshold {}%",
             threshold.unwrap_or(0)
         );
-        let reason = if feature == "CPUEvict" {
-            "EvictPodByNodeCPUUsage"
-        } else {
-            "EvictPodByNodeMemoryUsage"
-        };
-        if evict_uid(client, evictor, states, &v.uid, &node, reason, &msg).await {
+        if evict_uid(client, evictor, states, &v.uid, &node, feature, &msg).await {
             out.push(v.key);
         }
     }

@@ -20,6 +20,9 @@ use crate::kernel::events;
 
 const REMEMBER: Duration = Duration::from_secs(120);
 
+/// Koordinator's event reason for a koordlet eviction.
+pub const EVICT_REASON: &str = "evictPodSuccess";
+
 /// Where the runtimes' CRI sockets are.
 #[derive(Debug, Clone, Default)]
 pub struct Runtimes {
@@ -117,15 +120,17 @@ impl Evictor {
             .collect()
     }
 
-    /// Evicts `pod` for `reason`; true when its containers were stopped or the API
-    /// accepted the eviction.
+    /// Evicts `pod` for koordlet feature `feature` (`BEMemoryEvict`, ...) because of
+    /// `why`; true when its containers were stopped or the API accepted the eviction.
+    /// The event is Koordinator's (`evictPodSuccess`, same message prefix) with `why`
+    /// appended, so existing alerts keep matching and the numbers are visible.
     pub async fn evict(
         &self,
         client: &kube::Client,
         pod: &Pod,
         node: &str,
-        reason: &str,
-        message: &str,
+        feature: &str,
+        why: &str,
     ) -> bool {
         let m = &pod.metadata;
         let (ns, name) = (
@@ -157,17 +162,20 @@ impl Evictor {
             uid: Some(uid.into()),
             ..Default::default()
         };
+        let message = format!(
+            "evict Pod:{ns}/{name}, reason: evicted, message: trigger by koordlet feature {feature}, kill pod: {name}; {why}"
+        );
         let event = events::event(
             "koordlet",
             Some(node),
             involved,
             ns,
             "Warning",
-            reason,
-            message.to_string(),
+            EVICT_REASON,
+            message.clone(),
         );
         events::record(client, &event).await;
-        tracing::info!(pod = %format!("{ns}/{name}"), reason, message, "evicted");
+        tracing::info!(pod = %format!("{ns}/{name}"), feature, message, "evicted");
         true
     }
 }
