@@ -256,3 +256,76 @@ async fn memory_evict_takes_only_opted_in_pods() {
     );
     api.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpu_allocatable_evict_releases_the_overcommitted_batch_account() {
+    use koord::koordlet::qos::evict::allocatable_pass;
+    let mut api = TestApi::start().await;
+    let c = api.client.clone();
+    let pp = PostParams::default();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let mut created = Vec::new();
+    // batch-cpu requests 4000 + 5000 + 3000 = 12000 on a 10000 account (120 % > 110 %):
+    // release down to 100 % = 2000. Largest request first among opted-in pods; "pinned"
+    // did not opt in.
+    for (name, req, opted) in [
+        ("big", 5000, true),
+        ("small", 3000, true),
+        ("pinned", 4000, false),
+    ] {
+        let mut labels = json!({"koordinator.sh/qosClass": "BE"});
+        if opted {
+            labels["koordinator.sh/eviction-enabled"] = "true".into();
+        }
+        let p: Pod = serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default", "labels": labels},
+            "spec": {"nodeName": "n1", "priorityClassName": "koord-batch", "priority": 5000,
+                "containers": [{"name": "c", "image": "x", "resources": {"requests": {"kubernetes.io/batch-cpu": req.to_string()}}}]}})).unwrap();
+        created.push(pods.create(&pp, &p).await.unwrap());
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cg = Cgroups::new(tmp.path(), Version::V1, Driver::Cgroupfs, "");
+    let metas: Vec<PodMeta> = created
+        .iter()
+        .map(|p| PodMeta::new(p.clone(), &cg).unwrap())
+        .collect();
+    let slo = json!({"metadata": {"name": "n1"}, "spec": {"resourceUsedThresholdWithBE": {"enable": true,
+        "cpuAllocatableEvictThresholdPercent": 110, "cpuAllocatableEvictLowerPercent": 100,
+        "allocatableEvictPriorityThreshold": 5999}}});
+    let node: Node = serde_json::from_value(
+        json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"kubernetes.io/batch-cpu": "10000"}}}),
+    )
+    .unwrap();
+    let states = States {
+        node: Some(Arc::new(node)),
+        pods: Arc::new(metas),
+        node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
+        node_metric: None,
+    };
+    let evictor = Evictor::default();
+    let evicted = allocatable_pass(&c, &evictor, &states, true).await;
+    assert_eq!(evicted, ["default/big"]);
+    for name in ["small", "pinned"] {
+        assert!(
+            pods.get(name)
+                .await
+                .unwrap()
+                .metadata
+                .deletion_timestamp
+                .is_none(),
+            "{name} untouched"
+        );
+    }
+    assert!(
+        allocatable_pass(&c, &evictor, &states, true)
+            .await
+            .is_empty(),
+        "the evicted pod's request counts while it goes"
+    );
+    assert!(
+        allocatable_pass(&c, &evictor, &states, false)
+            .await
+            .is_empty(),
+        "memory settings absent: MemoryAllocatableEvict does nothing"
+    );
+    api.stop().await;
+}

@@ -65,6 +65,35 @@ impl Gates {
     }
 }
 
+/// Gates koord acts on; the others are accepted (Koordinator configs keep working) but
+/// switching one on only earns a warning.
+pub const IMPLEMENTED: &[&str] = &[
+    "BECPUSuppress",
+    "CPUBurst",
+    "RdtResctrl",
+    "BatchResource",
+    "BECPUEvict",
+    "CPUEvict",
+    "CPUAllocatableEvict",
+    "BEMemoryEvict",
+    "MemoryEvict",
+    "MemoryAllocatableEvict",
+    "SystemConfig",
+    "CgroupReconcile",
+    "BlkIOReconcile",
+    "CPICollector",
+    "PSICollector",
+];
+
+/// Gates explicitly switched on that koord does not implement yet.
+pub fn not_implemented(overrides: &BTreeMap<String, bool>) -> Vec<String> {
+    overrides
+        .iter()
+        .filter(|(k, on)| **on && !IMPLEMENTED.contains(&k.as_str()))
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
 /// Names that are not koordlet gates.
 pub fn unknown(overrides: &BTreeMap<String, bool>) -> Vec<String> {
     overrides
@@ -72,4 +101,23 @@ pub fn unknown(overrides: &BTreeMap<String, bool>) -> Vec<String> {
         .filter(|k| !GATES.iter().any(|(g, _)| g == k))
         .cloned()
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn implemented_gates_are_gates_and_others_are_reported() {
+        for g in IMPLEMENTED {
+            assert!(GATES.iter().any(|(n, _)| n == g), "{g}");
+        }
+        let o: BTreeMap<String, bool> = [
+            ("CPUBurst".to_string(), true),
+            ("CoreSched".to_string(), true),
+            ("Accelerators".to_string(), false),
+        ]
+        .into();
+        assert_eq!(not_implemented(&o), ["CoreSched"]);
+    }
 }

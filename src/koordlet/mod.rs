@@ -239,6 +239,9 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     );
     let metrics = KoordletMetrics::register(&ctx.metrics);
     let gates = Gates::new(&cfg.feature_gates);
+    for g in features::not_implemented(&cfg.feature_gates) {
+        tracing::warn!(gate = %g, "koordlet feature gate switched on but not implemented by koord yet; ignored");
+    }
     let collectors = collectors::registry(
         &cfg.collectors,
         gates.enabled("PSICollector"),

@@ -241,3 +241,79 @@ pub async fn usage_pass(
     }
     out
 }
+
+/// One CPUAllocatableEvict (`cpu`) or MemoryAllocatableEvict round (koordlet spec §4.2):
+/// per over-committed batch/mid account, evict opted-in pods charged to it. Returns the
+/// keys evicted.
+pub async fn allocatable_pass(
+    client: &kube::Client,
+    evictor: &Evictor,
+    states: &States,
+    cpu: bool,
+) -> Vec<String> {
+    use super::allocatableevict::{charged, settings, tasks};
+    use super::usageevict::{candidate, victims};
+    let s = super::suppress::strategy(states);
+    let feature = if cpu {
+        "CPUAllocatableEvict"
+    } else {
+        "MemoryAllocatableEvict"
+    };
+    if s.enable != Some(true) {
+        return Vec::new();
+    }
+    let st = match settings(&s, cpu) {
+        Ok(st) => st,
+        Err(e) => {
+            tracing::debug!(feature, reason = %e, "skipped: invalid settings");
+            return Vec::new();
+        }
+    };
+    let Some(node) = states.node.as_ref() else {
+        return Vec::new();
+    };
+    let empty = Default::default();
+    let alloc = node
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref())
+        .unwrap_or(&empty);
+    let pods: Vec<&Pod> = states
+        .pods
+        .iter()
+        .map(|p| &*p.pod)
+        .filter(|p| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            !matches!(phase, Some("Succeeded") | Some("Failed"))
+        })
+        .collect();
+    let node_name = node.metadata.name.clone().unwrap_or_default();
+    let mut skip = evictor.recent();
+    let mut out = Vec::new();
+    for t in tasks(&pods, alloc, cpu, &st) {
+        let cands = pods
+            .iter()
+            .filter_map(|p| {
+                let (res, req) = charged(p, cpu)?;
+                (res == t.resource).then_some(())?;
+                candidate(p, feature, Some(st.priority_threshold), req)
+            })
+            .collect();
+        let msg = format!(
+            "{} requested {} of {} allocatable ({}% > {}%); releasing {}",
+            t.resource,
+            t.requested,
+            t.allocatable,
+            t.requested * 100 / t.allocatable.max(1),
+            st.threshold,
+            t.release
+        );
+        for v in victims(cands, t.release, &skip) {
+            if evict_uid(client, evictor, states, &v.uid, &node_name, feature, &msg).await {
+                skip.insert(v.uid.clone());
+                out.push(v.key);
+            }
+        }
+    }
+    out
+}

@@ -172,3 +172,31 @@ pub async fn usage_evict(
     }
     Ok(())
 }
+
+/// CPUAllocatableEvict / MemoryAllocatableEvict every second; same cool-downs.
+pub async fn allocatable_evict(
+    ctx: QosCtx,
+    client: kube::Client,
+    evictor: Arc<Evictor>,
+    cpu: bool,
+) -> anyhow::Result<()> {
+    if !ctx.informer.wait_synced(&ctx.shutdown).await {
+        return Ok(());
+    }
+    let (name, cool) = if cpu {
+        ("CPUAllocatableEvict", 20)
+    } else {
+        ("MemoryAllocatableEvict", 4)
+    };
+    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
+        let states = ctx.informer.snapshot();
+        let evicted = evict::allocatable_pass(&client, &evictor, &states, cpu).await;
+        if !evicted.is_empty() {
+            count(&ctx, name, "eviction".into(), evicted.len() as u64);
+            if !pause(&ctx.shutdown, Duration::from_secs(cool)).await {
+                break;
+            }
+        }
+    }
+    Ok(())
+}

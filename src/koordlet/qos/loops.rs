@@ -438,4 +438,13 @@ pub fn spawn(
             tasks.spawn(format!("koordlet/qos/{}", feature.to_lowercase()), f);
         }
     }
+    for (feature, cpu) in [
+        ("CPUAllocatableEvict", true),
+        ("MemoryAllocatableEvict", false),
+    ] {
+        if gates.enabled(feature) {
+            let f = el::allocatable_evict(ctx(), d.client.clone(), evictor(), cpu);
+            tasks.spawn(format!("koordlet/qos/{}", feature.to_lowercase()), f);
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! The koordlet's enforcing half (koordlet spec §4): QoS strategies deciding from the
 //! NodeSLO and measured usage, writing through one resource executor.
 
+pub mod allocatableevict;
 pub mod batchresource;
 pub mod blkio;
 pub mod cfsquotaburst;
