@@ -1,7 +1,9 @@
-//! sysreconcile (koordlet spec §4.8): kernel memory knobs from the NodeSLO
-//! `systemStrategy` — `vm/min_free_kbytes` = memory capacity (KiB) × minFreeKbytesFactor /
-//! 10000 (kept within 10 MiB – 10 GiB), `vm/watermark_scale_factor` (10 – 400), and the
-//! memcg reaper switch. Written only when different; knobs the kernel lacks are skipped.
+//! sysreconcile (koordlet spec §4.8): kernel knobs from the NodeSLO `systemStrategy` —
+//! `vm/min_free_kbytes` = memory capacity (KiB) × minFreeKbytesFactor / 10000 (kept within
+//! 10 MiB – 10 GiB), `vm/watermark_scale_factor` (10 – 400), the memcg reaper, group
+//! identity, the idle-saver watermark and the page-cache limit switches (Alibaba Cloud
+//! Linux kernels), and `sched_features` toggles. Written only when different; knobs the
+//! kernel lacks are skipped.
 
 use crate::api::slo::nodeslo::SystemStrategy;
 use crate::koordlet::informer::States;
@@ -10,6 +12,10 @@ use crate::koordlet::os::system::{Host, Knob};
 pub const MIN_FREE_KBYTES: Knob = Knob::Proc("sys/vm/min_free_kbytes");
 pub const WATERMARK_SCALE_FACTOR: Knob = Knob::Proc("sys/vm/watermark_scale_factor");
 pub const MEMCG_REAP_BACKGROUND: Knob = Knob::Sys("kernel/mm/memcg_reaper/reap_background");
+pub const SCHED_GROUP_IDENTITY: Knob = Knob::Proc("sys/kernel/sched_group_identity_enabled");
+pub const SCHED_IDLE_SAVER_WMARK: Knob = Knob::Proc("sys/kernel/sched_idle_saver_wmark");
+pub const PAGECACHE_LIMIT: Knob = Knob::Sys("kernel/mm/pagecache_limit/enabled");
+pub const SCHED_FEATURES: Knob = Knob::Sys("kernel/debug/sched_features");
 
 /// (knob, value) pairs the strategy asks for, out-of-range ones dropped.
 pub fn wanted(s: &SystemStrategy, memory_capacity_bytes: i64) -> Vec<(Knob, i64)> {
@@ -23,10 +29,45 @@ pub fn wanted(s: &SystemStrategy, memory_capacity_bytes: i64) -> Vec<(Knob, i64)
     if let Some(w) = s.watermark_scale_factor.filter(|w| (10..=400).contains(w)) {
         out.push((WATERMARK_SCALE_FACTOR, w));
     }
-    if let Some(r) = s.memcg_reap_back_ground.filter(|r| *r == 0 || *r == 1) {
+    let switch = |v: Option<i64>| v.filter(|v| *v == 0 || *v == 1);
+    if let Some(r) = switch(s.memcg_reap_back_ground) {
         out.push((MEMCG_REAP_BACKGROUND, r));
     }
+    if let Some(g) = switch(s.sched_group_identity_enabled) {
+        out.push((SCHED_GROUP_IDENTITY, g));
+    }
+    if let Some(w) = s.sched_idle_saver_wmark.filter(|w| *w >= 0) {
+        out.push((SCHED_IDLE_SAVER_WMARK, w));
+    }
+    if let Some(p) = switch(s.page_cache_limit_enabled) {
+        out.push((PAGECACHE_LIMIT, p));
+    }
     out
+}
+
+/// The writes that bring `sched_features` (`A NO_B C …`) to `wanted`: `NAME` switches a
+/// feature on, `NO_NAME` off; features this kernel does not list are skipped.
+pub fn sched_feature_writes(
+    current: &str,
+    wanted: &std::collections::BTreeMap<String, bool>,
+) -> Vec<String> {
+    let listed: std::collections::BTreeMap<&str, bool> = current
+        .split_whitespace()
+        .map(|f| f.strip_prefix("NO_").map_or((f, true), |n| (n, false)))
+        .collect();
+    wanted
+        .iter()
+        .filter_map(|(name, on)| {
+            let cur = listed.get(name.as_str())?;
+            (cur != on).then(|| {
+                if *on {
+                    name.clone()
+                } else {
+                    format!("NO_{name}")
+                }
+            })
+        })
+        .collect()
 }
 
 /// Applies the node's system strategy; returns the knobs changed as (knob, old, new).
@@ -47,6 +88,14 @@ pub fn pass(states: &States, host: &Host) -> Vec<(Knob, String, String)> {
         .map(crate::api::quantity::q_value)
         .unwrap_or(0);
     let mut changed = Vec::new();
+    if let (Some(want), Some(cur)) = (&s.sched_features, host.read_knob(&SCHED_FEATURES)) {
+        for w in sched_feature_writes(&cur, want) {
+            match host.write_knob(&SCHED_FEATURES, &w) {
+                Ok(()) => changed.push((SCHED_FEATURES, cur.clone(), w)),
+                Err(e) => tracing::warn!(error = %e, "sched feature not switched"),
+            }
+        }
+    }
     for (knob, v) in wanted(&s, capacity) {
         let Some(old) = host.read_knob(&knob) else {
             continue;
@@ -93,6 +142,39 @@ mod tests {
             vec![(WATERMARK_SCALE_FACTOR, 150), (MEMCG_REAP_BACKGROUND, 1)]
         );
         assert!(wanted(&s(json!({"watermarkScaleFactor": 500})), gib).is_empty());
+    }
+
+    #[test]
+    fn scheduler_knobs_and_features() {
+        let s = |v: serde_json::Value| -> SystemStrategy { serde_json::from_value(v).unwrap() };
+        assert_eq!(
+            wanted(
+                &s(
+                    json!({"schedGroupIdentityEnabled": 1, "schedIdleSaverWmark": 5, "pageCacheLimitEnabled": 0})
+                ),
+                0
+            ),
+            vec![
+                (SCHED_GROUP_IDENTITY, 1),
+                (SCHED_IDLE_SAVER_WMARK, 5),
+                (PAGECACHE_LIMIT, 0)
+            ]
+        );
+        assert!(wanted(&s(json!({"schedGroupIdentityEnabled": 2})), 0).is_empty());
+        let want: std::collections::BTreeMap<String, bool> = [
+            ("GENTLE_FAIR_SLEEPERS".to_string(), false),
+            ("ID_ABSOLUTE_EXPEL".to_string(), true),
+            ("START_DEBIT".to_string(), true),
+            ("NOT_HERE".to_string(), true),
+        ]
+        .into();
+        assert_eq!(
+            sched_feature_writes(
+                "GENTLE_FAIR_SLEEPERS START_DEBIT NO_ID_ABSOLUTE_EXPEL",
+                &want
+            ),
+            ["NO_GENTLE_FAIR_SLEEPERS", "ID_ABSOLUTE_EXPEL"]
+        );
     }
 
     #[test]
