@@ -23,14 +23,19 @@ use crate::api::sloconfig::strategies::default_cpu_burst;
 use crate::koordlet::informer::{PodMeta, States};
 use crate::koordlet::os::{CgroupDir, Resource};
 
-/// The node strategy over defaults, with the pod's `koordinator.sh/cpuBurst` on top.
-pub fn config_for(states: &States, pod: &Pod) -> CPUBurstConfig {
+/// The NodeSLO's `cpuBurstStrategy` over Koordinator's defaults.
+pub fn node_strategy(states: &States) -> CPUBurstStrategy {
     let node: CPUBurstStrategy = states
         .node_slo
         .as_ref()
         .and_then(|s| s.spec.cpu_burst_strategy.clone())
         .unwrap_or_default();
-    let base = overlay(&default_cpu_burst(), &node).config;
+    overlay(&default_cpu_burst(), &node)
+}
+
+/// The node strategy over defaults, with the pod's `koordinator.sh/cpuBurst` on top.
+pub fn config_for(states: &States, pod: &Pod) -> CPUBurstConfig {
+    let base = node_strategy(states).config;
     let over: Option<CPUBurstConfig> = pod
         .metadata
         .annotations

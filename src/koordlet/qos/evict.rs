@@ -18,10 +18,14 @@ async fn evict_uid(
     evictor: &Evictor,
     states: &States,
     uid: &str,
-    node: &str,
     feature: &str,
     msg: &str,
 ) -> bool {
+    let node = states
+        .node
+        .as_ref()
+        .and_then(|n| n.metadata.name.as_deref())
+        .unwrap_or_default();
     match pod_by_uid(states, uid) {
         Some(pod) => evictor.evict(client, pod, node, feature, msg).await,
         None => false,
@@ -69,24 +73,13 @@ pub async fn memory_pass(
         .iter()
         .filter_map(|p| candidate(&p.pod, pod_used.get(&p.uid).copied()))
         .collect();
-    let node_name = node.metadata.name.clone().unwrap_or_default();
     let pct = used * 100 / capacity.max(1);
     let mut out = Vec::new();
     for v in victims(cands, to_release, &evictor.recent()) {
         let msg = format!(
             "node memory usage {pct}% reached the threshold {threshold}%; evicting BE pods to release {to_release} bytes"
         );
-        if evict_uid(
-            client,
-            evictor,
-            states,
-            &v.uid,
-            &node_name,
-            "BEMemoryEvict",
-            &msg,
-        )
-        .await
-        {
+        if evict_uid(client, evictor, states, &v.uid, "BEMemoryEvict", &msg).await {
             out.push(v.key);
         }
     }
@@ -160,11 +153,6 @@ pub async fn cpu_pass(
         .iter()
         .filter_map(|p| candidate(&p.pod, pod_used.get(&p.uid).copied()))
         .collect();
-    let node = states
-        .node
-        .as_ref()
-        .and_then(|n| n.metadata.name.clone())
-        .unwrap_or_default();
     let mut out = Vec::new();
     for v in victims(cands, to_release, &evictor.recent()) {
         let msg = format!(
@@ -173,7 +161,7 @@ pub async fn cpu_pass(
             w.usage / w.limit.max(1.0) * 100.0,
             to_release
         );
-        if evict_uid(client, evictor, states, &v.uid, &node, "BECPUEvict", &msg).await {
+        if evict_uid(client, evictor, states, &v.uid, "BECPUEvict", &msg).await {
             out.push(v.key);
         }
     }
@@ -223,11 +211,6 @@ pub async fn usage_pass(
             )
         })
         .collect();
-    let node = states
-        .node
-        .as_ref()
-        .and_then(|n| n.metadata.name.clone())
-        .unwrap_or_default();
     let pct = used * 100 / capacity.max(1);
     let mut out = Vec::new();
     for v in victims(cands, to_release, &evictor.recent()) {
@@ -235,7 +218,7 @@ pub async fn usage_pass(
             "node usage {pct}% reached the {feature} threshold {}%",
             threshold.unwrap_or(0)
         );
-        if evict_uid(client, evictor, states, &v.uid, &node, feature, &msg).await {
+        if evict_uid(client, evictor, states, &v.uid, feature, &msg).await {
             out.push(v.key);
         }
     }
@@ -287,7 +270,6 @@ pub async fn allocatable_pass(
             !matches!(phase, Some("Succeeded") | Some("Failed"))
         })
         .collect();
-    let node_name = node.metadata.name.clone().unwrap_or_default();
     let mut skip = evictor.recent();
     let mut out = Vec::new();
     for t in tasks(&pods, alloc, cpu, &st) {
@@ -309,7 +291,7 @@ pub async fn allocatable_pass(
             t.release
         );
         for v in victims(cands, t.release, &skip) {
-            if evict_uid(client, evictor, states, &v.uid, &node_name, feature, &msg).await {
+            if evict_uid(client, evictor, states, &v.uid, feature, &msg).await {
                 skip.insert(v.uid.clone());
                 out.push(v.key);
             }

@@ -169,7 +169,7 @@ pub async fn cpuburst(ctx: QosCtx, ex: Arc<Executor>, host: Host) -> anyhow::Res
     };
     while pause(&ctx.shutdown, Duration::from_secs(1)).await {
         let states = ctx.informer.snapshot();
-        let cfg = burst_strategy(&states);
+        let cfg = super::cpuburst::node_strategy(&states);
         let cpus = if topo_cpus > 0 {
             topo_cpus
         } else {
@@ -222,18 +222,6 @@ fn record(
             Err(e) => tracing::warn!(strategy, pod, error = %e, "cgroup value rejected"),
         }
     }
-}
-
-fn burst_strategy(states: &States) -> crate::api::slo::nodeslo::CPUBurstStrategy {
-    let node = states
-        .node_slo
-        .as_ref()
-        .and_then(|s| s.spec.cpu_burst_strategy.clone())
-        .unwrap_or_default();
-    crate::api::sloconfig::overlay(
-        &crate::api::sloconfig::strategies::default_cpu_burst(),
-        &node,
-    )
 }
 
 fn node_cpus(states: &States) -> usize {
