@@ -81,7 +81,8 @@ async fn main() {
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
     let ready_tx = std::sync::Mutex::new(Some(ready_tx));
     let stop = shutdown.clone();
-    let sched = tokio::spawn(scheduler.run(rx, stop, move || {
+    let wakeups = prometheus_client::metrics::counter::Counter::default();
+    let sched = tokio::spawn(scheduler.run(rx, stop, wakeups, move || {
         if let Some(t) = ready_tx.lock().unwrap().take() {
             let _ = t.send(());
         }

@@ -581,3 +581,71 @@ async fn permit_waits_and_prebind_patches_before_binding() {
     assert!(!s.queue.is_empty(), "requeued with backoff");
     api.stop().await;
 }
+
+/// `koord_loop_iterations_total{name="<loop>"}` from an admin `/metrics` page.
+fn loop_iterations(metrics: &str, name: &str) -> Option<u64> {
+    let prefix = format!("koord_loop_iterations_total{{name=\"{name}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as u64)
+}
+
+/// An idle control plane (leader election on, as by default, nothing to schedule) must
+/// not spin: its loops' wake-up counters stand (nearly) still. Counts, not time: the old
+/// scheduler loop re-cloned its leadership receiver each turn and woke millions of times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_loops_stand_still() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut api = TestApi::start_with(opts).await;
+    let c = api.client.clone();
+    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let kc = kubeconfig(dir.path(), port);
+    let args = [
+        "--role=manager,scheduler",
+        "--kubeconfig",
+        kc.to_str().unwrap(),
+        "--admin-addr",
+        &admin.to_string(),
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--node-name",
+        "idle",
+    ];
+    let koord = Koord::start(&args, &[], dir.path());
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(c.clone(), "koordinator-system");
+    let leading = eventually(Duration::from_secs(30), || async {
+        let held = |l: Option<k8s_openapi::api::coordination::v1::Lease>| {
+            l.and_then(|l| l.spec?.holder_identity)
+                .is_some_and(|h| h.starts_with("idle_"))
+        };
+        held(leases.get_opt("koord-scheduler").await.ok().flatten())
+            && held(leases.get_opt("koordinator-manager").await.ok().flatten())
+            && common::http_get(admin, "/readyz").is_some_and(|(s, _)| s == 200)
+    })
+    .await;
+    assert!(leading, "never ready and leading: {}", koord.logs());
+    // Let the first passes after winning the leases finish.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let read = || {
+        let (_, body) = common::http_get(admin, "/metrics").unwrap_or_default();
+        let get = |n| loop_iterations(&body, n).unwrap_or_else(|| panic!("no {n} counter"));
+        (get("scheduler"), get("manager"))
+    };
+    let before = read();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = read();
+    let (sched, manager) = (after.0 - before.0, after.1 - before.1);
+    assert!(sched <= 20, "scheduler loop woke {sched} times in 3 idle s");
+    assert!(
+        manager <= 20,
+        "manager loop woke {manager} times in 3 idle s"
+    );
+    drop(koord);
+    api.stop().await;
+}

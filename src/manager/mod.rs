@@ -134,6 +134,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         dirty,
         resync: Duration::from_secs(cfg.resync_seconds),
         last_sync: Default::default(),
+        wakeups: ctx.metrics.loop_counter("manager"),
     };
     controllers.run(&ctx.shutdown).await;
     Ok(())

@@ -370,15 +370,21 @@ impl Scheduler {
         }
     }
 
-    /// Runs until `shutdown` drains; in-flight bindings finish first.
+    /// Runs until `shutdown` drains; in-flight bindings finish first. `wakeups` counts
+    /// the loop's iterations: at rest it must stand (nearly) still.
     pub async fn run(
         mut self,
         mut rx: mpsc::UnboundedReceiver<Ev>,
         shutdown: Shutdown,
+        wakeups: prometheus_client::metrics::counter::Counter,
         ready: impl Fn(),
     ) {
         let mut announced = false;
+        // One receiver for the whole run: a fresh clone per iteration inherits the
+        // original's stale "seen" version and reports the same change forever.
+        let mut leadership = self.leadership.clone();
         loop {
+            wakeups.inc();
             while let Ok(ev) = rx.try_recv() {
                 self.apply(ev);
             }
@@ -397,7 +403,6 @@ impl Scheduler {
                 continue;
             }
             let wake = self.queue.next_wakeup().map(tokio::time::Instant::from_std);
-            let mut leadership = self.leadership.clone();
             tokio::select! {
                 _ = shutdown.draining() => break,
                 ev = rx.recv() => match ev {

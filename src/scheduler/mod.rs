@@ -111,7 +111,12 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     let ready = ctx.ready.clone();
     tracing::info!(profiles = ?sched_cfg.profiles.iter().map(|p| &p.scheduler_name).collect::<Vec<_>>(), "scheduler starting");
     scheduler
-        .run(rx, ctx.shutdown.clone(), move || ready.set(true))
+        .run(
+            rx,
+            ctx.shutdown.clone(),
+            ctx.metrics.loop_counter("scheduler"),
+            move || ready.set(true),
+        )
         .await;
     Ok(())
 }

@@ -33,6 +33,8 @@ pub struct Controllers {
     pub dirty: Arc<Dirty>,
     pub resync: Duration,
     pub last_sync: Mutex<HashMap<String, i64>>,
+    /// Counts the loop's wake-ups (`koord_loop_iterations_total{name="manager"}`).
+    pub wakeups: prometheus_client::metrics::counter::Counter,
 }
 
 /// One write the pass decided on.
@@ -68,6 +70,7 @@ impl Controllers {
     pub async fn run(mut self, shutdown: &Shutdown) {
         let mut tick = tokio::time::interval(self.resync);
         loop {
+            self.wakeups.inc();
             tokio::select! {
                 _ = shutdown.draining() => return,
                 _ = self.dirty.notify.notified() => {}
