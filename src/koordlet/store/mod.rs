@@ -1,12 +1,14 @@
 //! The koordlet's metric store on sled: one time series per (metric kind, labels). Points
-//! are grouped per series into one-minute chunks, one sled value each; a series' newest
-//! points wait in memory and are merged into their chunk every few samples, at a minute
-//! boundary and on flush. sled thus sees a few writes per series per minute instead of one
-//! insert and one delete per sample, which keeps its memory and disk bounded. Memory is
-//! sled's fixed page cache plus one index entry and at most a few open points per live
-//! series: bounded by the number of series, not by uptime. Data survives restarts.
+//! are grouped per series into one-minute chunks, one sled value each, compressed
+//! (`codec`); once an hour is over, its minute chunks are folded into one hour chunk, so a
+//! series holds at most ~two hours of minute keys plus one key per retained hour. A
+//! series' newest points wait in memory and are merged into their chunk every few samples,
+//! at a minute boundary and on flush, so sled sees a few writes per series per minute. Keys
+//! are bounded by series × retention hours and bytes by compressed history, not uptime.
+//! Data survives restarts.
 
 pub mod aggregate;
+pub mod codec;
 pub mod series;
 
 use std::collections::HashMap;
@@ -42,6 +44,13 @@ pub enum StoreError {
 }
 
 const CHUNK_MS: i64 = 60_000;
+const HOUR_MS: i64 = 3_600_000;
+/// An hour is folded this long after it ends (late samples still land in minute chunks,
+/// and a later fold merges them too).
+const FOLD_DELAY_MS: i64 = 120_000;
+/// kv key of the chunk encoding; absent in stores written before compression.
+const FORMAT_KEY: &str = "store.format";
+const FORMAT_VERSION: &[u8] = b"2";
 /// Open points per series before they are merged into their chunk (bounds what a crash
 /// can lose to about this many samples).
 const OPEN_LIMIT: usize = 15;
@@ -58,6 +67,7 @@ pub struct MetricStore {
     db: sled::Db,
     series: sled::Tree,
     chunks: sled::Tree,
+    hours: sled::Tree,
     kv: sled::Tree,
     index: Mutex<HashMap<String, SeriesEntry>>,
     next_id: AtomicU32,
@@ -66,6 +76,19 @@ pub struct MetricStore {
 
 fn chunk_of(ts: i64) -> i64 {
     ts.div_euclid(CHUNK_MS) * CHUNK_MS
+}
+
+fn hour_of(ts: i64) -> i64 {
+    ts.div_euclid(HOUR_MS) * HOUR_MS
+}
+
+/// The chunk start stored in a key.
+fn key_time(k: &[u8]) -> i64 {
+    let raw = k
+        .get(4..12)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map_or(0, u64::from_be_bytes);
+    (raw ^ (1 << 63)) as i64
 }
 
 fn chunk_key(id: u32, chunk: i64) -> [u8; 12] {
@@ -77,24 +100,12 @@ fn chunk_key(id: u32, chunk: i64) -> [u8; 12] {
 }
 
 fn encode(points: &[Point]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(points.len() * 16);
-    for p in points {
-        out.extend_from_slice(&p.ts.to_le_bytes());
-        out.extend_from_slice(&p.value.to_le_bytes());
-    }
-    out
+    codec::encode(points)
 }
 
+/// A chunk's points; a chunk that does not decode (disk corruption) reads as empty.
 fn decode(bytes: &[u8]) -> Vec<Point> {
-    bytes
-        .chunks_exact(16)
-        .filter_map(|c| {
-            Some(Point {
-                ts: i64::from_le_bytes(c[..8].try_into().ok()?),
-                value: f64::from_le_bytes(c[8..].try_into().ok()?),
-            })
-        })
-        .collect()
+    codec::decode(bytes).unwrap_or_default()
 }
 
 /// Merges `newer` into `older` (both sorted); newer values win on equal timestamps.
@@ -129,7 +140,9 @@ impl MetricStore {
     fn from_db(db: sled::Db, opts: StoreOptions) -> Result<MetricStore, StoreError> {
         let series = db.open_tree("series")?;
         let chunks = db.open_tree("chunks")?;
+        let hours = db.open_tree("hours")?;
         let kv = db.open_tree("kv")?;
+        migrate(&chunks, &kv)?;
         let mut index = HashMap::new();
         let mut max_id = 0u32;
         for item in series.iter() {
@@ -138,12 +151,14 @@ impl MetricStore {
                 continue;
             };
             max_id = max_id.max(id);
-            let last_ts = chunks
-                .scan_prefix(id.to_be_bytes())
-                .next_back()
-                .and_then(|r| r.ok())
-                .and_then(|(_, v)| decode(&v).last().map(|p| p.ts))
-                .unwrap_or(i64::MIN);
+            let newest = |t: &sled::Tree| {
+                t.scan_prefix(id.to_be_bytes())
+                    .next_back()
+                    .and_then(|r| r.ok())
+                    .and_then(|(_, v)| decode(&v).last().map(|p| p.ts))
+                    .unwrap_or(i64::MIN)
+            };
+            let last_ts = newest(&chunks).max(newest(&hours));
             let entry = SeriesEntry {
                 id,
                 last_ts,
@@ -156,6 +171,7 @@ impl MetricStore {
             db,
             series,
             chunks,
+            hours,
             kv,
             index: Mutex::new(index),
             next_id: AtomicU32::new(max_id + 1),
@@ -243,19 +259,21 @@ impl MetricStore {
                 None => return Ok(Vec::new()),
             }
         };
-        let mut stored = Vec::new();
-        for item in self
-            .chunks
-            .range(chunk_key(id, chunk_of(start))..=chunk_key(id, chunk_of(end)))
-        {
-            let (_, v) = item?;
-            stored.extend(
-                decode(&v)
-                    .into_iter()
-                    .filter(|p| p.ts >= start && p.ts <= end),
-            );
-        }
-        Ok(merge(stored, &open))
+        let read = |tree: &sled::Tree, from: i64, to: i64| -> Result<Vec<Point>, StoreError> {
+            let mut out = Vec::new();
+            for item in tree.range(chunk_key(id, from)..=chunk_key(id, to)) {
+                let (_, v) = item?;
+                out.extend(
+                    decode(&v)
+                        .into_iter()
+                        .filter(|p| p.ts >= start && p.ts <= end),
+                );
+            }
+            Ok(out)
+        };
+        let folded = read(&self.hours, hour_of(start), hour_of(end))?;
+        let minutes = read(&self.chunks, chunk_of(start), chunk_of(end))?;
+        Ok(merge(merge(folded, &minutes), &open))
     }
 
     /// Aggregates of one series over a window; `None` when it has no samples there.
@@ -276,6 +294,7 @@ impl MetricStore {
     /// Drops points older than the retention, series without recent points, and the
     /// oldest points while the store exceeds its disk cap. Returns points removed.
     pub fn gc(&self, now: i64) -> Result<usize, StoreError> {
+        self.fold(now)?;
         let mut removed = self.drop_before(now - self.opts.retention.as_millis() as i64, true)?;
         let mut keep = self.opts.retention.as_millis() as i64;
         for _ in 0..4 {
@@ -296,22 +315,8 @@ impl MetricStore {
             let before = e.open.len();
             e.open.retain(|p| p.ts >= cutoff);
             removed += before - e.open.len();
-            let mut batch = sled::Batch::default();
-            for item in self
-                .chunks
-                .range(chunk_key(e.id, i64::MIN)..=chunk_key(e.id, chunk_of(cutoff)))
-            {
-                let (k, v) = item?;
-                let points = decode(&v);
-                let kept: Vec<Point> = points.iter().filter(|p| p.ts >= cutoff).copied().collect();
-                removed += points.len() - kept.len();
-                if kept.is_empty() {
-                    batch.remove(k);
-                } else if kept.len() != points.len() {
-                    batch.insert(k, encode(&kept));
-                }
-            }
-            self.chunks.apply_batch(batch)?;
+            removed += drop_chunks(&self.chunks, e.id, chunk_of(cutoff), cutoff)?;
+            removed += drop_chunks(&self.hours, e.id, hour_of(cutoff), cutoff)?;
             if forget_idle && e.last_ts < cutoff {
                 idle.push(name.clone());
             }
@@ -321,6 +326,42 @@ impl MetricStore {
             index.remove(&name);
         }
         Ok(removed)
+    }
+
+    /// Folds the minute chunks of every hour that ended over `FOLD_DELAY_MS` ago into one
+    /// hour chunk per series. The hour is written before its minutes are removed, so a
+    /// crash in between leaves duplicates (merged away on read), never a gap.
+    fn fold(&self, now: i64) -> Result<(), StoreError> {
+        let before = hour_of(now - FOLD_DELAY_MS);
+        let ids: Vec<u32> = self.lock().values().map(|e| e.id).collect();
+        for id in ids {
+            let mut by_hour: std::collections::BTreeMap<i64, (Vec<sled::IVec>, Vec<Point>)> =
+                Default::default();
+            for item in self
+                .chunks
+                .range(chunk_key(id, i64::MIN)..chunk_key(id, before))
+            {
+                let (k, v) = item?;
+                let slot = by_hour.entry(hour_of(key_time(&k))).or_default();
+                slot.0.push(k);
+                slot.1.extend(decode(&v));
+            }
+            for (hour, (keys, mut minutes)) in by_hour {
+                minutes.sort_by_key(|p| p.ts);
+                let key = chunk_key(id, hour);
+                let folded = self.hours.get(key)?.map(|v| decode(&v)).unwrap_or_default();
+                self.hours.insert(key, encode(&merge(folded, &minutes)))?;
+                let mut batch = sled::Batch::default();
+                keys.into_iter().for_each(|k| batch.remove(k));
+                self.chunks.apply_batch(batch)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Chunk keys held now (minute and hour chunks), for tests and benches.
+    pub fn chunk_keys(&self) -> usize {
+        self.chunks.len() + self.hours.len()
     }
 
     /// Static values and checkpoints (node CPU info, prediction models).
@@ -361,6 +402,44 @@ impl MetricStore {
         self.db.flush_async().await?;
         Ok(())
     }
+}
+
+/// Drops points older than `cutoff` from one series' chunks that start at or before
+/// `last_start`; returns how many went.
+fn drop_chunks(
+    tree: &sled::Tree,
+    id: u32,
+    last_start: i64,
+    cutoff: i64,
+) -> Result<usize, StoreError> {
+    let mut removed = 0;
+    let mut batch = sled::Batch::default();
+    for item in tree.range(chunk_key(id, i64::MIN)..=chunk_key(id, last_start)) {
+        let (k, v) = item?;
+        let points = decode(&v);
+        let kept: Vec<Point> = points.iter().filter(|p| p.ts >= cutoff).copied().collect();
+        removed += points.len() - kept.len();
+        if kept.is_empty() {
+            batch.remove(k);
+        } else if kept.len() != points.len() {
+            batch.insert(k, encode(&kept));
+        }
+    }
+    tree.apply_batch(batch)?;
+    Ok(removed)
+}
+
+/// Re-encodes the chunks of a store written before compression (16 raw bytes a point).
+fn migrate(chunks: &sled::Tree, kv: &sled::Tree) -> Result<(), StoreError> {
+    if kv.get(FORMAT_KEY)?.as_deref() == Some(FORMAT_VERSION) {
+        return Ok(());
+    }
+    for item in chunks.iter() {
+        let (k, v) = item?;
+        chunks.insert(k, encode(&codec::decode_raw(&v)))?;
+    }
+    kv.insert(FORMAT_KEY, FORMAT_VERSION)?;
+    Ok(())
 }
 
 #[cfg(test)]

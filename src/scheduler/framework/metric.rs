@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::api::pod::{Amounts, amounts};
+use super::res::ResVec;
+use crate::api::pod::amounts;
 use crate::api::slo::NodeMetric;
 
 const DEFAULT_REPORT_INTERVAL_SECONDS: i64 = 60;
@@ -26,12 +27,12 @@ pub struct MetricInfo {
     pub generation: u64,
     pub update_ms: Option<i64>,
     pub report_interval_ms: i64,
-    pub node_usage: Option<Amounts>,
-    pub system_usage: Amounts,
+    pub node_usage: Option<ResVec>,
+    pub system_usage: ResVec,
     /// (duration in seconds, aggregation kind → usage).
-    pub aggregated: Vec<(u64, BTreeMap<String, Amounts>)>,
+    pub aggregated: Vec<(u64, BTreeMap<String, ResVec>)>,
     /// Pod key → (usage, reported priority class name).
-    pub pods: HashMap<String, (Amounts, String)>,
+    pub pods: HashMap<String, (ResVec, String)>,
 }
 
 impl MetricInfo {
@@ -50,7 +51,7 @@ impl MetricInfo {
                     .filter_map(|(k, r)| {
                         r.resources
                             .as_ref()
-                            .map(|res| (k.clone(), amounts(Some(res))))
+                            .map(|res| (k.clone(), ResVec::from_amounts(&amounts(Some(res)))))
                     })
                     .collect();
                 (duration_seconds(a.duration.as_deref()), usage)
@@ -66,7 +67,7 @@ impl MetricInfo {
                     p.namespace.as_deref().unwrap_or(""),
                     p.name.as_deref().unwrap_or("")
                 );
-                let usage = amounts(p.pod_usage.resources.as_ref());
+                let usage = ResVec::from_amounts(&amounts(p.pod_usage.resources.as_ref()));
                 (key, (usage, p.priority.clone().unwrap_or_default()))
             })
             .collect();
@@ -84,8 +85,10 @@ impl MetricInfo {
                 * 1000,
             node_usage: info
                 .and_then(|i| i.node_usage.resources.as_ref())
-                .map(|r| amounts(Some(r))),
-            system_usage: amounts(info.and_then(|i| i.system_usage.resources.as_ref())),
+                .map(|r| ResVec::from_amounts(&amounts(Some(r)))),
+            system_usage: ResVec::from_amounts(&amounts(
+                info.and_then(|i| i.system_usage.resources.as_ref()),
+            )),
             aggregated,
             pods,
             raw: m,
@@ -93,7 +96,7 @@ impl MetricInfo {
     }
 
     /// An aggregated usage of `kind` for `seconds` (0 = the longest duration reported).
-    pub fn aggregated(&self, kind: &str, seconds: u64) -> Option<&Amounts> {
+    pub fn aggregated(&self, kind: &str, seconds: u64) -> Option<&ResVec> {
         let with_kind = self.aggregated.iter().filter(|(_, u)| u.contains_key(kind));
         let chosen = if seconds == 0 {
             with_kind.max_by_key(|(d, _)| *d)

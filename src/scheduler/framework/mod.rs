@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod metric;
+pub mod res;
 pub mod runtime;
 pub mod types;
 

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 
+use super::res::{R_PODS, ResVec};
 use crate::api::extension::priority::{PriorityClass, pod_priority_class_with_default};
-use crate::api::extension::resources::{CPU, MEMORY, PODS};
+use crate::api::extension::resources::{CPU, MEMORY};
 use crate::api::pod::{Amounts, amounts, container_requests, pod_limits, pod_requests};
 
 /// Requests a pod without cpu/memory requests counts with when scoring (upstream).
@@ -26,6 +27,9 @@ pub struct PodInfo {
     pub uid: String,
     pub requests: Amounts,
     pub limits: Amounts,
+    /// `requests` and `limits` as dense vectors (what the hot paths read).
+    pub req: ResVec,
+    pub lim: ResVec,
     /// (cpu milli, memory) with upstream's non-zero defaults, for scoring.
     pub non_zero: (i64, i64),
     pub priority: i32,
@@ -61,11 +65,14 @@ impl PodInfo {
             })
             .and_then(|c| c.last_transition_time.as_ref())
             .map(ts_ms);
+        let (requests, limits) = (pod_requests(&pod), pod_limits(&pod));
         PodInfo {
             key: format!("{namespace}/{name}"),
             uid: meta.uid.clone().unwrap_or_default(),
-            requests: pod_requests(&pod),
-            limits: pod_limits(&pod),
+            req: ResVec::from_amounts(&requests),
+            lim: ResVec::from_amounts(&limits),
+            requests,
+            limits,
             non_zero: non_zero_requests(&pod),
             priority: spec.and_then(|s| s.priority).unwrap_or(0),
             class: pod_priority_class_with_default(&pod),
@@ -154,6 +161,9 @@ pub struct NodeInfo {
     pub unschedulable: bool,
     pub allocatable: Amounts,
     pub requested: Amounts,
+    /// `allocatable` and `requested` as dense vectors.
+    pub alloc: ResVec,
+    pub req: ResVec,
     pub non_zero_requested: (i64, i64),
     pub pods: Vec<Arc<PodInfo>>,
     pub used_ports: HashSet<HostPort>,
@@ -176,6 +186,8 @@ impl NodeInfo {
             unschedulable: false,
             allocatable: Amounts::new(),
             requested: Amounts::new(),
+            alloc: ResVec::default(),
+            req: ResVec::default(),
             non_zero_requested: (0, 0),
             pods: Vec::new(),
             used_ports: HashSet::new(),
@@ -193,12 +205,13 @@ impl NodeInfo {
         self.taints = spec.and_then(|s| s.taints.clone()).unwrap_or_default();
         self.unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
         self.allocatable = amounts(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
+        self.alloc = ResVec::from_amounts(&self.allocatable);
         self.node = node;
         self.generation = next_generation();
     }
 
     pub fn allowed_pods(&self) -> i64 {
-        self.allocatable.get(PODS).copied().unwrap_or(0)
+        self.alloc.get(R_PODS)
     }
 
     pub fn add_pod(&mut self, p: Arc<PodInfo>) {
@@ -206,6 +219,7 @@ impl NodeInfo {
             let e = self.requested.entry(k.clone()).or_insert(0);
             *e = e.saturating_add(*v);
         }
+        self.req.add(&p.req);
         self.non_zero_requested.0 += p.non_zero.0;
         self.non_zero_requested.1 += p.non_zero.1;
         self.used_ports.extend(p.host_ports.iter().cloned());
@@ -224,6 +238,7 @@ impl NodeInfo {
                 *e = e.saturating_sub(*v);
             }
         }
+        self.req.sub(&p.req);
         self.non_zero_requested.0 -= p.non_zero.0;
         self.non_zero_requested.1 -= p.non_zero.1;
         self.used_ports = self

@@ -4,10 +4,11 @@
 
 use serde::Deserialize;
 
+use super::super::framework::res::{self, R_CPU, R_EPHEMERAL_STORAGE, R_MEMORY, R_PODS, ResId};
 use super::super::framework::{
     ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point, Status,
 };
-use crate::api::extension::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
+use crate::api::extension::resources::{CPU, MEMORY};
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -62,7 +63,8 @@ pub struct NodeResourcesFit {
     ignored: Vec<String>,
     ignored_groups: Vec<String>,
     most_allocated: bool,
-    resources: Vec<ResourceSpec>,
+    /// (resource, weight) of the scoring strategy.
+    resources: Vec<(ResId, i64)>,
 }
 
 impl NodeResourcesFit {
@@ -95,7 +97,10 @@ impl NodeResourcesFit {
             ignored: args.ignored_resources,
             ignored_groups: args.ignored_resource_groups,
             most_allocated,
-            resources,
+            resources: resources
+                .iter()
+                .map(|r| (res::intern(&r.name), r.weight))
+                .collect(),
         })
     }
 
@@ -106,42 +111,44 @@ impl NodeResourcesFit {
                 .is_some_and(|(group, _)| self.ignored_groups.iter().any(|g| g == group))
     }
 
-    /// The reasons `pod` does not fit on `node` (empty = fits).
+    /// The reasons `pod` does not fit on `node` (empty = fits), sorted by resource name.
     pub fn insufficient(&self, pod: &PodInfo, node: &NodeInfo) -> Vec<String> {
         let mut out = Vec::new();
         if node.pods.len() as i64 + 1 > node.allowed_pods() {
             out.push("Too many pods".to_string());
         }
-        for (name, want) in &pod.requests {
-            if *want <= 0 || name == PODS {
+        let ignoring = !self.ignored.is_empty() || !self.ignored_groups.is_empty();
+        let mut short = Vec::new();
+        for (id, want) in pod.req.iter() {
+            if want <= 0 || id == R_PODS {
                 continue;
             }
-            let scalar = ![CPU, MEMORY, EPHEMERAL_STORAGE].contains(&name.as_str());
-            if scalar && self.is_ignored(name) {
+            let scalar = ![R_CPU, R_MEMORY, R_EPHEMERAL_STORAGE].contains(&id);
+            if scalar && ignoring && self.is_ignored(&res::name(id)) {
                 continue;
             }
-            let free = node.allocatable.get(name).copied().unwrap_or(0)
-                - node.requested.get(name).copied().unwrap_or(0);
-            if *want > free {
-                out.push(format!("Insufficient {name}"));
+            if want > node.alloc.get(id) - node.req.get(id) {
+                short.push(res::name(id));
             }
         }
+        short.sort();
+        out.extend(short.into_iter().map(|n| format!("Insufficient {n}")));
         out
     }
 }
 
 /// (allocatable, requested incl. the pod) for scoring; (0, 0) skips the resource.
-fn alloc_request(pod: &PodInfo, node: &NodeInfo, name: &str) -> (i64, i64) {
-    let alloc = node.allocatable.get(name).copied().unwrap_or(0);
-    match name {
-        CPU => (alloc, node.non_zero_requested.0 + pod.non_zero.0),
-        MEMORY => (alloc, node.non_zero_requested.1 + pod.non_zero.1),
+fn alloc_request(pod: &PodInfo, node: &NodeInfo, id: ResId) -> (i64, i64) {
+    let alloc = node.alloc.get(id);
+    match id {
+        R_CPU => (alloc, node.non_zero_requested.0 + pod.non_zero.0),
+        R_MEMORY => (alloc, node.non_zero_requested.1 + pod.non_zero.1),
         _ => {
-            let want = pod.requests.get(name).copied().unwrap_or(0);
+            let want = pod.req.get(id);
             if want == 0 {
                 return (0, 0);
             }
-            (alloc, node.requested.get(name).copied().unwrap_or(0) + want)
+            (alloc, node.req.get(id) + want)
         }
     }
 }
@@ -177,8 +184,8 @@ impl Plugin for NodeResourcesFit {
         _: &ClusterState,
     ) -> Result<i64, String> {
         let (mut total, mut weights) = (0i64, 0i64);
-        for r in &self.resources {
-            let (alloc, req) = alloc_request(pod, node, &r.name);
+        for &(id, weight) in &self.resources {
+            let (alloc, req) = alloc_request(pod, node, id);
             if alloc == 0 {
                 continue;
             }
@@ -189,8 +196,8 @@ impl Plugin for NodeResourcesFit {
             } else {
                 (alloc - req) * MAX_NODE_SCORE / alloc
             };
-            total += s * r.weight;
-            weights += r.weight;
+            total += s * weight;
+            weights += weight;
         }
         Ok(if weights == 0 { 0 } else { total / weights })
     }
@@ -205,7 +212,7 @@ pub struct BalancedArgs {
 }
 
 pub struct BalancedAllocation {
-    resources: Vec<String>,
+    resources: Vec<ResId>,
 }
 
 impl BalancedAllocation {
@@ -216,7 +223,7 @@ impl BalancedAllocation {
             args.resources
         };
         BalancedAllocation {
-            resources: list.into_iter().map(|r| r.name).collect(),
+            resources: list.iter().map(|r| res::intern(&r.name)).collect(),
         }
     }
 }
@@ -235,10 +242,7 @@ impl Plugin for BalancedAllocation {
         _: &[&NodeInfo],
         _: &ClusterState,
     ) -> Status {
-        let requests_any = self
-            .resources
-            .iter()
-            .any(|r| pod.requests.get(r).is_some_and(|v| *v > 0));
+        let requests_any = self.resources.iter().any(|r| pod.req.get(*r) > 0);
         if requests_any {
             Status::success()
         } else {
@@ -252,15 +256,15 @@ impl Plugin for BalancedAllocation {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<i64, String> {
-        let mut fractions = Vec::new();
-        for r in &self.resources {
-            let alloc = node.allocatable.get(r).copied().unwrap_or(0);
-            let want = pod.requests.get(r).copied().unwrap_or(0);
-            let scalar = r != CPU && r != MEMORY;
+        let mut fractions = Vec::with_capacity(self.resources.len());
+        for &r in &self.resources {
+            let alloc = node.alloc.get(r);
+            let want = pod.req.get(r);
+            let scalar = r != R_CPU && r != R_MEMORY;
             if alloc == 0 || (scalar && want == 0) {
                 continue;
             }
-            let req = node.requested.get(r).copied().unwrap_or(0) + want;
+            let req = node.req.get(r) + want;
             fractions.push((req as f64 / alloc as f64).min(1.0));
         }
         let std = match fractions.len() {

@@ -13,19 +13,33 @@ use crate::api::extension::keys::ANNOTATION_USAGE_THRESHOLDS;
 use crate::api::extension::priority::PriorityClass;
 use crate::scheduler::framework::metric::MetricInfo;
 use crate::scheduler::framework::metric::duration_seconds as seconds;
+use crate::scheduler::framework::res::{self, ResId, ResVec};
 use args::{Aggregated, Effective};
 pub use usage::estimate;
-use usage::{Base, SumsCache};
+use usage::{Base, Factor, SumsCache};
 
 pub const NAME: &str = "LoadAwareScheduling";
+
+/// Thresholds by resource id, as the args give them.
+type Limits = Vec<(ResId, i64)>;
 
 pub struct LoadAware {
     pub args: Effective,
     /// The resource vector: every resource any arg mentions, plus cpu and memory.
     pub resources: Vec<String>,
+    ids: Vec<ResId>,
+    weights: Limits,
+    thresholds: Limits,
+    prod_thresholds: Limits,
+    aggregated_thresholds: Option<Limits>,
+    factors: Vec<Factor>,
     cache: SumsCache,
     /// The last incoming pod's estimate (filter and score ask for it once per node).
-    last: std::sync::Mutex<Option<(String, String, std::sync::Arc<crate::api::pod::Amounts>)>>,
+    last: std::sync::RwLock<Option<(String, String, std::sync::Arc<ResVec>)>>,
+}
+
+fn limits(m: &BTreeMap<String, i64>) -> Limits {
+    m.iter().map(|(k, v)| (res::intern(k), *v)).collect()
 }
 
 /// Per-node overrides from `scheduling.koordinator.sh/usage-thresholds`.
@@ -39,9 +53,9 @@ struct NodeThresholds {
 
 /// Which thresholds apply and how usage is read.
 enum Path<'a> {
-    Normal(Cow<'a, BTreeMap<String, i64>>),
-    Prod(Cow<'a, BTreeMap<String, i64>>),
-    Aggregated(Cow<'a, BTreeMap<String, i64>>, Cow<'a, Aggregated>),
+    Normal(Cow<'a, Limits>),
+    Prod(Cow<'a, Limits>),
+    Aggregated(Cow<'a, Limits>, Cow<'a, Aggregated>),
 }
 
 impl LoadAware {
@@ -62,42 +76,47 @@ impl LoadAware {
         set.extend(e.weights.keys().cloned());
         set.extend(e.factors.keys().cloned());
         set.extend(supported);
+        let resources: Vec<String> = set.into_iter().collect();
         Ok(LoadAware {
+            ids: resources.iter().map(|r| res::intern(r)).collect(),
+            weights: limits(&e.weights),
+            thresholds: limits(&e.thresholds),
+            prod_thresholds: limits(&e.prod_thresholds),
+            aggregated_thresholds: e.aggregated.usage_thresholds.as_ref().map(limits),
+            factors: usage::factors(&e.factors),
             args: e,
-            resources: set.into_iter().collect(),
+            resources,
             cache: SumsCache::default(),
             last: Default::default(),
         })
     }
 
     /// The incoming pod's estimate, computed once per pod.
-    pub fn incoming(&self, pod: &PodInfo) -> std::sync::Arc<crate::api::pod::Amounts> {
-        let mut g = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((k, uid, e)) = g.as_ref()
+    pub fn incoming(&self, pod: &PodInfo) -> std::sync::Arc<ResVec> {
+        if let Some((k, uid, e)) = self.last.read().unwrap_or_else(|p| p.into_inner()).as_ref()
             && *k == pod.key
             && *uid == pod.uid
         {
             return e.clone();
         }
-        let e = std::sync::Arc::new(estimate(&self.args.factors, pod));
-        *g = Some((pod.key.clone(), pod.uid.clone(), e.clone()));
+        let e = std::sync::Arc::new(usage::estimate_vec(&self.factors, pod));
+        *self.last.write().unwrap_or_else(|p| p.into_inner()) =
+            Some((pod.key.clone(), pod.uid.clone(), e.clone()));
         e
     }
 
     /// Thresholds from the args (no node override).
     fn default_path(&self, pod: &PodInfo) -> Path<'_> {
-        let a = &self.args;
-        if !a.prod_thresholds.is_empty() && pod.class == PriorityClass::Prod {
-            return Path::Prod(Cow::Borrowed(&a.prod_thresholds));
+        if !self.prod_thresholds.is_empty() && pod.class == PriorityClass::Prod {
+            return Path::Prod(Cow::Borrowed(&self.prod_thresholds));
         }
-        match a
-            .aggregated
-            .usage_thresholds
+        match self
+            .aggregated_thresholds
             .as_ref()
             .filter(|t| !t.is_empty())
         {
-            Some(t) => Path::Aggregated(Cow::Borrowed(t), Cow::Borrowed(&a.aggregated)),
-            None => Path::Normal(Cow::Borrowed(&a.thresholds)),
+            Some(t) => Path::Aggregated(Cow::Borrowed(t), Cow::Borrowed(&self.args.aggregated)),
+            None => Path::Normal(Cow::Borrowed(&self.thresholds)),
         }
     }
 
@@ -116,7 +135,9 @@ impl LoadAware {
         let a = &self.args;
         let nonempty = |m: Option<BTreeMap<String, i64>>| m.filter(|m| !m.is_empty());
         let prod = nonempty(over.prod_usage_thresholds)
-            .map_or(Cow::Borrowed(&a.prod_thresholds), Cow::Owned);
+            .map_or(Cow::Borrowed(&self.prod_thresholds), |m| {
+                Cow::Owned(limits(&m))
+            });
         if !prod.is_empty() && pod.class == PriorityClass::Prod {
             return Path::Prod(prod);
         }
@@ -124,11 +145,12 @@ impl LoadAware {
             .aggregated_usage
             .filter(|x| x.usage_thresholds.as_ref().is_some_and(|t| !t.is_empty()))
             .map_or(Cow::Borrowed(&a.aggregated), Cow::Owned);
-        if let Some(t) = agg.usage_thresholds.clone().filter(|t| !t.is_empty()) {
-            return Path::Aggregated(Cow::Owned(t), agg);
+        if let Some(t) = agg.usage_thresholds.as_ref().filter(|t| !t.is_empty()) {
+            return Path::Aggregated(Cow::Owned(limits(t)), agg);
         }
         Path::Normal(
-            nonempty(over.usage_thresholds).map_or(Cow::Borrowed(&a.thresholds), Cow::Owned),
+            nonempty(over.usage_thresholds)
+                .map_or(Cow::Borrowed(&self.thresholds), |m| Cow::Owned(limits(&m))),
         )
     }
 
@@ -164,10 +186,10 @@ impl Plugin for LoadAware {
             return Status::success();
         }
         let path = self.path(pod, node);
-        let thresholds: &BTreeMap<String, i64> = match &path {
+        let thresholds: &Limits = match &path {
             Path::Normal(t) | Path::Prod(t) | Path::Aggregated(t, _) => t,
         };
-        if thresholds.values().all(|v| *v == 0) {
+        if thresholds.iter().all(|(_, v)| *v == 0) {
             return Status::success();
         }
         let Some(metric) = cluster.metrics.get(&node.name) else {
@@ -193,15 +215,15 @@ impl Plugin for LoadAware {
         };
         let used = usage::node_estimated(self, pod, node, metric, base);
         let alloc = usage::allocatable(node);
-        for (res, t) in thresholds {
-            let total = alloc.get(res).copied().unwrap_or(0);
-            if *t == 0 || total == 0 {
+        for &(id, t) in thresholds {
+            let total = alloc.get(id);
+            if t == 0 || total == 0 {
                 continue;
             }
-            let est = used.get(res);
+            let est = used.get(id);
             let pct = (est as f64 / total as f64 * 100.0).round() as i64;
-            if pct > *t {
-                return Status::unschedulable(reason(res, aggregated));
+            if pct > t {
+                return Status::unschedulable(reason(&res::name(id), aggregated));
             }
         }
         Status::success()
@@ -243,8 +265,8 @@ impl Plugin for LoadAware {
         let used = usage::node_estimated(self, pod, node, metric, base);
         let alloc = usage::allocatable(node);
         Ok(score_of(
-            &self.resources,
-            &self.args.weights,
+            &self.ids,
+            &self.weights,
             self.args.dominant_weight,
             |r| used.get(r),
             &alloc,
@@ -254,14 +276,14 @@ impl Plugin for LoadAware {
 
 /// Σ leastUsed·w + dominant·min(leastUsed) over Σ w + dominant, integer division.
 pub fn score_of(
-    resources: &[String],
-    weights: &BTreeMap<String, i64>,
+    resources: &[ResId],
+    weights: &[(ResId, i64)],
     dominant: i64,
-    used: impl Fn(&str) -> i64,
-    alloc: &BTreeMap<String, i64>,
+    used: impl Fn(ResId) -> i64,
+    alloc: &ResVec,
 ) -> i64 {
-    let least = |r: &str| {
-        let a = alloc.get(r).copied().unwrap_or(0);
+    let least = |r: ResId| {
+        let a = alloc.get(r);
         let u = used(r);
         if a == 0 || u > a {
             0
@@ -270,12 +292,12 @@ pub fn score_of(
         }
     };
     let (mut sum, mut wsum) = (0i64, 0i64);
-    for (r, w) in weights {
+    for &(r, w) in weights {
         sum += least(r) * w;
         wsum += w;
     }
     if dominant > 0 {
-        let min = resources.iter().map(|r| least(r)).min().unwrap_or(0);
+        let min = resources.iter().map(|r| least(*r)).min().unwrap_or(0);
         sum += dominant * min;
         wsum += dominant;
     }

@@ -274,17 +274,17 @@ fn aggregated_thresholds_read_percentiles() {
 fn args_validation_and_vector() {
     let la = plugin(json!({"supportedResources": ["nvidia.com/gpu"], "dominantResourceWeight": 1}));
     assert!(la.resources.contains(&"nvidia.com/gpu".to_string()));
-    let used = BTreeMap::from([("cpu".to_string(), 50), ("memory".to_string(), 10)]);
-    let alloc = BTreeMap::from([("cpu".to_string(), 100), ("memory".to_string(), 100)]);
-    let w = BTreeMap::from([("cpu".to_string(), 1), ("memory".to_string(), 1)]);
+    use crate::scheduler::framework::res::{R_CPU, R_MEMORY};
+    let amounts = |cpu, mem| {
+        ResVec::from_amounts(&BTreeMap::from([
+            ("cpu".to_string(), cpu),
+            ("memory".to_string(), mem),
+        ]))
+    };
+    let (used, alloc) = (amounts(50, 10), amounts(100, 100));
+    let w = [(R_CPU, 1), (R_MEMORY, 1)];
     assert_eq!(
-        score_of(
-            &["cpu".into(), "memory".into()],
-            &w,
-            1,
-            |r| used.get(r).copied().unwrap_or(0),
-            &alloc
-        ),
+        score_of(&[R_CPU, R_MEMORY], &w, 1, |r| used.get(r), &alloc),
         (50 + 90 + 50) / 3
     );
     for bad in [

@@ -2,7 +2,7 @@
 //! node's estimated usage from its NodeMetric plus pods not yet reflected in it.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::RwLock;
 
 use super::LoadAware;
 use crate::api::extension::keys::ANNOTATION_NODE_RAW_ALLOCATABLE;
@@ -10,13 +10,14 @@ use crate::api::extension::priority::PriorityClass;
 use crate::api::extension::resources::{BATCH_CPU, BATCH_MEMORY, CPU, MEMORY, translate};
 use crate::api::pod::{Amounts, amounts};
 use crate::scheduler::framework::metric::MetricInfo;
+use crate::scheduler::framework::res::{self, ResId, ResVec};
 use crate::scheduler::framework::{NodeInfo, PodInfo};
 
 const DEFAULT_MILLI_CPU: i64 = 250;
 const DEFAULT_MEMORY: i64 = 200 * 1024 * 1024;
 
 /// Node allocatable, with `node.koordinator.sh/raw-allocatable` entries overriding.
-pub fn allocatable(node: &NodeInfo) -> std::borrow::Cow<'_, Amounts> {
+pub fn allocatable(node: &NodeInfo) -> std::borrow::Cow<'_, ResVec> {
     let raw = node
         .node
         .metadata
@@ -25,51 +26,96 @@ pub fn allocatable(node: &NodeInfo) -> std::borrow::Cow<'_, Amounts> {
         .and_then(|m| m.get(ANNOTATION_NODE_RAW_ALLOCATABLE));
     type List = BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>;
     match raw.and_then(|s| serde_json::from_str::<List>(s).ok()) {
-        None => std::borrow::Cow::Borrowed(&node.allocatable),
+        None => std::borrow::Cow::Borrowed(&node.alloc),
         Some(list) => {
-            let mut a = node.allocatable.clone();
-            a.extend(amounts(Some(&list)));
+            let mut a = node.alloc.clone();
+            for (k, v) in amounts(Some(&list)) {
+                a.set(res::intern(&k), v);
+            }
             std::borrow::Cow::Owned(a)
         }
     }
 }
 
+fn class_index(c: PriorityClass) -> usize {
+    match c {
+        PriorityClass::Prod => 0,
+        PriorityClass::Mid => 1,
+        PriorityClass::Batch => 2,
+        PriorityClass::Free => 3,
+        PriorityClass::None => 4,
+    }
+}
+
+const CLASSES: [PriorityClass; 5] = [
+    PriorityClass::Prod,
+    PriorityClass::Mid,
+    PriorityClass::Batch,
+    PriorityClass::Free,
+    PriorityClass::None,
+];
+
+/// One scaling factor, with the tier resource it reads for each priority class resolved
+/// up front: (tier id, default when the pod asks for nothing).
+#[derive(Debug, Clone)]
+pub struct Factor {
+    pub out: ResId,
+    pub percent: i64,
+    tiers: [(ResId, i64); 5],
+}
+
+/// The scaling factors of the default estimator, resolved to ids.
+pub fn factors(map: &BTreeMap<String, i64>) -> Vec<Factor> {
+    map.iter()
+        .map(|(name, percent)| Factor {
+            out: res::intern(name),
+            percent: *percent,
+            tiers: CLASSES.map(|c| {
+                let tier = translate(name, c);
+                let default = match tier {
+                    CPU | BATCH_CPU => DEFAULT_MILLI_CPU,
+                    MEMORY | BATCH_MEMORY => DEFAULT_MEMORY,
+                    _ => 0,
+                };
+                (res::intern(tier), default)
+            }),
+        })
+        .collect()
+}
+
 /// The default estimator: per scaling-factor resource, max(request, limit) of the pod's
 /// tier resource × factor / 100 (rounded, capped at the limit), or a default when unset.
-pub fn estimate(factors: &BTreeMap<String, i64>, pod: &PodInfo) -> Amounts {
-    let mut out = Amounts::new();
-    for (res, factor) in factors {
-        let tier = translate(res, pod.class);
-        let req = pod.requests.get(tier).copied().unwrap_or(0);
-        let limit = pod.limits.get(tier).copied().unwrap_or(0);
+pub fn estimate_vec(factors: &[Factor], pod: &PodInfo) -> ResVec {
+    let mut out = ResVec::default();
+    let ci = class_index(pod.class);
+    for f in factors {
+        let (tier, default) = f.tiers[ci];
+        let (req, limit) = (pod.req.get(tier), pod.lim.get(tier));
         let q = req.max(limit);
         let v = if q == 0 {
-            match tier {
-                CPU | BATCH_CPU => DEFAULT_MILLI_CPU,
-                MEMORY | BATCH_MEMORY => DEFAULT_MEMORY,
-                _ => 0,
-            }
+            default
         } else {
-            let e = (q as f64 * *factor as f64 / 100.0).round() as i64;
+            let e = (q as f64 * f.percent as f64 / 100.0).round() as i64;
             if limit > 0 { e.min(limit) } else { e }
         };
-        out.insert(res.clone(), v);
+        out.set(f.out, v);
     }
     out
 }
 
-fn add(into: &mut Amounts, from: &Amounts) {
-    for (k, v) in from {
-        let e = into.entry(k.clone()).or_insert(0);
-        *e = e.saturating_add(*v);
-    }
+/// [`estimate_vec`] by resource name (for `koord explain` and tests).
+pub fn estimate(factors_by_name: &BTreeMap<String, i64>, pod: &PodInfo) -> Amounts {
+    let v = estimate_vec(&factors(factors_by_name), pod);
+    factors_by_name
+        .keys()
+        .map(|k| (k.clone(), v.get(res::intern(k))))
+        .collect()
 }
 
-fn add_excess(into: &mut Amounts, e: &Amounts, u: Option<&Amounts>) {
-    for (k, v) in e {
-        let used = u.and_then(|u| u.get(k)).copied().unwrap_or(0);
-        let slot = into.entry(k.clone()).or_insert(0);
-        *slot = slot.saturating_add((v - used).max(0));
+fn add_excess(into: &mut ResVec, e: &ResVec, u: Option<&ResVec>) {
+    for (k, v) in e.iter() {
+        let used = u.map_or(0, |u| u.get(k));
+        into.set(k, into.get(k).saturating_add((v - used).max(0)));
     }
 }
 
@@ -77,26 +123,26 @@ fn add_excess(into: &mut Amounts, e: &Amounts, u: Option<&Amounts>) {
 #[derive(Debug, Clone, Default)]
 pub struct PodSums {
     /// Σ max(0, estimate − usage) over pods the report cannot show fully yet.
-    pub delta: Amounts,
+    pub delta: ResVec,
     /// Σ estimate over all pods.
-    pub estimated: Amounts,
-    pub prod_usage: Amounts,
-    pub prod_delta: Amounts,
+    pub estimated: ResVec,
+    pub prod_usage: ResVec,
+    pub prod_delta: ResVec,
 }
 
-/// Per node: (node generation, metric generation) → sums. Valid until either changes.
+/// Node generation → (metric generation, sums). A node generation is unique to one state
+/// of one node, so the key needs no name; the map is cleared when stale generations pile up.
 #[derive(Default)]
-pub struct SumsCache(Mutex<HashMap<String, Cached>>);
+pub struct SumsCache(RwLock<HashMap<u64, (u64, std::sync::Arc<PodSums>)>>);
 
-/// (node generation, metric generation, sums).
-type Cached = (u64, u64, std::sync::Arc<PodSums>);
+const SUMS_CACHE_MAX: usize = 1 << 16;
 
 fn pod_sums(la: &LoadAware, node: &NodeInfo, m: &MetricInfo) -> PodSums {
-    let factors = &la.args.factors;
+    let factors = &la.factors;
     let update = m.update_ms.unwrap_or(0);
     let mut s = PodSums::default();
     for p in &node.pods {
-        let e = estimate(factors, p);
+        let e = estimate_vec(factors, p);
         let reported = m.pods.get(&p.key);
         let u = reported.map(|(u, _)| u);
         let deadline = la
@@ -111,15 +157,17 @@ fn pod_sums(la: &LoadAware, node: &NodeInfo, m: &MetricInfo) -> PodSums {
         if estimating {
             add_excess(&mut s.delta, &e, u);
         }
-        add(&mut s.estimated, &e);
+        s.estimated.add(&e);
         if p.class == PriorityClass::Prod {
             if reported.is_some_and(|(_, c)| c == PriorityClass::Prod.name()) {
-                add(&mut s.prod_usage, u.unwrap_or(&Amounts::new()));
+                if let Some(u) = u {
+                    s.prod_usage.add(u);
+                }
                 if estimating {
                     add_excess(&mut s.prod_delta, &e, u);
                 }
             } else {
-                add(&mut s.prod_delta, &e);
+                s.prod_delta.add(&e);
             }
         }
     }
@@ -128,21 +176,21 @@ fn pod_sums(la: &LoadAware, node: &NodeInfo, m: &MetricInfo) -> PodSums {
 
 impl SumsCache {
     fn get(&self, la: &LoadAware, node: &NodeInfo, m: &MetricInfo) -> std::sync::Arc<PodSums> {
-        let key = (node.generation, m.generation);
-        if let Some((g, mg, sums)) = self
+        if let Some((mg, sums)) = self
             .0
-            .lock()
+            .read()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&node.name)
-            && (*g, *mg) == key
+            .get(&node.generation)
+            && *mg == m.generation
         {
             return sums.clone();
         }
         let sums = std::sync::Arc::new(pod_sums(la, node, m));
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(node.name.clone(), (key.0, key.1, sums.clone()));
+        let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= SUMS_CACHE_MAX {
+            map.clear();
+        }
+        map.insert(node.generation, (m.generation, sums.clone()));
         sums
     }
 }
@@ -157,33 +205,33 @@ pub enum Base<'a> {
 
 enum Reported<'a> {
     /// Reported (or aggregated) usage, plus pods not reflected in it yet.
-    Usage(&'a Amounts),
+    Usage(&'a ResVec),
     /// Nothing reported: the estimates of all pods.
     Estimated,
     /// Prod pods' reported usage and deltas (and the system usage when configured).
-    Prod(Option<&'a Amounts>),
+    Prod(Option<&'a ResVec>),
 }
 
 /// A node's estimated usage with the incoming pod, read per resource without copying maps.
 pub struct Usage<'a> {
     sums: std::sync::Arc<PodSums>,
     reported: Reported<'a>,
-    pod: std::sync::Arc<Amounts>,
+    pod: std::sync::Arc<ResVec>,
 }
 
-fn at(m: &Amounts, r: &str) -> i64 {
-    m.get(r).copied().unwrap_or(0)
+fn at(m: &ResVec, r: ResId) -> i64 {
+    m.get(r)
 }
 
 impl Usage<'_> {
-    pub fn get(&self, r: &str) -> i64 {
+    pub fn get(&self, r: ResId) -> i64 {
         let s = &self.sums;
         let existing = match &self.reported {
             Reported::Usage(u) => at(u, r).saturating_add(at(&s.delta, r)),
             Reported::Estimated => at(&s.estimated, r),
             Reported::Prod(sys) => at(&s.prod_usage, r)
                 .saturating_add(at(&s.prod_delta, r))
-                .saturating_add(sys.map(|m| at(m, r)).unwrap_or(0)),
+                .saturating_add(sys.map_or(0, |m| at(m, r))),
         };
         existing.saturating_add(at(&self.pod, r))
     }
