@@ -7,6 +7,9 @@ mod usage;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
 
 use super::super::framework::{ClusterState, CycleState, NodeInfo, Plugin, PodInfo, Point, Status};
 use crate::api::extension::keys::ANNOTATION_USAGE_THRESHOLDS;
@@ -34,8 +37,9 @@ pub struct LoadAware {
     aggregated_thresholds: Option<Limits>,
     factors: Vec<Factor>,
     cache: SumsCache,
-    /// The last incoming pod's estimate (filter and score ask for it once per node).
-    last: std::sync::RwLock<Option<(String, String, std::sync::Arc<ResVec>)>>,
+    /// The last incoming pod's estimate (filter and score ask for it once per node). The
+    /// pod object is held, so pointer identity is exact and no strings are compared.
+    last: std::sync::RwLock<Option<(Arc<Pod>, Arc<ResVec>)>>,
 }
 
 fn limits(m: &BTreeMap<String, i64>) -> Limits {
@@ -92,16 +96,14 @@ impl LoadAware {
     }
 
     /// The incoming pod's estimate, computed once per pod.
-    pub fn incoming(&self, pod: &PodInfo) -> std::sync::Arc<ResVec> {
-        if let Some((k, uid, e)) = self.last.read().unwrap_or_else(|p| p.into_inner()).as_ref()
-            && *k == pod.key
-            && *uid == pod.uid
+    pub fn incoming(&self, pod: &PodInfo) -> Arc<ResVec> {
+        if let Some((p, e)) = self.last.read().unwrap_or_else(|p| p.into_inner()).as_ref()
+            && Arc::ptr_eq(p, &pod.pod)
         {
             return e.clone();
         }
-        let e = std::sync::Arc::new(usage::estimate_vec(&self.factors, pod));
-        *self.last.write().unwrap_or_else(|p| p.into_inner()) =
-            Some((pod.key.clone(), pod.uid.clone(), e.clone()));
+        let e = Arc::new(usage::estimate_vec(&self.factors, pod));
+        *self.last.write().unwrap_or_else(|p| p.into_inner()) = Some((pod.pod.clone(), e.clone()));
         e
     }
 
