@@ -16,9 +16,11 @@ const LONG_ABOUT: &str = "Koordinator in one binary: co-location and QoS for Kub
 Roles (--role, comma-separated):
   manager        SLO controllers (NodeMetric, NodeResource, NodeSLO) and admission webhooks
   scheduler      koord-scheduler with LoadAwareScheduling and Koordinator's plugins
-  descheduler    LowNodeLoad and the PodMigrationJob controller
+  descheduler    not built yet: starts, reports ready, does nothing (LowNodeLoad and
+                 PodMigrationJob are planned)
   koordlet       node agent: metrics, NodeMetric reports, QoS enforcement
-  runtime-proxy  CRI proxy between kubelet and containerd calling runtime hooks
+  runtime-proxy  not built yet: starts, reports ready, does nothing (the CRI proxy
+                 calling runtime hooks is planned)
   all            every role above
 
 --embedded starts an in-process Kubernetes-compatible API server (sled storage under
