@@ -9,76 +9,19 @@
 //! needs root and says so otherwise). Budgets: each role ≤ 0.5 % of a core, `--role=all
 //! --embedded` ≤ 2 % and ≤ 60 MiB.
 
-use std::net::SocketAddr;
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::{Proc, TICKS_PER_SECOND, free_port, proc_stat, ready};
 
 fn env_secs(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
-}
-
-/// (VmRSS KiB, utime + stime ticks).
-fn proc_stat(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0);
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let f: Vec<&str> = stat
-        .get(stat.rfind(')').map_or(0, |i| i + 1)..)
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let field = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    (rss, field(11) + field(12))
-}
-
-/// `GET /readyz` answered 200.
-fn ready(admin: SocketAddr) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect_timeout(&admin, Duration::from_secs(1)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    let req = format!("GET /readyz HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n");
-    if s.write_all(req.as_bytes()).is_err() {
-        return false;
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out.starts_with("HTTP/1.1 200")
-}
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        for _ in 0..100 {
-            if matches!(self.0.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn koord(args: &[String], envs: &[(&str, String)]) -> Proc {
@@ -103,7 +46,7 @@ struct Rest {
 }
 
 /// Waits for readiness and the warm-up, then measures `secs` of rest.
-fn measure(p: &Proc, admin: SocketAddr, warmup: u64, secs: u64) -> Option<Rest> {
+fn measure(p: &Proc, admin: &str, warmup: u64, secs: u64) -> Option<Rest> {
     let deadline = Instant::now() + Duration::from_secs(90);
     while !ready(admin) {
         if Instant::now() > deadline {
@@ -112,14 +55,13 @@ fn measure(p: &Proc, admin: SocketAddr, warmup: u64, secs: u64) -> Option<Rest> 
         std::thread::sleep(Duration::from_millis(200));
     }
     std::thread::sleep(Duration::from_secs(warmup));
-    let pid = p.0.id();
+    let pid = p.pid();
     let start = Instant::now();
     let (_, t0) = proc_stat(pid);
     std::thread::sleep(Duration::from_secs(secs));
     let (rss, t1) = proc_stat(pid);
-    let ticks_per_s = 100.0;
     Some(Rest {
-        cpu_pct: (t1 - t0) as f64 / ticks_per_s / start.elapsed().as_secs_f64() * 100.0,
+        cpu_pct: (t1 - t0) as f64 / TICKS_PER_SECOND / start.elapsed().as_secs_f64() * 100.0,
         rss_mib: rss as f64 / 1024.0,
     })
 }
@@ -176,11 +118,10 @@ fn main() {
         ],
         &[("KOORD_EMBEDDED__NODE_RUNTIME__ENABLED", "false".into())],
     );
-    let admin: SocketAddr = addr(api_admin).parse().unwrap();
     report(
         "API server (--embedded)",
         (0.5, None),
-        measure(&server, admin, warmup, secs),
+        measure(&server, &addr(api_admin), warmup, secs),
     );
     let kubeconfig = dir.path().join("server/kubeconfig").display().to_string();
     let cg = dir.path().join("cgroup");
@@ -207,11 +148,10 @@ fn main() {
             ],
             &[("KOORD_KOORDLET__CGROUP_ROOT", cg.display().to_string())],
         );
-        let admin = addr(role_admin).parse().unwrap();
         report(
             &format!("--role={role}"),
             (0.5, None),
-            measure(&p, admin, warmup, secs),
+            measure(&p, &addr(role_admin), warmup, secs),
         );
     }
     drop(server);
@@ -230,10 +170,9 @@ fn main() {
         ],
         &[("KOORD_EMBEDDED__NODE_RUNTIME__PODS_ADDR", addr(free_port()))],
     );
-    let admin = addr(all_admin).parse().unwrap();
     report(
         "--role=all --embedded",
         (2.0, Some(60.0)),
-        measure(&all, admin, warmup, secs),
+        measure(&all, &addr(all_admin), warmup, secs),
     );
 }

@@ -5,50 +5,15 @@
 //! pointed at a temp-dir cgroup tree with 100 running pods whose counters advance every
 //! second, and samples the koordlet's VmRSS and CPU time from /proc.
 
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn proc_stat(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0);
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let f: Vec<&str> = stat
-        .get(stat.rfind(')').map_or(0, |i| i + 1)..)
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let ticks = f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
-        + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    (rss, ticks)
-}
-
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        std::thread::sleep(Duration::from_secs(2));
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{Proc, TICKS_PER_SECOND, free_port, proc_stat};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -69,7 +34,7 @@ async fn main() {
     std::fs::write(cg.join("cpuset/kubepods/besteffort/cpuset.cpus"), "0-1").unwrap();
     std::fs::write(cg.join("cpu/kubepods/besteffort/cpu.cfs_quota_us"), "-1").unwrap();
     let api_port = free_port();
-    let _server = Kill(
+    let _server = Proc(
         Command::new(bin)
             .args([
                 "--embedded",
@@ -139,7 +104,7 @@ async fn main() {
     nms.create(&PostParams::default(), &serde_json::from_value(nm).unwrap())
         .await
         .unwrap();
-    let koordlet = Kill(
+    let koordlet = Proc(
         Command::new(bin)
             .args(["--role=koordlet", "--kubeconfig"])
             .arg(&kubeconfig)
@@ -159,7 +124,7 @@ async fn main() {
             .spawn()
             .unwrap(),
     );
-    let pid = koordlet.0.id();
+    let pid = koordlet.pid();
     let start = Instant::now();
     let (_, ticks0) = proc_stat(pid);
     let mut samples = Vec::new();
@@ -176,8 +141,8 @@ async fn main() {
         }
     }
     let (rss_end, ticks1) = proc_stat(pid);
-    let tck = 100.0;
-    let cpu_pct = (ticks1 - ticks0) as f64 / tck / start.elapsed().as_secs_f64() * 100.0;
+    let cpu_pct =
+        (ticks1 - ticks0) as f64 / TICKS_PER_SECOND / start.elapsed().as_secs_f64() * 100.0;
     let max = samples.iter().map(|(_, r)| *r).max().unwrap_or(rss_end);
     let profile: Vec<String> = samples
         .iter()

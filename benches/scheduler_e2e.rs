@@ -22,6 +22,8 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
 
+mod common;
+
 const NODES: u32 = 500;
 const PODS: usize = 10_000;
 
@@ -104,19 +106,8 @@ async fn in_process() {
         }
     }));
     ready_rx.await.unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let start = Instant::now();
-    futures::stream::iter(0..PODS)
-        .for_each_concurrent(64, |i| {
-            let pods = pods.clone();
-            async move {
-                let p: Pod = serde_json::from_value(json!({"metadata": {"name": format!("pod-{i}"), "namespace": "default"},
-                    "spec": {"schedulerName": "koord-scheduler", "containers": [{"name": "c", "image": "pause",
-                        "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}})).unwrap();
-                pods.create(&PostParams::default(), &p).await.unwrap();
-            }
-        })
-        .await;
+    create_pods(client.clone()).await;
     let created = start.elapsed().as_secs_f64();
     while bound(&server) < PODS && start.elapsed() < Duration::from_secs(300) {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -134,53 +125,35 @@ async fn in_process() {
     server.shutdown().await;
 }
 
+/// Creates the bench's pods (100m / 500 Mi, koord-scheduler) with 64 requests in flight.
+async fn create_pods(client: kube::Client) {
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    futures::stream::iter(0..PODS)
+        .for_each_concurrent(64, |i| {
+            let pods = pods.clone();
+            async move {
+                let p: Pod = serde_json::from_value(json!({"metadata": {"name": format!("pod-{i}"), "namespace": "default"},
+                    "spec": {"schedulerName": "koord-scheduler", "containers": [{"name": "c", "image": "pause",
+                        "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}})).unwrap();
+                pods.create(&PostParams::default(), &p).await.unwrap();
+            }
+        })
+        .await;
+}
+
 /// The scheduler as its own process against `koord --embedded --sim-nodes=N`.
 mod scale {
     use std::collections::HashSet;
-    use std::process::{Child, Command, Stdio};
+    use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
     use futures::StreamExt;
     use k8s_openapi::api::core::v1::Pod;
     use kube::Api;
-    use kube::api::PostParams;
     use kube::runtime::watcher;
-    use serde_json::json;
 
     use super::PODS;
-
-    struct Proc(Child);
-
-    impl Drop for Proc {
-        fn drop(&mut self) {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.0.id().to_string()])
-                .status();
-            std::thread::sleep(Duration::from_secs(1));
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
-    /// CPU seconds (user + system) a process has used so far.
-    fn cpu_secs(pid: u32) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let f: Vec<&str> = stat
-            .get(stat.rfind(')').map_or(0, |i| i + 1)..)
-            .unwrap_or("")
-            .split_whitespace()
-            .collect();
-        let field = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        (field(11) + field(12)) as f64 / 100.0
-    }
-
-    fn free_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
+    use super::common::{Proc, cpu_secs, free_port, ready};
 
     fn koord(args: &[String]) -> Proc {
         Proc(
@@ -194,20 +167,6 @@ mod scale {
                 .spawn()
                 .unwrap(),
         )
-    }
-
-    fn ready(admin: &str) -> bool {
-        use std::io::{Read, Write};
-        let Ok(mut s) = std::net::TcpStream::connect(admin) else {
-            return false;
-        };
-        let _ = write!(
-            s,
-            "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        );
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        out.starts_with("HTTP/1.1 200")
     }
 
     fn wait(what: &str, mut ok: impl FnMut() -> bool) {
@@ -240,18 +199,7 @@ mod scale {
             .await
             .unwrap();
         let client = kube::Client::try_from(cfg).unwrap();
-        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-        futures::stream::iter(0..PODS)
-            .for_each_concurrent(64, |i| {
-                let pods = pods.clone();
-                async move {
-                    let p: Pod = serde_json::from_value(json!({"metadata": {"name": format!("pod-{i}"), "namespace": "default"},
-                        "spec": {"schedulerName": "koord-scheduler", "containers": [{"name": "c", "image": "pause",
-                            "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}})).unwrap();
-                    pods.create(&PostParams::default(), &p).await.unwrap();
-                }
-            })
-            .await;
+        super::create_pods(client.clone()).await;
         let sched_admin = format!("127.0.0.1:{}", free_port());
         let spawned = Instant::now();
         let sched = koord(&[
@@ -274,7 +222,7 @@ mod scale {
                 checked = Instant::now();
                 if ready(&sched_admin) {
                     start = Some(checked);
-                    cpu0 = (cpu_secs(server.0.id()), cpu_secs(sched.0.id()));
+                    cpu0 = (cpu_secs(server.pid()), cpu_secs(sched.pid()));
                 }
             }
             let ev = tokio::time::timeout(Duration::from_millis(100), events.next()).await;
@@ -298,8 +246,8 @@ mod scale {
         );
         println!(
             "  CPU meanwhile: API server {:.2} s, scheduler {:.2} s (2 cores, shared with this watcher)",
-            cpu_secs(server.0.id()) - cpu0.0,
-            cpu_secs(sched.0.id()) - cpu0.1
+            cpu_secs(server.pid()) - cpu0.0,
+            cpu_secs(sched.pid()) - cpu0.1
         );
     }
 }

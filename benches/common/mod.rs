@@ -1,0 +1,85 @@
+//! Helpers the process-level benches share: ports, /proc readings, readiness, and a child
+//! process that is stopped (SIGTERM, then SIGKILL) when dropped.
+#![allow(dead_code)]
+
+use std::process::{Child, Command};
+use std::time::Duration;
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// (VmRSS in KiB, utime + stime in clock ticks) of a process.
+pub fn proc_stat(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let f: Vec<&str> = stat
+        .get(stat.rfind(')').map_or(0, |i| i + 1)..)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let field = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (rss, field(11) + field(12))
+}
+
+/// Clock ticks per second of /proc/PID/stat times (USER_HZ, 100 on Linux).
+pub const TICKS_PER_SECOND: f64 = 100.0;
+
+/// CPU seconds (user + system) a process has used so far.
+pub fn cpu_secs(pid: u32) -> f64 {
+    proc_stat(pid).1 as f64 / TICKS_PER_SECOND
+}
+
+/// `GET /readyz` on a koord admin address answered 200.
+pub fn ready(admin: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(addr) = admin.parse() else {
+        return false;
+    };
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let req = format!("GET /readyz HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).is_err() {
+        return false;
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.starts_with("HTTP/1.1 200")
+}
+
+/// A child process, stopped when dropped: SIGTERM, up to 10 s to exit, then SIGKILL.
+pub struct Proc(pub Child);
+
+impl Proc {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        for _ in 0..100 {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
