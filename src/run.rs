@@ -155,9 +155,16 @@ async fn run_roles(mut cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
     if let Some((_, _, Some(rt))) = &embedded {
         wire_koordlet_to_runtime(&mut cfg, rt);
     }
-    // The embedded API server calls the webhooks by URL: there is no Service to resolve.
-    if embedded.is_some() && cfg.manager.webhook.host.is_empty() {
-        cfg.manager.webhook.host = "127.0.0.1".into();
+    // The embedded API server calls the webhooks by URL over loopback: there is no
+    // Service to resolve, and nobody else needs to reach them.
+    if embedded.is_some() {
+        let webhook = &mut cfg.manager.webhook;
+        if webhook.host.is_empty() {
+            webhook.host = "127.0.0.1".into();
+        }
+        if webhook.bind_address.is_unspecified() {
+            webhook.bind_address = std::net::Ipv4Addr::LOCALHOST.into();
+        }
     }
     let cluster = if let Some((_, c, _)) = &embedded {
         Some(c.clone())
@@ -260,7 +267,7 @@ async fn start_embedded(
     let path = cfg.common.data_dir.join("kubeconfig");
     server
         .write_kubeconfig(&path)
-        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        .map_err(|e| anyhow::anyhow!("writing the kubeconfig: {e}"))?;
     let client = server
         .client()
         .await

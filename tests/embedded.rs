@@ -4,6 +4,7 @@
 mod common;
 
 use std::net::SocketAddr;
+use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
 
 use common::{Koord, free_port, http_get, wait_until};
@@ -113,18 +114,17 @@ fn embedded_all_roles_start_serve_kubectl_and_keep_data() {
     ) {
         assert_eq!(out, "1");
     }
-    let api_addr: SocketAddr = format!("127.0.0.1:{api}").parse().unwrap();
-    let (code, body) = http_get(api_addr, "/api/v1/nodes/koord-node").unwrap();
-    assert_eq!(code, 200, "{body}");
-    let node: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert!(
-        node["status"]["capacity"]["cpu"]
-            .as_str()
-            .unwrap()
-            .parse::<u32>()
-            .unwrap()
-            >= 1
-    );
+    if let Some(body) = kubectl(dir.path(), &["get", "node", "koord-node", "-o", "json"], None) {
+        let node: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert!(
+            node["status"]["capacity"]["cpu"]
+                .as_str()
+                .unwrap()
+                .parse::<u32>()
+                .unwrap()
+                >= 1
+        );
+    }
     again.signal("TERM");
     assert_eq!(
         again
@@ -159,4 +159,91 @@ fn run_examples(dir: &std::path::Path, koord: &Koord) {
         koord.logs()
     );
     kubectl(dir, &["delete", "-f", examples], None);
+}
+
+/// What a local user without the kubeconfig gets: 401 (over HTTPS or plain HTTP), no pod
+/// stored, nothing run; and the files that hold credentials and objects are private.
+#[test]
+fn strangers_get_401_and_files_are_private() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = free_port();
+    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let koord = start(dir.path(), api, admin);
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            http_get(admin, "/readyz").is_some_and(|(s, _)| s == 200)
+        }),
+        "{}",
+        koord.logs()
+    );
+    let marker = format!("{}-stranger-{}", common::STRAY_MARKER, std::process::id());
+    let outcome = stranger_posts_a_pod(api, &dir.path().join("kubeconfig"), &marker);
+    assert_eq!(outcome.lines().next(), Some("https 401"), "{outcome}");
+    assert!(outcome.contains("plain refused"), "{outcome}");
+    if common::is_root() {
+        assert!(outcome.contains("kubeconfig unreadable"), "{outcome}");
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    if let Some(pods) = kubectl(dir.path(), &["get", "pods", "-A", "-o", "name"], None) {
+        assert!(!pods.contains("stranger"), "the pod was stored: {pods}");
+    }
+    let running = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
+    });
+    assert!(!running, "the stranger's command runs");
+
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+    assert_eq!(mode(&dir.path().join("kubeconfig")), 0o600);
+    assert_eq!(mode(dir.path()), 0o700, "the data directory");
+    for sub in ["apiserver", "pki"] {
+        let path = dir.path().join(sub);
+        assert_eq!(mode(&path), 0o700, "{sub}");
+        for f in std::fs::read_dir(&path).unwrap().flatten() {
+            if f.file_type().unwrap().is_file() {
+                assert_eq!(mode(&f.path()), 0o600, "{}", f.path().display());
+            }
+        }
+    }
+}
+
+/// Runs python3 (as `nobody` when this test is root) posting a pod without credentials;
+/// prints what happened, one finding per line.
+fn stranger_posts_a_pod(port: u16, kubeconfig: &std::path::Path, marker: &str) -> String {
+    use std::os::unix::process::CommandExt;
+    let script = r#"
+import http.client, json, ssl, sys
+port, kubeconfig, marker = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stranger"},
+       "spec": {"nodeName": "koord-node", "containers": [{"name": "c", "image": "busybox",
+                "command": ["sh", "-c", "sleep 600 # " + marker]}]}}
+c = http.client.HTTPSConnection("127.0.0.1", port, context=ssl._create_unverified_context(), timeout=10)
+c.request("POST", "/api/v1/namespaces/default/pods", body=json.dumps(pod),
+          headers={"Content-Type": "application/json"})
+print("https", c.getresponse().status)
+try:
+    p = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    p.request("POST", "/api/v1/namespaces/default/pods", body=json.dumps(pod),
+              headers={"Content-Type": "application/json"})
+    print("plain answered", p.getresponse().status)
+except Exception as e:
+    print("plain refused", type(e).__name__)
+try:
+    open(kubeconfig).read()
+    print("kubeconfig readable")
+except PermissionError:
+    print("kubeconfig unreadable")
+"#;
+    let mut cmd = std::process::Command::new("python3");
+    cmd.args(["-c", script, &port.to_string(), kubeconfig.to_str().unwrap(), marker])
+        .current_dir("/");
+    if common::is_root() {
+        cmd.uid(65534).gid(65534);
+    }
+    let out = cmd.output().expect("run python3");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }

@@ -115,7 +115,10 @@ async fn kubectl_apply_get_patch_delete() {
         eprintln!("skipping: kubectl is not on PATH");
         return;
     };
-    let api = TestApi::start().await;
+    // As `--embedded` serves it: HTTPS with its own CA, and a token.
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.tls = true;
+    let api = TestApi::start_with(opts).await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     api.server().write_kubeconfig(&kubeconfig).unwrap();

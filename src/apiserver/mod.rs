@@ -9,6 +9,7 @@ pub mod node;
 pub mod openapi;
 pub use crate::api::patch;
 pub mod registry;
+pub mod security;
 pub mod semantics;
 pub mod sim;
 pub mod store;
@@ -34,9 +35,11 @@ use store::{Store, StoreOptions};
 pub struct Config {
     /// Run the in-process API server and point every role at it (`--embedded`).
     pub enabled: bool,
-    /// Listen address (`--embedded-addr`). Non-loopback addresses need `bearerToken`.
+    /// Listen address (`--embedded-addr`). Loopback by default; every address is served
+    /// over HTTPS and needs the token.
     pub addr: SocketAddr,
-    /// Token required as `Authorization: Bearer` on every request when set.
+    /// Token required as `Authorization: Bearer` on every request. Unset: one is generated
+    /// once and kept under `<dataDir>/pki/token` (the written kubeconfig carries it).
     pub bearer_token: Option<String>,
     /// Events kept per resource for watches resuming from older resourceVersions.
     pub watch_history: usize,
@@ -80,6 +83,7 @@ impl Config {
         Options {
             addr: self.addr,
             data_dir: Some(data_dir.to_path_buf()),
+            tls: true,
             bearer_token: self.bearer_token.clone(),
             store: StoreOptions {
                 history: self.watch_history,
@@ -102,15 +106,6 @@ impl Config {
     /// Problems with this section, as (key, message).
     pub fn validate(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
-        if !self.addr.ip().is_loopback() && self.bearer_token.as_deref().is_none_or(str::is_empty) {
-            out.push((
-                "addr",
-                format!(
-                    "{} is not a loopback address; set embedded.bearerToken to serve it",
-                    self.addr
-                ),
-            ));
-        }
         for (key, q) in [
             ("simNodeCpu", &self.sim_node_cpu),
             ("simNodeMemory", &self.sim_node_memory),
@@ -129,6 +124,9 @@ pub struct Options {
     pub addr: SocketAddr,
     /// `None`: a temporary store that disappears with the server.
     pub data_dir: Option<PathBuf>,
+    /// Serve HTTPS with a CA of the server's own, and require a token (generated when
+    /// `bearer_token` is unset). Off only for in-process test harnesses.
+    pub tls: bool,
     pub bearer_token: Option<String>,
     pub store: StoreOptions,
     pub bookmark_interval: Duration,
@@ -142,6 +140,7 @@ impl Options {
         Options {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             data_dir: None,
+            tls: false,
             bearer_token: None,
             store: StoreOptions::default(),
             bookmark_interval: Duration::from_secs(60),
@@ -163,12 +162,15 @@ pub enum StartError {
     Store(PathBuf, store::StoreError),
     #[error("creating {0}: {1}")]
     DataDir(PathBuf, std::io::Error),
+    #[error("{0}")]
+    Security(#[from] security::SecurityError),
 }
 
 /// A running server. Stop it with [`ApiServer::shutdown`], which also flushes storage.
 pub struct ApiServer {
     state: Arc<ServerState>,
     addr: SocketAddr,
+    ca_pem: Option<String>,
     stop: CancellationToken,
     tasks: JoinSet<()>,
 }
@@ -177,15 +179,26 @@ const EVENT_TTL: Duration = Duration::from_secs(3600);
 
 impl ApiServer {
     pub async fn start(opts: Options) -> Result<ApiServer, StartError> {
-        if !opts.addr.ip().is_loopback() && opts.bearer_token.is_none() {
+        if let Some(dir) = &opts.data_dir {
+            security::private_dir(dir)?;
+        }
+        let creds = security::prepare(
+            opts.data_dir.as_deref(),
+            opts.addr,
+            opts.tls,
+            opts.bearer_token.clone(),
+        )?;
+        if !opts.addr.ip().is_loopback() && creds.token.is_none() {
             return Err(StartError::Insecure(opts.addr));
         }
         let store = match &opts.data_dir {
             Some(dir) => {
                 let path = dir.join("apiserver");
-                std::fs::create_dir_all(&path).map_err(|e| StartError::DataDir(path.clone(), e))?;
-                Store::open(&path, opts.store.clone())
-                    .map_err(|e| StartError::Store(path.clone(), e))?
+                security::private_dir(&path)?;
+                let store = Store::open(&path, opts.store.clone())
+                    .map_err(|e| StartError::Store(path.clone(), e))?;
+                security::restrict_tree(&path)?;
+                store
             }
             None => Store::temporary(opts.store.clone())
                 .map_err(|e| StartError::Store(PathBuf::from("<temporary>"), e))?,
@@ -210,7 +223,7 @@ impl ApiServer {
             admission: admission::Admission::new(store.clone()),
             store: store.clone(),
             registry,
-            token: opts.bearer_token.clone(),
+            token: creds.token.clone(),
             server_addr: addr.to_string(),
             continues: Default::default(),
             bookmark_interval: opts.bookmark_interval,
@@ -220,8 +233,16 @@ impl ApiServer {
         let handler_state = state.clone();
         let handler = move |req| http::handle(handler_state.clone(), req);
         let serve_stop = stop.clone();
+        let tls = creds.server_config()?;
         tasks.spawn(async move {
-            if let Err(e) = crate::kernel::http::serve(listener, handler, serve_stop).await {
+            let served = match tls {
+                Some(cfg) => {
+                    let source = Arc::new(std::sync::RwLock::new(cfg));
+                    crate::kernel::http::serve_tls(listener, source, handler, serve_stop).await
+                }
+                None => crate::kernel::http::serve(listener, handler, serve_stop).await,
+            };
+            if let Err(e) = served {
                 tracing::error!(error = %e, "embedded API server stopped");
             }
         });
@@ -234,6 +255,7 @@ impl ApiServer {
         Ok(ApiServer {
             state,
             addr,
+            ca_pem: creds.tls.map(|b| b.ca_pem),
             stop,
             tasks,
         })
@@ -243,8 +265,14 @@ impl ApiServer {
         self.addr
     }
 
+    /// Where clients reach the server: loopback when it listens on every address.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let mut addr = self.addr;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        let scheme = if self.ca_pem.is_some() { "https" } else { "http" };
+        format!("{scheme}://{addr}")
     }
 
     /// The storage, for in-process use (simulation, tests, benchmarks).
@@ -252,34 +280,32 @@ impl ApiServer {
         &self.state.store
     }
 
-    /// A kubeconfig for kubectl and kube-rs.
+    /// A kubeconfig for kubectl and kube-rs. It carries the token: keep it private.
     pub fn kubeconfig(&self) -> String {
+        use base64::Engine;
         let user = match &self.state.token {
             Some(t) => format!("{{token: {t}}}"),
             None => "{}".to_string(),
         };
+        let ca = self.ca_pem.as_ref().map_or(String::new(), |pem| {
+            let data = base64::engine::general_purpose::STANDARD.encode(pem);
+            format!("    certificate-authority-data: {data}\n")
+        });
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: koord-embedded\n  cluster:\n    server: {}\n\
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: koord-embedded\n  cluster:\n{ca}    server: {}\n\
              contexts:\n- name: koord-embedded\n  context:\n    cluster: koord-embedded\n    user: koord-embedded\n    namespace: default\n\
              current-context: koord-embedded\nusers:\n- name: koord-embedded\n  user: {user}\n",
             self.url()
         )
     }
 
-    /// Writes the kubeconfig (mode 0600) and returns its path.
-    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
+    /// Writes the kubeconfig (mode 0600, replacing any older file atomically).
+    pub fn write_kubeconfig(&self, path: &Path) -> Result<(), security::SecurityError> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| security::SecurityError::Io(dir.to_path_buf(), e))?;
         }
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)?;
-        f.write_all(self.kubeconfig().as_bytes())
+        security::write_private(path, &self.kubeconfig())
     }
 
     /// A kube-rs client for this server.

@@ -227,9 +227,10 @@ fn check_node_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// The effective configuration as YAML, limited to `common` and the given roles.
+/// The effective configuration as YAML, limited to `common` and the given roles, with
+/// secret values redacted.
 pub fn to_yaml(cfg: &Config, roles: Option<&RoleSet>) -> String {
-    let mut value = serde_json::to_value(cfg).unwrap_or_default();
+    let mut value = redacted_json(cfg);
     if let (Some(roles), Some(obj)) = (roles, value.as_object_mut()) {
         let keep: Vec<&str> = std::iter::once("common")
             .chain(roles.0.iter().map(|r| r.config_key()))

@@ -153,11 +153,13 @@ fn example_file_has_every_key_with_its_default() {
 
 #[test]
 fn print_limits_sections_and_redacts() {
-    let cfg = Config::defaults(&host());
+    let mut cfg = Config::defaults(&host());
+    cfg.embedded.bearer_token = Some("tok-3141".into());
     let roles = crate::kernel::role::parse_roles("manager").unwrap();
     let yaml = to_yaml(&cfg, Some(&roles));
     assert!(yaml.contains("common:") && yaml.contains("manager:"));
     assert!(!yaml.contains("koordlet:"));
+    assert!(!to_yaml(&cfg, None).contains("tok-3141"), "printed in clear");
     let mut v = serde_json::json!({"a": {"bearerToken": "s3cret", "tokenFile": "/x", "n": 1}});
     redact(&mut v);
     assert_eq!(v["a"]["bearerToken"], "<redacted>");

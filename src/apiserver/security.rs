@@ -1,0 +1,240 @@
+//! What makes `--embedded` safe to run as root on a shared machine: HTTPS with a CA of its
+//! own, a bearer token every request must carry, and a data directory only its owner can
+//! read. The CA, serving certificate and token live under `<dataDir>/pki` so a kubeconfig
+//! written once keeps working across restarts.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::kernel::tls::{self, CertBundle};
+
+const CA_NAME: &str = "koord-embedded-ca";
+const CA_FILE: &str = "ca.crt";
+const CERT_FILE: &str = "apiserver.crt";
+const KEY_FILE: &str = "apiserver.key";
+const TOKEN_FILE: &str = "token";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SecurityError {
+    #[error("{0}: {1}")]
+    Io(PathBuf, std::io::Error),
+    #[error("TLS for the embedded API server: {0}")]
+    Tls(#[from] tls::TlsError),
+}
+
+/// The credentials of a server: its certificates (when it serves HTTPS) and its token.
+#[derive(Clone)]
+pub struct Credentials {
+    pub tls: Option<CertBundle>,
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for Credentials {
+    /// Never prints the token or the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("tls", &self.tls.is_some())
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl Credentials {
+    pub fn server_config(&self) -> Result<Option<Arc<rustls::ServerConfig>>, SecurityError> {
+        let Some(b) = &self.tls else {
+            return Ok(None);
+        };
+        Ok(Some(tls::server_config(
+            b.cert_pem.as_bytes(),
+            b.key_pem.as_bytes(),
+        )?))
+    }
+}
+
+/// Makes `dir` (and its missing parents) exist, and `dir` itself private (0700).
+pub fn private_dir(dir: &Path) -> Result<(), SecurityError> {
+    let io = |e| SecurityError::Io(dir.to_path_buf(), e);
+    std::fs::create_dir_all(dir).map_err(io)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)
+}
+
+/// Narrows every file under `dir` to 0600 and every directory to 0700 (sled creates its
+/// files with the process umask).
+pub fn restrict_tree(dir: &Path) -> Result<(), SecurityError> {
+    let io = |p: &Path, e| SecurityError::Io(p.to_path_buf(), e);
+    for entry in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
+        let entry = entry.map_err(|e| io(dir, e))?;
+        let path = entry.path();
+        let ft = entry.file_type().map_err(|e| io(&path, e))?;
+        if ft.is_dir() {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| io(&path, e))?;
+            restrict_tree(&path)?;
+        } else if ft.is_file() {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| io(&path, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `text` to `path` with mode 0600, atomically (temporary file, then rename).
+pub fn write_private(path: &Path, text: &str) -> Result<(), SecurityError> {
+    let io = |e| SecurityError::Io(path.to_path_buf(), e);
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io)?;
+    f.write_all(text.as_bytes()).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+fn random_token() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+/// Names the serving certificate covers: loopback under every name, and `addr`.
+fn san_names(addr: SocketAddr) -> Vec<String> {
+    let mut names = vec![
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+        "localhost".to_string(),
+    ];
+    if !addr.ip().is_unspecified() && !addr.ip().is_loopback() {
+        names.push(addr.ip().to_string());
+    }
+    names
+}
+
+fn read_optional(path: &Path) -> Result<Option<String>, SecurityError> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(SecurityError::Io(path.to_path_buf(), e)),
+    }
+}
+
+/// Certificates from `pki`, or new ones when missing, unreadable or not covering `addr`.
+fn load_or_generate_tls(pki: &Path, addr: SocketAddr) -> Result<CertBundle, SecurityError> {
+    let names = san_names(addr);
+    let marker = pki.join("apiserver.names");
+    let existing = (
+        read_optional(&pki.join(CA_FILE))?,
+        read_optional(&pki.join(CERT_FILE))?,
+        read_optional(&pki.join(KEY_FILE))?,
+        read_optional(&marker)?,
+    );
+    if let (Some(ca_pem), Some(cert_pem), Some(key_pem), Some(n)) = existing {
+        let b = CertBundle {
+            ca_pem,
+            cert_pem,
+            key_pem,
+        };
+        if n == names.join(",") && tls::server_config(b.cert_pem.as_bytes(), b.key_pem.as_bytes()).is_ok() {
+            return Ok(b);
+        }
+        tracing::info!(dir = %pki.display(), "regenerating the embedded API server's certificates");
+    }
+    let b = tls::generate(CA_NAME, &names)?;
+    write_private(&pki.join(CA_FILE), &b.ca_pem)?;
+    write_private(&pki.join(CERT_FILE), &b.cert_pem)?;
+    write_private(&pki.join(KEY_FILE), &b.key_pem)?;
+    write_private(&marker, &names.join(","))?;
+    Ok(b)
+}
+
+/// The credentials for a server at `addr`: with `tls`, certificates kept under
+/// `<data_dir>/pki` (or made in memory without a data dir); the configured token, else
+/// (with `tls`) one generated once and kept there too.
+pub fn prepare(
+    data_dir: Option<&Path>,
+    addr: SocketAddr,
+    tls_on: bool,
+    configured_token: Option<String>,
+) -> Result<Credentials, SecurityError> {
+    let configured_token = configured_token.filter(|t| !t.trim().is_empty());
+    if !tls_on {
+        return Ok(Credentials {
+            tls: None,
+            token: configured_token,
+        });
+    }
+    let Some(dir) = data_dir else {
+        return Ok(Credentials {
+            tls: Some(tls::generate(CA_NAME, &san_names(addr))?),
+            token: configured_token.or_else(|| Some(random_token())),
+        });
+    };
+    let pki = dir.join("pki");
+    private_dir(&pki)?;
+    let tls = load_or_generate_tls(&pki, addr)?;
+    let token = match configured_token {
+        Some(t) => t,
+        None => {
+            let path = pki.join(TOKEN_FILE);
+            match read_optional(&path)?.map(|t| t.trim().to_string()) {
+                Some(t) if !t.is_empty() => t,
+                _ => {
+                    let t = random_token();
+                    write_private(&path, &t)?;
+                    t
+                }
+            }
+        }
+    };
+    Ok(Credentials {
+        tls: Some(tls),
+        token: Some(token),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().mode() & 0o777
+    }
+
+    #[test]
+    fn credentials_are_private_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let addr: SocketAddr = "127.0.0.1:6443".parse().unwrap();
+        let a = prepare(Some(dir.path()), addr, true, None).unwrap();
+        let b = prepare(Some(dir.path()), addr, true, None).unwrap();
+        assert_eq!(a.token, b.token);
+        assert_eq!(a.tls, b.tls);
+        assert_eq!(a.token.as_ref().map(String::len), Some(64));
+        assert_eq!(mode(&dir.path().join("pki")), 0o700);
+        for f in [CA_FILE, CERT_FILE, KEY_FILE, TOKEN_FILE] {
+            assert_eq!(mode(&dir.path().join("pki").join(f)), 0o600, "{f}");
+        }
+        assert!(a.server_config().unwrap().is_some());
+        assert!(!format!("{a:?}").contains(a.token.as_deref().unwrap()));
+        let other: SocketAddr = "10.1.2.3:6443".parse().unwrap();
+        let c = prepare(Some(dir.path()), other, true, Some("given".into())).unwrap();
+        assert_ne!(c.tls, a.tls, "a new address needs a new certificate");
+        assert_eq!(c.token.as_deref(), Some("given"));
+    }
+
+    #[test]
+    fn plain_http_keeps_only_a_configured_token() {
+        let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let c = prepare(None, addr, false, Some(" ".into())).unwrap();
+        assert!(c.tls.is_none() && c.token.is_none());
+    }
+}
