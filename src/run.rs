@@ -130,6 +130,7 @@ impl Signals {
 }
 
 async fn run_roles(mut cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
+    kernel::http::raise_nofile_limit();
     let mut signals = match Signals::install() {
         Ok(s) => s,
         Err(err) => {

@@ -360,3 +360,114 @@ async fn metadata_lists_decode() {
     let metas = cms.list_metadata(&ListParams::default()).await.unwrap();
     assert_eq!(metas.items[0].metadata.name.as_deref(), Some("m"));
 }
+
+/// Opens `n` connections to `addr` and sends each `prefix` (nothing for idle ones).
+fn hold_connections(addr: std::net::SocketAddr, n: usize, prefix: &str) -> Vec<std::net::TcpStream> {
+    use std::io::Write;
+    (0..n)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(addr).expect("connect");
+            if !prefix.is_empty() {
+                s.write_all(prefix.as_bytes()).unwrap();
+            }
+            s
+        })
+        .collect()
+}
+
+/// How many of `conns` the server has closed (a read sees EOF or an error).
+fn closed_by_server(conns: &mut [std::net::TcpStream]) -> usize {
+    use std::io::Read;
+    conns
+        .iter_mut()
+        .filter(|s| {
+            let s: &std::net::TcpStream = s;
+            let mut s = s;
+            s.set_read_timeout(Some(std::time::Duration::from_millis(5)))
+                .unwrap();
+            let mut buf = [0u8; 512];
+            match s.read(&mut buf) {
+                Ok(0) => true,
+                Ok(_) => s.read(&mut buf).is_ok_and(|n| n == 0),
+                Err(e) => !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ),
+            }
+        })
+        .count()
+}
+
+/// Thousands of idle, half-sent-head and half-sent-body connections: the server keeps
+/// answering, and closes the idle and half-sent ones after the header timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_half_sent_connections_do_not_starve_the_server() {
+    use std::time::{Duration, Instant};
+    koord::kernel::http::raise_nofile_limit();
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.bearer_token = Some("t0k".into());
+    opts.limits.header_timeout = Duration::from_secs(2);
+    let api = TestApi::start_with(opts).await;
+    let addr = api.server().addr();
+    let body_head = format!(
+        "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t0k\r\n\
+         Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{\"metadata\":"
+    );
+    let (mut idle, mut heads, bodies) = tokio::task::spawn_blocking(move || {
+        (
+            hold_connections(addr, 2000, ""),
+            hold_connections(addr, 1000, "GET /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nAuthoriz"),
+            hold_connections(addr, 500, &body_head),
+        )
+    })
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let nss: Api<Namespace> = Api::all(api.client.clone());
+    assert!(nss.list(&ListParams::default()).await.unwrap().items.len() >= 4);
+    let health = tokio::task::spawn_blocking(move || common::http_get(addr, "/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(health.map(|h| h.0), Some(200));
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let (idle_closed, heads_closed) = tokio::task::spawn_blocking(move || {
+        (closed_by_server(&mut idle), closed_by_server(&mut heads))
+    })
+    .await
+    .unwrap();
+    assert_eq!((idle_closed, heads_closed), (2000, 1000));
+    drop(bodies);
+}
+
+/// Beyond the connection cap new clients wait, and are served once the idle ones time out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_beyond_the_connection_cap_are_served_after_idle_ones_time_out() {
+    use std::time::Duration;
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.limits.max_connections = 50;
+    opts.limits.header_timeout = Duration::from_secs(1);
+    let api = TestApi::start_with(opts).await;
+    let addr = api.server().addr();
+    let idle = tokio::task::spawn_blocking(move || hold_connections(addr, 150, ""))
+        .await
+        .unwrap();
+    let nss: Api<Namespace> = Api::all(api.client.clone());
+    let listed = tokio::time::timeout(Duration::from_secs(15), nss.list(&ListParams::default()))
+        .await
+        .expect("served within 15 s")
+        .unwrap();
+    assert!(!listed.items.is_empty());
+    drop(idle);
+}
+
+#[tokio::test]
+async fn oversized_bodies_get_413() {
+    let api = TestApi::start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(api.client.clone(), "default");
+    let mut big = cm("big", &[]);
+    big.data = Some(BTreeMap::from([("k".into(), "x".repeat(4 << 20))]));
+    let err = cms.create(&PostParams::default(), &big).await;
+    assert_eq!(api_code(err), 413);
+}

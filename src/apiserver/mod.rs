@@ -100,6 +100,7 @@ impl Config {
             local_node: self
                 .register_local_node
                 .then(|| node::LocalNode::detect(node_name)),
+            limits: Default::default(),
         }
     }
 
@@ -132,6 +133,8 @@ pub struct Options {
     pub bookmark_interval: Duration,
     pub sim: Option<sim::SimNodes>,
     pub local_node: Option<node::LocalNode>,
+    /// Connection cap and timeouts of the listener.
+    pub limits: crate::kernel::http::Limits,
 }
 
 impl Options {
@@ -146,6 +149,7 @@ impl Options {
             bookmark_interval: Duration::from_secs(60),
             sim: None,
             local_node: None,
+            limits: Default::default(),
         }
     }
 }
@@ -233,15 +237,14 @@ impl ApiServer {
         let handler_state = state.clone();
         let handler = move |req| http::handle(handler_state.clone(), req);
         let serve_stop = stop.clone();
-        let tls = creds.server_config()?;
+        let tls = creds
+            .server_config()?
+            .map(|cfg| Arc::new(std::sync::RwLock::new(cfg)));
+        let limits = opts.limits;
         tasks.spawn(async move {
-            let served = match tls {
-                Some(cfg) => {
-                    let source = Arc::new(std::sync::RwLock::new(cfg));
-                    crate::kernel::http::serve_tls(listener, source, handler, serve_stop).await
-                }
-                None => crate::kernel::http::serve(listener, handler, serve_stop).await,
-            };
+            let served =
+                crate::kernel::http::serve_limited(listener, tls, limits, handler, serve_stop)
+                    .await;
             if let Err(e) = served {
                 tracing::error!(error = %e, "embedded API server stopped");
             }

@@ -6,12 +6,13 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited, combinators::UnsyncBoxBody};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -51,14 +52,79 @@ pub enum BodyError {
     TooLarge(usize),
     #[error("reading request body: {0}")]
     Read(String),
+    #[error("request body not received within {0:?}")]
+    Timeout(Duration),
 }
 
-/// Reads a request body up to `limit` bytes.
+/// Time a client has to send a whole request body.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Reads a request body up to `limit` bytes, within [`BODY_TIMEOUT`].
 pub async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, BodyError> {
-    match Limited::new(body, limit).collect().await {
+    let declared = hyper::body::Body::size_hint(&body).lower();
+    if declared > limit as u64 {
+        return Err(BodyError::TooLarge(limit));
+    }
+    let collected = tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, limit).collect()).await;
+    let Ok(collected) = collected else {
+        return Err(BodyError::Timeout(BODY_TIMEOUT));
+    };
+    match collected {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge(limit)),
         Err(e) => Err(BodyError::Read(e.to_string())),
+    }
+}
+
+/// What one listener allows: without these, idle and half-sent connections hold file
+/// descriptors until the process can accept nothing (not even `/readyz`).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections served at once (TLS handshakes included); beyond, new ones wait in the
+    /// kernel's backlog until one ends.
+    pub max_connections: usize,
+    /// Time for a request head to arrive, counted from the connection's start or the end
+    /// of its previous response (so an idle keep-alive connection is closed after it too).
+    pub header_timeout: Duration,
+    /// Time for a TLS handshake to complete.
+    pub handshake_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: default_max_connections(),
+            header_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Half the open-file limit, at most 8192: the rest stays for storage, cgroups and clients.
+fn default_max_connections() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct we pass.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0;
+    let soft = if ok { lim.rlim_cur as usize } else { 1024 };
+    (soft / 2).clamp(64, 8192)
+}
+
+/// Raises the soft open-file limit to the hard one (as Go programs do at start), so the
+/// connection caps above have room.
+pub fn raise_nofile_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
     }
 }
 
@@ -69,12 +135,27 @@ where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<Body>> + Send + 'static,
 {
+    serve_connection_limited(conns, io, handler, Limits::default().header_timeout);
+}
+
+fn serve_connection_limited<S, F, Fut>(
+    conns: &mut JoinSet<()>,
+    io: S,
+    handler: F,
+    header_timeout: Duration,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<Body>> + Send + 'static,
+{
     conns.spawn(async move {
         let service = hyper::service::service_fn(move |req| {
             let handler = handler.clone();
             async move { Ok::<_, Infallible>(handler(req).await) }
         });
         let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout)
             .keep_alive(true)
             .serve_connection(TokioIo::new(io), service);
         if let Err(err) = conn.await {
@@ -97,34 +178,7 @@ where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<Body>> + Send + 'static,
 {
-    let mut conns = JoinSet::new();
-    let mut handshakes = JoinSet::new();
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let config = tls.read().unwrap_or_else(|p| p.into_inner()).clone();
-                    let accept = tokio_rustls::TlsAcceptor::from(config).accept(stream);
-                    handshakes.spawn(tokio::time::timeout(std::time::Duration::from_secs(10), accept));
-                }
-                Err(err) => {
-                    tracing::warn!(%err, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-            },
-            Some(done) = handshakes.join_next(), if !handshakes.is_empty() => match done {
-                Ok(Ok(Ok(stream))) => serve_connection(&mut conns, stream, handler.clone()),
-                Ok(Ok(Err(err))) => tracing::debug!(%err, "TLS handshake failed"),
-                Ok(Err(_)) => tracing::debug!("TLS handshake timed out"),
-                Err(_) => {}
-            },
-            Some(_) = conns.join_next(), if !conns.is_empty() => {}
-        }
-    }
-    handshakes.shutdown().await;
-    conns.shutdown().await;
-    Ok(())
+    serve_limited(listener, Some(tls), Limits::default(), handler, stop).await
 }
 
 /// Accepts connections until `stop` is cancelled, then closes every connection.
@@ -137,23 +191,56 @@ where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<Body>> + Send + 'static,
 {
+    serve_limited(listener, None, Limits::default(), handler, stop).await
+}
+
+/// The accept loop behind [`serve`] and [`serve_tls`], with explicit limits.
+pub async fn serve_limited<F, Fut>(
+    listener: TcpListener,
+    tls: Option<TlsSource>,
+    limits: Limits,
+    handler: F,
+    stop: CancellationToken,
+) -> io::Result<()>
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<Body>> + Send + 'static,
+{
     let mut conns = JoinSet::new();
+    let mut handshakes = JoinSet::new();
+    let max = limits.max_connections.max(1);
     loop {
+        let room = conns.len() + handshakes.len() < max;
         tokio::select! {
             _ = stop.cancelled() => break,
-            accepted = listener.accept() => match accepted {
+            accepted = listener.accept(), if room => match accepted {
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
-                    serve_connection(&mut conns, stream, handler.clone());
+                    match &tls {
+                        Some(tls) => {
+                            let config = tls.read().unwrap_or_else(|p| p.into_inner()).clone();
+                            let accept = tokio_rustls::TlsAcceptor::from(config).accept(stream);
+                            handshakes.spawn(tokio::time::timeout(limits.handshake_timeout, accept));
+                        }
+                        None => serve_connection_limited(&mut conns, stream, handler.clone(), limits.header_timeout),
+                    }
                 }
                 Err(err) => {
+                    // Out of file descriptors, most likely: wait for connections to end.
                     tracing::warn!(%err, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
+            },
+            Some(done) = handshakes.join_next(), if !handshakes.is_empty() => match done {
+                Ok(Ok(Ok(stream))) => serve_connection_limited(&mut conns, stream, handler.clone(), limits.header_timeout),
+                Ok(Ok(Err(err))) => tracing::debug!(%err, "TLS handshake failed"),
+                Ok(Err(_)) => tracing::debug!("TLS handshake timed out"),
+                Err(_) => {}
             },
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
     }
+    handshakes.shutdown().await;
     conns.shutdown().await;
     Ok(())
 }

@@ -126,6 +126,15 @@ impl ApiError {
         Self::new(429, "TooManyRequests", message)
     }
 
+    /// 413 with kube-apiserver's wording.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
     }
@@ -165,4 +174,15 @@ impl From<crate::apiserver::store::StoreError> for ApiError {
 /// `{"kind":"Status","status":"Success"}` for deletes of collections and subresources.
 pub fn success(code: u16) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code})
+}
+
+impl From<crate::kernel::http::BodyError> for ApiError {
+    fn from(e: crate::kernel::http::BodyError) -> Self {
+        use crate::kernel::http::BodyError;
+        match e {
+            BodyError::TooLarge(limit) => ApiError::too_large(limit),
+            BodyError::Timeout(_) => ApiError::new(408, "Timeout", e.to_string()),
+            BodyError::Read(_) => ApiError::bad_request(e.to_string()),
+        }
+    }
 }

@@ -16,9 +16,7 @@ use crate::apiserver::store::{Change, Filter};
 use crate::kernel::http::{Body, json as json_response, read_body};
 
 async fn body_json(req: Request<Incoming>) -> Result<Value, ApiError> {
-    let bytes = read_body(req.into_body(), MAX_BODY)
-        .await
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let bytes = read_body(req.into_body(), MAX_BODY).await?;
     serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
 }

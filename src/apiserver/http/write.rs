@@ -48,9 +48,7 @@ fn content_type(req: &Request<Incoming>) -> String {
 
 async fn body_bytes(req: Request<Incoming>) -> Result<(String, bytes::Bytes), ApiError> {
     let ct = content_type(&req);
-    let bytes = read_body(req.into_body(), MAX_BODY)
-        .await
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let bytes = read_body(req.into_body(), MAX_BODY).await?;
     Ok((ct, bytes))
 }
 
