@@ -362,7 +362,11 @@ async fn metadata_lists_decode() {
 }
 
 /// Opens `n` connections to `addr` and sends each `prefix` (nothing for idle ones).
-fn hold_connections(addr: std::net::SocketAddr, n: usize, prefix: &str) -> Vec<std::net::TcpStream> {
+fn hold_connections(
+    addr: std::net::SocketAddr,
+    n: usize,
+    prefix: &str,
+) -> Vec<std::net::TcpStream> {
     use std::io::Write;
     (0..n)
         .map(|_| {
@@ -409,15 +413,17 @@ async fn idle_and_half_sent_connections_do_not_starve_the_server() {
     opts.limits.header_timeout = Duration::from_secs(2);
     let api = TestApi::start_with(opts).await;
     let addr = api.server().addr();
-    let body_head = format!(
-        "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t0k\r\n\
-         Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{\"metadata\":"
-    );
+    let body_head = "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t0k\r\n\
+         Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"metadata\":";
     let (mut idle, mut heads, bodies) = tokio::task::spawn_blocking(move || {
         (
             hold_connections(addr, 2000, ""),
-            hold_connections(addr, 1000, "GET /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nAuthoriz"),
-            hold_connections(addr, 500, &body_head),
+            hold_connections(
+                addr,
+                1000,
+                "GET /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nAuthoriz",
+            ),
+            hold_connections(addr, 500, body_head),
         )
     })
     .await
@@ -429,7 +435,11 @@ async fn idle_and_half_sent_connections_do_not_starve_the_server() {
         .await
         .unwrap();
     assert_eq!(health.map(|h| h.0), Some(200));
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 
     tokio::time::sleep(Duration::from_secs(4)).await;
     let (idle_closed, heads_closed) = tokio::task::spawn_blocking(move || {

@@ -114,7 +114,11 @@ fn embedded_all_roles_start_serve_kubectl_and_keep_data() {
     ) {
         assert_eq!(out, "1");
     }
-    if let Some(body) = kubectl(dir.path(), &["get", "node", "koord-node", "-o", "json"], None) {
+    if let Some(body) = kubectl(
+        dir.path(),
+        &["get", "node", "koord-node", "-o", "json"],
+        None,
+    ) {
         let node: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert!(
             node["status"]["capacity"]["cpu"]
@@ -235,8 +239,14 @@ except PermissionError:
     print("kubeconfig unreadable")
 "#;
     let mut cmd = std::process::Command::new("python3");
-    cmd.args(["-c", script, &port.to_string(), kubeconfig.to_str().unwrap(), marker])
-        .current_dir("/");
+    cmd.args([
+        "-c",
+        script,
+        &port.to_string(),
+        kubeconfig.to_str().unwrap(),
+        marker,
+    ])
+    .current_dir("/");
     if common::is_root() {
         cmd.uid(65534).gid(65534);
     }

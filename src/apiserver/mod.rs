@@ -274,7 +274,11 @@ impl ApiServer {
         if addr.ip().is_unspecified() {
             addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
         }
-        let scheme = if self.ca_pem.is_some() { "https" } else { "http" };
+        let scheme = if self.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         format!("{scheme}://{addr}")
     }
 

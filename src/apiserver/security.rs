@@ -143,7 +143,9 @@ fn load_or_generate_tls(pki: &Path, addr: SocketAddr) -> Result<CertBundle, Secu
             cert_pem,
             key_pem,
         };
-        if n == names.join(",") && tls::server_config(b.cert_pem.as_bytes(), b.key_pem.as_bytes()).is_ok() {
+        if n == names.join(",")
+            && tls::server_config(b.cert_pem.as_bytes(), b.key_pem.as_bytes()).is_ok()
+        {
             return Ok(b);
         }
         tracing::info!(dir = %pki.display(), "regenerating the embedded API server's certificates");

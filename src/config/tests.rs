@@ -159,7 +159,10 @@ fn print_limits_sections_and_redacts() {
     let yaml = to_yaml(&cfg, Some(&roles));
     assert!(yaml.contains("common:") && yaml.contains("manager:"));
     assert!(!yaml.contains("koordlet:"));
-    assert!(!to_yaml(&cfg, None).contains("tok-3141"), "printed in clear");
+    assert!(
+        !to_yaml(&cfg, None).contains("tok-3141"),
+        "printed in clear"
+    );
     let mut v = serde_json::json!({"a": {"bearerToken": "s3cret", "tokenFile": "/x", "n": 1}});
     redact(&mut v);
     assert_eq!(v["a"]["bearerToken"], "<redacted>");
