@@ -257,3 +257,200 @@ except PermissionError:
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// What a client was told last about one ConfigMap.
+#[derive(Debug, Clone, PartialEq)]
+enum Acked {
+    Present(String),
+    Absent,
+    /// A request was in flight when the server died: either outcome is fine.
+    Unknown,
+}
+
+type Ledger = std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, Acked>>>;
+
+fn xorshift(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+fn rv_of(cm: &k8s_openapi::api::core::v1::ConfigMap) -> u64 {
+    cm.metadata
+        .resource_version
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+/// One writer: creates, patches and deletes its own ConfigMaps until the server dies,
+/// recording every acknowledged outcome and the highest resourceVersion it was given.
+async fn writer(
+    client: kube::Client,
+    prefix: String,
+    ledger: Ledger,
+    max_rv: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    mut seed: u64,
+) {
+    use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client, "default");
+    let mut live: Vec<String> = Vec::new();
+    for i in 0.. {
+        let roll = xorshift(&mut seed) % 10;
+        let (name, after) = if live.is_empty() || roll < 5 {
+            (format!("{prefix}-{i}"), Acked::Present(i.to_string()))
+        } else if roll < 8 {
+            let n = live[(xorshift(&mut seed) as usize) % live.len()].clone();
+            (n, Acked::Present(i.to_string()))
+        } else {
+            let n = live.swap_remove((xorshift(&mut seed) as usize) % live.len());
+            (n, Acked::Absent)
+        };
+        let before = ledger.lock().unwrap().insert(name.clone(), Acked::Unknown);
+        let data = serde_json::json!({"data": {"v": i.to_string()}});
+        let result = match (&after, &before) {
+            (Acked::Absent, _) => cms.delete(&name, &DeleteParams::default()).await.map(|_| 0),
+            (_, Some(Acked::Present(_))) => cms
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&data))
+                .await
+                .map(|c| rv_of(&c)),
+            _ => {
+                let cm = serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": name}, "data": {"v": i.to_string()}
+                }))
+                .unwrap();
+                cms.create(&PostParams::default(), &cm)
+                    .await
+                    .map(|c| rv_of(&c))
+            }
+        };
+        match result {
+            Ok(rv) => {
+                max_rv.fetch_max(rv, std::sync::atomic::Ordering::SeqCst);
+                if after != Acked::Absent && !live.contains(&name) {
+                    live.push(name.clone());
+                }
+                ledger.lock().unwrap().insert(name, after);
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// `kill -9` at random moments while clients write: after each restart every acknowledged
+/// write is there, no acknowledged deletion is undone, and new resourceVersions are above
+/// every acknowledged one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_loses_no_acknowledged_write() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let ledger: Ledger = Default::default();
+    let max_rv = std::sync::Arc::new(AtomicU64::new(0));
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    eprintln!("crash test seed: {seed}");
+    for round in 0..5 {
+        let api = free_port();
+        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut koord = Koord::start(
+            &[
+                "--embedded",
+                "--embedded-addr",
+                &format!("127.0.0.1:{api}"),
+                "--admin-addr",
+                &admin.to_string(),
+                "--data-dir",
+                dir.path().to_str().unwrap(),
+            ],
+            &[("KOORD_EMBEDDED__REGISTER_LOCAL_NODE", "false")],
+            dir.path(),
+        );
+        let ready = tokio::task::spawn_blocking(move || {
+            wait_until(Duration::from_secs(30), || {
+                http_get(admin, "/readyz").is_some_and(|(s, _)| s == 200)
+            })
+        });
+        assert!(ready.await.unwrap(), "round {round}: {}", koord.logs());
+        let client = client_of(dir.path()).await;
+        check_ledger(&client, &ledger, &max_rv, round).await;
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                tokio::spawn(writer(
+                    client.clone(),
+                    format!("r{round}-w{w}"),
+                    ledger.clone(),
+                    max_rv.clone(),
+                    xorshift(&mut seed),
+                ))
+            })
+            .collect();
+        let wait = 200 + xorshift(&mut seed) % 1300;
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        koord.signal("KILL");
+        koord.wait_exit(Duration::from_secs(10)).expect("killed");
+        for w in writers {
+            let _ = tokio::time::timeout(Duration::from_secs(30), w).await;
+        }
+    }
+    let acked = ledger.lock().unwrap().len();
+    eprintln!("{acked} ConfigMaps written over 5 crashes");
+    assert!(acked > 50, "too few writes to mean anything: {acked}");
+}
+
+async fn client_of(dir: &std::path::Path) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(dir.join("kubeconfig")).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(cfg).unwrap()
+}
+
+/// Every entry of the ledger holds on the restarted server; unknown ones take what is
+/// there. A fresh write's resourceVersion is above every acknowledged one.
+async fn check_ledger(
+    client: &kube::Client,
+    ledger: &Ledger,
+    max_rv: &std::sync::atomic::AtomicU64,
+    round: usize,
+) {
+    use kube::api::{Api, ListParams, PostParams};
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "default");
+    let list = cms.list(&ListParams::default()).await.unwrap();
+    let actual: std::collections::BTreeMap<String, String> = list
+        .items
+        .iter()
+        .filter_map(|c| {
+            let v = c.data.as_ref()?.get("v")?.clone();
+            Some((c.metadata.name.clone()?, v))
+        })
+        .collect();
+    let mut ledger = ledger.lock().unwrap();
+    let mut lost = Vec::new();
+    for (name, want) in ledger.iter_mut() {
+        let got = actual
+            .get(name)
+            .map_or(Acked::Absent, |v| Acked::Present(v.clone()));
+        if *want == Acked::Unknown {
+            *want = got;
+        } else if *want != got {
+            lost.push(format!("{name}: acknowledged {want:?}, found {got:?}"));
+        }
+    }
+    assert!(lost.is_empty(), "round {round}: {lost:#?}");
+    drop(ledger);
+    let probe = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("probe-{round}")}
+    }))
+    .unwrap();
+    let rv = rv_of(&cms.create(&PostParams::default(), &probe).await.unwrap());
+    let acked = max_rv.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        rv > acked,
+        "round {round}: new resourceVersion {rv} <= acknowledged {acked}"
+    );
+}

@@ -177,11 +177,16 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
         ["apis", g, v, rest @ ..] => resolve(&state, g, v, rest).map(Routed::Resource),
         _ => Err(ApiError::route_not_found()),
     };
+    let mutating = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     let result = match routed {
         Ok(Routed::Done(resp)) => return resp,
         Ok(Routed::Resource(rr)) => dispatch(&state, rr, req, &query).await,
         Err(err) => Err(err),
     };
+    // A write is answered once it is on disk (with whatever else committed meanwhile).
+    if mutating && let Err(e) = state.store.durable(state.store.rev()).await {
+        return ApiError::internal(e.to_string()).into_response();
+    }
     result.unwrap_or_else(ApiError::into_response)
 }
 

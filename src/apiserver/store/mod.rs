@@ -2,6 +2,7 @@
 //! per-resource event history and non-blocking watch fan-out. Objects are also kept in
 //! memory; sled makes them survive restarts, and revisions stay monotonic across them.
 
+mod durable;
 pub mod object;
 pub mod watch;
 
@@ -43,6 +44,8 @@ impl Default for StoreOptions {
 pub enum StoreError {
     #[error("storage error: {0}")]
     Sled(#[from] sled::Error),
+    #[error("{0}")]
+    Durability(String),
 }
 
 /// Error type for commits that may decide, under the lock, to write nothing.
@@ -85,12 +88,24 @@ pub struct Expired {
     pub oldest: u64,
 }
 
+/// Revisions handed out after a crash never repeat one handed out before it (a watcher may
+/// have seen it): they are reserved on disk this many at a time, and a restart after a
+/// crash continues above the reservation.
+const REV_RESERVE: u64 = 10_000;
+
+/// The write lock's state: the last revision committed, and the reservation's end.
+struct Revs {
+    rev: u64,
+    ceiling: u64,
+}
+
 pub struct Store {
     db: sled::Db,
     objects: sled::Tree,
     meta: sled::Tree,
-    write: Mutex<u64>,
-    rev: AtomicU64,
+    write: Mutex<Revs>,
+    rev: Arc<AtomicU64>,
+    group: durable::GroupCommit,
     next_watcher: AtomicU64,
     lagged: AtomicU64,
     types: RwLock<HashMap<ResourceKey, Arc<Mutex<TypeInner>>>>,
@@ -147,11 +162,16 @@ impl Store {
     fn from_db(db: sled::Db, opts: StoreOptions) -> Result<Store, StoreError> {
         let objects = db.open_tree("objects")?;
         let meta = db.open_tree("meta")?;
-        let mut rev = meta
-            .get("rev")?
-            .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
-            .map(u64::from_be_bytes)
-            .unwrap_or(0);
+        let read_u64 = |k: &str| -> Result<u64, StoreError> {
+            Ok(meta
+                .get(k)?
+                .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+                .map(u64::from_be_bytes)
+                .unwrap_or(0))
+        };
+        // After a clean close the ceiling equals the last revision; after a crash it is
+        // above every revision that was handed out.
+        let mut rev = read_u64("rev")?.max(read_u64("ceiling")?);
         let mut loaded: HashMap<ResourceKey, TypeInner> = HashMap::new();
         for item in objects.iter() {
             let (k, v) = item?;
@@ -184,12 +204,14 @@ impl Store {
                 (k, Arc::new(Mutex::new(t)))
             })
             .collect();
+        let committed = Arc::new(AtomicU64::new(rev));
         Ok(Store {
+            group: durable::GroupCommit::start(db.clone(), committed.clone()),
             db,
             objects,
             meta,
-            write: Mutex::new(rev),
-            rev: AtomicU64::new(rev),
+            write: Mutex::new(Revs { rev, ceiling: rev }),
+            rev: committed,
             next_watcher: AtomicU64::new(1),
             lagged: AtomicU64::new(0),
             types: RwLock::new(types),
@@ -286,7 +308,15 @@ impl Store {
             .get(&(ns.to_string(), name.to_string()))
             .cloned();
         let change = decide(current.as_ref())?;
-        let rev = *rev_guard + 1;
+        let rev = rev_guard.rev + 1;
+        if rev > rev_guard.ceiling {
+            let ceiling = rev + REV_RESERVE;
+            self.meta
+                .insert("ceiling", &ceiling.to_be_bytes())
+                .map_err(StoreError::from)?;
+            self.db.flush().map_err(StoreError::from)?;
+            rev_guard.ceiling = ceiling;
+        }
         let dbk = db_key(key, ns, name);
         let (kind, stored) = match change {
             Change::Put(mut value) => {
@@ -312,7 +342,7 @@ impl Store {
         self.meta
             .insert("rev", &rev.to_be_bytes())
             .map_err(StoreError::from)?;
-        *rev_guard = rev;
+        rev_guard.rev = rev;
         self.rev.store(rev, Ordering::SeqCst);
         let mut inner = lock(&t);
         let obj_key = (ns.to_string(), name.to_string());
@@ -421,6 +451,27 @@ impl Store {
     pub async fn flush(&self) -> Result<(), StoreError> {
         self.db.flush_async().await?;
         Ok(())
+    }
+
+    /// Waits until every write up to `rev` is on disk; the writes waiting at the same
+    /// moment share one flush.
+    pub async fn durable(&self, rev: u64) -> Result<(), StoreError> {
+        self.group.wait(rev).await.map_err(StoreError::Durability)
+    }
+}
+
+impl Drop for Store {
+    /// A clean close gives back the unused revision reservation.
+    fn drop(&mut self) {
+        self.group.stop();
+        let rev = lock(&self.write).rev;
+        let closed = self
+            .meta
+            .insert("ceiling", &rev.to_be_bytes())
+            .and_then(|_| self.db.flush());
+        if let Err(e) = closed {
+            tracing::warn!(error = %e, "closing the API server's store");
+        }
     }
 }
 
