@@ -343,7 +343,7 @@ async fn writer(
 /// every acknowledged one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_loses_no_acknowledged_write() {
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::AtomicU64;
     let dir = tempfile::tempdir().unwrap();
     let ledger: Ledger = Default::default();
     let max_rv = std::sync::Arc::new(AtomicU64::new(0));
@@ -429,9 +429,8 @@ async fn check_ledger(
             Some((c.metadata.name.clone()?, v))
         })
         .collect();
-    let mut ledger = ledger.lock().unwrap();
     let mut lost = Vec::new();
-    for (name, want) in ledger.iter_mut() {
+    for (name, want) in ledger.lock().unwrap().iter_mut() {
         let got = actual
             .get(name)
             .map_or(Acked::Absent, |v| Acked::Present(v.clone()));
@@ -442,7 +441,6 @@ async fn check_ledger(
         }
     }
     assert!(lost.is_empty(), "round {round}: {lost:#?}");
-    drop(ledger);
     let probe = serde_json::from_value(serde_json::json!({
         "metadata": {"name": format!("probe-{round}")}
     }))
