@@ -130,7 +130,8 @@ impl Signals {
 }
 
 async fn run_roles(mut cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
-    kernel::http::raise_nofile_limit();
+    kernel::process::raise_nofile_limit();
+    kernel::process::return_large_allocations();
     let mut signals = match Signals::install() {
         Ok(s) => s,
         Err(err) => {

@@ -43,6 +43,8 @@ pub struct Config {
     pub bearer_token: Option<String>,
     /// Events kept per resource for watches resuming from older resourceVersions.
     pub watch_history: usize,
+    /// Bytes of objects kept in that history per resource; the older events go first.
+    pub watch_history_bytes: u64,
     /// Events buffered per watcher before a slow watcher is closed.
     pub watcher_buffer: usize,
     /// Seconds between watch bookmarks.
@@ -66,6 +68,7 @@ impl Default for Config {
             addr: SocketAddr::from(([127, 0, 0, 1], 6443)),
             bearer_token: None,
             watch_history: 10_000,
+            watch_history_bytes: 16 << 20,
             watcher_buffer: 4096,
             bookmark_interval_seconds: 60,
             sim_nodes: 0,
@@ -87,6 +90,7 @@ impl Config {
             bearer_token: self.bearer_token.clone(),
             store: StoreOptions {
                 history: self.watch_history,
+                history_bytes: self.watch_history_bytes,
                 watcher_buffer: self.watcher_buffer,
                 ..Default::default()
             },
@@ -101,6 +105,7 @@ impl Config {
                 .register_local_node
                 .then(|| node::LocalNode::detect(node_name)),
             limits: Default::default(),
+            compaction_interval: Duration::from_secs(60),
         }
     }
 
@@ -135,6 +140,8 @@ pub struct Options {
     pub local_node: Option<node::LocalNode>,
     /// Connection cap and timeouts of the listener.
     pub limits: crate::kernel::http::Limits,
+    /// How often the store's size on disk is compared with its live data.
+    pub compaction_interval: Duration,
 }
 
 impl Options {
@@ -150,6 +157,7 @@ impl Options {
             sim: None,
             local_node: None,
             limits: Default::default(),
+            compaction_interval: Duration::from_secs(60),
         }
     }
 }
@@ -254,6 +262,11 @@ impl ApiServer {
             tasks.spawn(sim::run(store.clone(), names, stop.clone()));
         }
         tasks.spawn(gc_events(store.clone(), stop.clone()));
+        tasks.spawn(compact(
+            store.clone(),
+            opts.compaction_interval,
+            stop.clone(),
+        ));
         tracing::info!(%addr, "embedded API server listening");
         Ok(ApiServer {
             state,
@@ -331,6 +344,24 @@ impl ApiServer {
         while self.tasks.join_next().await.is_some() {}
         if let Err(e) = self.state.store.flush().await {
             tracing::error!(error = %e, "flushing the embedded API server's store");
+        }
+    }
+}
+
+/// Keeps the store's files in proportion to its live data (sled alone never shrinks).
+async fn compact(store: Arc<Store>, every: Duration, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(every.max(Duration::from_secs(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let s = store.clone();
+        match tokio::task::spawn_blocking(move || s.compact_if_needed()).await {
+            Ok(Err(e)) => tracing::error!(error = %e, "compacting the API server's store"),
+            Err(e) => tracing::error!(error = %e, "compaction task failed"),
+            Ok(Ok(_)) => {}
         }
     }
 }

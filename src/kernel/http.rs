@@ -112,22 +112,6 @@ fn default_max_connections() -> usize {
     (soft / 2).clamp(64, 8192)
 }
 
-/// Raises the soft open-file limit to the hard one (as Go programs do at start), so the
-/// connection caps above have room.
-pub fn raise_nofile_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
-}
-
 /// Serves one connection (plain TCP or TLS) with `handler`.
 pub fn serve_connection<S, F, Fut>(conns: &mut JoinSet<()>, io: S, handler: F)
 where

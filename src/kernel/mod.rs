@@ -9,6 +9,7 @@ pub mod http;
 pub mod http_client;
 pub mod lease;
 pub mod metrics;
+pub mod process;
 pub mod readiness;
 pub mod role;
 pub mod shutdown;

@@ -46,11 +46,19 @@ pub struct ContinueCache {
 type Snapshot = (Instant, u64, Arc<Vec<Arc<Stored>>>);
 
 const CONTINUE_TTL: Duration = Duration::from_secs(120);
+/// Snapshots kept at once; the oldest go first (their clients re-list on 410).
+const CONTINUE_MAX: usize = 64;
 
 impl ContinueCache {
     pub fn put(&self, rev: u64, items: Arc<Vec<Arc<Stored>>>) -> u64 {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         g.1.retain(|_, (at, _, _)| at.elapsed() < CONTINUE_TTL);
+        while g.1.len() >= CONTINUE_MAX {
+            let Some(oldest) = g.1.keys().min().copied() else {
+                break;
+            };
+            g.1.remove(&oldest);
+        }
         g.0 += 1;
         let id = g.0;
         g.1.insert(id, (Instant::now(), rev, items));

@@ -30,7 +30,10 @@ pub(crate) struct GroupCommit {
 impl GroupCommit {
     /// Starts the flusher for `db`; `committed` is the store's latest committed revision
     /// (every write up to it is already in sled's buffers).
-    pub fn start(db: sled::Db, committed: Arc<AtomicU64>) -> GroupCommit {
+    pub fn start(
+        flush: impl Fn() -> sled::Result<()> + Send + 'static,
+        committed: Arc<AtomicU64>,
+    ) -> GroupCommit {
         let start = committed.load(Ordering::SeqCst);
         let (flushed, _) = watch::channel(Flushed {
             rev: start,
@@ -40,7 +43,7 @@ impl GroupCommit {
         let (w, tx) = (wanted.clone(), flushed.clone());
         let thread = std::thread::Builder::new()
             .name("apiserver-flush".into())
-            .spawn(move || flush_loop(&db, &committed, &w, &tx))
+            .spawn(move || flush_loop(&flush, &committed, &w, &tx))
             .ok();
         GroupCommit {
             wanted,
@@ -92,7 +95,7 @@ impl GroupCommit {
 }
 
 fn flush_loop(
-    db: &sled::Db,
+    flush: &dyn Fn() -> sled::Result<()>,
     committed: &AtomicU64,
     wanted: &(Mutex<Wanted>, Condvar),
     tx: &watch::Sender<Flushed>,
@@ -111,7 +114,7 @@ fn flush_loop(
         // Everything committed before this load is in sled's buffers; one flush covers
         // all of it, including writes that arrived after the request that woke us.
         let upto = committed.load(Ordering::SeqCst);
-        let next = match db.flush() {
+        let next = match flush() {
             Ok(_) => Flushed {
                 rev: upto,
                 error: None,

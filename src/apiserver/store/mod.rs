@@ -2,12 +2,13 @@
 //! per-resource event history and non-blocking watch fan-out. Objects are also kept in
 //! memory; sled makes them survive restarts, and revisions stay monotonic across them.
 
+mod backend;
 mod durable;
 pub mod object;
 pub mod watch;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -18,6 +19,7 @@ pub use object::{FieldRequirement, Filter, FilterError, Stored};
 pub use watch::{Event, EventType, WatchItem};
 
 use super::registry::ResourceKey;
+use backend::Backend;
 use watch::{TypeInner, Watcher};
 
 #[derive(Debug, Clone)]
@@ -28,6 +30,10 @@ pub struct StoreOptions {
     pub watcher_buffer: usize,
     /// sled page cache.
     pub cache_bytes: u64,
+    /// Compaction starts when the files exceed twice the live data by this much.
+    pub compact_slack_bytes: u64,
+    /// Bytes of history kept per resource (with `history` events at most).
+    pub history_bytes: u64,
 }
 
 impl Default for StoreOptions {
@@ -36,6 +42,8 @@ impl Default for StoreOptions {
             history: 10_000,
             watcher_buffer: 4096,
             cache_bytes: 32 << 20,
+            compact_slack_bytes: 32 << 20,
+            history_bytes: 16 << 20,
         }
     }
 }
@@ -46,6 +54,10 @@ pub enum StoreError {
     Sled(#[from] sled::Error),
     #[error("{0}")]
     Durability(String),
+    #[error("storage I/O: {0}")]
+    Io(std::io::Error),
+    #[error("the store is closed")]
+    Closed,
 }
 
 /// Error type for commits that may decide, under the lock, to write nothing.
@@ -100,9 +112,12 @@ struct Revs {
 }
 
 pub struct Store {
-    db: sled::Db,
-    objects: sled::Tree,
-    meta: sled::Tree,
+    /// `None` only while a compaction swaps databases.
+    backend: Arc<RwLock<Option<Backend>>>,
+    /// Where the database lives (`None`: temporary, never compacted).
+    path: Option<PathBuf>,
+    /// Bytes of the live objects, to compare with the bytes on disk.
+    live_bytes: AtomicU64,
     write: Mutex<Revs>,
     rev: Arc<AtomicU64>,
     group: durable::GroupCommit,
@@ -120,6 +135,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|p| p.into_inner())
+}
+
 fn set_rv(value: &mut Value, rev: u64) {
     if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert("resourceVersion".into(), Value::String(rev.to_string()));
@@ -129,52 +148,28 @@ fn set_rv(value: &mut Value, rev: u64) {
 impl Store {
     /// Opens (or creates) the store under `path`.
     pub fn open(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
-        let config = sled::Config::new()
-            .path(path)
-            .cache_capacity(opts.cache_bytes)
-            .mode(sled::Mode::HighThroughput);
-        // sled's flusher thread lets go of the file lock shortly after the previous handle
-        // is dropped; a reopen in the same process (restart, tests) waits for it.
-        let mut tries = 0;
-        let db = loop {
-            match config.open() {
-                Err(sled::Error::Io(e))
-                    if e.to_string().contains("could not acquire lock") && tries < 40 =>
-                {
-                    tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                other => break other?,
-            }
-        };
-        Self::from_db(db, opts)
+        let backend = Backend::open(path, &opts)?;
+        Self::from_backend(backend, Some(path.to_path_buf()), opts)
     }
 
     /// A store that disappears when dropped (tests, benchmarks).
     pub fn temporary(opts: StoreOptions) -> Result<Store, StoreError> {
-        let db = sled::Config::new()
-            .temporary(true)
-            .cache_capacity(opts.cache_bytes)
-            .open()?;
-        Self::from_db(db, opts)
+        Self::from_backend(Backend::temporary(&opts)?, None, opts)
     }
 
-    fn from_db(db: sled::Db, opts: StoreOptions) -> Result<Store, StoreError> {
-        let objects = db.open_tree("objects")?;
-        let meta = db.open_tree("meta")?;
-        let read_u64 = |k: &str| -> Result<u64, StoreError> {
-            Ok(meta
-                .get(k)?
-                .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
-                .map(u64::from_be_bytes)
-                .unwrap_or(0))
-        };
+    fn from_backend(
+        backend: Backend,
+        path: Option<PathBuf>,
+        opts: StoreOptions,
+    ) -> Result<Store, StoreError> {
         // After a clean close the ceiling equals the last revision; after a crash it is
         // above every revision that was handed out.
-        let mut rev = read_u64("rev")?.max(read_u64("ceiling")?);
+        let mut rev = backend.get_u64("rev")?.max(backend.get_u64("ceiling")?);
+        let mut live_bytes = 0u64;
         let mut loaded: HashMap<ResourceKey, TypeInner> = HashMap::new();
-        for item in objects.iter() {
+        for item in backend.objects.iter() {
             let (k, v) = item?;
+            live_bytes += v.len() as u64;
             let key = String::from_utf8_lossy(&k).to_string();
             let parts: Vec<&str> = key.split('\0').collect();
             let value: Value = match serde_json::from_slice(&v) {
@@ -205,11 +200,17 @@ impl Store {
             })
             .collect();
         let committed = Arc::new(AtomicU64::new(rev));
+        let backend = Arc::new(RwLock::new(Some(backend)));
+        let flushed = backend.clone();
+        let flush = move || match read(&flushed).as_ref() {
+            Some(b) => b.db.flush().map(|_| ()),
+            None => Ok(()),
+        };
         Ok(Store {
-            group: durable::GroupCommit::start(db.clone(), committed.clone()),
-            db,
-            objects,
-            meta,
+            group: durable::GroupCommit::start(flush, committed.clone()),
+            backend,
+            path,
+            live_bytes: AtomicU64::new(live_bytes),
             write: Mutex::new(Revs { rev, ceiling: rev }),
             rev: committed,
             next_watcher: AtomicU64::new(1),
@@ -309,12 +310,12 @@ impl Store {
             .cloned();
         let change = decide(current.as_ref())?;
         let rev = rev_guard.rev + 1;
+        let guard = read(&self.backend);
+        let backend = guard.as_ref().ok_or(StoreError::Closed)?;
         if rev > rev_guard.ceiling {
             let ceiling = rev + REV_RESERVE;
-            self.meta
-                .insert("ceiling", &ceiling.to_be_bytes())
-                .map_err(StoreError::from)?;
-            self.db.flush().map_err(StoreError::from)?;
+            backend.put_u64("ceiling", ceiling)?;
+            backend.db.flush().map_err(StoreError::from)?;
             rev_guard.ceiling = ceiling;
         }
         let dbk = db_key(key, ns, name);
@@ -322,9 +323,12 @@ impl Store {
             Change::Put(mut value) => {
                 set_rv(&mut value, rev);
                 let stored = Arc::new(Stored::new(rev, &value));
-                self.objects
+                backend
+                    .objects
                     .insert(dbk, stored.bytes.as_ref())
                     .map_err(StoreError::from)?;
+                self.live_bytes
+                    .fetch_add(stored.bytes.len() as u64, Ordering::Relaxed);
                 let kind = if current.is_some() {
                     EventType::Modified
                 } else {
@@ -335,13 +339,16 @@ impl Store {
             Change::Delete => {
                 let mut value = current.as_ref().map(|c| c.value()).unwrap_or(Value::Null);
                 set_rv(&mut value, rev);
-                self.objects.remove(dbk).map_err(StoreError::from)?;
+                backend.objects.remove(dbk).map_err(StoreError::from)?;
                 (EventType::Deleted, Arc::new(Stored::new(rev, &value)))
             }
         };
-        self.meta
-            .insert("rev", &rev.to_be_bytes())
-            .map_err(StoreError::from)?;
+        backend.put_u64("rev", rev)?;
+        drop(guard);
+        if let Some(c) = &current {
+            self.live_bytes
+                .fetch_sub(c.bytes.len() as u64, Ordering::Relaxed);
+        }
         rev_guard.rev = rev;
         self.rev.store(rev, Ordering::SeqCst);
         let mut inner = lock(&t);
@@ -364,7 +371,7 @@ impl Store {
             object: stored.clone(),
             previous,
         });
-        let lagged = inner.publish(ev, self.opts.history);
+        let lagged = inner.publish(ev, self.opts.history, self.opts.history_bytes);
         if lagged > 0 {
             self.lagged.fetch_add(lagged as u64, Ordering::Relaxed);
             tracing::debug!(resource = %key.1, lagged, "closed watchers that fell behind");
@@ -449,7 +456,75 @@ impl Store {
 
     /// Makes every write so far durable.
     pub async fn flush(&self) -> Result<(), StoreError> {
-        self.db.flush_async().await?;
+        let db = read(&self.backend).as_ref().map(|b| b.db.clone());
+        if let Some(db) = db {
+            db.flush_async().await?;
+        }
+        Ok(())
+    }
+
+    /// Bytes on disk and bytes of the live objects (`None` for a temporary store).
+    pub fn sizes(&self) -> Option<(u64, u64)> {
+        let path = self.path.as_ref()?;
+        Some((
+            backend::disk_bytes(path),
+            self.live_bytes.load(Ordering::Relaxed),
+        ))
+    }
+
+    /// Compacts when the files take more than twice the live data plus the slack.
+    pub fn compact_if_needed(&self) -> Result<bool, StoreError> {
+        let Some((disk, live)) = self.sizes() else {
+            return Ok(false);
+        };
+        if disk <= live.saturating_mul(2) + self.opts.compact_slack_bytes {
+            return Ok(false);
+        }
+        let started = std::time::Instant::now();
+        self.compact()?;
+        let after = self.sizes().map_or(0, |s| s.0);
+        tracing::info!(
+            before = disk,
+            after,
+            live,
+            took_ms = started.elapsed().as_millis() as u64,
+            "compacted the API server's store"
+        );
+        Ok(true)
+    }
+
+    /// Rewrites the live objects into a fresh database and swaps it in. Writers wait;
+    /// readers (served from memory) do not.
+    pub fn compact(&self) -> Result<(), StoreError> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let revs = lock(&self.write);
+        let objects: Vec<(Vec<u8>, Arc<Stored>)> = read(&self.types)
+            .iter()
+            .flat_map(|(k, t)| {
+                lock(t)
+                    .objects
+                    .iter()
+                    .map(|((ns, name), o)| (db_key(k, ns, name), o.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        backend::write_fresh(
+            path,
+            &self.opts,
+            &objects,
+            &[("rev", revs.rev), ("ceiling", revs.ceiling)],
+        )?;
+        let mut slot = self.backend.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(old) = slot.take() {
+            old.db.flush()?;
+        }
+        backend::swap_in(path)?;
+        *slot = Some(Backend::open(path, &self.opts)?);
+        if let Err(e) = crate::apiserver::security::restrict_tree(path) {
+            tracing::warn!(error = %e, "narrowing the store's file modes");
+        }
         Ok(())
     }
 
@@ -465,10 +540,13 @@ impl Drop for Store {
     fn drop(&mut self) {
         self.group.stop();
         let rev = lock(&self.write).rev;
-        let closed = self
-            .meta
-            .insert("ceiling", &rev.to_be_bytes())
-            .and_then(|_| self.db.flush());
+        let backend = read(&self.backend);
+        let Some(backend) = backend.as_ref() else {
+            return;
+        };
+        let closed = backend
+            .put_u64("ceiling", rev)
+            .and_then(|_| Ok(backend.db.flush()?));
         if let Err(e) = closed {
             tracing::warn!(error = %e, "closing the API server's store");
         }

@@ -120,3 +120,97 @@ fn list_filters_by_namespace() {
     assert_eq!(items.len(), 1);
     assert_eq!(s.list(&key(), &Filter::default()).1.len(), 2);
 }
+
+fn put_big(store: &Store, name: &str, i: usize, size: usize) -> Committed {
+    let v = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default"},
+        "data": {"i": i.to_string(), "big": "x".repeat(size)}});
+    store
+        .commit::<StoreError>(&key(), "default", name, |_| Ok(Change::Put(v)))
+        .unwrap()
+}
+
+#[test]
+fn compaction_keeps_the_files_in_proportion_to_live_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let opts = StoreOptions {
+        compact_slack_bytes: 4 << 20,
+        ..Default::default()
+    };
+    let s = Store::open(&path, opts.clone()).unwrap();
+    for i in 0..60 {
+        put_big(&s, "big", i, 300_000);
+    }
+    put(&s, "small", json!({"a": "b"}));
+    s.commit::<StoreError>(&key(), "default", "small", |_| Ok(Change::Delete))
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(s.durable(s.rev())).unwrap();
+    let (disk, live) = s.sizes().unwrap();
+    assert!(disk > 10 << 20, "sled keeps every version: {disk}");
+    assert!(s.compact_if_needed().unwrap());
+    let (after, live_after) = s.sizes().unwrap();
+    assert_eq!(live, live_after);
+    assert!(
+        after < 2 * live + (4 << 20),
+        "{after} bytes on disk for {live} live"
+    );
+    assert!(!s.compact_if_needed().unwrap(), "nothing more to gain");
+    let rev = s.rev();
+    put_big(&s, "after", 0, 10);
+    drop(s);
+    let s = Store::open(&path, opts).unwrap();
+    assert_eq!(s.rev(), rev + 1);
+    let big = s.get(&key(), "default", "big").unwrap();
+    assert_eq!(big.value()["data"]["i"], "59");
+    assert!(s.get(&key(), "default", "small").is_none());
+    assert!(s.get(&key(), "default", "after").is_some());
+}
+
+#[test]
+fn an_interrupted_compaction_leaves_one_complete_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let s = Store::open(&path, StoreOptions::default()).unwrap();
+        put(&s, "a", json!({}));
+    }
+    // A partial new database beside the live one is discarded.
+    std::fs::create_dir_all(dir.path().join("db.compact")).unwrap();
+    std::fs::write(dir.path().join("db.compact/db"), b"partial").unwrap();
+    {
+        let s = Store::open(&path, StoreOptions::default()).unwrap();
+        assert!(s.get(&key(), "default", "a").is_some());
+        put(&s, "b", json!({}));
+    }
+    assert!(!dir.path().join("db.compact").exists());
+    // The live one renamed away and the new one complete: the new one is opened.
+    std::fs::rename(&path, dir.path().join("db.compact")).unwrap();
+    let s = Store::open(&path, StoreOptions::default()).unwrap();
+    assert!(s.get(&key(), "default", "b").is_some());
+}
+
+#[test]
+fn watch_history_is_bounded_by_bytes() {
+    let s = Store::temporary(StoreOptions {
+        history_bytes: 1 << 20,
+        ..Default::default()
+    })
+    .unwrap();
+    for i in 0..50 {
+        put_big(&s, "big", i, 100_000);
+    }
+    let t = s.type_state(&key());
+    let inner = lock(&t);
+    assert!(inner.history_bytes <= 1 << 20, "{}", inner.history_bytes);
+    assert!(inner.history.len() >= 9 && inner.history.len() <= 10);
+    let oldest = inner.oldest;
+    drop(inner);
+    assert!(
+        s.watch(&key(), Some(oldest - 1), Filter::default(), false)
+            .is_err()
+    );
+}

@@ -71,6 +71,8 @@ pub(crate) struct Watcher {
 pub(crate) struct TypeInner {
     pub objects: BTreeMap<(String, String), Arc<Stored>>,
     pub history: VecDeque<Arc<Event>>,
+    /// Bytes of the objects in `history`.
+    pub history_bytes: u64,
     /// A watch may start from any revision >= `oldest`.
     pub oldest: u64,
     pub watchers: Vec<Watcher>,
@@ -81,17 +83,22 @@ impl TypeInner {
         Self {
             objects: BTreeMap::new(),
             history: VecDeque::new(),
+            history_bytes: 0,
             oldest,
             watchers: Vec::new(),
         }
     }
 
-    /// Records an event, trims the history and fans it out. Watchers that are gone or
-    /// full are dropped; returns how many were dropped for lagging.
-    pub fn publish(&mut self, ev: Arc<Event>, cap: usize) -> usize {
+    /// Records an event, trims the history to `cap` events and `cap_bytes` bytes, and
+    /// fans it out. Watchers that are gone or full are dropped; returns how many were
+    /// dropped for lagging.
+    pub fn publish(&mut self, ev: Arc<Event>, cap: usize, cap_bytes: u64) -> usize {
         self.history.push_back(ev.clone());
-        while self.history.len() > cap {
+        self.history_bytes += ev.object.bytes.len() as u64;
+        while self.history.len() > cap || (self.history_bytes > cap_bytes && self.history.len() > 1)
+        {
             if let Some(old) = self.history.pop_front() {
+                self.history_bytes -= old.object.bytes.len() as u64;
                 self.oldest = old.object.rev;
             }
         }
