@@ -12,32 +12,16 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
-use common::{Proc, TICKS_PER_SECOND, free_port, proc_stat, ready};
+use common::{Proc, TICKS_PER_SECOND, free_port, koord, proc_stat, ready};
 
 fn env_secs(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
-}
-
-fn koord(args: &[String], envs: &[(&str, String)]) -> Proc {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_koord"));
-    cmd.args(args)
-        .args(["--log-level", "warn"])
-        .env_remove("KUBECONFIG")
-        .env_remove("RUST_LOG")
-        .env("KOORD_MANAGER__WEBHOOK__PORT", free_port().to_string())
-        .env("KOORD_MANAGER__WEBHOOK__HOST", "127.0.0.1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    Proc(cmd.spawn().expect("start koord"))
 }
 
 struct Rest {

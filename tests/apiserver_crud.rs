@@ -481,3 +481,209 @@ async fn oversized_bodies_get_413() {
     let err = cms.create(&PostParams::default(), &big).await;
     assert_eq!(api_code(err), 413);
 }
+
+/// A raw request through the kube client; the error's HTTP code, or 200 and the body.
+async fn raw(
+    client: &kube::Client,
+    method: &str,
+    uri: &str,
+    ct: &str,
+    body: &str,
+) -> (u16, String) {
+    let req = hyper::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("Content-Type", ct)
+        .body(body.as_bytes().to_vec())
+        .unwrap();
+    match client.request_text(req).await {
+        Ok(text) => (200, text),
+        Err(kube::Error::Api(s)) => (s.code, s.message),
+        Err(e) => panic!("{method} {uri}: {e}"),
+    }
+}
+
+/// Bodies and parameters kube-apiserver refuses get its statuses, never a dropped
+/// connection, and nothing is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_bodies_and_parameters_get_kube_statuses() {
+    let api = TestApi::start().await;
+    let c = &api.client;
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+    cms.create(&PostParams::default(), &cm("keep", &[]))
+        .await
+        .unwrap();
+    let cm_uri = "/api/v1/namespaces/default/configmaps";
+    let json = "application/json";
+    let merge = "application/merge-patch+json";
+
+    let (code, msg) = raw(c, "PATCH", &format!("{cm_uri}/keep"), merge, "[1]").await;
+    assert_eq!(code, 422, "{msg}");
+    let (code, _) = raw(
+        c,
+        "PUT",
+        &format!("{cm_uri}/keep"),
+        json,
+        r#"{"metadata":"x"}"#,
+    )
+    .await;
+    assert_eq!(code, 400);
+    let deep = format!("{}1{}", "{\"a\":".repeat(110), "}".repeat(110));
+    let body = format!(r#"{{"metadata":{{"name":"deep"}},"data":{{}},"x":{deep}}}"#);
+    assert_eq!(raw(c, "POST", cm_uri, json, &body).await.0, 400);
+    let half = format!("{}1{}", "{\"a\":".repeat(60), "}".repeat(60));
+    let (code, _) = raw(
+        c,
+        "POST",
+        cm_uri,
+        json,
+        &format!(r#"{{"metadata":{{"name":"half"}},"x":{half}}}"#),
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, msg) = raw(
+        c,
+        "PATCH",
+        &format!("{cm_uri}/half"),
+        merge,
+        &format!(r#"{{"x":{{"a":{half}}}}}"#),
+    )
+    .await;
+    assert_eq!(code, 200, "{msg}: 62 levels is fine");
+    let (code, msg) = raw(
+        c,
+        "PATCH",
+        &format!("{cm_uri}/half"),
+        merge,
+        &format!(r#"{{"x":{{"a":{{"a":{half}}}}}}}"#),
+    )
+    .await;
+    assert_eq!((code, msg.contains("deeper")), (200, false), "{msg}");
+    let deeper = format!("{}1{}", "{\"a\":".repeat(99), "}".repeat(99));
+    let (code, msg) = raw(
+        c,
+        "PATCH",
+        &format!("{cm_uri}/half"),
+        merge,
+        &format!(r#"{{"y":{{"z":{deeper}}}}}"#),
+    )
+    .await;
+    assert_eq!(code, 422, "{msg}: a patch building 101 levels");
+    let yaml = format!(
+        "metadata: {{name: y}}\nx: {}1{}\n",
+        "[".repeat(5000),
+        "]".repeat(5000)
+    );
+    let started = std::time::Instant::now();
+    assert_eq!(
+        raw(c, "POST", cm_uri, "application/yaml", &yaml).await.0,
+        400
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+
+    let pod_uri = "/api/v1/namespaces/default/pods";
+    let pod = |q: &str| {
+        format!(
+            r#"{{"metadata":{{"name":"q"}},"spec":{{"containers":[{{"name":"c","image":"busybox","resources":{{"requests":{{"cpu":"{q}"}}}}}}]}}}}"#
+        )
+    };
+    let (code, msg) = raw(c, "POST", pod_uri, json, &pod("abc")).await;
+    assert_eq!(code, 400);
+    assert!(
+        msg.contains("quantities must match the regular expression"),
+        "{msg}"
+    );
+    let (code, msg) = raw(c, "POST", pod_uri, json, &pod("-5")).await;
+    assert_eq!(code, 422);
+    assert!(msg.contains("must be greater than or equal to 0"), "{msg}");
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    assert!(pods.get_opt("q").await.unwrap().is_none(), "nothing stored");
+
+    assert_eq!(
+        raw(
+            c,
+            "GET",
+            &format!("{cm_uri}?resourceVersion=garbage"),
+            json,
+            ""
+        )
+        .await
+        .0,
+        400
+    );
+    assert_eq!(
+        raw(
+            c,
+            "GET",
+            &format!("{cm_uri}/keep?resourceVersion=-1"),
+            json,
+            ""
+        )
+        .await
+        .0,
+        400
+    );
+    let (code, msg) = raw(
+        c,
+        "GET",
+        &format!("{cm_uri}?resourceVersion=99999999"),
+        json,
+        "",
+    )
+    .await;
+    assert_eq!(code, 504);
+    assert!(
+        msg.starts_with("Too large resource version: 99999999"),
+        "{msg}"
+    );
+    let (code, msg) = raw(
+        c,
+        "GET",
+        &format!("{cm_uri}?watch=true&resourceVersion=99999999"),
+        json,
+        "",
+    )
+    .await;
+    assert_eq!(code, 504, "{msg}");
+
+    let (code, msg) = raw(
+        c,
+        "DELETE",
+        &format!("{cm_uri}/keep?dryRun=garbage"),
+        json,
+        "",
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert!(msg.contains("supported values: \"All\""), "{msg}");
+    assert_eq!(
+        raw(c, "DELETE", &format!("{cm_uri}/keep?dryRun=All"), json, "")
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        raw(c, "DELETE", &format!("{cm_uri}?dryRun=All"), json, "")
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        raw(
+            c,
+            "PATCH",
+            &format!("{cm_uri}/keep?dryRun=All"),
+            merge,
+            r#"{"data":{"k":"dry"}}"#
+        )
+        .await
+        .0,
+        200
+    );
+    let kept = cms.get("keep").await.unwrap();
+    assert_eq!(kept.data.unwrap()["k"], "v", "dry runs change nothing");
+
+    let (code, msg) = raw(c, "POST", cm_uri, json, r#"{"metadata":{"name":"a..b"}}"#).await;
+    assert_eq!(code, 422);
+    assert!(msg.contains("RFC 1123 subdomain"), "{msg}");
+}

@@ -74,3 +74,59 @@ fn malformed_input_names_file_document_and_field() {
     assert_eq!(code, 1);
     assert!(err.contains("--now"), "{err}");
 }
+
+/// An unparsable usage is an error naming file, object and field; an overflowing one is
+/// capped as Kubernetes caps it, so the node reads as full, never as idle.
+#[test]
+fn invalid_and_overflowing_quantities() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = std::fs::read_to_string(SNAP).unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        snap.replace("cpu: \"6\", memory: 20Gi", "cpu: abc, memory: 20Gi"),
+    )
+    .unwrap();
+    let (code, _, err) = explain(&["-f", bad.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("bad.yaml: document")
+            && err.contains("nodeUsage.resources[cpu]: invalid quantity \"abc\""),
+        "{err}"
+    );
+    let huge = dir.path().join("huge.yaml");
+    std::fs::write(
+        &huge,
+        snap.replace("cpu: 500m, memory: 1Gi", "cpu: 1e400, memory: 1Gi"),
+    )
+    .unwrap();
+    let (code, out, err) = explain(&[
+        "-f",
+        huge.to_str().unwrap(),
+        "--now",
+        "2026-11-22T10:15:00Z",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let batch = &v["nodes"][0]["allocatable"]["kubernetes.io/batch-cpu"];
+    assert_eq!(
+        batch, 0,
+        "a node using 2^63-1 cores has no batch capacity: {out}"
+    );
+    let deep = dir.path().join("deep.yaml");
+    std::fs::write(
+        &deep,
+        format!(
+            "kind: Node\nmetadata: {{name: d}}\nx: {}1{}\n",
+            "[".repeat(500),
+            "]".repeat(500)
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = explain(&["-f", deep.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("deep.yaml") && err.contains("nested deeper"),
+        "{err}"
+    );
+}

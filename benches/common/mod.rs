@@ -83,3 +83,37 @@ impl Drop for Proc {
         let _ = self.0.wait();
     }
 }
+
+/// Starts the release `koord` binary with `args` (warn-level logs, no inherited
+/// kubeconfig, a webhook port of its own).
+pub fn koord(args: &[String], envs: &[(&str, String)]) -> Proc {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_koord"));
+    cmd.args(args)
+        .args(["--log-level", "warn"])
+        .env_remove("KUBECONFIG")
+        .env_remove("RUST_LOG")
+        .env("KOORD_MANAGER__WEBHOOK__PORT", free_port().to_string())
+        .env("KOORD_MANAGER__WEBHOOK__HOST", "127.0.0.1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    Proc(cmd.spawn().expect("start koord"))
+}
+
+/// Bytes the files under `path` occupy on disk (as `du` counts them).
+pub fn disk_bytes(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => disk_bytes(&e.path()),
+            Ok(m) => m.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
+}

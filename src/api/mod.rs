@@ -9,6 +9,7 @@ pub mod cpuset;
 pub mod crds;
 pub mod duration;
 pub mod extension;
+pub mod input;
 pub mod patch;
 pub mod pod;
 pub mod quantity;

@@ -6,152 +6,198 @@
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+/// kube-apiserver's grammar for quantities, quoted in its error messages.
+pub const QUANTITY_REGEX: &str = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$";
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QuantityError {
     #[error("quantity {0:?} is empty")]
     Empty(String),
-    #[error("quantity {0:?} has an invalid number")]
+    #[error("quantity {0:?}: quantities must match the regular expression '{QUANTITY_REGEX}'")]
+    Format(String),
+    #[error("quantity {0:?}: unable to parse numeric part of quantity")]
     Number(String),
-    #[error("quantity {0:?} has an unknown suffix {1:?}")]
+    #[error("quantity {0:?}: unable to parse quantity's suffix")]
     Suffix(String, String),
-    #[error("quantity {0:?} is out of range")]
-    Range(String),
 }
 
-/// A parsed quantity: `num / den` exactly, with `den` a power of ten.
+impl QuantityError {
+    /// The reason in kube-apiserver's words (without the value).
+    pub fn kube_reason(&self) -> String {
+        match self {
+            QuantityError::Empty(_) | QuantityError::Format(_) => {
+                format!("quantities must match the regular expression '{QUANTITY_REGEX}'")
+            }
+            QuantityError::Number(_) => "unable to parse numeric part of quantity".into(),
+            QuantityError::Suffix(..) => "unable to parse quantity's suffix".into(),
+        }
+    }
+
+    /// The text that failed to parse.
+    pub fn raw(&self) -> &str {
+        match self {
+            QuantityError::Empty(r)
+            | QuantityError::Format(r)
+            | QuantityError::Number(r)
+            | QuantityError::Suffix(r, _) => r,
+        }
+    }
+}
+
+/// A parsed quantity in nano-units. Like apimachinery, values beyond 2^63-1 units are
+/// capped there, and non-zero values below one nano-unit round up to one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Parsed {
-    num: i128,
-    den: i128,
+    nano: i128,
 }
+
+const NANO: i128 = 1_000_000_000;
+/// 2^63-1 units, apimachinery's cap.
+const CAP_NANO: i128 = i64::MAX as i128 * NANO;
 
 impl Parsed {
-    fn ceil_scaled(self, scale: i128) -> Result<i64, ()> {
-        let n = self.num.checked_mul(scale).ok_or(())?;
-        let q = n.div_euclid(self.den);
-        let r = n.rem_euclid(self.den);
-        let v = if r != 0 { q + 1 } else { q };
-        i64::try_from(v).map_err(|_| ())
+    /// Whether the value was capped at 2^63-1 units (or its negative).
+    pub fn capped(self) -> bool {
+        self.nano.abs() >= CAP_NANO
+    }
+
+    pub fn is_negative(self) -> bool {
+        self.nano < 0
+    }
+
+    /// The value × `10^9 / per_unit`, rounded up and saturated to i64.
+    fn ceil_div(self, per_unit: i128) -> i64 {
+        let q = self.nano.div_euclid(per_unit);
+        let v = if self.nano.rem_euclid(per_unit) != 0 {
+            q + 1
+        } else {
+            q
+        };
+        v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
     }
 }
 
-fn split_suffix(s: &str) -> (&str, &str) {
-    let idx = s
-        .char_indices()
-        .find(|(i, c)| {
-            c.is_ascii_alphabetic()
-                && !(matches!(c, 'e' | 'E')
-                    && s[i + 1..]
-                        .chars()
-                        .next()
-                        .is_some_and(|n| n.is_ascii_digit() || n == '-' || n == '+'))
-        })
-        .map(|(i, _)| i)
-        .unwrap_or(s.len());
-    (&s[..idx], &s[idx..])
-}
-
-/// (multiplier numerator, denominator) for a suffix.
-fn suffix_scale(suffix: &str) -> Option<(i128, i128)> {
-    let bin = |p: u32| Some((1i128 << (10 * p), 1));
-    let dec = |p: u32| Some((10i128.pow(p), 1));
-    match suffix {
-        "" => Some((1, 1)),
-        "n" => Some((1, 1_000_000_000)),
-        "u" => Some((1, 1_000_000)),
-        "m" => Some((1, 1000)),
-        "k" => dec(3),
-        "M" => dec(6),
-        "G" => dec(9),
-        "T" => dec(12),
-        "P" => dec(15),
-        "E" => dec(18),
-        "Ki" => bin(1),
-        "Mi" => bin(2),
-        "Gi" => bin(3),
-        "Ti" => bin(4),
-        "Pi" => bin(5),
-        "Ei" => bin(6),
-        _ => None,
+/// Whether `s` matches [`QUANTITY_REGEX`].
+fn matches_grammar(s: &str) -> bool {
+    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let num_end = body
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(body.len());
+    if num_end == 0 {
+        return false;
     }
+    let suffix = &body[num_end..];
+    let letters_end = suffix
+        .find(|c: char| !"eEinumkKMGTP".contains(c))
+        .unwrap_or(suffix.len());
+    let rest = &suffix[letters_end..];
+    let rest = rest.strip_prefix(['+', '-']).unwrap_or(rest);
+    rest.chars().all(|c| c.is_ascii_digit())
 }
 
-fn parse_decimal(raw: &str, number: &str) -> Result<Parsed, QuantityError> {
-    let bad = || QuantityError::Number(raw.to_string());
-    let (mantissa, exp) = match number.find(['e', 'E']) {
-        Some(i) => (
-            &number[..i],
-            number[i + 1..].parse::<i32>().map_err(|_| bad())?,
-        ),
-        None => (number, 0),
+/// (power of ten, power of 1024) of a suffix.
+fn suffix_scale(suffix: &str) -> Option<(i64, u32)> {
+    let p = match suffix {
+        "" => (0, 0),
+        "n" => (-9, 0),
+        "u" => (-6, 0),
+        "m" => (-3, 0),
+        "k" => (3, 0),
+        "M" => (6, 0),
+        "G" => (9, 0),
+        "T" => (12, 0),
+        "P" => (15, 0),
+        "E" => (18, 0),
+        "Ki" => (0, 1),
+        "Mi" => (0, 2),
+        "Gi" => (0, 3),
+        "Ti" => (0, 4),
+        "Pi" => (0, 5),
+        "Ei" => (0, 6),
+        s if s.starts_with(['e', 'E']) && s.len() > 1 => {
+            let exp = &s[1..];
+            let digits = exp.strip_prefix(['+', '-']).unwrap_or(exp);
+            if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            // Exponents this large saturate either way; keep the arithmetic small.
+            let mag: i64 = digits.parse().unwrap_or(i64::MAX).min(10_000);
+            (if exp.starts_with('-') { -mag } else { mag }, 0)
+        }
+        _ => return None,
     };
-    let (neg, digits) = match mantissa.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, mantissa.strip_prefix('+').unwrap_or(mantissa)),
-    };
-    let (int_part, frac_part) = digits.split_once('.').unwrap_or((digits, ""));
-    if int_part.is_empty() && frac_part.is_empty() {
-        return Err(bad());
-    }
-    if !int_part
-        .chars()
-        .chain(frac_part.chars())
-        .all(|c| c.is_ascii_digit())
-    {
-        return Err(bad());
-    }
-    let all = format!("{int_part}{frac_part}");
-    let mut num: i128 = all.parse().map_err(|_| QuantityError::Range(raw.into()))?;
-    let mut scale = frac_part.len() as i32 - exp;
-    if !(-30..=30).contains(&scale) {
-        return Err(QuantityError::Range(raw.into()));
-    }
-    while scale < 0 {
-        num = num
-            .checked_mul(10)
-            .ok_or_else(|| QuantityError::Range(raw.into()))?;
-        scale += 1;
-    }
-    let den = 10i128.pow(scale as u32);
-    Ok(Parsed {
-        num: if neg { -num } else { num },
-        den,
-    })
+    Some(p)
 }
 
-/// Parses a quantity string.
+/// `digits × 10^pow10 × 1024^pow1024` in nano-units, rounded up, capped.
+fn scaled_nano(digits: &str, pow10: i64, pow1024: u32) -> i128 {
+    let sig = digits.trim_start_matches('0');
+    if sig.is_empty() {
+        return 0;
+    }
+    let e = pow10 + 9;
+    let magnitude = sig.len() as i64 + e + (pow1024 as i64 * 31) / 10;
+    if magnitude > 29 {
+        return CAP_NANO;
+    }
+    let mut v: i128 = if e >= 0 {
+        // At most 29 significant digits here: fits in i128.
+        let base: i128 = sig.parse().unwrap_or(CAP_NANO);
+        base.saturating_mul(10i128.saturating_pow(e as u32))
+    } else {
+        let cut = (-e) as usize;
+        if cut >= sig.len() {
+            1
+        } else {
+            let (keep, dropped) = sig.split_at(sig.len() - cut);
+            let base: i128 = keep.parse().unwrap_or(CAP_NANO);
+            base + i128::from(dropped.bytes().any(|b| b != b'0'))
+        }
+    };
+    for _ in 0..pow1024 {
+        v = v.saturating_mul(1024);
+    }
+    v.min(CAP_NANO)
+}
+
+/// Parses a quantity as apimachinery's `ParseQuantity` does.
 pub fn parse(raw: &str) -> Result<Parsed, QuantityError> {
     let s = raw.trim();
     if s.is_empty() {
         return Err(QuantityError::Empty(raw.to_string()));
     }
-    let (number, suffix) = split_suffix(s);
-    let (mul, div) = suffix_scale(suffix)
+    if !matches_grammar(s) {
+        return Err(QuantityError::Format(raw.to_string()));
+    }
+    let (neg, body) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let num_end = body
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(body.len());
+    let (number, suffix) = body.split_at(num_end);
+    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
+    if frac_part.contains('.') || (int_part.is_empty() && frac_part.is_empty()) {
+        return Err(QuantityError::Number(raw.to_string()));
+    }
+    let (pow10, pow1024) = suffix_scale(suffix)
         .ok_or_else(|| QuantityError::Suffix(raw.to_string(), suffix.to_string()))?;
-    let p = parse_decimal(raw, number)?;
-    let num = p
-        .num
-        .checked_mul(mul)
-        .ok_or_else(|| QuantityError::Range(raw.into()))?;
-    let den = p
-        .den
-        .checked_mul(div)
-        .ok_or_else(|| QuantityError::Range(raw.into()))?;
-    Ok(Parsed { num, den })
+    let digits = format!("{int_part}{frac_part}");
+    let nano = scaled_nano(&digits, pow10 - frac_part.len() as i64, pow1024);
+    Ok(Parsed {
+        nano: if neg { -nano } else { nano },
+    })
 }
 
-/// `MilliValue()`: the quantity × 1000, rounded up.
+/// `MilliValue()`: the quantity × 1000, rounded up (saturated at i64's range).
 pub fn milli(raw: &str) -> Result<i64, QuantityError> {
-    parse(raw)?
-        .ceil_scaled(1000)
-        .map_err(|_| QuantityError::Range(raw.into()))
+    Ok(parse(raw)?.ceil_div(NANO / 1000))
 }
 
-/// `Value()`: the quantity rounded up to an integer.
+/// `Value()`: the quantity rounded up to an integer (saturated at i64's range).
 pub fn value(raw: &str) -> Result<i64, QuantityError> {
-    parse(raw)?
-        .ceil_scaled(1)
-        .map_err(|_| QuantityError::Range(raw.into()))
+    Ok(parse(raw)?.ceil_div(NANO))
 }
 
 /// Milli value of a `Quantity`, 0 when it does not parse (callers that must report bad
@@ -214,18 +260,36 @@ mod tests {
     #[test]
     fn rejects_malformed() {
         for raw in [
-            "",
-            "abc",
-            "1Xi",
-            "1..2",
-            "--1",
-            "1e",
-            "m",
-            "1.2.3",
-            "99999999999999999999999999Ei",
+            "", "abc", "1Xi", "1..2", "--1", "1e", "m", "1.2.3", "abc", "1 m", "0x10", "1Ki2", ".",
         ] {
             assert!(value(raw).is_err(), "{raw:?} should be rejected");
         }
+        assert!(matches!(parse("abc"), Err(QuantityError::Format(_))));
+        assert!(matches!(parse("1..2"), Err(QuantityError::Number(_))));
+        assert!(matches!(parse("1Xi"), Err(QuantityError::Format(_))));
+        assert!(matches!(parse("1mi"), Err(QuantityError::Suffix(..))));
+    }
+
+    #[test]
+    fn huge_values_cap_and_tiny_ones_round_up_as_apimachinery() {
+        for raw in [
+            "1e400",
+            "9999999999999999999Ei",
+            "99999999999999999999999999",
+            "1e99999999999999",
+        ] {
+            let p = parse(raw).unwrap();
+            assert!(p.capped(), "{raw}");
+            assert_eq!(value(raw).unwrap(), i64::MAX, "{raw}");
+            assert_eq!(milli(raw).unwrap(), i64::MAX, "{raw}");
+        }
+        assert_eq!(value("-1e400").unwrap(), -i64::MAX);
+        assert!(parse("-5").unwrap().is_negative());
+        assert_eq!(milli("1e-400").unwrap(), 1, "rounds up to 1n, then to 1m");
+        assert_eq!(milli("0.0000000001").unwrap(), 1);
+        assert_eq!(milli("0e400").unwrap(), 0);
+        assert_eq!(value("8Ei").unwrap(), i64::MAX, "2^63 is one past the cap");
+        assert_eq!(value("7Ei").unwrap(), 7 << 60);
     }
 
     #[test]

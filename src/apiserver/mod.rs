@@ -5,8 +5,11 @@
 pub mod admission;
 pub mod bootstrap;
 pub mod http;
+pub mod limits;
 pub mod node;
 pub mod openapi;
+#[cfg(test)]
+mod props_tests;
 pub use crate::api::patch;
 pub mod registry;
 pub mod security;
@@ -105,7 +108,7 @@ impl Config {
                 .register_local_node
                 .then(|| node::LocalNode::detect(node_name)),
             limits: Default::default(),
-            compaction_interval: Duration::from_secs(60),
+            compaction_interval: Duration::from_secs(10),
         }
     }
 
@@ -157,7 +160,7 @@ impl Options {
             sim: None,
             local_node: None,
             limits: Default::default(),
-            compaction_interval: Duration::from_secs(60),
+            compaction_interval: Duration::from_secs(10),
         }
     }
 }

@@ -19,17 +19,6 @@ pub fn new_uid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-/// DNS-1123 subdomain, as Kubernetes requires of most object names.
-pub fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
-}
-
 fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});
@@ -90,6 +79,13 @@ pub fn prepare_update(
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
+    if !old.is_object() || !new.is_object() {
+        return Err(ApiError::invalid(
+            info,
+            &name,
+            "<root>: Invalid value: the object is not a JSON object",
+        ));
+    }
     if sub == Some("status") {
         let status = new.get("status").cloned();
         let rv = new.pointer("/metadata/resourceVersion").cloned();

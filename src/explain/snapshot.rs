@@ -66,6 +66,13 @@ impl Snapshot {
 
     /// Adds the documents of one file.
     pub fn add_text(&mut self, file: &str, text: &str) -> Result<(), SnapshotError> {
+        crate::api::input::prescan_yaml(text.as_bytes()).map_err(|message| {
+            SnapshotError::Syntax {
+                file: file.into(),
+                doc: 0,
+                message,
+            }
+        })?;
         for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
             let syntax = |message: String| SnapshotError::Syntax {
                 file: file.into(),
@@ -112,6 +119,15 @@ impl Snapshot {
             name: name.clone(),
             message,
         };
+        if crate::api::input::depth(&v) > crate::api::input::MAX_DEPTH {
+            return Err(err(format!(
+                "nested deeper than {} levels",
+                crate::api::input::MAX_DEPTH
+            )));
+        }
+        if let Some((field, raw, why)) = crate::api::input::invalid_quantities(&v).pop() {
+            return Err(err(format!("{field}: invalid quantity {raw:?}: {why}")));
+        }
         match kind.as_str() {
             "Node" => self.nodes.push(decode(v).map_err(err)?),
             "Pod" => self.pods.push(decode(v).map_err(err)?),

@@ -135,7 +135,7 @@ fn serve_connection_limited<S, F, Fut>(
     conns.spawn(async move {
         let service = hyper::service::service_fn(move |req| {
             let handler = handler.clone();
-            async move { Ok::<_, Infallible>(handler(req).await) }
+            async move { Ok::<_, Infallible>(answer_or_500(handler(req)).await) }
         });
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
@@ -146,6 +146,27 @@ fn serve_connection_limited<S, F, Fut>(
             tracing::debug!(%err, "http connection ended with an error");
         }
     });
+}
+
+/// A handler that panics answers 500 instead of dropping the connection (the panic is
+/// still a bug: it is logged at error level).
+async fn answer_or_500<Fut>(fut: Fut) -> Response<Body>
+where
+    Fut: Future<Output = Response<Body>>,
+{
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(resp) => resp,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(panic = %what, "request handler panicked");
+            text(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
+        }
+    }
 }
 
 /// Where a TLS server gets its current config (certificates may be reloaded).

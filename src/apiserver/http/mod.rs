@@ -96,6 +96,46 @@ impl Query {
     }
 }
 
+/// How long a read for a resourceVersion the store has not reached waits for it.
+const FUTURE_RV_WAIT: Duration = Duration::from_secs(3);
+
+/// The `resourceVersion` parameter of a read: `None` when absent or "0" (any state will
+/// do). It must be an unsigned integer (400); one above the current revision is waited for
+/// briefly, then refused as kube-apiserver does ("Too large resource version").
+pub async fn read_rv(store: &Store, q: &Query) -> Result<Option<u64>, ApiError> {
+    let Some(raw) = q.get("resourceVersion") else {
+        return Ok(None);
+    };
+    let rv: u64 = raw.parse().map_err(|e| {
+        ApiError::bad_request(format!(
+            "resourceVersion: Invalid value: {raw:?}: invalid resource version: {e}"
+        ))
+    })?;
+    if rv == 0 {
+        return Ok(None);
+    }
+    let deadline = Instant::now() + FUTURE_RV_WAIT;
+    while store.rev() < rv {
+        if Instant::now() >= deadline {
+            return Err(ApiError::too_large_rv(rv, store.rev()));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(Some(rv))
+}
+
+/// Whether a write is a dry run: `dryRun=All`, the only value kube-apiserver accepts.
+pub fn dry_run(q: &Query, options_kind: &str) -> Result<bool, ApiError> {
+    match q.get("dryRun") {
+        None => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::invalid_option(
+            options_kind,
+            format!("dryRun[0]: Unsupported value: {other:?}: supported values: \"All\""),
+        )),
+    }
+}
+
 /// One resource request after routing.
 pub struct ResourceRequest {
     pub info: Arc<ResourceInfo>,
@@ -279,15 +319,21 @@ async fn dispatch(
         (&Method::GET, false, None) if rr.watch_path || q.flag("watch") => {
             read::watch(state, &rr, q).await
         }
-        (&Method::GET, false, None) => read::list(state, &rr, q, accept),
-        (&Method::GET, true, None | Some("status")) => read::get(state, &rr, accept),
+        (&Method::GET, false, None) => {
+            read_rv(&state.store, q).await?;
+            read::list(state, &rr, q, accept)
+        }
+        (&Method::GET, true, None | Some("status")) => {
+            read_rv(&state.store, q).await?;
+            read::get(state, &rr, accept)
+        }
         (&Method::POST, false, None) => write::create(state, &rr, req, q).await,
         (&Method::POST, true, Some("binding")) => subresource::binding(state, &rr, req).await,
         (&Method::POST, true, Some("eviction")) => subresource::eviction(state, &rr, req).await,
         (&Method::PUT, true, None | Some("status") | Some("finalize")) => {
-            write::update(state, &rr, req).await
+            write::update(state, &rr, req, q).await
         }
-        (&Method::PATCH, true, None | Some("status")) => write::patch(state, &rr, req).await,
+        (&Method::PATCH, true, None | Some("status")) => write::patch(state, &rr, req, q).await,
         (&Method::DELETE, true, None) => write::delete(state, &rr, req, q).await,
         (&Method::DELETE, false, None) => write::delete_collection(state, &rr, q).await,
         _ => Err(ApiError::method_not_allowed(&format!(

@@ -176,14 +176,7 @@ pub async fn watch(
 ) -> Result<Response<Body>, ApiError> {
     let filter = filter(rr, q)?;
     let initial = q.flag("sendInitialEvents");
-    let from = match q.get("resourceVersion") {
-        None | Some("0") => None,
-        Some(_) if initial => None,
-        Some(s) => Some(
-            s.parse::<u64>()
-                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {s:?}")))?,
-        ),
-    };
+    let from = super::read_rv(&state.store, q).await?.filter(|_| !initial);
     let bookmarks = q.flag("allowWatchBookmarks");
     let timeout = q
         .u64("timeoutSeconds")

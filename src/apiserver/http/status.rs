@@ -139,6 +139,31 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
+    /// A resourceVersion the server has not reached yet (kube-apiserver waits a few
+    /// seconds for it first).
+    pub fn too_large_rv(requested: u64, current: u64) -> Self {
+        let mut e = Self::new(
+            504,
+            "Timeout",
+            format!("Too large resource version: {requested}, current: {current}"),
+        );
+        e.details = Some(json!({
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        }));
+        e
+    }
+
+    /// An invalid option value, as kube-apiserver reports `dryRun=garbage`.
+    pub fn invalid_option(kind: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self::new(
+            422,
+            "Invalid",
+            format!("{kind}.meta.k8s.io \"\" is invalid: {message}"),
+        )
+    }
+
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
     }

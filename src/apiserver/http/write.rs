@@ -9,11 +9,12 @@ use hyper::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::status::{ApiError, success};
-use super::{MAX_BODY, Query, ResourceRequest, ServerState, object_response};
+use super::{MAX_BODY, Query, ResourceRequest, ServerState, dry_run, object_response};
 use crate::apiserver::admission::Attributes;
+use crate::apiserver::limits;
 use crate::apiserver::patch::{self, PatchType};
 use crate::apiserver::registry::ResourceInfo;
-use crate::apiserver::semantics::{self, now, valid_name};
+use crate::apiserver::semantics::{self, now};
 use crate::apiserver::store::{Change, Committed, Filter, StoreError, Stored};
 
 use crate::kernel::http::{Body, json as json_response, read_body};
@@ -52,7 +53,9 @@ async fn body_bytes(req: Request<Incoming>) -> Result<(String, bytes::Bytes), Ap
     Ok((ct, bytes))
 }
 
-fn parse_object(ct: &str, bytes: &[u8]) -> Result<Value, ApiError> {
+/// Decodes a JSON or YAML body into an object within the nesting limit. YAML is parsed on
+/// a blocking thread: a hostile document must not stall the async workers.
+async fn parse_object(ct: &str, bytes: bytes::Bytes) -> Result<Value, ApiError> {
     let media = ct.split(';').next().unwrap_or("").trim();
     if !matches!(
         media,
@@ -64,17 +67,16 @@ fn parse_object(ct: &str, bytes: &[u8]) -> Result<Value, ApiError> {
         )));
     }
     let v: Value = if media.ends_with("yaml") {
-        serde_yaml::from_slice(bytes)
+        limits::prescan_yaml(&bytes)?;
+        tokio::task::spawn_blocking(move || serde_yaml::from_slice::<Value>(&bytes))
+            .await
+            .map_err(|e| ApiError::internal(format!("decoding YAML: {e}")))?
             .map_err(|e| ApiError::bad_request(format!("invalid YAML body: {e}")))?
     } else {
-        serde_json::from_slice(bytes)
+        serde_json::from_slice(&bytes)
             .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?
     };
-    if !v.is_object() {
-        return Err(ApiError::bad_request(
-            "the request body must be a JSON object",
-        ));
-    }
+    limits::check_body(&v)?;
     Ok(v)
 }
 
@@ -141,8 +143,9 @@ pub async fn create(
     req: Request<Incoming>,
     q: &Query,
 ) -> Result<Response<Body>, ApiError> {
+    let dry = dry_run(q, "CreateOptions")?;
     let (ct, bytes) = body_bytes(req).await?;
-    let mut obj = parse_object(&ct, &bytes)?;
+    let mut obj = parse_object(&ct, bytes).await?;
     check_type(rr, &mut obj)?;
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});
@@ -185,21 +188,14 @@ pub async fn create(
             "metadata.name: Required value: name or generateName is required",
         ));
     }
-    if !valid_name(&name) {
-        return Err(ApiError::invalid(
-            &rr.info,
-            &name,
-            format!(
-                "metadata.name: Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"
-            ),
-        ));
-    }
+    limits::check_name(&rr.info, &name)?;
     semantics::prepare_create(&rr.info, &mut obj, &state.store)?;
     let a = attrs(rr, "CREATE", &name, None);
     state.admission.mutate(&a, &mut obj).await?;
     semantics::after_mutation(&rr.info, &mut obj);
+    check_computed(&rr.info, &name, &obj)?;
     state.admission.validate(&a, Some(&obj)).await?;
-    if q.get("dryRun").is_some() {
+    if dry {
         return Ok(json_response(StatusCode::CREATED, &obj));
     }
     let committed = state
@@ -216,13 +212,21 @@ pub async fn create(
     ))
 }
 
+/// What every write must hold before it is admitted and stored.
+fn check_computed(info: &ResourceInfo, name: &str, obj: &Value) -> Result<(), ApiError> {
+    limits::check_result(info, name, obj)?;
+    limits::check_object_quantities(info, name, obj)
+}
+
 pub async fn update(
     state: &Arc<ServerState>,
     rr: &ResourceRequest,
     req: Request<Incoming>,
+    q: &Query,
 ) -> Result<Response<Body>, ApiError> {
+    let dry = dry_run(q, "UpdateOptions")?;
     let (ct, bytes) = body_bytes(req).await?;
-    let mut body = parse_object(&ct, &bytes)?;
+    let mut body = parse_object(&ct, bytes).await?;
     check_type(rr, &mut body)?;
     let url_name = rr.name.clone().unwrap_or_default();
     match name_of(&body) {
@@ -243,14 +247,16 @@ pub async fn update(
                 .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {s:?}")))
         })
         .transpose()?;
-    guaranteed_update(state, rr, pinned, |_| Ok(body.clone())).await
+    guaranteed_update(state, rr, pinned, dry, |_| Ok(body.clone())).await
 }
 
 pub async fn patch(
     state: &Arc<ServerState>,
     rr: &ResourceRequest,
     req: Request<Incoming>,
+    q: &Query,
 ) -> Result<Response<Body>, ApiError> {
+    let dry = dry_run(q, "PatchOptions")?;
     let ct = content_type(&req);
     let kind = PatchType::from_content_type(&ct).ok_or_else(|| {
         ApiError::unsupported_media_type(format!(
@@ -273,9 +279,10 @@ pub async fn patch(
         _ => {}
     }
     let (_, bytes) = body_bytes(req).await?;
-    guaranteed_update(state, rr, None, |old| {
+    guaranteed_update(state, rr, None, dry, |old| {
         let new =
             patch::apply(kind, old, &bytes).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        limits::check_result(&rr.info, &name_of(old), &new)?;
         let rv = |v: &Value| v.pointer("/metadata/resourceVersion").cloned();
         if rv(&new).is_some_and(|r| !r.is_null()) && rv(&new) != rv(old) {
             return Err(ApiError::stale(&rr.info, &name_of(old)));
@@ -298,6 +305,7 @@ async fn guaranteed_update(
     state: &Arc<ServerState>,
     rr: &ResourceRequest,
     pinned: Option<u64>,
+    dry: bool,
     compute: impl Fn(&Value) -> Result<Value, ApiError>,
 ) -> Result<Response<Body>, ApiError> {
     let name = rr.name.clone().unwrap_or_default();
@@ -312,9 +320,11 @@ async fn guaranteed_update(
         }
         let old = cur.value();
         let mut new = compute(&old)?;
+        limits::check_result(&rr.info, &name, &new)?;
         new["apiVersion"] = old.get("apiVersion").cloned().unwrap_or_default();
         new["kind"] = rr.info.kind.clone().into();
         semantics::prepare_update(&rr.info, &old, &mut new, rr.subresource.as_deref())?;
+        check_computed(&rr.info, &name, &new)?;
         if without_rv(&new) == without_rv(&old) {
             return Ok(super::object_response(
                 StatusCode::OK,
@@ -324,7 +334,11 @@ async fn guaranteed_update(
         }
         let a = attrs(rr, "UPDATE", &name, Some(&old));
         state.admission.mutate(&a, &mut new).await?;
+        check_computed(&rr.info, &name, &new)?;
         state.admission.validate(&a, Some(&new)).await?;
+        if dry {
+            return Ok(json_response(StatusCode::OK, &new));
+        }
         let finalize = new.pointer("/metadata/deletionTimestamp").is_some()
             && new
                 .pointer("/metadata/finalizers")
@@ -362,6 +376,7 @@ async fn guaranteed_update(
 #[serde(rename_all = "camelCase")]
 pub(crate) struct DeleteOptions {
     pub grace_period_seconds: Option<i64>,
+    pub dry_run: Option<Vec<String>>,
     pub preconditions: Option<Preconditions>,
 }
 
@@ -378,6 +393,7 @@ pub async fn delete(
     req: Request<Incoming>,
     q: &Query,
 ) -> Result<Response<Body>, ApiError> {
+    let dry = dry_run(q, "DeleteOptions")?;
     let (_, bytes) = body_bytes(req).await?;
     let mut opts: DeleteOptions = if bytes.iter().all(u8::is_ascii_whitespace) {
         DeleteOptions::default()
@@ -388,7 +404,22 @@ pub async fn delete(
     if let Some(g) = q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()) {
         opts.grace_period_seconds = Some(g);
     }
+    if let Some(d) = opts.dry_run.as_ref().and_then(|d| d.first())
+        && d != "All"
+    {
+        return Err(ApiError::invalid_option(
+            "DeleteOptions",
+            format!("dryRun[0]: Unsupported value: {d:?}: supported values: \"All\""),
+        ));
+    }
     let name = rr.name.clone().unwrap_or_default();
+    if dry || opts.dry_run.as_ref().is_some_and(|d| !d.is_empty()) {
+        let cur = state
+            .store
+            .get(&rr.info.key(), rr.ns(), &name)
+            .ok_or_else(|| ApiError::not_found(&rr.info, &name))?;
+        return Ok(object_response(StatusCode::OK, &cur, &rr.api_version()));
+    }
     let obj = delete_one(state, &rr.info, &rr.version, rr.ns(), &name, &opts, true).await?;
     Ok(object_response(StatusCode::OK, &obj, &rr.api_version()))
 }
@@ -517,7 +548,11 @@ pub async fn delete_collection(
     rr: &ResourceRequest,
     q: &Query,
 ) -> Result<Response<Body>, ApiError> {
+    let dry = dry_run(q, "DeleteOptions")?;
     let filter = super::read::filter(rr, q)?;
+    if dry {
+        return Ok(json_response(StatusCode::OK, &success(200)));
+    }
     let (_, items) = state.store.list(&rr.info.key(), &filter);
     for item in items {
         match delete_one(

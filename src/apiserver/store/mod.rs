@@ -41,8 +41,8 @@ impl Default for StoreOptions {
         Self {
             history: 10_000,
             watcher_buffer: 4096,
-            cache_bytes: 32 << 20,
-            compact_slack_bytes: 32 << 20,
+            cache_bytes: 8 << 20,
+            compact_slack_bytes: 8 << 20,
             history_bytes: 16 << 20,
         }
     }
