@@ -687,3 +687,125 @@ async fn hostile_bodies_and_parameters_get_kube_statuses() {
     assert_eq!(code, 422);
     assert!(msg.contains("RFC 1123 subdomain"), "{msg}");
 }
+
+fn any_json() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::Bool),
+        any::<i64>().prop_map(serde_json::Value::from),
+        "[a-z0-9.-]{0,8}|-?[0-9]{1,3}[eEmMGiK]{0,2}[0-9]{0,4}".prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(5, 48, 5, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::Array),
+            prop::collection::btree_map(
+                prop::sample::select(vec![
+                    "metadata",
+                    "name",
+                    "spec",
+                    "containers",
+                    "resources",
+                    "requests",
+                    "cpu",
+                    "image",
+                    "data",
+                    "status",
+                    "labels",
+                    "$patch",
+                    "kind",
+                    "apiVersion",
+                    "op",
+                    "path",
+                    "value",
+                ])
+                .prop_map(str::to_string),
+                inner,
+                0..5,
+            )
+            .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// Whatever the body, through the real server: a status below 500, never a dropped
+/// connection (a handler panic would answer 500).
+#[test]
+fn random_bodies_through_the_server_never_fail_it() {
+    use proptest::test_runner::{Config, TestRunner};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let api = rt.block_on(TestApi::start());
+    let c = api.client.clone();
+    rt.block_on(async {
+        let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+        cms.create(&PostParams::default(), &cm("target", &[]))
+            .await
+            .unwrap();
+        let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+        pods.create(&PostParams::default(), &pod("target", json!({})))
+            .await
+            .unwrap();
+    });
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok());
+    let mut runner = TestRunner::new(Config {
+        cases: cases.unwrap_or(256),
+        ..Config::default()
+    });
+    let strategy = (
+        any_json(),
+        proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+    );
+    runner
+        .run(&strategy, |(v, junk)| {
+            let body = serde_json::to_string(&v).unwrap();
+            let junk = String::from_utf8_lossy(&junk).to_string();
+            let cases = [
+                ("POST", "configmaps", "", "application/json", &body),
+                ("POST", "pods", "", "application/json", &body),
+                ("POST", "configmaps", "", "application/yaml", &junk),
+                ("PUT", "configmaps", "/target", "application/json", &body),
+                (
+                    "PATCH",
+                    "configmaps",
+                    "/target",
+                    "application/merge-patch+json",
+                    &body,
+                ),
+                (
+                    "PATCH",
+                    "pods",
+                    "/target",
+                    "application/strategic-merge-patch+json",
+                    &body,
+                ),
+                (
+                    "PATCH",
+                    "pods",
+                    "/target",
+                    "application/json-patch+json",
+                    &body,
+                ),
+                (
+                    "PATCH",
+                    "configmaps",
+                    "/target",
+                    "application/merge-patch+json",
+                    &junk,
+                ),
+            ];
+            for (method, res, name, ct, body) in cases {
+                let uri = format!("/api/v1/namespaces/default/{res}{name}");
+                let (code, msg) = rt.block_on(raw(&c, method, &uri, ct, body));
+                proptest::prop_assert!(code < 500, "{method} {uri} {body}: {code} {msg}");
+            }
+            Ok(())
+        })
+        .unwrap();
+    drop(api);
+}

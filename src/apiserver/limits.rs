@@ -241,7 +241,8 @@ mod tests {
                 .message
                 .contains("RFC 1123 label")
         );
-        let role = info("rbac.authorization.k8s.io", "clusterroles");
+        let mut role = info("", "configmaps");
+        role.group = "rbac.authorization.k8s.io".into();
         assert!(check_name(&role, "system:controller:x").is_ok());
         assert!(check_name(&role, "a/b").is_err());
     }
