@@ -23,9 +23,10 @@ Roles (--role, comma-separated):
                  calling runtime hooks is planned)
   all            every role above
 
---embedded starts an in-process Kubernetes-compatible API server (sled storage under
---data-dir, kubeconfig written to <data-dir>/kubeconfig) and runs the roles against it:
-no cluster needed. With no --role it serves only the API server.
+--embedded starts an in-process Kubernetes-compatible API server (HTTPS with its own CA,
+a token on every request, sled storage under --data-dir, kubeconfig with CA and token
+written to <data-dir>/kubeconfig, mode 0600) and runs the roles against it: no cluster
+needed. With no --role it serves only the API server.
 
 Examples:
   koord --role=all --embedded
@@ -74,7 +75,7 @@ pub struct CommonFlags {
     /// Run an in-process API server and point every role at it (no cluster needed)
     #[arg(long)]
     pub embedded: bool,
-    /// Address of the embedded API server
+    /// Address of the embedded API server (HTTPS; loopback by default)
     #[arg(long, value_name = "ADDR")]
     pub embedded_addr: Option<SocketAddr>,
     /// Register this many simulated nodes in the embedded API server
