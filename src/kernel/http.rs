@@ -113,21 +113,8 @@ fn default_max_connections() -> usize {
 }
 
 /// Serves one connection (plain TCP or TLS) with `handler`.
-pub fn serve_connection<S, F, Fut>(conns: &mut JoinSet<()>, io: S, handler: F)
+fn serve_connection<S, F, Fut>(conns: &mut JoinSet<()>, io: S, handler: F, header_timeout: Duration)
 where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Response<Body>> + Send + 'static,
-{
-    serve_connection_limited(conns, io, handler, Limits::default().header_timeout);
-}
-
-fn serve_connection_limited<S, F, Fut>(
-    conns: &mut JoinSet<()>,
-    io: S,
-    handler: F,
-    header_timeout: Duration,
-) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<Body>> + Send + 'static,
@@ -227,7 +214,7 @@ where
                             let accept = tokio_rustls::TlsAcceptor::from(config).accept(stream);
                             handshakes.spawn(tokio::time::timeout(limits.handshake_timeout, accept));
                         }
-                        None => serve_connection_limited(&mut conns, stream, handler.clone(), limits.header_timeout),
+                        None => serve_connection(&mut conns, stream, handler.clone(), limits.header_timeout),
                     }
                 }
                 Err(err) => {
@@ -237,7 +224,7 @@ where
                 }
             },
             Some(done) = handshakes.join_next(), if !handshakes.is_empty() => match done {
-                Ok(Ok(Ok(stream))) => serve_connection_limited(&mut conns, stream, handler.clone(), limits.header_timeout),
+                Ok(Ok(Ok(stream))) => serve_connection(&mut conns, stream, handler.clone(), limits.header_timeout),
                 Ok(Ok(Err(err))) => tracing::debug!(%err, "TLS handshake failed"),
                 Ok(Err(_)) => tracing::debug!("TLS handshake timed out"),
                 Err(_) => {}
