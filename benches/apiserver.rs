@@ -142,4 +142,16 @@ async fn main() {
     http_writes(&server, 10_000, 32, "parallel").await;
     watch_fanout(&server, 100, 2_000).await;
     server.shutdown().await;
+
+    // As `--embedded` runs: HTTPS, a token, the store on this machine's disk, every write
+    // answered once flushed (the temporary store above lives in memory).
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut opts = Options::for_tests();
+    opts.tls = true;
+    opts.data_dir = Some(dir.path().to_path_buf());
+    let server = ApiServer::start(opts).await.unwrap();
+    println!("as --embedded (HTTPS, token, on-disk store, durable writes):");
+    http_writes(&server, 1_000, 1, "durable-serial").await;
+    http_writes(&server, 10_000, 32, "durable-parallel").await;
+    server.shutdown().await;
 }

@@ -120,7 +120,8 @@ pub struct Store {
     live_bytes: AtomicU64,
     write: Mutex<Revs>,
     rev: Arc<AtomicU64>,
-    group: durable::GroupCommit,
+    /// `None` for a temporary store: it lives in memory, there is no disk to wait for.
+    group: Option<durable::GroupCommit>,
     next_watcher: AtomicU64,
     lagged: AtomicU64,
     types: RwLock<HashMap<ResourceKey, Arc<Mutex<TypeInner>>>>,
@@ -207,7 +208,9 @@ impl Store {
             None => Ok(()),
         };
         Ok(Store {
-            group: durable::GroupCommit::start(flush, committed.clone()),
+            group: path
+                .is_some()
+                .then(|| durable::GroupCommit::start(flush, committed.clone())),
             backend,
             path,
             live_bytes: AtomicU64::new(live_bytes),
@@ -531,14 +534,19 @@ impl Store {
     /// Waits until every write up to `rev` is on disk; the writes waiting at the same
     /// moment share one flush.
     pub async fn durable(&self, rev: u64) -> Result<(), StoreError> {
-        self.group.wait(rev).await.map_err(StoreError::Durability)
+        match &self.group {
+            Some(g) => g.wait(rev).await.map_err(StoreError::Durability),
+            None => Ok(()),
+        }
     }
 }
 
 impl Drop for Store {
     /// A clean close gives back the unused revision reservation.
     fn drop(&mut self) {
-        self.group.stop();
+        if let Some(g) = &self.group {
+            g.stop();
+        }
         let rev = lock(&self.write).rev;
         let backend = read(&self.backend);
         let Some(backend) = backend.as_ref() else {
