@@ -11,9 +11,9 @@ use koord::api::extension::qos::KubeQoS;
 use koord::koordlet::advisor::Advisor;
 use koord::koordlet::collectors::{Config, registry};
 use koord::koordlet::informer::{PodMeta, States};
-use koord::koordlet::os::system::Host;
-use koord::koordlet::os::{Cgroups, Driver, Resource, Subsystem, Version};
 use koord::koordlet::store::{MetricKind, MetricStore, Point, SeriesKey, StoreOptions};
+use koord::os::system::Host;
+use koord::os::{Cgroups, Driver, Resource, Subsystem, Version};
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")

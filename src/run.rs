@@ -79,7 +79,7 @@ pub fn main() -> ExitCode {
 fn build_runtime(roles: &RoleSet) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if roles.node_agent_only() {
-        kernel::limit_malloc_arenas(2);
+        crate::os::tuning::limit_malloc_arenas(2);
         builder.worker_threads(2).max_blocking_threads(16);
     }
     builder.enable_all().build()
@@ -130,8 +130,8 @@ impl Signals {
 }
 
 async fn run_roles(mut cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
-    kernel::process::raise_nofile_limit();
-    kernel::process::return_large_allocations();
+    crate::os::tuning::raise_nofile_limit();
+    crate::os::tuning::return_large_allocations();
     let mut signals = match Signals::install() {
         Ok(s) => s,
         Err(err) => {

@@ -407,7 +407,7 @@ fn closed_by_server(conns: &mut [std::net::TcpStream]) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_and_half_sent_connections_do_not_starve_the_server() {
     use std::time::{Duration, Instant};
-    koord::kernel::process::raise_nofile_limit();
+    koord::os::tuning::raise_nofile_limit();
     let mut opts = koord::apiserver::Options::for_tests();
     opts.bearer_token = Some("t0k".into());
     opts.limits.header_timeout = Duration::from_secs(2);

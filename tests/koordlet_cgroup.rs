@@ -10,8 +10,8 @@ use common::burner::{self, cpu_seconds};
 use koord::koordlet::advisor::Advisor;
 use koord::koordlet::collectors::{Config, registry};
 use koord::koordlet::informer::{PodMeta, States};
-use koord::koordlet::os::system::Host;
 use koord::koordlet::store::{MetricKind, SeriesKey};
+use koord::os::system::Host;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn burner_cpu_is_measured_within_20_percent() {

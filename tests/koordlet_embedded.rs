@@ -48,10 +48,10 @@ fn sample_proc(stop: Arc<std::sync::atomic::AtomicBool>) -> (Trace, std::thread:
     let trace: Trace = Arc::default();
     let t = trace.clone();
     let handle = std::thread::spawn(move || {
-        let host = koord::koordlet::os::system::Host::new("/proc", "/sys");
+        let host = koord::os::system::Host::new("/proc", "/sys");
         while !stop.load(std::sync::atomic::Ordering::SeqCst) {
             let (cpu, _) = host.proc_stat().unwrap();
-            let mem = koord::koordlet::os::parse::memory_used(&host.meminfo().unwrap()).unwrap();
+            let mem = koord::os::parse::memory_used(&host.meminfo().unwrap()).unwrap();
             let now = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .unwrap()
@@ -68,7 +68,7 @@ fn cores_between(trace: &Trace, start: i64, end: i64) -> f64 {
     let t = trace.lock().unwrap();
     let first = t.iter().find(|(ts, _, _)| *ts >= start).unwrap();
     let last = t.iter().rev().find(|(ts, _, _)| *ts <= end).unwrap();
-    let tck = koord::koordlet::os::system::clock_ticks() as f64;
+    let tck = koord::os::system::clock_ticks() as f64;
     (last.1 - first.1) as f64 / tck / ((last.0 - first.0) as f64 / 1000.0)
 }
 

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use common::burner::{self, cpu_seconds};
 use koord::api::extension::qos::KubeQoS;
-use koord::koordlet::os::Resource;
 use koord::koordlet::qos::cpusuppress::{Inputs, cfs_quota, suppress_milli};
 use koord::koordlet::qos::executor::{Executor, Outcome, Update};
+use koord::os::Resource;
 
 /// Cores the process used over `d`.
 async fn usage(pid: u32, d: Duration) -> f64 {

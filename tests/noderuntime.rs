@@ -12,8 +12,8 @@ use common::{STRAY_MARKER, TestApi, is_root};
 use k8s_openapi::api::core::v1::Pod;
 use koord::apiserver::Options;
 use koord::apiserver::node::LocalNode;
-use koord::koordlet::os::{CgroupDir, Resource};
 use koord::noderuntime::{self, NodeRuntime};
+use koord::os::{CgroupDir, Resource};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
@@ -192,7 +192,7 @@ fn pod(name: &str, policy: &str, script: &str, resources: Value) -> Value {
 
 /// Gone or a zombie waiting for init to reap it.
 fn dead(pid: i32) -> bool {
-    !koord::koordlet::os::process::alive(std::path::Path::new("/proc"), pid, None)
+    !koord::os::process::alive(std::path::Path::new("/proc"), pid, None)
 }
 
 fn read(path: PathBuf) -> String {

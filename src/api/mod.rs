@@ -19,4 +19,5 @@ pub mod schema;
 pub mod selector;
 pub mod slo;
 pub mod sloconfig;
+pub mod time;
 pub mod topology;

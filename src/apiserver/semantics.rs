@@ -9,11 +9,7 @@ use super::registry::{ResourceInfo, from_crd};
 use super::store::Store;
 use crate::api::extension::qos::kube_qos;
 
-pub fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
-}
+pub use crate::api::time::now;
 
 pub fn new_uid() -> String {
     uuid::Uuid::new_v4().to_string()

@@ -2,22 +2,21 @@
 //! flags, merged once by figment. Keys are camelCase like Koordinator's; an unknown key,
 //! a wrong type or an invalid value is an error naming the key and its source.
 
-pub mod host;
 pub mod sources;
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use figment::providers::{Format, Serialized, Yaml};
 use figment::value::{Dict, Map};
 use figment::{Figment, Metadata, Profile, Provider};
 use serde::{Deserialize, Serialize};
 
-pub use host::HostEnv;
+pub use crate::kernel::common::CommonConfig;
+pub use crate::kernel::host::HostEnv;
 pub use sources::KeyValue;
 
 use crate::kernel::role::RoleSet;
-use crate::kernel::telemetry::{LogFormat, parse_filter};
+use crate::kernel::telemetry::parse_filter;
 
 /// The whole configuration: one section per role plus `common`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -30,39 +29,6 @@ pub struct Config {
     pub descheduler: crate::descheduler::Config,
     pub koordlet: crate::koordlet::Config,
     pub runtime_proxy: crate::runtime_proxy::Config,
-}
-
-/// Settings every role shares.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
-pub struct CommonConfig {
-    /// Path to a kubeconfig; unset means `$KUBECONFIG`, `~/.kube/config`, then in-cluster.
-    pub kubeconfig: Option<PathBuf>,
-    /// This node's name (default: `$NODE_NAME`, then the host name).
-    pub node_name: String,
-    pub log_format: LogFormat,
-    /// A level or tracing filter directive; `RUST_LOG` wins when set.
-    pub log_level: String,
-    /// Address of `/healthz`, `/readyz`, `/metrics`, `/debug/config`.
-    pub admin_addr: SocketAddr,
-    /// Where koord keeps state (sled stores, kubeconfig of the embedded server).
-    pub data_dir: PathBuf,
-    /// How long a graceful drain may take before koord aborts.
-    pub shutdown_grace_seconds: u64,
-}
-
-impl Default for CommonConfig {
-    fn default() -> Self {
-        Self {
-            kubeconfig: None,
-            node_name: String::new(),
-            log_format: LogFormat::Text,
-            log_level: "info".into(),
-            admin_addr: SocketAddr::from(([127, 0, 0, 1], 9316)),
-            data_dir: PathBuf::from("/var/lib/koord"),
-            shutdown_grace_seconds: 30,
-        }
-    }
 }
 
 impl Config {

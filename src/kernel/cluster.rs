@@ -7,7 +7,7 @@ use std::time::Duration;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use super::Shutdown;
-use crate::config::HostEnv;
+use super::host::HostEnv;
 
 #[derive(Clone)]
 pub struct Cluster {

@@ -102,14 +102,7 @@ impl Default for Limits {
 
 /// Half the open-file limit, at most 8192: the rest stays for storage, cgroups and clients.
 fn default_max_connections() -> usize {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit only writes the struct we pass.
-    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0;
-    let soft = if ok { lim.rlim_cur as usize } else { 1024 };
-    (soft / 2).clamp(64, 8192)
+    (crate::os::tuning::nofile_soft_limit() / 2).clamp(64, 8192) as usize
 }
 
 /// Serves one connection (plain TCP or TLS) with `handler`.

@@ -3,13 +3,14 @@
 
 pub mod admin;
 pub mod cluster;
+pub mod common;
 pub mod cri;
 pub mod events;
+pub mod host;
 pub mod http;
 pub mod http_client;
 pub mod lease;
 pub mod metrics;
-pub mod process;
 pub mod readiness;
 pub mod role;
 pub mod shutdown;
@@ -28,7 +29,7 @@ pub use shutdown::Shutdown;
 pub use tasks::Tasks;
 
 use crate::bus::Bus;
-use crate::config::CommonConfig;
+use common::CommonConfig;
 
 /// Everything a role gets from the process: it runs until `shutdown` starts draining.
 #[derive(Clone)]
@@ -65,16 +66,4 @@ pub async fn hold_until_drained(ctx: &RoleCtx) -> anyhow::Result<()> {
     ctx.ready.set(true);
     ctx.shutdown.draining().await;
     Ok(())
-}
-
-/// Caps glibc's per-thread malloc arenas; must run before the runtime's threads start.
-/// A no-op on other C libraries, which do not have arenas.
-pub fn limit_malloc_arenas(max: i32) {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only adjusts allocator tuning; called before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, max);
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    let _ = max;
 }

@@ -3,8 +3,8 @@
 
 use super::collectors::{CollectEnv, Collector, Samples, Shared};
 use super::informer::States;
-use super::os::Cgroups;
-use super::os::system::{Host, clock_ticks};
+use crate::os::Cgroups;
+use crate::os::system::{Host, clock_ticks};
 
 /// Runs collectors slightly early rather than skip a tick to timer jitter.
 const JITTER_NS: u64 = 50_000_000;

@@ -6,7 +6,6 @@ pub mod collectors;
 pub mod features;
 pub mod informer;
 pub mod metrics;
-pub mod os;
 pub mod prediction;
 pub mod qos;
 pub mod reporter;
@@ -22,12 +21,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::bus::NodeUsageUpdate;
 use crate::kernel::{ReadyHandle, RoleCtx, Shutdown};
+use crate::os::system::Host;
+use crate::os::{Cgroups, Driver};
 use advisor::Advisor;
 use features::Gates;
 use informer::{Informer, PodSource, States};
 use metrics::{CollectorLabels, ContainerLabels, KoordletMetrics, NodeLabels, PodLabels};
-use os::system::Host;
-use os::{Cgroups, Driver};
 use prediction::Predictor;
 use store::{MetricKind, MetricStore, SeriesKey, StoreOptions};
 

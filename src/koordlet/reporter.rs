@@ -338,10 +338,10 @@ mod tests {
             "labels": {"koordinator.sh/qosClass": "LS"}}, "spec": {"containers": []}}),
         )
         .unwrap();
-        let cg = crate::koordlet::os::Cgroups::new(
+        let cg = crate::os::Cgroups::new(
             "/x",
-            crate::koordlet::os::Version::V1,
-            crate::koordlet::os::Driver::Cgroupfs,
+            crate::os::Version::V1,
+            crate::os::Driver::Cgroupfs,
             "",
         );
         let states = States {

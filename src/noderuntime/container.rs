@@ -6,8 +6,8 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::resources::{CgroupValues, container_values};
-use crate::koordlet::os::process::{Spawn, spawn_in_cgroups, start_time};
-use crate::koordlet::os::{CgroupDir, CgroupError, Cgroups, Resource};
+use crate::os::process::{Spawn, spawn_in_cgroups, start_time};
+use crate::os::{CgroupDir, CgroupError, Cgroups, Resource};
 
 pub const RUNTIME_SCHEME: &str = "koord-process";
 

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::koordlet::os::{Cgroups, Driver, Resource};
+use crate::os::{Cgroups, Driver, Resource};
 use worker::{Msg, Worker, qos_dirs, reap_cgroup};
 
 /// The `embedded.nodeRuntime` configuration section.
@@ -398,10 +398,7 @@ fn clean_orphans(
             return true;
         }
         tracing::info!(pod = %cp.name, "cleaning up a pod that disappeared while koord was down");
-        reap_cgroup(
-            ctx,
-            &crate::koordlet::os::CgroupDir::new(cp.pod_dir.clone()),
-        );
+        reap_cgroup(ctx, &crate::os::CgroupDir::new(cp.pod_dir.clone()));
         checkpoint::remove(&ctx.checkpoints(), uid);
         false
     });

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use koord::koordlet::os::process::{SIGKILL, Spawn, signal, spawn_in_cgroups};
-use koord::koordlet::os::system::clock_ticks;
-use koord::koordlet::os::{CgroupDir, Cgroups, Driver};
+use koord::os::process::{SIGKILL, Spawn, signal, spawn_in_cgroups};
+use koord::os::system::clock_ticks;
+use koord::os::{CgroupDir, Cgroups, Driver};
 
 use super::STRAY_MARKER;
 

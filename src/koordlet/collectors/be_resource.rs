@@ -9,9 +9,9 @@ use crate::api::extension::qos::{KubeQoS, QoSClass, pod_qos_class};
 use crate::api::extension::resources::BATCH_CPU;
 use crate::api::pod::container_requests;
 use crate::koordlet::informer::PodMeta;
-use crate::koordlet::os::parse::cpuset;
-use crate::koordlet::os::{CgroupDir, Cgroups, Resource};
 use crate::koordlet::store::{Point, SeriesKey};
+use crate::os::parse::cpuset;
+use crate::os::{CgroupDir, Cgroups, Resource};
 
 pub struct BeResource {
     interval: Duration,

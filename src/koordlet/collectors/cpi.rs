@@ -10,8 +10,8 @@ use perf_event::{Builder, Counter};
 
 use super::{CollectEnv, CollectError, Collector, Samples, Shared};
 use crate::koordlet::informer::PodMeta;
-use crate::koordlet::os::{Subsystem, Version};
 use crate::koordlet::store::{MetricKind, Point, SeriesKey};
+use crate::os::{Subsystem, Version};
 
 struct Open {
     uid: String,

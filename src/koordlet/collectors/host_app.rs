@@ -6,9 +6,9 @@ use std::time::Duration;
 use super::{CollectEnv, CollectError, Collector, Rates, Samples, Shared};
 use crate::api::extension::qos::KubeQoS;
 use crate::api::slo::HostApplicationSpec;
-use crate::koordlet::os::parse::memory_without_cache;
-use crate::koordlet::os::{CgroupDir, Cgroups, Resource};
 use crate::koordlet::store::{MetricKind, Point, SeriesKey};
+use crate::os::parse::memory_without_cache;
+use crate::os::{CgroupDir, Cgroups, Resource};
 
 pub struct HostApplication {
     interval: Duration,

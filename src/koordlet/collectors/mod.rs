@@ -18,9 +18,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::informer::States;
-use super::os::Cgroups;
-use super::os::system::Host;
 use super::store::{Point, SeriesKey};
+use crate::os::Cgroups;
+use crate::os::system::Host;
 
 /// What one pass sees.
 pub struct CollectEnv<'a> {
@@ -63,9 +63,9 @@ macro_rules! collect_error_from {
 }
 
 collect_error_from!(
-    crate::koordlet::os::system::HostError,
-    crate::koordlet::os::CgroupError,
-    crate::koordlet::os::parse::ParseError,
+    crate::os::system::HostError,
+    crate::os::CgroupError,
+    crate::os::parse::ParseError,
     std::io::Error
 );
 

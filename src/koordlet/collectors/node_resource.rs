@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::{CollectEnv, CollectError, Collector, Rates, Samples, Shared};
-use crate::koordlet::os::parse::memory_used;
 use crate::koordlet::store::{MetricKind, Point, SeriesKey};
+use crate::os::parse::memory_used;
 
 pub struct NodeResource {
     interval: Duration,

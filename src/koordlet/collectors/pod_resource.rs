@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use super::{CollectEnv, CollectError, Collector, Rates, Samples, Shared};
 use crate::koordlet::informer::PodMeta;
-use crate::koordlet::os::parse::memory_without_cache;
-use crate::koordlet::os::{CgroupDir, Resource};
 use crate::koordlet::store::{MetricKind, Point, SeriesKey};
+use crate::os::parse::memory_without_cache;
+use crate::os::{CgroupDir, Resource};
 
 pub struct PodResource {
     interval: Duration,

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use super::{CollectEnv, CollectError, Collector, Samples, Shared};
 use crate::koordlet::informer::PodMeta;
-use crate::koordlet::os::parse::{PsiLine, psi};
-use crate::koordlet::os::{CgroupDir, Resource};
 use crate::koordlet::store::{MetricKind, Point, SeriesKey};
+use crate::os::parse::{PsiLine, psi};
+use crate::os::{CgroupDir, Resource};
 
 pub struct Psi {
     interval: Duration,

@@ -5,8 +5,8 @@ use super::*;
 use crate::api::extension::qos::KubeQoS;
 use crate::koordlet::advisor::Advisor;
 use crate::koordlet::informer::States;
-use crate::koordlet::os::{Driver, Version};
 use crate::koordlet::store::MetricKind;
+use crate::os::{Driver, Version};
 
 const GI: u64 = 1 << 30;
 const MI: u64 = 1 << 20;
@@ -244,14 +244,10 @@ fn cpi_disables_itself_without_perf_cgroups() {
 fn psi_from_pressure_files() {
     let fake = FakeHost::new(Version::V2, Driver::Cgroupfs, false);
     let pod = fake.pod("p", "uid-p", KubeQoS::Burstable, None, &[], 0);
-    std::fs::create_dir_all(
-        fake.cgroups
-            .dir_path(crate::koordlet::os::Subsystem::Cpu, &pod.dir),
-    )
-    .unwrap();
+    std::fs::create_dir_all(fake.cgroups.dir_path(crate::os::Subsystem::Cpu, &pod.dir)).unwrap();
     std::fs::write(
         fake.cgroups
-            .file(crate::koordlet::os::Resource::CpuPressure, &pod.dir),
+            .file(crate::os::Resource::CpuPressure, &pod.dir),
         "some avg10=2.50 avg60=0 avg300=0 total=1\nfull avg10=1.25 avg60=0 avg300=0 total=1\n",
     )
     .unwrap();

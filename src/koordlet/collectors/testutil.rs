@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use crate::api::extension::qos::KubeQoS;
 use crate::koordlet::informer::PodMeta;
-use crate::koordlet::os::system::Host;
-use crate::koordlet::os::{CgroupDir, Cgroups, Driver, Resource, Subsystem, Version};
+use crate::os::system::Host;
+use crate::os::{CgroupDir, Cgroups, Driver, Resource, Subsystem, Version};
 
 pub struct FakeHost {
     pub dir: tempfile::TempDir,

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use crate::api::extension::qos::kube_qos;
 use crate::api::slo::{NodeMetric, NodeSLO};
 use crate::kernel::{Shutdown, Tasks};
-use crate::koordlet::os::{CgroupDir, Cgroups};
+use crate::os::{CgroupDir, Cgroups};
 
 /// A pod and where its cgroups are.
 #[derive(Debug, Clone)]

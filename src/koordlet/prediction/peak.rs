@@ -131,10 +131,10 @@ mod tests {
 
     #[test]
     fn reclaims_what_old_prod_pods_do_not_use() {
-        let cg = crate::koordlet::os::Cgroups::new(
+        let cg = crate::os::Cgroups::new(
             "/x",
-            crate::koordlet::os::Version::V1,
-            crate::koordlet::os::Driver::Cgroupfs,
+            crate::os::Version::V1,
+            crate::os::Driver::Cgroupfs,
             "",
         );
         let pod = |uid: &str, created: &str| {

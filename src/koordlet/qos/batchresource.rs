@@ -11,7 +11,7 @@ use crate::api::extension::qos::{QoSClass, pod_qos_class};
 use crate::api::extension::resources::{BATCH_CPU, BATCH_MEMORY};
 use crate::api::pod::{container_limits, container_requests};
 use crate::koordlet::informer::PodMeta;
-use crate::koordlet::os::Resource;
+use crate::os::Resource;
 
 /// milli-CPU → cpu.shares, clamped to [2, 262144].
 pub fn shares(milli: i64) -> i64 {
@@ -118,7 +118,7 @@ pub fn updates(pod: &PodMeta, force_unlimited_quota: bool, ratio: f64) -> Vec<Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::koordlet::os::{Cgroups, Driver, Version};
+    use crate::os::{Cgroups, Driver, Version};
     use serde_json::json;
 
     fn meta(labels: serde_json::Value, containers: serde_json::Value) -> PodMeta {

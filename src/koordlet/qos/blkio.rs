@@ -10,8 +10,8 @@ use std::path::Path;
 use crate::api::extension::qos::KubeQoS;
 use crate::api::slo::nodeslo::BlockCfg;
 use crate::koordlet::informer::States;
-use crate::koordlet::os::system::Host;
-use crate::koordlet::os::{Cgroups, Subsystem, Version};
+use crate::os::system::Host;
+use crate::os::{Cgroups, Subsystem, Version};
 
 const THROTTLE: [&str; 4] = [
     "blkio.throttle.read_iops_device",
@@ -115,7 +115,7 @@ pub fn pass(states: &States, host: &Host, cgroups: &Cgroups) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::koordlet::os::Driver;
+    use crate::os::Driver;
     use serde_json::json;
     use std::sync::Arc;
 

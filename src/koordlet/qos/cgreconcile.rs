@@ -13,7 +13,7 @@ use crate::api::pod::{container_limits, container_requests};
 use crate::api::slo::nodeslo::{MemoryQOS, PodMemoryQOSConfig, ResourceQOS};
 use crate::api::sloconfig::overlay;
 use crate::koordlet::informer::{PodMeta, States};
-use crate::koordlet::os::{Cgroups, Resource};
+use crate::os::{Cgroups, Resource};
 
 const PAGE: i64 = 4096;
 

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::koordlet::os::{CgroupDir, Driver, Version};
+use crate::os::{CgroupDir, Driver, Version};
 
 fn pod(
     uid: &str,

@@ -21,7 +21,7 @@ use crate::api::slo::nodeslo::{CPUBurstConfig, CPUBurstStrategy};
 use crate::api::sloconfig::overlay;
 use crate::api::sloconfig::strategies::default_cpu_burst;
 use crate::koordlet::informer::{PodMeta, States};
-use crate::koordlet::os::{CgroupDir, Resource};
+use crate::os::{CgroupDir, Resource};
 
 /// The NodeSLO's `cpuBurstStrategy` over Koordinator's defaults.
 pub fn node_strategy(states: &States) -> CPUBurstStrategy {
@@ -232,7 +232,7 @@ pub fn cfs_updates(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::koordlet::os::{Cgroups, Driver, Version};
+    use crate::os::{Cgroups, Driver, Version};
     use serde_json::json;
     use std::sync::Arc;
 

@@ -70,7 +70,7 @@ pub fn cpuset_count(suppress_milli: i64, current: usize, total: usize) -> usize 
 }
 
 /// One logical CPU and where it sits.
-pub use crate::koordlet::os::system::CpuInfo as Cpu;
+pub use crate::os::system::CpuInfo as Cpu;
 
 /// Takes `n` CPUs from `pool`: per (NUMA node, socket) bucket, largest buckets first, round
 /// robin across buckets — whole physical cores (both hyper-threads) while at least two are

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::api::cpuset;
-use crate::koordlet::os::{CgroupDir, CgroupError, Cgroups, Resource};
+use crate::os::{CgroupDir, CgroupError, Cgroups, Resource};
 
 /// One intended write, in cgroup v1 semantics (`-1` = unlimited).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,7 @@ use std::path::Path;
 
 use super::*;
 use crate::api::extension::qos::KubeQoS;
-use crate::koordlet::os::{Driver, Version};
+use crate::os::{Driver, Version};
 
 fn tree(version: Version, driver: Driver) -> (tempfile::TempDir, Cgroups) {
     let dir = tempfile::tempdir().unwrap();

@@ -8,8 +8,8 @@ use std::time::Duration;
 use crate::kernel::Shutdown;
 use crate::koordlet::informer::{Informer, States};
 use crate::koordlet::metrics::{KoordletMetrics, QosLabels};
-use crate::koordlet::os::system::Host;
 use crate::koordlet::store::{MetricKind, MetricStore, SeriesKey};
+use crate::os::system::Host;
 
 use super::executor::Executor;
 use super::{cpusuppress, evict, suppress};
@@ -164,9 +164,7 @@ pub async fn cpuburst(ctx: QosCtx, ex: Arc<Executor>, host: Host) -> anyhow::Res
     let clock = std::time::Instant::now();
     let mut limiters: HashMap<String, Limiter> = HashMap::new();
     let cg = ex.cgroups().clone();
-    let quota = move |d: &crate::koordlet::os::CgroupDir| {
-        cg.read_i64(crate::koordlet::os::Resource::CfsQuota, d).ok()
-    };
+    let quota = move |d: &crate::os::CgroupDir| cg.read_i64(crate::os::Resource::CfsQuota, d).ok();
     while pause(&ctx.shutdown, Duration::from_secs(1)).await {
         let states = ctx.informer.snapshot();
         let cfg = super::cpuburst::node_strategy(&states);
@@ -306,11 +304,7 @@ pub async fn sysreconcile(ctx: QosCtx, host: Host) -> anyhow::Result<()> {
 }
 
 /// RdtResctrl every second, when the host supports it (else one warning and done).
-pub async fn resctrl(
-    ctx: QosCtx,
-    host: Host,
-    cgroups: crate::koordlet::os::Cgroups,
-) -> anyhow::Result<()> {
+pub async fn resctrl(ctx: QosCtx, host: Host, cgroups: crate::os::Cgroups) -> anyhow::Result<()> {
     match super::resctrl::supported(&host) {
         Ok(true) => {}
         Ok(false) => {
@@ -340,11 +334,7 @@ pub async fn resctrl(
 }
 
 /// BlkIOReconcile every second (cgroup v1): BE block-device throttles and weight.
-pub async fn blkio(
-    ctx: QosCtx,
-    host: Host,
-    cgroups: crate::koordlet::os::Cgroups,
-) -> anyhow::Result<()> {
+pub async fn blkio(ctx: QosCtx, host: Host, cgroups: crate::os::Cgroups) -> anyhow::Result<()> {
     if !ctx.informer.wait_synced(&ctx.shutdown).await {
         return Ok(());
     }

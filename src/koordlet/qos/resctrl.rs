@@ -9,8 +9,8 @@ use std::path::Path;
 use crate::api::extension::qos::{QoSClass, pod_qos_class_with_default};
 use crate::api::slo::nodeslo::{ResctrlQOS, ResourceQOS};
 use crate::koordlet::informer::States;
-use crate::koordlet::os::Resource;
-use crate::koordlet::os::system::Host;
+use crate::os::Resource;
+use crate::os::system::Host;
 
 pub const GROUPS: [&str; 3] = ["LSR", "LS", "BE"];
 
@@ -132,7 +132,7 @@ pub fn supported(host: &Host) -> Result<bool, String> {
 pub fn pass(
     states: &States,
     host: &Host,
-    cgroups: &crate::koordlet::os::Cgroups,
+    cgroups: &crate::os::Cgroups,
 ) -> Result<Vec<String>, ResctrlError> {
     let root = host.resctrl_root();
     let (vendor, flags) = host.cpu_flags().unwrap_or_default();
@@ -233,10 +233,10 @@ mod tests {
         std::fs::create_dir_all(host.resctrl_root().join("info/L3")).unwrap();
         std::fs::write(host.resctrl_root().join("info/L3/cbm_mask"), "7ff\n").unwrap();
         assert_eq!(supported(&host), Ok(true));
-        let cg = crate::koordlet::os::Cgroups::new(
+        let cg = crate::os::Cgroups::new(
             sys_root.path(),
-            crate::koordlet::os::Version::V1,
-            crate::koordlet::os::Driver::Cgroupfs,
+            crate::os::Version::V1,
+            crate::os::Driver::Cgroupfs,
             "",
         );
         let written = pass(&States::default(), &host, &cg).unwrap();

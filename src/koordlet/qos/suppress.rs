@@ -18,7 +18,7 @@ use crate::api::slo::nodeslo::ResourceThresholdStrategy;
 use crate::api::sloconfig::overlay;
 use crate::api::sloconfig::strategies::default_threshold;
 use crate::koordlet::informer::States;
-use crate::koordlet::os::{CgroupDir, Resource};
+use crate::os::{CgroupDir, Resource};
 
 /// Measured CPU usage in milli-cores (`None`: no recent sample).
 #[derive(Debug, Clone, Default)]

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::koordlet::informer::PodMeta;
-use crate::koordlet::os::{Cgroups, Driver, Version};
+use crate::os::{Cgroups, Driver, Version};
 
 fn pod_json(uid: &str, qos_label: Option<&str>, kube_qos: &str, cid: &str) -> Value {
     let mut labels = json!({});

@@ -7,7 +7,7 @@
 
 use crate::api::slo::nodeslo::SystemStrategy;
 use crate::koordlet::informer::States;
-use crate::koordlet::os::system::{Host, Knob};
+use crate::os::system::{Host, Knob};
 
 pub const MIN_FREE_KBYTES: Knob = Knob::Proc("sys/vm/min_free_kbytes");
 pub const WATERMARK_SCALE_FACTOR: Knob = Knob::Proc("sys/vm/watermark_scale_factor");

@@ -18,9 +18,9 @@ use super::container::{LaunchSpec, RUNTIME_SCHEME, apply_values, launch};
 use super::resources::pod_values;
 use super::status::{ContainerView, PodFacts, State, pod_status};
 use crate::api::extension::qos::{KubeQoS, kube_qos};
-use crate::apiserver::semantics::now;
-use crate::koordlet::os::CgroupDir;
-use crate::koordlet::os::process::{SIGKILL, SIGTERM, alive, signal};
+use crate::api::time::now;
+use crate::os::CgroupDir;
+use crate::os::process::{SIGKILL, SIGTERM, alive, signal};
 
 mod cgroups;
 mod report;

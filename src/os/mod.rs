@@ -1,6 +1,7 @@
 //! The rooted host layer: every touch of /proc, /sys and the cgroup filesystem goes through
 //! here, with the roots as constructor arguments so tests run against temp-dir trees.
-//! The only `unsafe` code of koord lives in this module (process spawning and signals).
+//! The only `unsafe` code of koord lives in this module (process spawning, signals,
+//! resource limits and allocator tuning).
 
 pub mod cgroup;
 pub mod parse;
@@ -8,3 +9,4 @@ pub mod process;
 
 pub use cgroup::{CgroupDir, CgroupError, Cgroups, Driver, Resource, Subsystem, Version};
 pub mod system;
+pub mod tuning;
