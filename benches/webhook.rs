@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use koord::manager::features::Gates;
 use koord::manager::webhook::Handlers;
 use koord::manager::webhook::lookup::Fixed;
 use serde_json::json;
@@ -41,7 +40,7 @@ fn handlers() -> Handlers {
     }
     .with_koord_priority_classes();
     Handlers::new(
-        Gates::default(),
+        koord::manager::features::defaults(),
         Arc::new(fixed),
         ("koordinator-system".into(), "slo-controller-config".into()),
     )

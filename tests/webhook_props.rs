@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use base64::Engine;
-use koord::manager::features::Gates;
 use koord::manager::webhook::Handlers;
 use koord::manager::webhook::lookup::Fixed;
 use proptest::prelude::*;
@@ -37,7 +36,7 @@ fn handlers() -> Handlers {
         "ConfigMapValidatingWebhook",
     ]
     .into_iter()
-    .fold(Gates::default(), |g, n| g.with(n, true));
+    .fold(koord::manager::features::defaults(), |g, n| g.with(n, true));
     Handlers::new(
         gates,
         Arc::new(fixed),

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::registry::Registry;
 use super::semantics::prepare_create;
 use super::store::{Change, Skippable, Store, StoreError};
+use crate::api::extension::priority::PriorityClass;
 
 pub const NAMESPACES: &[&str] = &[
     "default",
@@ -17,20 +18,9 @@ pub const NAMESPACES: &[&str] = &[
     "koordinator-system",
 ];
 
-/// Koordinator's four classes plus the two kube-apiserver creates itself.
-pub const PRIORITY_CLASSES: &[(&str, i64, &str)] = &[
-    (
-        "koord-prod",
-        9000,
-        "Koordinator production (latency-sensitive) workloads.",
-    ),
-    ("koord-mid", 7000, "Koordinator mid-tier workloads."),
-    (
-        "koord-batch",
-        5000,
-        "Koordinator batch workloads running on reclaimed resources.",
-    ),
-    ("koord-free", 3000, "Koordinator free (lowest) workloads."),
+/// The two classes kube-apiserver creates itself (Koordinator's four come from
+/// [`PriorityClass::ALL`]).
+const SYSTEM_PRIORITY_CLASSES: &[(&str, i64, &str)] = &[
     (
         "system-cluster-critical",
         2_000_000_000,
@@ -42,6 +32,29 @@ pub const PRIORITY_CLASSES: &[(&str, i64, &str)] = &[
         "Used for system critical pods that must not be moved from their current node.",
     ),
 ];
+
+fn koord_class_description(c: PriorityClass) -> &'static str {
+    match c {
+        PriorityClass::Prod => "Koordinator production (latency-sensitive) workloads.",
+        PriorityClass::Mid => "Koordinator mid-tier workloads.",
+        PriorityClass::Batch => "Koordinator batch workloads running on reclaimed resources.",
+        PriorityClass::Free | PriorityClass::None => "Koordinator free (lowest) workloads.",
+    }
+}
+
+/// Koordinator's four classes, then the system ones.
+fn priority_classes() -> impl Iterator<Item = (&'static str, i64, &'static str)> {
+    PriorityClass::ALL
+        .into_iter()
+        .map(|c| {
+            (
+                c.name(),
+                i64::from(c.object_value()),
+                koord_class_description(c),
+            )
+        })
+        .chain(SYSTEM_PRIORITY_CLASSES.iter().copied())
+}
 
 fn create_if_missing(
     store: &Store,
@@ -82,7 +95,7 @@ pub fn run(store: &Arc<Store>, registry: &Registry) -> Result<(), StoreError> {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}, "spec": {}});
         create_if_missing(store, registry, "", "namespaces", ns, obj)?;
     }
-    for (name, value, description) in PRIORITY_CLASSES {
+    for (name, value, description) in priority_classes() {
         let obj = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
             "value": value, "description": description, "preemptionPolicy": "PreemptLowerPriority"});
         create_if_missing(

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod common;
 pub mod cri;
 pub mod events;
+pub mod features;
 pub mod host;
 pub mod http;
 pub mod http_client;

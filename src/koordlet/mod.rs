@@ -24,7 +24,6 @@ use crate::kernel::{ReadyHandle, RoleCtx, Shutdown};
 use crate::os::system::Host;
 use crate::os::{Cgroups, Driver};
 use advisor::Advisor;
-use features::Gates;
 use informer::{Informer, PodSource, States};
 use metrics::{CollectorLabels, ContainerLabels, KoordletMetrics, NodeLabels, PodLabels};
 use prediction::Predictor;
@@ -166,11 +165,8 @@ impl Default for ReporterConfig {
 /// Problems with the section, as (key, message).
 pub fn validate(cfg: &Config) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for g in features::unknown(&cfg.feature_gates) {
-        out.push((
-            format!("featureGates.{g}"),
-            format!("unknown koordlet feature gate {g:?}"),
-        ));
+    for e in features::KOORDLET_GATES.problems(&cfg.feature_gates) {
+        out.push(("featureGates".into(), e));
     }
     if let Some(url) = &cfg.kubelet.pods_url
         && !(url.starts_with("http://") || url.starts_with("https://"))
@@ -237,8 +233,10 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         &ctx.shutdown,
     );
     let metrics = KoordletMetrics::register(&ctx.metrics);
-    let gates = Gates::new(&cfg.feature_gates);
-    for g in features::not_implemented(&cfg.feature_gates) {
+    let gates = features::KOORDLET_GATES
+        .from_user(&cfg.feature_gates)
+        .map_err(|e| anyhow::anyhow!("koordlet.featureGates: {e}"))?;
+    for g in features::KOORDLET_GATES.switched_on_unimplemented(&cfg.feature_gates) {
         tracing::warn!(gate = %g, "koordlet feature gate switched on but not implemented by koord yet; ignored");
     }
     let collectors = collectors::registry(

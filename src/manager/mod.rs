@@ -59,7 +59,7 @@ pub fn validate(cfg: &Config) -> Vec<(String, String)> {
     if let Err(e) = cfg.leader_election.validate() {
         out.push(("leaderElection".into(), e));
     }
-    if let Err(e) = features::Gates::from_user(&cfg.feature_gates) {
+    for e in features::MANAGER_GATES.problems(&cfg.feature_gates) {
         out.push(("featureGates".into(), e));
     }
     for (k, e) in cfg.webhook.validate() {
@@ -109,7 +109,8 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         _ = cfg_rx.wait_for(|c| c.is_some()) => {}
         _ = ctx.shutdown.draining() => return Ok(()),
     }
-    let gates = features::Gates::from_user(&cfg.feature_gates)
+    let gates = features::MANAGER_GATES
+        .from_user(&cfg.feature_gates)
         .map_err(|e| anyhow::anyhow!("manager.featureGates: {e}"))?;
     if gates.enabled("WebhookFramework") {
         let start = webhook::server::Start {

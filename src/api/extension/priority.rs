@@ -52,6 +52,12 @@ impl PriorityClass {
         }
     }
 
+    /// The `value` of the PriorityClass object Koordinator installs for the class (the low
+    /// end of its band).
+    pub fn object_value(self) -> i32 {
+        self.range().map_or(0, |(lo, _)| lo)
+    }
+
     /// The value given when only the class is known.
     pub fn default_value(self) -> i32 {
         match self {

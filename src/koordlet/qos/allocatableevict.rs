@@ -53,9 +53,10 @@ pub fn settings(s: &ResourceThresholdStrategy, cpu: bool) -> Result<Settings, St
     let priority_threshold = s
         .allocatable_evict_priority_threshold
         .ok_or("allocatableEvictPriorityThreshold is not set")?;
-    if priority_threshold > 7999 {
+    let mid_top = PriorityClass::Mid.range().map_or(7999, |(_, hi)| hi);
+    if priority_threshold > mid_top {
         return Err(format!(
-            "allocatableEvictPriorityThreshold {priority_threshold} is above 7999: koord-prod pods must not be evicted"
+            "allocatableEvictPriorityThreshold {priority_threshold} is above {mid_top}: koord-prod pods must not be evicted"
         ));
     }
     Ok(Settings {

@@ -78,12 +78,8 @@ pub struct Fixed {
 impl Fixed {
     /// Koordinator's four priority classes, as the embedded API server creates them.
     pub fn with_koord_priority_classes(mut self) -> Self {
-        for (name, value) in [
-            ("koord-prod", 9000),
-            ("koord-mid", 7000),
-            ("koord-batch", 5000),
-            ("koord-free", 3000),
-        ] {
+        for class in crate::api::extension::priority::PriorityClass::ALL {
+            let (name, value) = (class.name(), class.object_value());
             let mut pc = PriorityClass {
                 value,
                 preemption_policy: Some("PreemptLowerPriority".into()),

@@ -4,7 +4,6 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::manager::features::Gates;
 use crate::manager::webhook::lookup::Fixed;
 use crate::manager::webhook::test_util::{handlers, handlers_with, patched, request};
 
@@ -155,7 +154,11 @@ fn probability_rules() {
         (json!(30), 99, false),
     ] {
         let prof = profile("p", json!({"probability": p, "qosClass": "BE"}));
-        let h = handlers_with(fixed(vec![prof]), Gates::default(), roll);
+        let h = handlers_with(
+            fixed(vec![prof]),
+            crate::manager::features::defaults(),
+            roll,
+        );
         let obj = pod(json!({}), json!({}));
         let v = handle(
             &h,

@@ -3,7 +3,6 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::manager::features::Gates;
 use crate::manager::webhook::lookup::Fixed;
 use crate::manager::webhook::test_util::{handlers, handlers_with, request};
 
@@ -148,7 +147,7 @@ fn immutable_fields_on_update() {
     assert!(e.contains("koordinator.sh/priority"), "{e}");
     let lax = handlers_with(
         Fixed::default(),
-        Gates::default().with("ColocationProfileSkipValidatingPriority", true),
+        crate::manager::features::defaults().with("ColocationProfileSkipValidatingPriority", true),
         0,
     );
     assert!(
@@ -216,13 +215,13 @@ fn pods_may_not_use_parent_quotas() {
     assert!(check(&h, "CREATE", pod(json!({}), None, json!({})), None).is_err());
     let no_default = handlers_with(
         f.clone(),
-        Gates::default().with("DisableDefaultQuota", true),
+        crate::manager::features::defaults().with("DisableDefaultQuota", true),
         0,
     );
     assert!(check(&no_default, "CREATE", pod(json!({}), None, json!({})), None).is_ok());
     let allowed = handlers_with(
         f.clone(),
-        Gates::default().with("SupportParentQuotaSubmitPod", true),
+        crate::manager::features::defaults().with("SupportParentQuotaSubmitPod", true),
         0,
     );
     assert!(

@@ -10,7 +10,7 @@ use super::review::Request;
 use crate::manager::features::Gates;
 
 pub fn handlers(fixed: Fixed) -> Handlers {
-    handlers_with(fixed, Gates::default(), 0)
+    handlers_with(fixed, crate::manager::features::defaults(), 0)
 }
 
 /// Handlers whose probability roll always yields `roll`.

@@ -4,7 +4,6 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::quota::ElasticQuota;
-use crate::manager::features::Gates;
 use crate::manager::webhook::lookup::Fixed;
 use crate::manager::webhook::test_util::{handlers, handlers_with, patched, request};
 
@@ -338,7 +337,7 @@ fn deletion_guards() {
             .contains("cannot be deleted")
     );
     assert!(del("ghost").unwrap_err().contains("not known"));
-    let h2 = handlers_with(tree(), Gates::default(), 0);
+    let h2 = handlers_with(tree(), crate::manager::features::defaults(), 0);
     assert!(
         validate_op(
             &h2,
