@@ -1,4 +1,4 @@
-//! Eviction through a real CRI runtime (koordlet spec §4.4): a private containerd + runc
+//! Eviction through a real CRI runtime (`pkg/koordlet/qosmanager/plugins/util/evictor.go`): a private containerd + runc
 //! runs a BE pod; with node memory over the NodeSLO threshold the koordlet stops the pod's
 //! container through the CRI socket it discovers (StopContainer, timeout 0) and records a
 //! Warning event, without deleting the pod object. With `onlyEvictByAPI` the same pick goes

@@ -1,6 +1,6 @@
 //! The embedded Kubernetes-compatible API server: `koord --embedded`, the integration
 //! tests and simulations run real clients (kube-rs, kubectl) against it over loopback.
-//! Storage is sled under the data dir; see `shared/spec/apiserver.md` for what clients need.
+//! Storage is sled under the data dir; it serves what kube-rs, client-go informers and kubectl rely on.
 
 pub mod admission;
 pub mod bootstrap;

@@ -72,7 +72,7 @@ impl Default for Config {
     }
 }
 
-/// How the QoS strategies evict (koordlet spec §4.4).
+/// How the QoS strategies evict (`pkg/koordlet/qosmanager/plugins/util/evictor.go`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub struct EvictionConfig {

@@ -1,4 +1,4 @@
-//! CPUAllocatableEvict and MemoryAllocatableEvict (koordlet spec §4.2/§4.3): when the
+//! CPUAllocatableEvict and MemoryAllocatableEvict (`pkg/koordlet/qosmanager/plugins/cpuevict/cpu_evict.go`, `memoryevict/memory_evict.go`): when the
 //! pods at or below `allocatableEvictPriorityThreshold` request more of the node's
 //! `batch-*`/`mid-*` account than `…AllocatableEvictThresholdPercent` of its allocatable,
 //! evict opted-in pods of that account's priority class (largest request first, after the

@@ -1,4 +1,4 @@
-//! BatchResource as a reconciler (koordlet spec §5.3): BE pods request only
+//! BatchResource as a reconciler (`pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go`): BE pods request only
 //! `kubernetes.io/batch-*`, so Kubernetes gives them BestEffort cgroups with 2 shares and
 //! no limits; this gives their pod and container cgroups real `cpu.shares`, CFS quota and
 //! memory limit from the batch requests and limits.

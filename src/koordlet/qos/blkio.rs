@@ -1,4 +1,4 @@
-//! blkio for the BE class (koordlet spec §4.9, cgroup v1): throttle read/write IOPS and
+//! blkio for the BE class (`pkg/koordlet/qosmanager/plugins/blkio/blkio_reconcile.go`, cgroup v1): throttle read/write IOPS and
 //! bytes per device and the cost weight at the besteffort QoS directory, from
 //! `beClass.blkioQOS.blocks` of type `device`. Devices no longer configured are reset to 0
 //! (unlimited). Not yet: `volumegroup`/`podvolume` blocks, per-pod annotation, root iocost

@@ -1,4 +1,4 @@
-//! cpuburst's cfsQuotaBurst half (koordlet spec §4.5): the CFS quota of a throttled LS
+//! cpuburst's cfsQuotaBurst half (`pkg/koordlet/qosmanager/plugins/cpuburst/cpu_burst.go`): the CFS quota of a throttled LS
 //! container grows ×1.2 per round up to `cfsQuotaBurstPercent` of its limit, and shrinks
 //! ×0.8 back towards the limit when the node's CPU share pool runs hot or the container
 //! has used up its burst budget (a token bucket over `cfsQuotaBurstPeriodSeconds`).

@@ -1,4 +1,4 @@
-//! cgreconcile, memory QoS (koordlet spec §4.7): `memory.min`/`low`/`high` per container
+//! cgreconcile, memory QoS (`pkg/koordlet/qosmanager/plugins/cgreconcile/cgroup_reconcile.go`): `memory.min`/`low`/`high` per container
 //! and pod from the class's `memoryQOS` percentages (pod annotation `koordinator.sh/memoryQOS`
 //! on top), watermark/priority knobs on pods (Anolis kernels; skipped where absent), and the
 //! QoS directories holding the sums of their pods' min/low.

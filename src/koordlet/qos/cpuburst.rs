@@ -1,4 +1,4 @@
-//! cpuburst (koordlet spec §4.5) for LS pods; LSR/LSE (pinned) and BE pods are left alone.
+//! cpuburst (`pkg/koordlet/qosmanager/plugins/cpuburst/cpu_burst.go`) for LS pods; LSR/LSE (pinned) and BE pods are left alone.
 //! - `cpuBurstOnly`/`auto`: container `cpu.cfs_burst_us` = limit cores × cpuBurstPercent%
 //!   of a period, capped at the container's current quota (kernels refuse burst > quota),
 //!   pod = Σ containers; `none`/`cfsQuotaBurstOnly` set 0.

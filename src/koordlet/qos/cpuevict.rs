@@ -1,4 +1,4 @@
-//! cpuevict, BECPUEvict (koordlet spec §4.2): when BE pods get too little of the CPU they
+//! cpuevict, BECPUEvict (`pkg/koordlet/qosmanager/plugins/cpuevict/cpu_evict.go`): when BE pods get too little of the CPU they
 //! requested (satisfaction = limit / request) while using nearly all of it, evict BE pods
 //! until satisfaction would reach the upper bound. Pure decision.
 

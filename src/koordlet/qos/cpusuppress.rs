@@ -1,4 +1,4 @@
-//! cpusuppress (koordlet spec §4.1): how much CPU best-effort pods may use so that the
+//! cpusuppress (`pkg/koordlet/qosmanager/plugins/cpusuppress/cpu_suppress.go`): how much CPU best-effort pods may use so that the
 //! node stays under `cpuSuppressThresholdPercent`, as a CFS quota for the besteffort QoS
 //! cgroup (`cfsQuota` policy) or as a set of CPUs (`cpuset` policy, the default). Pure
 //! decisions; the executor applies them.

@@ -1,4 +1,4 @@
-//! The eviction strategies' rounds (koordlet spec §4.2–4.3): decide with the pure
+//! The eviction strategies' rounds (`pkg/koordlet/qosmanager/plugins/cpuevict/cpu_evict.go`, `memoryevict/memory_evict.go`): decide with the pure
 //! functions, then evict the victims through the shared [`Evictor`].
 
 use std::collections::HashMap;
@@ -90,7 +90,7 @@ pub async fn memory_pass(
 /// less than a third of it.
 pub type BeCpuWindow = Option<super::cpuevict::BeCpu>;
 
-/// One BECPUEvict round (spec §4.2): `window` is the averaged BE CPU over the configured
+/// One BECPUEvict round (`pkg/koordlet/qosmanager/plugins/cpuevict/cpu_evict.go`): `window` is the averaged BE CPU over the configured
 /// window, `last` the newest values; `pod_used` milli-cores. Returns the keys evicted.
 pub async fn cpu_pass(
     client: &kube::Client,
@@ -225,7 +225,7 @@ pub async fn usage_pass(
     out
 }
 
-/// One CPUAllocatableEvict (`cpu`) or MemoryAllocatableEvict round (koordlet spec §4.2):
+/// One CPUAllocatableEvict (`cpu`) or MemoryAllocatableEvict round (`pkg/koordlet/qosmanager/plugins/cpuevict/cpu_evict.go`, `memoryevict/memory_evict.go`):
 /// per over-committed batch/mid account, evict opted-in pods charged to it. Returns the
 /// keys evicted.
 pub async fn allocatable_pass(

@@ -1,4 +1,4 @@
-//! The eviction strategies as periodic loops (koordlet spec §4.2–4.4): each round reads
+//! The eviction strategies as periodic loops (`pkg/koordlet/qosmanager/plugins/cpuevict/`, `memoryevict/`, `util/evictor.go`): each round reads
 //! the metric store, decides, and evicts through the one [`Evictor`] they share, then
 //! cools down (20 s after a CPU eviction, 4 s after a memory one).
 
@@ -10,7 +10,7 @@ use super::loops::{LAST, QosCtx, count, last_samples, now_ms, pause};
 use super::suppress;
 use crate::koordlet::store::{MetricKind, SeriesKey};
 
-/// BEMemoryEvict every second, 4 s of cool-down after an eviction (koordlet spec §4.3).
+/// BEMemoryEvict every second, 4 s of cool-down after an eviction (`pkg/koordlet/qosmanager/plugins/memoryevict/memory_evict.go`).
 pub async fn memoryevict(
     ctx: QosCtx,
     client: kube::Client,
@@ -63,7 +63,7 @@ fn be_cpu(
     })
 }
 
-/// BECPUEvict every second, 20 s of cool-down after an eviction (koordlet spec §4.2).
+/// BECPUEvict every second, 20 s of cool-down after an eviction (`pkg/koordlet/qosmanager/plugins/cpuevict/cpu_evict.go`).
 pub async fn cpuevict(
     ctx: QosCtx,
     client: kube::Client,

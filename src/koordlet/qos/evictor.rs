@@ -1,4 +1,4 @@
-//! How a picked pod is evicted (koordlet spec §4.4). By default, as Koordinator does: stop
+//! How a picked pod is evicted (`pkg/koordlet/qosmanager/plugins/util/evictor.go`). By default, as Koordinator does: stop
 //! every running container through the node's CRI runtime (chosen by the container id's
 //! scheme) with timeout 0. With `onlyEvictByAPI`, or when a container's runtime has no
 //! reachable CRI socket (e.g. the `--embedded` node runtime), the Eviction API instead.

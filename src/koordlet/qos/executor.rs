@@ -1,4 +1,4 @@
-//! The resource executor (koordlet spec §0.5): every cgroup write of the QoS manager goes
+//! The resource executor (`pkg/koordlet/resourceexecutor/executor.go`): every cgroup write of the QoS manager goes
 //! through here. A write is validated against the file's range, skipped when the value is
 //! already there (cached, re-checked on the file at most every `force_update`), recorded
 //! as a typed change, and a missing file or cgroup is not an error. Leveled updates relax
@@ -60,7 +60,7 @@ pub enum ExecError {
     Cgroup(#[from] CgroupError),
 }
 
-/// The range a value must be in (spec §0.4); `-1` is allowed where it means unlimited.
+/// The range a value must be in (`pkg/koordlet/util/system/cgroup_resource.go` validators); `-1` is allowed where it means unlimited.
 pub fn validate(res: Resource, value: &str) -> Result<(), String> {
     let v = value.trim();
     if res == Resource::CpusetCpus || res == Resource::CpusetMems {

@@ -64,7 +64,7 @@ pub(super) fn count(ctx: &QosCtx, strategy: &str, resource: String, n: u64) {
     ctx.metrics.qos_changes.get_or_create(&labels).inc_by(n);
 }
 
-/// cpusuppress every second once the informer synced (koordlet spec §4.1).
+/// cpusuppress every second once the informer synced (`pkg/koordlet/qosmanager/plugins/cpusuppress/cpu_suppress.go`).
 pub async fn cpusuppress(
     ctx: QosCtx,
     ex: Arc<Executor>,
@@ -153,7 +153,7 @@ pub async fn batchresource(ctx: QosCtx, ex: Arc<Executor>) -> anyhow::Result<()>
     .await
 }
 
-/// CPUBurst every second (koordlet spec §4.5): `cfs_burst_us` for LS pods, then the
+/// CPUBurst every second (`pkg/koordlet/qosmanager/plugins/cpuburst/cpu_burst.go`): `cfs_burst_us` for LS pods, then the
 /// cfsQuotaBurst scaling of throttled containers under the node's share-pool state.
 pub async fn cpuburst(ctx: QosCtx, ex: Arc<Executor>, host: Host) -> anyhow::Result<()> {
     use super::cfsquotaburst::{Limiter, node_state};

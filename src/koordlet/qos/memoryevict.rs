@@ -1,4 +1,4 @@
-//! memoryevict, BEMemoryEvict (koordlet spec §4.3): when node memory use reaches
+//! memoryevict, BEMemoryEvict (`pkg/koordlet/qosmanager/plugins/memoryevict/memory_evict.go`): when node memory use reaches
 //! `memoryEvictThresholdPercent` of capacity, evict BE pods until use would fall to
 //! `memoryEvictLowerPercent` (default threshold − 2). Pure decision.
 

@@ -1,4 +1,4 @@
-//! The koordlet's enforcing half (koordlet spec §4): QoS strategies deciding from the
+//! The koordlet's enforcing half (`pkg/koordlet/qosmanager/`): QoS strategies deciding from the
 //! NodeSLO and measured usage, writing through one resource executor.
 
 pub mod allocatableevict;

@@ -1,4 +1,4 @@
-//! resctrl (koordlet spec §4.6): LLC ways (CAT) and memory bandwidth (MBA) per QoS group
+//! resctrl (`pkg/koordlet/qosmanager/plugins/resctrl/resctrl_reconcile.go`): LLC ways (CAT) and memory bandwidth (MBA) per QoS group
 //! `LSR`, `LS`, `BE` under `<sys>/fs/resctrl`, and the tasks of pods whose class enables
 //! `resctrlQOS` moved into their group. Hosts without `cat_l3`/`mba` or without a mounted
 //! resctrl filesystem are skipped with one warning (koord does not mount it).

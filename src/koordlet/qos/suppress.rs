@@ -1,4 +1,4 @@
-//! Applies cpusuppress every second (koordlet spec §4.1): reads the NodeSLO, the last
+//! Applies cpusuppress every second (`pkg/koordlet/qosmanager/plugins/cpusuppress/cpu_suppress.go`): reads the NodeSLO, the last
 //! node/pod CPU usage from the metric store and the CPU topology, decides with
 //! [`cpusuppress`](super::cpusuppress), writes through the [`Executor`].
 

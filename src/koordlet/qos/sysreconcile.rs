@@ -1,4 +1,4 @@
-//! sysreconcile (koordlet spec §4.8): kernel knobs from the NodeSLO `systemStrategy` —
+//! sysreconcile (`pkg/koordlet/qosmanager/plugins/sysreconcile/system_config.go`): kernel knobs from the NodeSLO `systemStrategy` —
 //! `vm/min_free_kbytes` = memory capacity (KiB) × minFreeKbytesFactor / 10000 (kept within
 //! 10 MiB – 10 GiB), `vm/watermark_scale_factor` (10 – 400), the memcg reaper, group
 //! identity, the idle-saver watermark and the page-cache limit switches (Alibaba Cloud

@@ -1,4 +1,4 @@
-//! CPUEvict and MemoryEvict (koordlet spec §4.2/§4.3): when node CPU or memory use
+//! CPUEvict and MemoryEvict (`pkg/koordlet/qosmanager/plugins/cpuevict/cpu_evict.go`, `memoryevict/memory_evict.go`): when node CPU or memory use
 //! reaches its threshold, evict pods that opted in — label
 //! `koordinator.sh/eviction-enabled: "true"`, priority value ≤
 //! `evictEnabledPriorityThreshold`, allowed by `koordinator.sh/eviction-policy` — in order of

@@ -1,4 +1,4 @@
-//! NodeMetric controller (spec §1.4): one NodeMetric per Node, same name, whose spec carries
+//! NodeMetric controller (`pkg/slo-controller/nodemetric/`): one NodeMetric per Node, same name, whose spec carries
 //! the collect policy from the node's colocation strategy.
 
 use k8s_openapi::api::core::v1::Node;

@@ -1,4 +1,4 @@
-//! NodeSLO controller (spec §1.3): renders each node's NodeSLO spec from the ConfigMap.
+//! NodeSLO controller (`pkg/slo-controller/nodeslo/`): renders each node's NodeSLO spec from the ConfigMap.
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;

@@ -1,4 +1,4 @@
-//! `/validate-configmap` (control-plane spec §2.5): slo-controller-config is checked with
+//! `/validate-configmap` (`pkg/webhook/cm/plugins/sloconfig/`): slo-controller-config is checked with
 //! the same parser the manager runs with; every other ConfigMap passes.
 
 use std::collections::BTreeMap;

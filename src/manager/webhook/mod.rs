@@ -1,4 +1,4 @@
-//! koord-manager's admission webhooks (control-plane spec §2): an HTTPS server on every
+//! koord-manager's admission webhooks (`pkg/webhook/`): an HTTPS server on every
 //! replica (not leader-gated: the API server may call any of them), self-managed or
 //! provided certificates, and the Mutating/ValidatingWebhookConfigurations kept pointing
 //! at it.

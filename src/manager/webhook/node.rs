@@ -1,4 +1,4 @@
-//! Node webhooks (control-plane spec §2.4): resource amplification on `nodes/status`, and
+//! Node webhooks (`pkg/webhook/node/plugins/`): resource amplification on `nodes/status`, and
 //! rejecting label changes that make a node match two node entries of slo-controller-config.
 
 use std::collections::BTreeMap;

@@ -1,5 +1,5 @@
 //! `/mutate-pod`: ClusterColocationProfile, then ExtendedResourceSpec and
-//! DeviceResourceSpec (control-plane spec §2.1). Create only; update is a no-op.
+//! DeviceResourceSpec (`pkg/webhook/pod/mutating/`). Create only; update is a no-op.
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

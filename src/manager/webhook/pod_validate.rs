@@ -1,4 +1,4 @@
-//! `/validate-pod` (control-plane spec §2.2): reserve-pod annotation, QoS/priority
+//! `/validate-pod` (`pkg/webhook/pod/validating/`): reserve-pod annotation, QoS/priority
 //! combinations, LSR/LSE CPU shape, batch resources only for BE, and quota rules.
 
 use k8s_openapi::api::core::v1::Pod;

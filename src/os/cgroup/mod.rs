@@ -86,7 +86,7 @@ impl CgroupDir {
     }
 }
 
-/// Logical cgroup files (spec §0.4); each maps to a v1 and a v2 file.
+/// Logical cgroup files (`pkg/koordlet/util/system/cgroup_resource.go`); each maps to a v1 and a v2 file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Resource {
     CpuShares,

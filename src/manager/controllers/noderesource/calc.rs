@@ -1,4 +1,4 @@
-//! Batch and mid overcommit resources of one node (spec control-plane §1.2.1–1.2.2): a pure
+//! Batch and mid overcommit resources of one node (`pkg/slo-controller/noderesource/plugins/batchresource/plugin.go`, `midresource/plugin.go`): a pure
 //! function of (node, its pods, its NodeMetric, the colocation config, now), shared by the
 //! NodeResource controller and `koord explain noderesource`.
 

@@ -1,4 +1,4 @@
-//! NodeResource controller (spec §1.2): batch and mid resources on each node's status.
+//! NodeResource controller (`pkg/slo-controller/noderesource/`): batch and mid resources on each node's status.
 
 pub mod calc;
 pub mod prepare;
@@ -25,7 +25,8 @@ pub struct Plan {
     pub meta: Option<serde_json::Value>,
 }
 
-/// Decides one node: the calculation, then the diff/forced-refresh rules of §1.2.3.
+/// Decides one node: the calculation, then the diff/forced-refresh rules (`NeedSync` in
+/// `pkg/slo-controller/noderesource/`).
 /// `last_sync_ms` is when this node's status was last written successfully.
 pub fn plan(
     node: &Node,

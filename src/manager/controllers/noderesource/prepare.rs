@@ -1,5 +1,6 @@
-//! From a calculation to what the node should carry (spec §1.2.1 "Prepare") and whether the
-//! node needs a write (§1.2.3).
+//! From a calculation to what the node should carry (the plugins' `Prepare`, e.g.
+//! `pkg/slo-controller/noderesource/plugins/batchresource/plugin.go`) and whether the node
+//! needs a write (`NeedSync` there and in `noderesource_controller.go`).
 
 use std::collections::BTreeMap;
 

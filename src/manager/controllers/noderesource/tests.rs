@@ -1,4 +1,4 @@
-//! Hand-computed cases of the batch and mid formulas (spec §1.2.1–1.2.3).
+//! Hand-computed cases of the batch and mid formulas (`pkg/slo-controller/noderesource/plugins/batchresource/plugin.go`).
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};

@@ -1,4 +1,4 @@
-//! ElasticQuota webhooks (control-plane spec §2.3): defaulting on create, tree rules on
+//! ElasticQuota webhooks (`pkg/webhook/elasticquota/`): defaulting on create, tree rules on
 //! create/update, deletion guards.
 
 pub mod topology;

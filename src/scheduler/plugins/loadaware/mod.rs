@@ -1,4 +1,4 @@
-//! LoadAwareScheduling (scheduler spec §2): filter nodes whose estimated usage would pass
+//! LoadAwareScheduling (`pkg/scheduler/plugins/loadaware/load_aware.go`): filter nodes whose estimated usage would pass
 //! the thresholds, score by least estimated usage. Estimated usage = reported usage
 //! (NodeMetric) + what pods scheduled since the last report will add + the incoming pod.
 

@@ -119,7 +119,7 @@ fn add_excess(into: &mut ResVec, e: &ResVec, u: Option<&ResVec>) {
     }
 }
 
-/// What the pods on a node add to its NodeMetric (spec §2.4), summed.
+/// What the pods on a node add to its NodeMetric (`pkg/scheduler/plugins/loadaware/helper.go`), summed.
 #[derive(Debug, Clone, Default)]
 pub struct PodSums {
     /// Σ max(0, estimate − usage) over pods the report cannot show fully yet.
