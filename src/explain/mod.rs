@@ -1,5 +1,6 @@
-//! `koord explain`: the live roles' decision code run offline on snapshot files
-//! (spec explain.md). No network, no API server.
+//! `koord explain`: the live roles' decision code run offline on snapshot files (what
+//! `kubectl get -o yaml` prints), so every number koord computes can be reproduced and
+//! explained. No network, no API server; the JSON output is a contract tests rely on.
 
 pub mod noderesource;
 pub mod schedule;

@@ -1,5 +1,5 @@
 //! A private, real containerd + runc (Debian packages, installed by `scripts/deps.sh`) as
-//! a CRI endpoint for tests (see spec/cri-testing.md): its own config, root, state and
+//! a CRI endpoint for tests: its own config, root, state and
 //! socket in a temp dir, a registry-less pause/workload image built with umoci from
 //! busybox-static, host-network sandboxes. Everything is stopped by PID and removed on
 //! drop: shims, containerd, mounts under the temp dir, the test's cgroup directories.
