@@ -8,7 +8,7 @@ use koord::os::process::{SIGKILL, Spawn, signal, spawn_in_cgroups};
 use koord::os::system::clock_ticks;
 use koord::os::{CgroupDir, Cgroups, Driver};
 
-use super::STRAY_MARKER;
+use super::marker;
 
 /// Whether real cgroup tests can run here (root and a hierarchy at /sys/fs/cgroup).
 pub fn can_run() -> bool {
@@ -42,7 +42,7 @@ pub fn start(cgroups: &Cgroups, dir: &CgroupDir) -> tokio::process::Child {
         program: "sh".into(),
         args: vec![
             "-c".into(),
-            format!("while :; do :; done # {STRAY_MARKER}").into(),
+            format!("while :; do :; done # {}", marker()).into(),
         ],
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         cwd: None,

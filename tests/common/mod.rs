@@ -84,6 +84,7 @@ pub struct Koord {
 
 impl Koord {
     pub fn start(args: &[&str], envs: &[(&str, &str)], log_dir: &Path) -> Koord {
+        guard_strays();
         let log = log_dir.join(format!("koord-{}.log", free_port()));
         let file = std::fs::File::create(&log).unwrap();
         let mut cmd = Command::new(koord_bin());
@@ -167,6 +168,7 @@ impl TestApi {
     }
 
     pub async fn start_with(opts: koord::apiserver::Options) -> TestApi {
+        guard_strays();
         let server = koord::apiserver::ApiServer::start(opts)
             .await
             .expect("start API server");
@@ -234,5 +236,85 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// Marker put into the command lines of test pods, so a final test can find strays.
+/// Prefix of the marker put into the command lines of test pods.
 pub const STRAY_MARKER: &str = "koord-test-marker";
+
+/// This test process's marker, `koord-test-marker-<pid>`: put it into the command line of
+/// every process a test starts, and cgroups are named `koord-test-<pid>-...`, so the guard
+/// below knows whose they are.
+pub fn marker() -> String {
+    guard_strays();
+    format!("{STRAY_MARKER}-{}", std::process::id())
+}
+
+/// Makes this test binary check, as it exits, that nothing it started survives (a process
+/// carrying its marker, a cgroup named after its pid) and that no test binary before it
+/// left anything (owner no longer alive): the exit status turns to failure otherwise.
+/// Independent of the order the binaries run in.
+pub fn guard_strays() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a plain `extern "C"` function; atexit has no other effect.
+        unsafe {
+            libc::atexit(check_strays_at_exit);
+        }
+    });
+}
+
+extern "C" fn check_strays_at_exit() {
+    let found = strays();
+    if !found.is_empty() {
+        eprintln!("left behind by the test suite: {found:?}");
+        // SAFETY: ends the process at once with a failing status, as intended.
+        unsafe { libc::_exit(1) };
+    }
+}
+
+/// Whether `owner` (a pid parsed from a marker or cgroup name) is this process or gone.
+fn stray_owner(owner: Option<u32>) -> bool {
+    match owner {
+        Some(pid) => pid == std::process::id() || !Path::new(&format!("/proc/{pid}")).exists(),
+        None => true,
+    }
+}
+
+/// Test cgroups and processes whose owning test process is this one or has exited.
+pub fn strays() -> Vec<String> {
+    let leading_pid = |s: &str| -> Option<u32> {
+        let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    };
+    let mut out = Vec::new();
+    for root in [
+        "/sys/fs/cgroup",
+        "/sys/fs/cgroup/cpu",
+        "/sys/fs/cgroup/memory",
+        "/sys/fs/cgroup/cpuset",
+        "/sys/fs/cgroup/cpuacct",
+    ] {
+        for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            if let Some(rest) = name.strip_prefix("koord-test-")
+                && stray_owner(leading_pid(rest))
+            {
+                out.push(format!("cgroup {root}/{name}"));
+            }
+        }
+    }
+    let needle = format!("{STRAY_MARKER}-");
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        // The guard's own command line (cargo's, a shell's) may quote the prefix alone.
+        if let Some(at) = cmdline.find(&needle)
+            && stray_owner(leading_pid(&cmdline[at + needle.len()..]))
+        {
+            out.push(format!(
+                "process {}: {}",
+                entry.file_name().to_string_lossy(),
+                cmdline.replace('\0', " ")
+            ));
+        }
+    }
+    out
+}

@@ -1,7 +1,7 @@
 //! The pod collector on a real cgroup (root only; CI is root): a CPU-burning child in a
 //! test-owned pod cgroup is measured within 20 % of what the kernel says it consumed.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! The embedded API server through a normal kube-rs client: CRUD, conflicts, selectors,
 //! pagination, every patch type, finalizers, namespaces.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

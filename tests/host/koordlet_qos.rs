@@ -2,7 +2,7 @@
 //! besteffort pod cgroup is held to the quota the suppress formula gives for a simulated
 //! LS load, and gets its CPU back, round by round, when the threshold is raised.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! a server restart, re-listing after an expired resourceVersion, bookmarks and streaming
 //! lists.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

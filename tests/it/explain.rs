@@ -1,7 +1,7 @@
 //! `koord explain noderesource` as a black box: JSON contract, `--now`, degradation,
 //! malformed input.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -1,6 +1,6 @@
 //! The `koord` command line as a user sees it.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

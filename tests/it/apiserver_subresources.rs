@@ -1,7 +1,7 @@
 //! Bindings, evictions with and without a blocking PodDisruptionBudget, CRDs created at
 //! run time, and admission webhooks (HTTPS with a caBundle and plain HTTP to loopback).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

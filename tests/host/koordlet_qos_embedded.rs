@@ -3,7 +3,7 @@
 //! (from slo-controller-config) enables suppression with a low threshold, the koordlet
 //! lowers the besteffort CFS quota to what the formula allows and the pod's CPU drops.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -77,7 +77,7 @@ async fn be_pod_is_suppressed_when_the_node_is_busy() {
     );
     let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "be-loop", "namespace": "default", "labels": {"koordinator.sh/qosClass": "BE"}},
         "spec": {"nodeName": NODE, "priorityClassName": "koord-batch", "terminationGracePeriodSeconds": 1,
-            "containers": [{"name": "loop", "image": "busybox", "command": ["sh", "-c", format!("while true; do :; done # {}", common::STRAY_MARKER)],
+            "containers": [{"name": "loop", "image": "busybox", "command": ["sh", "-c", format!("while true; do :; done # {}", common::marker())],
                 "resources": {"requests": {"kubernetes.io/batch-cpu": "1000"}, "limits": {"kubernetes.io/batch-cpu": "1000"}}}]}})).unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     pods.create(&pp, &pod).await.unwrap();

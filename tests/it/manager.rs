@@ -2,7 +2,7 @@
 //! and NodeSLO lifecycle, ConfigMap edits and breakage, stale metrics, `koord explain`
 //! agreeing with the live controller, and leader election between two processes.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

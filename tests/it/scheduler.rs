@@ -4,7 +4,7 @@
 //! once a node frees up; `koord explain schedule` on the same snapshot agrees with the
 //! bindings; a bind conflict makes the scheduler forget the pod.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;

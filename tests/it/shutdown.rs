@@ -1,7 +1,7 @@
 //! The real binary with every role: readiness is earned, the admin endpoint serves its
 //! four paths, and SIGTERM drains cleanly with exit 0.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

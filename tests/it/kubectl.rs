@@ -2,7 +2,7 @@
 //! on), get with JSON and label selectors, patch, a second apply changing fields
 //! (strategic merge on ConfigMap and Pod, JSON merge on a CRD), delete.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -5,7 +5,7 @@
 //! through the Eviction API and the container keeps running. Needs root and the packages
 //! of `scripts/deps.sh`; skips with the reason otherwise.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

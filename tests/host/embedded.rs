@@ -1,7 +1,7 @@
 //! `koord --role=all --embedded`: ready, the local node visible to kubectl, a clean
 //! SIGTERM, and data kept on disk across a restart.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt;
@@ -180,7 +180,7 @@ fn strangers_get_401_and_files_are_private() {
         "{}",
         koord.logs()
     );
-    let marker = format!("{}-stranger-{}", common::STRAY_MARKER, std::process::id());
+    let marker = format!("{}-stranger", common::marker());
     let outcome = stranger_posts_a_pod(api, &dir.path().join("kubeconfig"), &marker);
     assert_eq!(outcome.lines().next(), Some("https 401"), "{outcome}");
     assert!(outcome.contains("plain refused"), "{outcome}");

@@ -2,7 +2,7 @@
 //! the NodeSLO threshold, the koordlet evicts the right BE pods through the Eviction API
 //! with a Warning event, never an LS pod, and not again while the eviction is recent.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

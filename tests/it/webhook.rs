@@ -3,7 +3,7 @@
 //! pod, an ElasticQuota tree violation and a bad slo-controller-config are denied with
 //! their reasons, and with the webhook down `Fail` entries block while `Ignore` ones pass.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

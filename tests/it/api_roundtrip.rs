@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 fn docs() -> Vec<serde_json::Value> {
-    let text = include_str!("fixtures/koordinator-objects.yaml");
+    let text = include_str!("../fixtures/koordinator-objects.yaml");
     serde_yaml::Deserializer::from_str(text)
         .map(|d| {
             let y: serde_yaml::Value = serde::Deserialize::deserialize(d).unwrap();

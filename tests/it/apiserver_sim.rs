@@ -1,6 +1,6 @@
 //! `--sim-nodes`: fake Nodes whose pods the simulator runs and finishes deleting.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,12 +3,12 @@
 //! report OOM kills, terminate within their grace period, and are re-adopted after a
 //! restart. Every test removes what it created.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{STRAY_MARKER, TestApi, is_root};
+use common::{TestApi, is_root, marker};
 use k8s_openapi::api::core::v1::Pod;
 use koord::apiserver::Options;
 use koord::apiserver::node::LocalNode;
@@ -186,7 +186,7 @@ fn container_id(p: &Pod) -> String {
 
 fn pod(name: &str, policy: &str, script: &str, resources: Value) -> Value {
     json!({"metadata": {"name": name}, "spec": {"nodeName": NODE, "restartPolicy": policy, "terminationGracePeriodSeconds": 5,
-        "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", format!("{script} # {STRAY_MARKER}")],
+        "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", format!("{script} # {}", marker())],
                         "resources": resources}]}})
 }
 
@@ -435,7 +435,7 @@ async fn init_containers_run_first_and_stop_api_kills_containers() {
         "while true; do sleep 1; done",
         json!({}),
     );
-    p["spec"]["initContainers"] = json!([{"name": "setup", "image": "busybox", "command": ["sh", "-c", format!("sleep 0.3 # {STRAY_MARKER}")]}]);
+    p["spec"]["initContainers"] = json!([{"name": "setup", "image": "busybox", "command": ["sh", "-c", format!("sleep 0.3 # {}", marker())]}]);
     rt.create(p).await;
     let running = rt
         .wait("staged", "Running", Duration::from_secs(20), |p| {

@@ -2,13 +2,13 @@
 //! is updated on the configured interval, carries aggregated percentiles once enough
 //! samples exist, and keeps its history across a koordlet restart.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{Koord, STRAY_MARKER, free_port, http_get, wait_until};
+use common::{Koord, free_port, http_get, marker, wait_until};
 use koord::api::quantity::{q_milli, q_value};
 use koord::api::slo::NodeMetric;
 use kube::api::{Api, PostParams};
@@ -138,7 +138,7 @@ async fn nodemetric_matches_proc_and_survives_restart() {
     // A steady load so CPU usage is well above noise (killed even if the test fails).
     let _burner = Burner(
         std::process::Command::new("sh")
-            .args(["-c", &format!("while :; do :; done # {STRAY_MARKER}")])
+            .args(["-c", &format!("while :; do :; done # {}", marker())])
             .spawn()
             .unwrap(),
     );

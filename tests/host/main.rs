@@ -1,0 +1,15 @@
+//! Suites that use the real host when they can (root: cgroups, the node runtime, a private
+//! containerd) and skip with a printed reason otherwise. Kept apart from `it` so a host
+//! problem does not hide the pure integration results.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod embedded;
+mod koordlet_cgroup;
+mod koordlet_embedded;
+mod koordlet_evict;
+mod koordlet_evict_cri;
+mod koordlet_qos;
+mod koordlet_qos_embedded;
+mod noderuntime;

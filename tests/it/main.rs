@@ -1,0 +1,21 @@
+//! The integration suite in one binary (one link of kube, tonic, sled and rustls instead of
+//! one per file): in-process API servers and the real `koord` binary on loopback ports.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod api_roundtrip;
+mod apiserver_crud;
+mod apiserver_sim;
+mod apiserver_subresources;
+mod apiserver_watch;
+mod cli;
+mod crd_drift;
+mod explain;
+mod kubectl;
+mod manager;
+mod scheduler;
+mod scheduler_props;
+mod shutdown;
+mod webhook;
+mod webhook_props;
