@@ -1,0 +1,159 @@
+//! The `koordlet` configuration section and its checks.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::{collectors, features, prediction};
+use crate::os::Driver;
+
+/// The `koordlet` configuration section.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct Config {
+    /// Host /proc (the DaemonSet runs with hostPID, so `/proc`).
+    pub proc_root: PathBuf,
+    /// Host /sys (DaemonSet: `/host-sys`).
+    pub sys_root: PathBuf,
+    /// Host cgroup mount (DaemonSet: `/host-cgroup`).
+    pub cgroup_root: PathBuf,
+    /// `cgroupfs` or `systemd`; unset: detect (kubepods.slice → systemd, kubepods → cgroupfs).
+    pub cgroup_driver: Option<Driver>,
+    /// The kubelet's `--cgroup-root` ('' = the root).
+    pub cgroup_parent: String,
+    pub kubelet: KubeletConfig,
+    /// Koordinator's koordlet feature gates (`CPICollector`, `PSICollector`, ...).
+    pub feature_gates: BTreeMap<String, bool>,
+    pub collectors: collectors::Config,
+    pub store: StoreConfig,
+    pub reporter: ReporterConfig,
+    pub prediction: prediction::Config,
+    pub eviction: EvictionConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            proc_root: "/proc".into(),
+            sys_root: "/sys".into(),
+            cgroup_root: "/sys/fs/cgroup".into(),
+            cgroup_driver: None,
+            cgroup_parent: String::new(),
+            kubelet: KubeletConfig::default(),
+            feature_gates: BTreeMap::new(),
+            collectors: collectors::Config::default(),
+            store: StoreConfig::default(),
+            reporter: ReporterConfig::default(),
+            prediction: prediction::Config::default(),
+            eviction: EvictionConfig::default(),
+        }
+    }
+}
+
+/// How the QoS strategies evict (`pkg/koordlet/qosmanager/plugins/util/evictor.go`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct EvictionConfig {
+    /// Koordinator's `--only-evict-by-api`: never stop containers through the runtime.
+    #[serde(rename = "onlyEvictByAPI")]
+    pub only_evict_by_api: bool,
+    /// The CRI socket for every container (`unix:///run/containerd/containerd.sock`).
+    /// Unset: discovered by the container id's scheme under `varRunRoot`.
+    pub runtime_endpoint: Option<String>,
+    /// The host's /var/run as mounted for the koordlet (DaemonSet: `/host-var-run`).
+    pub var_run_root: PathBuf,
+}
+
+impl Default for EvictionConfig {
+    fn default() -> Self {
+        Self {
+            only_evict_by_api: false,
+            runtime_endpoint: None,
+            var_run_root: "/var/run".into(),
+        }
+    }
+}
+
+/// Where the node's pods come from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct KubeletConfig {
+    /// The kubelet's pod list (`https://<node>:10250/pods` or `http://127.0.0.1:10255/pods`).
+    /// Unset: watch the API server with `spec.nodeName=<node>`.
+    pub pods_url: Option<String>,
+    /// Service account token for HTTPS.
+    pub token_file: PathBuf,
+    pub sync_interval_seconds: u64,
+    pub timeout_seconds: u64,
+}
+
+impl Default for KubeletConfig {
+    fn default() -> Self {
+        Self {
+            pods_url: None,
+            token_file: "/var/run/secrets/kubernetes.io/serviceaccount/token".into(),
+            sync_interval_seconds: 10,
+            timeout_seconds: 3,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct StoreConfig {
+    pub retention_hours: u64,
+    /// Hard cap; the oldest points go first when it is exceeded.
+    pub max_disk_mib: u64,
+    /// sled page cache.
+    pub cache_mib: u64,
+    pub gc_interval_seconds: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            retention_hours: 12,
+            max_disk_mib: 100,
+            cache_mib: 1,
+            gc_interval_seconds: 300,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct ReporterConfig {
+    pub enable_node_metric_report: bool,
+    /// Floor under `NodeMetric.spec.metricCollectPolicy.reportIntervalSeconds`.
+    pub min_report_interval_seconds: u64,
+    /// Floor under `aggregateDurationSeconds`.
+    pub min_aggregate_duration_seconds: u64,
+}
+
+impl Default for ReporterConfig {
+    fn default() -> Self {
+        Self {
+            enable_node_metric_report: true,
+            min_report_interval_seconds: 30,
+            min_aggregate_duration_seconds: 60,
+        }
+    }
+}
+
+/// Problems with the section, as (key, message).
+pub fn validate(cfg: &Config) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for e in features::KOORDLET_GATES.problems(&cfg.feature_gates) {
+        out.push(("featureGates".into(), e));
+    }
+    if let Some(url) = &cfg.kubelet.pods_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        out.push((
+            "kubelet.podsUrl".into(),
+            format!("{url:?} must be an http:// or https:// URL"),
+        ));
+    }
+    out
+}

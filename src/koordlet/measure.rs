@@ -1,0 +1,283 @@
+//! The measuring loops: collection into the metric store, the NodeMetric reporter, store
+//! GC and peak prediction, sharing one [`LoopCtx`].
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::bus::NodeUsageUpdate;
+use crate::kernel::{ReadyHandle, Shutdown};
+
+use super::advisor::Advisor;
+use super::informer::{Informer, States};
+use super::metrics::{CollectorLabels, ContainerLabels, KoordletMetrics, NodeLabels, PodLabels};
+use super::prediction::Predictor;
+use super::store::{self, MetricKind, MetricStore, SeriesKey};
+use super::{ReporterConfig, collectors, informer, prediction, qos, reporter};
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl LoopCtx {
+    pub(super) fn qos(&self) -> qos::loops::QosCtx {
+        qos::loops::QosCtx {
+            informer: self.informer.clone(),
+            store: self.store.clone(),
+            metrics: self.metrics.clone(),
+            shutdown: self.shutdown.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(super) struct LoopCtx {
+    pub(super) informer: Informer,
+    pub(super) store: Arc<MetricStore>,
+    pub(super) metrics: Arc<KoordletMetrics>,
+    pub(super) shutdown: Shutdown,
+    pub(super) node: String,
+}
+
+/// Sleeps `d`; false when the process starts draining.
+async fn pause(shutdown: &Shutdown, d: Duration) -> bool {
+    tokio::select! {
+        _ = shutdown.draining() => false,
+        _ = tokio::time::sleep(d) => true,
+    }
+}
+
+pub(super) async fn collect_loop(
+    l: LoopCtx,
+    mut advisor: Advisor,
+    base: Duration,
+    bus: crate::bus::Bus,
+    synced: ReadyHandle,
+    collected: ReadyHandle,
+) -> anyhow::Result<()> {
+    if !l.informer.wait_synced(&l.shutdown).await {
+        return Ok(());
+    }
+    synced.set(true);
+    let start = Instant::now();
+    let mut tick = tokio::time::interval(base);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing: BTreeMap<&'static str, bool> = BTreeMap::new();
+    loop {
+        tokio::select! {
+            _ = l.shutdown.draining() => break,
+            _ = tick.tick() => {}
+        }
+        let states = l.informer.snapshot();
+        let (now, mono) = (now_ms(), start.elapsed().as_nanos() as u64);
+        let store = l.store.clone();
+        let st = states.clone();
+        let (back, samples, outcomes, stored) = tokio::task::spawn_blocking(move || {
+            let (samples, outcomes) = advisor.pass(&st, now, mono);
+            let stored = store.insert(&samples);
+            (advisor, samples, outcomes, stored)
+        })
+        .await?;
+        advisor = back;
+        if let Err(e) = stored {
+            tracing::error!(error = %e, "storing samples failed");
+        }
+        for o in &outcomes {
+            let label = CollectorLabels {
+                collector: o.collector.to_string(),
+            };
+            l.metrics
+                .collector_disabled
+                .get_or_create(&label)
+                .set(i64::from(o.disabled.is_some()));
+            let was_failing = failing
+                .insert(o.collector, o.error.is_some())
+                .unwrap_or(false);
+            if let Some(e) = &o.error {
+                l.metrics.collector_errors.get_or_create(&label).inc();
+                if !was_failing {
+                    tracing::warn!(collector = o.collector, error = %e, "collector failed");
+                }
+            }
+        }
+        publish(&l, &states, &samples, &bus);
+        collected.set(true);
+    }
+    l.store.flush().await?;
+    Ok(())
+}
+
+/// Usage gauges and the bus update for the local scheduler.
+fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples, bus: &crate::bus::Bus) {
+    let get = |k: &SeriesKey| samples.iter().find(|(s, _)| s == k).map(|(_, p)| p.value);
+    let (cpu, mem) = (
+        get(&SeriesKey::node(MetricKind::NodeCpuUsage)),
+        get(&SeriesKey::node(MetricKind::NodeMemoryUsage)),
+    );
+    let nl = |r: &str| NodeLabels {
+        node: l.node.clone(),
+        resource: r.into(),
+    };
+    if let Some(c) = cpu {
+        l.metrics.node_usage.get_or_create(&nl("cpu")).set(c);
+    }
+    if let Some(m) = mem {
+        l.metrics.node_usage.get_or_create(&nl("memory")).set(m);
+    }
+    if let (Some(c), Some(m)) = (cpu, mem) {
+        bus.node_usage.publish(NodeUsageUpdate {
+            node: l.node.clone(),
+            cpu_milli: (c * 1000.0) as i64,
+            memory_bytes: m as i64,
+            at: SystemTime::now(),
+        });
+    }
+    let mut pods = Vec::new();
+    let mut ctrs = Vec::new();
+    for p in states.pods.iter() {
+        for (kind, res) in [
+            (MetricKind::PodCpuUsage, "cpu"),
+            (MetricKind::PodMemoryUsage, "memory"),
+        ] {
+            if let Some(v) = get(&SeriesKey::pod(kind, &p.uid)) {
+                pods.push((
+                    PodLabels {
+                        node: l.node.clone(),
+                        namespace: p.namespace.clone(),
+                        pod: p.name.clone(),
+                        resource: res.into(),
+                    },
+                    v,
+                ));
+            }
+        }
+        for c in &p.containers {
+            let id = informer::PodMeta::container_id(c);
+            for (kind, res) in [
+                (MetricKind::ContainerCpuUsage, "cpu"),
+                (MetricKind::ContainerMemoryUsage, "memory"),
+            ] {
+                if let Some(v) = get(&SeriesKey::container(kind, id)) {
+                    let labels = ContainerLabels {
+                        node: l.node.clone(),
+                        namespace: p.namespace.clone(),
+                        pod: p.name.clone(),
+                        container: c.name.clone(),
+                        resource: res.into(),
+                    };
+                    ctrs.push((labels, v));
+                }
+            }
+        }
+    }
+    l.metrics.set_pods(pods, ctrs);
+}
+
+pub(super) async fn report_loop(
+    l: LoopCtx,
+    client: kube::Client,
+    cfg: ReporterConfig,
+    predictor: Arc<Mutex<Predictor>>,
+    predict: bool,
+) -> anyhow::Result<()> {
+    let floors = reporter::Floors {
+        min_interval: Duration::from_secs(cfg.min_report_interval_seconds.max(1)),
+        min_aggregate: Duration::from_secs(cfg.min_aggregate_duration_seconds.max(1)),
+    };
+    if !l.informer.wait_synced(&l.shutdown).await {
+        return Ok(());
+    }
+    let mut changes = l.informer.subscribe();
+    loop {
+        if l.informer.snapshot().node_metric.is_none() {
+            // The manager creates NodeMetrics; report as soon as ours appears.
+            tokio::select! {
+                _ = l.shutdown.draining() => return Ok(()),
+                r = changes.changed() => if r.is_err() { return Ok(()) },
+            }
+            continue;
+        }
+        let policy = reporter::policy(l.informer.snapshot().node_metric.as_deref(), floors);
+        if !pause(&l.shutdown, policy.interval).await {
+            return Ok(());
+        }
+        let states = l.informer.snapshot();
+        if !cfg.enable_node_metric_report || states.node_metric.is_none() {
+            continue;
+        }
+        let now = now_ms();
+        let prediction = if predict {
+            let p = predictor.lock().unwrap_or_else(|e| e.into_inner());
+            prediction::peak::prod_reclaimable(&p, &states, now / 1000)
+        } else {
+            None
+        };
+        let (store, st, pol) = (l.store.clone(), states.clone(), policy.clone());
+        let status = tokio::task::spawn_blocking(move || {
+            reporter::build_status(&store, &st, &pol, now, prediction)
+        })
+        .await??;
+        match reporter::write_status(&client, &l.node, status).await {
+            Ok(true) => {
+                l.metrics.reports.inc();
+            }
+            Ok(false) => {}
+            Err(e) => {
+                l.metrics.report_errors.inc();
+                tracing::warn!(error = %e, "NodeMetric report failed");
+            }
+        };
+    }
+}
+
+pub(super) async fn gc_loop(l: LoopCtx, every: Duration) -> anyhow::Result<()> {
+    loop {
+        if !pause(&l.shutdown, every).await {
+            return Ok(());
+        }
+        let store = l.store.clone();
+        let removed = tokio::task::spawn_blocking(move || store.gc(now_ms())).await??;
+        l.metrics.store_series.set(l.store.series_count() as i64);
+        l.metrics
+            .store_disk_bytes
+            .set(l.store.size_on_disk() as i64);
+        tracing::debug!(removed, "metric store GC");
+    }
+}
+
+pub(super) async fn prediction_loop(
+    l: LoopCtx,
+    predictor: Arc<Mutex<Predictor>>,
+) -> anyhow::Result<()> {
+    let restored = predictor
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .restore(&l.store)?;
+    tracing::debug!(restored, "prediction models restored");
+    if !l.informer.wait_synced(&l.shutdown).await {
+        return Ok(());
+    }
+    let every = predictor
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .training_interval();
+    loop {
+        let keep_going = pause(&l.shutdown, every).await;
+        let (p, store, states) = (predictor.clone(), l.store.clone(), l.informer.snapshot());
+        tokio::task::spawn_blocking(move || -> Result<(), store::StoreError> {
+            let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
+            let now = now_ms();
+            if keep_going {
+                p.train(&store, &states, now)?;
+            }
+            p.checkpoint(&store, now, !keep_going)?;
+            Ok(())
+        })
+        .await??;
+        if !keep_going {
+            return Ok(());
+        }
+    }
+}
