@@ -1,9 +1,8 @@
 //! koord: Koordinator rebuilt in Rust as one binary. `--role` picks what a process does;
-//! roles share only `kernel`, `os`, `api` and `bus` (the layering test below keeps it so).
+//! roles share only `kernel`, `os` and `api` (the layering test below keeps it so).
 
 pub mod api;
 pub mod apiserver;
-pub mod bus;
 pub mod cli;
 pub mod config;
 pub mod descheduler;
@@ -22,7 +21,7 @@ pub mod scheduler;
 #[cfg(test)]
 mod layering {
     const LAYERS: &[&[&str]] = &[
-        &["api", "bus"],
+        &["api"],
         &["os"],
         &["kernel"],
         &[

@@ -201,7 +201,6 @@ async fn run_roles(mut cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
     tracing::info!(roles = %roles.names(), admin = %cfg.common.admin_addr, "koord starting");
 
     let common = Arc::new(cfg.common.clone());
-    let bus = crate::bus::Bus::default();
     for role in roles.0.iter().copied() {
         let ctx = RoleCtx {
             role,
@@ -210,7 +209,6 @@ async fn run_roles(mut cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
             ready: readiness.register(role.name()),
             metrics: metrics.clone(),
             cluster: cluster.clone(),
-            bus: bus.clone(),
             common: common.clone(),
         };
         tasks.spawn(role.name(), run_role(role, cfg.clone(), ctx));

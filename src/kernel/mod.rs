@@ -29,7 +29,6 @@ pub use role::Role;
 pub use shutdown::Shutdown;
 pub use tasks::Tasks;
 
-use crate::bus::Bus;
 use common::CommonConfig;
 
 /// Everything a role gets from the process: it runs until `shutdown` starts draining.
@@ -41,7 +40,6 @@ pub struct RoleCtx {
     pub ready: ReadyHandle,
     pub metrics: Metrics,
     pub cluster: Option<Cluster>,
-    pub bus: Bus,
     pub common: Arc<CommonConfig>,
 }
 

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::bus::NodeUsageUpdate;
 use crate::kernel::{ReadyHandle, Shutdown};
 
 use super::advisor::Advisor;
@@ -53,7 +52,6 @@ pub(super) async fn collect_loop(
     l: LoopCtx,
     mut advisor: Advisor,
     base: Duration,
-    bus: crate::bus::Bus,
     synced: ReadyHandle,
     collected: ReadyHandle,
 ) -> anyhow::Result<()> {
@@ -102,15 +100,15 @@ pub(super) async fn collect_loop(
                 }
             }
         }
-        publish(&l, &states, &samples, &bus);
+        publish(&l, &states, &samples);
         collected.set(true);
     }
     l.store.flush().await?;
     Ok(())
 }
 
-/// Usage gauges and the bus update for the local scheduler.
-fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples, bus: &crate::bus::Bus) {
+/// Usage gauges on `/metrics`.
+fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples) {
     let get = |k: &SeriesKey| samples.iter().find(|(s, _)| s == k).map(|(_, p)| p.value);
     let (cpu, mem) = (
         get(&SeriesKey::node(MetricKind::NodeCpuUsage)),
@@ -125,14 +123,6 @@ fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples, bus: &cr
     }
     if let Some(m) = mem {
         l.metrics.node_usage.get_or_create(&nl("memory")).set(m);
-    }
-    if let (Some(c), Some(m)) = (cpu, mem) {
-        bus.node_usage.publish(NodeUsageUpdate {
-            node: l.node.clone(),
-            cpu_milli: (c * 1000.0) as i64,
-            memory_bytes: m as i64,
-            at: SystemTime::now(),
-        });
     }
     let mut pods = Vec::new();
     let mut ctrs = Vec::new();

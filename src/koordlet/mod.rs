@@ -108,10 +108,9 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         node: node.clone(),
     };
     let base = Duration::from_secs(cfg.collectors.collect_res_used_interval_seconds.max(1));
-    let bus = ctx.bus.clone();
     let l = loop_ctx.clone();
     ctx.tasks.spawn("koordlet/collect", async move {
-        collect_loop(l, advisor, base, bus, synced, collected).await
+        collect_loop(l, advisor, base, synced, collected).await
     });
     let (l, client, rc, p) = (
         loop_ctx.clone(),
