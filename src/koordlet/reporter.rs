@@ -184,12 +184,7 @@ pub fn build_status(
     }
     pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     let mut apps = Vec::new();
-    for app in states
-        .node_slo
-        .as_ref()
-        .and_then(|s| s.spec.host_applications.clone())
-        .unwrap_or_default()
-    {
+    for app in &states.slo().host_applications {
         let Some(name) = app.name.clone() else {
             continue;
         };

@@ -56,6 +56,7 @@ async fn memory_over_threshold_evicts_be_pods_by_priority_and_usage() {
         pods: Arc::new(metas.clone()),
         node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
         node_metric: None,
+        slo_view: Default::default(),
     };
     let used: HashMap<String, i64> = HashMap::from([
         (uid("web"), 4 * GIB),
@@ -152,6 +153,7 @@ async fn starved_be_pods_are_evicted_by_satisfaction() {
         pods: Arc::new(metas.clone()),
         node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
         node_metric: None,
+        slo_view: Default::default(),
     };
     let used: HashMap<String, f64> = metas
         .iter()
@@ -233,6 +235,7 @@ async fn memory_evict_takes_only_opted_in_pods() {
         pods: Arc::new(metas.clone()),
         node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
         node_metric: None,
+        slo_view: Default::default(),
     };
     let used: HashMap<String, i64> = metas.iter().map(|m| (m.uid.clone(), 3 * GIB)).collect();
     let evicted = usage_pass(
@@ -300,6 +303,7 @@ async fn cpu_allocatable_evict_releases_the_overcommitted_batch_account() {
         pods: Arc::new(metas),
         node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
         node_metric: None,
+        slo_view: Default::default(),
     };
     let evictor = Evictor::default();
     let evicted = allocatable_pass(&c, &evictor, &states, true).await;

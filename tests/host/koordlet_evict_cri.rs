@@ -178,6 +178,7 @@ async fn memory_eviction_stops_the_be_containers_through_cri() {
         pods: Arc::new(vec![meta.clone()]),
         node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
         node_metric: None,
+        slo_view: Default::default(),
     };
     let evictor = Evictor::new(
         false,

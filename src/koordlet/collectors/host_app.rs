@@ -61,14 +61,9 @@ impl Collector for HostApplication {
         shared: &mut Shared,
         out: &mut Samples,
     ) -> Result<(), CollectError> {
-        let apps = env
-            .states
-            .node_slo
-            .as_ref()
-            .and_then(|s| s.spec.host_applications.clone())
-            .unwrap_or_default();
+        let apps = &env.states.slo().host_applications;
         let (mut cpu_sum, mut mem_sum) = (0.0, 0.0);
-        for app in &apps {
+        for app in apps {
             let (Some(name), Some(dir)) = (app.name.as_deref(), app_dir(env.cgroups, app)) else {
                 continue;
             };

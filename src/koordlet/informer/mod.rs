@@ -3,8 +3,9 @@
 //! turns true once every source has delivered its first full state.
 
 pub mod pods;
+pub mod slo;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -78,6 +79,17 @@ pub struct States {
     pub pods: Arc<Vec<PodMeta>>,
     pub node_slo: Option<Arc<NodeSLO>>,
     pub node_metric: Option<Arc<NodeMetric>>,
+    /// `node_slo` with defaults applied, computed on first use and shared by every
+    /// snapshot until the NodeSLO changes.
+    pub slo_view: Arc<OnceLock<slo::SloView>>,
+}
+
+impl States {
+    /// The NodeSLO's sections with Koordinator's defaults applied.
+    pub fn slo(&self) -> &slo::SloView {
+        self.slo_view
+            .get_or_init(|| slo::SloView::new(self.node_slo.as_deref()))
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -194,7 +206,12 @@ pub fn start(
             Api::all(c),
             &f,
             &sd,
-            |n| s.update(|st| st.node_slo = n.map(Arc::new)),
+            |n| {
+                s.update(|st| {
+                    st.node_slo = n.map(Arc::new);
+                    st.slo_view = Arc::default();
+                })
+            },
             || s.mark(|m| m.node_slo = true),
         )
         .await;

@@ -64,14 +64,12 @@ pub fn pass(states: &States, host: &Host, cgroups: &Cgroups) -> Vec<String> {
     if cgroups.version() != Version::V1 {
         return Vec::new();
     }
-    let s = states
-        .node_slo
-        .as_ref()
-        .and_then(|n| n.spec.resource_qos_strategy.clone())
-        .unwrap_or_default();
-    let cfg = s
+    let cfg = states
+        .slo()
+        .resource_qos
         .be_class
-        .and_then(|c| c.blkio_qos)
+        .as_ref()
+        .and_then(|c| c.blkio_qos.clone())
         .filter(|c| c.enable == Some(true));
     let blocks = cfg.and_then(|c| c.blkio_qos.blocks).unwrap_or_default();
     let mut want = wanted(&blocks, host);

@@ -49,17 +49,13 @@ pub fn auto(class: QoSClass) -> MemoryQOS {
 }
 
 fn class_qos(states: &States, class: QoSClass) -> MemoryQOS {
-    let strategy = states
-        .node_slo
-        .as_ref()
-        .and_then(|s| s.spec.resource_qos_strategy.clone())
-        .unwrap_or_default();
-    let pick = |c: Option<ResourceQOS>| c.and_then(|r| r.memory_qos);
+    let strategy = &states.slo().resource_qos;
+    let pick = |c: &Option<ResourceQOS>| c.as_ref().and_then(|r| r.memory_qos.clone());
     let cfg = match class {
-        QoSClass::Lse | QoSClass::Lsr => pick(strategy.lsr_class),
-        QoSClass::Ls => pick(strategy.ls_class),
-        QoSClass::Be => pick(strategy.be_class),
-        QoSClass::System => pick(strategy.system_class),
+        QoSClass::Lse | QoSClass::Lsr => pick(&strategy.lsr_class),
+        QoSClass::Ls => pick(&strategy.ls_class),
+        QoSClass::Be => pick(&strategy.be_class),
+        QoSClass::System => pick(&strategy.system_class),
         QoSClass::None => None,
     };
     match cfg {

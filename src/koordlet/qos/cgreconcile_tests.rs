@@ -44,6 +44,7 @@ fn states(ls: Value, pods: Vec<PodMeta>) -> States {
         pods: Arc::new(pods),
         node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
         node_metric: None,
+        slo_view: Default::default(),
     }
 }
 

@@ -19,23 +19,17 @@ use crate::api::extension::resources::CPU;
 use crate::api::pod::container_limits;
 use crate::api::slo::nodeslo::{CPUBurstConfig, CPUBurstStrategy};
 use crate::api::sloconfig::overlay;
-use crate::api::sloconfig::strategies::default_cpu_burst;
 use crate::koordlet::informer::{PodMeta, States};
 use crate::os::{CgroupDir, Resource};
 
 /// The NodeSLO's `cpuBurstStrategy` over Koordinator's defaults.
-pub fn node_strategy(states: &States) -> CPUBurstStrategy {
-    let node: CPUBurstStrategy = states
-        .node_slo
-        .as_ref()
-        .and_then(|s| s.spec.cpu_burst_strategy.clone())
-        .unwrap_or_default();
-    overlay(&default_cpu_burst(), &node)
+pub fn node_strategy(states: &States) -> &CPUBurstStrategy {
+    &states.slo().cpu_burst
 }
 
 /// The node strategy over defaults, with the pod's `koordinator.sh/cpuBurst` on top.
 pub fn config_for(states: &States, pod: &Pod) -> CPUBurstConfig {
-    let base = node_strategy(states).config;
+    let base = node_strategy(states).config.clone();
     let over: Option<CPUBurstConfig> = pod
         .metadata
         .annotations

@@ -245,7 +245,7 @@ pub async fn allocatable_pass(
     if s.enable != Some(true) {
         return Vec::new();
     }
-    let st = match settings(&s, cpu) {
+    let st = match settings(s, cpu) {
         Ok(st) => st,
         Err(e) => {
             tracing::debug!(feature, reason = %e, "skipped: invalid settings");

@@ -90,7 +90,7 @@ pub async fn cpusuppress(
         );
         let usage = suppress::Usage { node, pods };
         let strategy = suppress::strategy(&states);
-        if let Some(i) = suppress::inputs(&states, &usage, &strategy) {
+        if let Some(i) = suppress::inputs(&states, &usage, strategy) {
             ctx.metrics
                 .be_suppress_milli
                 .set(cpusuppress::suppress_milli(&i));

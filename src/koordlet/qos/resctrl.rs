@@ -78,17 +78,13 @@ fn defaults(group: &str) -> ResctrlQOS {
 
 /// (config, enabled) of a group from the NodeSLO.
 pub fn group_config(states: &States, group: &str) -> (ResctrlQOS, bool) {
-    let s = states
-        .node_slo
-        .as_ref()
-        .and_then(|n| n.spec.resource_qos_strategy.clone())
-        .unwrap_or_default();
-    let class: Option<ResourceQOS> = match group {
-        "LSR" => s.lsr_class,
-        "LS" => s.ls_class,
-        _ => s.be_class,
+    let s = &states.slo().resource_qos;
+    let class: Option<&ResourceQOS> = match group {
+        "LSR" => s.lsr_class.as_ref(),
+        "LS" => s.ls_class.as_ref(),
+        _ => s.be_class.as_ref(),
     };
-    let cfg = class.and_then(|c| c.resctrl_qos);
+    let cfg = class.and_then(|c| c.resctrl_qos.clone());
     let enabled = cfg.as_ref().is_some_and(|c| c.enable == Some(true));
     let q = cfg
         .map(|c| crate::api::sloconfig::overlay(&defaults(group), &c.resctrl_qos))

@@ -15,8 +15,6 @@ use crate::api::extension::qos::{
 };
 use crate::api::quantity::q_milli;
 use crate::api::slo::nodeslo::ResourceThresholdStrategy;
-use crate::api::sloconfig::overlay;
-use crate::api::sloconfig::strategies::default_threshold;
 use crate::koordlet::informer::States;
 use crate::os::{CgroupDir, Resource};
 
@@ -35,13 +33,8 @@ pub struct Memory {
 }
 
 /// The NodeSLO threshold strategy over Koordinator's defaults.
-pub fn strategy(states: &States) -> ResourceThresholdStrategy {
-    let user = states
-        .node_slo
-        .as_ref()
-        .and_then(|s| s.spec.resource_used_threshold_with_be.clone())
-        .unwrap_or_default();
-    overlay(&default_threshold(), &user)
+pub fn strategy(states: &States) -> &ResourceThresholdStrategy {
+    &states.slo().threshold
 }
 
 fn pinned(pod: &Pod) -> Vec<u32> {
@@ -180,7 +173,7 @@ pub fn pass(
         return out;
     }
     mem.restored = false;
-    let Some(i) = inputs(states, usage, &s) else {
+    let Some(i) = inputs(states, usage, s) else {
         return out;
     };
     let suppress = cpusuppress::suppress_milli(&i);

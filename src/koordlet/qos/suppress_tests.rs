@@ -71,6 +71,7 @@ fn fixture(version: Version, policy: Option<&str>, enable: bool) -> Fixture {
         pods: Arc::new(pods),
         node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
         node_metric: None,
+        slo_view: Default::default(),
     };
     Fixture {
         _dir: dir,

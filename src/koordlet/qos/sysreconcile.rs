@@ -72,11 +72,7 @@ pub fn sched_feature_writes(
 
 /// Applies the node's system strategy; returns the knobs changed as (knob, old, new).
 pub fn pass(states: &States, host: &Host) -> Vec<(Knob, String, String)> {
-    let Some(s) = states
-        .node_slo
-        .as_ref()
-        .and_then(|n| n.spec.system_strategy.clone())
-    else {
+    let Some(s) = states.slo().system.clone() else {
         return Vec::new();
     };
     let capacity = states
