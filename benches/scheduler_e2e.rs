@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use koord::apiserver::store::Filter;
 use koord::apiserver::{ApiServer, Options, sim};
 use koord::kernel::{Shutdown, Tasks};
@@ -73,7 +73,7 @@ async fn in_process() {
     .unwrap();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     live::watch(
-        Api::<Pod>::all(client.clone()),
+        client.clone(),
         "pods",
         Ev::Pod,
         tx.clone(),
@@ -81,7 +81,7 @@ async fn in_process() {
         &shutdown,
     );
     live::watch(
-        Api::<Node>::all(client.clone()),
+        client.clone(),
         "nodes",
         Ev::Node,
         tx.clone(),
@@ -89,7 +89,7 @@ async fn in_process() {
         &shutdown,
     );
     live::watch(
-        Api::<koord::api::slo::NodeMetric>::all(client.clone()),
+        client.clone(),
         "nodemetrics",
         Ev::Metric,
         tx,

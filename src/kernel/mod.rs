@@ -18,6 +18,7 @@ pub mod shutdown;
 pub mod tasks;
 pub mod telemetry;
 pub mod tls;
+pub mod watch;
 
 use std::sync::Arc;
 

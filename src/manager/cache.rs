@@ -6,11 +6,9 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::Api;
-use kube::Resource;
+use kube::Client;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
 use crate::api::slo::{NodeMetric, NodeSLO};
@@ -70,38 +68,17 @@ impl Caches {
         let metric_node = |m: &NodeMetric| m.metadata.name.clone();
         let slo_node = |m: &NodeSLO| m.metadata.name.clone();
         Caches {
-            nodes: reflect(
-                Api::all(client.clone()),
-                "nodes",
-                by_name,
-                dirty,
-                tasks,
-                shutdown,
-            ),
-            pods: reflect(
-                Api::all(client.clone()),
-                "pods",
-                pod_node,
-                dirty,
-                tasks,
-                shutdown,
-            ),
+            nodes: reflect(client.clone(), "nodes", by_name, dirty, tasks, shutdown),
+            pods: reflect(client.clone(), "pods", pod_node, dirty, tasks, shutdown),
             metrics: reflect(
-                Api::all(client.clone()),
+                client.clone(),
                 "nodemetrics",
                 metric_node,
                 dirty,
                 tasks,
                 shutdown,
             ),
-            slos: reflect(
-                Api::all(client.clone()),
-                "nodeslos",
-                slo_node,
-                dirty,
-                tasks,
-                shutdown,
-            ),
+            slos: reflect(client.clone(), "nodeslos", slo_node, dirty, tasks, shutdown),
         }
     }
 
@@ -122,7 +99,7 @@ impl Caches {
 
 /// A reflector whose every event marks the node it concerns.
 pub(crate) fn reflect<K>(
-    api: Api<K>,
+    client: Client,
     what: &'static str,
     node_of: fn(&K) -> Option<String>,
     dirty: &Arc<Dirty>,
@@ -130,18 +107,12 @@ pub(crate) fn reflect<K>(
     shutdown: &Shutdown,
 ) -> Store<K>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: crate::kernel::watch::Watchable,
 {
     let (reader, writer) = reflector::store();
-    let stream = watcher(api, watcher::Config::default().page_size(500))
-        .default_backoff()
-        .reflect(writer);
+    let cfg = watcher::Config::default().page_size(500);
+    let stream =
+        crate::kernel::watch::watch::<K>(client, None, cfg, Default::default()).reflect(writer);
     let (dirty, shutdown) = (dirty.clone(), shutdown.clone());
     tasks.spawn(format!("manager/cache/{what}"), async move {
         let mut stream = std::pin::pin!(stream);

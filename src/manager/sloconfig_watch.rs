@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
-use kube::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use tokio::sync::watch;
 
 use super::cache::Dirty;
@@ -34,9 +33,14 @@ pub fn start(w: Watch, tasks: &Tasks, shutdown: &Shutdown) -> ConfigRx {
     let (tx, rx) = watch::channel(None);
     let shutdown = shutdown.clone();
     tasks.spawn("manager/slo-config", async move {
-        let api: Api<ConfigMap> = Api::namespaced(w.client.clone(), &w.namespace);
         let cfg = watcher::Config::default().fields(&format!("metadata.name={}", w.name));
-        let mut stream = std::pin::pin!(watcher(api, cfg).default_backoff());
+        let stream = crate::kernel::watch::watch::<ConfigMap>(
+            w.client.clone(),
+            Some(&w.namespace),
+            cfg,
+            Default::default(),
+        );
+        let mut stream = std::pin::pin!(stream);
         let mut last_data: Option<BTreeMap<String, String>> = None;
         let mut seen_in_init = false;
         loop {

@@ -19,8 +19,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -268,9 +267,10 @@ async fn manage(
     mut stops: mpsc::Receiver<server::StopRequest>,
     stop: CancellationToken,
 ) {
-    let pods: Api<Pod> = Api::all(ctx.client.clone());
     let cfg = watcher::Config::default().fields(&format!("spec.nodeName={}", ctx.node));
-    let mut events = watcher(pods, cfg).default_backoff().boxed();
+    let mut events =
+        crate::kernel::watch::watch::<Pod>(ctx.client.clone(), None, cfg, Default::default())
+            .boxed();
     let mut checkpoints: HashMap<String, checkpoint::PodCheckpoint> =
         checkpoint::load_all(&ctx.checkpoints())
             .into_iter()

@@ -8,8 +8,7 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
@@ -32,24 +31,20 @@ pub enum Ev {
 
 /// Forwards one kind's watch events to the loop.
 pub fn watch<K, F>(
-    api: Api<K>,
+    client: kube::Client,
     what: &'static str,
     wrap: F,
     tx: mpsc::UnboundedSender<Ev>,
     tasks: &Tasks,
     shutdown: &Shutdown,
 ) where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + 'static,
+    K: crate::kernel::watch::Watchable,
     F: Fn(watcher::Event<K>) -> Ev + Send + 'static,
 {
     let shutdown = shutdown.clone();
     tasks.spawn(format!("scheduler/watch/{what}"), async move {
-        let stream = watcher(api, watcher::Config::default().page_size(500)).default_backoff();
+        let cfg = watcher::Config::default().page_size(500);
+        let stream = crate::kernel::watch::watch::<K>(client, None, cfg, Default::default());
         let mut stream = std::pin::pin!(stream);
         loop {
             let ev = tokio::select! {

@@ -16,7 +16,6 @@ mod test_util;
 
 use std::path::PathBuf;
 
-use kube::Api;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
@@ -85,7 +84,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("scheduler: {e}"))?;
     let (tx, rx) = mpsc::unbounded_channel();
     live::watch(
-        Api::<k8s_openapi::api::core::v1::Pod>::all(client.clone()),
+        client.clone(),
         "pods",
         live::Ev::Pod,
         tx.clone(),
@@ -93,7 +92,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         &ctx.shutdown,
     );
     live::watch(
-        Api::<k8s_openapi::api::core::v1::Node>::all(client.clone()),
+        client.clone(),
         "nodes",
         live::Ev::Node,
         tx.clone(),
@@ -101,7 +100,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         &ctx.shutdown,
     );
     live::watch(
-        Api::<crate::api::slo::NodeMetric>::all(client),
+        client,
         "nodemetrics",
         live::Ev::Metric,
         tx,

@@ -351,15 +351,21 @@ async fn schedules_respecting_constraints_load_and_capacity() {
     api.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bind_conflict_is_forgotten() {
-    let mut api = TestApi::start().await;
+/// A test API server with `node-0` registered, its client and default post parameters.
+async fn api_with_one_node() -> (TestApi, kube::Client, PostParams) {
+    let api = TestApi::start().await;
     let c = api.client.clone();
     let pp = PostParams::default();
     Api::<Node>::all(c.clone())
         .create(&pp, &node(0))
         .await
         .unwrap();
+    (api, c, pp)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bind_conflict_is_forgotten() {
+    let (mut api, c, pp) = api_with_one_node().await;
     let cfg = koord::scheduler::config::default_config().unwrap();
     let mut s = koord::scheduler::live::Scheduler::new(
         c.clone(),
@@ -647,5 +653,79 @@ async fn idle_loops_stand_still() {
         "manager loop woke {manager} times in 3 idle s"
     );
     drop(koord);
+    api.stop().await;
+}
+
+/// A pod that does not decode as a Pod (a field of the wrong type) used to fail the
+/// scheduler's whole pod list, so it scheduled nothing. Now it is skipped and counted,
+/// and the good pods are scheduled; the same holds for custom resources (NodeSLO).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_object_does_not_hide_the_good_ones() {
+    use futures::StreamExt;
+    let (mut api, c, pp) = api_with_one_node().await;
+    let raw: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        c.clone(),
+        "default",
+        &kube::api::ApiResource::erase::<Pod>(&()),
+    );
+    let mut bad = serde_json::to_value(pod(2)).unwrap();
+    bad["spec"]["hostNetwork"] = "yes".into();
+    raw.create(&pp, &obj(bad)).await.unwrap();
+    assert!(
+        Api::<Pod>::namespaced(c.clone(), "default")
+            .list(&ListParams::default())
+            .await
+            .is_err(),
+        "the typed list really fails"
+    );
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    pods.create(&pp, &pod(1)).await.unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let port = api.server().addr().port();
+    let sched = start_scheduler(dir.path(), port, &[]);
+    let bound = eventually(Duration::from_secs(20), || async {
+        pods.get("pod-01")
+            .await
+            .is_ok_and(|p| p.spec.and_then(|s| s.node_name).is_some())
+    })
+    .await;
+    assert!(bound, "the good pod was not scheduled:\n{}", sched.logs());
+    assert!(
+        sched.logs().contains("does not decode"),
+        "the bad one is reported:\n{}",
+        sched.logs()
+    );
+
+    let slos: Api<kube::api::DynamicObject> = Api::all_with(
+        c.clone(),
+        &kube::api::ApiResource::erase::<koord::api::slo::NodeSLO>(&()),
+    );
+    for (name, spec) in [("good", json!({})), ("bad", json!({"cpuBurstStrategy": 5}))] {
+        let o = json!({"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeSLO",
+            "metadata": {"name": name}, "spec": spec});
+        slos.create(&pp, &obj(o)).await.unwrap();
+    }
+    let errors = koord::kernel::watch::DecodeErrors::default();
+    let mut stream = std::pin::pin!(koord::kernel::watch::watch::<koord::api::slo::NodeSLO>(
+        c.clone(),
+        None,
+        Default::default(),
+        errors.clone(),
+    ));
+    let mut seen = Vec::new();
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .unwrap()
+    {
+        match ev.unwrap() {
+            kube::runtime::watcher::Event::InitApply(s) => seen.push(s.metadata.name.unwrap()),
+            kube::runtime::watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    assert_eq!(seen, ["good"]);
+    assert_eq!(errors.count(), 1);
+    drop(sched);
     api.stop().await;
 }

@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
-use serde::de::DeserializeOwned;
+use kube::runtime::watcher;
 use tokio::sync::watch;
 
 use crate::api::extension::qos::kube_qos;
@@ -186,7 +184,7 @@ pub fn start(
     );
     tasks.spawn("koordlet/informer/node", async move {
         watch_one::<Node>(
-            Api::all(c),
+            c,
             &f,
             &sd,
             |n| s.update(|st| st.node = n.map(Arc::new)),
@@ -203,7 +201,7 @@ pub fn start(
     );
     tasks.spawn("koordlet/informer/nodeslo", async move {
         watch_one::<NodeSLO>(
-            Api::all(c),
+            c,
             &f,
             &sd,
             |n| {
@@ -220,7 +218,7 @@ pub fn start(
     let (s, sd, c, f) = (shared.clone(), shutdown.clone(), client.clone(), by_name);
     tasks.spawn("koordlet/informer/nodemetric", async move {
         watch_one::<NodeMetric>(
-            Api::all(c),
+            c,
             &f,
             &sd,
             |n| s.update(|st| st.node_metric = n.map(Arc::new)),
@@ -250,16 +248,17 @@ pub fn start(
 
 /// Watches the single object selected by `field` (this node's Node, NodeSLO, NodeMetric).
 async fn watch_one<K>(
-    api: Api<K>,
+    client: kube::Client,
     field: &str,
     shutdown: &Shutdown,
     mut set: impl FnMut(Option<K>),
     mut synced: impl FnMut(),
 ) where
-    K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K: crate::kernel::watch::Watchable,
 {
     let cfg = watcher::Config::default().fields(field);
-    let mut stream = watcher(api, cfg).default_backoff().boxed();
+    let mut stream =
+        crate::kernel::watch::watch::<K>(client, None, cfg, Default::default()).boxed();
     let mut pending: Option<K> = None;
     loop {
         let ev = tokio::select! {

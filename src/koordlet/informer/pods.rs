@@ -8,8 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use hyper::Method;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 
 use crate::kernel::Shutdown;
 use crate::kernel::http_client::{self, Trust};
@@ -106,9 +105,9 @@ pub async fn watch_api(
     shutdown: &Shutdown,
     mut publish: impl FnMut(Vec<Pod>),
 ) {
-    let api: Api<Pod> = Api::all(client);
     let cfg = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
-    let mut stream = watcher(api, cfg).default_backoff().boxed();
+    let mut stream =
+        crate::kernel::watch::watch::<Pod>(client, None, cfg, Default::default()).boxed();
     let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
     let mut init: BTreeMap<String, Pod> = BTreeMap::new();
     loop {

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
-use kube::Api;
 use tokio::net::TcpListener;
 
 use super::certs::{self, Served};
@@ -76,7 +75,7 @@ pub async fn start(s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::Resu
     let dirty = Arc::new(Dirty::default());
     let live = Live {
         profiles: reflect(
-            Api::all(s.client.clone()),
+            s.client.clone(),
             "clustercolocationprofiles",
             |_| None,
             &dirty,
@@ -84,7 +83,7 @@ pub async fn start(s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::Resu
             shutdown,
         ),
         namespaces: reflect(
-            Api::all(s.client.clone()),
+            s.client.clone(),
             "namespaces",
             |_| None,
             &dirty,
@@ -92,7 +91,7 @@ pub async fn start(s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::Resu
             shutdown,
         ),
         priority_classes: reflect(
-            Api::all(s.client.clone()),
+            s.client.clone(),
             "priorityclasses",
             |_| None,
             &dirty,
@@ -100,7 +99,7 @@ pub async fn start(s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::Resu
             shutdown,
         ),
         quotas: reflect(
-            Api::all(s.client.clone()),
+            s.client.clone(),
             "elasticquotas",
             |_| None,
             &dirty,
