@@ -318,17 +318,22 @@ async fn schedules_respecting_constraints_load_and_capacity() {
         message.contains("1 node(s) had untolerated taint {dedicated: gpu}"),
         "{message}"
     );
-    let cond = pods
-        .get("pod-99")
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .conditions
-        .unwrap_or_default();
-    assert!(cond.iter().any(|c| c.type_ == "PodScheduled"
-        && c.status == "False"
-        && c.reason.as_deref() == Some("Unschedulable")));
+    // The event and the PodScheduled condition are separate writes: wait for both.
+    let unschedulable = eventually(Duration::from_secs(10), || async {
+        let cond = pods
+            .get("pod-99")
+            .await
+            .ok()
+            .and_then(|p| p.status?.conditions)
+            .unwrap_or_default();
+        cond.iter().any(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        })
+    })
+    .await;
+    assert!(unschedulable, "{}", sched.logs());
     for (key, n) in &bound {
         if n.as_deref() == Some("node-0") {
             let name = key.trim_start_matches("default/");

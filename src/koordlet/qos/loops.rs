@@ -1,5 +1,5 @@
-//! The QoS strategies as periodic loops of the running koordlet, fed by the informer and
-//! the metric store.
+//! The cgroup and kernel-knob QoS strategies of the running koordlet, fed by the informer
+//! and the metric store, each one [`Strategy`] run by [`super::runner`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,7 +11,11 @@ use crate::koordlet::metrics::{KoordletMetrics, QosLabels};
 use crate::koordlet::store::{MetricKind, MetricStore, SeriesKey};
 use crate::os::system::Host;
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
+
 use super::executor::Executor;
+use super::runner::{Round, Strategy};
 use super::{cpusuppress, evict, suppress};
 
 pub struct QosCtx {
@@ -56,6 +60,28 @@ pub(super) fn last_samples(
     (last(&SeriesKey::node(node)), pods)
 }
 
+/// The last node and per-pod CPU samples, in milli-cores.
+pub(super) fn last_cpu(ctx: &QosCtx, states: &States) -> (Option<i64>, HashMap<String, i64>) {
+    last_samples(
+        ctx,
+        states,
+        MetricKind::NodeCpuUsage,
+        MetricKind::PodCpuUsage,
+        1000.0,
+    )
+}
+
+/// The last node and per-pod memory samples, in bytes.
+pub(super) fn last_memory(ctx: &QosCtx, states: &States) -> (Option<i64>, HashMap<String, i64>) {
+    last_samples(
+        ctx,
+        states,
+        MetricKind::NodeMemoryUsage,
+        MetricKind::PodMemoryUsage,
+        1.0,
+    )
+}
+
 pub(super) fn count(ctx: &QosCtx, strategy: &str, resource: String, n: u64) {
     let labels = QosLabels {
         strategy: strategy.into(),
@@ -64,117 +90,146 @@ pub(super) fn count(ctx: &QosCtx, strategy: &str, resource: String, n: u64) {
     ctx.metrics.qos_changes.get_or_create(&labels).inc_by(n);
 }
 
-/// cpusuppress every second once the informer synced (`pkg/koordlet/qosmanager/plugins/cpusuppress/cpu_suppress.go`).
-pub async fn cpusuppress(
-    ctx: QosCtx,
-    ex: Arc<Executor>,
-    host: Host,
-    client: kube::Client,
-) -> anyhow::Result<()> {
-    if !ctx.informer.wait_synced(&ctx.shutdown).await {
-        return Ok(());
-    }
-    let topo = host.cpu_topology().unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "no CPU topology; the cpuset policy cannot pick CPUs");
-        Vec::new()
-    });
-    let mut mem = suppress::Memory::default();
-    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
-        let states = ctx.informer.snapshot();
-        let (node, pods) = last_samples(
-            &ctx,
-            &states,
-            MetricKind::NodeCpuUsage,
-            MetricKind::PodCpuUsage,
-            1000.0,
-        );
-        let usage = suppress::Usage { node, pods };
-        let strategy = suppress::strategy(&states);
-        if let Some(i) = suppress::inputs(&states, &usage, strategy) {
-            ctx.metrics
-                .be_suppress_milli
-                .set(cpusuppress::suppress_milli(&i));
-        }
-        let changes = suppress::pass(&states, &usage, &topo, &ex, &mut mem);
-        for c in &changes {
-            count(&ctx, "cpusuppress", format!("{:?}", c.resource), 1);
-        }
-        // One event per round that changed the besteffort QoS level (not per pod/container).
-        let qos_dir = ex
-            .cgroups()
-            .qos_dir(crate::api::extension::qos::KubeQoS::BestEffort);
-        if let Some(c) = changes.iter().find(|c| c.dir == qos_dir.as_str())
-            && let Some(node) = states.node.as_ref().and_then(|n| n.metadata.name.clone())
-        {
-            let msg = format!("best-effort {:?} {} -> {}", c.resource, c.old, c.new);
-            evict::node_event(&client, &node, "BECPUSuppressed", &msg).await;
-        }
-    }
-    Ok(())
+/// cpusuppress every second (`pkg/koordlet/qosmanager/plugins/cpusuppress/cpu_suppress.go`).
+pub struct CpuSuppress {
+    pub ex: Arc<Executor>,
+    pub host: Host,
+    pub client: kube::Client,
+    pub topo: Vec<crate::os::system::CpuInfo>,
+    pub mem: suppress::Memory,
 }
 
-/// Every second, writes what `updates` wants for each pod (levels: pod, then containers).
-async fn reconcile<F>(
-    ctx: QosCtx,
-    ex: Arc<Executor>,
-    strategy: &'static str,
-    updates: F,
-) -> anyhow::Result<()>
-where
-    F: Fn(&States, &crate::koordlet::informer::PodMeta) -> Vec<Vec<super::executor::Update>>,
-{
-    if !ctx.informer.wait_synced(&ctx.shutdown).await {
-        return Ok(());
+impl Strategy for CpuSuppress {
+    fn name(&self) -> &'static str {
+        "cpusuppress"
     }
-    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
-        let states = ctx.informer.snapshot();
-        for pod in states.pods.iter() {
-            record(
-                &ctx,
-                strategy,
-                &pod.name,
-                ex.leveled(&updates(&states, pod)),
-            );
+
+    fn prepare(&mut self) -> bool {
+        self.topo = self.host.cpu_topology().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "no CPU topology; the cpuset policy cannot pick CPUs");
+            Vec::new()
+        });
+        true
+    }
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        async move {
+            let (node, pods) = last_cpu(ctx, states);
+            let usage = suppress::Usage { node, pods };
+            let strategy = suppress::strategy(states);
+            if let Some(i) = suppress::inputs(states, &usage, strategy) {
+                ctx.metrics
+                    .be_suppress_milli
+                    .set(cpusuppress::suppress_milli(&i));
+            }
+            let changes = suppress::pass(states, &usage, &self.topo, &self.ex, &mut self.mem);
+            for c in &changes {
+                count(ctx, "cpusuppress", format!("{:?}", c.resource), 1);
+            }
+            // One event per round that changed the besteffort QoS level (not per pod/container).
+            let qos_dir = self
+                .ex
+                .cgroups()
+                .qos_dir(crate::api::extension::qos::KubeQoS::BestEffort);
+            if let Some(c) = changes.iter().find(|c| c.dir == qos_dir.as_str())
+                && let Some(node) = states.node.as_ref().and_then(|n| n.metadata.name.clone())
+            {
+                let msg = format!("best-effort {:?} {} -> {}", c.resource, c.old, c.new);
+                evict::node_event(&self.client, &node, "BECPUSuppressed", &msg).await;
+            }
+            Round::DONE
         }
+        .boxed()
     }
-    Ok(())
+}
+
+/// What a per-pod reconciler wants written for one pod (levels: pod, then containers).
+type PodUpdates =
+    fn(&States, &crate::koordlet::informer::PodMeta) -> Vec<Vec<super::executor::Update>>;
+
+/// Every second, writes what `updates` wants for each pod.
+pub struct Reconcile {
+    pub ex: Arc<Executor>,
+    pub name: &'static str,
+    pub updates: PodUpdates,
+}
+
+impl Strategy for Reconcile {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        for pod in states.pods.iter() {
+            let results = self.ex.leveled(&(self.updates)(states, pod));
+            record(ctx, self.name, &pod.name, results);
+        }
+        futures::future::ready(Round::DONE).boxed()
+    }
 }
 
 /// BatchResource: BE pod and container cgroups get shares, quota and memory limits from
 /// their batch resources.
-pub async fn batchresource(ctx: QosCtx, ex: Arc<Executor>) -> anyhow::Result<()> {
-    reconcile(ctx, ex, "batchresource", |states, pod| {
-        let s = suppress::strategy(states);
-        let by_quota =
-            s.enable == Some(true) && s.cpu_suppress_policy.as_deref() == Some("cfsQuota");
-        let ratio = super::batchresource::normalization_ratio(states.node.as_deref());
-        super::batchresource::updates(pod, by_quota, ratio)
-    })
-    .await
+pub fn batchresource(ex: Arc<Executor>) -> Reconcile {
+    Reconcile {
+        ex,
+        name: "batchresource",
+        updates: |states, pod| {
+            let s = suppress::strategy(states);
+            let by_quota =
+                s.enable == Some(true) && s.cpu_suppress_policy.as_deref() == Some("cfsQuota");
+            let ratio = super::batchresource::normalization_ratio(states.node.as_deref());
+            super::batchresource::updates(pod, by_quota, ratio)
+        },
+    }
 }
 
-/// CPUBurst every second (`pkg/koordlet/qosmanager/plugins/cpuburst/cpu_burst.go`): `cfs_burst_us` for LS pods, then the
-/// cfsQuotaBurst scaling of throttled containers under the node's share-pool state.
-pub async fn cpuburst(ctx: QosCtx, ex: Arc<Executor>, host: Host) -> anyhow::Result<()> {
-    use super::cfsquotaburst::{Limiter, node_state};
-    if !ctx.informer.wait_synced(&ctx.shutdown).await {
-        return Ok(());
+/// CPUBurst every second (`pkg/koordlet/qosmanager/plugins/cpuburst/cpu_burst.go`):
+/// `cfs_burst_us` for LS pods, then the cfsQuotaBurst scaling of throttled containers under
+/// the node's share-pool state.
+pub struct CpuBurst {
+    pub ex: Arc<Executor>,
+    pub host: Host,
+    pub topo_cpus: usize,
+    pub clock: std::time::Instant,
+    pub limiters: HashMap<String, super::cfsquotaburst::Limiter>,
+}
+
+impl CpuBurst {
+    pub fn new(ex: Arc<Executor>, host: Host) -> CpuBurst {
+        CpuBurst {
+            ex,
+            host,
+            topo_cpus: 0,
+            clock: std::time::Instant::now(),
+            limiters: HashMap::new(),
+        }
     }
-    let topo_cpus = host.cpu_topology().map(|t| t.len()).unwrap_or(0);
-    let clock = std::time::Instant::now();
-    let mut limiters: HashMap<String, Limiter> = HashMap::new();
-    let cg = ex.cgroups().clone();
-    let quota = move |d: &crate::os::CgroupDir| cg.read_i64(crate::os::Resource::CfsQuota, d).ok();
-    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
-        let states = ctx.informer.snapshot();
-        let cfg = super::cpuburst::node_strategy(&states);
-        let cpus = if topo_cpus > 0 {
-            topo_cpus
+}
+
+impl Strategy for CpuBurst {
+    fn name(&self) -> &'static str {
+        "cpuburst"
+    }
+
+    fn prepare(&mut self) -> bool {
+        self.topo_cpus = self.host.cpu_topology().map(|t| t.len()).unwrap_or(0);
+        true
+    }
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        use super::cfsquotaburst::node_state;
+        let cg = self.ex.cgroups().clone();
+        let quota =
+            move |d: &crate::os::CgroupDir| cg.read_i64(crate::os::Resource::CfsQuota, d).ok();
+        let cfg = super::cpuburst::node_strategy(states);
+        let cpus = if self.topo_cpus > 0 {
+            self.topo_cpus
         } else {
-            node_cpus(&states)
+            node_cpus(states)
         };
-        let (node_used, pool) = share_pool(&ctx, &states);
-        let now = clock.elapsed().as_secs_f64();
+        let (node_used, pool) = share_pool(ctx, states);
+        let now = self.clock.elapsed().as_secs_f64();
         let env = super::cpuburst::CfsEnv {
             node: node_state(
                 cfg.share_pool_threshold_percent.unwrap_or(50),
@@ -184,25 +239,27 @@ pub async fn cpuburst(ctx: QosCtx, ex: Arc<Executor>, host: Host) -> anyhow::Res
             ),
             now,
             quota: &quota,
-            throttled: &|id| last_container(&ctx, MetricKind::ContainerCpuThrottled, id),
-            usage: &|id| last_container(&ctx, MetricKind::ContainerCpuUsage, id),
+            throttled: &|id| last_container(ctx, MetricKind::ContainerCpuThrottled, id),
+            usage: &|id| last_container(ctx, MetricKind::ContainerCpuUsage, id),
             fill: &random_fill,
         };
         for pod in states.pods.iter() {
-            let mut results = ex.leveled(&super::cpuburst::updates(&states, pod, &quota));
-            for u in super::cpuburst::cfs_updates(&states, pod, &env, &mut limiters) {
-                let r = ex.update(&u);
+            let mut results = self
+                .ex
+                .leveled(&super::cpuburst::updates(states, pod, &quota));
+            for u in super::cpuburst::cfs_updates(states, pod, &env, &mut self.limiters) {
+                let r = self.ex.update(&u);
                 let failed = r.is_err();
                 results.push(r);
                 if failed {
                     break; // later steps rely on this one (parent ≥ child, burst ≤ quota)
                 }
             }
-            record(&ctx, "cpuburst", &pod.name, results);
+            record(ctx, "cpuburst", &pod.name, results);
         }
-        limiters.retain(|_, l| !l.expired(now));
+        self.limiters.retain(|_, l| !l.expired(now));
+        futures::future::ready(Round::DONE).boxed()
     }
-    Ok(())
 }
 
 fn record(
@@ -270,90 +327,110 @@ fn random_fill() -> f64 {
 }
 
 /// CgroupReconcile (memory QoS) every second: QoS, pod and container levels at once.
-pub async fn cgreconcile(ctx: QosCtx, ex: Arc<Executor>) -> anyhow::Result<()> {
-    if !ctx.informer.wait_synced(&ctx.shutdown).await {
-        return Ok(());
+pub struct CgReconcile {
+    pub ex: Arc<Executor>,
+}
+
+impl Strategy for CgReconcile {
+    fn name(&self) -> &'static str {
+        "cgreconcile"
     }
-    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
-        let states = ctx.informer.snapshot();
-        for r in ex.leveled(&super::cgreconcile::updates(&states, ex.cgroups())) {
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        for r in self
+            .ex
+            .leveled(&super::cgreconcile::updates(states, self.ex.cgroups()))
+        {
             match r {
                 Ok(super::executor::Outcome::Written(c)) => {
-                    count(&ctx, "cgreconcile", format!("{:?}", c.resource), 1)
+                    count(ctx, "cgreconcile", format!("{:?}", c.resource), 1)
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "memory QoS value rejected"),
             }
         }
+        futures::future::ready(Round::DONE).boxed()
     }
-    Ok(())
 }
 
 /// SystemConfig every second: kernel memory knobs from the NodeSLO systemStrategy.
-pub async fn sysreconcile(ctx: QosCtx, host: Host) -> anyhow::Result<()> {
-    if !ctx.informer.wait_synced(&ctx.shutdown).await {
-        return Ok(());
+pub struct SysReconcile {
+    pub host: Host,
+}
+
+impl Strategy for SysReconcile {
+    fn name(&self) -> &'static str {
+        "sysreconcile"
     }
-    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
-        let states = ctx.informer.snapshot();
-        for (knob, _, _) in super::sysreconcile::pass(&states, &host) {
-            count(&ctx, "sysreconcile", format!("{knob:?}"), 1);
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        for (knob, _, _) in super::sysreconcile::pass(states, &self.host) {
+            count(ctx, "sysreconcile", format!("{knob:?}"), 1);
         }
+        futures::future::ready(Round::DONE).boxed()
     }
-    Ok(())
 }
 
 /// RdtResctrl every second, when the host supports it (else one warning and done).
-pub async fn resctrl(ctx: QosCtx, host: Host, cgroups: crate::os::Cgroups) -> anyhow::Result<()> {
-    match super::resctrl::supported(&host) {
-        Ok(true) => {}
-        Ok(false) => {
-            tracing::warn!(root = %host.resctrl_root().display(), "resctrl unsupported here (no cat_l3/mba or not mounted); LLC/MBA isolation skipped");
-            return Ok(());
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "resctrl support unknown; LLC/MBA isolation skipped");
-            return Ok(());
+pub struct Resctrl {
+    pub host: Host,
+    pub cgroups: crate::os::Cgroups,
+}
+
+impl Strategy for Resctrl {
+    fn name(&self) -> &'static str {
+        "resctrl"
+    }
+
+    fn prepare(&mut self) -> bool {
+        match super::resctrl::supported(&self.host) {
+            Ok(true) => true,
+            Ok(false) => {
+                tracing::warn!(root = %self.host.resctrl_root().display(), "resctrl unsupported here (no cat_l3/mba or not mounted); LLC/MBA isolation skipped");
+                false
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "resctrl support unknown; LLC/MBA isolation skipped");
+                false
+            }
         }
     }
-    if !ctx.informer.wait_synced(&ctx.shutdown).await {
-        return Ok(());
-    }
-    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
-        let states = ctx.informer.snapshot();
-        match super::resctrl::pass(&states, &host, &cgroups) {
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        match super::resctrl::pass(states, &self.host, &self.cgroups) {
             Ok(written) => {
                 for w in written {
-                    count(&ctx, "resctrl", w, 1);
+                    count(ctx, "resctrl", w, 1);
                 }
             }
             Err(e) => tracing::warn!(error = %e, "resctrl round failed"),
         }
+        futures::future::ready(Round::DONE).boxed()
     }
-    Ok(())
 }
 
 /// BlkIOReconcile every second (cgroup v1): BE block-device throttles and weight.
-pub async fn blkio(ctx: QosCtx, host: Host, cgroups: crate::os::Cgroups) -> anyhow::Result<()> {
-    if !ctx.informer.wait_synced(&ctx.shutdown).await {
-        return Ok(());
-    }
-    while pause(&ctx.shutdown, Duration::from_secs(1)).await {
-        let states = ctx.informer.snapshot();
-        for w in super::blkio::pass(&states, &host, &cgroups) {
-            tracing::info!(change = %w, "blkio updated");
-            count(
-                &ctx,
-                "blkio",
-                w.split_whitespace().next().unwrap_or("").to_string(),
-                1,
-            );
-        }
-    }
-    Ok(())
+pub struct Blkio {
+    pub host: Host,
+    pub cgroups: crate::os::Cgroups,
 }
 
-/// What the QoS loops share.
+impl Strategy for Blkio {
+    fn name(&self) -> &'static str {
+        "blkio"
+    }
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        for w in super::blkio::pass(states, &self.host, &self.cgroups) {
+            tracing::info!(change = %w, "blkio updated");
+            let what = w.split_whitespace().next().unwrap_or("").to_string();
+            count(ctx, "blkio", what, 1);
+        }
+        futures::future::ready(Round::DONE).boxed()
+    }
+}
+
+/// What the QoS strategies share.
 pub struct Deps {
     pub executor: Arc<Executor>,
     pub host: Host,
@@ -363,66 +440,105 @@ pub struct Deps {
     pub evictor: Arc<super::evict::Evictor>,
 }
 
-/// Starts every QoS loop whose koordlet feature gate is on.
+/// Every QoS strategy with the koordlet feature gate that switches it on.
+pub fn registry(d: &Deps) -> Vec<(&'static str, Box<dyn Strategy>)> {
+    use super::evictloops::{AllocatableEvict, CpuEvict, MemoryEvict, UsageEvict};
+    let ex = || d.executor.clone();
+    let cg = || d.executor.cgroups().clone();
+    let (client, evictor) = (|| d.client.clone(), || d.evictor.clone());
+    let suppress = CpuSuppress {
+        ex: ex(),
+        host: d.host.clone(),
+        client: client(),
+        topo: Vec::new(),
+        mem: suppress::Memory::default(),
+    };
+    vec![
+        ("BECPUSuppress", Box::new(suppress) as Box<dyn Strategy>),
+        ("BatchResource", Box::new(batchresource(ex()))),
+        ("CPUBurst", Box::new(CpuBurst::new(ex(), d.host.clone()))),
+        ("CgroupReconcile", Box::new(CgReconcile { ex: ex() })),
+        (
+            "RdtResctrl",
+            Box::new(Resctrl {
+                host: d.host.clone(),
+                cgroups: cg(),
+            }),
+        ),
+        (
+            "BlkIOReconcile",
+            Box::new(Blkio {
+                host: d.host.clone(),
+                cgroups: cg(),
+            }),
+        ),
+        (
+            "SystemConfig",
+            Box::new(SysReconcile {
+                host: d.host.clone(),
+            }),
+        ),
+        (
+            "BECPUEvict",
+            Box::new(CpuEvict {
+                client: client(),
+                evictor: evictor(),
+                collect_interval: d.collect_interval,
+            }),
+        ),
+        (
+            "BEMemoryEvict",
+            Box::new(MemoryEvict {
+                client: client(),
+                evictor: evictor(),
+            }),
+        ),
+        (
+            "CPUEvict",
+            Box::new(UsageEvict {
+                client: client(),
+                evictor: evictor(),
+                feature: "CPUEvict",
+            }),
+        ),
+        (
+            "MemoryEvict",
+            Box::new(UsageEvict {
+                client: client(),
+                evictor: evictor(),
+                feature: "MemoryEvict",
+            }),
+        ),
+        (
+            "CPUAllocatableEvict",
+            Box::new(AllocatableEvict {
+                client: client(),
+                evictor: evictor(),
+                cpu: true,
+            }),
+        ),
+        (
+            "MemoryAllocatableEvict",
+            Box::new(AllocatableEvict {
+                client: client(),
+                evictor: evictor(),
+                cpu: false,
+            }),
+        ),
+    ]
+}
+
+/// Starts every QoS strategy whose koordlet feature gate is on.
 pub fn spawn(
     gates: &crate::koordlet::features::Gates,
     ctx: impl Fn() -> QosCtx,
     d: Deps,
     tasks: &crate::kernel::Tasks,
 ) {
-    let ex = || d.executor.clone();
-    let cg = || d.executor.cgroups().clone();
-    if gates.enabled("BECPUSuppress") {
-        tasks.spawn(
-            "koordlet/qos/cpusuppress",
-            cpusuppress(ctx(), ex(), d.host.clone(), d.client.clone()),
-        );
-    }
-    if gates.enabled("BatchResource") {
-        tasks.spawn("koordlet/qos/batchresource", batchresource(ctx(), ex()));
-    }
-    if gates.enabled("CPUBurst") {
-        let f = cpuburst(ctx(), ex(), d.host.clone());
-        tasks.spawn("koordlet/qos/cpuburst", f);
-    }
-    if gates.enabled("CgroupReconcile") {
-        tasks.spawn("koordlet/qos/cgreconcile", cgreconcile(ctx(), ex()));
-    }
-    if gates.enabled("RdtResctrl") {
-        tasks.spawn("koordlet/qos/resctrl", resctrl(ctx(), d.host.clone(), cg()));
-    }
-    if gates.enabled("BlkIOReconcile") {
-        tasks.spawn("koordlet/qos/blkio", blkio(ctx(), d.host.clone(), cg()));
-    }
-    if gates.enabled("SystemConfig") {
-        tasks.spawn(
-            "koordlet/qos/sysreconcile",
-            sysreconcile(ctx(), d.host.clone()),
-        );
-    }
-    use super::evictloops as el;
-    let evictor = || d.evictor.clone();
-    if gates.enabled("BECPUEvict") {
-        let f = el::cpuevict(ctx(), d.client.clone(), evictor(), d.collect_interval);
-        tasks.spawn("koordlet/qos/cpuevict", f);
-    }
-    if gates.enabled("BEMemoryEvict") {
-        let f = el::memoryevict(ctx(), d.client.clone(), evictor());
-        tasks.spawn("koordlet/qos/memoryevict", f);
-    }
-    for feature in ["CPUEvict", "MemoryEvict"] {
-        if gates.enabled(feature) {
-            let f = el::usage_evict(ctx(), d.client.clone(), evictor(), feature);
-            tasks.spawn(format!("koordlet/qos/{}", feature.to_lowercase()), f);
-        }
-    }
-    for (feature, cpu) in [
-        ("CPUAllocatableEvict", true),
-        ("MemoryAllocatableEvict", false),
-    ] {
-        if gates.enabled(feature) {
-            let f = el::allocatable_evict(ctx(), d.client.clone(), evictor(), cpu);
-            tasks.spawn(format!("koordlet/qos/{}", feature.to_lowercase()), f);
+    for (gate, strategy) in registry(&d) {
+        if gates.enabled(gate) {
+            let name = format!("koordlet/qos/{}", strategy.name());
+            tasks.spawn(name, super::runner::run(ctx(), strategy));
         }
     }
 }

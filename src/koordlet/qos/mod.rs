@@ -16,6 +16,7 @@ pub mod executor;
 pub mod loops;
 pub mod memoryevict;
 pub mod resctrl;
+pub mod runner;
 pub mod suppress;
 pub mod sysreconcile;
 pub mod usageevict;
