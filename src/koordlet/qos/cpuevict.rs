@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::memoryevict::be_pod;
+use super::pick::be_pod;
 use crate::api::extension::resources::BATCH_CPU;
 use crate::api::pod::pod_requests;
 
@@ -78,7 +78,7 @@ pub fn victims(mut c: Vec<Candidate>, release: f64, skip: &BTreeSet<String>) -> 
                 .unwrap_or(std::cmp::Ordering::Equal),
         )
     });
-    super::usageevict::take_until(c, release, |x| x.request as f64, |x| &x.uid, skip)
+    super::pick::take_until(c, release, |x| x.request as f64, |x| &x.uid, skip)
 }
 
 #[cfg(test)]

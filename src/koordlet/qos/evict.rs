@@ -180,7 +180,8 @@ pub async fn usage_pass(
     node_used: Option<i64>,
     pod_used: &HashMap<String, i64>,
 ) -> Vec<String> {
-    use super::usageevict::{candidate, release, victims};
+    use super::pick::release;
+    use super::usageevict::{candidate, victims};
     let s = super::suppress::strategy(states);
     if s.enable != Some(true) {
         return Vec::new();

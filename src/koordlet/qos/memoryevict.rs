@@ -6,30 +6,13 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::api::extension::keys::ANNOTATION_EVICTION_POLICY;
-use crate::api::extension::qos::{QoSClass, pod_qos_class};
+use super::pick::be_pod;
 
 pub const FEATURE: &str = "BEMemoryEvict";
 
 /// Bytes to release, or `None` below the threshold.
 pub fn release(capacity: i64, used: i64, threshold: i64, lower: Option<i64>) -> Option<i64> {
-    super::usageevict::release(capacity, used, Some(threshold), lower)
-}
-
-/// Whether the pod's `koordinator.sh/eviction-policy` (a JSON list of feature names)
-/// allows `feature`; absent = any feature, malformed = none.
-pub fn policy_allows(pod: &Pod, feature: &str) -> bool {
-    match pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_EVICTION_POLICY))
-    {
-        None => true,
-        Some(raw) => {
-            serde_json::from_str::<Vec<String>>(raw).is_ok_and(|l| l.iter().any(|f| f == feature))
-        }
-    }
+    super::pick::release(capacity, used, Some(threshold), lower)
 }
 
 /// A BE pod that may be evicted, with its measured memory (bytes; `None` = no metric).
@@ -39,24 +22,6 @@ pub struct Candidate {
     pub uid: String,
     pub priority: Option<i32>,
     pub used: Option<i64>,
-}
-
-/// (key, uid, spec.priority) of a BE pod whose eviction policy allows `feature`.
-pub fn be_pod(pod: &Pod, feature: &str) -> Option<(String, String, Option<i32>)> {
-    if pod_qos_class(pod) != QoSClass::Be || !policy_allows(pod, feature) {
-        return None;
-    }
-    let m = &pod.metadata;
-    let key = format!(
-        "{}/{}",
-        m.namespace.as_deref().unwrap_or(""),
-        m.name.as_deref().unwrap_or("")
-    );
-    Some((
-        key,
-        m.uid.clone().unwrap_or_default(),
-        pod.spec.as_ref().and_then(|s| s.priority),
-    ))
 }
 
 pub fn candidate(pod: &Pod, used: Option<i64>) -> Option<Candidate> {
@@ -91,7 +56,7 @@ pub fn order(c: &mut [Candidate]) {
 /// (their memory still counts).
 pub fn victims(mut cands: Vec<Candidate>, release: i64, skip: &BTreeSet<String>) -> Vec<Candidate> {
     order(&mut cands);
-    super::usageevict::take_until(
+    super::pick::take_until(
         cands,
         release as f64,
         |c| c.used.unwrap_or(0) as f64,
@@ -103,6 +68,7 @@ pub fn victims(mut cands: Vec<Candidate>, release: i64, skip: &BTreeSet<String>)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::extension::keys::ANNOTATION_EVICTION_POLICY;
     use serde_json::json;
 
     fn pod(name: &str, qos: &str, prio: Option<i32>, policy: Option<&str>) -> Pod {

@@ -15,6 +15,7 @@ pub mod evictor;
 pub mod executor;
 pub mod loops;
 pub mod memoryevict;
+pub mod pick;
 pub mod resctrl;
 pub mod runner;
 pub mod suppress;

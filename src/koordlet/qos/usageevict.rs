@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::memoryevict::policy_allows;
+use super::pick::{policy_allows, take_until};
 use crate::api::extension::keys::{
     ANNOTATION_EVICTION_PRIORITY, LABEL_EVICTION_ENABLED, LABEL_POD_PRIORITY,
 };
@@ -59,44 +59,6 @@ pub fn candidate(
     })
 }
 
-/// Release = capacity × (pct − lower)/100 once pct ≥ threshold (lower default threshold − 2).
-pub fn release(
-    capacity: i64,
-    used: i64,
-    threshold: Option<i64>,
-    lower: Option<i64>,
-) -> Option<i64> {
-    let t = threshold?;
-    if capacity <= 0 {
-        return None;
-    }
-    let pct = used * 100 / capacity;
-    (pct >= t).then(|| capacity * (pct - lower.unwrap_or(t - 2)) / 100)
-}
-
-/// Takes `sorted` candidates until what they free covers `release`; candidates in `skip`
-/// (evicted moments ago) count towards it but are not returned again.
-pub fn take_until<T>(
-    sorted: Vec<T>,
-    release: f64,
-    frees: impl Fn(&T) -> f64,
-    uid: impl Fn(&T) -> &str,
-    skip: &BTreeSet<String>,
-) -> Vec<T> {
-    let mut freed = 0.0;
-    let mut out = Vec::new();
-    for x in sorted {
-        if freed >= release {
-            break;
-        }
-        freed += frees(&x);
-        if !skip.contains(uid(&x)) {
-            out.push(x);
-        }
-    }
-    out
-}
-
 pub fn victims(mut c: Vec<Candidate>, release: i64, skip: &BTreeSet<String>) -> Vec<Candidate> {
     c.sort_by(|a, b| a.sort.cmp(&b.sort).then(b.used.cmp(&a.used)));
     take_until(c, release as f64, |x| x.used as f64, |x| &x.uid, skip)
@@ -105,6 +67,7 @@ pub fn victims(mut c: Vec<Candidate>, release: i64, skip: &BTreeSet<String>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::koordlet::qos::pick::release;
     use serde_json::json;
 
     fn pod(name: &str, prio: i32, opted: bool, ann_prio: Option<&str>) -> Pod {
