@@ -7,11 +7,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::executor::Executor;
 use crate::api::extension::qos::KubeQoS;
 use crate::api::slo::nodeslo::BlockCfg;
 use crate::koordlet::informer::States;
 use crate::os::system::Host;
-use crate::os::{Cgroups, Subsystem, Version};
+use crate::os::{Subsystem, Version};
 
 const THROTTLE: [&str; 4] = [
     "blkio.throttle.read_iops_device",
@@ -60,7 +61,8 @@ fn current(path: &Path) -> BTreeMap<String, i64> {
 }
 
 /// One round; returns "file dev value" for every line written.
-pub fn pass(states: &States, host: &Host, cgroups: &Cgroups) -> Vec<String> {
+pub fn pass(states: &States, host: &Host, ex: &Executor) -> Vec<String> {
+    let cgroups = ex.cgroups();
     if cgroups.version() != Version::V1 {
         return Vec::new();
     }
@@ -87,13 +89,12 @@ pub fn pass(states: &States, host: &Host, cgroups: &Cgroups) -> Vec<String> {
             target.entry(dev.clone()).or_insert(0);
         }
         for (dev, v) in target {
-            let already = have.get(&dev).copied().unwrap_or(0);
-            if already == v {
-                continue;
-            }
+            let already = format!("{dev} {}", have.get(&dev).copied().unwrap_or(0));
             let line = format!("{dev} {v}");
-            if std::fs::write(&path, &line).is_ok() {
-                written.push(format!("{file} {line}"));
+            match ex.write_file(&path, &line, Some(&already)) {
+                Ok(true) => written.push(format!("{file} {line}")),
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "blkio value rejected"),
             }
         }
     }
@@ -102,8 +103,10 @@ pub fn pass(states: &States, host: &Host, cgroups: &Cgroups) -> Vec<String> {
         .remove("blkio.cost.weight")
         .and_then(|m| m.into_values().max())
         && weight.exists()
-        && std::fs::read_to_string(&weight).is_ok_and(|c| c.trim() != w.to_string())
-        && std::fs::write(&weight, w.to_string()).is_ok()
+        && let Ok(current) = std::fs::read_to_string(&weight)
+        && ex
+            .write_file(&weight, &w.to_string(), Some(&current))
+            .unwrap_or(false)
     {
         written.push(format!("blkio.cost.weight {w}"));
     }
@@ -124,7 +127,7 @@ mod tests {
         std::fs::write(sys.path().join("block/sdb/dev"), "8:16\n").unwrap();
         let host = Host::new("/proc", sys.path());
         let root = tempfile::tempdir().unwrap();
-        let cg = Cgroups::new(root.path(), Version::V1, Driver::Cgroupfs, "");
+        let cg = crate::os::Cgroups::new(root.path(), Version::V1, Driver::Cgroupfs, "");
         let dir = cg.dir_path(Subsystem::Blkio, &cg.qos_dir(KubeQoS::BestEffort));
         std::fs::create_dir_all(&dir).unwrap();
         for f in THROTTLE {
@@ -137,7 +140,8 @@ mod tests {
             node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
             ..Default::default()
         };
-        let written = pass(&states, &host, &cg);
+        let ex = Executor::new(cg.clone(), std::time::Duration::from_secs(60));
+        let written = pass(&states, &host, &ex);
         assert!(
             written.contains(&"blkio.throttle.read_iops_device 8:16 100".to_string()),
             "{written:?}"

@@ -58,6 +58,8 @@ pub enum ExecError {
     },
     #[error(transparent)]
     Cgroup(#[from] CgroupError),
+    #[error("writing {path}: {error}")]
+    File { path: String, error: String },
 }
 
 /// The range a value must be in (`pkg/koordlet/util/system/cgroup_resource.go` validators); `-1` is allowed where it means unlimited.
@@ -198,6 +200,43 @@ impl Executor {
         };
         tracing::info!(resource = ?change.resource, dir = %change.dir, old = %change.old, new = %change.new, "cgroup updated");
         Ok(Outcome::Written(change))
+    }
+
+    /// Writes a kernel file the cgroup table does not describe (blkio's per-device lines,
+    /// resctrl's schemata and tasks) unless `current` — what the file holds as far as this
+    /// value is concerned; `None` for append-style files — already equals `value`. Logged
+    /// like a cgroup write; a missing file is not an error. True when written.
+    pub fn write_file(
+        &self,
+        path: &std::path::Path,
+        value: &str,
+        current: Option<&str>,
+    ) -> Result<bool, ExecError> {
+        let shown = path.display().to_string();
+        if !path.is_absolute()
+            || path
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+        {
+            return Err(ExecError::File {
+                path: shown,
+                error: "not an absolute path inside a kernel filesystem".into(),
+            });
+        }
+        if current.is_some_and(|c| c.trim() == value.trim()) {
+            return Ok(false);
+        }
+        match std::fs::write(path, value) {
+            Ok(()) => {
+                tracing::info!(file = %shown, old = current.unwrap_or(""), new = %value, "kernel file updated");
+                Ok(true)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(ExecError::File {
+                path: shown,
+                error: e.to_string(),
+            }),
+        }
     }
 
     /// The relaxed value for pass 1 of a leveled update: what both old and new allow.

@@ -128,3 +128,30 @@ fn leveled_updates_relax_parents_first() {
         );
     }
 }
+
+#[test]
+fn kernel_files_outside_the_table_are_written_once_and_only_by_absolute_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let ex = Executor::new(
+        Cgroups::new(dir.path(), Version::V1, Driver::Cgroupfs, ""),
+        Duration::from_secs(60),
+    );
+    let f = dir.path().join("schemata");
+    std::fs::write(&f, "L3:0=f\n").unwrap();
+    assert!(
+        !ex.write_file(&f, "L3:0=f", Some("L3:0=f\n")).unwrap(),
+        "unchanged"
+    );
+    assert!(ex.write_file(&f, "L3:0=3", Some("L3:0=f\n")).unwrap());
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "L3:0=3");
+    assert!(
+        !ex.write_file(&dir.path().join("gone/x"), "1", None)
+            .unwrap(),
+        "missing is no error"
+    );
+    assert!(
+        ex.write_file(std::path::Path::new("rel/x"), "1", None)
+            .is_err()
+    );
+    assert!(ex.write_file(&dir.path().join("../x"), "1", None).is_err());
+}

@@ -374,7 +374,7 @@ impl Strategy for SysReconcile {
 /// RdtResctrl every second, when the host supports it (else one warning and done).
 pub struct Resctrl {
     pub host: Host,
-    pub cgroups: crate::os::Cgroups,
+    pub ex: Arc<Executor>,
 }
 
 impl Strategy for Resctrl {
@@ -397,7 +397,7 @@ impl Strategy for Resctrl {
     }
 
     fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
-        match super::resctrl::pass(states, &self.host, &self.cgroups) {
+        match super::resctrl::pass(states, &self.host, &self.ex) {
             Ok(written) => {
                 for w in written {
                     count(ctx, "resctrl", w, 1);
@@ -412,7 +412,7 @@ impl Strategy for Resctrl {
 /// BlkIOReconcile every second (cgroup v1): BE block-device throttles and weight.
 pub struct Blkio {
     pub host: Host,
-    pub cgroups: crate::os::Cgroups,
+    pub ex: Arc<Executor>,
 }
 
 impl Strategy for Blkio {
@@ -421,7 +421,7 @@ impl Strategy for Blkio {
     }
 
     fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
-        for w in super::blkio::pass(states, &self.host, &self.cgroups) {
+        for w in super::blkio::pass(states, &self.host, &self.ex) {
             tracing::info!(change = %w, "blkio updated");
             let what = w.split_whitespace().next().unwrap_or("").to_string();
             count(ctx, "blkio", what, 1);
@@ -444,7 +444,6 @@ pub struct Deps {
 pub fn registry(d: &Deps) -> Vec<(&'static str, Box<dyn Strategy>)> {
     use super::evictloops::{AllocatableEvict, CpuEvict, MemoryEvict, UsageEvict};
     let ex = || d.executor.clone();
-    let cg = || d.executor.cgroups().clone();
     let (client, evictor) = (|| d.client.clone(), || d.evictor.clone());
     let suppress = CpuSuppress {
         ex: ex(),
@@ -462,14 +461,14 @@ pub fn registry(d: &Deps) -> Vec<(&'static str, Box<dyn Strategy>)> {
             "RdtResctrl",
             Box::new(Resctrl {
                 host: d.host.clone(),
-                cgroups: cg(),
+                ex: ex(),
             }),
         ),
         (
             "BlkIOReconcile",
             Box::new(Blkio {
                 host: d.host.clone(),
-                cgroups: cg(),
+                ex: ex(),
             }),
         ),
         (

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::executor::Executor;
 use crate::api::extension::qos::{QoSClass, pod_qos_class_with_default};
 use crate::api::slo::nodeslo::{ResctrlQOS, ResourceQOS};
 use crate::koordlet::informer::States;
@@ -107,12 +108,10 @@ pub enum ResctrlError {
     Io(std::path::PathBuf, std::io::Error),
 }
 
-fn write_if_changed(path: &Path, content: &str) -> Result<bool, ResctrlError> {
-    if std::fs::read_to_string(path).is_ok_and(|c| c == content) {
-        return Ok(false);
-    }
-    std::fs::write(path, content).map_err(|e| ResctrlError::Io(path.to_path_buf(), e))?;
-    Ok(true)
+fn write_if_changed(ex: &Executor, path: &Path, content: &str) -> Result<bool, ResctrlError> {
+    let current = std::fs::read_to_string(path).ok();
+    ex.write_file(path, content, current.as_deref())
+        .map_err(|e| ResctrlError::Io(path.to_path_buf(), std::io::Error::other(e.to_string())))
 }
 
 /// Whether the host can do resctrl: CPU flags and a mounted resctrl filesystem.
@@ -125,11 +124,8 @@ pub fn supported(host: &Host) -> Result<bool, String> {
 }
 
 /// One round: groups, schemata and tasks. Returns the files written.
-pub fn pass(
-    states: &States,
-    host: &Host,
-    cgroups: &crate::os::Cgroups,
-) -> Result<Vec<String>, ResctrlError> {
+pub fn pass(states: &States, host: &Host, ex: &Executor) -> Result<Vec<String>, ResctrlError> {
+    let cgroups = ex.cgroups();
     let root = host.resctrl_root();
     let (vendor, flags) = host.cpu_flags().unwrap_or_default();
     let amd = vendor.contains("AMD");
@@ -146,7 +142,7 @@ pub fn pass(
         std::fs::create_dir_all(&dir).map_err(|e| ResctrlError::Io(dir.clone(), e))?;
         let (q, enabled) = group_config(states, g);
         if let Some(content) = schemata(&q, &cbm, &ids, amd, with_mb)
-            && write_if_changed(&dir.join("schemata"), &content)?
+            && write_if_changed(ex, &dir.join("schemata"), &content)?
         {
             written.push(format!("{g}/schemata"));
         }
@@ -181,7 +177,7 @@ pub fn pass(
                     .filter(|t| !t.is_empty() && !present.contains(*t))
                 {
                     // The kernel takes one task id per write.
-                    if std::fs::write(&tasks_path, t).is_ok() {
+                    if ex.write_file(&tasks_path, t, None).unwrap_or(false) {
                         written.push(format!("{g}/tasks"));
                     }
                 }
@@ -235,14 +231,15 @@ mod tests {
             crate::os::Driver::Cgroupfs,
             "",
         );
-        let written = pass(&States::default(), &host, &cg).unwrap();
+        let ex = Executor::new(cg, std::time::Duration::from_secs(60));
+        let written = pass(&States::default(), &host, &ex).unwrap();
         assert_eq!(written, ["LSR/schemata", "LS/schemata", "BE/schemata"]);
         assert_eq!(
             std::fs::read_to_string(host.resctrl_root().join("BE/schemata")).unwrap(),
             "L3:0=f\nMB:0=100\n"
         );
         assert!(
-            pass(&States::default(), &host, &cg).unwrap().is_empty(),
+            pass(&States::default(), &host, &ex).unwrap().is_empty(),
             "unchanged: nothing written"
         );
         std::fs::write(proc_root.path().join("cpuinfo"), "flags\t: fpu\n").unwrap();
