@@ -151,6 +151,49 @@ fn check_quantities(
     Ok(())
 }
 
+/// ConfigMap and Secret maps hold strings only: kube-apiserver's decoder refuses anything
+/// else with 400 (`cannot unmarshal number into Go struct field ConfigMap.data of type
+/// string`).
+pub fn check_string_maps(info: &ResourceInfo, v: &Value) -> Result<(), ApiError> {
+    let fields: &[&str] = match (info.group.as_str(), info.resource.as_str()) {
+        ("", "configmaps") => &["data", "binaryData"],
+        ("", "secrets") => &["data", "stringData"],
+        _ => return Ok(()),
+    };
+    for field in fields {
+        let Some(map) = v.get(*field).filter(|m| !m.is_null()) else {
+            continue;
+        };
+        let Some(map) = map.as_object() else {
+            return Err(ApiError::bad_request(format!(
+                "{kind} in version \"v1\" cannot be handled as a {kind}: json: cannot unmarshal {what} into Go struct field {kind}.{field} of type map[string]string",
+                kind = info.kind,
+                what = json_type(map),
+            )));
+        };
+        if let Some((key, bad)) = map.iter().find(|(_, x)| !x.is_string()) {
+            return Err(ApiError::bad_request(format!(
+                "{kind} in version \"v1\" cannot be handled as a {kind}: json: cannot unmarshal {what} into Go struct field {kind}.{field} of type string ({field}.{key})",
+                kind = info.kind,
+                what = json_type(bad),
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Go's name for a JSON value's type, as its decoder errors say it.
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
 /// The quantities of a pod's containers and overhead, and of a node's status.
 pub fn check_object_quantities(info: &ResourceInfo, name: &str, v: &Value) -> Result<(), ApiError> {
     if !info.group.is_empty() {
@@ -245,6 +288,35 @@ mod tests {
         role.group = "rbac.authorization.k8s.io".into();
         assert!(check_name(&role, "system:controller:x").is_ok());
         assert!(check_name(&role, "a/b").is_err());
+    }
+
+    #[test]
+    fn configmap_and_secret_maps_hold_strings() {
+        let cm = info("", "configmaps");
+        assert!(check_string_maps(&cm, &json!({"data": {"a": "1"}})).is_ok());
+        let e = check_string_maps(&cm, &json!({"data": {"a": 1}})).unwrap_err();
+        assert_eq!(e.code, 400);
+        assert!(
+            e.message.contains(
+                "cannot unmarshal number into Go struct field ConfigMap.data of type string"
+            ),
+            "{}",
+            e.message
+        );
+        assert_eq!(
+            check_string_maps(&cm, &json!({"data": [1]}))
+                .unwrap_err()
+                .code,
+            400
+        );
+        let secret = info("", "secrets");
+        assert_eq!(
+            check_string_maps(&secret, &json!({"stringData": {"k": true}}))
+                .unwrap_err()
+                .code,
+            400
+        );
+        assert!(check_string_maps(&info("", "pods"), &json!({"data": {"a": 1}})).is_ok());
     }
 
     #[test]

@@ -683,6 +683,16 @@ async fn hostile_bodies_and_parameters_get_kube_statuses() {
     let kept = cms.get("keep").await.unwrap();
     assert_eq!(kept.data.unwrap()["k"], "v", "dry runs change nothing");
 
+    let (code, msg) = raw(
+        c,
+        "POST",
+        cm_uri,
+        json,
+        r#"{"metadata":{"name":"num"},"data":{"a":1}}"#,
+    )
+    .await;
+    assert_eq!(code, 400, "{msg}");
+    assert!(msg.contains("ConfigMap.data of type string"), "{msg}");
     let (code, msg) = raw(c, "POST", cm_uri, json, r#"{"metadata":{"name":"a..b"}}"#).await;
     assert_eq!(code, 422);
     assert!(msg.contains("RFC 1123 subdomain"), "{msg}");

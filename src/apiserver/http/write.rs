@@ -215,6 +215,7 @@ pub async fn create(
 /// What every write must hold before it is admitted and stored.
 fn check_computed(info: &ResourceInfo, name: &str, obj: &Value) -> Result<(), ApiError> {
     limits::check_result(info, name, obj)?;
+    limits::check_string_maps(info, obj)?;
     limits::check_object_quantities(info, name, obj)
 }
 
