@@ -8,6 +8,7 @@ pub mod http;
 pub mod limits;
 pub mod node;
 pub mod openapi;
+pub mod podgc;
 #[cfg(test)]
 mod props_tests;
 pub use crate::api::patch;
@@ -109,6 +110,7 @@ impl Config {
                 .then(|| node::LocalNode::detect(node_name)),
             limits: Default::default(),
             compaction_interval: Duration::from_secs(10),
+            pod_gc_grace: Duration::from_secs(40),
         }
     }
 
@@ -145,6 +147,8 @@ pub struct Options {
     pub limits: crate::kernel::http::Limits,
     /// How often the store's size on disk is compared with its live data.
     pub compaction_interval: Duration,
+    /// How long a pod bound to a node that does not exist stays before it is deleted.
+    pub pod_gc_grace: Duration,
 }
 
 impl Options {
@@ -161,6 +165,7 @@ impl Options {
             local_node: None,
             limits: Default::default(),
             compaction_interval: Duration::from_secs(10),
+            pod_gc_grace: Duration::from_secs(40),
         }
     }
 }
