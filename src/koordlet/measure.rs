@@ -165,6 +165,9 @@ fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples) {
     l.metrics.set_pods(pods, ctrs);
 }
 
+/// How soon after start the first NodeMetric report goes out.
+const FIRST_REPORT_AFTER: Duration = Duration::from_secs(5);
+
 pub(super) async fn report_loop(
     l: LoopCtx,
     client: kube::Client,
@@ -180,6 +183,9 @@ pub(super) async fn report_loop(
         return Ok(());
     }
     let mut changes = l.informer.subscribe();
+    // The first report comes a few seconds after start (enough samples for a usage), not
+    // a whole interval later: the colocation loop should close quickly after a restart.
+    let mut first = true;
     loop {
         if l.informer.snapshot().node_metric.is_none() {
             // The manager creates NodeMetrics; report as soon as ours appears.
@@ -190,7 +196,13 @@ pub(super) async fn report_loop(
             continue;
         }
         let policy = reporter::policy(l.informer.snapshot().node_metric.as_deref(), floors);
-        if !pause(&l.shutdown, policy.interval).await {
+        let wait = if first {
+            policy.interval.min(FIRST_REPORT_AFTER)
+        } else {
+            policy.interval
+        };
+        first = false;
+        if !pause(&l.shutdown, wait).await {
             return Ok(());
         }
         let states = l.informer.snapshot();

@@ -318,3 +318,21 @@ pub fn strays() -> Vec<String> {
     }
     out
 }
+
+/// Holds the machine's CPU for one test at a time (an exclusive `flock`, across test
+/// binaries too) while it burns CPU or needs an idle node: on two cores, a CPU loop of one
+/// test leaves no batch capacity for another's BE pod. Released when dropped.
+pub fn cpu_exclusive() -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::env::temp_dir().join("koord-test-cpu.lock"))
+        .expect("open the CPU lock file");
+    // SAFETY: flock on a descriptor we own; it blocks until the lock is ours.
+    unsafe {
+        libc::flock(f.as_raw_fd(), libc::LOCK_EX);
+    }
+    f
+}

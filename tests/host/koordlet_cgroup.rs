@@ -15,6 +15,7 @@ use koord::os::system::Host;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn burner_cpu_is_measured_within_20_percent() {
+    let _cpu = common::cpu_exclusive();
     if !burner::can_run() {
         eprintln!("skipping: needs root and a cgroup hierarchy at /sys/fs/cgroup");
         return;

@@ -110,6 +110,7 @@ fn p90_cpu(s: &koord::api::slo::NodeMetricStatus) -> Option<i64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodemetric_matches_proc_and_survives_restart() {
+    let _cpu = common::cpu_exclusive();
     let dir = tempfile::tempdir().unwrap();
     let (api_port, admin) = (
         free_port(),

@@ -21,6 +21,7 @@ const GIB: i64 = 1 << 30;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_over_threshold_evicts_be_pods_by_priority_and_usage() {
+    let _cpu = common::cpu_exclusive();
     let mut api = TestApi::start().await;
     let c = api.client.clone();
     let pp = PostParams::default();
@@ -121,6 +122,7 @@ async fn memory_over_threshold_evicts_be_pods_by_priority_and_usage() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn starved_be_pods_are_evicted_by_satisfaction() {
+    let _cpu = common::cpu_exclusive();
     use koord::koordlet::qos::cpuevict::BeCpu;
     use koord::koordlet::qos::evict::cpu_pass;
     let mut api = TestApi::start().await;
@@ -206,6 +208,7 @@ async fn starved_be_pods_are_evicted_by_satisfaction() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_evict_takes_only_opted_in_pods() {
+    let _cpu = common::cpu_exclusive();
     use koord::koordlet::qos::evict::usage_pass;
     let mut api = TestApi::start().await;
     let c = api.client.clone();
@@ -262,6 +265,7 @@ async fn memory_evict_takes_only_opted_in_pods() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cpu_allocatable_evict_releases_the_overcommitted_batch_account() {
+    let _cpu = common::cpu_exclusive();
     use koord::koordlet::qos::evict::allocatable_pass;
     let mut api = TestApi::start().await;
     let c = api.client.clone();

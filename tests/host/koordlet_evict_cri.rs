@@ -135,6 +135,7 @@ fn be_pod(api_pod: &Pod, container: &str) -> Pod {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_eviction_stops_the_be_containers_through_cri() {
+    let _cpu = common::cpu_exclusive();
     let Some(ctrd) = Containerd::start("cri-evict") else {
         return;
     };

@@ -34,6 +34,7 @@ fn round(ex: &Executor, inputs: &Inputs) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn be_burner_follows_the_suppress_quota() {
+    let _cpu = common::cpu_exclusive();
     if !burner::can_run() {
         eprintln!("skipping: needs root and a cgroup hierarchy at /sys/fs/cgroup");
         return;

@@ -18,6 +18,7 @@ const NODE: &str = "koord-node";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn be_pod_is_suppressed_when_the_node_is_busy() {
+    let _cpu = common::cpu_exclusive();
     if !can_run() {
         eprintln!("skipping: needs root and a cgroup hierarchy at /sys/fs/cgroup");
         return;

@@ -204,6 +204,7 @@ fn read(path: PathBuf) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_runs_in_kubelet_cgroups_with_limits() {
+    let _cpu = common::cpu_exclusive();
     let Some(rt) = setup("limits", false).await else {
         return;
     };
@@ -296,6 +297,7 @@ async fn pod_runs_in_kubelet_cgroups_with_limits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exits_succeed_or_restart_with_backoff() {
+    let _cpu = common::cpu_exclusive();
     let Some(rt) = setup("restarts", false).await else {
         return;
     };
@@ -356,6 +358,7 @@ async fn exits_succeed_or_restart_with_backoff() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_limit_overrun_is_oom_killed() {
+    let _cpu = common::cpu_exclusive();
     let Some(rt) = setup("oom", false).await else {
         return;
     };
@@ -385,6 +388,7 @@ async fn memory_limit_overrun_is_oom_killed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletion_waits_the_grace_period_then_kills() {
+    let _cpu = common::cpu_exclusive();
     let Some(rt) = setup("grace", false).await else {
         return;
     };
@@ -426,6 +430,7 @@ async fn deletion_waits_the_grace_period_then_kills() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_containers_run_first_and_stop_api_kills_containers() {
+    let _cpu = common::cpu_exclusive();
     let Some(rt) = setup("init", false).await else {
         return;
     };
@@ -484,6 +489,7 @@ async fn init_containers_run_first_and_stop_api_kills_containers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_readopts_running_pods_and_cleans_vanished_ones() {
+    let _cpu = common::cpu_exclusive();
     let Some(mut rt) = setup("adopt", true).await else {
         return;
     };
