@@ -32,6 +32,11 @@ pub struct ResourceInfo {
 }
 
 impl ResourceInfo {
+    /// `authorization.k8s.io` reviews: answered at once, never stored.
+    pub fn is_review(&self) -> bool {
+        self.group == "authorization.k8s.io"
+    }
+
     pub fn key(&self) -> ResourceKey {
         (self.group.clone(), self.resource.clone())
     }
@@ -105,6 +110,24 @@ pub fn builtins() -> Vec<ResourceInfo> {
             &["status", "finalize"],
         ),
         builtin("", "v1", "nodes", "Node", false, &["no"], &["status"]),
+        builtin(
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+            false,
+            &[],
+            &[],
+        ),
+        builtin(
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectrulesreviews",
+            "SelfSubjectRulesReview",
+            false,
+            &[],
+            &[],
+        ),
         builtin(
             "",
             "v1",
@@ -474,7 +497,11 @@ impl Registry {
                 "singularName": i.singular,
                 "namespaced": i.namespaced,
                 "kind": i.kind,
-                "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+                "verbs": if i.is_review() {
+                    json!(["create"])
+                } else {
+                    json!(["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"])
+                },
                 "shortNames": i.short_names,
                 "categories": i.categories,
             }));

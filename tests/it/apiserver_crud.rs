@@ -683,6 +683,14 @@ async fn hostile_bodies_and_parameters_get_kube_statuses() {
     let kept = cms.get("keep").await.unwrap();
     assert_eq!(kept.data.unwrap()["k"], "v", "dry runs change nothing");
 
+    let ssar = r#"{"spec":{"resourceAttributes":{"verb":"create","resource":"pods"}}}"#;
+    let reviews = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+    let (code, body) = raw(c, "POST", reviews, json, ssar).await;
+    assert_eq!(code, 200, "{body}");
+    let review: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(review["status"]["allowed"], true, "{body}");
+    assert_eq!(review["kind"], "SelfSubjectAccessReview");
+    assert_eq!(raw(c, "GET", reviews, json, "").await.0, 405, "create-only");
     let (code, msg) = raw(
         c,
         "POST",

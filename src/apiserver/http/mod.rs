@@ -315,6 +315,15 @@ async fn dispatch(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let accept = accept.as_deref();
+    if rr.info.is_review() {
+        return match (&method, rr.name.is_some()) {
+            (&Method::POST, false) => subresource::review(&rr, req).await,
+            _ => Err(ApiError::method_not_allowed(&format!(
+                "{method} {}",
+                rr.info.qualified()
+            ))),
+        };
+    }
     match (&method, rr.name.is_some(), sub.as_deref()) {
         (&Method::GET, false, None) if rr.watch_path || q.flag("watch") => {
             read::watch(state, &rr, q).await

@@ -47,7 +47,7 @@ fn content_type(req: &Request<Incoming>) -> String {
         .to_string()
 }
 
-async fn body_bytes(req: Request<Incoming>) -> Result<(String, bytes::Bytes), ApiError> {
+pub(crate) async fn body_bytes(req: Request<Incoming>) -> Result<(String, bytes::Bytes), ApiError> {
     let ct = content_type(&req);
     let bytes = read_body(req.into_body(), MAX_BODY).await?;
     Ok((ct, bytes))
@@ -55,7 +55,7 @@ async fn body_bytes(req: Request<Incoming>) -> Result<(String, bytes::Bytes), Ap
 
 /// Decodes a JSON or YAML body into an object within the nesting limit. YAML is parsed on
 /// a blocking thread: a hostile document must not stall the async workers.
-async fn parse_object(ct: &str, bytes: bytes::Bytes) -> Result<Value, ApiError> {
+pub(crate) async fn parse_object(ct: &str, bytes: bytes::Bytes) -> Result<Value, ApiError> {
     let media = ct.split(';').next().unwrap_or("").trim();
     if !matches!(
         media,
