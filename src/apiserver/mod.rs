@@ -6,6 +6,7 @@ pub mod admission;
 pub mod bootstrap;
 pub mod http;
 pub mod limits;
+pub mod logs;
 pub mod node;
 pub mod openapi;
 pub mod podgc;
@@ -111,6 +112,7 @@ impl Config {
             limits: Default::default(),
             compaction_interval: Duration::from_secs(10),
             pod_gc_grace: Duration::from_secs(40),
+            pod_logs: Some(data_dir.join("noderuntime").join("logs")),
         }
     }
 
@@ -149,6 +151,8 @@ pub struct Options {
     pub compaction_interval: Duration,
     /// How long a pod bound to a node that does not exist stays before it is deleted.
     pub pod_gc_grace: Duration,
+    /// Container logs of the embedded node runtime, served as `pods/log`.
+    pub pod_logs: Option<PathBuf>,
 }
 
 impl Options {
@@ -166,6 +170,7 @@ impl Options {
             limits: Default::default(),
             compaction_interval: Duration::from_secs(10),
             pod_gc_grace: Duration::from_secs(40),
+            pod_logs: None,
         }
     }
 }
@@ -247,6 +252,7 @@ impl ApiServer {
             server_addr: addr.to_string(),
             continues: Default::default(),
             bookmark_interval: opts.bookmark_interval,
+            pod_logs: opts.pod_logs.clone(),
         });
         let stop = CancellationToken::new();
         let mut tasks = JoinSet::new();

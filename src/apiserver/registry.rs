@@ -135,7 +135,7 @@ pub fn builtins() -> Vec<ResourceInfo> {
             "Pod",
             true,
             &["po"],
-            &["status", "binding", "eviction"],
+            &["status", "binding", "eviction", "log"],
         ),
         builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"], &[]),
         builtin("", "v1", "secrets", "Secret", true, &[], &[]),
@@ -509,6 +509,7 @@ impl Registry {
                 let (kind, verbs) = match sub.as_str() {
                     "binding" => ("Binding", json!(["create"])),
                     "eviction" => ("Eviction", json!(["create"])),
+                    "log" => ("Pod", json!(["get"])),
                     "finalize" => (i.kind.as_str(), json!(["update"])),
                     _ => (i.kind.as_str(), json!(["get", "patch", "update"])),
                 };

@@ -49,7 +49,9 @@ async fn setup(name: &str, keep: bool) -> Option<Rt> {
         );
         return None;
     }
+    let data = tempfile::tempdir().unwrap();
     let mut opts = Options::for_tests();
+    opts.pod_logs = Some(data.path().join("noderuntime").join("logs"));
     opts.local_node = Some(LocalNode {
         name: NODE.into(),
         cpus: 2,
@@ -57,7 +59,6 @@ async fn setup(name: &str, keep: bool) -> Option<Rt> {
         kubelet_port: None,
     });
     let api = TestApi::start_with(opts).await;
-    let data = tempfile::tempdir().unwrap();
     let cfg = config(name, keep);
     let rt = NodeRuntime::start(cfg.clone(), api.client.clone(), NODE, data.path(), true)
         .await
@@ -318,8 +319,34 @@ async fn exits_succeed_or_restart_with_backoff() {
         (0, Some("Completed"))
     );
 
+    // pods/log from the runtime's files: the whole log, its tail, and (below) the previous
+    // attempt of a restarting container.
+    let logs = rt.pods.logs("ok", &Default::default()).await.unwrap();
+    assert_eq!(logs, "", "`true` prints nothing");
+    rt.create(pod(
+        "talk",
+        "Never",
+        "printf 'one\\ntwo\\nthree\\n'",
+        json!({}),
+    ))
+    .await;
+    rt.wait("talk", "Succeeded", Duration::from_secs(20), |p| {
+        phase(p) == "Succeeded"
+    })
+    .await;
+    assert_eq!(
+        rt.pods.logs("talk", &Default::default()).await.unwrap(),
+        "one\ntwo\nthree\n"
+    );
+    let tail = kube::api::LogParams {
+        tail_lines: Some(2),
+        ..Default::default()
+    };
+    assert_eq!(rt.pods.logs("talk", &tail).await.unwrap(), "two\nthree\n");
+
     let started = Instant::now();
-    rt.create(pod("crash", "Always", "exit 1", json!({}))).await;
+    rt.create(pod("crash", "Always", "echo attempt; exit 1", json!({})))
+        .await;
     let crashing = rt
         .wait("crash", "two restarts", Duration::from_secs(30), |p| {
             status(p)
@@ -335,6 +362,11 @@ async fn exits_succeed_or_restart_with_backoff() {
         "restarted too fast: {:?}",
         started.elapsed()
     );
+    let previous = kube::api::LogParams {
+        previous: true,
+        ..Default::default()
+    };
+    assert_eq!(rt.pods.logs("crash", &previous).await.unwrap(), "attempt\n");
     let c = &status(&crashing).container_statuses.unwrap()[0];
     let last = c.last_state.clone().unwrap().terminated.unwrap();
     assert_eq!(last.exit_code, 1);

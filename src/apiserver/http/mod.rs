@@ -33,6 +33,8 @@ pub struct ServerState {
     pub server_addr: String,
     pub continues: ContinueCache,
     pub bookmark_interval: Duration,
+    /// Where the embedded node runtime writes container logs (`pods/log`).
+    pub pod_logs: Option<std::path::PathBuf>,
 }
 
 /// Snapshots behind `continue` tokens, so every page of a list is served at the
@@ -332,6 +334,7 @@ async fn dispatch(
             read_rv(&state.store, q).await?;
             read::list(state, &rr, q, accept)
         }
+        (&Method::GET, true, Some("log")) => super::logs::serve(state, &rr, q).await,
         (&Method::GET, true, None | Some("status")) => {
             read_rv(&state.store, q).await?;
             read::get(state, &rr, accept)

@@ -160,11 +160,19 @@ fn bookmark_line(kind: &str, api_version: &str, rev: u64, initial_end: bool) -> 
 }
 
 fn streaming(stream: impl futures::Stream<Item = Bytes> + Send + 'static) -> Response<Body> {
+    streaming_as("application/json", stream)
+}
+
+/// A response whose body is `stream`, chunk by chunk, as it comes.
+pub fn streaming_as(
+    content_type: &'static str,
+    stream: impl futures::Stream<Item = Bytes> + Send + 'static,
+) -> Response<Body> {
     let body = StreamBody::new(stream.map(|b| Ok::<_, Infallible>(Frame::data(b)))).boxed_unsync();
     let mut resp = Response::new(body);
     resp.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
+        hyper::header::HeaderValue::from_static(content_type),
     );
     resp
 }
