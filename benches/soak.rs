@@ -13,9 +13,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Proc, disk_bytes, free_port, koord, proc_stat, ready};
+use common::{Proc, free_port, koord, proc_stat, ready};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
+use koord::apiserver::store::disk_bytes;
 use kube::api::{Api, DeleteParams, PostParams, WatchParams};
 use serde_json::json;
 

@@ -101,19 +101,3 @@ pub fn koord(args: &[String], envs: &[(&str, String)]) -> Proc {
     }
     Proc(cmd.spawn().expect("start koord"))
 }
-
-/// Bytes the files under `path` occupy on disk (as `du` counts them).
-pub fn disk_bytes(path: &std::path::Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(path) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.metadata() {
-            Ok(m) if m.is_dir() => disk_bytes(&e.path()),
-            Ok(m) => m.blocks() * 512,
-            Err(_) => 0,
-        })
-        .sum()
-}

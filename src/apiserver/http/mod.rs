@@ -1,6 +1,7 @@
 //! The REST surface: routing of `/api`, `/apis`, discovery, OpenAPI and resource paths
 //! to the handlers.
 
+pub mod delete;
 pub mod read;
 pub mod status;
 pub mod subresource;
@@ -346,8 +347,8 @@ async fn dispatch(
             write::update(state, &rr, req, q).await
         }
         (&Method::PATCH, true, None | Some("status")) => write::patch(state, &rr, req, q).await,
-        (&Method::DELETE, true, None) => write::delete(state, &rr, req, q).await,
-        (&Method::DELETE, false, None) => write::delete_collection(state, &rr, q).await,
+        (&Method::DELETE, true, None) => delete::delete(state, &rr, req, q).await,
+        (&Method::DELETE, false, None) => delete::delete_collection(state, &rr, q).await,
         _ => Err(ApiError::method_not_allowed(&format!(
             "{method} {}",
             rr.info.qualified()

@@ -6,8 +6,9 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 
+use super::delete::{DeleteOptions, delete_one};
 use super::status::{ApiError, success};
-use super::write::{DeleteOptions, WriteError, delete_one};
+use super::write::WriteError;
 use super::{MAX_BODY, ResourceRequest, ServerState};
 use crate::api::selector::Selector;
 use crate::apiserver::admission::Attributes;

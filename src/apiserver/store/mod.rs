@@ -20,6 +20,7 @@ pub use watch::{Event, EventType, WatchItem};
 
 use super::registry::ResourceKey;
 use backend::Backend;
+pub use backend::disk_bytes;
 use watch::{TypeInner, Watcher};
 
 #[derive(Debug, Clone)]
