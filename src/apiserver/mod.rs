@@ -12,6 +12,7 @@ pub mod openapi;
 pub mod podgc;
 #[cfg(test)]
 mod props_tests;
+pub mod proto;
 pub use crate::api::patch;
 pub mod registry;
 pub mod security;

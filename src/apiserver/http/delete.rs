@@ -38,12 +38,11 @@ pub async fn delete(
     q: &Query,
 ) -> Result<Response<Body>, ApiError> {
     let dry = dry_run(q, "DeleteOptions")?;
-    let (_, bytes) = body_bytes(req).await?;
-    let mut opts: DeleteOptions = if bytes.iter().all(u8::is_ascii_whitespace) {
-        DeleteOptions::default()
-    } else {
-        serde_json::from_slice(&bytes)
-            .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
+    let (ct, bytes) = body_bytes(req).await?;
+    let mut opts: DeleteOptions = match super::write::parse_options(&ct, bytes).await? {
+        None => DeleteOptions::default(),
+        Some(v) => serde_json::from_value(v)
+            .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?,
     };
     if let Some(g) = q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()) {
         opts.grace_period_seconds = Some(g);

@@ -2,6 +2,7 @@
 //! to the handlers.
 
 pub mod delete;
+pub mod negotiate;
 pub mod read;
 pub mod status;
 pub mod subresource;
@@ -229,6 +230,7 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
         _ => Err(ApiError::route_not_found()),
     };
     let mutating = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    let accept = negotiate::accept_of(&req);
     let result = match routed {
         Ok(Routed::Done(resp)) => return resp,
         Ok(Routed::Resource(rr)) => dispatch(&state, rr, req, &query).await,
@@ -238,7 +240,8 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
     if mutating && let Err(e) = state.store.durable(state.store.rev()).await {
         return ApiError::internal(e.to_string()).into_response();
     }
-    result.unwrap_or_else(ApiError::into_response)
+    let resp = result.unwrap_or_else(ApiError::into_response);
+    negotiate::negotiate(resp, accept.as_deref()).await
 }
 
 enum Routed {
@@ -329,7 +332,7 @@ async fn dispatch(
     }
     match (&method, rr.name.is_some(), sub.as_deref()) {
         (&Method::GET, false, None) if rr.watch_path || q.flag("watch") => {
-            read::watch(state, &rr, q).await
+            read::watch(state, &rr, q, accept).await
         }
         (&Method::GET, false, None) => {
             read_rv(&state.store, q).await?;

@@ -150,17 +150,58 @@ fn event_line(kind: &str, object: &[u8]) -> Bytes {
     out.freeze()
 }
 
-fn bookmark_line(kind: &str, api_version: &str, rev: u64, initial_end: bool) -> Bytes {
-    let mut meta = json!({"resourceVersion": rev.to_string()});
-    if initial_end {
-        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-    }
-    let obj = json!({"kind": kind, "apiVersion": api_version, "metadata": meta});
-    event_line("BOOKMARK", &serde_json::to_vec(&obj).unwrap_or_default())
+/// How a watch writes its events: JSON lines, or protobuf frames for clients that prefer
+/// them on built-in types.
+#[derive(Clone, Copy, PartialEq)]
+enum WatchCodec {
+    Json,
+    Proto,
 }
 
-fn streaming(stream: impl futures::Stream<Item = Bytes> + Send + 'static) -> Response<Body> {
-    streaming_as("application/json", stream)
+impl WatchCodec {
+    fn pick(accept: Option<&str>, api_version: &str, kind: &str) -> Self {
+        if crate::apiserver::proto::wants(accept)
+            && crate::apiserver::proto::supports(api_version, kind)
+        {
+            WatchCodec::Proto
+        } else {
+            WatchCodec::Json
+        }
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            WatchCodec::Json => "application/json",
+            WatchCodec::Proto => crate::apiserver::proto::WATCH_MEDIA,
+        }
+    }
+
+    fn event(self, kind: &str, object: &[u8]) -> Bytes {
+        match self {
+            WatchCodec::Json => event_line(kind, object),
+            WatchCodec::Proto => {
+                let frame = serde_json::from_slice::<Value>(object)
+                    .map_err(|e| e.to_string())
+                    .and_then(|v| crate::apiserver::proto::watch_frame(kind, &v));
+                match frame {
+                    Ok(f) => Bytes::from(f),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "watch event does not fit its protobuf message");
+                        Bytes::new()
+                    }
+                }
+            }
+        }
+    }
+
+    fn bookmark(self, kind: &str, api_version: &str, rev: u64, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": rev.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let obj = json!({"kind": kind, "apiVersion": api_version, "metadata": meta});
+        self.event("BOOKMARK", &serde_json::to_vec(&obj).unwrap_or_default())
+    }
 }
 
 /// A response whose body is `stream`, chunk by chunk, as it comes.
@@ -174,13 +215,20 @@ pub fn streaming_as(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static(content_type),
     );
+    // Content negotiation must not wait for the end of a stream.
+    resp.extensions_mut().insert(Streaming);
     resp
 }
+
+/// Marks a response whose body is a stream.
+#[derive(Clone, Copy)]
+pub struct Streaming;
 
 pub async fn watch(
     state: &Arc<ServerState>,
     rr: &ResourceRequest,
     q: &Query,
+    accept: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
     let filter = filter(rr, q)?;
     let initial = q.flag("sendInitialEvents");
@@ -192,6 +240,7 @@ pub async fn watch(
     let key = rr.info.key();
     let api_version = rr.api_version();
     let kind = rr.info.kind.clone();
+    let codec = WatchCodec::pick(accept, &api_version, &kind);
     let start = match state.store.watch(&key, from, filter, initial) {
         Ok(s) => s,
         Err(e) => {
@@ -200,8 +249,11 @@ pub async fn watch(
                 e.requested, e.oldest
             ))
             .status_object();
-            let line = event_line("ERROR", &serde_json::to_vec(&status).unwrap_or_default());
-            return Ok(streaming(futures::stream::once(async move { line })));
+            let line = codec.event("ERROR", &serde_json::to_vec(&status).unwrap_or_default());
+            return Ok(streaming_as(
+                codec.content_type(),
+                futures::stream::once(async move { line }),
+            ));
         }
     };
     let state = state.clone();
@@ -209,10 +261,10 @@ pub async fn watch(
     let stream = async_stream::stream! {
         let mut rx = start.rx;
         for (k, obj) in start.initial {
-            yield event_line(k.as_str(), &render(&obj, &api_version));
+            yield codec.event(k.as_str(), &render(&obj, &api_version));
         }
         if initial {
-            yield bookmark_line(&kind, &api_version, start.rev, true);
+            yield codec.bookmark(&kind, &api_version, start.rev, true);
         }
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
@@ -221,10 +273,10 @@ pub async fn watch(
         loop {
             tokio::select! {
                 item = rx.recv() => match item {
-                    Some(WatchItem::Event(k, obj)) => yield event_line(k.as_str(), &render(&obj, &api_version)),
+                    Some(WatchItem::Event(k, obj)) => yield codec.event(k.as_str(), &render(&obj, &api_version)),
                     Some(WatchItem::Bookmark(rev)) => {
                         if bookmarks {
-                            yield bookmark_line(&kind, &api_version, rev, false);
+                            yield codec.bookmark(&kind, &api_version, rev, false);
                         }
                         if closing {
                             break;
@@ -247,7 +299,7 @@ pub async fn watch(
             }
         }
     };
-    Ok(streaming(stream))
+    Ok(streaming_as(codec.content_type(), stream))
 }
 
 #[cfg(test)]

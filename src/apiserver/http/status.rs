@@ -122,6 +122,18 @@ impl ApiError {
         Self::new(415, "UnsupportedMediaType", message)
     }
 
+    /// 406 with kube-apiserver's wording, for an Accept header naming only what this
+    /// object cannot be served as.
+    pub fn not_acceptable(media: &str) -> Self {
+        Self::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "only the following media types are accepted: application/json, application/yaml (not {media})"
+            ),
+        )
+    }
+
     pub fn too_many_requests(message: impl Into<String>) -> Self {
         Self::new(429, "TooManyRequests", message)
     }

@@ -9,17 +9,18 @@ use serde_json::{Value, json};
 use super::delete::{DeleteOptions, delete_one};
 use super::status::{ApiError, success};
 use super::write::WriteError;
-use super::{MAX_BODY, ResourceRequest, ServerState};
+use super::{ResourceRequest, ServerState};
 use crate::api::selector::Selector;
 use crate::apiserver::admission::Attributes;
 use crate::apiserver::semantics::now;
 use crate::apiserver::store::{Change, Filter};
-use crate::kernel::http::{Body, json as json_response, read_body};
+use crate::kernel::http::{Body, json as json_response};
 
 async fn body_json(req: Request<Incoming>) -> Result<Value, ApiError> {
-    let bytes = read_body(req.into_body(), MAX_BODY).await?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+    let (ct, bytes) = super::write::body_bytes(req).await?;
+    Ok(super::write::parse_options(&ct, bytes)
+        .await?
+        .unwrap_or_else(|| json!({})))
 }
 
 /// Sets `spec.nodeName` once and marks the pod scheduled; a second binding is a conflict.
@@ -232,7 +233,6 @@ pub async fn review(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
     let (ct, bytes) = super::write::body_bytes(req).await?;
-    // A protobuf body gets 415, and client-go retries in JSON.
     let mut obj = super::write::parse_object(&ct, bytes).await?;
     obj["apiVersion"] = rr.api_version().into();
     obj["kind"] = rr.info.kind.clone().into();

@@ -53,31 +53,41 @@ pub(crate) async fn body_bytes(req: Request<Incoming>) -> Result<(String, bytes:
     Ok((ct, bytes))
 }
 
-/// Decodes a JSON or YAML body into an object within the nesting limit. YAML is parsed on
-/// a blocking thread: a hostile document must not stall the async workers.
+/// Decodes a JSON, YAML or protobuf body into an object within the nesting limit. YAML is
+/// parsed on a blocking thread: a hostile document must not stall the async workers.
 pub(crate) async fn parse_object(ct: &str, bytes: bytes::Bytes) -> Result<Value, ApiError> {
     let media = ct.split(';').next().unwrap_or("").trim();
-    if !matches!(
-        media,
-        "" | "application/json" | "application/yaml" | "text/yaml" | "*/*"
-    ) {
-        // client-go switches to JSON when a server answers 415 to protobuf or CBOR.
-        return Err(ApiError::unsupported_media_type(format!(
-            "the body of the request was in an unknown format ({media}) - accepted media types include: application/json, application/yaml"
-        )));
-    }
-    let v: Value = if media.ends_with("yaml") {
-        limits::prescan_yaml(&bytes)?;
-        tokio::task::spawn_blocking(move || serde_yaml::from_slice::<Value>(&bytes))
-            .await
-            .map_err(|e| ApiError::internal(format!("decoding YAML: {e}")))?
-            .map_err(|e| ApiError::bad_request(format!("invalid YAML body: {e}")))?
-    } else {
-        serde_json::from_slice(&bytes)
-            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?
+    let v: Value = match media {
+        "" | "application/json" | "*/*" => serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?,
+        "application/yaml" | "text/yaml" => {
+            limits::prescan_yaml(&bytes)?;
+            tokio::task::spawn_blocking(move || serde_yaml::from_slice::<Value>(&bytes))
+                .await
+                .map_err(|e| ApiError::internal(format!("decoding YAML: {e}")))?
+                .map_err(|e| ApiError::bad_request(format!("invalid YAML body: {e}")))?
+        }
+        crate::apiserver::proto::MEDIA => crate::apiserver::proto::decode(&bytes)
+            .map_err(|e| ApiError::bad_request(format!("invalid protobuf body: {e}")))?,
+        _ => {
+            return Err(ApiError::unsupported_media_type(format!(
+                "the body of the request was in an unknown format ({media}) - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+            )));
+        }
     };
     limits::check_body(&v)?;
     Ok(v)
+}
+
+/// An options body (DeleteOptions, Binding, Eviction): empty means none.
+pub(crate) async fn parse_options(
+    ct: &str,
+    bytes: bytes::Bytes,
+) -> Result<Option<Value>, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    parse_object(ct, bytes).await.map(Some)
 }
 
 /// The body's kind and apiVersion must name this resource; absent ones are filled in.

@@ -1,0 +1,75 @@
+//! Compiles Kubernetes' published `.proto` files (v1.33, as shipped in the `k8s-rs-pb`
+//! crate's package) into one FileDescriptorSet, which the embedded API server uses to
+//! transcode built-in objects between JSON (how it stores them) and protobuf (how kubectl
+//! and client-go send them). `protoc` comes from `scripts/deps.sh` (or `$PROTOC`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const PROTO_CRATE: &str = "k8s-rs-pb-0.5.0";
+const KUBE_VERSION: &str = "v1_33";
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=KOORD_K8S_PROTO_DIR");
+    println!("cargo:rerun-if-env-changed=PROTOC");
+    let dir = proto_dir().unwrap_or_else(|| {
+        panic!(
+            "koord build: Kubernetes .proto files not found: expected the {PROTO_CRATE} package \
+             (a build-dependency) under $CARGO_HOME/registry/src, or set KOORD_K8S_PROTO_DIR to \
+             a folder holding api/, apimachinery/ … as in that package's src/{KUBE_VERSION}"
+        )
+    });
+    let mut files = Vec::new();
+    collect(&dir, &dir, &mut files);
+    files.retain(|f| !f.contains("testapigroup"));
+    files.sort();
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("k8s.fds");
+    let protoc = std::env::var("PROTOC").unwrap_or_else(|_| "protoc".into());
+    let result = Command::new(&protoc)
+        .arg("-I")
+        .arg(&dir)
+        .arg("--include_imports")
+        .arg(format!("--descriptor_set_out={}", out.display()))
+        .args(&files)
+        .output()
+        .unwrap_or_else(|e| panic!("koord build: running {protoc} (run scripts/deps.sh): {e}"));
+    if !result.status.success() {
+        panic!(
+            "koord build: {protoc} failed on {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&result.stderr)
+        );
+    }
+}
+
+fn proto_dir() -> Option<PathBuf> {
+    if let Ok(d) = std::env::var("KOORD_K8S_PROTO_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    let home = std::env::var("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|_| std::env::var("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .ok()?;
+    let registries = std::fs::read_dir(home.join("registry/src")).ok()?;
+    registries
+        .flatten()
+        .map(|r| r.path().join(PROTO_CRATE).join("src").join(KUBE_VERSION))
+        .find(|p| p.join("api/core/v1/generated.proto").is_file())
+}
+
+fn collect(root: &Path, dir: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            collect(root, &p, out);
+        } else if p.extension().is_some_and(|x| x == "proto")
+            && let Ok(rel) = p.strip_prefix(root)
+        {
+            out.push(rel.to_string_lossy().into_owned());
+        }
+    }
+}
