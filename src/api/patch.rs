@@ -74,12 +74,16 @@ pub fn apply(kind: PatchType, doc: &Value, patch: &[u8]) -> Result<Value, PatchE
 
 /// How a list field merges: by a key inside its elements, as a set of primitives, or
 /// (absent from this table) replaced wholesale.
-enum ListStrategy {
+pub(crate) enum ListStrategy {
     Key(&'static str),
     Primitive,
 }
 
-fn list_strategy(field: &str, orig: Option<&Vec<Value>>, patch: &[Value]) -> Option<ListStrategy> {
+pub(crate) fn list_strategy(
+    field: &str,
+    orig: Option<&Vec<Value>>,
+    patch: &[Value],
+) -> Option<ListStrategy> {
     let key = match field {
         "containers"
         | "initContainers"

@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod bootstrap;
+pub mod fieldmanager;
 pub mod http;
 pub mod limits;
 pub mod logs;

@@ -125,7 +125,6 @@ pub fn prepare_update(
             None => meta.remove(k),
         };
     }
-    meta.remove("managedFields");
     if let Some(g) = old_meta.get("generation").and_then(Value::as_i64) {
         meta.insert(
             "generation".into(),

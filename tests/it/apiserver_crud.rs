@@ -237,14 +237,37 @@ async fn every_patch_type() {
         api_code(pods.patch("p", &pp, &Patch::<()>::Json(failed_test)).await),
         400
     );
-    let apply = pods
+    // Server-side apply: the configuration must name the object; the manager's fields are
+    // recorded in managedFields.
+    let nameless = pods
         .patch(
             "p",
             &PatchParams::apply("t"),
             &Patch::Apply(json!({"metadata": {"labels": {"z": "1"}}})),
         )
         .await;
-    assert_eq!(api_code(apply), 415);
+    assert_eq!(api_code(nameless), 400);
+    let applied = pods
+        .patch(
+            "p",
+            &PatchParams::apply("t"),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "Pod",
+                                 "metadata": {"name": "p", "labels": {"z": "1"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.metadata.labels.unwrap()["z"], "1");
+    let managers: Vec<_> = applied
+        .metadata
+        .managed_fields
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.manager.unwrap(), m.operation.unwrap()))
+        .collect();
+    assert!(
+        managers.contains(&("t".into(), "Apply".into())),
+        "{managers:?}"
+    );
     // Status writes through the subresource only.
     let st = pods
         .patch_status(

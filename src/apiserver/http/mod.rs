@@ -1,6 +1,7 @@
 //! The REST surface: routing of `/api`, `/apis`, discovery, OpenAPI and resource paths
 //! to the handlers.
 
+pub mod apply;
 pub mod delete;
 pub mod negotiate;
 pub mod read;

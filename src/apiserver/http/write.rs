@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::status::ApiError;
 use super::{MAX_BODY, Query, ResourceRequest, ServerState, dry_run, object_response};
 use crate::apiserver::admission::Attributes;
+use crate::apiserver::fieldmanager::{self, Manager};
 use crate::apiserver::limits;
 use crate::apiserver::patch::{self, PatchType};
 use crate::apiserver::registry::ResourceInfo;
@@ -138,6 +139,36 @@ fn attrs<'a>(
     }
 }
 
+/// The writer of a request: `fieldManager` (at most 128 characters), else the User-Agent.
+pub(super) fn manager(
+    rr: &ResourceRequest,
+    req: &Request<Incoming>,
+    q: &Query,
+) -> Result<Manager, ApiError> {
+    let name = match q.get("fieldManager") {
+        Some(f) if f.len() > 128 => {
+            return Err(ApiError::invalid_option(
+                "PatchOptions",
+                format!(
+                    "fieldManager: Too long: may not be more than 128 bytes (got {})",
+                    f.len()
+                ),
+            ));
+        }
+        Some(f) => f.to_string(),
+        None => fieldmanager::from_user_agent(
+            req.headers()
+                .get(hyper::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok()),
+        ),
+    };
+    Ok(Manager {
+        name,
+        subresource: rr.subresource.clone().filter(|s| s == "status"),
+        api_version: rr.api_version(),
+    })
+}
+
 fn generated_suffix() -> String {
     uuid::Uuid::new_v4()
         .simple()
@@ -154,8 +185,24 @@ pub async fn create(
     q: &Query,
 ) -> Result<Response<Body>, ApiError> {
     let dry = dry_run(q, "CreateOptions")?;
+    let m = manager(rr, &req, q)?;
     let (ct, bytes) = body_bytes(req).await?;
-    let mut obj = parse_object(&ct, bytes).await?;
+    let obj = parse_object(&ct, bytes).await?;
+    let has_status = rr.info.has_status();
+    create_object(state, rr, obj, dry, |o| {
+        fieldmanager::record_update(None, o, &m, has_status)
+    })
+    .await
+}
+
+/// Creates `obj`; `finish` records its managed fields once the server's own fields are set.
+pub(super) async fn create_object(
+    state: &Arc<ServerState>,
+    rr: &ResourceRequest,
+    mut obj: Value,
+    dry: bool,
+    finish: impl FnOnce(&mut Value),
+) -> Result<Response<Body>, ApiError> {
     check_type(rr, &mut obj)?;
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});
@@ -203,6 +250,7 @@ pub async fn create(
     let a = attrs(rr, "CREATE", &name, None);
     state.admission.mutate(&a, &mut obj).await?;
     semantics::after_mutation(&rr.info, &mut obj);
+    finish(&mut obj);
     check_computed(&rr.info, &name, &obj)?;
     state.admission.validate(&a, Some(&obj)).await?;
     if dry {
@@ -236,6 +284,7 @@ pub async fn update(
     q: &Query,
 ) -> Result<Response<Body>, ApiError> {
     let dry = dry_run(q, "UpdateOptions")?;
+    let m = manager(rr, &req, q)?;
     let (ct, bytes) = body_bytes(req).await?;
     let mut body = parse_object(&ct, bytes).await?;
     check_type(rr, &mut body)?;
@@ -258,7 +307,10 @@ pub async fn update(
                 .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {s:?}")))
         })
         .transpose()?;
-    guaranteed_update(state, rr, pinned, dry, |_| Ok(body.clone())).await
+    let has_status = rr.info.has_status();
+    let finish =
+        |old: &Value, new: &mut Value| fieldmanager::record_update(Some(old), new, &m, has_status);
+    guaranteed_update(state, rr, pinned, dry, |_| Ok(body.clone()), finish).await
 }
 
 pub async fn patch(
@@ -275,13 +327,9 @@ pub async fn patch(
              application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
         ))
     })?;
+    let m = manager(rr, &req, q)?;
     match kind {
-        PatchType::Apply => {
-            return Err(ApiError::unsupported_media_type(
-                "server-side apply (application/apply-patch+yaml) is not supported by koord's embedded API server; \
-                 use kubectl apply without --server-side, or a merge patch",
-            ));
-        }
+        PatchType::Apply => return super::apply::apply(state, rr, req, q, m, dry).await,
         PatchType::Strategic if !rr.info.builtin => {
             return Err(ApiError::unsupported_media_type(
                 "strategic merge patch is not supported for custom resources; use application/merge-patch+json",
@@ -290,7 +338,10 @@ pub async fn patch(
         _ => {}
     }
     let (_, bytes) = body_bytes(req).await?;
-    guaranteed_update(state, rr, None, dry, |old| {
+    let has_status = rr.info.has_status();
+    let finish =
+        |old: &Value, new: &mut Value| fieldmanager::record_update(Some(old), new, &m, has_status);
+    let compute = |old: &Value| {
         let new =
             patch::apply(kind, old, &bytes).map_err(|e| ApiError::bad_request(e.to_string()))?;
         limits::check_result(&rr.info, &name_of(old), &new)?;
@@ -299,8 +350,8 @@ pub async fn patch(
             return Err(ApiError::stale(&rr.info, &name_of(old)));
         }
         Ok(new)
-    })
-    .await
+    };
+    guaranteed_update(state, rr, None, dry, compute, finish).await
 }
 
 fn without_rv(v: &Value) -> Value {
@@ -311,13 +362,15 @@ fn without_rv(v: &Value) -> Value {
     c
 }
 
-/// Read, compute, admit, commit-if-unchanged; retried on races.
-async fn guaranteed_update(
+/// Read, compute, record managed fields (`finish`), admit, commit-if-unchanged; retried
+/// on races.
+pub(super) async fn guaranteed_update(
     state: &Arc<ServerState>,
     rr: &ResourceRequest,
     pinned: Option<u64>,
     dry: bool,
     compute: impl Fn(&Value) -> Result<Value, ApiError>,
+    finish: impl Fn(&Value, &mut Value),
 ) -> Result<Response<Body>, ApiError> {
     let name = rr.name.clone().unwrap_or_default();
     let key = rr.info.key();
@@ -335,6 +388,7 @@ async fn guaranteed_update(
         new["apiVersion"] = old.get("apiVersion").cloned().unwrap_or_default();
         new["kind"] = rr.info.kind.clone().into();
         semantics::prepare_update(&rr.info, &old, &mut new, rr.subresource.as_deref())?;
+        finish(&old, &mut new);
         check_computed(&rr.info, &name, &new)?;
         if without_rv(&new) == without_rv(&old) {
             return Ok(super::object_response(
