@@ -6,6 +6,7 @@
 
 pub mod checkpoint;
 pub mod container;
+pub mod logstamp;
 pub mod resources;
 pub mod server;
 pub mod status;

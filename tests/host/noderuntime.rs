@@ -343,6 +343,22 @@ async fn exits_succeed_or_restart_with_backoff() {
         ..Default::default()
     };
     assert_eq!(rt.pods.logs("talk", &tail).await.unwrap(), "two\nthree\n");
+    // Times from the runtime's growth notes: every line stamped, all within the last minute.
+    let stamped = kube::api::LogParams {
+        timestamps: true,
+        since_seconds: Some(60),
+        ..Default::default()
+    };
+    let text = rt.pods.logs("talk", &stamped).await.unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for (line, want) in lines.iter().zip(["one", "two", "three"]) {
+        let (ts, msg) = line.split_once(' ').unwrap();
+        assert_eq!(msg, want);
+        let t: k8s_openapi::jiff::Timestamp = ts.parse().unwrap();
+        let age = k8s_openapi::jiff::Timestamp::now().duration_since(t);
+        assert!(age.as_secs() < 60, "{line}");
+    }
 
     let started = Instant::now();
     rt.create(pod("crash", "Always", "echo attempt; exit 1", json!({})))

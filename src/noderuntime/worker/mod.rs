@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use super::Ctx;
 use super::checkpoint::{self, ContainerCheckpoint, PodCheckpoint};
 use super::container::{LaunchSpec, RUNTIME_SCHEME, apply_values, launch};
+use super::logstamp::{STAMP_EVERY, Stamper};
 use super::resources::pod_values;
 use super::status::{ContainerView, PodFacts, State, pod_status};
 use crate::api::extension::qos::{KubeQoS, kube_qos};
@@ -46,6 +47,7 @@ struct Run {
     started: Instant,
     oom_before: u64,
     attempt: u64,
+    stamper: Stamper,
 }
 
 struct Slot {
@@ -180,6 +182,8 @@ impl Worker {
             }
             None => self.setup_sandbox(),
         }
+        let mut stamp_tick = tokio::time::interval(STAMP_EVERY);
+        stamp_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if self.pod.metadata.deletion_timestamp.is_some() {
                 let grace = self
@@ -202,6 +206,7 @@ impl Worker {
                 .filter_map(|s| s.next_start)
                 .min();
             let wake = next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            let running = self.slots.iter().any(|s| s.run.is_some());
             tokio::select! {
                 msg = rx.recv() => match msg {
                     Some(Msg::Update(p)) => self.pod = *p,
@@ -218,6 +223,7 @@ impl Worker {
                 },
                 Some(exit) = self.exits_rx.recv() => self.on_exit(exit),
                 _ = tokio::time::sleep_until(wake), if next.is_some() => {}
+                _ = stamp_tick.tick(), if running => self.stamp_logs(),
             }
         }
     }
@@ -274,6 +280,12 @@ impl Worker {
         }
     }
 
+    fn stamp_logs(&mut self) {
+        for run in self.slots.iter_mut().filter_map(|s| s.run.as_mut()) {
+            run.stamper.tick();
+        }
+    }
+
     fn log_path(&self, slot: &Slot) -> std::path::PathBuf {
         self.ctx
             .dir
@@ -320,6 +332,7 @@ impl Worker {
                     started: Instant::now(),
                     oom_before: l.oom_before,
                     attempt,
+                    stamper: Stamper::new(log),
                 });
                 let tx = self.exits_tx.clone();
                 let mut child = l.child;
@@ -355,7 +368,10 @@ impl Worker {
         if slot.run.as_ref().is_none_or(|r| r.attempt != exit.attempt) {
             return;
         }
-        let Some(run) = slot.run.take() else { return };
+        let Some(mut run) = slot.run.take() else {
+            return;
+        };
+        run.stamper.tick();
         let oom = self.ctx.cgroups.oom_kills(&run.dir) > run.oom_before;
         reap_cgroup(&self.ctx, &run.dir);
         let (code, reason) = match exit.code {

@@ -124,9 +124,10 @@ impl Worker {
             };
             self.attempt_seq += 1;
             let attempt = self.attempt_seq;
+            self.slots[i].attempts = c.restart_count + 1;
+            let log = self.log_path(&self.slots[i]);
             let slot = &mut self.slots[i];
             slot.restart_count = c.restart_count;
-            slot.attempts = c.restart_count + 1;
             slot.last_id = Some(c.id.clone());
             slot.next_start = None;
             let dir = CgroupDir::new(c.dir.clone());
@@ -144,6 +145,7 @@ impl Worker {
                     started: Instant::now(),
                     oom_before: self.ctx.cgroups.oom_kills(&CgroupDir::new(c.dir.clone())),
                     attempt,
+                    stamper: Stamper::new(log),
                 });
                 let (tx, proc_root, pid, st) = (
                     self.exits_tx.clone(),
