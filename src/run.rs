@@ -297,6 +297,7 @@ async fn start_embedded(
                     cfg.common.node_name,
                     rt.addr()
                 );
+                server.attach_exec(rt.exec());
                 Some(rt)
             }
             Err(e) => {

@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod bootstrap;
+pub mod exec;
 pub mod fieldmanager;
 pub mod http;
 pub mod limits;
@@ -255,6 +256,7 @@ impl ApiServer {
             continues: Default::default(),
             bookmark_interval: opts.bookmark_interval,
             pod_logs: opts.pod_logs.clone(),
+            exec: Default::default(),
         });
         let stop = CancellationToken::new();
         let mut tasks = JoinSet::new();
@@ -309,6 +311,11 @@ impl ApiServer {
             "http"
         };
         format!("{scheme}://{addr}")
+    }
+
+    /// Serves `pods/exec` through this node runtime (set once, when the runtime starts).
+    pub fn attach_exec(&self, exec: crate::noderuntime::exec::Exec) {
+        let _ = self.state.exec.set(exec);
     }
 
     /// The storage, for in-process use (simulation, tests, benchmarks).

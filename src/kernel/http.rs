@@ -121,7 +121,8 @@ where
             .timer(TokioTimer::new())
             .header_read_timeout(header_timeout)
             .keep_alive(true)
-            .serve_connection(TokioIo::new(io), service);
+            .serve_connection(TokioIo::new(io), service)
+            .with_upgrades();
         if let Err(err) = conn.await {
             tracing::debug!(%err, "http connection ended with an error");
         }

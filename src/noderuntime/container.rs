@@ -154,8 +154,9 @@ pub fn launch(s: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
                 .clone()
                 .filter(|w| !w.is_empty())
                 .map(Into::into),
-            stdout: log.try_clone()?,
-            stderr: log,
+            stdin: std::process::Stdio::null(),
+            stdout: log.try_clone()?.into(),
+            stderr: log.into(),
             cgroup_procs: s.cgroups.procs_files(&dir),
         };
         let oom_before = s.cgroups.oom_kills(&dir);

@@ -6,6 +6,7 @@
 
 pub mod checkpoint;
 pub mod container;
+pub mod exec;
 pub mod logstamp;
 pub mod resources;
 pub mod server;
@@ -243,6 +244,13 @@ impl NodeRuntime {
 
     pub fn cgroups(&self) -> &Cgroups {
         &self.ctx.cgroups
+    }
+
+    /// What the API server's `pods/exec` runs commands through.
+    pub fn exec(&self) -> exec::Exec {
+        exec::Exec {
+            ctx: self.ctx.clone(),
+        }
     }
 
     /// Stops every pod (or leaves them for re-adoption with `keepPodsOnExit`). When no pod

@@ -3,7 +3,6 @@
 //! This is the only module with `unsafe` code outside of perf events.
 
 use std::ffi::OsString;
-use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
@@ -16,8 +15,9 @@ pub struct Spawn {
     pub args: Vec<OsString>,
     pub env: Vec<(String, String)>,
     pub cwd: Option<PathBuf>,
-    pub stdout: File,
-    pub stderr: File,
+    pub stdin: std::process::Stdio,
+    pub stdout: std::process::Stdio,
+    pub stderr: std::process::Stdio,
     /// `cgroup.procs` files the process joins before it executes anything.
     pub cgroup_procs: Vec<PathBuf>,
 }
@@ -42,7 +42,7 @@ pub fn spawn_in_cgroups(spec: Spawn) -> io::Result<tokio::process::Child> {
     cmd.args(&spec.args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(std::process::Stdio::null())
+        .stdin(spec.stdin)
         .stdout(spec.stdout)
         .stderr(spec.stderr)
         .process_group(0);

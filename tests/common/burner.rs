@@ -46,8 +46,9 @@ pub fn start(cgroups: &Cgroups, dir: &CgroupDir) -> tokio::process::Child {
         ],
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         cwd: None,
-        stdout: log.try_clone().unwrap(),
-        stderr: log,
+        stdin: std::process::Stdio::null(),
+        stdout: log.try_clone().unwrap().into(),
+        stderr: log.into(),
         cgroup_procs: cgroups.procs_files(dir),
     })
     .unwrap()

@@ -38,6 +38,8 @@ pub struct ServerState {
     pub bookmark_interval: Duration,
     /// Where the embedded node runtime writes container logs (`pods/log`).
     pub pod_logs: Option<std::path::PathBuf>,
+    /// The embedded node runtime, for `pods/exec`.
+    pub exec: std::sync::OnceLock<crate::noderuntime::exec::Exec>,
 }
 
 /// Snapshots behind `continue` tokens, so every page of a list is served at the
@@ -340,6 +342,9 @@ async fn dispatch(
             read::list(state, &rr, q, accept)
         }
         (&Method::GET, true, Some("log")) => super::logs::serve(state, &rr, q).await,
+        (&Method::GET | &Method::POST, true, Some("exec")) => {
+            super::exec::serve(state, &rr, req).await
+        }
         (&Method::GET, true, None | Some("status")) => {
             read_rv(&state.store, q).await?;
             read::get(state, &rr, accept)

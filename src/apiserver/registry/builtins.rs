@@ -68,7 +68,7 @@ pub fn builtins() -> Vec<ResourceInfo> {
             "Pod",
             true,
             &["po"],
-            &["status", "binding", "eviction", "log"],
+            &["status", "binding", "eviction", "log", "exec"],
         ),
         builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"], &[]),
         builtin("", "v1", "secrets", "Secret", true, &[], &[]),

@@ -302,6 +302,7 @@ impl Registry {
                     "binding" => ("Binding", json!(["create"])),
                     "eviction" => ("Eviction", json!(["create"])),
                     "log" => ("Pod", json!(["get"])),
+                    "exec" => ("PodExecOptions", json!(["create", "get"])),
                     "finalize" => (i.kind.as_str(), json!(["update"])),
                     _ => (i.kind.as_str(), json!(["get", "patch", "update"])),
                 };

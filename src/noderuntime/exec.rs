@@ -1,0 +1,98 @@
+//! `kubectl exec` for pods of this runtime: the command runs as the container's process
+//! does, inside the container's cgroup and with the container's environment and working
+//! directory, its stdio piped to the caller (the API server's `pods/exec`).
+
+use std::ffi::OsString;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::Ctx;
+use super::checkpoint;
+use super::container::env_of;
+use crate::os::CgroupDir;
+use crate::os::process::{Spawn, alive, spawn_in_cgroups};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("pod {0} is not running on this node")]
+    NoPod(String),
+    #[error("container {container} is not valid for pod {pod}")]
+    NoContainer { pod: String, container: String },
+    #[error("container {container} in pod {pod} is not running")]
+    NotRunning { pod: String, container: String },
+    #[error("no command given")]
+    NoCommand,
+    #[error("starting {cmd}: {err}")]
+    Start { cmd: String, err: std::io::Error },
+}
+
+/// A handle on the runtime, given to the API server.
+#[derive(Clone)]
+pub struct Exec {
+    pub(super) ctx: Arc<Ctx>,
+}
+
+impl Exec {
+    /// Starts `command` in `container` of `pod`, with piped stdin (when asked), stdout and
+    /// stderr.
+    pub fn spawn(
+        &self,
+        pod: &Pod,
+        container: &str,
+        command: &[String],
+        stdin: bool,
+    ) -> Result<tokio::process::Child, ExecError> {
+        let meta = &pod.metadata;
+        let pod_name = meta.name.clone().unwrap_or_default();
+        let uid = meta.uid.clone().unwrap_or_default();
+        let (program, args) = command.split_first().ok_or(ExecError::NoCommand)?;
+        let spec = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.iter().find(|c| c.name == container))
+            .ok_or_else(|| ExecError::NoContainer {
+                pod: pod_name.clone(),
+                container: container.into(),
+            })?;
+        let cp = checkpoint::load_all(&self.ctx.checkpoints())
+            .into_iter()
+            .find(|cp| cp.uid == uid)
+            .ok_or_else(|| ExecError::NoPod(pod_name.clone()))?;
+        let running = cp
+            .containers
+            .iter()
+            .find(|c| !c.init && c.name == container)
+            .filter(|c| alive(&self.ctx.proc_root, c.pid, c.start_time))
+            .ok_or_else(|| ExecError::NotRunning {
+                pod: pod_name.clone(),
+                container: container.into(),
+            })?;
+        let piped = std::process::Stdio::piped;
+        let spawn = Spawn {
+            program: program.into(),
+            args: args.iter().map(OsString::from).collect(),
+            env: env_of(spec, pod, &self.ctx.node, &self.ctx.ip),
+            cwd: spec
+                .working_dir
+                .clone()
+                .filter(|w| !w.is_empty())
+                .map(Into::into),
+            stdin: if stdin {
+                piped()
+            } else {
+                std::process::Stdio::null()
+            },
+            stdout: piped(),
+            stderr: piped(),
+            cgroup_procs: self
+                .ctx
+                .cgroups
+                .procs_files(&CgroupDir::new(running.dir.clone())),
+        };
+        spawn_in_cgroups(spawn).map_err(|err| ExecError::Start {
+            cmd: command.join(" "),
+            err,
+        })
+    }
+}
