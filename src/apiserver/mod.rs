@@ -9,6 +9,7 @@ pub mod fieldmanager;
 pub mod http;
 pub mod limits;
 pub mod logs;
+pub mod metrics;
 pub mod node;
 pub mod openapi;
 pub mod podgc;

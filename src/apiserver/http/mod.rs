@@ -227,6 +227,9 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
             .map_or_else(|| Err(ApiError::route_not_found()), |d| ok(&d)),
         ["api", "v1"] => discovery(&state, "", "v1").map(Routed::Done),
         ["apis", g, v] => discovery(&state, g, v).map(Routed::Done),
+        ["apis", super::metrics::GROUP, "v1beta1", rest @ ..] if !rest.is_empty() => {
+            super::metrics::serve(&state, rest, &query).map(Routed::Done)
+        }
         ["openapi", rest @ ..] => super::openapi::serve(&state.registry, rest).map(Routed::Done),
         ["api", "v1", rest @ ..] => resolve(&state, "", "v1", rest).map(Routed::Resource),
         ["apis", g, v, rest @ ..] => resolve(&state, g, v, rest).map(Routed::Resource),

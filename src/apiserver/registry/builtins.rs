@@ -34,6 +34,24 @@ fn builtin(
 pub fn builtins() -> Vec<ResourceInfo> {
     vec![
         builtin(
+            "metrics.k8s.io",
+            "v1beta1",
+            "nodes",
+            "NodeMetrics",
+            false,
+            &[],
+            &[],
+        ),
+        builtin(
+            "metrics.k8s.io",
+            "v1beta1",
+            "pods",
+            "PodMetrics",
+            true,
+            &[],
+            &[],
+        ),
+        builtin(
             "",
             "v1",
             "namespaces",

@@ -291,6 +291,8 @@ impl Registry {
                 "kind": i.kind,
                 "verbs": if i.is_review() {
                     json!(["create"])
+                } else if i.group == crate::apiserver::metrics::GROUP {
+                    json!(["get", "list"])
                 } else {
                     json!(["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"])
                 },
