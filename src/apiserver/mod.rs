@@ -18,6 +18,7 @@ mod props_tests;
 pub mod proto;
 pub use crate::api::patch;
 pub mod registry;
+pub mod schemas;
 pub mod security;
 pub mod semantics;
 pub mod sim;

@@ -1,7 +1,8 @@
 //! Just enough OpenAPI v3 for `kubectl apply` (1.27+) to work without `--validate=false`:
 //! kubectl skips client-side validation when the PATCH operation of a kind lists the
 //! `fieldValidation` parameter, and falls back to its compiled types for strategic merge
-//! patches of built-in kinds. CRD schemas are published as components (`kubectl explain`).
+//! patches of built-in kinds. Built-in kinds (from k8s-openapi) and CRD schemas are
+//! published as components, for `kubectl explain`.
 //! OpenAPI v2 (protobuf, needed by kubectl < 1.27 for validation) is not served.
 
 use std::collections::BTreeMap;
@@ -113,7 +114,11 @@ fn group_version(registry: &Registry, group: &str, version: &str) -> Value {
         }});
         paths.insert(collection, json!({"post": op("post", &[]), "get": op("list", &["labelSelector", "fieldSelector", "limit", "continue", "watch"])}));
         paths.insert(item, json!({"get": op("get", &[]), "put": op("put", &[]), "patch": patch, "delete": op("delete", &[])}));
-        if let Some(schema) = info.schemas.get(version) {
+        if info.builtin
+            && let Some(name) = super::schemas::component(&info.group, version, &info.kind)
+        {
+            add_reachable(&mut schemas, name);
+        } else if let Some(schema) = info.schemas.get(version) {
             let mut s = schema.clone();
             s["x-kubernetes-group-version-kind"] = json!([gvk]);
             let name = format!("{}.{version}.{}", reverse_domain(&info.group), info.kind);
@@ -126,6 +131,37 @@ fn group_version(registry: &Registry, group: &str, version: &str) -> Value {
         "paths": paths,
         "components": {"schemas": schemas}
     })
+}
+
+/// A built-in kind's schema and every schema it refers to, directly or not.
+fn add_reachable(out: &mut serde_json::Map<String, Value>, name: &str) {
+    let all = &super::schemas::builtins().components;
+    let mut todo = vec![name.to_string()];
+    while let Some(n) = todo.pop() {
+        if out.contains_key(&n) {
+            continue;
+        }
+        let Some(schema) = all.get(&n) else {
+            continue;
+        };
+        collect_refs(schema, &mut todo);
+        out.insert(n, schema.clone());
+    }
+}
+
+fn collect_refs(v: &Value, into: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            if let Some(r) = m.get("$ref").and_then(Value::as_str)
+                && let Some(n) = r.strip_prefix("#/components/schemas/")
+            {
+                into.push(n.to_string());
+            }
+            m.values().for_each(|c| collect_refs(c, into));
+        }
+        Value::Array(a) => a.iter().for_each(|c| collect_refs(c, into)),
+        _ => {}
+    }
 }
 
 fn reverse_domain(group: &str) -> String {
