@@ -24,6 +24,7 @@ pub mod semantics;
 pub mod sim;
 pub mod store;
 pub mod table;
+pub mod validate;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;

@@ -44,8 +44,10 @@ pub async fn apply(
     let force = q.flag("force");
     let (_, bytes) = body_bytes(req).await?;
     // YAML is a superset of JSON, so one parser reads both forms of an apply body.
-    let applied = parse_object("application/yaml", bytes).await?;
+    let mut applied = parse_object("application/yaml", bytes).await?;
     check_applied(rr, &applied)?;
+    let fv = crate::apiserver::validate::FieldValidation::parse(q)?;
+    let warnings = crate::apiserver::validate::builtin(&rr.info, &rr.version, &mut applied, fv)?;
     let name = rr.name.clone().unwrap_or_default();
     let has_status = rr.info.has_status();
     if state.store.get(&rr.info.key(), rr.ns(), &name).is_none() {
@@ -60,13 +62,14 @@ pub async fn apply(
         .await;
         // Someone else created it meanwhile: apply onto theirs.
         if !matches!(&created, Err(e) if e.reason == "AlreadyExists") {
-            return created;
+            return created.map(|r| crate::apiserver::validate::with_warnings(r, &warnings));
         }
     }
     let compute = |old: &Value| {
         fieldmanager::apply(Some(old), &applied, &m, force, has_status).map_err(conflict_error)
     };
-    guaranteed_update(state, rr, None, dry, compute, |_, _| {}).await
+    let resp = guaranteed_update(state, rr, None, dry, compute, |_, _| {}).await?;
+    Ok(crate::apiserver::validate::with_warnings(resp, &warnings))
 }
 
 /// The configuration must name the object of the URL, as kube-apiserver requires.

@@ -17,6 +17,7 @@ use crate::apiserver::patch::{self, PatchType};
 use crate::apiserver::registry::ResourceInfo;
 use crate::apiserver::semantics;
 use crate::apiserver::store::{Change, Committed, Filter, StoreError};
+use crate::apiserver::validate::{self, FieldValidation};
 
 use crate::kernel::http::{Body, json as json_response, read_body};
 
@@ -186,13 +187,16 @@ pub async fn create(
 ) -> Result<Response<Body>, ApiError> {
     let dry = dry_run(q, "CreateOptions")?;
     let m = manager(rr, &req, q)?;
+    let fv = FieldValidation::parse(q)?;
     let (ct, bytes) = body_bytes(req).await?;
-    let obj = parse_object(&ct, bytes).await?;
+    let mut obj = parse_object(&ct, bytes).await?;
+    let warnings = validate::builtin(&rr.info, &rr.version, &mut obj, fv)?;
     let has_status = rr.info.has_status();
-    create_object(state, rr, obj, dry, |o| {
+    let resp = create_object(state, rr, obj, dry, |o| {
         fieldmanager::record_update(None, o, &m, has_status)
     })
-    .await
+    .await?;
+    Ok(validate::with_warnings(resp, &warnings))
 }
 
 /// Creates `obj`; `finish` records its managed fields once the server's own fields are set.
@@ -285,9 +289,11 @@ pub async fn update(
 ) -> Result<Response<Body>, ApiError> {
     let dry = dry_run(q, "UpdateOptions")?;
     let m = manager(rr, &req, q)?;
+    let fv = FieldValidation::parse(q)?;
     let (ct, bytes) = body_bytes(req).await?;
     let mut body = parse_object(&ct, bytes).await?;
     check_type(rr, &mut body)?;
+    let warnings = validate::builtin(&rr.info, &rr.version, &mut body, fv)?;
     let url_name = rr.name.clone().unwrap_or_default();
     match name_of(&body) {
         n if n.is_empty() => body["metadata"]["name"] = url_name.clone().into(),
@@ -310,7 +316,8 @@ pub async fn update(
     let has_status = rr.info.has_status();
     let finish =
         |old: &Value, new: &mut Value| fieldmanager::record_update(Some(old), new, &m, has_status);
-    guaranteed_update(state, rr, pinned, dry, |_| Ok(body.clone()), finish).await
+    let resp = guaranteed_update(state, rr, pinned, dry, |_| Ok(body.clone()), finish).await?;
+    Ok(validate::with_warnings(resp, &warnings))
 }
 
 pub async fn patch(
@@ -337,21 +344,27 @@ pub async fn patch(
         }
         _ => {}
     }
+    let fv = FieldValidation::parse(q)?;
     let (_, bytes) = body_bytes(req).await?;
     let has_status = rr.info.has_status();
     let finish =
         |old: &Value, new: &mut Value| fieldmanager::record_update(Some(old), new, &m, has_status);
+    let warnings = std::sync::Mutex::new(Vec::new());
     let compute = |old: &Value| {
-        let new =
+        let mut new =
             patch::apply(kind, old, &bytes).map_err(|e| ApiError::bad_request(e.to_string()))?;
         limits::check_result(&rr.info, &name_of(old), &new)?;
+        let w = validate::builtin(&rr.info, &rr.version, &mut new, fv)?;
+        *warnings.lock().unwrap_or_else(|p| p.into_inner()) = w;
         let rv = |v: &Value| v.pointer("/metadata/resourceVersion").cloned();
         if rv(&new).is_some_and(|r| !r.is_null()) && rv(&new) != rv(old) {
             return Err(ApiError::stale(&rr.info, &name_of(old)));
         }
         Ok(new)
     };
-    guaranteed_update(state, rr, None, dry, compute, finish).await
+    let resp = guaranteed_update(state, rr, None, dry, compute, finish).await?;
+    let warnings = warnings.into_inner().unwrap_or_else(|p| p.into_inner());
+    Ok(validate::with_warnings(resp, &warnings))
 }
 
 fn without_rv(v: &Value) -> Value {

@@ -7,6 +7,7 @@
 //! message. A watch stream is a sequence of 4-byte big-endian lengths, each followed by a
 //! `meta.v1.WatchEvent` (without the prefix) whose `object.raw` holds an enveloped object.
 
+mod check;
 pub mod pool;
 mod special;
 pub mod transcode;
@@ -15,6 +16,7 @@ use prost::Message;
 use prost_reflect::{DynamicMessage, Value as Pv};
 use serde_json::Value;
 
+pub use check::TypeError;
 pub use special::{format_duration, parse_duration};
 
 pub const MEDIA: &str = "application/vnd.kubernetes.protobuf";
@@ -66,6 +68,13 @@ pub fn wants(accept: Option<&str>) -> bool {
 /// An Accept header that lists only protobuf: a JSON-only object cannot be served (406).
 pub fn only_protobuf(accept: Option<&str>) -> bool {
     accept.is_some_and(|a| a.split(',').all(|e| is_protobuf(e.trim())))
+}
+
+/// Type-checks a built-in object: `None` when its kind has no message (custom resources),
+/// else the fields it has that its type lacks, or the first wrongly typed one.
+pub fn check(api_version: &str, kind: &str, obj: &Value) -> Option<Result<Vec<String>, TypeError>> {
+    let desc = pool::kube().message(api_version, kind)?;
+    Some(check::check(obj, &desc))
 }
 
 /// Decodes an enveloped object into its JSON form, with apiVersion and kind set.

@@ -162,3 +162,52 @@ fn go_durations_parse_and_print() {
     assert_eq!(parse_duration("abc"), None);
     assert_eq!(parse_duration(""), None);
 }
+
+#[test]
+fn type_errors_read_as_kube_apiserver_writes_them() {
+    let mut p = pod();
+    assert_eq!(check("v1", "Pod", &p), Some(Ok(vec![])));
+    p["spec"]["containers"][0]["ports"][0]["containerPort"] = "eighty".into();
+    let err = check("v1", "Pod", &p).unwrap().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "json: cannot unmarshal string into Go struct field ContainerPort.spec.containers.ports.containerPort of type int32"
+    );
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"n": 1}});
+    assert_eq!(
+        check("v1", "ConfigMap", &cm)
+            .unwrap()
+            .unwrap_err()
+            .to_string(),
+        "json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+    );
+    let mut extra = pod();
+    extra["spec"]["bogus"] = 1.into();
+    extra["spec"]["containers"][0]["httpGet"] = json!({});
+    extra["spec"]["volumes"][0]["hostPath"] = json!({"path": "/x"});
+    assert_eq!(
+        check("v1", "Pod", &extra).unwrap().unwrap(),
+        vec![
+            "spec.bogus".to_string(),
+            "spec.containers[0].httpGet".to_string()
+        ]
+    );
+    assert!(check("slo.koordinator.sh/v1alpha1", "NodeSLO", &cm).is_none());
+}
+
+#[test]
+fn fields_named_after_go_fields_keep_their_json_names() {
+    let hooks = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+                       "metadata": {"name": "m"},
+                       "webhooks": [{"name": "a.b.c", "clientConfig": {"url": "https://x/y"},
+                                     "matchConditions": [{"name": "n", "expression": "true"}]}]});
+    assert_eq!(decode(&encode(&hooks).unwrap()).unwrap(), hooks);
+    assert_eq!(
+        check(
+            "admissionregistration.k8s.io/v1",
+            "MutatingWebhookConfiguration",
+            &hooks
+        ),
+        Some(Ok(vec![]))
+    );
+}

@@ -59,7 +59,7 @@ pub fn to_message(
         if val.is_null() {
             continue;
         }
-        let Some(field) = desc.get_field_by_name(key) else {
+        let Some(field) = field_for(desc, key) else {
             continue;
         };
         let here = format!("{path}.{key}");
@@ -86,7 +86,7 @@ pub fn to_message(
 
 /// Go structs embedded with `json:",inline"`: a message field in protobuf, flattened
 /// into the parent in JSON.
-fn is_inline(field: &FieldDescriptor) -> bool {
+pub(super) fn is_inline(field: &FieldDescriptor) -> bool {
     let mut parts = field.full_name().rsplit('.');
     let (Some(name), Some(parent)) = (parts.next(), parts.next()) else {
         return false;
@@ -102,6 +102,43 @@ fn is_inline(field: &FieldDescriptor) -> bool {
             | ("RuleWithOperations", "rule")
             | (_, "localObjectReference" | "deviceConfiguration")
     )
+}
+
+/// The proto field for JSON key `key`: go-to-protobuf names fields after the Go field
+/// where the JSON tag differs only in case (`Webhooks`, `Expression`, `Port`).
+pub(super) fn field_for(desc: &MessageDescriptor, key: &str) -> Option<FieldDescriptor> {
+    desc.get_field_by_name(key).or_else(|| {
+        let mut c = key.chars();
+        let first = c.next()?;
+        if !first.is_ascii_lowercase() {
+            return None;
+        }
+        desc.get_field_by_name(&format!("{}{}", first.to_ascii_uppercase(), c.as_str()))
+    })
+}
+
+/// The JSON key of a proto field (see `field_for`).
+pub(super) fn json_key(field: &FieldDescriptor) -> String {
+    let name = field.name();
+    let mut c = name.chars();
+    match (c.next(), c.next()) {
+        (Some(a), Some(b)) if a.is_ascii_uppercase() && b.is_ascii_lowercase() => {
+            format!("{}{}", a.to_ascii_lowercase(), &name[1..])
+        }
+        _ => name.to_string(),
+    }
+}
+
+/// The messages `desc` embeds inline.
+pub(super) fn inline_fields(
+    desc: &MessageDescriptor,
+) -> impl Iterator<Item = MessageDescriptor> + '_ {
+    desc.fields()
+        .filter(is_inline)
+        .filter_map(|f| match f.kind() {
+            Kind::Message(m) => Some(m),
+            _ => None,
+        })
 }
 
 fn map_value(val: &Value, field: &FieldDescriptor, path: &str) -> Result<Pv, Mismatch> {
@@ -262,7 +299,7 @@ pub fn to_json(m: &DynamicMessage) -> Value {
         if !field.is_list() && !field.is_map() && droppable(&field, &v) {
             continue;
         }
-        out.insert(field.name().to_string(), v);
+        out.insert(json_key(&field), v);
     }
     Value::Object(out)
 }

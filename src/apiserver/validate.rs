@@ -1,0 +1,156 @@
+//! Decoding checks for built-in kinds, as kube-apiserver makes them when it decodes a body
+//! into its Go types: a wrongly typed field is a 400, and fields the type does not have are
+//! dropped with a warning, refused (`fieldValidation=Strict`, what kubectl sends) or
+//! dropped silently (`Ignore`).
+
+use hyper::Response;
+use serde_json::Value;
+
+use super::http::Query;
+use super::http::status::ApiError;
+use super::registry::ResourceInfo;
+use crate::kernel::http::Body;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldValidation {
+    Ignore,
+    Warn,
+    Strict,
+}
+
+impl FieldValidation {
+    /// The `fieldValidation` parameter; Warn when absent, as in kube-apiserver.
+    pub fn parse(q: &Query) -> Result<Self, ApiError> {
+        match q.get("fieldValidation") {
+            None | Some("Warn") => Ok(FieldValidation::Warn),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "fieldValidation: Invalid value: {other:?}: must be one of \"Ignore\", \"Warn\" or \"Strict\""
+            ))),
+        }
+    }
+}
+
+/// Checks a built-in object (custom resources pass through) and drops the fields its type
+/// lacks; the warnings to send back.
+pub fn builtin(
+    info: &ResourceInfo,
+    version: &str,
+    obj: &mut Value,
+    fv: FieldValidation,
+) -> Result<Vec<String>, ApiError> {
+    if !info.builtin || !obj.is_object() {
+        return Ok(Vec::new());
+    }
+    let api_version = info.api_version(version);
+    let Some(result) = super::proto::check(&api_version, &info.kind, obj) else {
+        return Ok(Vec::new());
+    };
+    let cannot = |what: String| {
+        ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {what}",
+            kind = info.kind
+        ))
+    };
+    let unknown = result.map_err(|e| cannot(e.to_string()))?;
+    if unknown.is_empty() {
+        return Ok(Vec::new());
+    }
+    let quoted: Vec<String> = unknown
+        .iter()
+        .map(|u| format!("unknown field \"{u}\""))
+        .collect();
+    if fv == FieldValidation::Strict {
+        return Err(cannot(format!(
+            "strict decoding error: {}",
+            quoted.join(", ")
+        )));
+    }
+    for path in &unknown {
+        drop_field(obj, path);
+    }
+    Ok(if fv == FieldValidation::Warn {
+        quoted
+    } else {
+        Vec::new()
+    })
+}
+
+/// Removes `a.b[2].c` from `obj`.
+fn drop_field(obj: &mut Value, path: &str) {
+    let mut parts: Vec<&str> = path.split('.').collect();
+    let Some(leaf) = parts.pop() else {
+        return;
+    };
+    let mut cur = obj;
+    for p in parts {
+        let (name, index) = match p.split_once('[') {
+            Some((n, i)) => (n, i.trim_end_matches(']').parse::<usize>().ok()),
+            None => (p, None),
+        };
+        let Some(next) = cur.get_mut(name) else {
+            return;
+        };
+        cur = match index {
+            Some(i) => match next.get_mut(i) {
+                Some(v) => v,
+                None => return,
+            },
+            None => next,
+        };
+    }
+    if let Some(m) = cur.as_object_mut() {
+        m.remove(leaf);
+    }
+}
+
+/// Adds `Warning: 299 - "…"` headers, as kube-apiserver reports dropped fields.
+pub fn with_warnings(mut resp: Response<Body>, warnings: &[String]) -> Response<Body> {
+    for w in warnings {
+        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = format!("299 - \"{escaped}\"").parse() {
+            resp.headers_mut().append("warning", v);
+        }
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pods() -> ResourceInfo {
+        super::super::registry::Registry::with_builtins()
+            .get("", "pods")
+            .map(|i| (*i).clone())
+            .unwrap()
+    }
+
+    #[test]
+    fn unknown_fields_are_dropped_warned_or_refused() {
+        let base = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                          "spec": {"containers": [{"name": "c", "image": "i", "colour": "red"}]}});
+        let mut warned = base.clone();
+        let w = builtin(&pods(), "v1", &mut warned, FieldValidation::Warn).unwrap();
+        assert_eq!(w, vec!["unknown field \"spec.containers[0].colour\""]);
+        assert!(warned["spec"]["containers"][0].get("colour").is_none());
+        let mut strict = base.clone();
+        let e = builtin(&pods(), "v1", &mut strict, FieldValidation::Strict).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: unknown field \"spec.containers[0].colour\""
+        );
+        let mut typed = base;
+        typed["spec"]["containers"][0]["image"] = 5.into();
+        let e = builtin(&pods(), "v1", &mut typed, FieldValidation::Ignore).unwrap_err();
+        assert_eq!(e.code, 400);
+        assert!(
+            e.message
+                .ends_with("Go struct field Container.spec.containers.image of type string"),
+            "{}",
+            e.message
+        );
+    }
+}
