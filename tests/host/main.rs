@@ -12,4 +12,5 @@ mod koordlet_evict;
 mod koordlet_evict_cri;
 mod koordlet_qos;
 mod koordlet_qos_embedded;
+mod kubectl_day_one;
 mod noderuntime;
