@@ -16,6 +16,7 @@ mod kubectl;
 mod manager;
 mod scheduler;
 mod scheduler_props;
+mod second_client;
 mod shutdown;
 mod webhook;
 mod webhook_props;
