@@ -1,4 +1,5 @@
-//! Compiles Kubernetes' published `.proto` files (v1.33, as shipped in the `k8s-rs-pb`
+//! Builds koord's RuntimeHookService bindings (`proto/runtime/v1alpha1/api.proto`, tonic
+//! client and server), and compiles Kubernetes' published `.proto` files (v1.33, as shipped in the `k8s-rs-pb`
 //! crate's package) into one FileDescriptorSet, which the embedded API server uses to
 //! transcode built-in objects between JSON (how it stores them) and protobuf (how kubectl
 //! and client-go send them). `protoc` comes from `scripts/deps.sh` (or `$PROTOC`).
@@ -11,6 +12,14 @@ const KUBE_VERSION: &str = "v1_33";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=proto/runtime/v1alpha1/api.proto");
+    tonic_prost_build::configure()
+        .compile_protos(&["proto/runtime/v1alpha1/api.proto"], &["proto"])
+        .unwrap_or_else(|e| panic!("koord build: proto/runtime/v1alpha1/api.proto: {e}"));
+    kubernetes_descriptors();
+}
+
+fn kubernetes_descriptors() {
     println!("cargo:rerun-if-env-changed=KOORD_K8S_PROTO_DIR");
     println!("cargo:rerun-if-env-changed=PROTOC");
     let dir = proto_dir().unwrap_or_else(|| {

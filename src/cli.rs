@@ -19,8 +19,9 @@ Roles (--role, comma-separated):
   descheduler    not built yet: starts, reports ready, does nothing (LowNodeLoad and
                  PodMigrationJob are planned)
   koordlet       node agent: metrics, NodeMetric reports, QoS enforcement
-  runtime-proxy  not built yet: starts, reports ready, does nothing (the CRI proxy
-                 calling runtime hooks is planned)
+  runtime-proxy  CRI v1 proxy between the kubelet and containerd that calls the runtime
+                 hook servers of /etc/runtime/hookserver.d (the koordlet's hook server is
+                 not built yet)
   all            every role above
 
 --embedded starts an in-process Kubernetes-compatible API server (HTTPS with its own CA,
@@ -90,6 +91,15 @@ pub struct CommonFlags {
     /// koordlet: evict only through the Eviction API, never by stopping containers
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub only_evict_by_api: Option<bool>,
+    /// runtime-proxy: the socket the kubelet talks CRI to
+    #[arg(long, value_name = "PATH")]
+    pub koord_runtimeproxy_endpoint: Option<String>,
+    /// runtime-proxy: the runtime's CRI socket (containerd)
+    #[arg(long, value_name = "PATH")]
+    pub remote_runtime_service_endpoint: Option<String>,
+    /// runtime-proxy: the runtime's image service socket (default: the runtime's)
+    #[arg(long, value_name = "PATH")]
+    pub remote_image_service_endpoint: Option<String>,
 }
 
 impl CommonFlags {
@@ -144,6 +154,27 @@ impl CommonFlags {
                 "koordlet.eviction.onlyEvictByAPI",
                 v,
             ));
+        }
+        for (name, key, v) in [
+            (
+                "--koord-runtimeproxy-endpoint",
+                "runtimeProxy.koordRuntimeproxyEndpoint",
+                &self.koord_runtimeproxy_endpoint,
+            ),
+            (
+                "--remote-runtime-service-endpoint",
+                "runtimeProxy.remoteRuntimeServiceEndpoint",
+                &self.remote_runtime_service_endpoint,
+            ),
+            (
+                "--remote-image-service-endpoint",
+                "runtimeProxy.remoteImageServiceEndpoint",
+                &self.remote_image_service_endpoint,
+            ),
+        ] {
+            if let Some(v) = v {
+                out.push(flag(name, key, v.clone()));
+            }
         }
         out
     }

@@ -65,6 +65,19 @@ pub fn socket_path(endpoint: &str) -> Result<PathBuf, CriError> {
     }
 }
 
+/// A gRPC channel to a unix socket, connected on first use (and again after a failure).
+pub fn unix_channel(path: PathBuf) -> Channel {
+    Endpoint::from_static("http://[::]:50051").connect_with_connector_lazy(tower::service_fn(
+        move |_: Uri| {
+            let path = path.clone();
+            async move {
+                let s = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(TokioIo::new(s))
+            }
+        },
+    ))
+}
+
 /// A lazily connected client; cheap to clone.
 #[derive(Clone)]
 pub struct CriClient {
@@ -75,16 +88,7 @@ pub struct CriClient {
 impl CriClient {
     /// A client for the runtime socket at `endpoint`; connects on first use.
     pub fn new(endpoint: &str) -> Result<CriClient, CriError> {
-        let path = socket_path(endpoint)?;
-        let channel = Endpoint::from_static("http://[::]:50051").connect_with_connector_lazy(
-            tower::service_fn(move |_: Uri| {
-                let path = path.clone();
-                async move {
-                    let s = tokio::net::UnixStream::connect(path).await?;
-                    Ok::<_, std::io::Error>(TokioIo::new(s))
-                }
-            }),
-        );
+        let channel = unix_channel(socket_path(endpoint)?);
         Ok(CriClient {
             endpoint: endpoint.into(),
             channel,

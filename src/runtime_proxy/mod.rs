@@ -1,17 +1,139 @@
-//! koord-runtime-proxy: a CRI proxy between kubelet and containerd that calls runtime hooks.
+//! koord-runtime-proxy: a CRI v1 server between the kubelet and containerd that calls the
+//! runtime hook servers (the koordlet) around pod and container creation, start, stop and
+//! resource updates, so QoS values are in place before a container's first instruction.
 //!
 //! Needs no cluster: it talks only to the kubelet, the runtime and the hook servers.
+
+pub mod hooks;
+pub mod merge;
+pub mod service;
+pub mod store;
+#[cfg(test)]
+mod wire_tests;
+
+/// koord's RuntimeHookService, wire-compatible with Koordinator's
+/// `apis/runtime/v1alpha1/api.proto` (`proto/runtime/v1alpha1/api.proto`).
+#[allow(clippy::all, clippy::pedantic)]
+pub mod proto {
+    tonic::include_proto!("runtime.v1alpha1");
+}
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::RoleCtx;
 
-/// Settings of the `runtime_proxy` section.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+/// Settings of the `runtimeProxy` section (Koordinator's koord-runtime-proxy flags).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
-pub struct Config {}
+pub struct Config {
+    /// Where the kubelet reaches the proxy (`--koord-runtimeproxy-endpoint`).
+    pub koord_runtimeproxy_endpoint: String,
+    /// The runtime behind it (`--remote-runtime-service-endpoint`).
+    pub remote_runtime_service_endpoint: String,
+    /// Its image service (`--remote-image-service-endpoint`; the runtime's when empty).
+    pub remote_image_service_endpoint: String,
+    /// Pods with this label set to `runtimeHookServerVal` are never hooked.
+    pub runtime_hook_server_key: String,
+    pub runtime_hook_server_val: String,
+    /// Hook server registrations (`*.json`).
+    pub hook_server_dir: PathBuf,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            koord_runtimeproxy_endpoint: "/var/run/koord-runtimeproxy/runtimeproxy.sock".into(),
+            remote_runtime_service_endpoint: "/var/run/containerd/containerd.sock".into(),
+            remote_image_service_endpoint: String::new(),
+            runtime_hook_server_key: "runtimeproxy.koordinator.sh/skip-hookserver".into(),
+            runtime_hook_server_val: "true".into(),
+            hook_server_dir: "/etc/runtime/hookserver.d".into(),
+        }
+    }
+}
+
+/// How long the backend may take to answer `Version` at start.
+const BACKEND_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs the role until the process drains.
-pub async fn run(_cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
-    crate::kernel::hold_until_drained(&ctx).await
+pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
+    use k8s_cri::v1::image_service_server::ImageServiceServer;
+    use k8s_cri::v1::runtime_service_server::RuntimeServiceServer;
+    let cri = crate::kernel::cri::socket_path;
+    let listen = cri(&cfg.koord_runtimeproxy_endpoint)?;
+    let runtime = cri(&cfg.remote_runtime_service_endpoint)?;
+    let image = match cfg.remote_image_service_endpoint.as_str() {
+        "" => runtime.clone(),
+        other => cri(other)?,
+    };
+    let runtime_ch = crate::kernel::cri::unix_channel(runtime.clone());
+    let mut backend = k8s_cri::v1::runtime_service_client::RuntimeServiceClient::new(runtime_ch);
+    let version = tokio::time::timeout(
+        BACKEND_TIMEOUT,
+        backend.version(k8s_cri::v1::VersionRequest::default()),
+    )
+    .await
+    .map_err(|_| {
+        anyhow::anyhow!(
+            "runtime {} did not answer Version within 5 s",
+            runtime.display()
+        )
+    })?
+    .map_err(|e| anyhow::anyhow!("runtime {}: Version: {}", runtime.display(), e.message()))?
+    .into_inner();
+    let store_path = ctx.common.data_dir.join("runtime-proxy").join("store.json");
+    if let Some(dir) = store_path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let proxy = service::Proxy {
+        backend,
+        hooks: Arc::new(hooks::Hooks::new(cfg.hook_server_dir.clone())),
+        store: Arc::new(store::Store::open(Some(store_path))),
+        skip: (
+            cfg.runtime_hook_server_key.clone(),
+            cfg.runtime_hook_server_val.clone(),
+        ),
+    };
+    let images = service::Images {
+        backend: k8s_cri::v1::image_service_client::ImageServiceClient::new(
+            crate::kernel::cri::unix_channel(image),
+        ),
+    };
+    let listener = bind(&listen)?;
+    tracing::info!(
+        endpoint = %listen.display(), runtime = %version.runtime_name,
+        runtime_version = %version.runtime_version, hooks = %cfg.hook_server_dir.display(),
+        "runtime proxy serving CRI v1"
+    );
+    let incoming = async_stream::stream! {
+        loop {
+            match listener.accept().await {
+                Ok((s, _)) => yield Ok::<_, std::io::Error>(s),
+                Err(e) => tracing::warn!(error = %e, "accepting a CRI connection failed"),
+            }
+        }
+    };
+    ctx.ready.set(true);
+    let shutdown = ctx.shutdown.clone();
+    tonic::transport::Server::builder()
+        .add_service(RuntimeServiceServer::new(proxy))
+        .add_service(ImageServiceServer::new(images))
+        .serve_with_incoming_shutdown(incoming, async move { shutdown.draining().await })
+        .await?;
+    let _ = std::fs::remove_file(&listen);
+    Ok(())
+}
+
+/// Listens on a fresh socket (a stale one is removed; the parent is made 0755).
+fn bind(path: &std::path::Path) -> anyhow::Result<tokio::net::UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let _ = std::fs::remove_file(path);
+    tokio::net::UnixListener::bind(path)
+        .map_err(|e| anyhow::anyhow!("listening on {}: {e}", path.display()))
 }
