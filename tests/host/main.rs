@@ -14,3 +14,4 @@ mod koordlet_qos;
 mod koordlet_qos_embedded;
 mod kubectl_day_one;
 mod noderuntime;
+mod runtime_proxy;
