@@ -318,7 +318,9 @@ async fn run_role(role: Role, cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         Role::Scheduler => crate::scheduler::run(cfg.scheduler, ctx).await,
         Role::Descheduler => crate::descheduler::run(cfg.descheduler, ctx).await,
         Role::Koordlet => crate::koordlet::run(cfg.koordlet, ctx).await,
-        Role::RuntimeProxy => crate::runtime_proxy::run(cfg.runtime_proxy, ctx).await,
+        Role::RuntimeProxy => {
+            crate::runtime_proxy::run(cfg.runtime_proxy, ctx, cfg.embedded.enabled).await
+        }
     }
 }
 

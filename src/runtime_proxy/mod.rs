@@ -58,9 +58,10 @@ impl Default for Config {
 
 /// How long the backend may take to answer `Version` at start.
 const BACKEND_TIMEOUT: Duration = Duration::from_secs(5);
+const RETRY_EVERY: Duration = Duration::from_secs(5);
 
 /// Runs the role until the process drains.
-pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
+pub async fn run(cfg: Config, ctx: RoleCtx, embedded: bool) -> anyhow::Result<()> {
     use k8s_cri::v1::image_service_server::ImageServiceServer;
     use k8s_cri::v1::runtime_service_server::RuntimeServiceServer;
     let cri = crate::kernel::cri::socket_path;
@@ -72,19 +73,13 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     };
     let runtime_ch = crate::kernel::cri::unix_channel(runtime.clone());
     let mut backend = k8s_cri::v1::runtime_service_client::RuntimeServiceClient::new(runtime_ch);
-    let version = tokio::time::timeout(
-        BACKEND_TIMEOUT,
-        backend.version(k8s_cri::v1::VersionRequest::default()),
-    )
-    .await
-    .map_err(|_| {
-        anyhow::anyhow!(
-            "runtime {} did not answer Version within 5 s",
-            runtime.display()
-        )
-    })?
-    .map_err(|e| anyhow::anyhow!("runtime {}: Version: {}", runtime.display(), e.message()))?
-    .into_inner();
+    // The role is up; it serves the kubelet's socket once the runtime answers (Koordinator's
+    // proxy gives up for good instead). `--role=all` on a machine without containerd, or
+    // `--embedded`, where koord's node runtime runs pods itself, keeps it idle.
+    ctx.ready.set(true);
+    let Some(version) = wait_for_runtime(&mut backend, &runtime, embedded, &ctx).await else {
+        return Ok(());
+    };
     let store_path = ctx.common.data_dir.join("runtime-proxy").join("store.json");
     if let Some(dir) = store_path.parent() {
         std::fs::create_dir_all(dir)?;
@@ -117,7 +112,6 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             }
         }
     };
-    ctx.ready.set(true);
     let shutdown = ctx.shutdown.clone();
     tonic::transport::Server::builder()
         .add_service(RuntimeServiceServer::new(proxy))
@@ -126,6 +120,45 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         .await?;
     let _ = std::fs::remove_file(&listen);
     Ok(())
+}
+
+/// Asks the runtime for its version every few seconds until it answers (`None` when the
+/// process drains first).
+async fn wait_for_runtime(
+    backend: &mut k8s_cri::v1::runtime_service_client::RuntimeServiceClient<
+        tonic::transport::Channel,
+    >,
+    runtime: &std::path::Path,
+    embedded: bool,
+    ctx: &RoleCtx,
+) -> Option<k8s_cri::v1::VersionResponse> {
+    let mut last_warned: Option<std::time::Instant> = None;
+    loop {
+        let asked = tokio::time::timeout(
+            BACKEND_TIMEOUT,
+            backend.version(k8s_cri::v1::VersionRequest::default()),
+        );
+        let why = tokio::select! {
+            _ = ctx.shutdown.draining() => return None,
+            r = asked => match r {
+                Ok(Ok(v)) => return Some(v.into_inner()),
+                Ok(Err(e)) => e.message().to_string(),
+                Err(_) => format!("no answer to Version within {BACKEND_TIMEOUT:?}"),
+            },
+        };
+        if last_warned.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
+            last_warned = Some(std::time::Instant::now());
+            if embedded {
+                tracing::info!(runtime = %runtime.display(), "runtime proxy idle: no CRI runtime here (--embedded pods run in koord's node runtime, which needs no proxy)");
+            } else {
+                tracing::warn!(runtime = %runtime.display(), error = %why, "runtime proxy idle: the runtime does not answer; the kubelet's CRI socket is served once it does (retrying every 5 s)");
+            }
+        }
+        tokio::select! {
+            _ = ctx.shutdown.draining() => return None,
+            _ = tokio::time::sleep(RETRY_EVERY) => {}
+        }
+    }
 }
 
 /// Listens on a fresh socket (a stale one is removed; the parent is made 0755).

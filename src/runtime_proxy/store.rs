@@ -38,7 +38,9 @@ struct State {
     containers: HashMap<String, ContainerInfo>,
 }
 
-/// Writes a private file (0600) whole or not at all.
+/// Writes a private file (0600) whole or not at all. No fsync: the file must outlive the
+/// proxy process, which the page cache ensures; a machine that loses power loses its
+/// containers too.
 fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
@@ -50,7 +52,6 @@ fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
         .mode(0o600)
         .open(&tmp)?;
     f.write_all(bytes)?;
-    f.sync_all()?;
     std::fs::rename(&tmp, path)
 }
 
@@ -93,8 +94,11 @@ impl Store {
         out
     }
 
+    /// Records a pod; the checkpoint is rewritten only when something changed.
     pub fn put_pod(&self, id: &str, p: PodInfo) {
-        self.change(|s| s.pods.insert(id.into(), p));
+        if self.pod(id).as_ref() != Some(&p) {
+            self.change(|s| s.pods.insert(id.into(), p));
+        }
     }
 
     pub fn remove_pod(&self, id: &str) {
@@ -114,7 +118,13 @@ impl Store {
     }
 
     pub fn put_container(&self, id: &str, c: ContainerInfo) {
-        self.change(|s| s.containers.insert(id.into(), c));
+        let same = {
+            let g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            g.containers.get(id) == Some(&c)
+        };
+        if !same {
+            self.change(|s| s.containers.insert(id.into(), c));
+        }
     }
 
     pub fn remove_container(&self, id: &str) {

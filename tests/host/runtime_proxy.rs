@@ -160,6 +160,8 @@ fn start_proxy(dir: &Path, backend: &Path, hook_dir: &Path) -> (Koord, PathBuf) 
         http_get(admin, "/readyz").is_some_and(|(s, _)| s == 200)
     });
     assert!(ready, "proxy not ready:\n{}", koord.logs());
+    let serving = wait_until(Duration::from_secs(20), || socket.exists());
+    assert!(serving, "proxy not serving:\n{}", koord.logs());
     (koord, socket)
 }
 
