@@ -114,6 +114,17 @@ fn creates_and_dry_runs(k: &Kubectl) {
         "jsonpath={.spec.template.spec.containers[0].image}",
     ]);
     assert_eq!(image, "busybox");
+    k.ok(&["scale", "deploy", "web", "-n", "demo", "--replicas=3"]);
+    let replicas = k.ok(&[
+        "get",
+        "deploy",
+        "web",
+        "-n",
+        "demo",
+        "-o",
+        "jsonpath={.spec.replicas}",
+    ]);
+    assert_eq!(replicas, "3", "kubectl scale through the scale subresource");
     assert_eq!(
         k.ok(&[
             "get",

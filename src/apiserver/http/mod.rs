@@ -5,6 +5,7 @@ pub mod apply;
 pub mod delete;
 pub mod negotiate;
 pub mod read;
+pub mod scale;
 pub mod status;
 pub mod subresource;
 pub mod write;
@@ -345,6 +346,9 @@ async fn dispatch(
             read::list(state, &rr, q, accept)
         }
         (&Method::GET, true, Some("log")) => super::logs::serve(state, &rr, q).await,
+        (&Method::GET | &Method::PUT | &Method::PATCH, true, Some("scale")) => {
+            scale::serve(state, &rr, req, q).await
+        }
         (&Method::GET | &Method::POST, true, Some("exec")) => {
             super::exec::serve(state, &rr, req).await
         }

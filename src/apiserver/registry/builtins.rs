@@ -127,7 +127,7 @@ pub fn builtins() -> Vec<ResourceInfo> {
             "ReplicationController",
             true,
             &["rc"],
-            &["status"],
+            &["status", "scale"],
         ),
         builtin(
             "apps",
@@ -136,7 +136,7 @@ pub fn builtins() -> Vec<ResourceInfo> {
             "Deployment",
             true,
             &["deploy"],
-            &["status"],
+            &["status", "scale"],
         ),
         builtin(
             "apps",
@@ -145,7 +145,7 @@ pub fn builtins() -> Vec<ResourceInfo> {
             "ReplicaSet",
             true,
             &["rs"],
-            &["status"],
+            &["status", "scale"],
         ),
         builtin(
             "apps",
@@ -154,7 +154,7 @@ pub fn builtins() -> Vec<ResourceInfo> {
             "StatefulSet",
             true,
             &["sts"],
-            &["status"],
+            &["status", "scale"],
         ),
         builtin(
             "apps",

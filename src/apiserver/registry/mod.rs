@@ -305,6 +305,7 @@ impl Registry {
                     "eviction" => ("Eviction", json!(["create"])),
                     "log" => ("Pod", json!(["get"])),
                     "exec" => ("PodExecOptions", json!(["create", "get"])),
+                    "scale" => ("Scale", json!(["get", "patch", "update"])),
                     "finalize" => (i.kind.as_str(), json!(["update"])),
                     _ => (i.kind.as_str(), json!(["get", "patch", "update"])),
                 };
@@ -315,6 +316,10 @@ impl Registry {
                     "kind": kind,
                     "verbs": verbs,
                 });
+                if sub == "scale" {
+                    entry["group"] = "autoscaling".into();
+                    entry["version"] = "v1".into();
+                }
                 if sub == "eviction" {
                     entry["group"] = "policy".into();
                     entry["version"] = "v1".into();
