@@ -20,8 +20,7 @@ Roles (--role, comma-separated):
                  PodMigrationJob are planned)
   koordlet       node agent: metrics, NodeMetric reports, QoS enforcement
   runtime-proxy  CRI v1 proxy between the kubelet and containerd that calls the runtime
-                 hook servers of /etc/runtime/hookserver.d (the koordlet's hook server is
-                 not built yet)
+                 hook servers of /etc/runtime/hookserver.d (the koordlet's among them)
   all            every role above
 
 --embedded starts an in-process Kubernetes-compatible API server (HTTPS with its own CA,

@@ -7,6 +7,7 @@ pub mod common;
 pub mod cri;
 pub mod events;
 pub mod features;
+pub mod hookproto;
 pub mod host;
 pub mod http;
 pub mod http_client;

@@ -30,6 +30,8 @@ pub struct Config {
     pub reporter: ReporterConfig,
     pub prediction: prediction::Config,
     pub eviction: EvictionConfig,
+    /// The runtime hook server the runtime proxy calls (`runtimehooks`).
+    pub runtime_hooks: crate::koordlet::runtimehooks::Config,
 }
 
 impl Default for Config {
@@ -47,6 +49,7 @@ impl Default for Config {
             reporter: ReporterConfig::default(),
             prediction: prediction::Config::default(),
             eviction: EvictionConfig::default(),
+            runtime_hooks: Default::default(),
         }
     }
 }

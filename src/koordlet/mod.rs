@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod prediction;
 pub mod qos;
 pub mod reporter;
+pub mod runtimehooks;
 pub mod store;
 
 use std::sync::{Arc, Mutex};
@@ -95,6 +96,9 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         cgroups.clone(),
         Duration::from_secs(60),
     ));
+    if cfg.runtime_hooks.enabled {
+        start_runtime_hooks(&cfg, &gates, &host, &cgroups, informer.clone(), &ctx);
+    }
     let advisor = Advisor::new(collectors, host, cgroups);
     let predictor = Arc::new(Mutex::new(Predictor::new(cfg.prediction.clone())));
     let synced = ctx.ready.child("informer");
@@ -151,4 +155,38 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     ctx.ready.set(true);
     ctx.shutdown.draining().await;
     Ok(())
+}
+
+/// The runtime hook server (proxy mode). Failing to listen (no root, read-only /var/run)
+/// leaves the koordlet running without hooks, loudly.
+fn start_runtime_hooks(
+    cfg: &Config,
+    gates: &features::Gates,
+    host: &Host,
+    cgroups: &Cgroups,
+    informer: informer::Informer,
+    ctx: &RoleCtx,
+) {
+    let rules = runtimehooks::rules::Rules {
+        batch_resource: gates.enabled("BatchResource"),
+        cpuset: gates.enabled("CPUSetAllocator"),
+        group_identity: gates.enabled("GroupIdentity"),
+    };
+    let online = host
+        .cpu_topology()
+        .map(|t| t.iter().map(|c| c.id).collect())
+        .unwrap_or_default();
+    let hooks = Arc::new(runtimehooks::server::Hooks::new(
+        informer,
+        rules,
+        cgroups.clone(),
+        online,
+    ));
+    let (hc, shutdown) = (cfg.runtime_hooks.clone(), ctx.shutdown.clone());
+    ctx.tasks.spawn("koordlet/runtime-hooks", async move {
+        if let Err(e) = runtimehooks::server::serve(hc, hooks, shutdown).await {
+            tracing::warn!(error = %e, "koordlet runtime hooks not served: BatchResource applies only through its QoS loop, after containers start; GroupIdentity and CPUSetAllocator do nothing");
+        }
+        Ok(())
+    });
 }

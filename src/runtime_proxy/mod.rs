@@ -11,12 +11,7 @@ pub mod store;
 #[cfg(test)]
 mod wire_tests;
 
-/// koord's RuntimeHookService, wire-compatible with Koordinator's
-/// `apis/runtime/v1alpha1/api.proto` (`proto/runtime/v1alpha1/api.proto`).
-#[allow(clippy::all, clippy::pedantic)]
-pub mod proto {
-    tonic::include_proto!("runtime.v1alpha1");
-}
+pub use crate::kernel::hookproto as proto;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -97,7 +97,12 @@ impl Koord {
             // Every manager serves webhooks: give each its own port, reachable by URL
             // (the test API servers have no Services to resolve).
             .env("KOORD_MANAGER__WEBHOOK__PORT", free_port().to_string())
-            .env("KOORD_MANAGER__WEBHOOK__HOST", "127.0.0.1");
+            .env("KOORD_MANAGER__WEBHOOK__HOST", "127.0.0.1")
+            // The koordlet's hook server listens in the test's directory, not /var/run.
+            .env(
+                "KOORD_KOORDLET__RUNTIME_HOOKS__SOCKET",
+                log_dir.join(format!("koordlet-{}.sock", free_port())),
+            );
         for (k, v) in envs {
             cmd.env(k, v);
         }

@@ -106,6 +106,13 @@ pub struct Informer {
 }
 
 impl Informer {
+    /// An informer that always holds `states` (tests, benchmarks, offline tools).
+    pub fn fixed(states: States) -> Informer {
+        let (_, states) = watch::channel(states);
+        let (_, synced) = watch::channel(true);
+        Informer { states, synced }
+    }
+
     pub fn snapshot(&self) -> States {
         self.states.borrow().clone()
     }

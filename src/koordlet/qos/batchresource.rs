@@ -73,6 +73,17 @@ fn values(
     ]
 }
 
+/// cpu.shares, CFS quota and memory limit of one container of a BE pod, from its batch
+/// requests and limits (what the BatchResource hook answers at creation).
+pub fn container_values(c: &Container, ratio: f64) -> [(Resource, i64); 3] {
+    values(
+        sums(std::iter::once(c), BATCH_CPU),
+        sums(std::iter::once(c), BATCH_MEMORY).1,
+        false,
+        ratio,
+    )
+}
+
 /// Pod-level then container-level updates for a BE pod; nothing for other pods.
 /// `force_unlimited_quota`: BE suppression runs with the cfsQuota policy (the QoS-level
 /// quota governs).

@@ -37,7 +37,8 @@ pub fn strategy(states: &States) -> &ResourceThresholdStrategy {
     &states.slo().threshold
 }
 
-fn pinned(pod: &Pod) -> Vec<u32> {
+/// The CPUs an LSE/LSR pod was given (`resource-status` annotation), empty when none.
+pub(crate) fn pinned(pod: &Pod) -> Vec<u32> {
     let raw = pod
         .metadata
         .annotations

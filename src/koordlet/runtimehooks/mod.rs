@@ -1,0 +1,75 @@
+//! The koordlet's runtime hook server (proxy mode): Koordinator's RuntimeHookService on a
+//! unix socket, registered for the runtime proxy as `koordlet.json` in its hook server
+//! directory. It answers PreRunPodSandbox (GroupIdentity: the pod cgroup's bvt), and
+//! PreCreateContainer / PreUpdateContainerResources (BatchResource and CPUSetAllocator
+//! values, see `rules`), so a container has them before its first instruction. The QoS
+//! loops keep re-applying the same values to running containers (the reconciler).
+
+pub mod rules;
+pub mod server;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Settings of `koordlet.runtimeHooks` (Koordinator's `--runtime-hooks-*` flags).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct Config {
+    pub enabled: bool,
+    /// Where the hook server listens.
+    pub socket: PathBuf,
+    /// The socket as the runtime proxy reaches it (the host path, when the koordlet runs
+    /// in a container with the host's /var/run/koordlet mounted elsewhere); the socket when
+    /// empty.
+    pub host_endpoint: String,
+    /// The runtime proxy's hook server directory; `koordlet.json` is written there when the
+    /// directory exists.
+    pub hook_server_dir: PathBuf,
+    /// `Ignore` or `Fail`, for the runtime proxy.
+    pub failure_policy: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            enabled: true,
+            socket: "/var/run/koordlet/koordlet.sock".into(),
+            host_endpoint: String::new(),
+            hook_server_dir: "/etc/runtime/hookserver.d".into(),
+            failure_policy: "Ignore".into(),
+        }
+    }
+}
+
+/// The hooks the koordlet serves, as registered.
+pub const HOOKS: [&str; 3] = [
+    "PreRunPodSandbox",
+    "PreCreateContainer",
+    "PreUpdateContainerResources",
+];
+
+/// Writes `koordlet.json` into the hook server directory, if there is one.
+pub fn register(cfg: &Config) -> Option<PathBuf> {
+    if !cfg.hook_server_dir.is_dir() {
+        tracing::info!(dir = %cfg.hook_server_dir.display(), "no runtime proxy hook server directory; the koordlet's hooks are not registered");
+        return None;
+    }
+    let endpoint = match cfg.host_endpoint.as_str() {
+        "" => cfg.socket.display().to_string(),
+        e => e.to_string(),
+    };
+    let file = cfg.hook_server_dir.join("koordlet.json");
+    let body = serde_json::json!({
+        "remote-endpoint": endpoint,
+        "failure-policy": cfg.failure_policy,
+        "runtime-hooks": HOOKS,
+    });
+    match std::fs::write(&file, body.to_string()) {
+        Ok(()) => Some(file),
+        Err(e) => {
+            tracing::warn!(file = %file.display(), error = %e, "registering the koordlet's hooks failed");
+            None
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! What the koordlet's runtime hooks decide for a pod or container, from the pod and the
+//! node state (Koordinator's `pkg/koordlet/runtimehooks/hooks/{batchresource,cpuset,
+//! groupidentity}`):
+//! - BatchResource: a BE container's cpu.shares, CFS quota and memory limit come from its
+//!   `kubernetes.io/batch-cpu` / `batch-memory` requests and limits.
+//! - CPUSetAllocator: LSE/LSR containers get the CPUs of their `resource-status` annotation;
+//!   LS containers the share pool (every CPU no LSE/LSR pod holds); BE containers the BE
+//!   share pool (every CPU no LSE pod holds).
+//! - GroupIdentity: the pod cgroup's `cpu.bvt_warp_ns` for its QoS class from the NodeSLO's
+//!   `cpuQOS.groupIdentity` (only where the NodeSLO enables cpuQOS for the class).
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::api::cpuset;
+use crate::api::extension::qos::{QoSClass, pod_qos_class, pod_qos_class_with_default};
+use crate::koordlet::informer::States;
+use crate::koordlet::qos::batchresource::{container_values, normalization_ratio};
+use crate::koordlet::qos::suppress::pinned;
+use crate::os::Resource;
+
+/// Which hooks run (their feature gates).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    pub batch_resource: bool,
+    pub cpuset: bool,
+    pub group_identity: bool,
+}
+
+/// Values for a container; `None` leaves the runtime's value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerValues {
+    pub cpu_shares: Option<i64>,
+    pub cfs_quota: Option<i64>,
+    pub memory_limit: Option<i64>,
+    pub cpuset: Option<String>,
+}
+
+/// CPUs held by pods of the given classes (other than `except`).
+fn held(states: &States, classes: &[QoSClass], except: &str) -> BTreeSet<u32> {
+    states
+        .pods
+        .iter()
+        .filter(|p| p.uid != except && classes.contains(&pod_qos_class(&p.pod)))
+        .flat_map(|p| pinned(&p.pod))
+        .collect()
+}
+
+fn pool(online: &[u32], taken: &BTreeSet<u32>) -> Option<String> {
+    let free: Vec<u32> = online
+        .iter()
+        .copied()
+        .filter(|c| !taken.contains(c))
+        .collect();
+    (!free.is_empty()).then(|| cpuset::format(&free))
+}
+
+impl Rules {
+    pub fn container(
+        &self,
+        pod: &Pod,
+        container: &str,
+        states: &States,
+        online: &[u32],
+    ) -> ContainerValues {
+        let mut out = ContainerValues::default();
+        let qos = pod_qos_class_with_default(pod);
+        let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        let spec = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.iter().find(|c| c.name == container));
+        if self.batch_resource
+            && qos == QoSClass::Be
+            && let Some(c) = spec
+        {
+            let ratio = normalization_ratio(states.node.as_deref());
+            for (r, v) in container_values(c, ratio) {
+                match r {
+                    Resource::CpuShares => out.cpu_shares = Some(v),
+                    Resource::CfsQuota => out.cfs_quota = Some(v),
+                    Resource::MemoryLimit => out.memory_limit = Some(v),
+                    _ => {}
+                }
+            }
+        }
+        if self.cpuset {
+            out.cpuset = match qos {
+                QoSClass::Lse | QoSClass::Lsr => {
+                    let own = pinned(pod);
+                    (!own.is_empty()).then(|| cpuset::format(&own))
+                }
+                QoSClass::Ls => pool(online, &held(states, &[QoSClass::Lse, QoSClass::Lsr], uid)),
+                QoSClass::Be => pool(online, &held(states, &[QoSClass::Lse], uid)),
+                _ => None,
+            };
+        }
+        out
+    }
+
+    /// `cpu.bvt_warp_ns` for the pod's cgroup, when the NodeSLO sets one for its class.
+    pub fn bvt(&self, pod_qos: QoSClass, states: &States) -> Option<i64> {
+        if !self.group_identity {
+            return None;
+        }
+        let q = &states.slo().resource_qos;
+        let class = match pod_qos {
+            QoSClass::Lsr | QoSClass::Lse => q.lsr_class.as_ref(),
+            QoSClass::Ls => q.ls_class.as_ref(),
+            QoSClass::Be => q.be_class.as_ref(),
+            _ => None,
+        }?;
+        let cfg = class.cpu_qos.as_ref()?;
+        if cfg.enable != Some(true) {
+            return None;
+        }
+        cfg.cpu_qos.group_identity
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::koordlet::informer::PodMeta;
+    use crate::os::{Cgroups, Driver, Version};
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn pod(
+        uid: &str,
+        qos: &str,
+        annotations: serde_json::Value,
+        resources: serde_json::Value,
+    ) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": uid, "namespace": "d", "uid": uid,
+                         "labels": {"koordinator.sh/qosClass": qos}, "annotations": annotations},
+            "spec": {"containers": [{"name": "c", "resources": resources}]}}))
+        .unwrap()
+    }
+
+    fn states(pods: Vec<Pod>) -> States {
+        let cg = Cgroups::new("/r", Version::V1, Driver::Cgroupfs, "");
+        States {
+            pods: Arc::new(
+                pods.into_iter()
+                    .filter_map(|p| PodMeta::new(p, &cg))
+                    .collect(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    const ALL: Rules = Rules {
+        batch_resource: true,
+        cpuset: true,
+        group_identity: true,
+    };
+
+    #[test]
+    fn be_containers_get_batch_values_and_the_be_share_pool() {
+        let lse = pod(
+            "lse",
+            "LSE",
+            json!({"scheduling.koordinator.sh/resource-status": "{\"cpuset\":\"0-1\"}"}),
+            json!({}),
+        );
+        let lsr = pod(
+            "lsr",
+            "LSR",
+            json!({"scheduling.koordinator.sh/resource-status": "{\"cpuset\":\"2\"}"}),
+            json!({}),
+        );
+        let be = pod(
+            "be",
+            "BE",
+            json!({}),
+            json!({
+            "requests": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "256Mi"},
+            "limits": {"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "512Mi"}}),
+        );
+        let s = states(vec![lse.clone(), lsr.clone(), be.clone()]);
+        let online = [0, 1, 2, 3];
+        let v = ALL.container(&be, "c", &s, &online);
+        assert_eq!(v.cpu_shares, Some(512));
+        assert_eq!(v.cfs_quota, Some(100_000));
+        assert_eq!(v.memory_limit, Some(512 << 20));
+        assert_eq!(
+            v.cpuset.as_deref(),
+            Some("2-3"),
+            "BE shares LSR's CPUs, never LSE's"
+        );
+        let ls = pod("ls", "LS", json!({}), json!({}));
+        assert_eq!(
+            ALL.container(&ls, "c", &s, &online).cpuset.as_deref(),
+            Some("3")
+        );
+        assert_eq!(
+            ALL.container(&lse, "c", &s, &online).cpuset.as_deref(),
+            Some("0-1")
+        );
+        assert_eq!(
+            ALL.container(&ls, "c", &s, &online).cpu_shares,
+            None,
+            "LS keeps the kubelet's values"
+        );
+        let off = Rules {
+            batch_resource: false,
+            cpuset: false,
+            group_identity: false,
+        };
+        assert_eq!(
+            off.container(&be, "c", &s, &online),
+            ContainerValues::default()
+        );
+    }
+
+    #[test]
+    fn bvt_follows_the_nodeslo_only_where_cpu_qos_is_on() {
+        let slo: crate::api::slo::NodeSLO =
+            serde_json::from_value(json!({"metadata": {"name": "n"},
+            "spec": {"resourceQOSStrategy": {
+                "lsClass": {"cpuQOS": {"enable": true, "groupIdentity": 2}},
+                "beClass": {"cpuQOS": {"enable": true, "groupIdentity": -1}},
+                "lsrClass": {"cpuQOS": {"enable": false, "groupIdentity": 2}}}}}))
+            .unwrap();
+        let s = States {
+            node_slo: Some(Arc::new(slo)),
+            ..Default::default()
+        };
+        assert_eq!(ALL.bvt(QoSClass::Ls, &s), Some(2));
+        assert_eq!(ALL.bvt(QoSClass::Be, &s), Some(-1));
+        assert_eq!(ALL.bvt(QoSClass::Lsr, &s), None);
+        assert_eq!(ALL.bvt(QoSClass::Be, &States::default()), None);
+    }
+}

@@ -1,0 +1,198 @@
+//! RuntimeHookService as the koordlet serves it.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tonic::{Request, Response, Status};
+
+use super::rules::{ContainerValues, Rules};
+use crate::api::extension::qos::pod_qos_class_with_default;
+use crate::kernel::Shutdown;
+use crate::kernel::hookproto::runtime_hook_service_server::{
+    RuntimeHookService, RuntimeHookServiceServer,
+};
+use crate::kernel::hookproto::{
+    ContainerResourceHookRequest, ContainerResourceHookResponse, LinuxContainerResources,
+    PodSandboxHookRequest, PodSandboxHookResponse,
+};
+use crate::koordlet::informer::{Informer, PodMeta};
+use crate::os::{Cgroups, Resource};
+
+pub struct Hooks {
+    pub informer: Informer,
+    pub rules: Rules,
+    pub cgroups: Cgroups,
+    /// The node's online CPUs.
+    pub online: Vec<u32>,
+    bvt_missing: AtomicBool,
+}
+
+impl Hooks {
+    pub fn new(informer: Informer, rules: Rules, cgroups: Cgroups, online: Vec<u32>) -> Hooks {
+        Hooks {
+            informer,
+            rules,
+            cgroups,
+            online,
+            bvt_missing: AtomicBool::new(false),
+        }
+    }
+
+    fn pod(&self, uid: &str) -> Option<PodMeta> {
+        self.informer
+            .snapshot()
+            .pods
+            .iter()
+            .find(|p| p.uid == uid)
+            .cloned()
+    }
+
+    /// The container's resources with the hooks' values in (the proxy expects complete
+    /// resources back: cpusets are always replaced).
+    pub fn container_answer(
+        &self,
+        req: &ContainerResourceHookRequest,
+    ) -> Option<LinuxContainerResources> {
+        let uid = req.pod_meta.as_ref()?.uid.as_str();
+        let name = req.container_meta.as_ref()?.name.as_str();
+        let pod = self.pod(uid)?;
+        let states = self.informer.snapshot();
+        let v: ContainerValues = self.rules.container(&pod.pod, name, &states, &self.online);
+        let mut r = req.container_resources.clone().unwrap_or_default();
+        if let Some(s) = v.cpu_shares {
+            r.cpu_shares = s;
+        }
+        if let Some(q) = v.cfs_quota {
+            r.cpu_quota = q;
+            if r.cpu_period <= 0 {
+                r.cpu_period = 100_000;
+            }
+        }
+        if let Some(m) = v.memory_limit.filter(|m| *m > 0) {
+            r.memory_limit_in_bytes = m;
+        }
+        if let Some(c) = v.cpuset {
+            r.cpuset_cpus = c;
+        }
+        Some(r)
+    }
+
+    /// GroupIdentity: the pod cgroup's bvt, where the kernel has it.
+    fn set_bvt(&self, req: &PodSandboxHookRequest) {
+        let Some(uid) = req.pod_meta.as_ref().map(|m| m.uid.as_str()) else {
+            return;
+        };
+        let Some(pod) = self.pod(uid) else { return };
+        let states = self.informer.snapshot();
+        let Some(bvt) = self
+            .rules
+            .bvt(pod_qos_class_with_default(&pod.pod), &states)
+        else {
+            return;
+        };
+        let file = self.cgroups.file(Resource::BvtWarpNs, &pod.dir);
+        if !Path::new(&file).exists() {
+            if !self.bvt_missing.swap(true, Ordering::Relaxed) {
+                tracing::warn!(file = %file.display(), "GroupIdentity: this kernel has no cpu.bvt_warp_ns; bvt is not set");
+            }
+            return;
+        }
+        if let Err(e) = self
+            .cgroups
+            .write(Resource::BvtWarpNs, &pod.dir, &bvt.to_string())
+        {
+            tracing::warn!(pod = %pod.name, error = %e, "GroupIdentity: writing bvt failed");
+        }
+    }
+}
+
+type R<T> = Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl RuntimeHookService for Arc<Hooks> {
+    async fn pre_run_pod_sandbox_hook(
+        &self,
+        r: Request<PodSandboxHookRequest>,
+    ) -> R<PodSandboxHookResponse> {
+        self.set_bvt(r.get_ref());
+        Ok(Response::new(PodSandboxHookResponse::default()))
+    }
+    async fn post_stop_pod_sandbox_hook(
+        &self,
+        _r: Request<PodSandboxHookRequest>,
+    ) -> R<PodSandboxHookResponse> {
+        Ok(Response::new(PodSandboxHookResponse::default()))
+    }
+    async fn pre_create_container_hook(
+        &self,
+        r: Request<ContainerResourceHookRequest>,
+    ) -> R<ContainerResourceHookResponse> {
+        Ok(Response::new(ContainerResourceHookResponse {
+            container_resources: self.container_answer(r.get_ref()),
+            ..Default::default()
+        }))
+    }
+    async fn pre_start_container_hook(
+        &self,
+        _r: Request<ContainerResourceHookRequest>,
+    ) -> R<ContainerResourceHookResponse> {
+        Ok(Response::new(ContainerResourceHookResponse::default()))
+    }
+    async fn post_start_container_hook(
+        &self,
+        _r: Request<ContainerResourceHookRequest>,
+    ) -> R<ContainerResourceHookResponse> {
+        Ok(Response::new(ContainerResourceHookResponse::default()))
+    }
+    async fn post_stop_container_hook(
+        &self,
+        _r: Request<ContainerResourceHookRequest>,
+    ) -> R<ContainerResourceHookResponse> {
+        Ok(Response::new(ContainerResourceHookResponse::default()))
+    }
+    async fn pre_update_container_resources_hook(
+        &self,
+        r: Request<ContainerResourceHookRequest>,
+    ) -> R<ContainerResourceHookResponse> {
+        Ok(Response::new(ContainerResourceHookResponse {
+            container_resources: self.container_answer(r.get_ref()),
+            ..Default::default()
+        }))
+    }
+}
+
+/// Serves the hooks on `socket` until the process drains; the socket and the registration
+/// file are removed at the end.
+pub async fn serve(
+    cfg: super::Config,
+    hooks: Arc<Hooks>,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    if let Some(dir) = cfg.socket.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let _ = std::fs::remove_file(&cfg.socket);
+    let listener = tokio::net::UnixListener::bind(&cfg.socket).map_err(|e| {
+        anyhow::anyhow!("runtime hooks: listening on {}: {e}", cfg.socket.display())
+    })?;
+    let registered = super::register(&cfg);
+    tracing::info!(socket = %cfg.socket.display(), registered = ?registered, "koordlet runtime hook server listening");
+    let incoming = async_stream::stream! {
+        loop {
+            match listener.accept().await {
+                Ok((s, _)) => yield Ok::<_, std::io::Error>(s),
+                Err(e) => tracing::warn!(error = %e, "runtime hooks: accept failed"),
+            }
+        }
+    };
+    let served = tonic::transport::Server::builder()
+        .add_service(RuntimeHookServiceServer::new(hooks))
+        .serve_with_incoming_shutdown(incoming, async move { shutdown.draining().await })
+        .await;
+    if let Some(f) = registered {
+        let _ = std::fs::remove_file(f);
+    }
+    let _ = std::fs::remove_file(&cfg.socket);
+    served.map_err(Into::into)
+}
