@@ -410,13 +410,20 @@ async fn the_koordlets_hooks_give_be_containers_their_values_before_they_run() {
         koord::os::Driver::Cgroupfs,
         "",
     );
+    let ls = pod("uid-ls", "LS", serde_json::json!({}));
+    let slo: koord::api::slo::NodeSLO = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "n"},
+        "spec": {"resourceQOSStrategy": {"lsClass": {"cpuQOS": {"enable": true, "groupIdentity": 2}}}}
+    }))
+    .unwrap();
     let states = States {
         pods: Arc::new(
-            [lse, be]
+            [lse, be, ls]
                 .into_iter()
                 .filter_map(|p| PodMeta::new(p, &cg))
                 .collect(),
         ),
+        node_slo: Some(Arc::new(slo)),
         ..Default::default()
     };
     let rules = Rules {
@@ -505,6 +512,40 @@ async fn the_koordlets_hooks_give_be_containers_their_values_before_they_run() {
     let _ = rt
         .remove_pod_sandbox(cri::RemovePodSandboxRequest {
             pod_sandbox_id: sandbox,
+        })
+        .await;
+
+    // GroupIdentity: an LS pod's cgroup gets bvt 2 when its sandbox is created, where the
+    // kernel has cpu.bvt_warp_ns (Alibaba Cloud Linux); elsewhere the check is skipped.
+    let ls_cfg = sandbox_config(&ctrd, "uid-ls", "uid-ls", &logs);
+    let ls_sandbox = rt
+        .run_pod_sandbox(cri::RunPodSandboxRequest {
+            config: Some(ls_cfg.clone()),
+            runtime_handler: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_sandbox_id;
+    let parent = ls_cfg.linux.unwrap().cgroup_parent;
+    let bvt = Path::new("/sys/fs/cgroup/cpu")
+        .join(parent.trim_start_matches('/'))
+        .join("cpu.bvt_warp_ns");
+    match std::fs::read_to_string(&bvt) {
+        Ok(v) => assert_eq!(v.trim(), "2", "bvt of the LS pod"),
+        Err(_) => eprintln!(
+            "skipped the bvt check: this kernel has no cpu.bvt_warp_ns ({})",
+            bvt.display()
+        ),
+    }
+    let _ = rt
+        .stop_pod_sandbox(cri::StopPodSandboxRequest {
+            pod_sandbox_id: ls_sandbox.clone(),
+        })
+        .await;
+    let _ = rt
+        .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+            pod_sandbox_id: ls_sandbox,
         })
         .await;
     drop(proxy);

@@ -91,7 +91,13 @@ impl Hooks {
         else {
             return;
         };
-        let file = self.cgroups.file(Resource::BvtWarpNs, &pod.dir);
+        // The runtime's cgroup parent for the sandbox (cgroupfs paths); else where the
+        // kubelet puts pods.
+        let dir = match req.cgroup_parent.as_str() {
+            p if p.starts_with('/') => crate::os::CgroupDir::new(p),
+            _ => pod.dir.clone(),
+        };
+        let file = self.cgroups.file(Resource::BvtWarpNs, &dir);
         if !Path::new(&file).exists() {
             if !self.bvt_missing.swap(true, Ordering::Relaxed) {
                 tracing::warn!(file = %file.display(), "GroupIdentity: this kernel has no cpu.bvt_warp_ns; bvt is not set");
