@@ -262,7 +262,7 @@ impl Strategy for CpuBurst {
     }
 }
 
-fn record(
+pub(super) fn record(
     ctx: &QosCtx,
     strategy: &'static str,
     pod: &str,
@@ -455,6 +455,18 @@ pub fn registry(d: &Deps) -> Vec<(&'static str, Box<dyn Strategy>)> {
     vec![
         ("BECPUSuppress", Box::new(suppress) as Box<dyn Strategy>),
         ("BatchResource", Box::new(batchresource(ex()))),
+        (
+            "CPUSetAllocator",
+            Box::new(super::hookreconcile::Cpusets {
+                ex: ex(),
+                host: d.host.clone(),
+                online: Vec::new(),
+            }),
+        ),
+        (
+            "GroupIdentity",
+            Box::new(super::hookreconcile::Bvt { ex: ex() }),
+        ),
         ("CPUBurst", Box::new(CpuBurst::new(ex(), d.host.clone()))),
         ("CgroupReconcile", Box::new(CgReconcile { ex: ex() })),
         (

@@ -13,6 +13,7 @@ pub mod evict;
 pub mod evictloops;
 pub mod evictor;
 pub mod executor;
+pub mod hookreconcile;
 pub mod loops;
 pub mod memoryevict;
 pub mod pick;

@@ -1,0 +1,182 @@
+//! The runtime hooks' values kept on running containers (Koordinator's runtimehooks
+//! reconciler): CPUSetAllocator's cpusets and GroupIdentity's bvt, re-applied every few
+//! seconds, so pods that started before the koordlet, or before a NodeSLO or a pinned pod
+//! changed the answer, get them too. (BatchResource has its own reconciler.)
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+
+use super::executor::{Executor, Update};
+use super::loops::{QosCtx, record};
+use super::runner::{Round, Strategy};
+use crate::api::extension::qos::pod_qos_class_with_default;
+use crate::koordlet::informer::States;
+use crate::koordlet::runtimehooks::rules::Rules;
+use crate::os::system::Host;
+use crate::os::{CgroupDir, Resource};
+
+const EVERY: Duration = Duration::from_secs(5);
+
+/// CPUSetAllocator on running containers.
+pub struct Cpusets {
+    pub ex: Arc<Executor>,
+    pub host: Host,
+    pub online: Vec<u32>,
+}
+
+impl Strategy for Cpusets {
+    fn name(&self) -> &'static str {
+        "cpuset"
+    }
+
+    fn prepare(&mut self) -> bool {
+        self.online = self
+            .host
+            .cpu_topology()
+            .map(|t| t.iter().map(|c| c.id).collect())
+            .unwrap_or_default();
+        if self.online.is_empty() {
+            tracing::warn!("CPUSetAllocator: online CPUs unknown; cpusets are not reconciled");
+        }
+        !self.online.is_empty()
+    }
+
+    fn interval(&self) -> Duration {
+        EVERY
+    }
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        let rules = Rules {
+            batch_resource: false,
+            cpuset: true,
+            group_identity: false,
+        };
+        for pod in states.pods.iter() {
+            let updates: Vec<Update> = pod
+                .containers
+                .iter()
+                .filter_map(|c| {
+                    let v = rules.container(&pod.pod, &c.name, states, &self.online);
+                    Some(Update::new(Resource::CpusetCpus, c.dir.clone(), v.cpuset?))
+                })
+                .collect();
+            record(ctx, "cpuset", &pod.name, self.ex.leveled(&[updates]));
+        }
+        futures::future::ready(Round::DONE).boxed()
+    }
+}
+
+/// GroupIdentity on running pods, where the kernel has `cpu.bvt_warp_ns`.
+pub struct Bvt {
+    pub ex: Arc<Executor>,
+}
+
+impl Strategy for Bvt {
+    fn name(&self) -> &'static str {
+        "groupidentity"
+    }
+
+    fn prepare(&mut self) -> bool {
+        let probe = self
+            .ex
+            .cgroups()
+            .file(Resource::BvtWarpNs, &CgroupDir::new(""));
+        let here = probe.exists();
+        if !here {
+            tracing::warn!(file = %probe.display(), "GroupIdentity: this kernel has no cpu.bvt_warp_ns; bvt is not set");
+        }
+        here
+    }
+
+    fn interval(&self) -> Duration {
+        EVERY
+    }
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        let rules = Rules {
+            batch_resource: false,
+            cpuset: false,
+            group_identity: true,
+        };
+        for pod in states.pods.iter() {
+            let Some(bvt) = rules.bvt(pod_qos_class_with_default(&pod.pod), states) else {
+                continue;
+            };
+            let u = Update::new(Resource::BvtWarpNs, pod.dir.clone(), bvt.to_string());
+            record(ctx, "groupidentity", &pod.name, self.ex.leveled(&[vec![u]]));
+        }
+        futures::future::ready(Round::DONE).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::koordlet::informer::{Informer, PodMeta};
+    use crate::koordlet::metrics::KoordletMetrics;
+    use crate::koordlet::store::{MetricStore, StoreOptions};
+    use crate::os::{Cgroups, Driver, Version};
+    use serde_json::json;
+
+    #[test]
+    fn running_containers_get_their_pool_and_pinned_ones_their_cpus() {
+        let dir = tempfile::tempdir().unwrap();
+        let cg = Cgroups::new(dir.path(), Version::V1, Driver::Cgroupfs, "");
+        let pod = |uid: &str, qos: &str, ann: serde_json::Value| {
+            let p = serde_json::from_value(json!({
+                "metadata": {"name": uid, "namespace": "d", "uid": uid,
+                             "labels": {"koordinator.sh/qosClass": qos}, "annotations": ann},
+                "spec": {"containers": [{"name": "c"}]},
+                "status": {"qosClass": "BestEffort", "containerStatuses": [{"name": "c",
+                    "containerID": format!("containerd://{uid}c"), "image": "i", "imageID": "",
+                    "ready": true, "restartCount": 0}]}}))
+            .unwrap();
+            PodMeta::new(p, &cg).unwrap()
+        };
+        let lse = pod(
+            "lse",
+            "LSE",
+            json!({"scheduling.koordinator.sh/resource-status": "{\"cpuset\":\"0\"}"}),
+        );
+        let be = pod("be", "BE", json!({}));
+        for p in [&lse, &be] {
+            let d = dir.path().join("cpuset").join(p.containers[0].dir.as_str());
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("cpuset.cpus"), "0-3").unwrap();
+        }
+        let states = States {
+            pods: Arc::new(vec![lse.clone(), be.clone()]),
+            ..Default::default()
+        };
+        let ctx = QosCtx {
+            informer: Informer::fixed(states.clone()),
+            store: Arc::new(MetricStore::temporary(StoreOptions::default()).unwrap()),
+            metrics: KoordletMetrics::register(&crate::kernel::Metrics::new()),
+            shutdown: crate::kernel::Shutdown::new(),
+        };
+        let mut s = Cpusets {
+            ex: Arc::new(Executor::new(cg, Duration::from_secs(60))),
+            host: Host::new("/proc", "/sys"),
+            online: vec![0, 1, 2, 3],
+        };
+        futures::executor::block_on(s.tick(&ctx, &states));
+        let read = |p: &PodMeta| {
+            std::fs::read_to_string(
+                dir.path()
+                    .join("cpuset")
+                    .join(p.containers[0].dir.as_str())
+                    .join("cpuset.cpus"),
+            )
+            .unwrap()
+        };
+        assert_eq!(read(&lse).trim(), "0");
+        assert_eq!(
+            read(&be).trim(),
+            "1-3",
+            "the BE share pool leaves the LSE pod's CPU"
+        );
+    }
+}
