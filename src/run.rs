@@ -246,6 +246,20 @@ fn wire_koordlet_to_runtime(cfg: &mut Config, rt: &NodeRuntime) {
     if k.cgroup_driver.is_none() {
         k.cgroup_driver = Some(rt.cgroups().driver());
     }
+    // The node runtime calls the koordlet's hooks as koord-runtime-proxy would: both meet
+    // in the data dir instead of /var/run and /etc.
+    let defaults = crate::koordlet::runtimehooks::Config::default();
+    let data = &cfg.common.data_dir;
+    let hooks = &mut k.runtime_hooks;
+    if hooks.socket == defaults.socket {
+        hooks.socket = data.join("koordlet").join("koordlet.sock");
+    }
+    if hooks.hook_server_dir == defaults.hook_server_dir {
+        hooks.hook_server_dir = runtime
+            .hook_server_dir
+            .clone()
+            .unwrap_or_else(|| data.join("hookserver.d"));
+    }
 }
 
 /// The in-process control plane of `--embedded`.

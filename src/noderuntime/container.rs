@@ -21,6 +21,9 @@ pub enum LaunchError {
     Cgroup(#[from] CgroupError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// A runtime hook under `failure-policy: Fail` did not answer.
+    #[error("{0}")]
+    Hook(String),
 }
 
 impl LaunchError {
@@ -28,7 +31,7 @@ impl LaunchError {
     pub fn reason(&self) -> &'static str {
         match self {
             LaunchError::NoCommand(_) => "CreateContainerConfigError",
-            LaunchError::Cgroup(_) => "CreateContainerError",
+            LaunchError::Cgroup(_) | LaunchError::Hook(_) => "CreateContainerError",
             LaunchError::Io(_) => "RunContainerError",
         }
     }
@@ -124,6 +127,8 @@ pub struct LaunchSpec<'a> {
     pub log: &'a Path,
     pub node: &'a str,
     pub ip: &'a str,
+    /// What the runtime hooks changed (values, cpuset, envs).
+    pub hooked: &'a super::hooks::Hooked,
 }
 
 /// Creates the container's cgroup, applies its limits and starts its process in it.
@@ -136,7 +141,14 @@ pub fn launch(s: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
         .unwrap_or_else(|| s.pod_dir.join(&id));
     s.cgroups.create(&dir)?;
     let started = (|| {
-        apply_values(s.cgroups, &dir, &container_values(s.container))?;
+        let values = s
+            .hooked
+            .values
+            .unwrap_or_else(|| container_values(s.container));
+        apply_values(s.cgroups, &dir, &values)?;
+        if let Some(cpus) = &s.hooked.cpuset {
+            s.cgroups.write(Resource::CpusetCpus, &dir, cpus)?;
+        }
         if let Some(parent) = s.log.parent() {
             std::fs::create_dir_all(parent)?;
         }
@@ -147,7 +159,11 @@ pub fn launch(s: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
         let spec = Spawn {
             program,
             args,
-            env: env_of(s.container, s.pod, s.node, s.ip),
+            env: s
+                .hooked
+                .envs
+                .clone()
+                .unwrap_or_else(|| env_of(s.container, s.pod, s.node, s.ip)),
             cwd: s
                 .container
                 .working_dir

@@ -7,6 +7,7 @@
 pub mod checkpoint;
 pub mod container;
 pub mod exec;
+pub mod hooks;
 pub mod logstamp;
 pub mod resources;
 pub mod server;
@@ -52,6 +53,10 @@ pub struct Config {
     pub keep_pods_on_exit: bool,
     /// Grace given to pod processes when koord exits and does not keep them.
     pub exit_grace_seconds: u64,
+    /// Runtime hook servers to call at container creation, registered as for
+    /// koord-runtime-proxy (`*.json`); unset: `<data-dir>/hookserver.d`, where the embedded
+    /// koordlet registers.
+    pub hook_server_dir: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -63,6 +68,7 @@ impl Default for Config {
             cgroup_driver: None,
             cgroup_parent: String::new(),
             pods_addr: SocketAddr::from(([127, 0, 0, 1], 10255)),
+            hook_server_dir: None,
             restart_backoff_seconds: 10,
             max_restart_backoff_seconds: 300,
             keep_pods_on_exit: false,
@@ -111,6 +117,8 @@ pub struct Ctx {
     /// `<data-dir>/noderuntime`.
     pub dir: PathBuf,
     pub cfg: Config,
+    /// The hook servers called before a container starts.
+    pub hooks: Arc<crate::runtime_proxy::hooks::Hooks>,
     view: Mutex<BTreeMap<String, Value>>,
 }
 
@@ -206,7 +214,15 @@ impl NodeRuntime {
         let addr = listener
             .local_addr()
             .map_err(|e| StartError::Listen(cfg.pods_addr, e))?;
+        let hook_dir = cfg
+            .hook_server_dir
+            .clone()
+            .unwrap_or_else(|| data_dir.join("hookserver.d"));
+        if let Err(e) = std::fs::create_dir_all(&hook_dir) {
+            tracing::warn!(dir = %hook_dir.display(), error = %e, "runtime hook directory unavailable");
+        }
         let ctx = Arc::new(Ctx {
+            hooks: Arc::new(crate::runtime_proxy::hooks::Hooks::new(hook_dir)),
             client,
             proc_root: cfg.proc_root.clone(),
             cgroups,

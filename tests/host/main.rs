@@ -14,4 +14,5 @@ mod koordlet_qos;
 mod koordlet_qos_embedded;
 mod kubectl_day_one;
 mod noderuntime;
+mod noderuntime_hooks;
 mod runtime_proxy;

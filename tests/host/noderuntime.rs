@@ -19,15 +19,15 @@ use serde_json::{Value, json};
 
 const NODE: &str = "rt-node";
 
-struct Rt {
-    api: TestApi,
-    rt: Option<NodeRuntime>,
-    cfg: noderuntime::Config,
-    data: tempfile::TempDir,
-    pods: Api<Pod>,
+pub(crate) struct Rt {
+    pub(crate) api: TestApi,
+    pub(crate) rt: Option<NodeRuntime>,
+    pub(crate) cfg: noderuntime::Config,
+    pub(crate) data: tempfile::TempDir,
+    pub(crate) pods: Api<Pod>,
 }
 
-fn config(name: &str, keep: bool) -> noderuntime::Config {
+pub(crate) fn config(name: &str, keep: bool) -> noderuntime::Config {
     noderuntime::Config {
         cgroup_parent: format!("koord-test-{}-{name}", std::process::id()),
         pods_addr: "127.0.0.1:0".parse().unwrap(),
@@ -40,6 +40,11 @@ fn config(name: &str, keep: bool) -> noderuntime::Config {
 }
 
 async fn setup(name: &str, keep: bool) -> Option<Rt> {
+    setup_with(config(name, keep)).await
+}
+
+/// A runtime with this configuration (the data dir is the test's own).
+pub(crate) async fn setup_with(cfg: noderuntime::Config) -> Option<Rt> {
     if !is_root()
         || !std::path::Path::new("/sys/fs/cgroup/cpu").exists()
             && !std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
@@ -59,7 +64,6 @@ async fn setup(name: &str, keep: bool) -> Option<Rt> {
         kubelet_port: None,
     });
     let api = TestApi::start_with(opts).await;
-    let cfg = config(name, keep);
     let rt = NodeRuntime::start(cfg.clone(), api.client.clone(), NODE, data.path(), true)
         .await
         .expect("node runtime");
@@ -92,7 +96,7 @@ impl Rt {
         self.rt = Some(rt);
     }
 
-    async fn create(&self, pod: Value) -> Pod {
+    pub(crate) async fn create(&self, pod: Value) -> Pod {
         self.pods
             .create(
                 &PostParams::default(),
@@ -102,7 +106,7 @@ impl Rt {
             .unwrap()
     }
 
-    async fn wait(
+    pub(crate) async fn wait(
         &self,
         name: &str,
         what: &str,
@@ -141,7 +145,7 @@ impl Rt {
     }
 
     /// Stops the runtime and removes the test's kubepods tree, asserting no pod is left.
-    async fn finish(mut self) {
+    pub(crate) async fn finish(mut self) {
         if let Some(rt) = self.rt.take() {
             let cg = rt.cgroups().clone();
             rt.shutdown().await;
@@ -170,11 +174,11 @@ impl Rt {
     }
 }
 
-fn status(p: &Pod) -> k8s_openapi::api::core::v1::PodStatus {
+pub(crate) fn status(p: &Pod) -> k8s_openapi::api::core::v1::PodStatus {
     p.status.clone().unwrap_or_default()
 }
 
-fn phase(p: &Pod) -> String {
+pub(crate) fn phase(p: &Pod) -> String {
     status(p).phase.unwrap_or_default()
 }
 
@@ -185,7 +189,7 @@ fn container_id(p: &Pod) -> String {
         .unwrap_or_default()
 }
 
-fn pod(name: &str, policy: &str, script: &str, resources: Value) -> Value {
+pub(crate) fn pod(name: &str, policy: &str, script: &str, resources: Value) -> Value {
     json!({"metadata": {"name": name}, "spec": {"nodeName": NODE, "restartPolicy": policy, "terminationGracePeriodSeconds": 5,
         "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", format!("{script} # {}", marker())],
                         "resources": resources}]}})

@@ -24,8 +24,8 @@ use tonic::{Request, Response, Status};
 
 /// A hook server that gives every container BE-like values and records what it saw.
 #[derive(Clone, Default)]
-struct TestHooks {
-    calls: Arc<Mutex<Vec<String>>>,
+pub(crate) struct TestHooks {
+    pub(crate) calls: Arc<Mutex<Vec<String>>>,
 }
 
 impl TestHooks {
@@ -106,7 +106,7 @@ impl RuntimeHookService for TestHooks {
     }
 }
 
-fn serve_hooks(socket: &Path, hooks: TestHooks) -> tokio::task::JoinHandle<()> {
+pub(crate) fn serve_hooks(socket: &Path, hooks: TestHooks) -> tokio::task::JoinHandle<()> {
     let _ = std::fs::remove_file(socket);
     let listener = tokio::net::UnixListener::bind(socket).unwrap();
     tokio::spawn(async move {
@@ -124,7 +124,7 @@ fn serve_hooks(socket: &Path, hooks: TestHooks) -> tokio::task::JoinHandle<()> {
     })
 }
 
-fn register(dir: &Path, socket: &Path, policy: &str) {
+pub(crate) fn register(dir: &Path, socket: &Path, policy: &str) {
     std::fs::create_dir_all(dir).unwrap();
     let file = serde_json::json!({
         "remote-endpoint": format!("unix://{}", socket.display()),

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::Ctx;
 use super::checkpoint::{self, ContainerCheckpoint, PodCheckpoint};
-use super::container::{LaunchSpec, RUNTIME_SCHEME, apply_values, launch};
+use super::container::{LaunchError, LaunchSpec, RUNTIME_SCHEME, apply_values, launch};
 use super::logstamp::{STAMP_EVERY, Stamper};
 use super::resources::pod_values;
 use super::status::{ContainerView, PodFacts, State, pod_status};
@@ -197,7 +197,7 @@ impl Worker {
                 self.finalize().await;
                 return;
             }
-            self.start_due();
+            self.start_due().await;
             self.publish().await;
             let next = self
                 .slots
@@ -256,7 +256,7 @@ impl Worker {
             .all(|s| s.state.exit_code() == Some(0))
     }
 
-    fn start_due(&mut self) {
+    async fn start_due(&mut self) {
         if !self.sandbox_ready || self.deleting || self.init_failed {
             return;
         }
@@ -269,13 +269,13 @@ impl Worker {
                 .position(|s| s.init && s.state.exit_code() != Some(0))
                 && due(&self.slots[i])
             {
-                self.start(i);
+                self.start(i).await;
             }
             return;
         }
         for i in 0..self.slots.len() {
             if !self.slots[i].init && due(&self.slots[i]) {
-                self.start(i);
+                self.start(i).await;
             }
         }
     }
@@ -295,19 +295,40 @@ impl Worker {
             .join(format!("{}.log", slot.attempts))
     }
 
-    fn start(&mut self, i: usize) {
+    /// The runtime hooks' answer for container `i` (nothing when no hook server is
+    /// registered; an error only under `failure-policy: Fail`).
+    async fn hook(&self, i: usize) -> Result<super::hooks::Hooked, LaunchError> {
+        let c = &self.slots[i].spec;
+        let values = super::resources::container_values(c);
+        let env = super::container::env_of(c, &self.pod, &self.ctx.node, &self.ctx.ip);
+        super::hooks::pre_create(
+            &self.ctx.hooks,
+            &self.pod,
+            c,
+            &values,
+            &env,
+            self.pod_dir.as_str(),
+        )
+        .await
+        .map_err(|e| LaunchError::Hook(e.0))
+    }
+
+    async fn start(&mut self, i: usize) {
         let log = self.log_path(&self.slots[i]);
-        let spec = LaunchSpec {
-            cgroups: &self.ctx.cgroups,
-            proc_root: &self.ctx.proc_root,
-            pod: &self.pod,
-            pod_dir: &self.pod_dir,
-            container: &self.slots[i].spec,
-            log: &log,
-            node: &self.ctx.node,
-            ip: &self.ctx.ip,
+        let result = match self.hook(i).await {
+            Ok(hooked) => launch(&LaunchSpec {
+                cgroups: &self.ctx.cgroups,
+                proc_root: &self.ctx.proc_root,
+                pod: &self.pod,
+                pod_dir: &self.pod_dir,
+                container: &self.slots[i].spec,
+                log: &log,
+                node: &self.ctx.node,
+                ip: &self.ctx.ip,
+                hooked: &hooked,
+            }),
+            Err(e) => Err(e),
         };
-        let result = launch(&spec);
         self.attempt_seq += 1;
         let attempt = self.attempt_seq;
         let slot = &mut self.slots[i];
