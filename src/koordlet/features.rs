@@ -50,6 +50,6 @@ pub const KOORDLET_GATES: GateTable = GateTable {
         gate("TerwayQoS", false, false),
         gate("TCNetworkQoS", false, false),
         gate("Resctrl", false, false),
-        gate("OOMScoreAdj", false, false),
+        gate("OOMScoreAdj", false, true),
     ],
 };

@@ -113,13 +113,23 @@ impl Strategy for Bvt {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::koordlet::informer::{Informer, PodMeta};
     use crate::koordlet::metrics::KoordletMetrics;
     use crate::koordlet::store::{MetricStore, StoreOptions};
     use crate::os::{Cgroups, Driver, Version};
     use serde_json::json;
+
+    /// A QoS context over fixed states, for strategy tests.
+    pub(in crate::koordlet::qos) fn test_ctx(states: &States) -> QosCtx {
+        QosCtx {
+            informer: Informer::fixed(states.clone()),
+            store: Arc::new(MetricStore::temporary(StoreOptions::default()).unwrap()),
+            metrics: KoordletMetrics::register(&crate::kernel::Metrics::new()),
+            shutdown: crate::kernel::Shutdown::new(),
+        }
+    }
 
     #[test]
     fn running_containers_get_their_pool_and_pinned_ones_their_cpus() {
@@ -151,12 +161,7 @@ mod tests {
             pods: Arc::new(vec![lse.clone(), be.clone()]),
             ..Default::default()
         };
-        let ctx = QosCtx {
-            informer: Informer::fixed(states.clone()),
-            store: Arc::new(MetricStore::temporary(StoreOptions::default()).unwrap()),
-            metrics: KoordletMetrics::register(&crate::kernel::Metrics::new()),
-            shutdown: crate::kernel::Shutdown::new(),
-        };
+        let ctx = test_ctx(&states);
         let mut s = Cpusets {
             ex: Arc::new(Executor::new(cg, Duration::from_secs(60))),
             host: Host::new("/proc", "/sys"),

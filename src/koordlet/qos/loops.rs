@@ -467,6 +467,13 @@ pub fn registry(d: &Deps) -> Vec<(&'static str, Box<dyn Strategy>)> {
             "GroupIdentity",
             Box::new(super::hookreconcile::Bvt { ex: ex() }),
         ),
+        (
+            "OOMScoreAdj",
+            Box::new(super::oomscoreadj::OomScoreAdj {
+                ex: ex(),
+                proc_root: d.host.proc_root.clone(),
+            }),
+        ),
         ("CPUBurst", Box::new(CpuBurst::new(ex(), d.host.clone()))),
         ("CgroupReconcile", Box::new(CgReconcile { ex: ex() })),
         (

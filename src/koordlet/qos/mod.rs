@@ -16,6 +16,7 @@ pub mod executor;
 pub mod hookreconcile;
 pub mod loops;
 pub mod memoryevict;
+pub mod oomscoreadj;
 pub mod pick;
 pub mod resctrl;
 pub mod runner;
