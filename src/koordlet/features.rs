@@ -43,7 +43,7 @@ pub const KOORDLET_GATES: GateTable = GateTable {
         gate("HamiCoreVGPUMonitor", false, false),
         gate("PerCPUMetric", false, false),
         gate("NodeMetricPromMetrics", false, false),
-        gate("GPUEnvInject", false, false),
+        gate("GPUEnvInject", false, true),
         gate("RDMADeviceInject", false, false),
         gate("CPUNormalization", false, false),
         gate("CoreSched", false, false),

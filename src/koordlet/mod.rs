@@ -171,6 +171,8 @@ fn start_runtime_hooks(
         batch_resource: gates.enabled("BatchResource"),
         cpuset: gates.enabled("CPUSetAllocator"),
         group_identity: gates.enabled("GroupIdentity"),
+
+        gpu_env_inject: gates.enabled("GPUEnvInject"),
     };
     let online = host
         .cpu_topology()

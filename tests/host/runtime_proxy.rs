@@ -430,6 +430,8 @@ async fn the_koordlets_hooks_give_be_containers_their_values_before_they_run() {
         batch_resource: true,
         cpuset: true,
         group_identity: true,
+
+        gpu_env_inject: true,
     };
     let hooks = Arc::new(Hooks::new(
         Informer::fixed(states),
@@ -451,7 +453,12 @@ async fn the_koordlets_hooks_give_be_containers_their_values_before_they_run() {
     let mut rt = RuntimeServiceClient::new(koord::kernel::cri::unix_channel(socket));
     let logs = dir.path().join("logs-be");
     std::fs::create_dir_all(&logs).unwrap();
-    let cfg = sandbox_config(&ctrd, "uid-be", "uid-be", &logs);
+    let mut cfg = sandbox_config(&ctrd, "uid-be", "uid-be", &logs);
+    // GPUEnvInject reads the scheduler's allocation from the pod's annotations.
+    cfg.annotations.insert(
+        "scheduling.koordinator.sh/device-allocated".into(),
+        r#"{"gpu": [{"minor": 1}]}"#.into(),
+    );
     let sandbox = rt
         .run_pod_sandbox(cri::RunPodSandboxRequest {
             config: Some(cfg.clone()),
@@ -487,7 +494,7 @@ async fn the_koordlets_hooks_give_be_containers_their_values_before_they_run() {
         .await
         .unwrap();
     assert!(
-        wait_until(Duration::from_secs(10), || log_lines(&logs).len() >= 4),
+        wait_until(Duration::from_secs(10), || log_lines(&logs).len() >= 5),
         "{:?}",
         log_lines(&logs)
     );
@@ -504,6 +511,7 @@ async fn the_koordlets_hooks_give_be_containers_their_values_before_they_run() {
         seen[3], want,
         "the BE share pool: every CPU but the LSE pod's"
     );
+    assert_eq!(seen[4], "gpu=1", "GPUEnvInject from the device allocation");
     let _ = rt
         .stop_pod_sandbox(cri::StopPodSandboxRequest {
             pod_sandbox_id: sandbox.clone(),
@@ -556,4 +564,5 @@ async fn the_koordlets_hooks_give_be_containers_their_values_before_they_run() {
 /// cpu.shares, cfs_quota_us, memory limit and cpuset as the container sees them (cgroup v1).
 const BE_PROBE: &str = "cat /sys/fs/cgroup/cpu,cpuacct/cpu.shares 2>/dev/null || cat /sys/fs/cgroup/cpu/cpu.shares; \
     cat /sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us; \
-    cat /sys/fs/cgroup/memory/memory.limit_in_bytes; cat /sys/fs/cgroup/cpuset/cpuset.cpus; sleep 3600";
+    cat /sys/fs/cgroup/memory/memory.limit_in_bytes; cat /sys/fs/cgroup/cpuset/cpuset.cpus; \
+    echo gpu=$NVIDIA_VISIBLE_DEVICES; sleep 3600";

@@ -26,6 +26,7 @@ pub struct Rules {
     pub batch_resource: bool,
     pub cpuset: bool,
     pub group_identity: bool,
+    pub gpu_env_inject: bool,
 }
 
 /// Values for a container; `None` leaves the runtime's value.
@@ -99,6 +100,26 @@ impl Rules {
         out
     }
 
+    /// GPUEnvInject: `NVIDIA_VISIBLE_DEVICES` from the GPUs the scheduler allocated
+    /// (`scheduling.koordinator.sh/device-allocated`, `{"gpu": [{"minor": 0}, …]}`).
+    pub fn gpu_env(
+        &self,
+        pod_annotations: &std::collections::HashMap<String, String>,
+    ) -> Option<(String, String)> {
+        if !self.gpu_env_inject {
+            return None;
+        }
+        let raw = pod_annotations.get(crate::api::extension::keys::ANNOTATION_DEVICE_ALLOCATED)?;
+        let v: serde_json::Value = serde_json::from_str(raw).ok()?;
+        let minors: Vec<String> = v
+            .get("gpu")?
+            .as_array()?
+            .iter()
+            .filter_map(|d| d.get("minor")?.as_i64().map(|m| m.to_string()))
+            .collect();
+        (!minors.is_empty()).then(|| ("NVIDIA_VISIBLE_DEVICES".to_string(), minors.join(",")))
+    }
+
     /// `cpu.bvt_warp_ns` for the pod's cgroup, when the NodeSLO sets one for its class.
     pub fn bvt(&self, pod_qos: QoSClass, states: &States) -> Option<i64> {
         if !self.group_identity {
@@ -156,6 +177,8 @@ mod tests {
         batch_resource: true,
         cpuset: true,
         group_identity: true,
+
+        gpu_env_inject: true,
     };
 
     #[test]
@@ -209,6 +232,8 @@ mod tests {
             batch_resource: false,
             cpuset: false,
             group_identity: false,
+
+            gpu_env_inject: false,
         };
         assert_eq!(
             off.container(&be, "c", &s, &online),
@@ -233,5 +258,19 @@ mod tests {
         assert_eq!(ALL.bvt(QoSClass::Be, &s), Some(-1));
         assert_eq!(ALL.bvt(QoSClass::Lsr, &s), None);
         assert_eq!(ALL.bvt(QoSClass::Be, &States::default()), None);
+    }
+
+    #[test]
+    fn allocated_gpus_become_nvidia_visible_devices() {
+        let a: std::collections::HashMap<String, String> = [(
+            "scheduling.koordinator.sh/device-allocated".to_string(),
+            r#"{"gpu": [{"minor": 1, "resources": {"koordinator.sh/gpu-core": "100"}}, {"minor": 3}]}"#.to_string(),
+        )]
+        .into();
+        assert_eq!(
+            ALL.gpu_env(&a),
+            Some(("NVIDIA_VISIBLE_DEVICES".into(), "1,3".into()))
+        );
+        assert_eq!(ALL.gpu_env(&Default::default()), None);
     }
 }

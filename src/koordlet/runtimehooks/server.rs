@@ -78,6 +78,24 @@ impl Hooks {
         Some(r)
     }
 
+    /// The whole answer to a container hook: resources (see `container_answer`) and, with
+    /// GPUEnvInject, the container's envs plus `NVIDIA_VISIBLE_DEVICES` (envs are replaced
+    /// whole by the proxy, so the request's are echoed).
+    pub fn container_response(
+        &self,
+        req: &ContainerResourceHookRequest,
+    ) -> ContainerResourceHookResponse {
+        let mut resp = ContainerResourceHookResponse {
+            container_resources: self.container_answer(req),
+            ..Default::default()
+        };
+        if let Some((k, v)) = self.rules.gpu_env(&req.pod_annotations) {
+            resp.container_envs = req.container_envs.clone();
+            resp.container_envs.insert(k, v);
+        }
+        resp
+    }
+
     /// GroupIdentity: the pod cgroup's bvt, where the kernel has it.
     fn set_bvt(&self, req: &PodSandboxHookRequest) {
         let Some(uid) = req.pod_meta.as_ref().map(|m| m.uid.as_str()) else {
@@ -134,10 +152,7 @@ impl RuntimeHookService for Arc<Hooks> {
         &self,
         r: Request<ContainerResourceHookRequest>,
     ) -> R<ContainerResourceHookResponse> {
-        Ok(Response::new(ContainerResourceHookResponse {
-            container_resources: self.container_answer(r.get_ref()),
-            ..Default::default()
-        }))
+        Ok(Response::new(self.container_response(r.get_ref())))
     }
     async fn pre_start_container_hook(
         &self,
@@ -161,10 +176,7 @@ impl RuntimeHookService for Arc<Hooks> {
         &self,
         r: Request<ContainerResourceHookRequest>,
     ) -> R<ContainerResourceHookResponse> {
-        Ok(Response::new(ContainerResourceHookResponse {
-            container_resources: self.container_answer(r.get_ref()),
-            ..Default::default()
-        }))
+        Ok(Response::new(self.container_response(r.get_ref())))
     }
 }
 
