@@ -45,7 +45,7 @@ pub const KOORDLET_GATES: GateTable = GateTable {
         gate("NodeMetricPromMetrics", false, false),
         gate("GPUEnvInject", false, true),
         gate("RDMADeviceInject", false, false),
-        gate("CPUNormalization", false, false),
+        gate("CPUNormalization", false, true),
         gate("CoreSched", false, false),
         gate("TerwayQoS", false, false),
         gate("TCNetworkQoS", false, false),

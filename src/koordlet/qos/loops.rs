@@ -468,6 +468,14 @@ pub fn registry(d: &Deps) -> Vec<(&'static str, Box<dyn Strategy>)> {
             Box::new(super::hookreconcile::Bvt { ex: ex() }),
         ),
         (
+            "CPUNormalization",
+            Box::new(Reconcile {
+                ex: ex(),
+                name: "cpunormalization",
+                updates: super::cpunormalization::updates,
+            }),
+        ),
+        (
             "OOMScoreAdj",
             Box::new(super::oomscoreadj::OomScoreAdj {
                 ex: ex(),

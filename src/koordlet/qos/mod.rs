@@ -8,6 +8,7 @@ pub mod cfsquotaburst;
 pub mod cgreconcile;
 pub mod cpuburst;
 pub mod cpuevict;
+pub mod cpunormalization;
 pub mod cpusuppress;
 pub mod evict;
 pub mod evictloops;
