@@ -15,4 +15,5 @@ mod koordlet_qos_embedded;
 mod kubectl_day_one;
 mod noderuntime;
 mod noderuntime_hooks;
+mod runtime_hooks;
 mod runtime_proxy;

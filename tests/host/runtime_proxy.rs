@@ -135,7 +135,7 @@ pub(crate) fn register(dir: &Path, socket: &Path, policy: &str) {
     std::fs::write(dir.join("test.json"), file.to_string()).unwrap();
 }
 
-fn start_proxy(dir: &Path, backend: &Path, hook_dir: &Path) -> (Koord, PathBuf) {
+pub(crate) fn start_proxy(dir: &Path, backend: &Path, hook_dir: &Path) -> (Koord, PathBuf) {
     let socket = dir.join("proxy.sock");
     let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let koord = Koord::start(
@@ -165,7 +165,12 @@ fn start_proxy(dir: &Path, backend: &Path, hook_dir: &Path) -> (Koord, PathBuf) 
     (koord, socket)
 }
 
-fn sandbox_config(c: &Containerd, name: &str, uid: &str, logs: &Path) -> cri::PodSandboxConfig {
+pub(crate) fn sandbox_config(
+    c: &Containerd,
+    name: &str,
+    uid: &str,
+    logs: &Path,
+) -> cri::PodSandboxConfig {
     cri::PodSandboxConfig {
         metadata: Some(cri::PodSandboxMetadata {
             name: name.into(),
@@ -221,7 +226,7 @@ async fn create(
 }
 
 /// The container's log lines (CRI format: `<time> <stream> <tag> <line>`).
-fn log_lines(logs: &Path) -> Vec<String> {
+pub(crate) fn log_lines(logs: &Path) -> Vec<String> {
     std::fs::read_to_string(logs.join("work.log"))
         .unwrap_or_default()
         .lines()
@@ -361,111 +366,18 @@ async fn containers_get_hook_values_before_they_run_and_policies_hold() {
     drop(proxy);
 }
 
-/// The koordlet's own hook server (its real code; the pod list fixed instead of watched)
-/// behind the proxy: a BE container's batch cgroup values and its cpuset (the BE share
-/// pool: every CPU but the LSE pod's) are what it reads at its first instruction.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_koordlets_hooks_give_be_containers_their_values_before_they_run() {
-    use koord::koordlet::informer::{Informer, PodMeta, States};
-    use koord::koordlet::runtimehooks::{self, rules::Rules, server::Hooks};
-    let _cpu = common::cpu_exclusive();
-    let online: Vec<u32> = std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|s| koord::api::cpuset::parse(s.trim()).ok())
-        .unwrap_or_default();
-    if online.len() < 2 {
-        eprintln!("skipping: needs 2 CPUs to tell the BE share pool from all CPUs");
-        return;
-    }
-    let Some(ctrd) = Containerd::start("proxy-koordlet") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let hook_dir = dir.path().join("hookserver.d");
-    std::fs::create_dir_all(&hook_dir).unwrap();
-    let pod = |uid: &str, qos: &str, extra: serde_json::Value| -> k8s_openapi::api::core::v1::Pod {
-        let mut p = serde_json::json!({
-            "metadata": {"name": uid, "namespace": "default", "uid": uid,
-                         "labels": {"koordinator.sh/qosClass": qos}},
-            "spec": {"containers": [{"name": "work"}]}});
-        json_patch::merge(&mut p, &extra);
-        serde_json::from_value(p).unwrap()
-    };
-    let lse = pod(
-        "uid-lse",
-        "LSE",
-        serde_json::json!({"metadata": {"annotations": {
-        "scheduling.koordinator.sh/resource-status": "{\"cpuset\":\"0\"}"}}}),
-    );
-    let be = pod(
-        "uid-be",
-        "BE",
-        serde_json::json!({"spec": {"containers": [{"name": "work", "resources": {
-        "requests": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "64Mi"},
-        "limits": {"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "128Mi"}}}]}}),
-    );
-    let cg = koord::os::Cgroups::new(
-        "/sys/fs/cgroup",
-        koord::os::Version::V1,
-        koord::os::Driver::Cgroupfs,
-        "",
-    );
-    let ls = pod("uid-ls", "LS", serde_json::json!({}));
-    let slo: koord::api::slo::NodeSLO = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "n"},
-        "spec": {"resourceQOSStrategy": {"lsClass": {"cpuQOS": {"enable": true, "groupIdentity": 2}}}}
-    }))
-    .unwrap();
-    let states = States {
-        pods: Arc::new(
-            [lse, be, ls]
-                .into_iter()
-                .filter_map(|p| PodMeta::new(p, &cg))
-                .collect(),
-        ),
-        node_slo: Some(Arc::new(slo)),
-        ..Default::default()
-    };
-    let rules = Rules {
-        batch_resource: true,
-        cpuset: true,
-        group_identity: true,
-
-        gpu_env_inject: true,
-    };
-    let hooks = Arc::new(Hooks::new(
-        Informer::fixed(states),
-        rules,
-        cg,
-        online.clone(),
-    ));
-    let cfg = runtimehooks::Config {
-        socket: dir.path().join("koordlet.sock"),
-        hook_server_dir: hook_dir.clone(),
-        ..Default::default()
-    };
-    let shutdown = koord::kernel::Shutdown::new();
-    let server = tokio::spawn(runtimehooks::server::serve(cfg, hooks, shutdown.clone()));
-    assert!(wait_until(Duration::from_secs(10), || hook_dir
-        .join("koordlet.json")
-        .exists()));
-    let (proxy, socket) = start_proxy(dir.path(), &ctrd.socket, &hook_dir);
-    let mut rt = RuntimeServiceClient::new(koord::kernel::cri::unix_channel(socket));
-    let logs = dir.path().join("logs-be");
-    std::fs::create_dir_all(&logs).unwrap();
-    let mut cfg = sandbox_config(&ctrd, "uid-be", "uid-be", &logs);
-    // GPUEnvInject reads the scheduler's allocation from the pod's annotations.
-    cfg.annotations.insert(
-        "scheduling.koordinator.sh/device-allocated".into(),
-        r#"{"gpu": [{"minor": 1}]}"#.into(),
-    );
+/// Runs `probe` as container "work" in a new sandbox through `rt`; the sandbox id.
+pub(crate) async fn run_probe(
+    rt: &mut RuntimeServiceClient<Channel>,
+    cfg: &cri::PodSandboxConfig,
+    probe: &str,
+) -> Result<String, Status> {
     let sandbox = rt
         .run_pod_sandbox(cri::RunPodSandboxRequest {
             config: Some(cfg.clone()),
             runtime_handler: String::new(),
         })
-        .await
-        .unwrap_or_else(|e| panic!("RunPodSandbox: {e}\n{}", proxy.logs()))
+        .await?
         .into_inner()
         .pod_sandbox_id;
     let ctr = rt
@@ -480,89 +392,30 @@ async fn the_koordlets_hooks_give_be_containers_their_values_before_they_run() {
                     image: IMAGE.into(),
                     ..Default::default()
                 }),
-                command: vec!["/bin/sh".into(), "-c".into(), BE_PROBE.into()],
+                command: vec!["/bin/sh".into(), "-c".into(), probe.into()],
                 log_path: "work.log".into(),
                 ..Default::default()
             }),
             sandbox_config: Some(cfg.clone()),
         })
-        .await
-        .unwrap_or_else(|e| panic!("CreateContainer: {e}\n{}", proxy.logs()))
+        .await?
         .into_inner()
         .container_id;
     rt.start_container(cri::StartContainerRequest { container_id: ctr })
-        .await
-        .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || log_lines(&logs).len() >= 5),
-        "{:?}",
-        log_lines(&logs)
-    );
-    let seen = log_lines(&logs);
-    assert_eq!(seen[0], "512", "cpu.shares from batch-cpu 500");
-    assert_eq!(seen[1], "100000", "CFS quota from the batch-cpu limit 1000");
-    assert_eq!(
-        seen[2],
-        (128u64 << 20).to_string(),
-        "memory limit from batch-memory"
-    );
-    let want = koord::api::cpuset::format(&online[1..]);
-    assert_eq!(
-        seen[3], want,
-        "the BE share pool: every CPU but the LSE pod's"
-    );
-    assert_eq!(seen[4], "gpu=1", "GPUEnvInject from the device allocation");
-    let _ = rt
-        .stop_pod_sandbox(cri::StopPodSandboxRequest {
-            pod_sandbox_id: sandbox.clone(),
-        })
-        .await;
-    let _ = rt
-        .remove_pod_sandbox(cri::RemovePodSandboxRequest {
-            pod_sandbox_id: sandbox,
-        })
-        .await;
-
-    // GroupIdentity: an LS pod's cgroup gets bvt 2 when its sandbox is created, where the
-    // kernel has cpu.bvt_warp_ns (Alibaba Cloud Linux); elsewhere the check is skipped.
-    let ls_cfg = sandbox_config(&ctrd, "uid-ls", "uid-ls", &logs);
-    let ls_sandbox = rt
-        .run_pod_sandbox(cri::RunPodSandboxRequest {
-            config: Some(ls_cfg.clone()),
-            runtime_handler: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .pod_sandbox_id;
-    let parent = ls_cfg.linux.unwrap().cgroup_parent;
-    let bvt = Path::new("/sys/fs/cgroup/cpu")
-        .join(parent.trim_start_matches('/'))
-        .join("cpu.bvt_warp_ns");
-    match std::fs::read_to_string(&bvt) {
-        Ok(v) => assert_eq!(v.trim(), "2", "bvt of the LS pod"),
-        Err(_) => eprintln!(
-            "skipped the bvt check: this kernel has no cpu.bvt_warp_ns ({})",
-            bvt.display()
-        ),
-    }
-    let _ = rt
-        .stop_pod_sandbox(cri::StopPodSandboxRequest {
-            pod_sandbox_id: ls_sandbox.clone(),
-        })
-        .await;
-    let _ = rt
-        .remove_pod_sandbox(cri::RemovePodSandboxRequest {
-            pod_sandbox_id: ls_sandbox,
-        })
-        .await;
-    drop(proxy);
-    shutdown.begin_drain();
-    let _ = server.await;
+        .await?;
+    Ok(sandbox)
 }
 
-/// cpu.shares, cfs_quota_us, memory limit and cpuset as the container sees them (cgroup v1).
-const BE_PROBE: &str = "cat /sys/fs/cgroup/cpu,cpuacct/cpu.shares 2>/dev/null || cat /sys/fs/cgroup/cpu/cpu.shares; \
-    cat /sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us; \
-    cat /sys/fs/cgroup/memory/memory.limit_in_bytes; cat /sys/fs/cgroup/cpuset/cpuset.cpus; \
-    echo gpu=$NVIDIA_VISIBLE_DEVICES; sleep 3600";
+/// Stops and removes a sandbox (best effort).
+pub(crate) async fn remove_sandbox(rt: &mut RuntimeServiceClient<Channel>, id: &str) {
+    let _ = rt
+        .stop_pod_sandbox(cri::StopPodSandboxRequest {
+            pod_sandbox_id: id.into(),
+        })
+        .await;
+    let _ = rt
+        .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+            pod_sandbox_id: id.into(),
+        })
+        .await;
+}
