@@ -154,7 +154,9 @@ fn run_examples(dir: &std::path::Path, koord: &Koord) {
     }
     let started = std::time::Instant::now();
     // Polled every 2 s: kubectl itself costs CPU, and a busy node has no batch capacity.
-    let running = wait_until(Duration::from_secs(60), || {
+    // Usually ~10 s; up to 80 s covers a first NodeMetric report taken while the machine
+    // was busy (too little batch capacity) and the next one, 60 s later.
+    let running = wait_until(Duration::from_secs(80), || {
         std::thread::sleep(Duration::from_secs(2));
         let out = kubectl(dir, &["get", "pods", "-o", "wide"], None).unwrap_or_default();
         ["ls-cpu-loop", "be-cpu-loop"].iter().all(|p| {
