@@ -23,7 +23,7 @@ pub struct Hooked {
 }
 
 fn map(m: Option<&std::collections::BTreeMap<String, String>>) -> HashMap<String, String> {
-    m.map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+    m.map(crate::runtime_proxy::service::to_map)
         .unwrap_or_default()
 }
 

@@ -31,7 +31,7 @@ fn failed(e: HookFailed) -> Status {
     Status::internal(e.0)
 }
 
-fn to_map(
+pub(crate) fn to_map(
     m: &std::collections::BTreeMap<String, String>,
 ) -> std::collections::HashMap<String, String> {
     m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()

@@ -10,8 +10,28 @@ use std::time::Duration;
 use common::{Koord, free_port, http_get, wait_until};
 
 fn start(dir: &std::path::Path, api: u16, admin: SocketAddr) -> Koord {
-    let parent = format!("koord-test-{}-embedded", std::process::id());
+    start_with(dir, api, admin, "embedded", &[])
+}
+
+/// `koord --role=all --embedded` with its node runtime under a cgroup parent named after
+/// `name`, plus `envs`.
+pub(crate) fn start_with(
+    dir: &std::path::Path,
+    api: u16,
+    admin: SocketAddr,
+    name: &str,
+    envs: &[(&str, &str)],
+) -> Koord {
+    let parent = format!("koord-test-{}-{name}", std::process::id());
     let pods = format!("127.0.0.1:{}", free_port());
+    let mut all = vec![
+        (
+            "KOORD_EMBEDDED__NODE_RUNTIME__CGROUP_PARENT",
+            parent.as_str(),
+        ),
+        ("KOORD_EMBEDDED__NODE_RUNTIME__PODS_ADDR", pods.as_str()),
+    ];
+    all.extend_from_slice(envs);
     Koord::start(
         &[
             "--role=all",
@@ -25,13 +45,7 @@ fn start(dir: &std::path::Path, api: u16, admin: SocketAddr) -> Koord {
             "--node-name",
             "koord-node",
         ],
-        &[
-            (
-                "KOORD_EMBEDDED__NODE_RUNTIME__CGROUP_PARENT",
-                parent.as_str(),
-            ),
-            ("KOORD_EMBEDDED__NODE_RUNTIME__PODS_ADDR", pods.as_str()),
-        ],
+        &all,
         dir,
     )
 }

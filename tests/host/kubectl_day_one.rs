@@ -7,7 +7,7 @@ use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -313,34 +313,6 @@ fn tops_explains_and_can_i(k: &Kubectl) {
     assert_eq!(k.ok(&["auth", "can-i", "create", "pods"]).trim(), "yes");
 }
 
-fn start(dir: &Path, api: u16, admin: SocketAddr) -> common::Koord {
-    let parent = format!("koord-test-{}-dayone", std::process::id());
-    let pods = format!("127.0.0.1:{}", free_port());
-    common::Koord::start(
-        &[
-            "--role=all",
-            "--embedded",
-            "--embedded-addr",
-            &format!("127.0.0.1:{api}"),
-            "--admin-addr",
-            &admin.to_string(),
-            "--data-dir",
-            dir.to_str().unwrap(),
-            "--node-name",
-            "koord-node",
-        ],
-        &[
-            (
-                "KOORD_EMBEDDED__NODE_RUNTIME__CGROUP_PARENT",
-                parent.as_str(),
-            ),
-            ("KOORD_EMBEDDED__NODE_RUNTIME__PODS_ADDR", pods.as_str()),
-            ("KOORD_KOORDLET__REPORTER__MIN_REPORT_INTERVAL_SECONDS", "5"),
-        ],
-        dir,
-    )
-}
-
 const FAST_REPORTS: &str = r#"apiVersion: v1
 kind: ConfigMap
 metadata: {name: slo-controller-config, namespace: koordinator-system}
@@ -367,7 +339,13 @@ fn kubectl_day_one_against_embedded_koord() {
     let _cpu = common::cpu_exclusive();
     let dir = tempfile::tempdir().unwrap();
     let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let koord = start(dir.path(), free_port(), admin);
+    let koord = super::embedded::start_with(
+        dir.path(),
+        free_port(),
+        admin,
+        "dayone",
+        &[("KOORD_KOORDLET__REPORTER__MIN_REPORT_INTERVAL_SECONDS", "5")],
+    );
     let ready = wait_until(Duration::from_secs(30), || {
         http_get(admin, "/readyz").is_some_and(|(s, _)| s == 200)
     });

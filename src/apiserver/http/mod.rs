@@ -240,7 +240,7 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
     let accept = negotiate::accept_of(&req);
     let result = match routed {
         Ok(Routed::Done(resp)) => return resp,
-        Ok(Routed::Resource(rr)) => dispatch(&state, rr, req, &query).await,
+        Ok(Routed::Resource(rr)) => dispatch(&state, rr, req, &query, accept.as_deref()).await,
         Err(err) => Err(err),
     };
     // A write is answered once it is on disk (with whatever else committed meanwhile).
@@ -319,15 +319,10 @@ async fn dispatch(
     rr: ResourceRequest,
     req: Request<Incoming>,
     q: &Query,
+    accept: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
     let method = req.method().clone();
     let sub = rr.subresource.clone();
-    let accept = req
-        .headers()
-        .get(hyper::header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let accept = accept.as_deref();
     if rr.info.is_review() {
         return match (&method, rr.name.is_some()) {
             (&Method::POST, false) => subresource::review(&rr, req).await,

@@ -91,14 +91,8 @@ pub async fn serve(
     }
     let dry = dry_run(q, "UpdateOptions")?;
     let m = super::write::manager(rr, &req, q)?;
-    let ct = req
-        .headers()
-        .get(hyper::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json")
-        .to_string();
-    let kind = PatchType::from_content_type(&ct);
     let (ct, bytes) = body_bytes(req).await?;
+    let kind = PatchType::from_content_type(&ct);
     let put = match method {
         Method::PUT => Some(parse_object(&ct, bytes.clone()).await?),
         _ => None,

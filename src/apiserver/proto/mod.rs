@@ -85,16 +85,18 @@ pub fn decode(bytes: &[u8]) -> Result<Value, String> {
     let k = pool::kube();
     let unknown = DynamicMessage::decode(k.named(UNKNOWN), body)
         .map_err(|e| format!("decoding the protobuf envelope: {e}"))?;
-    let json = transcode::to_json(&unknown);
-    let api_version = json
-        .pointer("/typeMeta/apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let kind = json
-        .pointer("/typeMeta/kind")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if let Some(enc) = json.get("contentEncoding").and_then(Value::as_str) {
+    // Read the envelope's fields directly: turning it into JSON would base64 the object.
+    let text = |m: &DynamicMessage, f: &str| match m.get_field_by_name(f).as_deref() {
+        Some(Pv::String(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let (api_version, kind) = match unknown.get_field_by_name("typeMeta").as_deref() {
+        Some(Pv::Message(tm)) => (text(tm, "apiVersion"), text(tm, "kind")),
+        _ => (String::new(), String::new()),
+    };
+    let (api_version, kind) = (api_version.as_str(), kind.as_str());
+    let enc = text(&unknown, "contentEncoding");
+    if !enc.is_empty() {
         return Err(format!("unsupported protobuf content encoding {enc:?}"));
     }
     let desc = message_for(api_version, kind)

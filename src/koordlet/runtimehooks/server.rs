@@ -16,7 +16,7 @@ use crate::kernel::hookproto::{
     ContainerResourceHookRequest, ContainerResourceHookResponse, LinuxContainerResources,
     PodSandboxHookRequest, PodSandboxHookResponse,
 };
-use crate::koordlet::informer::{Informer, PodMeta};
+use crate::koordlet::informer::{Informer, PodMeta, States};
 use crate::os::{Cgroups, Resource};
 
 pub struct Hooks {
@@ -39,13 +39,11 @@ impl Hooks {
         }
     }
 
-    fn pod(&self, uid: &str) -> Option<PodMeta> {
-        self.informer
-            .snapshot()
-            .pods
-            .iter()
-            .find(|p| p.uid == uid)
-            .cloned()
+    /// The node state and the pod with this uid in it (one snapshot for both).
+    fn pod(&self, uid: &str) -> Option<(States, PodMeta)> {
+        let states = self.informer.snapshot();
+        let pod = states.pods.iter().find(|p| p.uid == uid).cloned()?;
+        Some((states, pod))
     }
 
     /// The container's resources with the hooks' values in (the proxy expects complete
@@ -56,8 +54,7 @@ impl Hooks {
     ) -> Option<LinuxContainerResources> {
         let uid = req.pod_meta.as_ref()?.uid.as_str();
         let name = req.container_meta.as_ref()?.name.as_str();
-        let pod = self.pod(uid)?;
-        let states = self.informer.snapshot();
+        let (states, pod) = self.pod(uid)?;
         let v: ContainerValues = self.rules.container(&pod.pod, name, &states, &self.online);
         let mut r = req.container_resources.clone().unwrap_or_default();
         if let Some(s) = v.cpu_shares {
@@ -101,8 +98,9 @@ impl Hooks {
         let Some(uid) = req.pod_meta.as_ref().map(|m| m.uid.as_str()) else {
             return;
         };
-        let Some(pod) = self.pod(uid) else { return };
-        let states = self.informer.snapshot();
+        let Some((states, pod)) = self.pod(uid) else {
+            return;
+        };
         let Some(bvt) = self
             .rules
             .bvt(pod_qos_class_with_default(&pod.pod), &states)
