@@ -171,19 +171,16 @@ fn start_runtime_hooks(
         batch_resource: gates.enabled("BatchResource"),
         cpuset: gates.enabled("CPUSetAllocator"),
         group_identity: gates.enabled("GroupIdentity"),
-
         gpu_env_inject: gates.enabled("GPUEnvInject"),
+        rdma_device_inject: gates.enabled("RDMADeviceInject"),
     };
     let online = host
         .cpu_topology()
         .map(|t| t.iter().map(|c| c.id).collect())
         .unwrap_or_default();
-    let hooks = Arc::new(runtimehooks::server::Hooks::new(
-        informer,
-        rules,
-        cgroups.clone(),
-        online,
-    ));
+    let mut hooks = runtimehooks::server::Hooks::new(informer, rules, cgroups.clone(), online);
+    hooks.device_roots.sys = host.sys_root.clone();
+    let hooks = Arc::new(hooks);
     let (hc, shutdown) = (cfg.runtime_hooks.clone(), ctx.shutdown.clone());
     ctx.tasks.spawn("koordlet/runtime-hooks", async move {
         if let Err(e) = runtimehooks::server::serve(hc, hooks, shutdown).await {

@@ -4,6 +4,7 @@
 //! resource limits and allocator tuning).
 
 pub mod cgroup;
+pub mod coresched;
 pub mod parse;
 pub mod process;
 

@@ -72,6 +72,15 @@ pub fn create_container(
             })
             .collect();
     }
+    for d in &answer.container_devices {
+        if !config.devices.iter().any(|x| x.container_path == d.path) {
+            config.devices.push(cri::Device {
+                container_path: d.path.clone(),
+                host_path: d.path.clone(),
+                permissions: "rwm".into(),
+            });
+        }
+    }
     if !answer.pod_cgroup_parent.is_empty() {
         let sandbox = req.sandbox_config.get_or_insert_with(Default::default);
         sandbox
@@ -125,5 +134,36 @@ mod tests {
         assert_eq!(r.cpuset_cpus, "", "cpusets are always replaced");
         assert_eq!(r.oom_score_adj, 5, "out of range: kept");
         assert_eq!(to_cri(&to_hook(&r)), r);
+    }
+
+    #[test]
+    fn hook_devices_join_the_containers_devices_once() {
+        let mut req = cri::CreateContainerRequest::default();
+        let dev = |p: &str| proto::LinuxDevice {
+            path: p.into(),
+            r#type: "c".into(),
+            major: 231,
+            minor: 64,
+            file_mode: 0o666,
+        };
+        let answer = proto::ContainerResourceHookResponse {
+            container_devices: vec![
+                dev("/dev/infiniband/rdma_cm"),
+                dev("/dev/infiniband/uverbs0"),
+            ],
+            ..Default::default()
+        };
+        create_container(&mut req, &answer);
+        create_container(&mut req, &answer);
+        let devs = &req.config.unwrap().devices;
+        assert_eq!(devs.len(), 2);
+        assert_eq!(
+            (
+                devs[1].host_path.as_str(),
+                devs[1].container_path.as_str(),
+                devs[1].permissions.as_str()
+            ),
+            ("/dev/infiniband/uverbs0", "/dev/infiniband/uverbs0", "rwm")
+        );
     }
 }

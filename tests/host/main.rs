@@ -7,6 +7,7 @@ mod common;
 
 mod embedded;
 mod koordlet_cgroup;
+mod koordlet_coresched;
 mod koordlet_embedded;
 mod koordlet_evict;
 mod koordlet_evict_cri;

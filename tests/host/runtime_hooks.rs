@@ -95,6 +95,7 @@ async fn the_koordlets_hooks_give_be_containers_their_values_before_they_run() {
         cpuset: true,
         group_identity: true,
         gpu_env_inject: true,
+        rdma_device_inject: true,
     };
     let hooks = Arc::new(Hooks::new(
         Informer::fixed(states),

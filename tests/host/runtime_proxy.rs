@@ -64,6 +64,14 @@ impl RuntimeHookService for TestHooks {
         self.record("PreCreateContainer", req.pod_meta.as_ref());
         let mut envs = req.container_envs.clone();
         envs.insert("HOOKED".into(), "yes".into());
+        let devices = spare_device()
+            .map(|p| proto::LinuxDevice {
+                path: p.into(),
+                r#type: "c".into(),
+                ..Default::default()
+            })
+            .into_iter()
+            .collect();
         let mut res = req.container_resources.unwrap_or_default();
         res.cpu_shares = 2;
         res.cpu_period = 100_000;
@@ -73,6 +81,7 @@ impl RuntimeHookService for TestHooks {
         Ok(Response::new(proto::ContainerResourceHookResponse {
             container_resources: Some(res),
             container_envs: envs,
+            container_devices: devices,
             ..Default::default()
         }))
     }
@@ -194,9 +203,25 @@ pub(crate) fn sandbox_config(
     }
 }
 
-/// What the container prints at its first instruction: its cpu.shares, cpuset and $HOOKED.
-const PROBE: &str = "cat /sys/fs/cgroup/cpu,cpuacct/cpu.shares 2>/dev/null || cat /sys/fs/cgroup/cpu/cpu.shares 2>/dev/null || cat /sys/fs/cgroup/cpu.weight; \
-                     cat /sys/fs/cgroup/cpuset/cpuset.cpus 2>/dev/null || cat /sys/fs/cgroup/cpuset.cpus; echo env=$HOOKED; sleep 3600";
+/// A host character device that runc does not give containers by default, for the hook's
+/// `container_devices` (koord's RDMADeviceInject path) to add.
+fn spare_device() -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    ["/dev/loop-control", "/dev/cpu_dma_latency", "/dev/kmsg"]
+        .into_iter()
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.file_type().is_char_device()))
+}
+
+/// What the container prints at its first instruction: its cpu.shares, cpuset, $HOOKED and
+/// whether the hook's device is there.
+fn probe() -> String {
+    let dev = spare_device().unwrap_or("/dev/none");
+    format!(
+        "cat /sys/fs/cgroup/cpu,cpuacct/cpu.shares 2>/dev/null || cat /sys/fs/cgroup/cpu/cpu.shares 2>/dev/null || cat /sys/fs/cgroup/cpu.weight; \
+         cat /sys/fs/cgroup/cpuset/cpuset.cpus 2>/dev/null || cat /sys/fs/cgroup/cpuset.cpus; echo env=$HOOKED; \
+         test -c {dev} && echo dev=yes || echo dev=no; sleep 3600"
+    )
+}
 
 async fn create(
     rt: &mut RuntimeServiceClient<Channel>,
@@ -215,7 +240,7 @@ async fn create(
                 image: IMAGE.into(),
                 ..Default::default()
             }),
-            command: vec!["/bin/sh".into(), "-c".into(), PROBE.into()],
+            command: vec!["/bin/sh".into(), "-c".into(), probe()],
             log_path: "work.log".into(),
             ..Default::default()
         }),
@@ -271,7 +296,7 @@ async fn containers_get_hook_values_before_they_run_and_policies_hold() {
     .await
     .unwrap();
     assert!(
-        wait_until(Duration::from_secs(10), || log_lines(&logs).len() >= 3),
+        wait_until(Duration::from_secs(10), || log_lines(&logs).len() >= 4),
         "{:?}",
         log_lines(&logs)
     );
@@ -282,6 +307,10 @@ async fn containers_get_hook_values_before_they_run_and_policies_hold() {
     );
     assert_eq!(seen[1], "0", "cpuset from the hook");
     assert_eq!(seen[2], "env=yes", "env from the hook");
+    match spare_device() {
+        Some(d) => assert_eq!(seen[3], "dev=yes", "{d} from the hook's container_devices"),
+        None => eprintln!("skipping the device check: no spare character device on this host"),
+    }
     let status = rt
         .pod_sandbox_status(cri::PodSandboxStatusRequest {
             pod_sandbox_id: sandbox.clone(),

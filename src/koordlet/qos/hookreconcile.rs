@@ -53,8 +53,8 @@ impl Strategy for Cpusets {
             batch_resource: false,
             cpuset: true,
             group_identity: false,
-
             gpu_env_inject: false,
+            rdma_device_inject: false,
         };
         for pod in states.pods.iter() {
             let updates: Vec<Update> = pod
@@ -102,8 +102,8 @@ impl Strategy for Bvt {
             batch_resource: false,
             cpuset: false,
             group_identity: true,
-
-            gpu_env_inject: true,
+            gpu_env_inject: false,
+            rdma_device_inject: false,
         };
         for pod in states.pods.iter() {
             let Some(bvt) = rules.bvt(pod_qos_class_with_default(&pod.pod), states) else {

@@ -476,6 +476,14 @@ pub fn registry(d: &Deps) -> Vec<(&'static str, Box<dyn Strategy>)> {
             }),
         ),
         (
+            "CoreSched",
+            Box::new(super::coresched::CoreSched::new(
+                ex(),
+                d.host.proc_root.clone(),
+                Arc::new(crate::os::coresched::Prctl),
+            )),
+        ),
+        (
             "OOMScoreAdj",
             Box::new(super::oomscoreadj::OomScoreAdj {
                 ex: ex(),

@@ -5,6 +5,7 @@
 //! values, see `rules`), so a container has them before its first instruction. The QoS
 //! loops keep re-applying the same values to running containers (the reconciler).
 
+pub mod rdma;
 pub mod rules;
 pub mod server;
 

@@ -27,6 +27,7 @@ pub struct Rules {
     pub cpuset: bool,
     pub group_identity: bool,
     pub gpu_env_inject: bool,
+    pub rdma_device_inject: bool,
 }
 
 /// Values for a container; `None` leaves the runtime's value.
@@ -120,23 +121,28 @@ impl Rules {
         (!minors.is_empty()).then(|| ("NVIDIA_VISIBLE_DEVICES".to_string(), minors.join(",")))
     }
 
-    /// `cpu.bvt_warp_ns` for the pod's cgroup, when the NodeSLO sets one for its class.
+    /// `cpu.bvt_warp_ns` for the pod's cgroup once a NodeSLO is known: its class's
+    /// `groupIdentity` where cpuQOS is on under the groupIdentity policy, else 0 (a reset,
+    /// as Koordinator: switching cpuQOS off or to coreSched must undo earlier values).
     pub fn bvt(&self, pod_qos: QoSClass, states: &States) -> Option<i64> {
         if !self.group_identity {
             return None;
         }
+        states.node_slo.as_ref()?;
         let q = &states.slo().resource_qos;
         let class = match pod_qos {
-            QoSClass::Lsr | QoSClass::Lse => q.lsr_class.as_ref(),
-            QoSClass::Ls => q.ls_class.as_ref(),
-            QoSClass::Be => q.be_class.as_ref(),
-            _ => None,
-        }?;
-        let cfg = class.cpu_qos.as_ref()?;
-        if cfg.enable != Some(true) {
-            return None;
+            QoSClass::Lsr | QoSClass::Lse => &q.lsr_class,
+            QoSClass::Ls => &q.ls_class,
+            QoSClass::Be => &q.be_class,
+            _ => return None,
+        };
+        let policy = q.policies.as_ref().and_then(|p| p.cpu_policy.as_deref());
+        let on = matches!(policy, None | Some("") | Some("groupIdentity"));
+        let cfg = class.as_ref().and_then(|c| c.cpu_qos.as_ref());
+        match cfg {
+            Some(c) if on && c.enable == Some(true) => Some(c.cpu_qos.group_identity.unwrap_or(0)),
+            _ => Some(0),
         }
-        cfg.cpu_qos.group_identity
     }
 }
 
@@ -179,6 +185,8 @@ mod tests {
         group_identity: true,
 
         gpu_env_inject: true,
+
+        rdma_device_inject: true,
     };
 
     #[test]
@@ -234,6 +242,8 @@ mod tests {
             group_identity: false,
 
             gpu_env_inject: false,
+
+            rdma_device_inject: false,
         };
         assert_eq!(
             off.container(&be, "c", &s, &online),
@@ -242,7 +252,7 @@ mod tests {
     }
 
     #[test]
-    fn bvt_follows_the_nodeslo_only_where_cpu_qos_is_on() {
+    fn bvt_follows_the_nodeslo_and_resets_where_cpu_qos_is_off() {
         let slo: crate::api::slo::NodeSLO =
             serde_json::from_value(json!({"metadata": {"name": "n"},
             "spec": {"resourceQOSStrategy": {
@@ -256,8 +266,28 @@ mod tests {
         };
         assert_eq!(ALL.bvt(QoSClass::Ls, &s), Some(2));
         assert_eq!(ALL.bvt(QoSClass::Be, &s), Some(-1));
-        assert_eq!(ALL.bvt(QoSClass::Lsr, &s), None);
-        assert_eq!(ALL.bvt(QoSClass::Be, &States::default()), None);
+        assert_eq!(
+            ALL.bvt(QoSClass::Lsr, &s),
+            Some(0),
+            "a disabled class is reset"
+        );
+        assert_eq!(
+            ALL.bvt(QoSClass::Be, &States::default()),
+            None,
+            "no NodeSLO: left alone"
+        );
+        let mut slo = s.node_slo.as_deref().unwrap().clone();
+        let q = slo.spec.resource_qos_strategy.as_mut().unwrap();
+        q.policies = serde_json::from_value(json!({"cpuPolicy": "coreSched"})).unwrap();
+        let s = States {
+            node_slo: Some(Arc::new(slo)),
+            ..Default::default()
+        };
+        assert_eq!(
+            ALL.bvt(QoSClass::Ls, &s),
+            Some(0),
+            "coreSched replaces group identity"
+        );
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub struct Hooks {
     pub cgroups: Cgroups,
     /// The node's online CPUs.
     pub online: Vec<u32>,
+    /// Where RDMADeviceInject finds the devices.
+    pub device_roots: super::rdma::Roots,
     bvt_missing: AtomicBool,
 }
 
@@ -35,6 +37,7 @@ impl Hooks {
             rules,
             cgroups,
             online,
+            device_roots: Default::default(),
             bvt_missing: AtomicBool::new(false),
         }
     }
@@ -75,13 +78,14 @@ impl Hooks {
         Some(r)
     }
 
-    /// The whole answer to a container hook: resources (see `container_answer`) and, with
+    /// The whole answer to a container hook: resources (see `container_answer`); with
     /// GPUEnvInject, the container's envs plus `NVIDIA_VISIBLE_DEVICES` (envs are replaced
-    /// whole by the proxy, so the request's are echoed).
+    /// whole by the proxy, so the request's are echoed); with RDMADeviceInject, the RDMA
+    /// devices (an error when the allocated ones are missing, as Koordinator).
     pub fn container_response(
         &self,
         req: &ContainerResourceHookRequest,
-    ) -> ContainerResourceHookResponse {
+    ) -> Result<ContainerResourceHookResponse, Status> {
         let mut resp = ContainerResourceHookResponse {
             container_resources: self.container_answer(req),
             ..Default::default()
@@ -90,7 +94,11 @@ impl Hooks {
             resp.container_envs = req.container_envs.clone();
             resp.container_envs.insert(k, v);
         }
-        resp
+        if self.rules.rdma_device_inject {
+            resp.container_devices = super::rdma::devices(&req.pod_annotations, &self.device_roots)
+                .map_err(|e| Status::failed_precondition(format!("RDMADeviceInject: {e}")))?;
+        }
+        Ok(resp)
     }
 
     /// GroupIdentity: the pod cgroup's bvt, where the kernel has it.
@@ -150,7 +158,7 @@ impl RuntimeHookService for Arc<Hooks> {
         &self,
         r: Request<ContainerResourceHookRequest>,
     ) -> R<ContainerResourceHookResponse> {
-        Ok(Response::new(self.container_response(r.get_ref())))
+        self.container_response(r.get_ref()).map(Response::new)
     }
     async fn pre_start_container_hook(
         &self,
@@ -174,7 +182,7 @@ impl RuntimeHookService for Arc<Hooks> {
         &self,
         r: Request<ContainerResourceHookRequest>,
     ) -> R<ContainerResourceHookResponse> {
-        Ok(Response::new(self.container_response(r.get_ref())))
+        self.container_response(r.get_ref()).map(Response::new)
     }
 }
 
