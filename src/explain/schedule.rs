@@ -19,6 +19,8 @@ use crate::scheduler::framework::{ClusterState, PodInfo};
 pub struct Placement {
     pub pod: String,
     pub node: Option<String>,
+    /// NodeNUMAResource's cpuset for the pod, as the scheduler would write it.
+    pub cpuset: Option<String>,
     pub verdicts: BTreeMap<String, NodeVerdict>,
 }
 
@@ -66,6 +68,16 @@ pub fn cluster_of(
     }
     for m in &snap.node_metrics {
         cluster.upsert_metric(Arc::new(m.clone()));
+    }
+    let topologies = snap
+        .other
+        .iter()
+        .filter(|v| v.get("kind").and_then(Value::as_str) == Some("NodeResourceTopology"));
+    for t in topologies {
+        match serde_json::from_value::<crate::api::topology::NodeResourceTopology>(t.clone()) {
+            Ok(nrt) => cluster.upsert_topology(&nrt),
+            Err(e) => tracing::warn!(error = %e, "NodeResourceTopology in the snapshot skipped"),
+        }
     }
     let mut pending = Vec::new();
     for p in &snap.pods {
@@ -143,17 +155,35 @@ pub fn run(snap: &Snapshot, cfg: &SchedulerConfig, now_ms: i64) -> Result<Vec<Pl
             out.push(Placement {
                 pod: pod.key.clone(),
                 node: None,
+                cpuset: None,
                 verdicts,
             });
             continue;
         }
-        let result = fw.schedule(&pod, &cluster, Scope::Everything);
-        if let Some(node) = &result.node {
-            cluster.assume(&pod, node);
+        let mut result = fw.schedule(&pod, &cluster, Scope::Everything);
+        let mut cpuset = None;
+        if let Some(node) = result.node.clone() {
+            // Reserve and PreBind as the live scheduler does, so the pod is counted with
+            // what it would be given (its cpuset) before the next pod is scheduled.
+            let assumed = match fw.reserve(&mut result.state, &pod, &node, &cluster) {
+                Err((plugin, s)) => {
+                    tracing::warn!(pod = %pod.key, plugin, reason = %s.message(), "reserve failed");
+                    pod.clone()
+                }
+                Ok(()) => {
+                    cpuset = crate::scheduler::plugins::numa::reserved_cpuset(&result.state);
+                    match fw.pre_bind(&result.state, &pod, &node) {
+                        Ok(Some(m)) => PodInfo::new(Arc::new(m)),
+                        _ => pod.clone(),
+                    }
+                }
+            };
+            cluster.assume(&assumed, &node);
         }
         out.push(Placement {
             pod: pod.key.clone(),
             node: result.node,
+            cpuset,
             verdicts: result.verdicts,
         });
     }
@@ -176,7 +206,11 @@ pub fn to_json(placements: &[Placement]) -> Value {
                     (name.clone(), entry)
                 })
                 .collect();
-            json!({"pod": p.pod, "node": p.node, "nodes": nodes})
+            let mut v = json!({"pod": p.pod, "node": p.node, "nodes": nodes});
+            if let Some(c) = &p.cpuset {
+                v["cpuset"] = json!(c);
+            }
+            v
         })
         .collect();
     json!({ "pods": pods })
@@ -185,8 +219,13 @@ pub fn to_json(placements: &[Placement]) -> Value {
 pub fn to_text(placements: &[Placement]) -> String {
     let mut out = String::new();
     for p in placements {
+        let cpus = p
+            .cpuset
+            .as_deref()
+            .map(|c| format!(" (cpuset {c})"))
+            .unwrap_or_default();
         out.push_str(&format!(
-            "{} → {}\n",
+            "{} → {}{cpus}\n",
             p.pod,
             p.node.as_deref().unwrap_or("<unschedulable>")
         ));

@@ -89,6 +89,9 @@ pub struct KubeletConfig {
     pub token_file: PathBuf,
     pub sync_interval_seconds: u64,
     pub timeout_seconds: u64,
+    /// Kubelet's CPU manager checkpoint (static policy pins), reported in the
+    /// NodeResourceTopology; absent: kubelet pins nothing.
+    pub cpu_manager_state_file: PathBuf,
 }
 
 impl Default for KubeletConfig {
@@ -98,6 +101,7 @@ impl Default for KubeletConfig {
             token_file: "/var/run/secrets/kubernetes.io/serviceaccount/token".into(),
             sync_interval_seconds: 10,
             timeout_seconds: 3,
+            cpu_manager_state_file: "/var/lib/kubelet/cpu_manager_state".into(),
         }
     }
 }

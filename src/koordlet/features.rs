@@ -15,7 +15,7 @@ pub const KOORDLET_GATES: GateTable = GateTable {
         gate("BECPUSuppress", true, true),
         gate("CPUBurst", true, true),
         gate("RdtResctrl", true, true),
-        gate("NodeTopologyReport", true, false),
+        gate("NodeTopologyReport", true, true),
         gate("GroupIdentity", true, true),
         gate("CPUSetAllocator", true, true),
         gate("BatchResource", true, true),

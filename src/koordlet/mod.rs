@@ -14,6 +14,7 @@ pub mod qos;
 pub mod reporter;
 pub mod runtimehooks;
 pub mod store;
+pub mod topology;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -96,6 +97,19 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         cgroups.clone(),
         Duration::from_secs(60),
     ));
+    if gates.enabled("NodeTopologyReport") {
+        let (c, i, h, f, s) = (
+            cluster.client.clone(),
+            informer.clone(),
+            host.clone(),
+            cfg.kubelet.cpu_manager_state_file.clone(),
+            ctx.shutdown.clone(),
+        );
+        ctx.tasks.spawn("koordlet/node-topology", async move {
+            topology::report_loop(c, i, h, f, s).await;
+            Ok(())
+        });
+    }
     if cfg.runtime_hooks.enabled {
         start_runtime_hooks(&cfg, &gates, &host, &cgroups, informer.clone(), &ctx);
     }

@@ -120,6 +120,34 @@ impl Host {
             .collect()
     }
 
+    /// `MemTotal` of each NUMA node in bytes (`devices/system/node/node<N>/meminfo`).
+    pub fn numa_mem_total(&self) -> BTreeMap<u32, i64> {
+        let nodes = self.sys_root.join("devices/system/node");
+        let mut out = BTreeMap::new();
+        for entry in std::fs::read_dir(&nodes).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            let Some(n) = name
+                .strip_prefix("node")
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(info) = std::fs::read_to_string(entry.path().join("meminfo")) else {
+                continue;
+            };
+            // "Node 0 MemTotal:       16384 kB"
+            let kb = info
+                .lines()
+                .find(|l| l.contains("MemTotal:"))
+                .and_then(|l| l.split_whitespace().rev().nth(1))
+                .and_then(|v| v.parse::<i64>().ok());
+            if let Some(kb) = kb {
+                out.insert(n, kb * 1024);
+            }
+        }
+        out
+    }
+
     /// A kernel knob under the proc root (`sys/vm/min_free_kbytes`) or the sys root
     /// (`kernel/mm/...`); `None` when the kernel does not have it.
     pub fn read_knob(&self, knob: &Knob) -> Option<String> {

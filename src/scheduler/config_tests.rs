@@ -24,9 +24,11 @@ fn built_in_default_is_koordinators_profile() {
             "NodeResourcesFit",
             "PodTopologySpread",
             "InterPodAffinity",
-            "LoadAwareScheduling"
+            "LoadAwareScheduling",
+            "NodeNUMAResource"
         ]
     );
+    assert_eq!(names(p, Point::PreBind), ["NodeNUMAResource"]);
     let score: Vec<(String, i64)> = p.points[&Point::Score].clone();
     assert_eq!(
         score,
@@ -37,7 +39,8 @@ fn built_in_default_is_koordinators_profile() {
             ("PodTopologySpread".to_string(), 2),
             ("InterPodAffinity".to_string(), 2),
             ("NodeResourcesBalancedAllocation".to_string(), 1),
-            ("LoadAwareScheduling".to_string(), 1)
+            ("LoadAwareScheduling".to_string(), 1),
+            ("NodeNUMAResource".to_string(), 1)
         ]
     );
     assert_eq!(names(p, Point::Bind), ["DefaultBinder"]);

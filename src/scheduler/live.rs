@@ -18,6 +18,7 @@ use super::framework::runtime::{Framework, Scope, fit_error};
 use super::framework::{ClusterState, PodInfo};
 use super::queue::Queue;
 use crate::api::slo::NodeMetric;
+use crate::api::topology::NodeResourceTopology;
 use crate::kernel::lease::Leadership;
 use crate::kernel::{Shutdown, Tasks};
 
@@ -27,6 +28,7 @@ pub enum Ev {
     Pod(watcher::Event<Pod>),
     Node(watcher::Event<Node>),
     Metric(watcher::Event<NodeMetric>),
+    Topology(watcher::Event<NodeResourceTopology>),
 }
 
 /// Forwards one kind's watch events to the loop.
@@ -275,6 +277,16 @@ impl Scheduler {
                 self.queue.on_cluster_event(now);
             }
             Ev::Metric(InitDone) => self.synced[2] = true,
+            Ev::Topology(Apply(t) | InitApply(t)) => {
+                self.cluster.upsert_topology(&t);
+                self.queue.on_cluster_event(now);
+            }
+            Ev::Topology(Delete(t)) => self
+                .cluster
+                .remove_topology(t.metadata.name.as_deref().unwrap_or("")),
+            // Not waited for: a cluster without the NRT CRD still schedules (pinned pods
+            // then wait for a topology, requeued when one arrives).
+            Ev::Topology(Init | InitDone) => {}
             Ev::Pod(Init) | Ev::Node(Init) | Ev::Metric(Init) => {}
         }
     }
@@ -324,12 +336,18 @@ impl Scheduler {
             });
             return true;
         };
-        if let Err((plugin, s)) = fw.reserve(&mut result.state, &pod, &node) {
+        if let Err((plugin, s)) = fw.reserve(&mut result.state, &pod, &node, &self.cluster) {
             tracing::warn!(pod = %pod.key, plugin, reason = %s.message(), "reserve failed");
             self.queue.requeue_backoff(pod, Instant::now());
             return true;
         }
-        self.cluster.assume(&pod, &node);
+        // The pod is assumed with what PreBind will write (NodeNUMAResource's cpuset), so
+        // the next cycle sees those CPUs taken before the binding lands.
+        let assumed = match fw.pre_bind(&result.state, &pod, &node) {
+            Ok(Some(m)) => PodInfo::new(Arc::new(m)),
+            _ => (*pod).clone(),
+        };
+        self.cluster.assume(&assumed, &node);
         let client = self.client.clone();
         let (fws, waiting) = (self.frameworks.clone(), self.waiting.clone());
         let state = std::mem::take(&mut result.state);

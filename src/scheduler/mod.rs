@@ -100,9 +100,17 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         &ctx.shutdown,
     );
     live::watch(
-        client,
+        client.clone(),
         "nodemetrics",
         live::Ev::Metric,
+        tx.clone(),
+        &ctx.tasks,
+        &ctx.shutdown,
+    );
+    live::watch(
+        client,
+        "noderesourcetopologies",
+        live::Ev::Topology,
         tx,
         &ctx.tasks,
         &ctx.shutdown,

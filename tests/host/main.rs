@@ -16,5 +16,6 @@ mod koordlet_qos_embedded;
 mod kubectl_day_one;
 mod noderuntime;
 mod noderuntime_hooks;
+mod numa_embedded;
 mod runtime_hooks;
 mod runtime_proxy;

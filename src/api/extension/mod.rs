@@ -5,6 +5,7 @@ pub mod keys;
 pub mod priority;
 pub mod qos;
 pub mod resources;
+pub mod resourcestatus;
 
 pub use priority::PriorityClass;
 pub use qos::QoSClass;

@@ -31,8 +31,7 @@ use crate::koordlet::informer::{PodMeta, States};
 use crate::os::coresched::CookieOps;
 use crate::os::{CgroupDir, Resource};
 
-pub const LABEL_CORE_SCHED_GROUP_ID: &str = "koordinator.sh/core-sched-group-id";
-pub const LABEL_CORE_SCHED_POLICY: &str = "koordinator.sh/core-sched-policy";
+pub use crate::api::extension::keys::{LABEL_CORE_SCHED_GROUP_ID, LABEL_CORE_SCHED_POLICY};
 pub const EXPELLER_GROUP_SUFFIX: &str = "-expeller";
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -10,6 +10,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use super::metric::MetricInfo;
 use super::types::{NodeInfo, PodInfo};
 use crate::api::slo::NodeMetric;
+use crate::api::topology::NodeResourceTopology;
+use crate::scheduler::plugins::numa::topology::TopologyOptions;
 
 #[derive(Default)]
 pub struct ClusterState {
@@ -18,6 +20,8 @@ pub struct ClusterState {
     /// Pod key → node it is counted on.
     placed: HashMap<String, String>,
     pub metrics: HashMap<String, Arc<MetricInfo>>,
+    /// NodeNUMAResource's view of each node's NodeResourceTopology, by node name.
+    pub topologies: HashMap<String, Arc<TopologyOptions>>,
     /// Pods assumed by this scheduler and not yet confirmed by the watch.
     pub assumed: HashMap<String, String>,
     pub now_ms: i64,
@@ -150,5 +154,21 @@ impl ClusterState {
 
     pub fn remove_metric(&mut self, name: &str) {
         self.metrics.remove(name);
+    }
+
+    pub fn topology(&self, node: &str) -> Option<&Arc<TopologyOptions>> {
+        self.topologies.get(node)
+    }
+
+    /// Parses a NodeResourceTopology once, when it changes.
+    pub fn upsert_topology(&mut self, nrt: &NodeResourceTopology) {
+        if let Some(name) = nrt.metadata.name.clone() {
+            self.topologies
+                .insert(name, Arc::new(TopologyOptions::from_nrt(nrt)));
+        }
+    }
+
+    pub fn remove_topology(&mut self, name: &str) {
+        self.topologies.remove(name);
     }
 }

@@ -226,7 +226,13 @@ pub trait Plugin: Send + Sync {
     }
     /// NormalizeScore over (node index, score) of the feasible nodes; default: none.
     fn normalize(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [i64]) {}
-    fn reserve(&self, _state: &mut CycleState, _pod: &PodInfo, _node: &str) -> Status {
+    fn reserve(
+        &self,
+        _state: &mut CycleState,
+        _pod: &PodInfo,
+        _node: &str,
+        _cluster: &ClusterState,
+    ) -> Status {
         Status::success()
     }
     fn unreserve(&self, _state: &mut CycleState, _pod: &PodInfo, _node: &str) {}

@@ -463,10 +463,11 @@ impl Framework {
         state: &mut CycleState,
         pod: &PodInfo,
         node: &str,
+        cluster: &ClusterState,
     ) -> Result<(), (&'static str, Status)> {
         let list = self.enabled(Point::Reserve);
         for (k, e) in list.iter().enumerate() {
-            let s = e.plugin.reserve(state, pod, node);
+            let s = e.plugin.reserve(state, pod, node, cluster);
             if !s.is_success() {
                 for done in list[..k].iter().rev() {
                     done.plugin.unreserve(state, pod, node);

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use super::res::{R_PODS, ResVec};
 use crate::api::extension::priority::{PriorityClass, pod_priority_class_with_default};
 use crate::api::extension::resources::{CPU, MEMORY};
+use crate::api::extension::resourcestatus::CpuAlloc;
 use crate::api::pod::{Amounts, amounts, container_requests, pod_limits, pod_requests};
 
 /// Requests a pod without cpu/memory requests counts with when scoring (upstream).
@@ -43,6 +44,8 @@ pub struct PodInfo {
     pub created_ms: i64,
     /// The pod has pod affinity or anti-affinity terms (required or preferred).
     pub has_pod_affinity: bool,
+    /// The CPUs / NUMA resources NodeNUMAResource gave it (`resource-status`).
+    pub cpu_alloc: Option<Arc<CpuAlloc>>,
 }
 
 fn ts_ms(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> i64 {
@@ -91,6 +94,7 @@ impl PodInfo {
                 .and_then(|s| s.affinity.as_ref())
                 .is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some()),
             created_ms: meta.creation_timestamp.as_ref().map(ts_ms).unwrap_or(0),
+            cpu_alloc: CpuAlloc::of(&pod).map(Arc::new),
             namespace,
             name,
             pod,

@@ -4,6 +4,7 @@ pub mod affinity;
 pub mod basic;
 pub mod interpod;
 pub mod loadaware;
+pub mod numa;
 pub mod preemption;
 pub mod resources;
 pub mod spread;
@@ -36,13 +37,13 @@ pub const IMPLEMENTED: &[&str] = &[
     "InterPodAffinity",
     "PodTopologySpread",
     "DefaultPreemption",
+    "NodeNUMAResource",
 ];
 
 /// Known to Koordinator / kube-scheduler but not built into koord yet: naming one in a
 /// configuration is an error that says so (not a silent no-op).
 pub const NOT_YET: &[&str] = &[
     "Reservation",
-    "NodeNUMAResource",
     "DeviceShare",
     "Coscheduling",
     "ElasticQuota",
@@ -88,6 +89,9 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, String>
             Arc::new(loadaware::LoadAware::new(args(name, raw)?).map_err(ctx)?)
         }
         "DefaultBinder" => Arc::new(basic::DefaultBinder),
+        "NodeNUMAResource" => {
+            Arc::new(numa::NodeNUMAResource::new(strip_meta(args(name, raw)?)).map_err(ctx)?)
+        }
         "DefaultPreemption" => {
             let _: WithMeta<PreemptionArgs> = args(name, raw)?;
             Arc::new(preemption::DefaultPreemption)

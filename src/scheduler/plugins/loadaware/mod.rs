@@ -232,7 +232,7 @@ impl Plugin for LoadAware {
     }
     /// Koordinator's Reserve puts the pod into its assigned-pod cache; here the scheduler's
     /// assume does exactly that (the pod is counted on the node, stamped with the time).
-    fn reserve(&self, _: &mut CycleState, _: &PodInfo, _: &str) -> Status {
+    fn reserve(&self, _: &mut CycleState, _: &PodInfo, _: &str, _: &ClusterState) -> Status {
         Status::success()
     }
     fn score(

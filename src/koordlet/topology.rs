@@ -1,0 +1,393 @@
+//! NodeTopologyReport (`states_noderesourcetopology.go`): the node's CPU topology, NUMA
+//! zones, kubelet CPU manager state and the LS / BE CPU share pools, reported as the
+//! NodeResourceTopology named after the node, for NodeNUMAResource to pin pods by.
+//! Computed every 10 s from sysfs and the informer; written only when it changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ObjectMeta, PostParams};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::api::cpuset;
+use crate::api::extension::keys::{
+    ANNOTATION_NODE_RESERVATION, ANNOTATION_NODE_SYSTEM_QOS_RESOURCE,
+};
+use crate::api::extension::qos::{QoSClass, pod_qos_class};
+use crate::api::quantity::from_int;
+use crate::api::topology::{NodeResourceTopology, NodeResourceTopologyFields, ResourceInfo, Zone};
+use crate::kernel::Shutdown;
+use crate::koordlet::informer::{Informer, PodMeta};
+use crate::koordlet::qos::suppress::pinned;
+use crate::os::system::{CpuInfo, Host};
+
+pub const ANNOTATION_CPU_TOPOLOGY: &str = "node.koordinator.sh/cpu-topology";
+pub const ANNOTATION_CPU_SHARED_POOLS: &str = "node.koordinator.sh/cpu-shared-pools";
+pub const ANNOTATION_BE_CPU_SHARED_POOLS: &str = "node.koordinator.sh/be-cpu-shared-pools";
+pub const ANNOTATION_KUBELET_CPU_MANAGER_POLICY: &str = "kubelet.koordinator.sh/cpu-manager-policy";
+pub const ANNOTATION_POD_CPU_ALLOCS: &str = "node.koordinator.sh/pod-cpu-allocs";
+
+/// Kubelet's `cpu_manager_state` checkpoint.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeletCpuState {
+    #[serde(default)]
+    pub policy_name: String,
+    #[serde(default)]
+    pub entries: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl KubeletCpuState {
+    pub fn read(path: &Path) -> KubeletCpuState {
+        let Ok(raw) = std::fs::read_to_string(path) else {
+            return KubeletCpuState::default();
+        };
+        serde_json::from_str(&raw).unwrap_or_else(|e| {
+            tracing::warn!(file = %path.display(), error = %e, "kubelet CPU manager state unreadable; reported as policy none");
+            KubeletCpuState::default()
+        })
+    }
+}
+
+/// What the report is made of.
+pub struct Inputs<'a> {
+    pub node: &'a Node,
+    pub pods: &'a [PodMeta],
+    pub cpus: &'a [CpuInfo],
+    pub numa_mem: &'a BTreeMap<u32, i64>,
+    pub kubelet: &'a KubeletCpuState,
+}
+
+fn node_annotation<'a>(node: &'a Node, key: &str) -> Option<&'a String> {
+    node.metadata.annotations.as_ref()?.get(key)
+}
+
+/// CPUs a node annotation reserves (`reservedCPUs` / `cpuset` with `cpusetExclusive`).
+fn reserved(node: &Node) -> BTreeSet<u32> {
+    let get = |k: &str, field: &str| -> BTreeSet<u32> {
+        let v: Option<serde_json::Value> =
+            node_annotation(node, k).and_then(|s| serde_json::from_str(s).ok());
+        let exclusive = v
+            .as_ref()
+            .and_then(|v| v.get("cpusetExclusive"))
+            .and_then(|e| e.as_bool())
+            .unwrap_or(true);
+        v.as_ref()
+            .and_then(|v| v.get(field)?.as_str().map(str::to_string))
+            .filter(|_| exclusive)
+            .and_then(|s| cpuset::parse(&s).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .collect()
+    };
+    let mut out = get(ANNOTATION_NODE_RESERVATION, "reservedCPUs");
+    out.extend(get(ANNOTATION_NODE_SYSTEM_QOS_RESOURCE, "cpuset"));
+    out
+}
+
+/// Kubelet-pinned pods koordinator does not manage: (uid, namespace, name, cpus).
+fn kubelet_pins(inp: &Inputs) -> Vec<(String, String, String, BTreeSet<u32>)> {
+    inp.pods
+        .iter()
+        .filter(|p| pinned(&p.pod).is_empty())
+        .filter_map(|p| {
+            let cpus: BTreeSet<u32> = inp
+                .kubelet
+                .entries
+                .get(&p.uid)?
+                .values()
+                .flat_map(|c| cpuset::parse(c).unwrap_or_default())
+                .collect();
+            (!cpus.is_empty()).then(|| (p.uid.clone(), p.namespace.clone(), p.name.clone(), cpus))
+        })
+        .collect()
+}
+
+/// `[{socket, node, cpuset}]` of `pool` per NUMA node.
+fn pools(cpus: &[CpuInfo], pool: &BTreeSet<u32>) -> String {
+    let mut by: BTreeMap<(u32, u32), Vec<u32>> = BTreeMap::new();
+    for c in cpus.iter().filter(|c| pool.contains(&c.id)) {
+        by.entry((c.socket, c.numa)).or_default().push(c.id);
+    }
+    let list: Vec<serde_json::Value> = by
+        .into_iter()
+        .map(|((socket, node), ids)| json!({"socket": socket, "node": node, "cpuset": cpuset::format(&ids)}))
+        .collect();
+    serde_json::Value::Array(list).to_string()
+}
+
+/// The annotations of the report.
+fn annotations(inp: &Inputs) -> BTreeMap<String, String> {
+    // Cores are numbered densely across the node, as lscpu's CORE column.
+    let mut cores: BTreeMap<u32, usize> = BTreeMap::new();
+    for c in inp.cpus {
+        let n = cores.len();
+        cores.entry(c.core).or_insert(n);
+    }
+    let detail: Vec<serde_json::Value> = inp
+        .cpus
+        .iter()
+        .map(|c| json!({"id": c.id, "core": cores[&c.core], "socket": c.socket, "node": c.numa}))
+        .collect();
+    let pins = kubelet_pins(inp);
+    let reserved = reserved(inp.node);
+    let all: BTreeSet<u32> = inp.cpus.iter().map(|c| c.id).collect();
+    let taken = |only: Option<QoSClass>| -> BTreeSet<u32> {
+        inp.pods
+            .iter()
+            .filter(|p| only.is_none_or(|q| pod_qos_class(&p.pod) == q))
+            .flat_map(|p| pinned(&p.pod))
+            .collect()
+    };
+    let base: BTreeSet<u32> = all
+        .iter()
+        .filter(|c| !reserved.contains(c) && !pins.iter().any(|p| p.3.contains(c)))
+        .copied()
+        .collect();
+    let ls: BTreeSet<u32> = base.difference(&taken(None)).copied().collect();
+    let be: BTreeSet<u32> = base
+        .difference(&taken(Some(QoSClass::Lse)))
+        .copied()
+        .collect();
+    let policy = match inp.kubelet.policy_name.as_str() {
+        "" => "none",
+        p => p,
+    };
+    let allocs: Vec<serde_json::Value> = pins
+        .iter()
+        .map(|(uid, ns, name, cpus)| {
+            let ids: Vec<u32> = cpus.iter().copied().collect();
+            json!({"namespace": ns, "name": name, "uid": uid, "cpuset": cpuset::format(&ids), "managedByKubelet": true})
+        })
+        .collect();
+    let mut out = BTreeMap::from([
+        (
+            ANNOTATION_CPU_TOPOLOGY.to_string(),
+            json!({"detail": detail}).to_string(),
+        ),
+        (
+            ANNOTATION_CPU_SHARED_POOLS.to_string(),
+            pools(inp.cpus, &ls),
+        ),
+        (
+            ANNOTATION_BE_CPU_SHARED_POOLS.to_string(),
+            pools(inp.cpus, &be),
+        ),
+        (
+            ANNOTATION_KUBELET_CPU_MANAGER_POLICY.to_string(),
+            json!({"policy": policy}).to_string(),
+        ),
+        (
+            ANNOTATION_POD_CPU_ALLOCS.to_string(),
+            serde_json::Value::Array(allocs).to_string(),
+        ),
+    ]);
+    for k in [
+        ANNOTATION_NODE_RESERVATION,
+        ANNOTATION_NODE_SYSTEM_QOS_RESOURCE,
+    ] {
+        if let Some(v) = node_annotation(inp.node, k) {
+            out.insert(k.to_string(), v.clone());
+        }
+    }
+    out
+}
+
+fn zones(inp: &Inputs) -> Vec<Zone> {
+    let mut per: BTreeMap<u32, i64> = BTreeMap::new();
+    for c in inp.cpus {
+        *per.entry(c.numa).or_default() += 1;
+    }
+    per.into_iter()
+        .map(|(n, cpus)| {
+            let res = |name: &str, v: i64| ResourceInfo {
+                name: name.to_string(),
+                capacity: from_int(v),
+                allocatable: from_int(v),
+                available: from_int(v),
+            };
+            let mut resources = vec![res("cpu", cpus)];
+            if let Some(m) = inp.numa_mem.get(&n) {
+                resources.push(res("memory", *m));
+            }
+            Zone {
+                name: format!("node-{n}"),
+                type_: "Node".into(),
+                resources: Some(resources),
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
+/// The NodeResourceTopology for these inputs.
+pub fn build(inp: &Inputs) -> NodeResourceTopology {
+    let name = inp.node.metadata.name.clone().unwrap_or_default();
+    let owner = inp.node.metadata.uid.clone().map(|uid| OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name: name.clone(),
+        uid,
+        ..Default::default()
+    });
+    NodeResourceTopology {
+        metadata: ObjectMeta {
+            name: Some(name),
+            labels: Some(BTreeMap::from([(
+                "app.kubernetes.io/managed-by".to_string(),
+                "Koordinator".to_string(),
+            )])),
+            annotations: Some(annotations(inp)),
+            owner_references: owner.map(|o| vec![o]),
+            ..Default::default()
+        },
+        spec: NodeResourceTopologyFields {
+            topology_policies: vec!["None".into()],
+            zones: zones(inp),
+            attributes: None,
+        },
+    }
+}
+
+fn same(a: &NodeResourceTopology, b: &NodeResourceTopology) -> bool {
+    a.spec == b.spec
+        && a.metadata.annotations == b.metadata.annotations
+        && a.metadata.labels == b.metadata.labels
+}
+
+/// Creates or replaces the report when it differs from what the API server holds.
+async fn write(
+    api: &Api<NodeResourceTopology>,
+    want: NodeResourceTopology,
+) -> Result<bool, kube::Error> {
+    let name = want.metadata.name.clone().unwrap_or_default();
+    match api.get_opt(&name).await? {
+        None => api
+            .create(&PostParams::default(), &want)
+            .await
+            .map(|_| true),
+        Some(have) if same(&have, &want) => Ok(false),
+        Some(have) => {
+            let mut next = want;
+            next.metadata.resource_version = have.metadata.resource_version;
+            api.replace(&name, &PostParams::default(), &next)
+                .await
+                .map(|_| true)
+        }
+    }
+}
+
+/// The report loop: every 10 s, written when changed (rest: one sysfs read, no API call).
+pub async fn report_loop(
+    client: kube::Client,
+    informer: Informer,
+    host: Host,
+    kubelet_state: std::path::PathBuf,
+    shutdown: Shutdown,
+) {
+    let api: Api<NodeResourceTopology> = Api::all(client);
+    let mut last: Option<NodeResourceTopology> = None;
+    loop {
+        let states = informer.snapshot();
+        if let (Some(node), Ok(cpus)) = (states.node.as_deref(), host.cpu_topology()) {
+            let numa_mem = host.numa_mem_total();
+            let kubelet = KubeletCpuState::read(&kubelet_state);
+            let want = build(&Inputs {
+                node,
+                pods: &states.pods,
+                cpus: &cpus,
+                numa_mem: &numa_mem,
+                kubelet: &kubelet,
+            });
+            if last.as_ref().is_none_or(|l| !same(l, &want)) {
+                match write(&api, want.clone()).await {
+                    Ok(_) => last = Some(want),
+                    Err(e) => tracing::warn!(error = %e, "NodeResourceTopology not reported"),
+                }
+            }
+        }
+        tokio::select! {
+            _ = shutdown.draining() => return,
+            _ = tokio::time::sleep(Duration::from_secs(10)) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::os::{Cgroups, Driver, Version};
+
+    #[test]
+    fn pools_leave_pinned_and_reserved_cpus_out() {
+        let cpus: Vec<CpuInfo> = (0..8)
+            .map(|id| CpuInfo {
+                id,
+                core: 100_000 * (id / 4) + id / 2,
+                socket: id / 4,
+                numa: id / 4,
+            })
+            .collect();
+        let node: Node = serde_json::from_value(json!({"metadata": {"name": "n", "uid": "u1",
+            "annotations": {"node.koordinator.sh/reservation": "{\"reservedCPUs\":\"7\"}"}}}))
+        .unwrap();
+        let cg = Cgroups::new("/nonexistent", Version::V1, Driver::Cgroupfs, "");
+        let pod = |uid: &str, qos: &str, cpus: &str| {
+            PodMeta::new(serde_json::from_value(json!({"metadata": {"name": uid, "namespace": "d", "uid": uid,
+                "labels": {"koordinator.sh/qosClass": qos},
+                "annotations": {"scheduling.koordinator.sh/resource-status": format!("{{\"cpuset\":\"{cpus}\"}}")}}})).unwrap(), &cg).unwrap()
+        };
+        let pods = vec![pod("lse", "LSE", "0-1"), pod("lsr", "LSR", "4")];
+        let kubelet: KubeletCpuState =
+            serde_json::from_value(json!({"policyName": "static", "entries": {}})).unwrap();
+        let mem = BTreeMap::from([(0, 8 << 30), (1, 8 << 30)]);
+        let nrt = build(&Inputs {
+            node: &node,
+            pods: &pods,
+            cpus: &cpus,
+            numa_mem: &mem,
+            kubelet: &kubelet,
+        });
+        let ann = nrt.metadata.annotations.as_ref().unwrap();
+        assert_eq!(
+            ann[ANNOTATION_CPU_SHARED_POOLS],
+            r#"[{"cpuset":"2-3","node":0,"socket":0},{"cpuset":"5-6","node":1,"socket":1}]"#
+        );
+        assert_eq!(
+            ann[ANNOTATION_BE_CPU_SHARED_POOLS],
+            r#"[{"cpuset":"2-3","node":0,"socket":0},{"cpuset":"4-6","node":1,"socket":1}]"#
+        );
+        assert_eq!(
+            ann[ANNOTATION_KUBELET_CPU_MANAGER_POLICY],
+            r#"{"policy":"static"}"#
+        );
+        let topo: serde_json::Value = serde_json::from_str(&ann[ANNOTATION_CPU_TOPOLOGY]).unwrap();
+        assert_eq!(
+            topo["detail"][5],
+            json!({"id": 5, "core": 2, "socket": 1, "node": 1})
+        );
+        assert_eq!(nrt.spec.zones.len(), 2);
+        assert_eq!(
+            nrt.spec.zones[1].resources.as_ref().unwrap()[0]
+                .allocatable
+                .0,
+            "4"
+        );
+        assert_eq!(nrt.metadata.owner_references.as_ref().unwrap()[0].uid, "u1");
+        // The scheduler reads back the same topology.
+        let opts = crate::scheduler::plugins::numa::topology::TopologyOptions::from_nrt(&nrt);
+        assert_eq!(
+            (
+                opts.topo.num_sockets,
+                opts.topo.num_cores,
+                opts.topo.cpus.len()
+            ),
+            (2, 4, 8)
+        );
+        assert!(opts.reserved.contains(&7));
+    }
+}

@@ -1,0 +1,244 @@
+//! What a node's CPUs and NUMA nodes hold (rebuilt from its pods' `resource-status`, so
+//! state survives restarts and assumed pods count at once) and one pod's allocation on it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::take::{self, BindPolicy, Exclusive, Strategy};
+use super::topology::TopologyOptions;
+use crate::scheduler::framework::NodeInfo;
+
+/// The node's allocations by other pods.
+#[derive(Debug, Default)]
+pub struct NodeState {
+    /// CPU → exclusive policy of the pod holding it.
+    pub held: BTreeMap<u32, Exclusive>,
+    /// NUMA node → (cpu milli, memory) allocated.
+    pub numa_used: BTreeMap<u32, (i64, i64)>,
+    /// NUMA nodes with pods on them alone / with pods spanning several.
+    pub single: BTreeSet<u32>,
+    pub shared: BTreeSet<u32>,
+}
+
+impl NodeState {
+    /// Every pod on the node but `except` (a pod being rescheduled or a preemption victim).
+    pub fn of(node: &NodeInfo, except: &dyn Fn(&str) -> bool) -> NodeState {
+        let mut st = NodeState::default();
+        for p in node.pods.iter().filter(|p| !except(&p.key)) {
+            let Some(a) = &p.cpu_alloc else { continue };
+            let ex = Exclusive::parse(&a.exclusive);
+            for c in &a.cpus {
+                st.held.insert(*c, ex);
+            }
+            for (n, cpu, mem) in &a.numa {
+                let u = st.numa_used.entry(*n).or_default();
+                u.0 += cpu;
+                u.1 += mem;
+                if a.numa.len() == 1 {
+                    st.single.insert(*n);
+                } else {
+                    st.shared.insert(*n);
+                }
+            }
+        }
+        st
+    }
+
+    /// CPUs nobody holds and nothing reserves.
+    pub fn available(&self, opts: &TopologyOptions) -> BTreeSet<u32> {
+        opts.topo
+            .cpus
+            .keys()
+            .filter(|c| !opts.reserved.contains(c) && !self.held.contains_key(c))
+            .copied()
+            .collect()
+    }
+
+    /// Per NUMA node: (cpu milli, memory) still free.
+    pub fn numa_free(&self, opts: &TopologyOptions) -> BTreeMap<u32, (i64, i64)> {
+        opts.numa
+            .iter()
+            .map(|(n, (cpu, mem))| {
+                let (uc, um) = self.numa_used.get(n).copied().unwrap_or_default();
+                (*n, ((cpu - uc).max(0), (mem - um).max(0)))
+            })
+            .collect()
+    }
+}
+
+/// How a pinned pod wants its CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bind {
+    pub policy: BindPolicy,
+    pub required: bool,
+    pub exclusive: Exclusive,
+}
+
+/// One pod's request as the allocation sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Request {
+    pub cpu_milli: i64,
+    pub memory: i64,
+    pub bind: Option<Bind>,
+}
+
+impl Request {
+    pub fn num_cpus(&self) -> usize {
+        (self.cpu_milli / 1000).max(0) as usize
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Allocation {
+    pub cpus: BTreeSet<u32>,
+    /// NUMA node → (cpu milli, memory).
+    pub numa: Vec<(u32, i64, i64)>,
+}
+
+pub fn bits(mask: u64) -> Vec<u32> {
+    (0..64).filter(|b| mask & (1 << b) != 0).collect()
+}
+
+/// The CPUs a pod may be given: for required policies, only what that policy can use.
+pub fn usable(opts: &TopologyOptions, st: &NodeState, bind: &Bind) -> BTreeSet<u32> {
+    let avail = st.available(opts);
+    if bind.required {
+        take::filter_required(&opts.topo, bind.policy, &avail)
+    } else {
+        avail
+    }
+}
+
+/// Splits the request over the NUMA nodes of `mask`, emptiest last, each node giving at
+/// most an even share of what is left (whole cores per node for required FullPCPUs).
+fn distribute(
+    opts: &TopologyOptions,
+    free: &BTreeMap<u32, (i64, i64)>,
+    req: &Request,
+    mask: u64,
+) -> Result<Vec<(u32, i64, i64)>, String> {
+    let nodes: Vec<u32> = bits(mask)
+        .into_iter()
+        .filter(|n| free.contains_key(n))
+        .collect();
+    let mut out: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
+    let per_core = opts.topo.cpus_per_core().max(1) as i64;
+    let whole_cores = req
+        .bind
+        .is_some_and(|b| b.required && b.policy == BindPolicy::FullPcpus);
+    for which in [0usize, 1] {
+        let mut left = if which == 0 {
+            req.cpu_milli
+        } else {
+            req.memory
+        };
+        let avail = |n: &u32| if which == 0 { free[n].0 } else { free[n].1 };
+        let mut order = nodes.clone();
+        order.sort_by_key(avail);
+        for (i, n) in order.iter().enumerate() {
+            let count = (order.len() - i) as i64;
+            let share = match (which, req.bind.is_some()) {
+                (0, true) if whole_cores => (left / 1000 / per_core / count) * per_core * 1000,
+                (0, true) => (left / 1000 / count) * 1000,
+                _ => left / count,
+            };
+            // The last node takes the remainder so exact requests split exactly.
+            let share = if i + 1 == order.len() {
+                left
+            } else {
+                share.max(0)
+            };
+            let given = share.min(avail(n)).max(0);
+            if given > 0 {
+                let e = out.entry(*n).or_default();
+                if which == 0 {
+                    e.0 += given
+                } else {
+                    e.1 += given
+                }
+                left -= given;
+            }
+        }
+        if left > 0 {
+            return Err(format!(
+                "Insufficient NUMA {}",
+                if which == 0 { "cpu" } else { "memory" }
+            ));
+        }
+    }
+    Ok(out.into_iter().map(|(n, (c, m))| (n, c, m)).collect())
+}
+
+/// The pod's allocation on this node: NUMA resources when a hint chose NUMA nodes, and
+/// CPUs when it binds (per chosen NUMA node, adding up exactly).
+pub fn allocate(
+    opts: &TopologyOptions,
+    st: &NodeState,
+    req: &Request,
+    hint: Option<u64>,
+    strategy: Strategy,
+) -> Result<Allocation, String> {
+    let mut out = Allocation::default();
+    if let Some(mask) = hint {
+        out.numa = distribute(opts, &st.numa_free(opts), req, mask)?;
+    }
+    let Some(bind) = req.bind else {
+        return Ok(out);
+    };
+    let avail = usable(opts, st, &bind);
+    let need = req.num_cpus();
+    if avail.len() < need {
+        return Err(take::ERR_NOT_ENOUGH_CPUS.into());
+    }
+    let take = |from: &BTreeSet<u32>, n: usize| {
+        take::take_cpus(
+            &opts.topo,
+            from,
+            &st.held,
+            n,
+            bind.policy,
+            bind.exclusive,
+            strategy,
+        )
+    };
+    if out.numa.is_empty() {
+        out.cpus = take(&avail, need)?;
+    } else {
+        for (n, cpu, _) in &out.numa {
+            let in_node: BTreeSet<u32> = opts
+                .topo
+                .cpus_in_node(*n)
+                .intersection(&avail)
+                .copied()
+                .collect();
+            let want = ((*cpu / 1000) as usize).min(in_node.len());
+            out.cpus.extend(take(&in_node, want)?);
+        }
+        if out.cpus.len() != need {
+            return Err(take::ERR_NOT_ENOUGH_CPUS.into());
+        }
+    }
+    check_required(opts, &bind, &out.cpus)?;
+    Ok(out)
+}
+
+/// Required policies hold after the fact: FullPCPUs fills whole cores, SpreadByPCPUs one
+/// CPU per core.
+fn check_required(opts: &TopologyOptions, bind: &Bind, cpus: &BTreeSet<u32>) -> Result<(), String> {
+    if !bind.required {
+        return Ok(());
+    }
+    let cores: BTreeSet<u32> = cpus
+        .iter()
+        .filter_map(|c| opts.topo.cpus.get(c))
+        .map(|c| c.core)
+        .collect();
+    let ok = match bind.policy {
+        BindPolicy::FullPcpus => cores.len() * opts.topo.cpus_per_core() == cpus.len(),
+        BindPolicy::SpreadByPcpus => cores.len() == cpus.len(),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(take::ERR_NOT_ENOUGH_CPUS.into())
+    }
+}

@@ -1,0 +1,599 @@
+//! NodeNUMAResource (`pkg/scheduler/plugins/nodenumaresource`): LSE/LSR koord-prod pods
+//! asking for whole CPUs get a cpuset (FullPCPUs / SpreadByPCPUs, exclusive policies),
+//! pods under a NUMA topology policy get NUMA-aligned resources; both are written to the
+//! pod's `scheduling.koordinator.sh/resource-status` at PreBind, from which the koordlet
+//! pins the containers. Each node's topology comes from its NodeResourceTopology; what is
+//! taken comes from the resource-status of the pods on it.
+
+pub mod alloc;
+pub mod args;
+pub mod hints;
+pub mod take;
+pub mod topology;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use alloc::{Allocation, Bind, NodeState, Request};
+use take::{BindPolicy, Exclusive, Strategy};
+use topology::{NumaPolicy, TopologyOptions};
+
+use crate::api::cpuset;
+use crate::api::extension::keys::{
+    ANNOTATION_NODE_AMPLIFICATION_RATIO, ANNOTATION_RESOURCE_SPEC, ANNOTATION_RESOURCE_STATUS,
+};
+use crate::api::extension::priority::PriorityClass;
+use crate::api::extension::qos::{QoSClass, pod_qos_class};
+use crate::api::extension::resourcestatus::{self as rs, NUMANodeResource, ResourceStatus};
+use crate::api::quantity::{cpu_from_milli, from_int};
+use crate::scheduler::framework::res::{R_CPU, R_MEMORY};
+use crate::scheduler::framework::{
+    ClusterState, CycleState, NodeInfo, Plugin, PodInfo, Point, PreFilterResult, Status,
+};
+
+pub const NAME: &str = "NodeNUMAResource";
+const ALLOC_KEY: &str = "NodeNUMAResource/allocation";
+
+pub const LABEL_NODE_CPU_BIND_POLICY: &str = "node.koordinator.sh/cpu-bind-policy";
+pub const LABEL_NODE_NUMA_TOPOLOGY_POLICY: &str = "node.koordinator.sh/numa-topology-policy";
+pub const LABEL_NODE_NUMA_ALLOCATE_STRATEGY: &str = "node.koordinator.sh/numa-allocate-strategy";
+
+pub const ERR_NOT_MATCH_NUMA_TOPOLOGY: &str = "node(s) NUMA Topology policy not match";
+pub const ERR_INVALID_REQUESTED_CPUS: &str = "the requested CPUs must be integer";
+pub const ERR_INVALID_CPU_TOPOLOGY: &str = "node(s) invalid CPU Topology";
+pub const ERR_SMT_ALIGNMENT: &str = "node(s) requested cpus not multiple cpus per core";
+pub const ERR_CPU_BIND_POLICY_CONFLICT: &str =
+    "node(s) cpu bind policy conflicts with pod's required cpu bind policy";
+pub const ERR_INVALID_AMPLIFICATION_RATIO: &str = "node(s) invalid CPU amplification ratio";
+pub const ERR_INSUFFICIENT_AMPLIFIED_CPU: &str = "Insufficient amplified cpu";
+
+pub struct NodeNUMAResource {
+    args: args::Args,
+}
+
+/// What PreFilter learned about the pod.
+struct PreState {
+    cpu_milli: i64,
+    memory: i64,
+    /// (policy, required, exclusive) when the pod itself asks to be pinned.
+    bind: Option<(BindPolicy, bool, Exclusive)>,
+    pod_numa: Option<NumaPolicy>,
+    /// `singleNUMANodeExclusive` is Required (the default under a pod-level policy).
+    numa_exclusive: bool,
+    /// The pod's resource-spec names a bind policy already.
+    has_policy: bool,
+}
+
+/// Reserve's decision, for PreBind.
+#[derive(Debug, Clone)]
+struct Reserved {
+    alloc: Allocation,
+    /// A required policy the node forced on the pod (written back to its resource-spec).
+    forced: Option<BindPolicy>,
+    bound: Option<BindPolicy>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Filter,
+    Score,
+    Reserve,
+}
+
+fn policy_name(p: BindPolicy) -> &'static str {
+    match p {
+        BindPolicy::FullPcpus => "FullPCPUs",
+        BindPolicy::SpreadByPcpus => "SpreadByPCPUs",
+    }
+}
+
+/// The node's forced policy: its `cpu-bind-policy` label, or kubelet's full-pcpus-only.
+fn node_bind_policy(node: &NodeInfo, opts: &TopologyOptions) -> Option<BindPolicy> {
+    match node
+        .labels
+        .get(LABEL_NODE_CPU_BIND_POLICY)
+        .map(String::as_str)
+    {
+        Some("FullPCPUsOnly") => Some(BindPolicy::FullPcpus),
+        Some("SpreadByPCPUs") => Some(BindPolicy::SpreadByPcpus),
+        Some(_) => None,
+        None if opts.kubelet_full_pcpus_only => Some(BindPolicy::FullPcpus),
+        None => None,
+    }
+}
+
+fn amplification_ratio(node: &NodeInfo) -> Result<f64, Status> {
+    let Some(raw) = node
+        .node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_NODE_AMPLIFICATION_RATIO))
+    else {
+        return Ok(1.0);
+    };
+    let m: BTreeMap<String, f64> = serde_json::from_str(raw)
+        .map_err(|_| Status::unresolvable(ERR_INVALID_AMPLIFICATION_RATIO))?;
+    Ok(m.get("cpu").copied().unwrap_or(1.0))
+}
+
+fn amplify(v: i64, ratio: f64) -> i64 {
+    if ratio <= 1.0 {
+        v
+    } else {
+        (v as f64 * ratio).ceil() as i64
+    }
+}
+
+impl NodeNUMAResource {
+    pub fn new(raw: args::RawArgs) -> Result<NodeNUMAResource, String> {
+        Ok(NodeNUMAResource {
+            args: args::Args::new(raw)?,
+        })
+    }
+
+    fn strategy(&self, node: &NodeInfo) -> Strategy {
+        match node
+            .labels
+            .get(LABEL_NODE_NUMA_ALLOCATE_STRATEGY)
+            .map(String::as_str)
+        {
+            Some("MostAllocated") => Strategy::MostAllocated,
+            Some("LeastAllocated") => Strategy::LeastAllocated,
+            _ => self.args.numa_strategy,
+        }
+    }
+
+    fn pre_state(&self, pod: &PodInfo) -> Result<Option<PreState>, Status> {
+        let spec = rs::resource_spec(&pod.pod).map_err(Status::error)?;
+        let numa = rs::numa_topology_spec(&pod.pod).map_err(Status::error)?;
+        let (cpu_milli, memory) = (pod.req.get(R_CPU), pod.req.get(R_MEMORY));
+        if pod.requests.values().all(|v| *v == 0) {
+            return Ok(None);
+        }
+        let pod_numa = match numa.numa_topology_policy.as_str() {
+            "" => None,
+            p => Some(NumaPolicy::parse(p).ok_or_else(|| {
+                Status::unresolvable(format!("unknown NUMA topology policy {p:?}"))
+            })?),
+        };
+        let mut st = PreState {
+            cpu_milli,
+            memory,
+            bind: None,
+            pod_numa,
+            numa_exclusive: numa.single_numa_node_exclusive != "Preferred",
+            has_policy: spec
+                .preferred_cpu_bind_policy
+                .as_deref()
+                .is_some_and(|p| !p.is_empty() && p != "Default")
+                || spec
+                    .required_cpu_bind_policy
+                    .as_deref()
+                    .is_some_and(|p| !p.is_empty()),
+        };
+        let eligible = matches!(pod_qos_class(&pod.pod), QoSClass::Lse | QoSClass::Lsr)
+            && pod.class == PriorityClass::Prod;
+        if eligible {
+            let parse = |s: Option<&str>| -> Result<Option<BindPolicy>, Status> {
+                match s {
+                    None | Some("") | Some("Default") => Ok(self.args.default_bind),
+                    Some(p) => args::bind_policy(p).map_err(Status::unresolvable),
+                }
+            };
+            let preferred = parse(spec.preferred_cpu_bind_policy.as_deref())?;
+            let required = match spec.required_cpu_bind_policy.as_deref() {
+                None | Some("") => None,
+                r => parse(r)?,
+            };
+            if let Some(p) = required.or(preferred) {
+                if cpu_milli % 1000 != 0 {
+                    return Err(Status::unresolvable(ERR_INVALID_REQUESTED_CPUS));
+                }
+                if cpu_milli > 0 {
+                    let ex = Exclusive::parse(
+                        spec.preferred_cpu_exclusive_policy.as_deref().unwrap_or(""),
+                    );
+                    st.bind = Some((p, required.is_some(), ex));
+                }
+            }
+        }
+        Ok(Some(st))
+    }
+
+    /// The pod's request on this node: the pod's own bind wish, or the node's forced policy
+    /// for every pod with a CPU request.
+    fn request(
+        &self,
+        st: &PreState,
+        node: &NodeInfo,
+        opts: &TopologyOptions,
+    ) -> Result<Request, Status> {
+        let forced = node_bind_policy(node, opts);
+        let mut bind = st.bind.map(|(policy, required, exclusive)| Bind {
+            policy,
+            required,
+            exclusive,
+        });
+        if bind.is_none()
+            && let Some(f) = forced
+            && st.cpu_milli > 0
+        {
+            if st.cpu_milli % 1000 != 0 {
+                return Err(Status::unresolvable(ERR_INVALID_REQUESTED_CPUS));
+            }
+            bind = Some(Bind {
+                policy: f,
+                required: true,
+                exclusive: Exclusive::None,
+            });
+        }
+        if let Some(b) = bind.as_mut() {
+            if let Some(f) = forced {
+                if b.required && b.policy != f {
+                    return Err(Status::unresolvable(ERR_CPU_BIND_POLICY_CONFLICT));
+                }
+                b.policy = f;
+                b.required = true;
+            }
+            if !opts.topo.is_valid() {
+                return Err(Status::unresolvable(ERR_INVALID_CPU_TOPOLOGY));
+            }
+            if b.required
+                && b.policy == BindPolicy::FullPcpus
+                && !((st.cpu_milli / 1000) as usize)
+                    .is_multiple_of(opts.topo.cpus_per_core().max(1))
+            {
+                return Err(Status::unresolvable(ERR_SMT_ALIGNMENT));
+            }
+        }
+        Ok(Request {
+            cpu_milli: st.cpu_milli,
+            memory: st.memory,
+            bind,
+        })
+    }
+
+    fn numa_policy(
+        &self,
+        st: &PreState,
+        node: &NodeInfo,
+        opts: &TopologyOptions,
+    ) -> Result<NumaPolicy, Status> {
+        let node_policy = node
+            .labels
+            .get(LABEL_NODE_NUMA_TOPOLOGY_POLICY)
+            .and_then(|p| NumaPolicy::parse(p))
+            .or(opts.policy)
+            .filter(|p| *p != NumaPolicy::None);
+        match (node_policy, st.pod_numa.filter(|p| *p != NumaPolicy::None)) {
+            (Some(n), Some(p)) if n != p => Err(Status::unresolvable(ERR_NOT_MATCH_NUMA_TOPOLOGY)),
+            (_, Some(p)) => Ok(p),
+            (Some(n), None) => Ok(n),
+            (None, None) => Ok(NumaPolicy::None),
+        }
+    }
+
+    /// The pod's allocation on `node` (`None`: nothing to allocate, or not checked in this
+    /// phase), or why the node cannot take the pod.
+    fn plan(
+        &self,
+        st: &PreState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+        phase: Phase,
+    ) -> Result<Option<(Allocation, Request)>, Status> {
+        let empty = TopologyOptions::default();
+        let opts: &TopologyOptions = cluster
+            .topology(&node.name)
+            .map(Arc::as_ref)
+            .unwrap_or(&empty);
+        let policy = self.numa_policy(st, node, opts)?;
+        let req = self.request(st, node, opts)?;
+        if phase == Phase::Filter {
+            self.filter_amplified(&req, node, pod)?;
+        }
+        if req.bind.is_none() && policy == NumaPolicy::None {
+            return Ok(None);
+        }
+        let check_now = match phase {
+            Phase::Filter => {
+                matches!(policy, NumaPolicy::Restricted | NumaPolicy::SingleNumaNode)
+                    || (policy == NumaPolicy::None && req.bind.is_some_and(|b| b.required))
+            }
+            Phase::Score | Phase::Reserve => true,
+        };
+        if !check_now {
+            return Ok(None);
+        }
+        let ns = NodeState::of(node, &|k| k == pod.key);
+        let all = opts.numa.keys().fold(0u64, |m, n| m | (1 << n));
+        let hint = if policy == NumaPolicy::None {
+            None
+        } else {
+            if opts.numa.is_empty() {
+                return Err(Status::unresolvable("insufficient resources on NUMA Node"));
+            }
+            let exclusive = st.pod_numa.is_some() && st.numa_exclusive;
+            let hs = hints::generate(opts, &ns, &req, policy, exclusive);
+            hints::admit(policy, &hs, all).map_err(Status::unschedulable)?
+        };
+        let a = alloc::allocate(opts, &ns, &req, hint, self.strategy(node))
+            .map_err(Status::unschedulable)?;
+        Ok(Some((a, req)))
+    }
+
+    fn filter_amplified(
+        &self,
+        req: &Request,
+        node: &NodeInfo,
+        pod: &PodInfo,
+    ) -> Result<(), Status> {
+        let ratio = amplification_ratio(node)?;
+        if req.cpu_milli == 0 || ratio <= 1.0 {
+            return Ok(());
+        }
+        let want = if req.bind.is_some() {
+            amplify(req.cpu_milli, ratio)
+        } else {
+            req.cpu_milli
+        };
+        let pinned = NodeState::of(node, &|k| k == pod.key).held.len() as i64 * 1000;
+        let mut requested = node.req.get(R_CPU);
+        if requested >= pinned && pinned > 0 {
+            requested = requested - pinned + amplify(pinned, ratio);
+        }
+        if want > node.alloc.get(R_CPU) - requested {
+            return Err(Status::unschedulable(ERR_INSUFFICIENT_AMPLIFIED_CPU));
+        }
+        Ok(())
+    }
+
+    fn least_or_most(&self, requested: &[(i64, i64, i64)]) -> i64 {
+        let (mut sum, mut weights) = (0i64, 0i64);
+        for (req, cap, w) in requested.iter().filter(|(_, cap, _)| *cap > 0) {
+            let s = match self.args.scoring.strategy {
+                Strategy::LeastAllocated if req > cap => 0,
+                Strategy::LeastAllocated => (cap - req) * 100 / cap,
+                Strategy::MostAllocated => req.min(cap) * 100 / cap,
+            };
+            sum += s * w;
+            weights += w;
+        }
+        if weights == 0 { 0 } else { sum / weights }
+    }
+
+    fn node_score(&self, pod: &PodInfo, node: &NodeInfo, pinned_cpus: i64, ratio: f64) -> i64 {
+        let mut parts = Vec::new();
+        for (id, scalar, w) in &self.args.scoring.weights {
+            let want = pod.req.get(*id);
+            if *scalar && want == 0 {
+                continue;
+            }
+            let mut req = node.req.get(*id) + want;
+            if *id == R_CPU && ratio > 1.0 && pinned_cpus > 0 {
+                req = req - pinned_cpus + amplify(pinned_cpus, ratio);
+            }
+            parts.push((req, node.alloc.get(*id), *w));
+        }
+        self.least_or_most(&parts)
+    }
+
+    fn numa_score(
+        &self,
+        cluster: &ClusterState,
+        node: &NodeInfo,
+        pod: &PodInfo,
+        a: &Allocation,
+        req: &Request,
+    ) -> i64 {
+        let Some(opts) = cluster.topology(&node.name) else {
+            return 0;
+        };
+        let ns = NodeState::of(node, &|k| k == pod.key);
+        let (mut cap, mut used) = ((0, 0), (0, 0));
+        for (n, _, _) in &a.numa {
+            let (c, m) = opts.numa.get(n).copied().unwrap_or_default();
+            let (uc, um) = ns.numa_used.get(n).copied().unwrap_or_default();
+            cap = (cap.0 + c, cap.1 + m);
+            used = (used.0 + uc, used.1 + um);
+        }
+        let mut parts = Vec::new();
+        for (id, _, w) in &self.args.scoring.weights {
+            match *id {
+                R_CPU => parts.push((used.0 + req.cpu_milli, cap.0, *w)),
+                R_MEMORY => parts.push((used.1 + req.memory, cap.1, *w)),
+                _ => {}
+            }
+        }
+        self.least_or_most(&parts)
+    }
+}
+
+fn status_json(a: &Allocation) -> String {
+    let cpus: Vec<u32> = a.cpus.iter().copied().collect();
+    let numa: Vec<NUMANodeResource> = a
+        .numa
+        .iter()
+        .map(|(n, cpu, mem)| {
+            let mut resources = BTreeMap::new();
+            if *cpu > 0 {
+                resources.insert("cpu".to_string(), cpu_from_milli(*cpu));
+            }
+            if *mem > 0 {
+                resources.insert("memory".to_string(), from_int(*mem));
+            }
+            NUMANodeResource {
+                node: *n as i32,
+                resources,
+            }
+        })
+        .collect();
+    let status = ResourceStatus {
+        cpuset: cpuset::format(&cpus),
+        numa_node_resources: (!numa.is_empty()).then_some(numa),
+    };
+    serde_json::to_string(&status).unwrap_or_default()
+}
+
+/// The cpuset NodeNUMAResource gave the pod in this cycle, if any (for explain).
+pub fn reserved_cpuset(state: &CycleState) -> Option<String> {
+    let r = state.read::<Reserved>(ALLOC_KEY)?;
+    let cpus: Vec<u32> = r.alloc.cpus.iter().copied().collect();
+    (!cpus.is_empty()).then(|| cpuset::format(&cpus))
+}
+
+impl Plugin for NodeNUMAResource {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn points(&self) -> &'static [Point] {
+        &[
+            Point::PreFilter,
+            Point::Filter,
+            Point::Score,
+            Point::Reserve,
+            Point::PreBind,
+        ]
+    }
+
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        _: &ClusterState,
+    ) -> (Status, PreFilterResult) {
+        match self.pre_state(pod) {
+            Err(s) => (s, None),
+            Ok(None) => (Status::skip(), None),
+            Ok(Some(st)) => {
+                state.write(NAME, st);
+                (Status::success(), None)
+            }
+        }
+    }
+
+    fn filter(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Status {
+        let Some(st) = state.read::<PreState>(NAME) else {
+            return Status::success();
+        };
+        match self.plan(st, pod, node, cluster, Phase::Filter) {
+            Ok(_) => Status::success(),
+            Err(s) => s,
+        }
+    }
+
+    fn score(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Result<i64, String> {
+        let Some(st) = state.read::<PreState>(NAME) else {
+            return Ok(0);
+        };
+        let empty = TopologyOptions::default();
+        let opts = cluster
+            .topology(&node.name)
+            .map(Arc::as_ref)
+            .unwrap_or(&empty);
+        let Ok(policy) = self.numa_policy(st, node, opts) else {
+            return Ok(0);
+        };
+        if policy == NumaPolicy::None {
+            let ratio = amplification_ratio(node).unwrap_or(1.0);
+            let pinned = NodeState::of(node, &|k| k == pod.key).held.len() as i64 * 1000;
+            return Ok(self.node_score(pod, node, pinned, ratio));
+        }
+        Ok(match self.plan(st, pod, node, cluster, Phase::Score) {
+            Ok(Some((a, req))) => self.numa_score(cluster, node, pod, &a, &req),
+            _ => 0,
+        })
+    }
+
+    fn reserve(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        node: &str,
+        cluster: &ClusterState,
+    ) -> Status {
+        let Some(st) = state.read::<PreState>(NAME) else {
+            return Status::success();
+        };
+        let Some(n) = cluster.node(node) else {
+            return Status::error(format!("node {node} not found"));
+        };
+        let planned = match self.plan(st, pod, n, cluster, Phase::Reserve) {
+            Ok(p) => p,
+            Err(s) => return s,
+        };
+        let Some((alloc, req)) = planned else {
+            return Status::success();
+        };
+        let forced = cluster.topology(node).and_then(|o| node_bind_policy(n, o));
+        let bound = if st.has_policy {
+            None
+        } else {
+            req.bind.map(|b| b.policy)
+        };
+        state.write(
+            ALLOC_KEY,
+            Reserved {
+                alloc,
+                forced,
+                bound,
+            },
+        );
+        Status::success()
+    }
+
+    fn unreserve(&self, state: &mut CycleState, _: &PodInfo, _: &str) {
+        state.write(ALLOC_KEY, ());
+    }
+
+    fn pre_bind(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        _: &str,
+        modified: &mut k8s_openapi::api::core::v1::Pod,
+    ) -> Status {
+        let Some(r) = state.read::<Reserved>(ALLOC_KEY) else {
+            return Status::success();
+        };
+        // A pod pinned by default policy records it, as Koordinator back-fills resource-spec.
+        let spec = r.bound.map(|p| {
+            let mut spec = rs::resource_spec(modified).unwrap_or_default();
+            match r.forced {
+                Some(f) => spec.required_cpu_bind_policy = Some(policy_name(f).to_string()),
+                None => spec.preferred_cpu_bind_policy = Some(policy_name(p).to_string()),
+            }
+            serde_json::to_string(&spec).unwrap_or_default()
+        });
+        let ann = modified
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        if let Some(spec) = spec {
+            ann.insert(ANNOTATION_RESOURCE_SPEC.to_string(), spec);
+        }
+        ann.insert(
+            ANNOTATION_RESOURCE_STATUS.to_string(),
+            status_json(&r.alloc),
+        );
+        Status::success()
+    }
+}
