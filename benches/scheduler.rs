@@ -3,6 +3,9 @@
 //! 10,000 pods at 500 and 5,000 nodes, plus a variant with a NodeMetric on every node and
 //! LoadAware thresholds on. Each pod is scheduled and assumed, as in the live loop; binding
 //! (an API call) is not part of this number. Budget: ≥ 5,000 pods/s at 5,000 nodes.
+//! The NUMA variant gives every node 32 CPUs (2 sockets × 2 NUMA nodes × 4 cores × 2
+//! threads) and a NodeResourceTopology, and schedules LSR koord-prod pods asking 2 whole
+//! CPUs, so NodeNUMAResource picks a cpuset for each on every feasible node it scores.
 //! Run: `cargo bench --bench scheduler`.
 
 use std::sync::Arc;
@@ -29,6 +32,28 @@ profiles:
     args: {usageThresholds: {cpu: 65, memory: 95}}
 "#;
 
+/// The default profile before NodeNUMAResource joined it, to measure what it costs pods
+/// that are not pinned.
+const NO_NUMA: &str = r#"apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: koord-scheduler
+  plugins:
+    queueSort: {disabled: [{name: "*"}], enabled: [{name: PrioritySort}]}
+    filter: {enabled: [{name: LoadAwareScheduling}]}
+    score: {enabled: [{name: LoadAwareScheduling, weight: 1}]}
+    reserve: {enabled: [{name: LoadAwareScheduling}]}
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: LeastAllocated
+        resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}, {name: kubernetes.io/batch-cpu, weight: 1}, {name: kubernetes.io/batch-memory, weight: 1}]
+  - name: LoadAwareScheduling
+    args: {filterExpiredNodeMetrics: false, nodeMetricExpirationSeconds: 300, resourceWeights: {cpu: 1, memory: 1},
+      usageThresholds: {cpu: 0, memory: 0}, estimatedScalingFactors: {cpu: 85, memory: 70}}
+"#;
+
 fn cluster(nodes: usize, metrics: bool, now_ms: i64) -> ClusterState {
     let mut c = ClusterState::default();
     c.now_ms = now_ms;
@@ -50,6 +75,81 @@ fn cluster(nodes: usize, metrics: bool, now_ms: i64) -> ClusterState {
         }
     }
     c
+}
+
+/// A NodeResourceTopology for a 2 × 2 × 4 × 2 node.
+fn nrt(name: &str) -> koord::api::topology::NodeResourceTopology {
+    let detail: Vec<serde_json::Value> = (0..32u32)
+        .map(|id| json!({"id": id, "core": id / 2, "socket": id / 16, "node": id / 8}))
+        .collect();
+    let zones: Vec<serde_json::Value> = (0..4)
+        .map(|n| {
+            json!({"name": format!("node-{n}"), "type": "Node", "resources": [
+            {"name": "cpu", "capacity": "8", "allocatable": "8", "available": "8"},
+            {"name": "memory", "capacity": "32Gi", "allocatable": "32Gi", "available": "32Gi"}]})
+        })
+        .collect();
+    serde_json::from_value(json!({"metadata": {"name": name, "annotations": {
+        "node.koordinator.sh/cpu-topology": json!({"detail": detail}).to_string()}},
+        "topologyPolicies": ["None"], "zones": zones}))
+    .unwrap()
+}
+
+fn numa_cluster(nodes: usize, now_ms: i64) -> ClusterState {
+    let mut c = ClusterState::default();
+    c.now_ms = now_ms;
+    for i in 0..nodes {
+        let name = format!("node-{i}");
+        c.upsert_node(Arc::new(
+            serde_json::from_value(
+                json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"}}}),
+            )
+            .unwrap(),
+        ));
+        c.upsert_topology(&nrt(&name));
+    }
+    c
+}
+
+fn lsr_pods() -> Vec<PodInfo> {
+    (0..PODS)
+        .map(|i| {
+            PodInfo::new(Arc::new(serde_json::from_value(json!({"metadata": {"name": format!("pod-{i}"), "namespace": "default",
+                    "labels": {"koordinator.sh/qosClass": "LSR"}},
+                "spec": {"schedulerName": "koord-scheduler", "priority": 9500, "containers": [{"name": "c", "image": "pause",
+                    "resources": {"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}}]}})).unwrap()))
+        })
+        .collect()
+}
+
+/// Pinned pods: Reserve and PreBind run too, and the assumed pod carries its cpuset, as in
+/// the live loop.
+fn run_numa(nodes: usize, cfg: &config::SchedulerConfig) {
+    let fw = config::framework(&cfg.profiles[0]).unwrap();
+    let now = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+    let mut c = numa_cluster(nodes, now);
+    let pods = lsr_pods();
+    let t = Instant::now();
+    let (mut start, mut placed) = (0, 0);
+    for p in &pods {
+        let mut r = fw.schedule(p, &c, Scope::Live { start });
+        start = (start + r.processed) % nodes;
+        let Some(n) = r.node.clone() else { continue };
+        fw.reserve(&mut r.state, p, &n, &c).unwrap();
+        let assumed = match fw.pre_bind(&r.state, p, &n) {
+            Ok(Some(m)) => PodInfo::new(Arc::new(m)),
+            _ => p.clone(),
+        };
+        c.assume(&assumed, &n);
+        placed += 1;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "{:<44} {nodes:>5} nodes: {:>8.0} pods/s ({placed} of {PODS} placed in {secs:.2} s)",
+        "NodeNUMAResource, LSR pods pinned 2 CPUs",
+        PODS as f64 / secs
+    );
 }
 
 fn pods() -> Vec<PodInfo> {
@@ -88,13 +188,21 @@ fn run(name: &str, nodes: usize, cfg: &config::SchedulerConfig, metrics: bool) {
 fn main() {
     let default = config::default_config().unwrap();
     let loadaware = config::resolve(Some((LOADAWARE, "bench"))).unwrap();
+    let no_numa = config::resolve(Some((NO_NUMA, "bench"))).unwrap();
     for nodes in [500, 5000] {
         run("default koord profile", nodes, &default, false);
+        run(
+            "default profile without NodeNUMAResource",
+            nodes,
+            &no_numa,
+            false,
+        );
         run(
             "LoadAware thresholds, NodeMetric on every node",
             nodes,
             &loadaware,
             true,
         );
+        run_numa(nodes, &default);
     }
 }

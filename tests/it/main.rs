@@ -12,6 +12,7 @@ mod apiserver_watch;
 mod cli;
 mod crd_drift;
 mod explain;
+mod explain_numa;
 mod kubectl;
 mod manager;
 mod scheduler;

@@ -45,8 +45,10 @@ impl ClusterState {
         match self.node_mut(&name) {
             Some(n) => n.set_node(node),
             None => {
+                let mut info = NodeInfo::new(node);
+                info.topology = self.topologies.get(&name).cloned();
                 self.index.insert(name, self.nodes.len());
-                self.nodes.push(NodeInfo::new(node));
+                self.nodes.push(info);
                 self.rank = Default::default();
             }
         }
@@ -163,12 +165,18 @@ impl ClusterState {
     /// Parses a NodeResourceTopology once, when it changes.
     pub fn upsert_topology(&mut self, nrt: &NodeResourceTopology) {
         if let Some(name) = nrt.metadata.name.clone() {
-            self.topologies
-                .insert(name, Arc::new(TopologyOptions::from_nrt(nrt)));
+            let t = Arc::new(TopologyOptions::from_nrt(nrt));
+            if let Some(n) = self.node_mut(&name) {
+                n.topology = Some(t.clone());
+            }
+            self.topologies.insert(name, t);
         }
     }
 
     pub fn remove_topology(&mut self, name: &str) {
         self.topologies.remove(name);
+        if let Some(n) = self.node_mut(name) {
+            n.topology = None;
+        }
     }
 }

@@ -15,16 +15,13 @@ pub mod topology;
 mod tests;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use alloc::{Allocation, Bind, NodeState, Request};
 use take::{BindPolicy, Exclusive, Strategy};
 use topology::{NumaPolicy, TopologyOptions};
 
 use crate::api::cpuset;
-use crate::api::extension::keys::{
-    ANNOTATION_NODE_AMPLIFICATION_RATIO, ANNOTATION_RESOURCE_SPEC, ANNOTATION_RESOURCE_STATUS,
-};
+use crate::api::extension::keys::{ANNOTATION_RESOURCE_SPEC, ANNOTATION_RESOURCE_STATUS};
 use crate::api::extension::priority::PriorityClass;
 use crate::api::extension::qos::{QoSClass, pod_qos_class};
 use crate::api::extension::resourcestatus::{self as rs, NUMANodeResource, ResourceStatus};
@@ -92,32 +89,24 @@ fn policy_name(p: BindPolicy) -> &'static str {
 
 /// The node's forced policy: its `cpu-bind-policy` label, or kubelet's full-pcpus-only.
 fn node_bind_policy(node: &NodeInfo, opts: &TopologyOptions) -> Option<BindPolicy> {
-    match node
-        .labels
-        .get(LABEL_NODE_CPU_BIND_POLICY)
-        .map(String::as_str)
-    {
-        Some("FullPCPUsOnly") => Some(BindPolicy::FullPcpus),
-        Some("SpreadByPCPUs") => Some(BindPolicy::SpreadByPcpus),
-        Some(_) => None,
+    match node.numa_facts.bind_label {
+        Some(p) => p,
         None if opts.kubelet_full_pcpus_only => Some(BindPolicy::FullPcpus),
         None => None,
     }
 }
 
 fn amplification_ratio(node: &NodeInfo) -> Result<f64, Status> {
-    let Some(raw) = node
-        .node
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_NODE_AMPLIFICATION_RATIO))
-    else {
-        return Ok(1.0);
-    };
-    let m: BTreeMap<String, f64> = serde_json::from_str(raw)
-        .map_err(|_| Status::unresolvable(ERR_INVALID_AMPLIFICATION_RATIO))?;
-    Ok(m.get("cpu").copied().unwrap_or(1.0))
+    node.numa_facts
+        .cpu_ratio
+        .ok_or_else(|| Status::unresolvable(ERR_INVALID_AMPLIFICATION_RATIO))
+}
+
+static EMPTY: std::sync::LazyLock<TopologyOptions> =
+    std::sync::LazyLock::new(TopologyOptions::default);
+
+fn topology_of(node: &NodeInfo) -> &TopologyOptions {
+    node.topology.as_deref().unwrap_or(&EMPTY)
 }
 
 fn amplify(v: i64, ratio: f64) -> i64 {
@@ -136,15 +125,7 @@ impl NodeNUMAResource {
     }
 
     fn strategy(&self, node: &NodeInfo) -> Strategy {
-        match node
-            .labels
-            .get(LABEL_NODE_NUMA_ALLOCATE_STRATEGY)
-            .map(String::as_str)
-        {
-            Some("MostAllocated") => Strategy::MostAllocated,
-            Some("LeastAllocated") => Strategy::LeastAllocated,
-            _ => self.args.numa_strategy,
-        }
+        node.numa_facts.strategy.unwrap_or(self.args.numa_strategy)
     }
 
     fn pre_state(&self, pod: &PodInfo) -> Result<Option<PreState>, Status> {
@@ -264,9 +245,8 @@ impl NodeNUMAResource {
         opts: &TopologyOptions,
     ) -> Result<NumaPolicy, Status> {
         let node_policy = node
-            .labels
-            .get(LABEL_NODE_NUMA_TOPOLOGY_POLICY)
-            .and_then(|p| NumaPolicy::parse(p))
+            .numa_facts
+            .numa_label
             .or(opts.policy)
             .filter(|p| *p != NumaPolicy::None);
         match (node_policy, st.pod_numa.filter(|p| *p != NumaPolicy::None)) {
@@ -284,14 +264,9 @@ impl NodeNUMAResource {
         st: &PreState,
         pod: &PodInfo,
         node: &NodeInfo,
-        cluster: &ClusterState,
         phase: Phase,
     ) -> Result<Option<(Allocation, Request)>, Status> {
-        let empty = TopologyOptions::default();
-        let opts: &TopologyOptions = cluster
-            .topology(&node.name)
-            .map(Arc::as_ref)
-            .unwrap_or(&empty);
+        let opts = topology_of(node);
         let policy = self.numa_policy(st, node, opts)?;
         let req = self.request(st, node, opts)?;
         if phase == Phase::Filter {
@@ -353,9 +328,9 @@ impl NodeNUMAResource {
         Ok(())
     }
 
-    fn least_or_most(&self, requested: &[(i64, i64, i64)]) -> i64 {
+    fn least_or_most(&self, requested: impl Iterator<Item = (i64, i64, i64)>) -> i64 {
         let (mut sum, mut weights) = (0i64, 0i64);
-        for (req, cap, w) in requested.iter().filter(|(_, cap, _)| *cap > 0) {
+        for (req, cap, w) in requested.filter(|(_, cap, _)| *cap > 0) {
             let s = match self.args.scoring.strategy {
                 Strategy::LeastAllocated if req > cap => 0,
                 Strategy::LeastAllocated => (cap - req) * 100 / cap,
@@ -368,30 +343,27 @@ impl NodeNUMAResource {
     }
 
     fn node_score(&self, pod: &PodInfo, node: &NodeInfo, pinned_cpus: i64, ratio: f64) -> i64 {
-        let mut parts = Vec::new();
-        for (id, scalar, w) in &self.args.scoring.weights {
-            let want = pod.req.get(*id);
-            if *scalar && want == 0 {
-                continue;
-            }
-            let mut req = node.req.get(*id) + want;
-            if *id == R_CPU && ratio > 1.0 && pinned_cpus > 0 {
-                req = req - pinned_cpus + amplify(pinned_cpus, ratio);
-            }
-            parts.push((req, node.alloc.get(*id), *w));
-        }
-        self.least_or_most(&parts)
+        let parts = self
+            .args
+            .scoring
+            .weights
+            .iter()
+            .filter_map(|(id, scalar, w)| {
+                let want = pod.req.get(*id);
+                if *scalar && want == 0 {
+                    return None;
+                }
+                let mut req = node.req.get(*id) + want;
+                if *id == R_CPU && ratio > 1.0 && pinned_cpus > 0 {
+                    req = req - pinned_cpus + amplify(pinned_cpus, ratio);
+                }
+                Some((req, node.alloc.get(*id), *w))
+            });
+        self.least_or_most(parts)
     }
 
-    fn numa_score(
-        &self,
-        cluster: &ClusterState,
-        node: &NodeInfo,
-        pod: &PodInfo,
-        a: &Allocation,
-        req: &Request,
-    ) -> i64 {
-        let Some(opts) = cluster.topology(&node.name) else {
+    fn numa_score(&self, node: &NodeInfo, pod: &PodInfo, a: &Allocation, req: &Request) -> i64 {
+        let Some(opts) = node.topology.as_deref() else {
             return 0;
         };
         let ns = NodeState::of(node, &|k| k == pod.key);
@@ -402,15 +374,17 @@ impl NodeNUMAResource {
             cap = (cap.0 + c, cap.1 + m);
             used = (used.0 + uc, used.1 + um);
         }
-        let mut parts = Vec::new();
-        for (id, _, w) in &self.args.scoring.weights {
-            match *id {
-                R_CPU => parts.push((used.0 + req.cpu_milli, cap.0, *w)),
-                R_MEMORY => parts.push((used.1 + req.memory, cap.1, *w)),
-                _ => {}
-            }
-        }
-        self.least_or_most(&parts)
+        let parts = self
+            .args
+            .scoring
+            .weights
+            .iter()
+            .filter_map(|(id, _, w)| match *id {
+                R_CPU => Some((used.0 + req.cpu_milli, cap.0, *w)),
+                R_MEMORY => Some((used.1 + req.memory, cap.1, *w)),
+                _ => None,
+            });
+        self.least_or_most(parts)
     }
 }
 
@@ -483,12 +457,12 @@ impl Plugin for NodeNUMAResource {
         state: &CycleState,
         pod: &PodInfo,
         node: &NodeInfo,
-        cluster: &ClusterState,
+        _: &ClusterState,
     ) -> Status {
         let Some(st) = state.read::<PreState>(NAME) else {
             return Status::success();
         };
-        match self.plan(st, pod, node, cluster, Phase::Filter) {
+        match self.plan(st, pod, node, Phase::Filter) {
             Ok(_) => Status::success(),
             Err(s) => s,
         }
@@ -499,26 +473,28 @@ impl Plugin for NodeNUMAResource {
         state: &CycleState,
         pod: &PodInfo,
         node: &NodeInfo,
-        cluster: &ClusterState,
+        _: &ClusterState,
     ) -> Result<i64, String> {
         let Some(st) = state.read::<PreState>(NAME) else {
             return Ok(0);
         };
-        let empty = TopologyOptions::default();
-        let opts = cluster
-            .topology(&node.name)
-            .map(Arc::as_ref)
-            .unwrap_or(&empty);
+        let opts = topology_of(node);
         let Ok(policy) = self.numa_policy(st, node, opts) else {
             return Ok(0);
         };
         if policy == NumaPolicy::None {
             let ratio = amplification_ratio(node).unwrap_or(1.0);
-            let pinned = NodeState::of(node, &|k| k == pod.key).held.len() as i64 * 1000;
+            // Only an amplified node counts its pinned CPUs differently; skip the pod scan
+            // everywhere else (this runs for every pod on every feasible node).
+            let pinned = if ratio > 1.0 {
+                NodeState::of(node, &|k| k == pod.key).held.len() as i64 * 1000
+            } else {
+                0
+            };
             return Ok(self.node_score(pod, node, pinned, ratio));
         }
-        Ok(match self.plan(st, pod, node, cluster, Phase::Score) {
-            Ok(Some((a, req))) => self.numa_score(cluster, node, pod, &a, &req),
+        Ok(match self.plan(st, pod, node, Phase::Score) {
+            Ok(Some((a, req))) => self.numa_score(node, pod, &a, &req),
             _ => 0,
         })
     }
@@ -536,14 +512,14 @@ impl Plugin for NodeNUMAResource {
         let Some(n) = cluster.node(node) else {
             return Status::error(format!("node {node} not found"));
         };
-        let planned = match self.plan(st, pod, n, cluster, Phase::Reserve) {
+        let planned = match self.plan(st, pod, n, Phase::Reserve) {
             Ok(p) => p,
             Err(s) => return s,
         };
         let Some((alloc, req)) = planned else {
             return Status::success();
         };
-        let forced = cluster.topology(node).and_then(|o| node_bind_policy(n, o));
+        let forced = node_bind_policy(n, topology_of(n));
         let bound = if st.has_policy {
             None
         } else {

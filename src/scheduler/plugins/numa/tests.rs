@@ -459,4 +459,13 @@ fn reserved_cpus_and_placed_pods_are_not_given_out() {
     ));
     let st = NodeState::of(&c.nodes[0], &|_| false);
     assert_eq!(fmt(&st.available(&o)), "4-7");
+    // A topology that arrives before its Node is attached when the Node does.
+    let mut early = ClusterState::default();
+    early.upsert_topology(&n);
+    early.upsert_node(Arc::new(
+        serde_json::from_value(node_json("n1", "8", "32Gi")).unwrap(),
+    ));
+    assert_eq!(early.nodes[0].topology.as_deref(), Some(&o));
+    early.remove_topology("n1");
+    assert!(early.nodes[0].topology.is_none());
 }

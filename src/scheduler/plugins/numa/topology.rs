@@ -104,6 +104,70 @@ impl NumaPolicy {
     }
 }
 
+/// What NodeNUMAResource reads from a Node object, parsed when the Node changes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeFacts {
+    /// `node.koordinator.sh/cpu-bind-policy`: absent, or the policy it forces (`None` for
+    /// a label that forces nothing).
+    pub bind_label: Option<Option<super::take::BindPolicy>>,
+    /// `node.koordinator.sh/numa-topology-policy`.
+    pub numa_label: Option<NumaPolicy>,
+    /// `node.koordinator.sh/numa-allocate-strategy`.
+    pub strategy: Option<super::take::Strategy>,
+    /// The cpu amplification ratio; `None` when the annotation is malformed.
+    pub cpu_ratio: Option<f64>,
+}
+
+impl Default for NodeFacts {
+    fn default() -> Self {
+        NodeFacts {
+            bind_label: None,
+            numa_label: None,
+            strategy: None,
+            cpu_ratio: Some(1.0),
+        }
+    }
+}
+
+impl NodeFacts {
+    pub fn of(node: &k8s_openapi::api::core::v1::Node) -> NodeFacts {
+        use super::take::{BindPolicy, Strategy};
+        let label = |k: &str| {
+            node.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(k))
+                .map(String::as_str)
+        };
+        let bind_label = label(super::LABEL_NODE_CPU_BIND_POLICY).map(|v| match v {
+            "FullPCPUsOnly" => Some(BindPolicy::FullPcpus),
+            "SpreadByPCPUs" => Some(BindPolicy::SpreadByPcpus),
+            _ => None,
+        });
+        let strategy = match label(super::LABEL_NODE_NUMA_ALLOCATE_STRATEGY) {
+            Some("MostAllocated") => Some(Strategy::MostAllocated),
+            Some("LeastAllocated") => Some(Strategy::LeastAllocated),
+            _ => None,
+        };
+        let ratio =
+            node.metadata.annotations.as_ref().and_then(|a| {
+                a.get(crate::api::extension::keys::ANNOTATION_NODE_AMPLIFICATION_RATIO)
+            });
+        let cpu_ratio = match ratio {
+            None => Some(1.0),
+            Some(raw) => serde_json::from_str::<BTreeMap<String, f64>>(raw)
+                .ok()
+                .map(|m| m.get("cpu").copied().unwrap_or(1.0)),
+        };
+        NodeFacts {
+            bind_label,
+            numa_label: label(super::LABEL_NODE_NUMA_TOPOLOGY_POLICY).and_then(NumaPolicy::parse),
+            strategy,
+            cpu_ratio,
+        }
+    }
+}
+
 /// Per node: topology, reserved CPUs, per-NUMA allocatable, NUMA policy, kubelet policy.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TopologyOptions {

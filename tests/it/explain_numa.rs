@@ -1,0 +1,74 @@
+//! `koord explain schedule` with NodeNUMAResource: cpusets from NodeResourceTopology and the
+//! CPUs running pods hold, filter reasons in Koordinator's words, PreFilter rejections.
+
+use crate::common;
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use serde_json::Value;
+
+const SNAP: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/numa-snapshot.yaml"
+);
+
+fn cpus(s: &str) -> BTreeSet<u32> {
+    koord::api::cpuset::parse(s).unwrap().into_iter().collect()
+}
+
+#[test]
+fn pinned_pods_get_disjoint_cpusets_on_nodes_with_a_topology() {
+    let out = Command::new(common::koord_bin())
+        .args(["explain", "schedule", "-f", SNAP, "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pods = v["pods"].as_array().unwrap();
+    let by = |name: &str| {
+        pods.iter()
+            .find(|p| p["pod"] == format!("default/{name}"))
+            .unwrap()
+            .clone()
+    };
+
+    let a = by("lsr-a");
+    assert_eq!(a["node"], "pinned-node", "{a}");
+    let plain = &a["nodes"]["plain-node"];
+    assert_eq!(plain["plugin"], "NodeNUMAResource");
+    assert_eq!(plain["reason"], "node(s) invalid CPU Topology");
+    assert!(a["nodes"]["pinned-node"]["scores"]["NodeNUMAResource"].is_i64());
+    let a_cpus = cpus(a["cpuset"].as_str().unwrap());
+    assert_eq!(
+        a_cpus,
+        cpus("2-5"),
+        "whole cores after the running pod's 0-1"
+    );
+
+    let b = by("lsr-b");
+    assert_eq!(b["node"], "pinned-node");
+    let b_cpus = cpus(b["cpuset"].as_str().unwrap());
+    assert_eq!(b_cpus, cpus("6-7"));
+
+    let f = by("lsr-fraction");
+    assert!(f["node"].is_null());
+    for (_, n) in f["nodes"].as_object().unwrap() {
+        assert_eq!(n["plugin"], "NodeNUMAResource");
+        assert_eq!(n["reason"], "the requested CPUs must be integer");
+    }
+
+    let text = Command::new(common::koord_bin())
+        .args(["explain", "schedule", "-f", SNAP, "-o", "text"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("default/lsr-a → pinned-node (cpuset 2-5)"),
+        "{text}"
+    );
+}
