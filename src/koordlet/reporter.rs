@@ -16,8 +16,8 @@ use crate::api::extension::priority::pod_priority_class_with_default;
 use crate::api::extension::qos::pod_qos_class_with_default;
 use crate::api::quantity::{cpu_from_milli, from_int};
 use crate::api::slo::{
-    AggregatedUsage, HostApplicationMetricInfo, NodeMetric, NodeMetricInfo, NodeMetricStatus,
-    PodMetricInfo, ReclaimableMetric, ResourceMap,
+    AggregatedUsage, HostApplicationMetricInfo, NUMAMetricInfo, NodeMetric, NodeMetricInfo,
+    NodeMetricStatus, PodMetricInfo, ReclaimableMetric, ResourceMap,
 };
 
 /// The collect policy in force: NodeMetric spec over Koordinator's defaults, with floors.
@@ -164,6 +164,7 @@ pub fn build_status(
         node_aggs.push(aggregated(store, &ncpu, &nmem, now, *d)?);
         sys_aggs.push(aggregated(store, &scpu, &smem, now, *d)?);
     }
+    let numa_usages = numa_usages(store, start, now)?;
     let mut pods = Vec::new();
     for p in states.pods.iter() {
         let (c, m) = (
@@ -222,13 +223,38 @@ pub fn build_status(
             aggregated_node_usages: Some(node_aggs),
             system_usage,
             aggregated_system_usages: Some(sys_aggs),
-            numa_usages: None,
+            numa_usages: (!numa_usages.is_empty()).then_some(numa_usages),
         }),
         pods_metric: Some(pods),
         host_application_metric: (!apps.is_empty()).then_some(apps),
         prod_reclaimable_metric: reclaimable,
         prod_peak_metric: peak,
     })
+}
+
+/// `numaUsages`: each NUMA node's average usage over the window, sorted by id (systemUsage
+/// per NUMA node is not computed yet and stays empty).
+fn numa_usages(
+    store: &MetricStore,
+    start: i64,
+    now: i64,
+) -> Result<Vec<NUMAMetricInfo>, StoreError> {
+    let mut out = Vec::new();
+    for n in 0..1024u32 {
+        let (c, m) = (
+            SeriesKey::numa(MetricKind::NodeNumaCpuUsage, n),
+            SeriesKey::numa(MetricKind::NodeNumaMemoryUsage, n),
+        );
+        match avg_of(store, &c, &m, start, now)? {
+            Some(u) => out.push(NUMAMetricInfo {
+                numa_node_id: n as i32,
+                node_usage: u,
+                system_usage: Default::default(),
+            }),
+            None => break,
+        }
+    }
+    Ok(out)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -326,6 +352,16 @@ mod tests {
                 SeriesKey::pod(MetricKind::PodMemoryUsage, "u1"),
                 Point { ts, value: 1e8 },
             ));
+            for n in 0..2 {
+                samples.push((
+                    SeriesKey::numa(MetricKind::NodeNumaCpuUsage, n),
+                    Point { ts, value: 0.5 },
+                ));
+                samples.push((
+                    SeriesKey::numa(MetricKind::NodeNumaMemoryUsage, n),
+                    Point { ts, value: 5e8 },
+                ));
+            }
         }
         store.insert(&samples).unwrap();
         let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(
@@ -353,6 +389,15 @@ mod tests {
         };
         let st = build_status(&store, &states, &p, now, None).unwrap();
         let info = st.node_metric.unwrap();
+        let numa = info.numa_usages.clone().unwrap();
+        assert_eq!(numa.len(), 2);
+        assert_eq!(
+            (
+                numa[1].numa_node_id,
+                numa[1].node_usage.get("cpu").unwrap().0.as_str()
+            ),
+            (1, "500m")
+        );
         assert_eq!(info.node_usage.get("cpu").unwrap().0, "1500m");
         assert_eq!(info.node_usage.get("memory").unwrap().0, "1000000000");
         let aggs = info.aggregated_node_usages.unwrap();

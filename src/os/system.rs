@@ -120,8 +120,32 @@ impl Host {
             .collect()
     }
 
+    /// Memory in use on each NUMA node in bytes, as Koordinator counts it: MemTotal −
+    /// (MemFree + Active(file) + Inactive(file) + SReclaimable), floored at 0.
+    pub fn numa_mem_used(&self) -> BTreeMap<u32, i64> {
+        self.numa_meminfo()
+            .into_iter()
+            .map(|(n, m)| {
+                let get = |k: &str| m.get(k).copied().unwrap_or(0);
+                let free = get("MemFree")
+                    + get("Active(file)")
+                    + get("Inactive(file)")
+                    + get("SReclaimable");
+                (n, (get("MemTotal") - free).max(0))
+            })
+            .collect()
+    }
+
     /// `MemTotal` of each NUMA node in bytes (`devices/system/node/node<N>/meminfo`).
     pub fn numa_mem_total(&self) -> BTreeMap<u32, i64> {
+        self.numa_meminfo()
+            .into_iter()
+            .filter_map(|(n, m)| Some((n, *m.get("MemTotal")?)))
+            .collect()
+    }
+
+    /// Each NUMA node's meminfo ("Node 0 MemTotal:  16384 kB") in bytes by field.
+    fn numa_meminfo(&self) -> BTreeMap<u32, BTreeMap<String, i64>> {
         let nodes = self.sys_root.join("devices/system/node");
         let mut out = BTreeMap::new();
         for entry in std::fs::read_dir(&nodes).into_iter().flatten().flatten() {
@@ -135,15 +159,15 @@ impl Host {
             let Ok(info) = std::fs::read_to_string(entry.path().join("meminfo")) else {
                 continue;
             };
-            // "Node 0 MemTotal:       16384 kB"
-            let kb = info
+            let fields = info
                 .lines()
-                .find(|l| l.contains("MemTotal:"))
-                .and_then(|l| l.split_whitespace().rev().nth(1))
-                .and_then(|v| v.parse::<i64>().ok());
-            if let Some(kb) = kb {
-                out.insert(n, kb * 1024);
-            }
+                .filter_map(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    let kb: i64 = f.get(3)?.parse().ok()?;
+                    Some((f.get(2)?.trim_end_matches(':').to_string(), kb * 1024))
+                })
+                .collect();
+            out.insert(n, fields);
         }
         out
     }

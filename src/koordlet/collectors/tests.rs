@@ -293,3 +293,47 @@ fn psi_from_pressure_files() {
         Some(0.75)
     );
 }
+
+#[test]
+fn numa_usage_from_per_cpu_ticks_and_node_meminfo() {
+    let fake = FakeHost::new(Version::V1, Driver::Cgroupfs, false);
+    let sys = fake.root().join("sys/devices/system");
+    std::fs::create_dir_all(sys.join("cpu")).unwrap();
+    std::fs::write(sys.join("cpu/online"), "0-3").unwrap();
+    for cpu in 0..4u32 {
+        let t = sys.join(format!("cpu/cpu{cpu}/topology"));
+        std::fs::create_dir_all(&t).unwrap();
+        std::fs::write(t.join("physical_package_id"), "0").unwrap();
+        std::fs::write(t.join("core_id"), cpu.to_string()).unwrap();
+    }
+    for (n, cpus, free_kb) in [(0, "0-1", 1_048_576u64), (1, "2-3", 3_145_728)] {
+        let d = sys.join(format!("node/node{n}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("cpulist"), cpus).unwrap();
+        std::fs::write(
+            d.join("meminfo"),
+            format!("Node {n} MemTotal:  4194304 kB\nNode {n} MemFree:  {free_kb} kB\nNode {n} Active(file): 0 kB\nNode {n} Inactive(file): 0 kB\nNode {n} SReclaimable: 0 kB\n"),
+        )
+        .unwrap();
+    }
+    let mut advisor = Advisor::new(
+        registry(&Config::default(), false, false),
+        fake.host.clone(),
+        fake.cgroups.clone(),
+    )
+    .with_clock_ticks(100);
+    let states = States::default();
+    fake.proc_stat(0, 4);
+    fake.meminfo(16 * GI, 10 * GI);
+    advisor.pass(&states, 1_000, 0);
+    // 400 busy ticks over 2 s, 100 on each CPU: 1 core per NUMA node.
+    fake.proc_stat(400, 4);
+    let (s, _) = advisor.pass(&states, 3_000, 2_000_000_000);
+    for n in 0..2 {
+        let cpu = value(&s, &SeriesKey::numa(MetricKind::NodeNumaCpuUsage, n));
+        assert!(close(cpu, 1.0), "NUMA {n} cpu {cpu:?}");
+    }
+    let mem = |n| value(&s, &SeriesKey::numa(MetricKind::NodeNumaMemoryUsage, n));
+    assert_eq!(mem(0), Some((3 * GI) as f64));
+    assert_eq!(mem(1), Some(GI as f64));
+}

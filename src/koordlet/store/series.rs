@@ -4,6 +4,8 @@
 pub enum MetricKind {
     NodeCpuUsage,
     NodeMemoryUsage,
+    NodeNumaCpuUsage,
+    NodeNumaMemoryUsage,
     SysCpuUsage,
     SysMemoryUsage,
     NodeBe,
@@ -26,6 +28,8 @@ impl MetricKind {
         match self {
             Self::NodeCpuUsage => "node_cpu_usage",
             Self::NodeMemoryUsage => "node_memory_usage",
+            Self::NodeNumaCpuUsage => "node_numa_cpu_usage",
+            Self::NodeNumaMemoryUsage => "node_numa_memory_usage",
             Self::SysCpuUsage => "sys_cpu_usage",
             Self::SysMemoryUsage => "sys_memory_usage",
             Self::NodeBe => "node_be",
@@ -78,6 +82,11 @@ impl SeriesKey {
             MetricKind::NodeBe,
             &[("be_resource", "cpu"), ("be_allocation", allocation)],
         )
+    }
+
+    /// `node_numa_*_usage{numa_node_id=N}`.
+    pub fn numa(kind: MetricKind, node: u32) -> Self {
+        Self::new(kind, &[("numa_node_id", &node.to_string())])
     }
 
     pub fn host_app(kind: MetricKind, name: &str) -> Self {
