@@ -148,6 +148,9 @@ impl CycleState {
     pub fn read<T: Any + Send + Sync>(&self, key: &'static str) -> Option<&T> {
         self.data.get(key).and_then(|b| b.downcast_ref())
     }
+    pub fn remove(&mut self, key: &'static str) {
+        self.data.remove(key);
+    }
 }
 
 /// PreFilter may narrow the candidate nodes.

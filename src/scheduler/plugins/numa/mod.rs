@@ -537,7 +537,7 @@ impl Plugin for NodeNUMAResource {
     }
 
     fn unreserve(&self, state: &mut CycleState, _: &PodInfo, _: &str) {
-        state.write(ALLOC_KEY, ());
+        state.remove(ALLOC_KEY);
     }
 
     fn pre_bind(
