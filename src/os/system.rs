@@ -82,16 +82,8 @@ impl Host {
             }
         })?;
         let mut numa_of = BTreeMap::new();
-        let nodes = self.sys_root.join("devices/system/node");
-        for entry in std::fs::read_dir(&nodes).into_iter().flatten().flatten() {
-            let name = entry.file_name().to_string_lossy().to_string();
-            let Some(n) = name
-                .strip_prefix("node")
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let list = read(&entry.path().join("cpulist"))?;
+        for (n, dir) in self.numa_dirs() {
+            let list = read(&dir.join("cpulist"))?;
             for c in crate::api::cpuset::parse(list.trim()).unwrap_or_default() {
                 numa_of.insert(c, n);
             }
@@ -144,19 +136,26 @@ impl Host {
             .collect()
     }
 
+    /// `devices/system/node/node<N>` directories by N.
+    fn numa_dirs(&self) -> Vec<(u32, PathBuf)> {
+        let nodes = self.sys_root.join("devices/system/node");
+        std::fs::read_dir(&nodes)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().to_string();
+                let n = name.strip_prefix("node")?.parse::<u32>().ok()?;
+                Some((n, e.path()))
+            })
+            .collect()
+    }
+
     /// Each NUMA node's meminfo ("Node 0 MemTotal:  16384 kB") in bytes by field.
     fn numa_meminfo(&self) -> BTreeMap<u32, BTreeMap<String, i64>> {
-        let nodes = self.sys_root.join("devices/system/node");
         let mut out = BTreeMap::new();
-        for entry in std::fs::read_dir(&nodes).into_iter().flatten().flatten() {
-            let name = entry.file_name().to_string_lossy().to_string();
-            let Some(n) = name
-                .strip_prefix("node")
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let Ok(info) = std::fs::read_to_string(entry.path().join("meminfo")) else {
+        for (n, dir) in self.numa_dirs() {
+            let Ok(info) = std::fs::read_to_string(dir.join("meminfo")) else {
                 continue;
             };
             let fields = info
