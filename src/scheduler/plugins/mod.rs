@@ -6,6 +6,7 @@ pub mod interpod;
 pub mod loadaware;
 pub mod numa;
 pub mod preemption;
+pub mod reservation;
 pub mod resources;
 pub mod spread;
 pub mod taint;
