@@ -103,7 +103,7 @@ impl ReservationInfo {
 
     /// Owners may still be placed on it.
     pub fn matchable(&self) -> bool {
-        self.is_available() && !(self.allocate_once && !self.allocated.is_empty())
+        self.is_available() && (!self.allocate_once || self.allocated.is_empty())
     }
 
     /// allocatable − Σ owners' requests, per resource, floored at 0.
