@@ -20,6 +20,12 @@ pub struct ClusterState {
     /// Pod key → node it is counted on.
     placed: HashMap<String, String>,
     pub metrics: HashMap<String, Arc<MetricInfo>>,
+    /// Reservations by name, and what their owners hold (see `reservations.rs`).
+    pub reservations:
+        HashMap<String, crate::scheduler::plugins::reservation::info::ReservationInfo>,
+    pub(super) reservation_by_uid: HashMap<String, String>,
+    pub(super) reservation_owners:
+        HashMap<String, std::collections::BTreeMap<String, crate::api::pod::Amounts>>,
     /// NodeNUMAResource's view of each node's NodeResourceTopology, by node name.
     pub topologies: HashMap<String, Arc<TopologyOptions>>,
     /// Pods assumed by this scheduler and not yet confirmed by the watch.
@@ -110,13 +116,18 @@ impl ClusterState {
         }
     }
 
-    fn place(&mut self, info: Arc<PodInfo>, node: &str) {
+    pub(super) fn place(&mut self, info: Arc<PodInfo>, node: &str) {
         let key = info.key.clone();
         let affinity = info.has_pod_affinity;
+        let owner_of = info.reservation_allocated.clone();
+        let requests = info.requests.clone();
         if let Some(n) = self.node_mut(node) {
             n.add_pod(info);
-            self.placed.insert(key, node.to_string());
+            self.placed.insert(key.clone(), node.to_string());
             self.pods_with_affinity += affinity as usize;
+            if let Some(uid) = owner_of {
+                self.owner_placed(&uid, key, requests);
+            }
         }
     }
 
@@ -125,9 +136,14 @@ impl ClusterState {
         if let Some(node) = self.placed.remove(key)
             && let Some(n) = self.node_mut(&node)
         {
-            let affinity = n.pods.iter().any(|p| p.key == key && p.has_pod_affinity);
+            let p = n.pods.iter().find(|p| p.key == key);
+            let affinity = p.is_some_and(|p| p.has_pod_affinity);
+            let owner_of = p.and_then(|p| p.reservation_allocated.clone());
             n.remove_pod(key);
             self.pods_with_affinity -= affinity as usize;
+            if let Some(uid) = owner_of {
+                self.owner_removed(&uid, key);
+            }
         }
     }
 

@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod metric;
 pub mod res;
+pub mod reservations;
 pub mod runtime;
 pub mod types;
 

@@ -47,6 +47,10 @@ pub struct PodInfo {
     pub has_pod_affinity: bool,
     /// The CPUs / NUMA resources NodeNUMAResource gave it (`resource-status`).
     pub cpu_alloc: Option<Arc<CpuAlloc>>,
+    /// The UID of the reservation it was placed into (`reservation-allocated`).
+    pub reservation_allocated: Option<String>,
+    /// Set on a reservation's reserve pod: the reservation's name.
+    pub reserve_of: Option<String>,
 }
 
 fn ts_ms(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> i64 {
@@ -96,6 +100,8 @@ impl PodInfo {
                 .is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some()),
             created_ms: meta.creation_timestamp.as_ref().map(ts_ms).unwrap_or(0),
             cpu_alloc: CpuAlloc::of(&pod).map(Arc::new),
+            reservation_allocated: reservation_allocated(&pod),
+            reserve_of: None,
             namespace,
             name,
             pod,
@@ -105,6 +111,17 @@ impl PodInfo {
     pub fn spec(&self) -> Option<&k8s_openapi::api::core::v1::PodSpec> {
         self.pod.spec.as_ref()
     }
+}
+
+/// The `uid` of `scheduling.koordinator.sh/reservation-allocated` (`{"name","uid"}`).
+fn reservation_allocated(pod: &Pod) -> Option<String> {
+    let raw = pod
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(crate::api::extension::keys::ANNOTATION_RESERVATION_ALLOCATED)?;
+    let v: serde_json::Value = serde_json::from_str(raw).ok()?;
+    v.get("uid")?.as_str().map(str::to_string)
 }
 
 fn non_zero_requests(pod: &Pod) -> (i64, i64) {
