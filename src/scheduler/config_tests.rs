@@ -25,10 +25,14 @@ fn built_in_default_is_koordinators_profile() {
             "PodTopologySpread",
             "InterPodAffinity",
             "LoadAwareScheduling",
-            "NodeNUMAResource"
+            "NodeNUMAResource",
+            "Reservation"
         ]
     );
-    assert_eq!(names(p, Point::PreBind), ["NodeNUMAResource"]);
+    assert_eq!(
+        names(p, Point::PreBind),
+        ["NodeNUMAResource", "Reservation"]
+    );
     let score: Vec<(String, i64)> = p.points[&Point::Score].clone();
     assert_eq!(
         score,
@@ -40,7 +44,8 @@ fn built_in_default_is_koordinators_profile() {
             ("InterPodAffinity".to_string(), 2),
             ("NodeResourcesBalancedAllocation".to_string(), 1),
             ("LoadAwareScheduling".to_string(), 1),
-            ("NodeNUMAResource".to_string(), 1)
+            ("NodeNUMAResource".to_string(), 1),
+            ("Reservation".to_string(), 5000)
         ]
     );
     assert_eq!(names(p, Point::Bind), ["DefaultBinder"]);
@@ -124,8 +129,8 @@ fn errors_name_the_plugin_and_field() {
             "unknown plugin \"Bogus\"",
         ),
         (
-            "  plugins:\n    filter:\n      enabled:\n      - name: Reservation\n",
-            "Reservation is not implemented",
+            "  plugins:\n    filter:\n      enabled:\n      - name: Coscheduling\n",
+            "Coscheduling is not implemented",
         ),
         (
             "  plugins:\n    filter:\n      enabled:\n      - name: PrioritySort\n",

@@ -17,6 +17,7 @@ use super::config::SchedulerConfig;
 use super::framework::runtime::{Framework, Scope, fit_error};
 use super::framework::{ClusterState, PodInfo};
 use super::queue::Queue;
+use crate::api::scheduling::reservation::Reservation;
 use crate::api::slo::NodeMetric;
 use crate::api::topology::NodeResourceTopology;
 use crate::kernel::lease::Leadership;
@@ -29,6 +30,7 @@ pub enum Ev {
     Node(watcher::Event<Node>),
     Metric(watcher::Event<NodeMetric>),
     Topology(watcher::Event<NodeResourceTopology>),
+    Reservation(watcher::Event<Reservation>),
 }
 
 /// Forwards one kind's watch events to the loop.
@@ -133,6 +135,8 @@ pub struct Scheduler {
     synced: [bool; 3],
     next_start: usize,
     binds: JoinSet<BindDone>,
+    /// Reservations placed but not yet written Available: name → the object before.
+    assumed_reservations: HashMap<String, Arc<Reservation>>,
 }
 
 fn key_of(meta: &kube::api::ObjectMeta) -> String {
@@ -179,6 +183,7 @@ impl Scheduler {
             synced: [false; 3],
             next_start: 0,
             binds: JoinSet::new(),
+            assumed_reservations: HashMap::new(),
         }
     }
 
@@ -251,6 +256,25 @@ impl Scheduler {
         }
     }
 
+    /// A Reservation from the watch: into the cache (unless this scheduler just placed it
+    /// and the watch has not caught up), and into the queue while it is pending.
+    fn apply_reservation(&mut self, r: Arc<Reservation>) {
+        let name = r.metadata.name.clone().unwrap_or_default();
+        let key = super::framework::reservations::reserve_key(&name);
+        let pending = super::reservation_live::pending_pod(&r);
+        if self.assumed_reservations.contains_key(&name) {
+            if pending.is_some() {
+                return;
+            }
+            self.assumed_reservations.remove(&name);
+        }
+        self.cluster.upsert_reservation(r);
+        match pending.filter(|p| self.framework_for(&p.pod).is_some()) {
+            Some(p) => self.queue.add(Arc::new(p)),
+            None => self.queue.remove(&key),
+        }
+    }
+
     /// Applies one watch event to the cluster state and the queue.
     pub fn apply(&mut self, ev: Ev) {
         use watcher::Event::*;
@@ -287,6 +311,19 @@ impl Scheduler {
             // Not waited for: a cluster without the NRT CRD still schedules (pinned pods
             // then wait for a topology, requeued when one arrives).
             Ev::Topology(Init | InitDone) => {}
+            Ev::Reservation(Apply(r) | InitApply(r)) => {
+                self.apply_reservation(Arc::new(r));
+                self.queue.on_cluster_event(now);
+            }
+            Ev::Reservation(Delete(r)) => {
+                let name = r.metadata.name.clone().unwrap_or_default();
+                self.cluster.remove_reservation(&name);
+                self.assumed_reservations.remove(&name);
+                self.queue
+                    .remove(&super::framework::reservations::reserve_key(&name));
+                self.queue.on_cluster_event(now);
+            }
+            Ev::Reservation(Init | InitDone) => {}
             Ev::Pod(Init) | Ev::Node(Init) | Ev::Metric(Init) => {}
         }
     }
@@ -324,6 +361,14 @@ impl Scheduler {
                 .requeue_unschedulable(pod.clone(), Instant::now());
             let client = self.client.clone();
             self.binds.spawn(async move {
+                if let Some(name) = &pod.reserve_of {
+                    super::reservation_live::unschedulable(&client, name, &msg).await;
+                    return BindDone {
+                        pod,
+                        node: String::new(),
+                        result: Ok(()),
+                    };
+                }
                 binder::unschedulable(&client, &pod, &msg).await;
                 if let Some(n) = nomination {
                     binder::preempt(&client, &pod, &n).await;
@@ -339,6 +384,10 @@ impl Scheduler {
         if let Err((plugin, s)) = fw.reserve(&mut result.state, &pod, &node, &self.cluster) {
             tracing::warn!(pod = %pod.key, plugin, reason = %s.message(), "reserve failed");
             self.queue.requeue_backoff(pod, Instant::now());
+            return true;
+        }
+        if let Some(name) = pod.reserve_of.clone() {
+            self.assume_reservation(&name, pod, &node);
             return true;
         }
         // The pod is assumed with what PreBind will write (NodeNUMAResource's cpuset), so
@@ -359,7 +408,39 @@ impl Scheduler {
         true
     }
 
+    /// A reservation placed on `node`: counted there at once, written Available in the
+    /// background.
+    fn assume_reservation(&mut self, name: &str, pod: Arc<PodInfo>, node: &str) {
+        let Some(before) = self
+            .cluster
+            .reservations
+            .get(name)
+            .map(|r| r.object.clone())
+        else {
+            return;
+        };
+        let allocatable = super::reservation_live::allocatable_of(&pod);
+        let placed = super::reservation_live::assumed(&before, node, &allocatable);
+        self.cluster.upsert_reservation(Arc::new(placed));
+        self.assumed_reservations.insert(name.to_string(), before);
+        let (client, name, node) = (self.client.clone(), name.to_string(), node.to_string());
+        self.binds.spawn(async move {
+            let result = super::reservation_live::bind(&client, &name, &node, &allocatable).await;
+            BindDone { pod, node, result }
+        });
+    }
+
     fn bind_done(&mut self, done: BindDone) {
+        if let (Err(e), Some(name)) = (&done.result, &done.pod.reserve_of) {
+            tracing::warn!(reservation = %name, error = %e, "reservation not bound; back to pending");
+            if let Some(before) = self.assumed_reservations.remove(name) {
+                self.cluster.upsert_reservation(before);
+            }
+            if !e.is_gone() {
+                self.queue.requeue_backoff(done.pod, Instant::now());
+            }
+            return;
+        }
         let Err(e) = done.result else { return };
         tracing::warn!(pod = %done.pod.key, node = %done.node, error = %e, "binding failed; forgetting the pod");
         self.cluster.forget(&done.pod.key);

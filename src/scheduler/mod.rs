@@ -10,6 +10,7 @@ pub mod framework;
 pub mod live;
 pub mod plugins;
 pub mod queue;
+pub mod reservation_live;
 
 #[cfg(test)]
 mod test_util;
@@ -20,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use crate::kernel::RoleCtx;
-use crate::kernel::lease::{self, LeaseConfig};
+use crate::kernel::lease::{self, Leadership, LeaseConfig};
 
 /// Settings of the `scheduler` section.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -64,6 +65,42 @@ pub fn load(cfg: &Config) -> Result<config::SchedulerConfig, String> {
     }
 }
 
+/// The reservation controller, on the leader only, every `Reservation` plugin arg
+/// `resyncIntervalSeconds` (Koordinator's default 60 s).
+fn spawn_reservation_controller(
+    client: kube::Client,
+    cfg: &config::SchedulerConfig,
+    leadership: Leadership,
+    ctx: &RoleCtx,
+) {
+    let every = cfg
+        .profiles
+        .iter()
+        .find_map(|p| {
+            p.args
+                .get("Reservation")?
+                .get("resyncIntervalSeconds")?
+                .as_u64()
+        })
+        .unwrap_or(60)
+        .max(1);
+    let shutdown = ctx.shutdown.clone();
+    ctx.tasks
+        .spawn("scheduler/reservation-controller", async move {
+            loop {
+                tokio::select! {
+                    _ = shutdown.draining() => return Ok(()),
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(every)) => {}
+                }
+                if leadership.is_leader()
+                    && let Err(e) = reservation_live::reconcile(&client).await
+                {
+                    tracing::warn!(error = %e, "reservation controller round failed");
+                }
+            }
+        });
+}
+
 /// Runs the role until the process drains.
 pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     let sched_cfg = load(&cfg).map_err(|e| anyhow::anyhow!("scheduler.configFile: {e}"))?;
@@ -80,6 +117,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         &ctx.tasks,
         &ctx.shutdown,
     );
+    let controller_lease = leadership.clone();
     let scheduler = live::Scheduler::new(client.clone(), &sched_cfg, leadership)
         .map_err(|e| anyhow::anyhow!("scheduler: {e}"))?;
     let (tx, rx) = mpsc::unbounded_channel();
@@ -108,13 +146,22 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         &ctx.shutdown,
     );
     live::watch(
-        client,
+        client.clone(),
         "noderesourcetopologies",
         live::Ev::Topology,
+        tx.clone(),
+        &ctx.tasks,
+        &ctx.shutdown,
+    );
+    live::watch(
+        client.clone(),
+        "reservations",
+        live::Ev::Reservation,
         tx,
         &ctx.tasks,
         &ctx.shutdown,
     );
+    spawn_reservation_controller(client, &sched_cfg, controller_lease, &ctx);
     let ready = ctx.ready.clone();
     tracing::info!(profiles = ?sched_cfg.profiles.iter().map(|p| &p.scheduler_name).collect::<Vec<_>>(), "scheduler starting");
     scheduler

@@ -39,12 +39,12 @@ pub const IMPLEMENTED: &[&str] = &[
     "PodTopologySpread",
     "DefaultPreemption",
     "NodeNUMAResource",
+    "Reservation",
 ];
 
 /// Known to Koordinator / kube-scheduler but not built into koord yet: naming one in a
 /// configuration is an error that says so (not a silent no-op).
 pub const NOT_YET: &[&str] = &[
-    "Reservation",
     "DeviceShare",
     "Coscheduling",
     "ElasticQuota",
@@ -90,6 +90,10 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, String>
             Arc::new(loadaware::LoadAware::new(args(name, raw)?).map_err(ctx)?)
         }
         "DefaultBinder" => Arc::new(basic::DefaultBinder),
+        "Reservation" => {
+            let _: WithMeta<ReservationArgs> = args(name, raw)?;
+            Arc::new(reservation::plugin::ReservationPlugin)
+        }
         "NodeNUMAResource" => {
             Arc::new(numa::NodeNUMAResource::new(strip_meta(args(name, raw)?)).map_err(ctx)?)
         }
@@ -149,6 +153,25 @@ fn only_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
             "hardPodAffinityWeight {v}: only 1 is supported"
         )))
     }
+}
+
+/// `ReservationArgs`: accepted with Koordinator's fields; koord reads
+/// `resyncIntervalSeconds` (the controller's period) and examines every node.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[allow(dead_code)]
+struct ReservationArgs {
+    enable_preemption: Option<bool>,
+    min_candidate_nodes_percentage: Option<i32>,
+    min_candidate_nodes_absolute: Option<i32>,
+    controller_workers: Option<i32>,
+    gc_duration_seconds: Option<i64>,
+    gc_interval_seconds: Option<i64>,
+    resync_interval_seconds: Option<i64>,
+    ignored_resources: Option<Vec<String>>,
+    ignored_resource_groups: Option<Vec<String>>,
+    pre_allocation_config: Option<Value>,
+    reservation_selector_index: Option<Value>,
 }
 
 /// `DefaultPreemptionArgs`: candidate sampling knobs; koord examines every node.

@@ -4,7 +4,9 @@
 
 use serde::Deserialize;
 
-use super::super::framework::res::{self, R_CPU, R_EPHEMERAL_STORAGE, R_MEMORY, R_PODS, ResId};
+use super::super::framework::res::{
+    self, R_CPU, R_EPHEMERAL_STORAGE, R_MEMORY, R_PODS, ResId, ResVec,
+};
 use super::super::framework::{
     ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point, Status,
 };
@@ -113,8 +115,20 @@ impl NodeResourcesFit {
 
     /// The reasons `pod` does not fit on `node` (empty = fits), sorted by resource name.
     pub fn insufficient(&self, pod: &PodInfo, node: &NodeInfo) -> Vec<String> {
+        self.insufficient_with(pod, node, None)
+    }
+
+    /// As [`insufficient`], with `restored` (resources and pod slots of reservations that
+    /// serve this pod on this node) counted as free.
+    pub fn insufficient_with(
+        &self,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        restored: Option<&(ResVec, i64)>,
+    ) -> Vec<String> {
         let mut out = Vec::new();
-        if node.pods.len() as i64 + 1 > node.allowed_pods() {
+        let (credit, slots) = restored.map(|(r, n)| (Some(r), *n)).unwrap_or((None, 0));
+        if node.pods.len() as i64 - slots + 1 > node.allowed_pods() {
             out.push("Too many pods".to_string());
         }
         let ignoring = !self.ignored.is_empty() || !self.ignored_groups.is_empty();
@@ -127,7 +141,8 @@ impl NodeResourcesFit {
             if scalar && ignoring && self.is_ignored(&res::name(id)) {
                 continue;
             }
-            if want > node.alloc.get(id) - node.req.get(id) {
+            let free = node.alloc.get(id) - node.req.get(id) + credit.map_or(0, |c| c.get(id));
+            if want > free {
                 short.push(res::name(id));
             }
         }
@@ -165,8 +180,19 @@ impl Plugin for NodeResourcesFit {
             Point::Score,
         ]
     }
-    fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
-        let reasons = self.insufficient(pod, node);
+    fn filter(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        _: &ClusterState,
+    ) -> Status {
+        let restored = state
+            .read::<crate::scheduler::plugins::reservation::plugin::Restored>(
+                crate::scheduler::plugins::reservation::plugin::RESTORED,
+            )
+            .and_then(|r| r.0.get(&node.name));
+        let reasons = self.insufficient_with(pod, node, restored);
         if reasons.is_empty() {
             Status::success()
         } else {

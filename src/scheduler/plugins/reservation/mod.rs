@@ -4,3 +4,4 @@
 //! plugin name stays refused in configurations.
 
 pub mod info;
+pub mod plugin;

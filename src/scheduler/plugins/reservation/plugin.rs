@@ -1,0 +1,333 @@
+//! The Reservation plugin's extension points for owner pods and reserve pods.
+//!
+//! Owner pods: PreFilter finds, per node, the Available reservations that serve the pod;
+//! their unused capacity is "restored" for the pod (NodeResourcesFit reads
+//! [`Restored`] from the cycle state), Filter applies the allocate policy, Score prefers
+//! nodes with a nominated reservation (weight 5000 in Koordinator's profile), Reserve picks
+//! the reservation and PreBind writes `scheduling.koordinator.sh/reservation-allocated`.
+//! Reserve pods (a pending Reservation being scheduled) are held to their pinned node.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::info::{
+    ANNOTATION_RESERVATION_NODE, AllocatePolicy, ReservationInfo, affinity, ignores_reservations,
+    matches,
+};
+use crate::api::extension::keys::ANNOTATION_RESERVATION_ALLOCATED;
+use crate::scheduler::framework::res::{R_PODS, ResVec};
+use crate::scheduler::framework::{
+    ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point, PreFilterResult,
+    Status,
+};
+
+pub const NAME: &str = "Reservation";
+/// What the matched reservations give back to the pod on each node.
+pub const RESTORED: &str = "Reservation/restored";
+const CHOSEN: &str = "Reservation/chosen";
+
+pub const ERR_AFFINITY: &str = "node(s) no reservations match reservation affinity";
+pub const ERR_NODE_NOT_MATCH: &str = "node(s) didn't match the nodeName specified by reservation";
+pub const ERR_NO_RESERVATION_FITS: &str = "node(s) no reservation(s) to meet the requirements";
+
+/// Node → (resources, pod slots) of matched reservations, counted as free for this pod.
+#[derive(Default)]
+pub struct Restored(pub HashMap<String, (ResVec, i64)>);
+
+struct PreState {
+    /// Node → matched reservation names.
+    matched: HashMap<String, Vec<String>>,
+    /// The pod must use a reservation.
+    required: bool,
+    /// The pod uses reservations' capacity without being placed into one.
+    ignored: bool,
+}
+
+/// A pending Reservation's reserve pod: only its pinned node, if any.
+struct ReservePod {
+    node: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Chosen {
+    name: String,
+    uid: String,
+}
+
+pub struct ReservationPlugin;
+
+fn remaining_vec(r: &ReservationInfo) -> ResVec {
+    ResVec::from_amounts(&r.remaining())
+}
+
+/// MostAllocated-style fit of the pod into the reservation (Koordinator's reservation score).
+fn reservation_score(r: &ReservationInfo, pod: &PodInfo) -> i64 {
+    let (mut sum, mut n) = (0i64, 0i64);
+    let allocated: BTreeMap<&String, i64> =
+        r.allocated
+            .values()
+            .flatten()
+            .fold(BTreeMap::new(), |mut m, (k, v)| {
+                *m.entry(k).or_default() += v;
+                m
+            });
+    for (k, alloc) in r.allocatable.iter().filter(|(_, v)| **v > 0) {
+        let used =
+            pod.requests.get(k).copied().unwrap_or(0) + allocated.get(k).copied().unwrap_or(0);
+        if used <= *alloc {
+            sum += used * MAX_NODE_SCORE / alloc;
+        }
+        n += 1;
+    }
+    if n == 0 { 0 } else { sum / n }
+}
+
+impl ReservationPlugin {
+    /// The reservation a pod would use on `node`: lowest non-zero order label, else the
+    /// best score, among the matched ones that can hold it.
+    fn nominate<'a>(
+        &self,
+        st: &PreState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        cluster: &'a ClusterState,
+    ) -> Option<&'a ReservationInfo> {
+        let names = st.matched.get(&node.name)?;
+        let fits: Vec<&ReservationInfo> = names
+            .iter()
+            .filter_map(|n| cluster.reservations.get(n))
+            .filter(|r| policy_fits(r, pod))
+            .collect();
+        let ordered = fits.iter().filter(|r| r.order > 0).min_by_key(|r| r.order);
+        ordered.copied().or_else(|| {
+            fits.iter()
+                .copied()
+                .max_by_key(|r| (reservation_score(r, pod), std::cmp::Reverse(r.name.clone())))
+        })
+    }
+}
+
+/// Restricted: the pod's request of every reserved resource fits what the reservation
+/// still holds. Default and Aligned: node fit (NodeResourcesFit) decides.
+fn policy_fits(r: &ReservationInfo, pod: &PodInfo) -> bool {
+    if r.policy != AllocatePolicy::Restricted {
+        return true;
+    }
+    let remaining = r.remaining();
+    remaining
+        .iter()
+        .all(|(k, v)| pod.requests.get(k).copied().unwrap_or(0) <= *v)
+}
+
+impl Plugin for ReservationPlugin {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn points(&self) -> &'static [Point] {
+        &[
+            Point::PreFilter,
+            Point::Filter,
+            Point::Score,
+            Point::Reserve,
+            Point::PreBind,
+        ]
+    }
+
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        cluster: &ClusterState,
+    ) -> (Status, PreFilterResult) {
+        if pod.reserve_of.is_some() || is_reserve_pod(pod) {
+            let node = pod
+                .pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_RESERVATION_NODE))
+                .cloned();
+            let allowed = node.clone().map(|n| [n].into_iter().collect());
+            state.write(NAME, ReservePod { node });
+            return (Status::success(), allowed);
+        }
+        let aff = match affinity(&pod.pod) {
+            Ok(a) => a,
+            Err(e) => return (Status::unresolvable(e), None),
+        };
+        if cluster.reservations.is_empty() && aff.is_none() {
+            return (Status::skip(), None);
+        }
+        let ignored = ignores_reservations(&pod.pod);
+        let mut matched: HashMap<String, Vec<String>> = HashMap::new();
+        let mut restored = Restored::default();
+        for r in cluster.reservations.values().filter(|r| r.is_available()) {
+            let ok = if ignored {
+                true
+            } else {
+                matches(r, &pod.pod, aff.as_ref(), &pod.requests)
+            };
+            let Some(node) = r.node.clone().filter(|_| ok) else {
+                continue;
+            };
+            let e = restored.0.entry(node.clone()).or_default();
+            e.0.add(&remaining_vec(r));
+            e.1 += 1;
+            matched.entry(node).or_default().push(r.name.clone());
+        }
+        let required = aff.is_some();
+        if required && matched.is_empty() {
+            return (Status::unresolvable(ERR_AFFINITY), None);
+        }
+        let allowed = required.then(|| matched.keys().cloned().collect());
+        if matched.is_empty() {
+            return (Status::skip(), None);
+        }
+        state.write(RESTORED, restored);
+        state.write(
+            NAME,
+            PreState {
+                matched,
+                required,
+                ignored,
+            },
+        );
+        (Status::success(), allowed)
+    }
+
+    fn filter(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Status {
+        if let Some(rp) = state.read::<ReservePod>(NAME) {
+            return match &rp.node {
+                Some(n) if *n != node.name => Status::unresolvable(ERR_NODE_NOT_MATCH),
+                _ => Status::success(),
+            };
+        }
+        let Some(st) = state.read::<PreState>(NAME) else {
+            return Status::success();
+        };
+        if st.ignored || !st.matched.contains_key(&node.name) {
+            return Status::success();
+        }
+        match self.nominate(st, pod, node, cluster) {
+            Some(_) => Status::success(),
+            None if st.required => Status::unschedulable(ERR_NO_RESERVATION_FITS),
+            // No reservation holds it: the node alone must, without their capacity.
+            None => {
+                let short = pod.req.iter().any(|(id, want)| {
+                    id != R_PODS && want > 0 && want > node.alloc.get(id) - node.req.get(id)
+                });
+                if short {
+                    Status::unschedulable(ERR_NO_RESERVATION_FITS)
+                } else {
+                    Status::success()
+                }
+            }
+        }
+    }
+
+    fn score(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Result<i64, String> {
+        let Some(st) = state.read::<PreState>(NAME) else {
+            return Ok(0);
+        };
+        if st.ignored {
+            return Ok(0);
+        }
+        Ok(self
+            .nominate(st, pod, node, cluster)
+            .map(|r| reservation_score(r, pod).max(1))
+            .unwrap_or(0))
+    }
+
+    /// Koordinator's NormalizeScore: the best node gets 100.
+    fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [i64]) {
+        let max = scores.iter().copied().max().unwrap_or(0);
+        if max > 0 {
+            for s in scores.iter_mut() {
+                *s = *s * MAX_NODE_SCORE / max;
+            }
+        }
+    }
+
+    fn reserve(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        node: &str,
+        cluster: &ClusterState,
+    ) -> Status {
+        let Some(st) = state.read::<PreState>(NAME) else {
+            return Status::success();
+        };
+        if st.ignored {
+            return Status::success();
+        }
+        let Some(n) = cluster.node(node) else {
+            return Status::success();
+        };
+        let chosen = self.nominate(st, pod, n, cluster).map(|r| Chosen {
+            name: r.name.clone(),
+            uid: r.uid.clone(),
+        });
+        match chosen {
+            Some(c) => {
+                state.write(CHOSEN, c);
+                Status::success()
+            }
+            None if st.required => Status::unschedulable(ERR_NO_RESERVATION_FITS),
+            None => Status::success(),
+        }
+    }
+
+    fn unreserve(&self, state: &mut CycleState, _: &PodInfo, _: &str) {
+        state.remove(CHOSEN);
+    }
+
+    fn pre_bind(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        _: &str,
+        modified: &mut k8s_openapi::api::core::v1::Pod,
+    ) -> Status {
+        let Some(c) = state.read::<Chosen>(CHOSEN) else {
+            return Status::success();
+        };
+        let v = serde_json::json!({"name": c.name, "uid": c.uid});
+        modified
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(ANNOTATION_RESERVATION_ALLOCATED.to_string(), v.to_string());
+        Status::success()
+    }
+}
+
+fn is_reserve_pod(pod: &PodInfo) -> bool {
+    pod.pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::api::extension::keys::ANNOTATION_RESERVE_POD))
+        .is_some_and(|v| v == "true")
+}
+
+/// The name of the reservation `state` put the pod into, if any (for explain).
+pub fn chosen(state: &CycleState) -> Option<String> {
+    state.read::<Chosen>(CHOSEN).map(|c| c.name.clone())
+}
+
+#[cfg(test)]
+#[path = "plugin_tests.rs"]
+mod tests;

@@ -1,0 +1,276 @@
+//! The live scheduler's side of Reservations: pending ones enter the queue as reserve
+//! pods, a placed one is "bound" by writing its status (Available, node, allocatable), and
+//! the reservation controller expires, completes and garbage-collects them
+//! (`pkg/scheduler/plugins/reservation/controller`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+use super::binder::BindError;
+use super::framework::PodInfo;
+use super::framework::reservations::reserve_key;
+use crate::api::extension::keys::ANNOTATION_RESERVATION_ALLOCATED;
+use crate::api::scheduling::reservation::Reservation;
+use crate::scheduler::plugins::reservation::info::{
+    PHASE_AVAILABLE, PHASE_FAILED, PHASE_PENDING, PHASE_SUCCEEDED, ReservationInfo, reserve_pod,
+};
+
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now().to_string()
+}
+
+fn condition(kind: &str, status: &str, reason: &str, message: &str) -> serde_json::Value {
+    json!({"type": kind, "status": status, "reason": reason, "message": message,
+        "lastProbeTime": now(), "lastTransitionTime": now()})
+}
+
+/// The reserve pod a pending reservation is queued as; `None` when it is not pending.
+pub fn pending_pod(r: &Arc<Reservation>) -> Option<PodInfo> {
+    let info = ReservationInfo::new(r.clone());
+    if info.phase != PHASE_PENDING || info.node.is_some() || r.metadata.deletion_timestamp.is_some()
+    {
+        return None;
+    }
+    let mut p = PodInfo::new(Arc::new(reserve_pod(&info, None)));
+    p.key = reserve_key(&info.name);
+    p.reserve_of = Some(info.name);
+    Some(p)
+}
+
+/// The reservation as it will be once bound to `node` (for the cache, before the write).
+pub fn assumed(
+    r: &Reservation,
+    node: &str,
+    allocatable: &BTreeMap<String, Quantity>,
+) -> Reservation {
+    let mut r = r.clone();
+    let status = r.status.get_or_insert_with(Default::default);
+    status.phase = Some(PHASE_AVAILABLE.into());
+    status.node_name = Some(node.into());
+    status.allocatable = Some(allocatable.clone());
+    r
+}
+
+/// What a reservation holds once scheduled: its reserve pod's requests.
+pub fn allocatable_of(pod: &PodInfo) -> BTreeMap<String, Quantity> {
+    pod.requests
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                if k == "cpu" {
+                    crate::api::quantity::cpu_from_milli(*v)
+                } else {
+                    crate::api::quantity::from_int(*v)
+                },
+            )
+        })
+        .collect()
+}
+
+/// The Reservation plugin's Bind: status Available on `node`.
+pub async fn bind(
+    client: &kube::Client,
+    name: &str,
+    node: &str,
+    allocatable: &BTreeMap<String, Quantity>,
+) -> Result<(), BindError> {
+    let api: Api<Reservation> = Api::all(client.clone());
+    let err = |source| BindError::Api {
+        pod: format!("reservation/{name}"),
+        node: node.to_string(),
+        source,
+    };
+    let current = api.get(name).await.map_err(err)?;
+    if current.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(PHASE_FAILED) {
+        return Err(BindError::Rejected {
+            pod: format!("reservation/{name}"),
+            plugin: "Reservation".into(),
+            message: "reservation is not active".into(),
+        });
+    }
+    let status = json!({"status": {"phase": PHASE_AVAILABLE, "nodeName": node, "allocatable": allocatable,
+        "conditions": [condition("Scheduled", "True", "Scheduled", ""), condition("Ready", "True", "Available", "")]}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .map(|_| ())
+        .map_err(err)
+}
+
+/// A reservation that fits nowhere: Scheduled=False, phase stays Pending.
+pub async fn unschedulable(client: &kube::Client, name: &str, message: &str) {
+    let api: Api<Reservation> = Api::all(client.clone());
+    let status = json!({"status": {"phase": PHASE_PENDING, "conditions": [condition("Scheduled", "False", "Unschedulable", message)]}});
+    if let Err(e) = api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+    {
+        tracing::debug!(reservation = name, error = %e, "Unschedulable condition not written");
+    }
+}
+
+/// How long a terminal reservation is kept.
+const GC_AFTER_SECONDS: i64 = 86_400;
+
+fn ttl_seconds(r: &Reservation) -> Option<i64> {
+    let raw = r.spec.ttl.as_deref().unwrap_or("24h");
+    crate::api::duration::parse(raw)
+        .ok()
+        .map(|d| d.as_secs() as i64)
+}
+
+/// What the controller decides for one reservation: (phase, reason) to write, owners.
+pub fn decide(
+    r: &Reservation,
+    owners: &[ObjectReference],
+    now_s: i64,
+    node_exists: bool,
+) -> Option<(&'static str, &'static str)> {
+    let phase = r
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or(PHASE_PENDING);
+    if phase == PHASE_SUCCEEDED || phase == PHASE_FAILED {
+        return None;
+    }
+    let created = r
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .unwrap_or(now_s);
+    let expired = match &r.spec.expires {
+        Some(t) => t.0.as_second() <= now_s,
+        None => ttl_seconds(r).is_some_and(|ttl| ttl > 0 && created + ttl <= now_s),
+    };
+    if expired {
+        return Some((PHASE_FAILED, "Expired"));
+    }
+    let bound = r
+        .status
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    if bound && !node_exists {
+        return Some((PHASE_FAILED, "Expired"));
+    }
+    if phase == PHASE_AVAILABLE && r.spec.allocate_once.unwrap_or(true) && !owners.is_empty() {
+        return Some((PHASE_SUCCEEDED, "Succeeded"));
+    }
+    None
+}
+
+/// One controller round over every reservation.
+pub async fn reconcile(client: &kube::Client) -> Result<(), kube::Error> {
+    let rapi: Api<Reservation> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::all(client.clone());
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let node_names: std::collections::HashSet<String> = nodes
+        .list_metadata(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    let mut owners: BTreeMap<String, Vec<ObjectReference>> = BTreeMap::new();
+    for p in pods.list(&ListParams::default()).await?.items {
+        let Some(raw) = p
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_RESERVATION_ALLOCATED))
+        else {
+            continue;
+        };
+        let Some(uid) = serde_json::from_str::<serde_json::Value>(raw)
+            .ok()
+            .and_then(|v| v["uid"].as_str().map(str::to_string))
+        else {
+            continue;
+        };
+        let finished = p
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+        if finished {
+            continue;
+        }
+        owners.entry(uid).or_default().push(ObjectReference {
+            namespace: p.metadata.namespace.clone(),
+            name: p.metadata.name.clone(),
+            uid: p.metadata.uid.clone(),
+            ..Default::default()
+        });
+    }
+    let now_s = k8s_openapi::jiff::Timestamp::now().as_second();
+    for r in rapi.list(&ListParams::default()).await?.items {
+        let name = r.metadata.name.clone().unwrap_or_default();
+        let uid = r.metadata.uid.clone().unwrap_or_default();
+        let mine = owners.get(&uid).cloned().unwrap_or_default();
+        let node = r
+            .status
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        let phase = r
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
+        if phase == PHASE_SUCCEEDED || phase == PHASE_FAILED {
+            let since = r
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| {
+                    c.iter()
+                        .filter_map(|c| c.last_transition_time.as_ref())
+                        .map(|t| t.0.as_second())
+                        .max()
+                });
+            if since.is_some_and(|t| t + GC_AFTER_SECONDS <= now_s) {
+                let _ = rapi.delete(&name, &DeleteParams::default()).await;
+            }
+            continue;
+        }
+        let mut status = serde_json::Map::new();
+        let known: Vec<ObjectReference> = r
+            .status
+            .as_ref()
+            .and_then(|s| s.current_owners.clone())
+            .unwrap_or_default();
+        if known != mine {
+            status.insert("currentOwners".into(), json!(mine));
+        }
+        if let Some((phase, reason)) = decide(
+            &r,
+            &mine,
+            now_s,
+            node.is_empty() || node_names.contains(&node),
+        ) {
+            status.insert("phase".into(), json!(phase));
+            status.insert(
+                "conditions".into(),
+                json!([condition("Ready", "False", reason, "")]),
+            );
+        }
+        if !status.is_empty() {
+            let body = json!({"status": status});
+            if let Err(e) = rapi
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+            {
+                tracing::warn!(reservation = %name, error = %e, "reservation status not updated");
+            }
+        }
+    }
+    Ok(())
+}
