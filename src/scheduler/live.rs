@@ -132,7 +132,7 @@ pub struct Scheduler {
     pub cluster: ClusterState,
     pub queue: Queue,
     pub leadership: Leadership,
-    synced: [bool; 3],
+    synced: [bool; 4],
     next_start: usize,
     binds: JoinSet<BindDone>,
     /// Reservations placed but not yet written Available: name → the object before.
@@ -180,7 +180,7 @@ impl Scheduler {
             cluster: ClusterState::default(),
             queue: Queue::new(backoff),
             leadership,
-            synced: [false; 3],
+            synced: [false; 4],
             next_start: 0,
             binds: JoinSet::new(),
             assumed_reservations: HashMap::new(),
@@ -323,7 +323,10 @@ impl Scheduler {
                     .remove(&super::framework::reservations::reserve_key(&name));
                 self.queue.on_cluster_event(now);
             }
-            Ev::Reservation(Init | InitDone) => {}
+            // Waited for (Koordinator needs its CRDs too): before it, an owner could be
+            // placed outside its reservation and a non-owner on reserved capacity.
+            Ev::Reservation(InitDone) => self.synced[3] = true,
+            Ev::Reservation(Init) => {}
             Ev::Pod(Init) | Ev::Node(Init) | Ev::Metric(Init) => {}
         }
     }
@@ -386,6 +389,7 @@ impl Scheduler {
             self.queue.requeue_backoff(pod, Instant::now());
             return true;
         }
+        tracing::debug!(pod = %pod.key, %node, "placed");
         if let Some(name) = pod.reserve_of.clone() {
             self.assume_reservation(&name, pod, &node);
             return true;

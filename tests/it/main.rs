@@ -15,6 +15,7 @@ mod explain;
 mod explain_numa;
 mod kubectl;
 mod manager;
+mod reservation;
 mod scheduler;
 mod scheduler_props;
 mod second_client;

@@ -28,6 +28,8 @@ pub struct ClusterState {
         HashMap<String, std::collections::BTreeMap<String, crate::api::pod::Amounts>>,
     /// NodeNUMAResource's view of each node's NodeResourceTopology, by node name.
     pub topologies: HashMap<String, Arc<TopologyOptions>>,
+    /// Pods (and reserve pods) counted on a node the watch has not shown yet.
+    orphans: HashMap<String, Vec<Arc<PodInfo>>>,
     /// Pods assumed by this scheduler and not yet confirmed by the watch.
     pub assumed: HashMap<String, String>,
     pub now_ms: i64,
@@ -53,6 +55,10 @@ impl ClusterState {
             None => {
                 let mut info = NodeInfo::new(node);
                 info.topology = self.topologies.get(&name).cloned();
+                for p in self.orphans.remove(&name).unwrap_or_default() {
+                    self.pods_with_affinity += p.has_pod_affinity as usize;
+                    info.add_pod(p);
+                }
                 self.index.insert(name, self.nodes.len());
                 self.nodes.push(info);
                 self.rank = Default::default();
@@ -121,29 +127,42 @@ impl ClusterState {
         let affinity = info.has_pod_affinity;
         let owner_of = info.reservation_allocated.clone();
         let requests = info.requests.clone();
-        if let Some(n) = self.node_mut(node) {
-            n.add_pod(info);
-            self.placed.insert(key.clone(), node.to_string());
-            self.pods_with_affinity += affinity as usize;
-            if let Some(uid) = owner_of {
-                self.owner_placed(&uid, key, requests);
+        self.placed.insert(key.clone(), node.to_string());
+        match self.node_mut(node) {
+            Some(n) => {
+                n.add_pod(info);
+                self.pods_with_affinity += affinity as usize;
             }
+            // The watch may show a pod (or a reservation) before its node: it waits for it.
+            None => self.orphans.entry(node.to_string()).or_default().push(info),
+        }
+        if let Some(uid) = owner_of {
+            self.owner_placed(&uid, key, requests);
         }
     }
 
     pub fn remove_pod(&mut self, key: &str) {
         self.assumed.remove(key);
-        if let Some(node) = self.placed.remove(key)
-            && let Some(n) = self.node_mut(&node)
-        {
+        let Some(node) = self.placed.remove(key) else {
+            return;
+        };
+        let mut owner_of = None;
+        if let Some(n) = self.node_mut(&node) {
             let p = n.pods.iter().find(|p| p.key == key);
             let affinity = p.is_some_and(|p| p.has_pod_affinity);
-            let owner_of = p.and_then(|p| p.reservation_allocated.clone());
+            owner_of = p.and_then(|p| p.reservation_allocated.clone());
             n.remove_pod(key);
             self.pods_with_affinity -= affinity as usize;
-            if let Some(uid) = owner_of {
-                self.owner_removed(&uid, key);
+        } else if let Some(list) = self.orphans.get_mut(&node) {
+            if let Some(i) = list.iter().position(|p| p.key == key) {
+                owner_of = list.remove(i).reservation_allocated.clone();
             }
+            if list.is_empty() {
+                self.orphans.remove(&node);
+            }
+        }
+        if let Some(uid) = owner_of {
+            self.owner_removed(&uid, key);
         }
     }
 

@@ -144,4 +144,25 @@ mod tests {
         c.remove_reservation("r1");
         assert!(c.reservations.is_empty() && c.nodes[0].pods.is_empty());
     }
+
+    #[test]
+    fn pods_and_reservations_seen_before_their_node_wait_for_it() {
+        let mut c = ClusterState::default();
+        c.upsert_reservation(reservation("Available"));
+        let pod = json!({"metadata": {"name": "p", "namespace": "d"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}});
+        c.upsert_pod(Arc::new(serde_json::from_value(pod).unwrap()));
+        c.upsert_pod(Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": "gone", "namespace": "d"},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}}))
+            .unwrap(),
+        ));
+        c.remove_pod("d/gone");
+        c.upsert_node(Arc::new(
+            serde_json::from_value(node_json("n1", "8", "32Gi")).unwrap(),
+        ));
+        assert_eq!(c.nodes[0].req.get(R_CPU), 5000);
+        assert_eq!(c.nodes[0].pods.len(), 2);
+        assert_eq!(c.placement("d/p"), Some("n1"));
+    }
 }

@@ -1,0 +1,230 @@
+//! Reservations end to end: the embedded API server and the real `koord --role=scheduler`.
+//! A Reservation becomes Available on a node; a non-owner that would only fit in its
+//! capacity stays Pending with kube-scheduler's reason until the TTL expires it (Failed,
+//! capacity free); after a scheduler restart an owner lands on a second reservation, which
+//! `allocateOnce` then marks Succeeded, and a non-owner still cannot use it.
+
+use crate::common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::{Koord, TestApi, eventually, free_port, kubeconfig};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use koord::api::scheduling::reservation::Reservation;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::{Value, json};
+
+const CONFIG: &str = r#"apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: koord-scheduler
+  plugins:
+    preFilter: {enabled: [{name: Reservation}]}
+    filter: {enabled: [{name: Reservation}]}
+    score: {enabled: [{name: Reservation, weight: 5000}]}
+    reserve: {enabled: [{name: Reservation}]}
+    preBind: {enabled: [{name: Reservation}]}
+  pluginConfig:
+  - name: Reservation
+    args: {resyncIntervalSeconds: 1}
+"#;
+
+fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).unwrap()
+}
+
+fn reservation(name: &str, cpu: &str, app: &str, ttl: &str) -> Reservation {
+    obj(
+        json!({"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Reservation", "metadata": {"name": name},
+        "spec": {"ttl": ttl, "owners": [{"labelSelector": {"matchLabels": {"app": app}}}],
+            "template": {"metadata": {"namespace": "default"}, "spec": {"schedulerName": "koord-scheduler",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}}}),
+    )
+}
+
+fn pod(name: &str, cpu: &str, app: &str) -> Pod {
+    obj(
+        json!({"metadata": {"name": name, "namespace": "default", "labels": {"app": app}},
+        "spec": {"schedulerName": "koord-scheduler", "containers": [{"name": "c", "image": "x",
+            "resources": {"requests": {"cpu": cpu}}}]}}),
+    )
+}
+
+fn start(dir: &std::path::Path, port: u16, cfg: &std::path::Path) -> Koord {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let kc = kubeconfig(dir, port);
+    Koord::start(
+        &[
+            "--role=scheduler",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--admin-addr",
+            &admin,
+            "--data-dir",
+            dir.to_str().unwrap(),
+            "--node-name",
+            "s1",
+        ],
+        &[
+            ("KOORD_SCHEDULER__CONFIG_FILE", cfg.to_str().unwrap()),
+            ("KOORD_COMMON__LOG_LEVEL", "koord::scheduler=debug,info"),
+        ],
+        dir,
+    )
+}
+
+async fn phase(api: &Api<Reservation>, name: &str) -> (String, String) {
+    let r = api.get(name).await.unwrap();
+    let s = r.status.unwrap_or_default();
+    (s.phase.unwrap_or_default(), s.node_name.unwrap_or_default())
+}
+
+async fn node_of(pods: &Api<Pod>, name: &str) -> Option<String> {
+    pods.get(name).await.ok()?.spec?.node_name
+}
+
+async fn unschedulable_reason(pods: &Api<Pod>, name: &str) -> String {
+    let p = pods.get(name).await.unwrap();
+    p.status
+        .and_then(|s| s.conditions)
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        .and_then(|c| c.message)
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reserve_use_expire_and_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut api = TestApi::start_with(opts).await;
+    let c = api.client.clone();
+    let pp = PostParams::default();
+    let node: Node = obj(json!({"metadata": {"name": "node-0"},
+        "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}}}));
+    Api::<Node>::all(c.clone())
+        .create(&pp, &node)
+        .await
+        .unwrap();
+    let cfg = dir.path().join("sched.yaml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let mut sched = start(dir.path(), port, &cfg);
+    let rs: Api<Reservation> = Api::all(c.clone());
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+
+    // A reservation with a short TTL holds 4 of the 8 CPUs.
+    rs.create(&pp, &reservation("short", "4", "nobody", "6s"))
+        .await
+        .unwrap();
+    let available = eventually(Duration::from_secs(20), || async {
+        phase(&rs, "short").await == ("Available".into(), "node-0".into())
+    })
+    .await;
+    assert!(
+        available,
+        "{:?}\n{}",
+        phase(&rs, "short").await,
+        sched.logs()
+    );
+
+    // A non-owner asking 5 CPUs would only fit in the reserved capacity.
+    pods.create(&pp, &pod("batch", "5", "batch")).await.unwrap();
+    let pending = eventually(Duration::from_secs(10), || async {
+        unschedulable_reason(&pods, "batch")
+            .await
+            .contains("Insufficient cpu")
+    })
+    .await;
+    assert!(
+        pending,
+        "{:?}\n{}",
+        unschedulable_reason(&pods, "batch").await,
+        sched.logs()
+    );
+    assert_eq!(node_of(&pods, "batch").await, None);
+
+    // The TTL expires it: Failed, and the capacity goes to the waiting pod.
+    let expired = eventually(Duration::from_secs(20), || async {
+        phase(&rs, "short").await.0 == "Failed"
+    })
+    .await;
+    assert!(expired, "{:?}\n{}", phase(&rs, "short").await, sched.logs());
+    let bound = eventually(Duration::from_secs(20), || async {
+        node_of(&pods, "batch").await.is_some()
+    })
+    .await;
+    assert!(
+        bound,
+        "batch not bound after the reservation expired\n{}",
+        sched.logs()
+    );
+
+    // A reservation for app=web takes the last 3 CPUs; the scheduler restarts.
+    rs.create(&pp, &reservation("web", "3", "web", "1h"))
+        .await
+        .unwrap();
+    let available = eventually(Duration::from_secs(20), || async {
+        phase(&rs, "web").await.0 == "Available"
+    })
+    .await;
+    assert!(available, "{}", sched.logs());
+    drop(sched);
+    sched = start(dir.path(), port, &cfg);
+
+    // After the restart, a non-owner still cannot use the reserved CPUs; an owner can.
+    pods.create(&pp, &pod("other", "2", "batch")).await.unwrap();
+    pods.create(&pp, &pod("web-1", "3", "web")).await.unwrap();
+    let placed = eventually(Duration::from_secs(20), || async {
+        node_of(&pods, "web-1").await.is_some()
+    })
+    .await;
+    assert!(placed, "{}", sched.logs());
+    let web1 = pods.get("web-1").await.unwrap();
+    let allocated = web1
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .remove("scheduling.koordinator.sh/reservation-allocated");
+    assert!(
+        allocated.is_some_and(|a| a.contains("\"name\":\"web\"")),
+        "owner placed into the reservation"
+    );
+    let done = eventually(Duration::from_secs(20), || async {
+        phase(&rs, "web").await.0 == "Succeeded"
+    })
+    .await;
+    assert!(
+        done,
+        "allocateOnce: {:?}\n{}",
+        phase(&rs, "web").await,
+        sched.logs()
+    );
+    let owners = rs
+        .get("web")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .current_owners
+        .unwrap_or_default();
+    assert_eq!(owners.len(), 1);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        node_of(&pods, "other").await,
+        None,
+        "no CPU left for a non-owner\n{}",
+        sched.logs()
+    );
+    assert!(
+        unschedulable_reason(&pods, "other")
+            .await
+            .contains("Insufficient cpu")
+    );
+    drop(sched);
+    api.stop().await;
+}
