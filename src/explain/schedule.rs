@@ -11,9 +11,11 @@ use serde_json::{Value, json};
 
 use super::Snapshot;
 use crate::api::extension::priority::PriorityClass as KoordClass;
+use crate::api::scheduling::reservation::Reservation;
 use crate::scheduler::config::{self, SchedulerConfig};
 use crate::scheduler::framework::runtime::{Framework, NodeVerdict, Scope};
 use crate::scheduler::framework::{ClusterState, PodInfo};
+use crate::scheduler::reservation_live;
 
 /// One pending pod's outcome.
 pub struct Placement {
@@ -21,6 +23,8 @@ pub struct Placement {
     pub node: Option<String>,
     /// NodeNUMAResource's cpuset for the pod, as the scheduler would write it.
     pub cpuset: Option<String>,
+    /// The Reservation the pod was placed into.
+    pub reservation: Option<String>,
     pub verdicts: BTreeMap<String, NodeVerdict>,
 }
 
@@ -79,6 +83,9 @@ pub fn cluster_of(
             Err(e) => tracing::warn!(error = %e, "NodeResourceTopology in the snapshot skipped"),
         }
     }
+    for r in reservations(snap) {
+        cluster.upsert_reservation(r);
+    }
     let mut pending = Vec::new();
     for p in &snap.pods {
         let mut p = p.clone();
@@ -95,6 +102,21 @@ pub fn cluster_of(
         }
     }
     (cluster, pending)
+}
+
+/// The snapshot's Reservations (a malformed one is skipped with a warning).
+fn reservations(snap: &Snapshot) -> Vec<Arc<Reservation>> {
+    snap.other
+        .iter()
+        .filter(|v| v.get("kind").and_then(Value::as_str) == Some("Reservation"))
+        .filter_map(|v| match serde_json::from_value::<Reservation>(v.clone()) {
+            Ok(r) => Some(Arc::new(r)),
+            Err(e) => {
+                tracing::warn!(error = %e, "Reservation in the snapshot skipped");
+                None
+            }
+        })
+        .collect()
 }
 
 fn profile_of<'a>(fws: &'a [Framework], pod: &Pod) -> Option<&'a Framework> {
@@ -124,6 +146,14 @@ pub fn run(snap: &Snapshot, cfg: &SchedulerConfig, now_ms: i64) -> Result<Vec<Pl
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter_map(|p| profile_of(&fws, &p).map(|f| (PodInfo::new(Arc::new(p)), f)))
         .collect();
+    // Pending Reservations go through the same queue, as their reserve pods.
+    for r in reservations(snap) {
+        if let Some(p) = reservation_live::pending_pod(&r)
+            && let Some(f) = profile_of(&fws, &p.pod)
+        {
+            queue.push((p, f));
+        }
+    }
     let Some(first) = fws.first() else {
         return Ok(Vec::new());
     };
@@ -153,16 +183,24 @@ pub fn run(snap: &Snapshot, cfg: &SchedulerConfig, now_ms: i64) -> Result<Vec<Pl
                 .map(|n| (n.name.clone(), v.clone()))
                 .collect();
             out.push(Placement {
-                pod: pod.key.clone(),
+                pod: shown(&pod),
                 node: None,
                 cpuset: None,
+                reservation: None,
                 verdicts,
             });
             continue;
         }
         let mut result = fw.schedule(&pod, &cluster, Scope::Everything);
-        let mut cpuset = None;
-        if let Some(node) = result.node.clone() {
+        let (mut cpuset, mut reservation) = (None, None);
+        if let (Some(node), Some(name)) = (result.node.clone(), pod.reserve_of.clone()) {
+            if let Some(before) = cluster.reservations.get(&name).map(|r| r.object.clone()) {
+                let alloc = reservation_live::allocatable_of(&pod);
+                cluster.upsert_reservation(Arc::new(reservation_live::assumed(
+                    &before, &node, &alloc,
+                )));
+            }
+        } else if let Some(node) = result.node.clone() {
             // Reserve and PreBind as the live scheduler does, so the pod is counted with
             // what it would be given (its cpuset) before the next pod is scheduled.
             let assumed = match fw.reserve(&mut result.state, &pod, &node, &cluster) {
@@ -172,6 +210,8 @@ pub fn run(snap: &Snapshot, cfg: &SchedulerConfig, now_ms: i64) -> Result<Vec<Pl
                 }
                 Ok(()) => {
                     cpuset = crate::scheduler::plugins::numa::reserved_cpuset(&result.state);
+                    reservation =
+                        crate::scheduler::plugins::reservation::plugin::chosen(&result.state);
                     match fw.pre_bind(&result.state, &pod, &node) {
                         Ok(Some(m)) => PodInfo::new(Arc::new(m)),
                         _ => pod.clone(),
@@ -181,13 +221,22 @@ pub fn run(snap: &Snapshot, cfg: &SchedulerConfig, now_ms: i64) -> Result<Vec<Pl
             cluster.assume(&assumed, &node);
         }
         out.push(Placement {
-            pod: pod.key.clone(),
+            pod: shown(&pod),
             node: result.node,
             cpuset,
+            reservation,
             verdicts: result.verdicts,
         });
     }
     Ok(out)
+}
+
+/// How a placement names what was scheduled: `ns/name`, or `reservation/NAME`.
+fn shown(pod: &PodInfo) -> String {
+    match &pod.reserve_of {
+        Some(name) => format!("reservation/{name}"),
+        None => pod.key.clone(),
+    }
 }
 
 pub fn to_json(placements: &[Placement]) -> Value {
@@ -209,6 +258,9 @@ pub fn to_json(placements: &[Placement]) -> Value {
             let mut v = json!({"pod": p.pod, "node": p.node, "nodes": nodes});
             if let Some(c) = &p.cpuset {
                 v["cpuset"] = json!(c);
+            }
+            if let Some(r) = &p.reservation {
+                v["reservation"] = json!(r);
             }
             v
         })

@@ -12,7 +12,7 @@ mod apiserver_watch;
 mod cli;
 mod crd_drift;
 mod explain;
-mod explain_numa;
+mod explain_schedule;
 mod kubectl;
 mod manager;
 mod reservation;

@@ -1,5 +1,6 @@
-//! `koord explain schedule` with NodeNUMAResource: cpusets from NodeResourceTopology and the
-//! CPUs running pods hold, filter reasons in Koordinator's words, PreFilter rejections.
+//! `koord explain schedule` with NodeNUMAResource and Reservation: cpusets from
+//! NodeResourceTopology and the CPUs running pods hold, filter reasons in Koordinator's
+//! words, PreFilter rejections, pending Reservations scheduled, owners placed into them.
 
 use crate::common;
 
@@ -71,4 +72,42 @@ fn pinned_pods_get_disjoint_cpusets_on_nodes_with_a_topology() {
         text.contains("default/lsr-a → pinned-node (cpuset 2-5)"),
         "{text}"
     );
+}
+
+const RESERVATIONS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/reservation-snapshot.yaml"
+);
+
+#[test]
+fn pending_reservations_are_scheduled_and_owners_use_them() {
+    let out = Command::new(common::koord_bin())
+        .args(["explain", "schedule", "-f", RESERVATIONS, "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pods = v["pods"].as_array().unwrap();
+    let by = |name: &str| pods.iter().find(|p| p["pod"] == name).unwrap().clone();
+    let pending = by("reservation/r-pending");
+    assert_eq!(pending["node"], "node-b", "{pending}");
+    assert_eq!(
+        pending["nodes"]["node-a"]["reason"],
+        "node(s) didn't satisfy plugin(s) PreFilter result"
+    );
+    let web = by("default/web-1");
+    assert_eq!(
+        (web["node"].as_str(), web["reservation"].as_str()),
+        (Some("node-a"), Some("r-avail")),
+        "{web}"
+    );
+    assert_eq!(web["nodes"]["node-a"]["scores"]["Reservation"], 100);
+    // node-a: 8 CPUs − 3 (web-1) − 1 still reserved = 4 < 5.
+    let batch = by("default/batch");
+    assert!(batch["node"].is_null(), "{batch}");
+    assert_eq!(batch["nodes"]["node-a"]["reason"], "Insufficient cpu");
 }
