@@ -6,6 +6,7 @@
 //! The NUMA variant gives every node 32 CPUs (2 sockets × 2 NUMA nodes × 4 cores × 2
 //! threads) and a NodeResourceTopology, and schedules LSR koord-prod pods asking 2 whole
 //! CPUs, so NodeNUMAResource picks a cpuset for each on every feasible node it scores.
+//! The Reservation variant holds 1,000 Available reservations; every tenth pod owns one.
 //! Run: `cargo bench --bench scheduler`.
 
 use std::sync::Arc;
@@ -123,16 +124,19 @@ fn lsr_pods() -> Vec<PodInfo> {
         .collect()
 }
 
-/// Pinned pods: Reserve and PreBind run too, and the assumed pod carries its cpuset, as in
-/// the live loop.
-fn run_numa(nodes: usize, cfg: &config::SchedulerConfig) {
+/// Every pod through Reserve and PreBind too, assumed with what PreBind wrote (its cpuset,
+/// its reservation), as in the live loop.
+fn run_full(
+    name: &str,
+    nodes: usize,
+    cfg: &config::SchedulerConfig,
+    mut c: ClusterState,
+    pods: &[PodInfo],
+) {
     let fw = config::framework(&cfg.profiles[0]).unwrap();
-    let now = k8s_openapi::jiff::Timestamp::now().as_millisecond();
-    let mut c = numa_cluster(nodes, now);
-    let pods = lsr_pods();
     let t = Instant::now();
     let (mut start, mut placed) = (0, 0);
-    for p in &pods {
+    for p in pods {
         let mut r = fw.schedule(p, &c, Scope::Live { start });
         start = (start + r.processed) % nodes;
         let Some(n) = r.node.clone() else { continue };
@@ -146,9 +150,49 @@ fn run_numa(nodes: usize, cfg: &config::SchedulerConfig) {
     }
     let secs = t.elapsed().as_secs_f64();
     println!(
-        "{:<44} {nodes:>5} nodes: {:>8.0} pods/s ({placed} of {PODS} placed in {secs:.2} s)",
+        "{name:<44} {nodes:>5} nodes: {:>8.0} pods/s ({placed} of {} placed in {secs:.2} s)",
+        pods.len() as f64 / secs,
+        pods.len()
+    );
+}
+
+fn run_numa(nodes: usize, cfg: &config::SchedulerConfig) {
+    let now = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+    run_full(
         "NodeNUMAResource, LSR pods pinned 2 CPUs",
-        PODS as f64 / secs
+        nodes,
+        cfg,
+        numa_cluster(nodes, now),
+        &lsr_pods(),
+    );
+}
+
+/// 1,000 Available reservations of 1 CPU for app=web, one on every fifth node; every
+/// tenth pod is an owner (allocateOnce: each reservation takes one).
+fn run_reservations(nodes: usize, cfg: &config::SchedulerConfig) {
+    let now = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+    let mut c = cluster(nodes, false, now);
+    for i in 0..1000 {
+        let r = json!({"metadata": {"name": format!("r-{i}"), "uid": format!("ru-{i}")},
+            "spec": {"owners": [{"labelSelector": {"matchLabels": {"app": "web"}}}],
+                "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}},
+            "status": {"phase": "Available", "nodeName": format!("node-{}", (i * 5) % nodes), "allocatable": {"cpu": "1", "memory": "1Gi"}}});
+        c.upsert_reservation(Arc::new(serde_json::from_value(r).unwrap()));
+    }
+    let pods: Vec<PodInfo> = (0..PODS)
+        .map(|i| {
+            let app = if i % 10 == 0 { "web" } else { "other" };
+            PodInfo::new(Arc::new(serde_json::from_value(json!({"metadata": {"name": format!("pod-{i}"), "namespace": "default", "labels": {"app": app}},
+                "spec": {"schedulerName": "koord-scheduler", "containers": [{"name": "c", "image": "pause",
+                    "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}})).unwrap()))
+        })
+        .collect();
+    run_full(
+        "Reservation, 1,000 reservations, 1/10 owners",
+        nodes,
+        cfg,
+        c,
+        &pods,
     );
 }
 
@@ -204,5 +248,6 @@ fn main() {
             true,
         );
         run_numa(nodes, &default);
+        run_reservations(nodes, &default);
     }
 }

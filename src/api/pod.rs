@@ -18,6 +18,20 @@ pub fn amount(name: &str, q: &Quantity) -> i64 {
     if name == CPU { q_milli(q) } else { q_value(q) }
 }
 
+/// The inverse of [`amounts`]: cpu in milli-cores, the rest as plain integers.
+pub fn resource_list(a: &Amounts) -> BTreeMap<String, Quantity> {
+    a.iter()
+        .map(|(k, v)| {
+            let q = if k == CPU {
+                crate::api::quantity::cpu_from_milli(*v)
+            } else {
+                crate::api::quantity::from_int(*v)
+            };
+            (k.clone(), q)
+        })
+        .collect()
+}
+
 pub fn amounts(list: Option<&BTreeMap<String, Quantity>>) -> Amounts {
     list.into_iter()
         .flatten()

@@ -59,19 +59,7 @@ pub fn assumed(
 
 /// What a reservation holds once scheduled: its reserve pod's requests.
 pub fn allocatable_of(pod: &PodInfo) -> BTreeMap<String, Quantity> {
-    pod.requests
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.clone(),
-                if k == "cpu" {
-                    crate::api::quantity::cpu_from_milli(*v)
-                } else {
-                    crate::api::quantity::from_int(*v)
-                },
-            )
-        })
-        .collect()
+    crate::api::pod::resource_list(&pod.requests)
 }
 
 /// The Reservation plugin's Bind: status Available on `node`.

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements, Taint, Toleration};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 
 use crate::api::extension::keys::{
@@ -49,6 +48,8 @@ pub struct ReservationInfo {
     pub unschedulable: bool,
     pub taints: Vec<Taint>,
     pub owners: Vec<ReservationOwner>,
+    /// Each owner's label selector, parsed once (`Err`: invalid, matches nothing).
+    owner_selectors: Vec<Option<Result<Selector, ()>>>,
     /// Owners currently placed on it: pod key → requests.
     pub allocated: BTreeMap<String, Amounts>,
     pub order: i64,
@@ -87,6 +88,15 @@ impl ReservationInfo {
             },
             unschedulable: spec.unschedulable.unwrap_or(false),
             taints: spec.taints.clone().unwrap_or_default(),
+            owner_selectors: spec
+                .owners
+                .iter()
+                .map(|o| {
+                    o.label_selector
+                        .as_ref()
+                        .map(|ls| Selector::from_label_selector(ls).map_err(|_| ()))
+                })
+                .collect(),
             owners: spec.owners.clone(),
             allocated: BTreeMap::new(),
             object: r,
@@ -122,7 +132,10 @@ impl ReservationInfo {
     /// Whether `pod` is one of the owners (owners are ORed; within one, every given part
     /// must hold).
     pub fn owner_matches(&self, pod: &Pod) -> bool {
-        self.owners.iter().any(|o| owner_matches(o, pod))
+        self.owners
+            .iter()
+            .zip(&self.owner_selectors)
+            .any(|(o, sel)| owner_matches(o, sel.as_ref(), pod))
     }
 }
 
@@ -137,7 +150,7 @@ fn template_requests(r: &Reservation) -> Amounts {
     pod_requests(&pod)
 }
 
-fn owner_matches(o: &ReservationOwner, pod: &Pod) -> bool {
+fn owner_matches(o: &ReservationOwner, selector: Option<&Result<Selector, ()>>, pod: &Pod) -> bool {
     let m = &pod.metadata;
     let is = |want: &Option<String>, have: Option<&str>| {
         want.as_deref()
@@ -158,9 +171,8 @@ fn owner_matches(o: &ReservationOwner, pod: &Pod) -> bool {
                     && is(&c.api_version, Some(&po.api_version))
             })
     });
-    let labels = o.label_selector.as_ref().is_none_or(|ls| {
-        Selector::from_label_selector(ls).is_ok_and(|s| s.matches_opt(m.labels.as_ref()))
-    });
+    let labels =
+        selector.is_none_or(|s| s.as_ref().is_ok_and(|s| s.matches_opt(m.labels.as_ref())));
     let anything = o.object.is_some() || o.controller.is_some() || o.label_selector.is_some();
     anything && object && controller && labels
 }
@@ -305,19 +317,7 @@ pub fn reserve_pod(info: &ReservationInfo, resources: Option<&Amounts>) -> Pod {
     }
     spec.node_name = info.node.clone();
     if let Some(res) = resources {
-        let list: BTreeMap<String, Quantity> = res
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    if k == "cpu" {
-                        crate::api::quantity::cpu_from_milli(*v)
-                    } else {
-                        crate::api::quantity::from_int(*v)
-                    },
-                )
-            })
-            .collect();
+        let list = crate::api::pod::resource_list(res);
         spec.containers = vec![Container {
             name: "reserved".into(),
             resources: Some(ResourceRequirements {
