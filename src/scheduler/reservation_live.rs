@@ -57,9 +57,25 @@ pub fn assumed(
     r
 }
 
-/// What a reservation holds once scheduled: its reserve pod's requests.
+pub const ANNOTATION_RESIZE_ALLOCATABLE: &str =
+    "scheduling.koordinator.sh/reservation-resize-allocatable";
+
+/// What a reservation holds once scheduled: its reserve pod's requests, with the resources
+/// of its `reservation-resize-allocatable` annotation (`{"resources": {...}}`) replacing them.
 pub fn allocatable_of(pod: &PodInfo) -> BTreeMap<String, Quantity> {
-    crate::api::pod::resource_list(&pod.requests)
+    let mut out = crate::api::pod::resource_list(&pod.requests);
+    let resize = pod
+        .pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_RESIZE_ALLOCATABLE))
+        .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw).ok())
+        .and_then(|v| {
+            serde_json::from_value::<BTreeMap<String, Quantity>>(v.get("resources")?.clone()).ok()
+        });
+    out.extend(resize.unwrap_or_default());
+    out
 }
 
 /// The Reservation plugin's Bind: status Available on `node`.
@@ -261,4 +277,48 @@ pub async fn reconcile(client: &kube::Client) -> Result<(), kube::Error> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resize_annotation_replaces_requested_resources_and_the_controller_decides() {
+        let r: Arc<Reservation> = Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": "r", "uid": "u", "creationTimestamp": "2026-01-01T00:00:00Z",
+                    "annotations": {ANNOTATION_RESIZE_ALLOCATABLE: "{\"resources\":{\"cpu\":\"6\"}}"}},
+                "spec": {"ttl": "1h", "owners": [{"object": {"name": "x"}}],
+                    "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "4", "memory": "1Gi"}}}]}}}}))
+            .unwrap(),
+        );
+        let p = pending_pod(&r).unwrap();
+        let a = allocatable_of(&p);
+        assert_eq!(
+            (a["cpu"].0.as_str(), a["memory"].0.as_str()),
+            ("6", "1073741824")
+        );
+        let created = k8s_openapi::jiff::Timestamp::from_second(1_767_225_600)
+            .unwrap()
+            .as_second();
+        assert_eq!(decide(&r, &[], created + 60, true), None);
+        assert_eq!(
+            decide(&r, &[], created + 3600, true),
+            Some((PHASE_FAILED, "Expired"))
+        );
+        let avail = assumed(&r, "n", &a);
+        let owner = ObjectReference {
+            name: Some("x".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            decide(&avail, &[owner.clone()], created + 60, true),
+            Some((PHASE_SUCCEEDED, "Succeeded"))
+        );
+        assert_eq!(
+            decide(&avail, &[], created + 60, false),
+            Some((PHASE_FAILED, "Expired")),
+            "its node is gone"
+        );
+    }
 }

@@ -1,4 +1,5 @@
-//! Reservations end to end: the embedded API server and the real `koord --role=scheduler`.
+//! Reservations end to end: the embedded API server with a simulated node and the real
+//! `koord --role=scheduler`.
 //! A Reservation becomes Available on a node; a non-owner that would only fit in its
 //! capacity stays Pending with kube-scheduler's reason until the TTL expires it (Failed,
 //! capacity free); after a scheduler restart an owner lands on a second reservation, which
@@ -10,7 +11,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::{Koord, TestApi, eventually, free_port, kubeconfig};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use koord::api::scheduling::reservation::Reservation;
 use kube::Api;
 use kube::api::PostParams;
@@ -102,15 +103,15 @@ async fn reserve_use_expire_and_complete() {
     let port = free_port();
     let mut opts = koord::apiserver::Options::for_tests();
     opts.addr = SocketAddr::from(([127, 0, 0, 1], port));
+    opts.sim = Some(koord::apiserver::sim::SimNodes {
+        count: 1,
+        cpu: "8".into(),
+        memory: "16Gi".into(),
+        pods: 110,
+    });
     let mut api = TestApi::start_with(opts).await;
     let c = api.client.clone();
     let pp = PostParams::default();
-    let node: Node = obj(json!({"metadata": {"name": "node-0"},
-        "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}}}));
-    Api::<Node>::all(c.clone())
-        .create(&pp, &node)
-        .await
-        .unwrap();
     let cfg = dir.path().join("sched.yaml");
     std::fs::write(&cfg, CONFIG).unwrap();
     let mut sched = start(dir.path(), port, &cfg);
@@ -122,7 +123,7 @@ async fn reserve_use_expire_and_complete() {
         .await
         .unwrap();
     let available = eventually(Duration::from_secs(20), || async {
-        phase(&rs, "short").await == ("Available".into(), "node-0".into())
+        phase(&rs, "short").await == ("Available".into(), "sim-node-0".into())
     })
     .await;
     assert!(

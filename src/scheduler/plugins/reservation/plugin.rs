@@ -28,6 +28,7 @@ const CHOSEN: &str = "Reservation/chosen";
 pub const ERR_AFFINITY: &str = "node(s) no reservations match reservation affinity";
 pub const ERR_NODE_NOT_MATCH: &str = "node(s) didn't match the nodeName specified by reservation";
 pub const ERR_NO_RESERVATION_FITS: &str = "node(s) no reservation(s) to meet the requirements";
+pub const ERR_POLICY_CONFLICT: &str = "node(s) reservation allocate policy conflict";
 
 /// Node → (resources, pod slots) of matched reservations, counted as free for this pod.
 #[derive(Default)]
@@ -42,9 +43,10 @@ struct PreState {
     ignored: bool,
 }
 
-/// A pending Reservation's reserve pod: only its pinned node, if any.
+/// A pending Reservation's reserve pod: only its pinned node, if any, and its policy.
 struct ReservePod {
     node: Option<String>,
+    policy: AllocatePolicy,
 }
 
 #[derive(Debug, Clone)]
@@ -148,7 +150,13 @@ impl Plugin for ReservationPlugin {
                 .and_then(|a| a.get(ANNOTATION_RESERVATION_NODE))
                 .cloned();
             let allowed = node.clone().map(|n| [n].into_iter().collect());
-            state.write(NAME, ReservePod { node });
+            let policy = pod
+                .reserve_of
+                .as_ref()
+                .and_then(|n| cluster.reservations.get(n))
+                .map(|r| r.policy)
+                .unwrap_or_default();
+            state.write(NAME, ReservePod { node, policy });
             return (Status::success(), allowed);
         }
         let aff = match affinity(&pod.pod) {
@@ -203,9 +211,20 @@ impl Plugin for ReservationPlugin {
         cluster: &ClusterState,
     ) -> Status {
         if let Some(rp) = state.read::<ReservePod>(NAME) {
-            return match &rp.node {
-                Some(n) if *n != node.name => Status::unresolvable(ERR_NODE_NOT_MATCH),
-                _ => Status::success(),
+            if rp.node.as_ref().is_some_and(|n| *n != node.name) {
+                return Status::unresolvable(ERR_NODE_NOT_MATCH);
+            }
+            // A Default-policy reservation does not share a node with Aligned/Restricted ones.
+            let default = rp.policy == AllocatePolicy::Default;
+            let conflict = node
+                .pods
+                .iter()
+                .filter_map(|p| cluster.reservations.get(p.reserve_of.as_ref()?))
+                .any(|r| (r.policy == AllocatePolicy::Default) != default);
+            return if conflict {
+                Status::unresolvable(ERR_POLICY_CONFLICT)
+            } else {
+                Status::success()
             };
         }
         let Some(st) = state.read::<PreState>(NAME) else {

@@ -130,3 +130,28 @@ fn affinity_and_restricted_policy() {
     );
     assert_eq!(r.verdicts["n2"].reason, ERR_AFFINITY);
 }
+
+#[test]
+fn reservations_of_different_allocate_policies_do_not_share_a_node() {
+    let fw = framework();
+    let mut c = cluster(vec![
+        node_json("n1", "8", "32Gi"),
+        node_json("n2", "8", "32Gi"),
+    ]);
+    c.upsert_reservation(reservation(
+        "aligned",
+        "n1",
+        json!({"spec": {"allocatePolicy": "Aligned"}}),
+    ));
+    let pending = reservation(
+        "new",
+        "",
+        json!({"spec": {"template": {"spec": {"schedulerName": "koord-scheduler",
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}, "status": null}),
+    );
+    c.upsert_reservation(pending.clone());
+    let p = crate::scheduler::reservation_live::pending_pod(&pending).unwrap();
+    let r = fw.schedule(&p, &c, Scope::Everything);
+    assert_eq!(r.node.as_deref(), Some("n2"), "{:?}", r.verdicts);
+    assert_eq!(r.verdicts["n1"].reason, ERR_POLICY_CONFLICT);
+}
