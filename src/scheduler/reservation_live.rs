@@ -312,7 +312,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            decide(&avail, &[owner.clone()], created + 60, true),
+            decide(&avail, std::slice::from_ref(&owner), created + 60, true),
             Some((PHASE_SUCCEEDED, "Succeeded"))
         );
         assert_eq!(
