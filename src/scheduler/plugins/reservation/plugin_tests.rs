@@ -155,3 +155,36 @@ fn reservations_of_different_allocate_policies_do_not_share_a_node() {
     assert_eq!(r.node.as_deref(), Some("n2"), "{:?}", r.verdicts);
     assert_eq!(r.verdicts["n1"].reason, ERR_POLICY_CONFLICT);
 }
+
+#[test]
+fn preemption_cannot_take_reserved_capacity() {
+    let fw = framework();
+    let mut c = cluster(vec![node_json("n1", "8", "32Gi")]);
+    c.upsert_reservation(reservation("r1", "n1", json!({})));
+    let low = json!({"metadata": {"name": "low", "namespace": "d"},
+        "spec": {"nodeName": "n1", "priority": 0, "containers": [{"name": "c", "resources": {"requests": {"cpu": "4"}}}]}});
+    c.upsert_pod(Arc::new(serde_json::from_value(low).unwrap()));
+    let urgent = |name: &str, cpu: &str, app: &str| {
+        pod(
+            json!({"metadata": {"name": name, "namespace": "d", "labels": {"app": app}},
+            "spec": {"schedulerName": "koord-scheduler", "priority": 100000,
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}),
+        )
+    };
+    // Evicting `low` frees 4 CPUs; the 4 reserved stay reserved for a non-owner.
+    let other = urgent("other", "6", "batch");
+    let r = fw.schedule(&other, &c, Scope::Everything);
+    assert_eq!(r.node, None);
+    assert!(
+        fw.post_filter(&r, &other, &c).is_none(),
+        "the reserve pod is no victim"
+    );
+    // An owner may use both: preempting `low` and the reservation's 4 CPUs.
+    let owner = urgent("web", "6", "web");
+    let r = fw.schedule(&owner, &c, Scope::Everything);
+    let n = fw.post_filter(&r, &owner, &c).expect("nominated");
+    assert_eq!(
+        n.victims.iter().map(|v| v.key.as_str()).collect::<Vec<_>>(),
+        ["d/low"]
+    );
+}
