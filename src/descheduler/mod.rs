@@ -2,6 +2,8 @@
 //!
 //! Runs LowNodeLoad and the migration controller on PodMigrationJobs.
 
+pub mod lownodeload;
+
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::RoleCtx;
