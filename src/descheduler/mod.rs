@@ -3,6 +3,7 @@
 //! Runs LowNodeLoad and the migration controller on PodMigrationJobs.
 
 pub mod lownodeload;
+pub mod sorter;
 
 use serde::{Deserialize, Serialize};
 
