@@ -11,6 +11,7 @@ pub mod duration;
 pub mod extension;
 pub mod input;
 pub mod patch;
+pub mod placement;
 pub mod pod;
 pub mod quantity;
 pub mod quota;

@@ -2,75 +2,14 @@
 //! expressions ANDed, matchFields on metadata.name); preferred terms score the sum of
 //! matching weights, normalized to 0..100.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm};
-
 use super::super::framework::{ClusterState, CycleState, NodeInfo, Plugin, PodInfo, Point, Status};
 use super::taint::default_normalize;
-
-fn requirement(r: &NodeSelectorRequirement, get: impl Fn(&str) -> Option<String>) -> bool {
-    let v = get(&r.key);
-    let values = r.values.as_deref().unwrap_or(&[]);
-    let num = |s: &str| s.parse::<i64>().ok();
-    match r.operator.as_str() {
-        "In" => v.is_some_and(|v| values.contains(&v)),
-        "NotIn" => v.is_none_or(|v| !values.contains(&v)),
-        "Exists" => v.is_some(),
-        "DoesNotExist" => v.is_none(),
-        "Gt" => {
-            matches!((v.as_deref().and_then(num), values.first().and_then(|s| num(s))), (Some(a), Some(b)) if a > b)
-        }
-        "Lt" => {
-            matches!((v.as_deref().and_then(num), values.first().and_then(|s| num(s))), (Some(a), Some(b)) if a < b)
-        }
-        _ => false,
-    }
-}
-
-/// A term matches when all its expressions and fields match; an empty term matches nothing.
-pub fn term_matches(
-    t: &NodeSelectorTerm,
-    labels: &BTreeMap<String, String>,
-    node_name: &str,
-) -> bool {
-    let exprs = t.match_expressions.as_deref().unwrap_or(&[]);
-    let fields = t.match_fields.as_deref().unwrap_or(&[]);
-    if exprs.is_empty() && fields.is_empty() {
-        return false;
-    }
-    exprs
-        .iter()
-        .all(|r| requirement(r, |k| labels.get(k).cloned()))
-        && fields
-            .iter()
-            .all(|r| requirement(r, |k| (k == "metadata.name").then(|| node_name.to_string())))
-}
+pub use crate::api::placement::term_matches;
 
 /// nodeSelector and required affinity of `pod` hold on `node`.
 pub fn required_matches(pod: &PodInfo, node: &NodeInfo) -> bool {
-    let Some(spec) = pod.spec() else { return true };
-    let selector_ok = spec
-        .node_selector
-        .iter()
-        .flatten()
-        .all(|(k, v)| node.labels.get(k) == Some(v));
-    let terms = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| {
-            na.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .map(|r| r.node_selector_terms.as_slice());
-    let affinity_ok = match terms {
-        None => true,
-        Some(terms) => terms
-            .iter()
-            .any(|t| term_matches(t, &node.labels, &node.name)),
-    };
-    selector_ok && affinity_ok
+    pod.spec()
+        .is_none_or(|spec| crate::api::placement::node_matches(spec, &node.labels, &node.name))
 }
 
 pub struct NodeAffinity;

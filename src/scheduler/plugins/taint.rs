@@ -1,32 +1,13 @@
 //! TaintToleration: NoSchedule/NoExecute taints must be tolerated; untolerated
 //! PreferNoSchedule taints lower the score (normalized, reversed).
 
-use k8s_openapi::api::core::v1::{Taint, Toleration};
+use k8s_openapi::api::core::v1::Toleration;
 
 use super::super::framework::{
     ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point, Status,
 };
 
-/// Whether one toleration matches a taint (upstream `ToleratesTaint`).
-fn matches(t: &Toleration, taint: &Taint) -> bool {
-    let effect_ok = t
-        .effect
-        .as_deref()
-        .is_none_or(|e| e.is_empty() || e == taint.effect);
-    let key_ok = t.key.as_deref().is_none_or(|k| k.is_empty())
-        || t.key.as_deref() == Some(taint.key.as_str());
-    let op = t.operator.as_deref().unwrap_or("Equal");
-    let value_ok = match op {
-        "Exists" => true,
-        "" | "Equal" => t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
-        _ => false,
-    };
-    effect_ok && key_ok && value_ok
-}
-
-pub fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
-    tolerations.iter().any(|t| matches(t, taint))
-}
+pub use crate::api::placement::{tolerates, toleration_matches};
 
 pub struct TaintToleration;
 
@@ -78,7 +59,7 @@ impl Plugin for TaintToleration {
             .taints
             .iter()
             .filter(|t| t.effect == "PreferNoSchedule")
-            .filter(|t| !tolerations.iter().any(|tol| matches(tol, t)))
+            .filter(|t| !tolerations.iter().any(|tol| toleration_matches(tol, t)))
             .count();
         Ok(count as i64)
     }
