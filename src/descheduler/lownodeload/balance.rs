@@ -1,0 +1,179 @@
+//! LowNodeLoad's node-level pass (step 7 of Koordinator's Balance): move pods off the
+//! sources, hottest first, while the targets' room under their high thresholds lasts and
+//! until each source is back under its own high threshold.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use super::classify::NodeLoad;
+use crate::api::placement::{node_matches, tolerates};
+use crate::api::pod::Amounts;
+use crate::descheduler::sorter::{compare, usage_score};
+
+/// A pod on a source node with its measured usage and its requests.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub pod: Arc<Pod>,
+    pub usage: Amounts,
+    pub requests: Amounts,
+}
+
+/// A node pods may move to.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub load: NodeLoad,
+    pub node: Arc<Node>,
+    /// Σ requests of its pods.
+    pub requested: Amounts,
+}
+
+/// One eviction the pass made (or, in dry run, would make).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub pod: String,
+    pub node: String,
+    pub reason: String,
+}
+
+fn get(m: &Amounts, r: &str) -> i64 {
+    m.get(r).copied().unwrap_or(0)
+}
+
+fn over(n: &NodeLoad) -> Vec<&String> {
+    n.high
+        .keys()
+        .filter(|r| get(&n.usage, r) > get(&n.high, r))
+        .collect()
+}
+
+fn pct(v: i64, alloc: i64) -> i64 {
+    if alloc <= 0 { 0 } else { v * 100 / alloc }
+}
+
+/// `node is overutilized, node cpu usage(85%)>threshold(70%)`.
+pub fn reason(n: &NodeLoad) -> String {
+    let parts: Vec<String> = over(n)
+        .into_iter()
+        .map(|r| {
+            let a = get(&n.allocatable, r);
+            format!(
+                "node {r} usage({}%)>threshold({}%)",
+                pct(get(&n.usage, r), a),
+                pct(get(&n.high, r), a)
+            )
+        })
+        .collect();
+    format!("node is overutilized, {}", parts.join(", "))
+}
+
+/// Whether `c` could run on `t` (NodeFit): selector, affinity, taints, schedulable,
+/// requests, and usage staying under the target's high threshold.
+fn fits(c: &Candidate, t: &Target, resources: &[String]) -> bool {
+    let Some(spec) = c.pod.spec.as_ref() else {
+        return false;
+    };
+    let node = &t.node;
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let name = node.metadata.name.as_deref().unwrap_or("");
+    let nspec = node.spec.as_ref();
+    let unschedulable = nspec.and_then(|s| s.unschedulable).unwrap_or(false);
+    let tolerations = spec.tolerations.as_deref().unwrap_or(&[]);
+    let taints_ok = nspec
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+        .all(|t| tolerates(tolerations, t));
+    let requests_ok = c
+        .requests
+        .iter()
+        .all(|(r, v)| *v <= get(&t.load.allocatable, r) - get(&t.requested, r));
+    let usage_ok = resources
+        .iter()
+        .all(|r| get(&t.load.usage, r) + get(&c.usage, r) <= get(&t.load.high, r));
+    !unschedulable && taints_ok && node_matches(spec, &labels, name) && requests_ok && usage_ok
+}
+
+/// The node-level pass over `sources` (sorted hottest first). `filter` is the evictor's
+/// and LowNodeLoad's pod filter; `evict` performs (or, dry, pretends) an eviction and says
+/// whether it happened.
+pub fn balance(
+    sources: &mut [(NodeLoad, Vec<Candidate>)],
+    targets: &mut [Target],
+    resources: &[String],
+    node_fit: bool,
+    filter: &dyn Fn(&Pod) -> bool,
+    evict: &mut dyn FnMut(&Candidate, &NodeLoad, &str) -> bool,
+) -> Vec<Decision> {
+    let mut budget: Amounts = Amounts::new();
+    for t in targets.iter() {
+        for r in resources {
+            *budget.entry(r.clone()).or_default() +=
+                (get(&t.load.high, r) - get(&t.load.usage, r)).max(0);
+        }
+    }
+    let mut out = Vec::new();
+    for (node, candidates) in sources.iter_mut() {
+        let mut removable: Vec<&Candidate> = Vec::new();
+        for c in candidates.iter().filter(|c| filter(&c.pod)) {
+            if !node_fit {
+                removable.push(c);
+                continue;
+            }
+            if let Some(t) = targets.iter_mut().find(|t| fits(c, t, resources)) {
+                for (r, v) in &c.usage {
+                    *t.load.usage.entry(r.clone()).or_default() += v;
+                }
+                for (r, v) in &c.requests {
+                    *t.requested.entry(r.clone()).or_default() += v;
+                }
+                removable.push(c);
+            }
+        }
+        let hot: Vec<String> = over(node).into_iter().cloned().collect();
+        let score = |c: &Candidate| -> f64 {
+            hot.iter()
+                .map(|r| {
+                    usage_score(
+                        get(&c.usage, r) as f64,
+                        (get(&node.usage, r) - get(&node.high, r)) as f64,
+                    )
+                })
+                .sum()
+        };
+        removable.sort_by(|a, b| compare(&a.pod, &b.pod, Some((score(a), score(b)))));
+        for c in removable {
+            if over(node).is_empty() || budget.values().any(|v| *v <= 0) {
+                break;
+            }
+            if !filter(&c.pod) {
+                continue;
+            }
+            let why = reason(node);
+            if !evict(c, node, &why) {
+                continue;
+            }
+            for r in resources {
+                let u = if r == "pods" { 1 } else { get(&c.usage, r) };
+                *budget.entry(r.clone()).or_default() -= u;
+                *node.usage.entry(r.clone()).or_default() -= u;
+            }
+            let key = format!(
+                "{}/{}",
+                c.pod.metadata.namespace.as_deref().unwrap_or(""),
+                c.pod.metadata.name.as_deref().unwrap_or("")
+            );
+            out.push(Decision {
+                pod: key,
+                node: node.name.clone(),
+                reason: why,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "balance_tests.rs"]
+mod tests;
