@@ -1,9 +1,11 @@
 //! LowNodeLoad (`pkg/descheduler/framework/plugins/loadaware`). Work in progress (issue
-//! 22): its arguments, node usage, thresholds, classification, anomaly detectors and the
-//! node-level eviction pass are here and tested; the prod pass, the pool loop, the
-//! framework (profiles, evictor, limits), PodMigrationJobs and the role are not built yet.
+//! 22): arguments, node usage, thresholds, classification, anomaly detectors, the pool
+//! loop and the node-level eviction pass are here and tested (`pass::LowNodeLoad`); the
+//! prod pass, the framework (profiles, DefaultEvictor filter, limits), PodMigrationJobs,
+//! explain and the role itself are not built yet.
 
 pub mod anomaly;
 pub mod args;
 pub mod balance;
 pub mod classify;
+pub mod pass;

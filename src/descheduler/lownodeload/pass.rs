@@ -1,0 +1,234 @@
+//! One LowNodeLoad Balance pass over the node pools: usage and classes per node, the
+//! anomaly filter on sources, stop conditions, then the node-level eviction pass. The prod
+//! pass (prodHigh sources onto prodLow/bothLow targets) is not built yet.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use super::anomaly::{Condition, Detectors};
+use super::args::{Args, Pool};
+use super::balance::{Candidate, Decision, Target, balance};
+use super::classify::{
+    Class, NodeLoad, allocatable_of, classify, resources, source_score, thresholds, usage_of,
+};
+use crate::api::pod::{Amounts, amounts, pod_requests};
+use crate::api::selector::Selector;
+use crate::api::slo::NodeMetric;
+
+/// A node with its NodeMetric and its pods.
+pub struct NodeInput {
+    pub node: Arc<Node>,
+    pub metric: Option<Arc<NodeMetric>>,
+    pub pods: Vec<Arc<Pod>>,
+}
+
+/// What a pass did and what it left out (node, why).
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub evicted: Vec<Decision>,
+    pub skipped: Vec<(String, String)>,
+}
+
+pub struct LowNodeLoad {
+    pub args: Args,
+    nodes: Detectors,
+}
+
+fn name(n: &Node) -> String {
+    n.metadata.name.clone().unwrap_or_default()
+}
+
+fn in_pool(p: &Pool, n: &Node) -> bool {
+    p.node_selector.as_ref().is_none_or(|s| {
+        Selector::from_label_selector(s).is_ok_and(|s| s.matches_opt(n.metadata.labels.as_ref()))
+    })
+}
+
+fn candidates(input: &NodeInput) -> Vec<Candidate> {
+    let usage: BTreeMap<(String, String), Amounts> = input
+        .metric
+        .as_ref()
+        .and_then(|m| m.status.as_ref())
+        .and_then(|s| s.pods_metric.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let key = (
+                p.namespace.clone().unwrap_or_default(),
+                p.name.clone().unwrap_or_default(),
+            );
+            (key, amounts(p.pod_usage.resources.as_ref()))
+        })
+        .collect();
+    input
+        .pods
+        .iter()
+        .filter_map(|p| {
+            let key = (
+                p.metadata.namespace.clone().unwrap_or_default(),
+                p.metadata.name.clone().unwrap_or_default(),
+            );
+            Some(Candidate {
+                usage: usage.get(&key)?.clone(),
+                requests: pod_requests(p),
+                pod: p.clone(),
+            })
+        })
+        .collect()
+}
+
+impl LowNodeLoad {
+    pub fn new(args: Args) -> LowNodeLoad {
+        LowNodeLoad {
+            nodes: Detectors::new(args.detector_cache_timeout),
+            args,
+        }
+    }
+
+    /// One pass; `filter` is the pod filter, `evict` performs an eviction.
+    pub fn balance(
+        &mut self,
+        inputs: &[NodeInput],
+        now_ms: i64,
+        filter: &dyn Fn(&Pod) -> bool,
+        evict: &mut dyn FnMut(&Candidate, &NodeLoad, &str) -> bool,
+    ) -> Outcome {
+        let mut out = Outcome::default();
+        if self.args.paused {
+            return out;
+        }
+        let mut processed: HashSet<String> = HashSet::new();
+        for pool in self.args.pools.clone() {
+            let members: Vec<&NodeInput> = inputs
+                .iter()
+                .filter(|i| in_pool(&pool, &i.node))
+                .filter(|i| pool.node_selector.is_none() || !processed.contains(&name(&i.node)))
+                .collect();
+            self.pool_pass(
+                &pool,
+                &members,
+                now_ms,
+                filter,
+                evict,
+                &mut out,
+                &mut processed,
+            );
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn pool_pass(
+        &mut self,
+        pool: &Pool,
+        members: &[&NodeInput],
+        now_ms: i64,
+        filter: &dyn Fn(&Pod) -> bool,
+        evict: &mut dyn FnMut(&Candidate, &NodeLoad, &str) -> bool,
+        out: &mut Outcome,
+        processed: &mut HashSet<String>,
+    ) {
+        let expiration = self.args.node_metric_expiration.as_millis() as i64;
+        let mut loads: Vec<(NodeLoad, &NodeInput)> = Vec::new();
+        for i in members {
+            match usage_of(i.metric.as_deref(), now_ms, expiration) {
+                Err(why) => out.skipped.push((name(&i.node), why)),
+                Ok((usage, prod)) => loads.push((
+                    NodeLoad {
+                        name: name(&i.node),
+                        allocatable: allocatable_of(&i.node),
+                        usage,
+                        prod_usage: prod,
+                        low: Amounts::new(),
+                        high: Amounts::new(),
+                        prod_low: Amounts::new(),
+                        prod_high: Amounts::new(),
+                        schedulable: !i
+                            .node
+                            .spec
+                            .as_ref()
+                            .and_then(|s| s.unschedulable)
+                            .unwrap_or(false),
+                    },
+                    *i,
+                )),
+            }
+        }
+        let mut nl: Vec<NodeLoad> = loads.iter().map(|(l, _)| l.clone()).collect();
+        thresholds(pool, &mut nl);
+        let classes: Vec<Class> = nl.iter().map(classify).collect();
+        let cond = Condition {
+            timeout: pool.anomaly_timeout,
+            consecutive_abnormalities: pool.consecutive_abnormalities,
+            consecutive_normalities: pool.consecutive_normalities,
+        };
+        let high: Vec<usize> = (0..nl.len())
+            .filter(|k| classes[*k] == Class::High)
+            .collect();
+        if high.is_empty() {
+            return;
+        }
+        let abnormal: Vec<usize> = high
+            .iter()
+            .copied()
+            .filter(|k| self.nodes.abnormal(&nl[*k].name, now_ms, &cond))
+            .collect();
+        let lowish: Vec<usize> = (0..nl.len())
+            .filter(|k| matches!(classes[*k], Class::Low | Class::BothLow | Class::ProdLow))
+            .collect();
+        for k in &lowish {
+            self.nodes.reset(&nl[*k].name);
+        }
+        if abnormal.is_empty()
+            || lowish.is_empty()
+            || lowish.len() as i32 <= self.args.number_of_nodes
+            || lowish.len() == nl.len()
+        {
+            return;
+        }
+        let mut sources: Vec<(NodeLoad, Vec<Candidate>)> = abnormal
+            .iter()
+            .map(|k| (nl[*k].clone(), candidates(loads[*k].1)))
+            .collect();
+        sources.sort_by_key(|(n, _)| std::cmp::Reverse(source_score(n, &pool.weights)));
+        let mut targets: Vec<Target> = (0..nl.len())
+            .filter(|k| matches!(classes[*k], Class::Low | Class::BothLow))
+            .map(|k| Target {
+                load: nl[k].clone(),
+                node: loads[k].1.node.clone(),
+                requested: loads[k].1.pods.iter().fold(Amounts::new(), |mut acc, p| {
+                    for (r, v) in pod_requests(p) {
+                        *acc.entry(r).or_default() += v;
+                    }
+                    acc
+                }),
+            })
+            .collect();
+        let res = resources(pool);
+        out.evicted.extend(balance(
+            &mut sources,
+            &mut targets,
+            &res,
+            self.args.node_fit,
+            filter,
+            evict,
+        ));
+        for (n, _) in &sources {
+            if n.high
+                .iter()
+                .all(|(r, h)| n.usage.get(r).copied().unwrap_or(0) <= *h)
+            {
+                self.nodes.reset(&n.name);
+            } else {
+                self.nodes.normal(&n.name, now_ms, &cond);
+            }
+        }
+        processed.extend(high.iter().map(|k| nl[*k].name.clone()));
+    }
+}
+
+#[cfg(test)]
+#[path = "pass_tests.rs"]
+mod tests;
