@@ -65,6 +65,8 @@ pub struct RawArgs {
     pub node_fit: Option<bool>,
     pub detector_cache_timeout: Option<String>,
     pub node_pools: Option<Vec<RawPool>>,
+    // The top-level pool fields, repeated from RawPool: serde's `flatten` cannot be
+    // combined with `deny_unknown_fields`, and a misspelt field must stay an error.
     pub node_selector: Option<LabelSelector>,
     pub use_deviation_thresholds: Option<bool>,
     pub high_thresholds: Option<Thresholds>,
