@@ -291,6 +291,7 @@ pub async fn report_loop(
 ) {
     let api: Api<NodeResourceTopology> = Api::all(client);
     let mut last: Option<NodeResourceTopology> = None;
+    let mut failing = false;
     loop {
         let states = informer.snapshot();
         if let (Some(node), Ok(cpus)) = (states.node.as_deref(), host.cpu_topology()) {
@@ -305,8 +306,18 @@ pub async fn report_loop(
             });
             if last.as_ref().is_none_or(|l| !same(l, &want)) {
                 match write(&api, want.clone()).await {
-                    Ok(_) => last = Some(want),
-                    Err(e) => tracing::warn!(error = %e, "NodeResourceTopology not reported"),
+                    Ok(_) => {
+                        last = Some(want);
+                        failing = false;
+                    }
+                    // Once per failure streak (a cluster without the CRD would log it every 10 s).
+                    Err(e) if !failing => {
+                        failing = true;
+                        tracing::warn!(error = %e, "NodeResourceTopology not reported; retrying every 10 s");
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "NodeResourceTopology still not reported")
+                    }
                 }
             }
         }
