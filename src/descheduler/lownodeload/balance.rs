@@ -106,13 +106,40 @@ pub fn balance(
     filter: &dyn Fn(&Pod) -> bool,
     evict: &mut dyn FnMut(&Candidate, &NodeLoad, &str) -> bool,
 ) -> Vec<Decision> {
-    let mut budget: Amounts = Amounts::new();
-    for t in targets.iter() {
+    let mut budget = room(targets.iter().map(|t| &t.load), resources);
+    balance_with(
+        sources,
+        targets,
+        resources,
+        node_fit,
+        filter,
+        evict,
+        &mut budget,
+    )
+}
+
+/// Σ (high − usage) over `nodes`, per resource, each node's share floored at 0.
+pub fn room<'a>(nodes: impl Iterator<Item = &'a NodeLoad>, resources: &[String]) -> Amounts {
+    let mut budget = Amounts::new();
+    for n in nodes {
         for r in resources {
-            *budget.entry(r.clone()).or_default() +=
-                (get(&t.load.high, r) - get(&t.load.usage, r)).max(0);
+            *budget.entry(r.clone()).or_default() += (get(&n.high, r) - get(&n.usage, r)).max(0);
         }
     }
+    budget
+}
+
+/// [`balance`] with the caller's budget, which is left with what remains.
+#[allow(clippy::too_many_arguments)]
+pub fn balance_with(
+    sources: &mut [(NodeLoad, Vec<Candidate>)],
+    targets: &mut [Target],
+    resources: &[String],
+    node_fit: bool,
+    filter: &dyn Fn(&Pod) -> bool,
+    evict: &mut dyn FnMut(&Candidate, &NodeLoad, &str) -> bool,
+    budget: &mut Amounts,
+) -> Vec<Decision> {
     let mut out = Vec::new();
     for (node, candidates) in sources.iter_mut() {
         let mut removable: Vec<&Candidate> = Vec::new();

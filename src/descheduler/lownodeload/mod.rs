@@ -1,8 +1,8 @@
 //! LowNodeLoad (`pkg/descheduler/framework/plugins/loadaware`). Work in progress (issue
 //! 22): arguments, node usage, thresholds, classification, anomaly detectors, the pool
-//! loop and the node-level eviction pass are here and tested (`pass::LowNodeLoad`); the
-//! prod pass, the framework (profiles, DefaultEvictor filter, limits), PodMigrationJobs,
-//! explain and the role itself are not built yet.
+//! loop, the node-level and the prod eviction passes are here and tested
+//! (`pass::LowNodeLoad`); the framework (profiles, DefaultEvictor filter, limits),
+//! PodMigrationJobs, explain and the role itself are not built yet.
 
 pub mod anomaly;
 pub mod args;

@@ -1,6 +1,6 @@
 //! One LowNodeLoad Balance pass over the node pools: usage and classes per node, the
-//! anomaly filter on sources, stop conditions, then the node-level eviction pass. The prod
-//! pass (prodHigh sources onto prodLow/bothLow targets) is not built yet.
+//! anomaly filter on sources, stop conditions, the node-level eviction pass, then the prod
+//! pass (prod pods off prodHigh nodes onto prodLow / bothLow ones).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -9,10 +9,11 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::anomaly::{Condition, Detectors};
 use super::args::{Args, Pool};
-use super::balance::{Candidate, Decision, Target, balance};
+use super::balance::{Candidate, Decision, Target, balance_with, room};
 use super::classify::{
     Class, NodeLoad, allocatable_of, classify, resources, source_score, thresholds, usage_of,
 };
+use crate::api::extension::priority::{PriorityClass, pod_priority_class};
 use crate::api::pod::{Amounts, amounts, pod_requests};
 use crate::api::selector::Selector;
 use crate::api::slo::NodeMetric;
@@ -34,6 +35,7 @@ pub struct Outcome {
 pub struct LowNodeLoad {
     pub args: Args,
     nodes: Detectors,
+    prod: Detectors,
 }
 
 fn name(n: &Node) -> String {
@@ -43,6 +45,31 @@ fn name(n: &Node) -> String {
 fn in_pool(p: &Pool, n: &Node) -> bool {
     p.node_selector.as_ref().is_none_or(|s| {
         Selector::from_label_selector(s).is_ok_and(|s| s.matches_opt(n.metadata.labels.as_ref()))
+    })
+}
+
+/// A node judged by its prod usage against its prod thresholds.
+fn prod_view(n: &NodeLoad) -> NodeLoad {
+    NodeLoad {
+        usage: n.prod_usage.clone(),
+        high: n.prod_high.clone(),
+        low: n.prod_low.clone(),
+        ..n.clone()
+    }
+}
+
+fn over_nothing(n: &NodeLoad) -> bool {
+    n.high
+        .iter()
+        .all(|(r, h)| n.usage.get(r).copied().unwrap_or(0) <= *h)
+}
+
+fn requested(input: &NodeInput) -> Amounts {
+    input.pods.iter().fold(Amounts::new(), |mut acc, p| {
+        for (r, v) in pod_requests(p) {
+            *acc.entry(r).or_default() += v;
+        }
+        acc
     })
 }
 
@@ -83,6 +110,7 @@ impl LowNodeLoad {
     pub fn new(args: Args) -> LowNodeLoad {
         LowNodeLoad {
             nodes: Detectors::new(args.detector_cache_timeout),
+            prod: Detectors::new(args.detector_cache_timeout),
             args,
         }
     }
@@ -164,10 +192,9 @@ impl LowNodeLoad {
             consecutive_abnormalities: pool.consecutive_abnormalities,
             consecutive_normalities: pool.consecutive_normalities,
         };
-        let high: Vec<usize> = (0..nl.len())
-            .filter(|k| classes[*k] == Class::High)
-            .collect();
-        if high.is_empty() {
+        let of = |c: Class| -> Vec<usize> { (0..nl.len()).filter(|k| classes[*k] == c).collect() };
+        let (high, prod_high) = (of(Class::High), of(Class::ProdHigh));
+        if high.is_empty() && prod_high.is_empty() {
             return;
         }
         let abnormal: Vec<usize> = high
@@ -175,57 +202,129 @@ impl LowNodeLoad {
             .copied()
             .filter(|k| self.nodes.abnormal(&nl[*k].name, now_ms, &cond))
             .collect();
+        let prod_abnormal: Vec<usize> = prod_high
+            .iter()
+            .copied()
+            .filter(|k| self.prod.abnormal(&nl[*k].name, now_ms, &cond))
+            .collect();
         let lowish: Vec<usize> = (0..nl.len())
             .filter(|k| matches!(classes[*k], Class::Low | Class::BothLow | Class::ProdLow))
             .collect();
         for k in &lowish {
             self.nodes.reset(&nl[*k].name);
+            self.prod.reset(&nl[*k].name);
         }
-        if abnormal.is_empty()
+        if (abnormal.is_empty() && prod_abnormal.is_empty())
             || lowish.is_empty()
             || lowish.len() as i32 <= self.args.number_of_nodes
             || lowish.len() == nl.len()
         {
             return;
         }
+        let res = resources(pool);
+        let target = |k: usize, load: NodeLoad| Target {
+            load,
+            node: loads[k].1.node.clone(),
+            requested: requested(loads[k].1),
+        };
+        // Node-level pass: hot nodes onto low and bothLow ones.
         let mut sources: Vec<(NodeLoad, Vec<Candidate>)> = abnormal
             .iter()
             .map(|k| (nl[*k].clone(), candidates(loads[*k].1)))
             .collect();
         sources.sort_by_key(|(n, _)| std::cmp::Reverse(source_score(n, &pool.weights)));
-        let mut targets: Vec<Target> = (0..nl.len())
+        let node_targets: Vec<usize> = (0..nl.len())
             .filter(|k| matches!(classes[*k], Class::Low | Class::BothLow))
-            .map(|k| Target {
-                load: nl[k].clone(),
-                node: loads[k].1.node.clone(),
-                requested: loads[k].1.pods.iter().fold(Amounts::new(), |mut acc, p| {
-                    for (r, v) in pod_requests(p) {
-                        *acc.entry(r).or_default() += v;
-                    }
-                    acc
-                }),
-            })
             .collect();
-        let res = resources(pool);
-        out.evicted.extend(balance(
+        let mut targets: Vec<Target> = node_targets
+            .iter()
+            .map(|k| target(*k, nl[*k].clone()))
+            .collect();
+        let mut node_budget = room(targets.iter().map(|t| &t.load), &res);
+        out.evicted.extend(balance_with(
             &mut sources,
             &mut targets,
             &res,
             self.args.node_fit,
             filter,
             evict,
+            &mut node_budget,
         ));
         for (n, _) in &sources {
-            if n.high
-                .iter()
-                .all(|(r, h)| n.usage.get(r).copied().unwrap_or(0) <= *h)
-            {
+            if over_nothing(n) {
                 self.nodes.reset(&n.name);
             } else {
                 self.nodes.normal(&n.name, now_ms, &cond);
             }
         }
-        processed.extend(high.iter().map(|k| nl[*k].name.clone()));
+        // Prod pass: prod pods off prodHigh nodes onto prodLow and bothLow ones, within the
+        // prod room left, bothLow nodes giving no more than the node pass left them.
+        let both: Vec<usize> = (0..nl.len())
+            .filter(|k| classes[*k] == Class::BothLow)
+            .collect();
+        let both_room = room(both.iter().map(|k| &nl[*k]), &res);
+        let both_budget: Amounts = res
+            .iter()
+            .map(|r| {
+                (
+                    r.clone(),
+                    both_room
+                        .get(r)
+                        .copied()
+                        .unwrap_or(0)
+                        .min(node_budget.get(r).copied().unwrap_or(0)),
+                )
+            })
+            .collect();
+        let views: Vec<NodeLoad> = nl.iter().map(prod_view).collect();
+        let mut prod_budget = room(
+            (0..nl.len())
+                .filter(|k| classes[*k] == Class::ProdLow)
+                .map(|k| &views[k]),
+            &res,
+        );
+        let both_prod = room(both.iter().map(|k| &views[*k]), &res);
+        for r in &res {
+            let add = both_prod
+                .get(r)
+                .copied()
+                .unwrap_or(0)
+                .min(both_budget.get(r).copied().unwrap_or(0));
+            *prod_budget.entry(r.clone()).or_default() += add;
+        }
+        let mut prod_sources: Vec<(NodeLoad, Vec<Candidate>)> = prod_abnormal
+            .iter()
+            .map(|k| {
+                let prod: Vec<Candidate> = candidates(loads[*k].1)
+                    .into_iter()
+                    .filter(|c| pod_priority_class(&c.pod) == PriorityClass::Prod)
+                    .collect();
+                (views[*k].clone(), prod)
+            })
+            .collect();
+        let mut prod_targets: Vec<Target> = (0..nl.len())
+            .filter(|k| matches!(classes[*k], Class::ProdLow | Class::BothLow))
+            .map(|k| target(k, views[k].clone()))
+            .collect();
+        if !prod_sources.is_empty() {
+            out.evicted.extend(balance_with(
+                &mut prod_sources,
+                &mut prod_targets,
+                &res,
+                self.args.node_fit,
+                filter,
+                evict,
+                &mut prod_budget,
+            ));
+        }
+        for (n, _) in &prod_sources {
+            if over_nothing(n) {
+                self.prod.reset(&n.name);
+            } else {
+                self.prod.normal(&n.name, now_ms, &cond);
+            }
+        }
+        processed.extend(high.iter().chain(&prod_high).map(|k| nl[*k].name.clone()));
     }
 }
 

@@ -105,3 +105,62 @@ fn expired_metrics_skip_nodes_and_dry_filters_hold() {
             .is_empty()
     );
 }
+
+#[test]
+fn prod_pods_leave_a_node_whose_prod_usage_is_over_its_prod_threshold() {
+    let mut p = plugin(
+        json!({"prodHighThresholds": {"cpu": 50}, "prodLowThresholds": {"cpu": 20},
+        "anomalyCondition": {"consecutiveAbnormalities": 1}}),
+    );
+    let t = k8s_openapi::jiff::Timestamp::from_millisecond(NOW - 10_000)
+        .unwrap()
+        .to_string();
+    let usage = |n: &str, class: &str, cpu: &str| json!({"namespace": "d", "name": n, "priority": class, "podUsage": {"resources": {"cpu": cpu, "memory": "100Mi"}}});
+    let prodhot: Arc<NodeMetric> = Arc::new(
+        serde_json::from_value(json!({"metadata": {"name": "prodhot"}, "spec": {}, "status": {"updateTime": t,
+            "nodeMetric": {"nodeUsage": {"resources": {}}, "systemUsage": {"resources": {"cpu": "500m", "memory": "1Gi"}}},
+            "podsMetric": [usage("p1", "koord-prod", "3"), usage("p2", "koord-prod", "2500m"), usage("b", "koord-batch", "1")]}}))
+        .unwrap(),
+    );
+    let prod_pod = |name: &str| {
+        Arc::new(
+            serde_json::from_value::<Pod>(json!({"metadata": {"name": name, "namespace": "d", "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {"nodeName": "prodhot", "priority": 9500, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}))
+            .unwrap(),
+        )
+    };
+    let inputs = vec![
+        NodeInput {
+            node: node("prodhot"),
+            metric: Some(prodhot),
+            pods: vec![prod_pod("p1"), prod_pod("p2"), pod("b", "prodhot")],
+        },
+        NodeInput {
+            node: node("cold"),
+            metric: Some(metric("cold", 10, &[("c", "1")])),
+            pods: vec![pod("c", "cold")],
+        },
+        NodeInput {
+            node: node("cool"),
+            metric: Some(metric("cool", 10, &[])),
+            pods: vec![],
+        },
+    ];
+    let out = p.balance(&inputs, NOW, &|_| true, &mut |_, _, _| true);
+    // 5.5 prod CPUs over a 5-CPU prod threshold: the 2.5-CPU pod covers the excess best.
+    assert_eq!(
+        out.evicted
+            .iter()
+            .map(|d| d.pod.as_str())
+            .collect::<Vec<_>>(),
+        ["d/p2"],
+        "{out:?}"
+    );
+    assert!(
+        out.evicted[0]
+            .reason
+            .contains("cpu usage(55%)>threshold(50%)"),
+        "{}",
+        out.evicted[0].reason
+    );
+}
