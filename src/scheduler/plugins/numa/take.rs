@@ -31,13 +31,6 @@ impl Exclusive {
             _ => Exclusive::None,
         }
     }
-    pub fn name(self) -> &'static str {
-        match self {
-            Exclusive::None => "None",
-            Exclusive::PcpuLevel => "PCPULevel",
-            Exclusive::NumaNodeLevel => "NUMANodeLevel",
-        }
-    }
 }
 
 /// NUMA allocate strategy: which NUMA node / socket to fill first.

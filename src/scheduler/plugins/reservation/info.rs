@@ -107,10 +107,6 @@ impl ReservationInfo {
         self.phase == PHASE_AVAILABLE && self.node.is_some()
     }
 
-    pub fn is_terminal(&self) -> bool {
-        self.phase == PHASE_SUCCEEDED || self.phase == PHASE_FAILED
-    }
-
     /// Owners may still be placed on it.
     pub fn matchable(&self) -> bool {
         self.is_available() && (!self.allocate_once || self.allocated.is_empty())
