@@ -162,6 +162,13 @@ fn validate(cfg: &Config, figment: &Figment) -> Vec<String> {
             source_of(figment, &key)
         ));
     }
+    for (key, msg) in crate::descheduler::validate(&cfg.descheduler) {
+        let key = format!("descheduler.{key}");
+        problems.push(format!(
+            "invalid value for key `{key}` in {}: {msg}",
+            source_of(figment, &key)
+        ));
+    }
     for (key, msg) in cfg.embedded.validate() {
         let key = format!("embedded.{key}");
         problems.push(format!(

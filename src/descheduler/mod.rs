@@ -1,20 +1,68 @@
 //! koord-descheduler: moves pods off overloaded nodes.
 //!
-//! Runs LowNodeLoad and the migration controller on PodMigrationJobs.
+//! Every `deschedulingInterval` the leader of the `koord-descheduler` Lease runs one pass
+//! of its profiles (LowNodeLoad and the upstream plugins) and turns the evictions into
+//! PodMigrationJobs, which the migration controller carries out. `dryRun` logs the
+//! decisions and writes nothing.
 
+pub mod config;
+pub mod framework;
+pub mod live;
 pub mod lownodeload;
+pub mod migration;
+pub mod plugins;
 pub mod sorter;
+
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::RoleCtx;
+use crate::kernel::lease::LeaseConfig;
 
 /// Settings of the `descheduler` section.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
-pub struct Config {}
+pub struct Config {
+    /// A DeschedulerConfiguration (Koordinator's `koord-descheduler-config` content); unset:
+    /// the built-in `config/koord-descheduler-config.yaml`.
+    pub config_file: Option<PathBuf>,
+    pub leader_election: LeaseConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            config_file: None,
+            leader_election: LeaseConfig::named("koord-descheduler"),
+        }
+    }
+}
+
+/// Problems as (key under `descheduler`, message).
+pub fn validate(cfg: &Config) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if let Err(e) = cfg.leader_election.validate() {
+        out.push(("leaderElection".into(), e));
+    }
+    if let Err(e) = load(cfg) {
+        out.push(("configFile".into(), e));
+    }
+    out
+}
+
+/// The descheduler configuration this role runs with.
+pub fn load(cfg: &Config) -> Result<config::DeschedulerConfig, String> {
+    match &cfg.config_file {
+        None => config::default_config(),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            config::parse(&text, &p.display().to_string())
+        }
+    }
+}
 
 /// Runs the role until the process drains.
-pub async fn run(_cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
-    crate::kernel::hold_until_drained(&ctx).await
+pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
+    live::run(cfg, ctx).await
 }

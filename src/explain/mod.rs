@@ -2,6 +2,7 @@
 //! `kubectl get -o yaml` prints), so every number koord computes can be reproduced and
 //! explained. No network, no API server; the JSON output is a contract tests rely on.
 
+pub mod deschedule;
 pub mod noderesource;
 pub mod schedule;
 pub mod snapshot;
@@ -18,6 +19,8 @@ pub enum ExplainCommand {
     Noderesource(ExplainArgs),
     /// Where the scheduler would place every pending pod, and why, node by node
     Schedule(ScheduleArgs),
+    /// What one descheduling pass would migrate, and why, node by node
+    Deschedule(ScheduleArgs),
 }
 
 /// `--config` (a KubeSchedulerConfiguration, `kubescheduler.config.k8s.io/v1`; default: the
@@ -76,6 +79,7 @@ fn run(cmd: &ExplainCommand, config: Option<&std::path::Path>) -> Result<String,
     match cmd {
         ExplainCommand::Noderesource(args) => run_noderesource(args),
         ExplainCommand::Schedule(args) => run_schedule(args, config),
+        ExplainCommand::Deschedule(args) => run_deschedule(args, config),
     }
 }
 
@@ -107,5 +111,14 @@ fn run_schedule(args: &ScheduleArgs, config: Option<&std::path::Path>) -> Result
     Ok(match args.common.output {
         Output::Json => format!("{:#}\n", schedule::to_json(&placements)),
         Output::Text => schedule::to_text(&placements),
+    })
+}
+
+fn run_deschedule(args: &ScheduleArgs, config: Option<&std::path::Path>) -> Result<String, String> {
+    let (snap, now) = load(&args.common)?;
+    let report = deschedule::run(&snap, config, now)?;
+    Ok(match args.common.output {
+        Output::Json => format!("{:#}\n", report.to_json()),
+        Output::Text => report.to_text(),
     })
 }

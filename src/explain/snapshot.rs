@@ -145,7 +145,13 @@ impl Snapshot {
             | "Reservation"
             | "Device"
             | "NodeResourceTopology"
-            | "PriorityClass" => self.other.push(v),
+            | "PriorityClass"
+            | "PodMigrationJob"
+            | "ReplicaSet"
+            | "StatefulSet"
+            | "Deployment"
+            | "ReplicationController"
+            | "Job" => self.other.push(v),
             "" => return Err(err("no kind".into())),
             other => self.warnings.push(format!(
                 "{file}: document {doc}: ignoring kind {other} ({name})"

@@ -11,6 +11,7 @@ mod apiserver_subresources;
 mod apiserver_watch;
 mod cli;
 mod crd_drift;
+mod descheduler;
 mod explain;
 mod explain_schedule;
 mod kubectl;

@@ -104,7 +104,7 @@ async fn hot_metric(c: &kube::Client) {
 
 /// The snapshot `koord explain` reads: what `kubectl get nodes,pods,nodemetrics -o yaml` prints.
 /// Every object of kind `K` as `kubectl get -o yaml` prints it (kind and apiVersion set).
-async fn listed<K>(c: &kube::Client) -> Vec<Value>
+pub(crate) async fn listed<K>(c: &kube::Client) -> Vec<Value>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone

@@ -11,6 +11,8 @@ pub const LABEL_POD_PRIORITY_CLASS: &str = "koordinator.sh/priority-class";
 pub const LABEL_EVICTION_ENABLED: &str = "koordinator.sh/eviction-enabled";
 pub const LABEL_CORE_SCHED_GROUP_ID: &str = "koordinator.sh/core-sched-group-id";
 pub const LABEL_CORE_SCHED_POLICY: &str = "koordinator.sh/core-sched-policy";
+/// A Reservation's order among those a pod matches (the descheduler sets unix ms).
+pub const LABEL_RESERVATION_ORDER: &str = "scheduling.koordinator.sh/reservation-order";
 pub const LABEL_RESERVATION_IGNORED: &str = "scheduling.koordinator.sh/reservation-ignored";
 pub const LABEL_QUOTA_NAME: &str = "quota.scheduling.koordinator.sh/name";
 

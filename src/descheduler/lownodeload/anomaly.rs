@@ -75,6 +75,11 @@ impl Detectors {
         }
     }
 
+    /// Consecutive abnormal passes of `key` so far.
+    pub fn count(&self, key: &str) -> u32 {
+        self.by_key.get(key).map_or(0, |d| d.abnormal)
+    }
+
     /// Forgets `key` (a node that became a target, or was relieved).
     pub fn reset(&mut self, key: &str) {
         self.by_key.remove(key);

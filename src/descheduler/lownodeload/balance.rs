@@ -47,18 +47,25 @@ fn over(n: &NodeLoad) -> Vec<&String> {
         .collect()
 }
 
-fn pct(v: i64, alloc: i64) -> i64 {
-    if alloc <= 0 { 0 } else { v * 100 / alloc }
+/// `v` in percent of `alloc`.
+pub fn pct(v: i64, alloc: i64) -> f64 {
+    if alloc <= 0 {
+        0.0
+    } else {
+        v as f64 * 100.0 / alloc as f64
+    }
 }
 
-/// `node is overutilized, node cpu usage(85%)>threshold(70%)`.
+/// Koordinator's words: `node is overutilized, node cpu usage(85.00%)>threshold(70.00%)`
+/// (`prod cpu …` in the prod pass), resources in name order.
 pub fn reason(n: &NodeLoad) -> String {
+    let who = if n.prod { "prod" } else { "node" };
     let parts: Vec<String> = over(n)
         .into_iter()
         .map(|r| {
             let a = get(&n.allocatable, r);
             format!(
-                "node {r} usage({}%)>threshold({}%)",
+                "{who} {r} usage({:.2}%)>threshold({:.2}%)",
                 pct(get(&n.usage, r), a),
                 pct(get(&n.high, r), a)
             )

@@ -17,6 +17,7 @@ fn load(name: &str, used: i64) -> NodeLoad {
         prod_low: Amounts::new(),
         prod_high: Amounts::new(),
         schedulable: true,
+        prod: false,
     }
 }
 
@@ -87,7 +88,7 @@ fn evicts_the_best_fitting_pods_until_the_node_cools() {
     );
     assert_eq!(
         out[0].reason,
-        "node is overutilized, node cpu usage(90%)>threshold(70%)"
+        "node is overutilized, node cpu usage(90.00%)>threshold(70.00%)"
     );
     assert_eq!(sources[0].0.usage["cpu"], 7000);
 }

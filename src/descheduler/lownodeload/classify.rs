@@ -33,6 +33,8 @@ pub struct NodeLoad {
     pub prod_low: Amounts,
     pub prod_high: Amounts,
     pub schedulable: bool,
+    /// Judged by its prod usage (the prod pass).
+    pub prod: bool,
 }
 
 /// Why a node is left out of the pass.

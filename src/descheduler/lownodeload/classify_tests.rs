@@ -90,6 +90,7 @@ fn load(name: &str, cpu_used: i64, prod_used: i64) -> NodeLoad {
         prod_low: Amounts::new(),
         prod_high: Amounts::new(),
         schedulable: true,
+        prod: false,
     }
 }
 

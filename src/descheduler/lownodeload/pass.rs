@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::anomaly::{Condition, Detectors};
 use super::args::{Args, Pool};
-use super::balance::{Candidate, Decision, Target, balance_with, room};
+use super::balance::{Candidate, Decision, Target, balance_with, pct, room};
 use super::classify::{
     Class, NodeLoad, allocatable_of, classify, resources, source_score, thresholds, usage_of,
 };
@@ -30,6 +30,70 @@ pub struct NodeInput {
 pub struct Outcome {
     pub evicted: Vec<Decision>,
     pub skipped: Vec<(String, String)>,
+    pub nodes: Vec<NodeReport>,
+}
+
+/// How the pass saw one node (`koord explain deschedule`'s `nodes`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeReport {
+    pub node: String,
+    /// `high`, `low`, `normal` or `unknown`.
+    pub class: &'static str,
+    /// `prodHigh` or `prodLow` when its prod usage makes it a prod source or target.
+    pub prod_class: Option<&'static str>,
+    /// Percent of allocatable.
+    pub usage: BTreeMap<String, f64>,
+    pub low: BTreeMap<String, f64>,
+    pub high: BTreeMap<String, f64>,
+    /// Consecutive abnormal passes, with an anomaly condition above 1.
+    pub abnormal: Option<u32>,
+    /// Why the node is `unknown`.
+    pub reason: Option<String>,
+}
+
+fn percents(of: &Amounts, alloc: &Amounts) -> BTreeMap<String, f64> {
+    of.iter()
+        .filter(|(r, _)| r.as_str() != "pods")
+        .map(|(r, v)| {
+            let p = pct(*v, alloc.get(r).copied().unwrap_or(0));
+            (r.clone(), (p * 100.0).round() / 100.0)
+        })
+        .collect()
+}
+
+fn report(n: &NodeLoad, class: Class, abnormal: Option<u32>) -> NodeReport {
+    let (class, prod_class) = match class {
+        Class::High => ("high", None),
+        Class::Low => ("low", None),
+        Class::BothLow => ("low", Some("prodLow")),
+        Class::ProdLow => ("normal", Some("prodLow")),
+        Class::ProdHigh if classify_plain(n) == "low" => ("low", Some("prodHigh")),
+        Class::ProdHigh => ("normal", Some("prodHigh")),
+        Class::Ignore => ("normal", None),
+    };
+    NodeReport {
+        node: n.name.clone(),
+        class,
+        prod_class,
+        usage: percents(&n.usage, &n.allocatable),
+        low: percents(&n.low, &n.allocatable),
+        high: percents(&n.high, &n.allocatable),
+        abnormal,
+        reason: None,
+    }
+}
+
+/// `low` when the node itself is under its low thresholds.
+fn classify_plain(n: &NodeLoad) -> &'static str {
+    let under = n
+        .low
+        .iter()
+        .all(|(r, l)| n.usage.get(r).copied().unwrap_or(0) <= *l);
+    if under && n.schedulable {
+        "low"
+    } else {
+        "normal"
+    }
 }
 
 pub struct LowNodeLoad {
@@ -54,6 +118,7 @@ fn prod_view(n: &NodeLoad) -> NodeLoad {
         usage: n.prod_usage.clone(),
         high: n.prod_high.clone(),
         low: n.prod_low.clone(),
+        prod: true,
         ..n.clone()
     }
 }
@@ -162,7 +227,21 @@ impl LowNodeLoad {
         let mut loads: Vec<(NodeLoad, &NodeInput)> = Vec::new();
         for i in members {
             match usage_of(i.metric.as_deref(), now_ms, expiration) {
-                Err(why) => out.skipped.push((name(&i.node), why)),
+                Err(why) => {
+                    if !out.nodes.iter().any(|r| r.node == name(&i.node)) {
+                        out.nodes.push(NodeReport {
+                            node: name(&i.node),
+                            class: "unknown",
+                            prod_class: None,
+                            usage: BTreeMap::new(),
+                            low: BTreeMap::new(),
+                            high: BTreeMap::new(),
+                            abnormal: None,
+                            reason: Some(why.clone()),
+                        });
+                    }
+                    out.skipped.push((name(&i.node), why))
+                }
                 Ok((usage, prod)) => loads.push((
                     NodeLoad {
                         name: name(&i.node),
@@ -179,6 +258,7 @@ impl LowNodeLoad {
                             .as_ref()
                             .and_then(|s| s.unschedulable)
                             .unwrap_or(false),
+                        prod: false,
                     },
                     *i,
                 )),
@@ -194,9 +274,6 @@ impl LowNodeLoad {
         };
         let of = |c: Class| -> Vec<usize> { (0..nl.len()).filter(|k| classes[*k] == c).collect() };
         let (high, prod_high) = (of(Class::High), of(Class::ProdHigh));
-        if high.is_empty() && prod_high.is_empty() {
-            return;
-        }
         let abnormal: Vec<usize> = high
             .iter()
             .copied()
@@ -207,6 +284,17 @@ impl LowNodeLoad {
             .copied()
             .filter(|k| self.prod.abnormal(&nl[*k].name, now_ms, &cond))
             .collect();
+        for (k, n) in nl.iter().enumerate() {
+            if out.nodes.iter().any(|r| r.node == n.name) {
+                continue;
+            }
+            let count = (cond.consecutive_abnormalities > 1)
+                .then(|| self.nodes.count(&n.name).max(self.prod.count(&n.name)));
+            out.nodes.push(report(n, classes[k], count));
+        }
+        if high.is_empty() && prod_high.is_empty() {
+            return;
+        }
         let lowish: Vec<usize> = (0..nl.len())
             .filter(|k| matches!(classes[*k], Class::Low | Class::BothLow | Class::ProdLow))
             .collect();

@@ -19,7 +19,7 @@ use crate::scheduler::plugins::taint::tolerates;
 pub const ANNOTATION_RESERVATION_NAME: &str = "scheduling.koordinator.sh/reservation-name";
 pub const ANNOTATION_RESERVATION_NODE: &str = "scheduling.koordinator.sh/reservation-node";
 pub const ANNOTATION_EXACT_MATCH: &str = "scheduling.koordinator.sh/exact-match-reservation";
-pub const LABEL_RESERVATION_ORDER: &str = "scheduling.koordinator.sh/reservation-order";
+pub use crate::api::extension::keys::LABEL_RESERVATION_ORDER;
 
 pub const PHASE_PENDING: &str = "Pending";
 pub const PHASE_AVAILABLE: &str = "Available";

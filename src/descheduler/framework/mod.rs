@@ -1,0 +1,269 @@
+//! The descheduling framework: profiles of Deschedule and Balance plugins sharing one
+//! evictor (the first Evict plugin, behind the AND of the Filter plugins and the per-cycle
+//! limits). [`Plugins::run`] is one pass; it only decides — the live role creates the
+//! PodMigrationJobs (or evicts), `koord explain deschedule` prints the decisions.
+
+pub mod evictor;
+mod report;
+pub mod world;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::Value;
+
+use self::evictor::{Evictor, Pass};
+use self::world::World;
+use super::config::{DeschedulerConfig, Limits, Profile};
+use super::lownodeload::args::{Args as LnlArgs, RawArgs};
+use super::lownodeload::pass::{LowNodeLoad, NodeInput, NodeReport};
+use super::plugins::Upstream;
+use crate::api::selector::Selector;
+
+/// One migration the pass starts (or, in dry run, would start).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Eviction {
+    pub pod: Arc<Pod>,
+    pub node: String,
+    pub plugin: String,
+    pub reason: String,
+    /// The PodMigrationJob mode; `None` when DefaultEvictor evicts directly.
+    pub mode: Option<String>,
+}
+
+/// A candidate the pass considered and left, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skip {
+    pub pod: String,
+    pub node: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Report {
+    pub nodes: Vec<NodeReport>,
+    pub evictions: Vec<Eviction>,
+    pub skipped: Vec<Skip>,
+    /// Plugin errors (logged; the pass goes on).
+    pub errors: Vec<String>,
+}
+
+enum Plugin {
+    LowNodeLoad(Box<LowNodeLoad>),
+    Upstream(Upstream),
+}
+
+struct ProfileRt {
+    name: String,
+    selector: Option<Selector>,
+    deschedule: Vec<Plugin>,
+    balance: Vec<Plugin>,
+    evictor: Evictor,
+}
+
+pub struct Plugins {
+    profiles: Vec<ProfileRt>,
+    selector: Option<Selector>,
+    limits: Limits,
+    pub dry_run: bool,
+}
+
+fn selector(
+    ls: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    what: &str,
+) -> Result<Option<Selector>, String> {
+    ls.map(|s| Selector::from_label_selector(s).map_err(|e| format!("{what}: {e}")))
+        .transpose()
+}
+
+fn args_of<'a>(p: &'a Profile, plugin: &str) -> &'a Value {
+    p.args.get(plugin).unwrap_or(&Value::Null)
+}
+
+fn build_plugin(p: &Profile, name: &str, interval: std::time::Duration) -> Result<Plugin, String> {
+    let args = args_of(p, name);
+    let err = |e: String| format!("profiles[{}].pluginConfig[{name}]: {e}", p.name);
+    if name == "LowNodeLoad" {
+        let raw: RawArgs = if args.is_null() {
+            RawArgs::default()
+        } else {
+            serde_json::from_value(args.clone()).map_err(|e| err(e.to_string()))?
+        };
+        let mut a = LnlArgs::new(raw).map_err(err)?;
+        if !interval.is_zero() && a.detector_cache_timeout < interval {
+            a.detector_cache_timeout = interval;
+        }
+        return Ok(Plugin::LowNodeLoad(Box::new(LowNodeLoad::new(a))));
+    }
+    Upstream::new(name, args).map(Plugin::Upstream).map_err(err)
+}
+
+fn ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+impl Plugins {
+    /// Builds every profile's plugins; `interval` raises LowNodeLoad's detector cache.
+    pub fn build(cfg: &DeschedulerConfig, interval_ms: u64) -> Result<Plugins, String> {
+        let interval = std::time::Duration::from_millis(interval_ms);
+        let mut profiles = Vec::new();
+        for p in &cfg.profiles {
+            let plugins = |names: &[String]| -> Result<Vec<Plugin>, String> {
+                names.iter().map(|n| build_plugin(p, n, interval)).collect()
+            };
+            profiles.push(ProfileRt {
+                name: p.name.clone(),
+                selector: selector(
+                    p.node_selector.as_ref(),
+                    &format!("profiles[{}].nodeSelector", p.name),
+                )?,
+                deschedule: plugins(&p.deschedule)?,
+                balance: plugins(&p.balance)?,
+                evictor: Evictor::build(p)?,
+            });
+        }
+        Ok(Plugins {
+            profiles,
+            selector: selector(cfg.node_selector.as_ref(), "nodeSelector")?,
+            limits: cfg.limits,
+            dry_run: cfg.dry_run,
+        })
+    }
+
+    /// One descheduling pass over `world`.
+    pub fn run(&mut self, world: &World, now_ms: i64) -> Report {
+        let mut report = Report::default();
+        let nodes: Vec<&Arc<Node>> = world
+            .nodes
+            .iter()
+            .filter(|n| ready(n))
+            .filter(|n| {
+                self.selector
+                    .as_ref()
+                    .is_none_or(|s| s.matches_opt(n.metadata.labels.as_ref()))
+            })
+            .collect();
+        if nodes.len() <= 1 {
+            report.errors.push(format!(
+                "{} ready node(s) match: nothing to balance",
+                nodes.len()
+            ));
+            return report;
+        }
+        let mut by_node: HashMap<&str, Vec<Arc<Pod>>> = HashMap::new();
+        for p in &world.pods {
+            if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                by_node.entry(n).or_default().push(p.clone());
+            }
+        }
+        let mut pass = Pass::new(world, self.limits);
+        for stage in [Stage::Deschedule, Stage::Balance] {
+            for prof in &mut self.profiles {
+                let inputs: Vec<NodeInput> = nodes
+                    .iter()
+                    .filter(|n| {
+                        prof.selector
+                            .as_ref()
+                            .is_none_or(|s| s.matches_opt(n.metadata.labels.as_ref()))
+                    })
+                    .map(|n| NodeInput {
+                        node: (*n).clone(),
+                        metric: n
+                            .metadata
+                            .name
+                            .as_deref()
+                            .and_then(|k| world.metrics.get(k).cloned()),
+                        pods: by_node
+                            .get(n.metadata.name.as_deref().unwrap_or(""))
+                            .cloned()
+                            .unwrap_or_default(),
+                    })
+                    .collect();
+                let plugins = match stage {
+                    Stage::Deschedule => &mut prof.deschedule,
+                    Stage::Balance => &mut prof.balance,
+                };
+                for plugin in plugins.iter_mut() {
+                    run_plugin(
+                        plugin,
+                        &prof.evictor,
+                        &inputs,
+                        now_ms,
+                        &mut pass,
+                        &mut report,
+                    );
+                }
+            }
+        }
+        pass.finish(&mut report);
+        report
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Stage {
+    Deschedule,
+    Balance,
+}
+
+fn run_plugin(
+    plugin: &mut Plugin,
+    evictor: &Evictor,
+    inputs: &[NodeInput],
+    now_ms: i64,
+    pass: &mut Pass,
+    report: &mut Report,
+) {
+    match plugin {
+        Plugin::LowNodeLoad(lnl) => {
+            let args = lnl.args.clone();
+            let own = |p: &Pod| lnl_filter(&args, p);
+            let dry = lnl.args.dry_run;
+            let cell = std::cell::RefCell::new(&mut *pass);
+            let filter = |p: &Pod| {
+                if !own(p) {
+                    return false;
+                }
+                cell.borrow_mut().filter(evictor, p)
+            };
+            let mut evict = |c: &super::lownodeload::balance::Candidate,
+                             n: &super::lownodeload::classify::NodeLoad,
+                             why: &str| {
+                dry || cell
+                    .borrow_mut()
+                    .evict(evictor, &c.pod, &n.name, "LowNodeLoad", why)
+            };
+            let out = lnl.balance(inputs, now_ms, &filter, &mut evict);
+            for r in out.nodes {
+                if !report.nodes.iter().any(|x| x.node == r.node) {
+                    report.nodes.push(r);
+                }
+            }
+        }
+        Plugin::Upstream(u) => {
+            for (pod, node, why) in u.candidates(inputs, now_ms) {
+                if pass.filter(evictor, &pod) {
+                    pass.evict(evictor, &pod, &node, u.name(), &why);
+                }
+            }
+        }
+    }
+}
+
+/// LowNodeLoad's own pod filter: evictableNamespaces and podSelectors.
+fn lnl_filter(a: &LnlArgs, p: &Pod) -> bool {
+    let ns = p.metadata.namespace.as_deref().unwrap_or("");
+    let ns_ok = (a.namespaces.include.is_empty() || a.namespaces.include.iter().any(|n| n == ns))
+        && !a.namespaces.exclude.iter().any(|n| n == ns);
+    let sel_ok = a.pod_selectors.is_empty()
+        || a.pod_selectors.iter().any(|s| {
+            s.selector.as_ref().is_none_or(|ls| {
+                crate::api::selector::label_selector_matches(Some(ls), p.metadata.labels.as_ref())
+            })
+        });
+    ns_ok && sel_ok
+}

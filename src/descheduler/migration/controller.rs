@@ -1,0 +1,426 @@
+//! The live PodMigrationJob controller (leader only): arbitration of pending jobs, then each
+//! active job moved one [`step`] forward. Evictions go through the Eviction API (PDBs
+//! honoured), a delete, or the soft-eviction annotation, at most `evictQPS` (burst
+//! `evictBurst`).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::args::MigrationArgs;
+use super::filter::{check, migration_check};
+use super::job::{Condition, Seen, Step, reservation_for, step};
+use super::{ANNOTATION_JOB_CREATED_BY, LABEL_EVICT_POLICY, PASSED_ARBITRATION};
+use crate::api::extension::keys::{ANNOTATION_RESERVATION_ALLOCATED, ANNOTATION_SOFT_EVICTION};
+use crate::api::scheduling::migration::PodMigrationJob;
+use crate::api::scheduling::reservation::Reservation;
+use crate::descheduler::framework::world::{World, job_active, key};
+
+pub struct Controller {
+    client: kube::Client,
+    pub args: MigrationArgs,
+    /// This instance's UUID (`koordinator.sh/job-created-by`).
+    pub instance: String,
+    tokens: f64,
+    refilled: Instant,
+}
+
+fn now_str() -> String {
+    k8s_openapi::jiff::Timestamp::now().to_string()
+}
+
+fn cond_json(c: &Condition) -> Value {
+    json!({"type": c.type_, "status": c.status, "reason": c.reason, "message": c.message,
+        "lastProbeTime": now_str(), "lastTransitionTime": now_str()})
+}
+
+fn name_of(j: &PodMigrationJob) -> String {
+    j.metadata.name.clone().unwrap_or_default()
+}
+
+impl Controller {
+    pub fn new(client: kube::Client, args: MigrationArgs, instance: String) -> Controller {
+        Controller {
+            client,
+            tokens: args.evict_burst as f64,
+            refilled: Instant::now(),
+            args,
+            instance,
+        }
+    }
+
+    fn take_token(&mut self) -> bool {
+        let elapsed = self.refilled.elapsed().as_secs_f64();
+        self.refilled = Instant::now();
+        self.tokens =
+            (self.tokens + elapsed * self.args.evict_qps).min(self.args.evict_burst as f64);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn jobs(&self) -> Api<PodMigrationJob> {
+        Api::all(self.client.clone())
+    }
+
+    /// One round over every job; whether any is still active (look again soon).
+    pub async fn round(
+        &mut self,
+        world: &World,
+        jobs: &[PodMigrationJob],
+    ) -> Result<bool, kube::Error> {
+        let pods: HashMap<String, &Pod> = world.pods.iter().map(|p| (key(p), p.as_ref())).collect();
+        let reservations: Api<Reservation> = Api::all(self.client.clone());
+        let mut active = false;
+        for job in jobs.iter().filter(|j| job_active(j)) {
+            if job.spec.paused == Some(true) {
+                continue;
+            }
+            let by = job
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_JOB_CREATED_BY));
+            if by.is_some_and(|b| b != &self.instance) {
+                continue;
+            }
+            active = true;
+            let r = job.spec.pod_ref.clone().unwrap_or_default();
+            let pk = format!(
+                "{}/{}",
+                r.namespace.unwrap_or_default(),
+                r.name.unwrap_or_default()
+            );
+            let pod = pods.get(&pk).copied();
+            if !self.arbitrated(job, pod, world, jobs).await? {
+                continue;
+            }
+            let res_name = job
+                .spec
+                .reservation_options
+                .as_ref()
+                .and_then(|o| o.reservation_ref.as_ref()?.name.clone());
+            let reservation = match &res_name {
+                Some(n) => reservations.get_opt(n).await?,
+                None => None,
+            };
+            let bound = res_name.as_deref().and_then(|n| {
+                world.pods.iter().find(|p| {
+                    p.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(ANNOTATION_RESERVATION_ALLOCATED))
+                        .is_some_and(|v| v.contains(&format!("\"{n}\"")))
+                })
+            });
+            let seen = Seen {
+                pod,
+                reservation: reservation.as_ref(),
+                bound: bound.map(|p| p.as_ref()),
+                now_ms: k8s_openapi::jiff::Timestamp::now().as_millisecond(),
+            };
+            let next = step(job, &seen, &self.args.default_job_mode);
+            tracing::debug!(job = %name_of(job), ?next, "migration step");
+            self.apply(job, next, pod).await?;
+        }
+        Ok(active)
+    }
+
+    /// Arbitration: a pending job runs only once its pod passes the filter given the jobs
+    /// already arbitrated; a pod that can never pass fails the job.
+    async fn arbitrated(
+        &self,
+        job: &PodMigrationJob,
+        pod: Option<&Pod>,
+        world: &World,
+        jobs: &[PodMigrationJob],
+    ) -> Result<bool, kube::Error> {
+        let phase = job
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or("");
+        let passed = job
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(PASSED_ARBITRATION))
+            .is_some_and(|v| v == "true");
+        if phase == "Running" || passed || self.args.arbitration_interval.is_zero() {
+            return Ok(true);
+        }
+        let Some(pod) = pod else {
+            return Ok(true); // step() fails it with MissingPod
+        };
+        let skip = |g: &str| self.args.skipped(g);
+        if let Err(why) = check(&self.args.filter, &skip, pod, world) {
+            self.finish(job, "Failed", "ForbiddenMigratePod", &why)
+                .await?;
+            return Ok(false);
+        }
+        let mut held = World::default();
+        held.pods = world.pods.clone();
+        let others: Vec<PodMigrationJob> = jobs
+            .iter()
+            .filter(|j| name_of(j) != name_of(job))
+            .filter(|j| {
+                let p = j.status.as_ref().and_then(|s| s.phase.as_deref());
+                p == Some("Running")
+                    || j.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(PASSED_ARBITRATION))
+                        .is_some_and(|v| v == "true")
+            })
+            .cloned()
+            .collect();
+        held.add_jobs(&others);
+        held.replicas = world.replicas.clone();
+        // The job's own pod is excluded by the filter; this job is not in `others`.
+        if let Err(why) = migration_check(&self.args, pod, world, &held.jobs) {
+            tracing::debug!(job = %name_of(job), %why, "job waits for arbitration");
+            return Ok(false);
+        }
+        let patch = json!({"metadata": {"annotations": {PASSED_ARBITRATION: "true"}}});
+        self.jobs()
+            .patch(
+                &name_of(job),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        Ok(true)
+    }
+
+    async fn status(&self, job: &PodMigrationJob, status: Value) -> Result<(), kube::Error> {
+        let patch = json!({"status": status});
+        self.jobs()
+            .patch_status(
+                &name_of(job),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn condition(
+        &self,
+        job: &PodMigrationJob,
+        c: &Condition,
+        extra: Value,
+    ) -> Result<(), kube::Error> {
+        let mut conds: Vec<Value> = job
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .map(|c| {
+                c.iter()
+                    .filter_map(|c| serde_json::to_value(c).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let same = |v: &Value, k: &str, want: &str| v.get(k).and_then(Value::as_str) == Some(want);
+        if extra.as_object().is_none_or(|e| e.is_empty())
+            && conds.iter().any(|v| {
+                same(v, "type", c.type_)
+                    && same(v, "status", c.status)
+                    && same(v, "reason", c.reason)
+                    && same(v, "message", &c.message)
+            })
+        {
+            return Ok(()); // unchanged: no write, so no event to wake another round
+        }
+        conds.retain(|v| v.get("type").and_then(Value::as_str) != Some(c.type_));
+        conds.push(cond_json(c));
+        let mut st = json!({"conditions": conds, "status": c.type_, "reason": c.reason, "message": c.message});
+        if let (Some(o), Some(e)) = (st.as_object_mut(), extra.as_object()) {
+            o.extend(e.clone());
+        }
+        self.status(job, st).await
+    }
+
+    async fn finish(
+        &self,
+        job: &PodMigrationJob,
+        phase: &str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), kube::Error> {
+        tracing::info!(job = %name_of(job), phase, reason, message, "PodMigrationJob finished");
+        if phase == "Failed"
+            && let Some(n) = job
+                .spec
+                .reservation_options
+                .as_ref()
+                .and_then(|o| o.reservation_ref.as_ref()?.name.clone())
+        {
+            let api: Api<Reservation> = Api::all(self.client.clone());
+            let _ = api.delete(&n, &DeleteParams::default()).await;
+        }
+        self.status(
+            job,
+            json!({"phase": phase, "reason": reason, "message": message}),
+        )
+        .await
+    }
+
+    async fn apply(
+        &mut self,
+        job: &PodMigrationJob,
+        next: Step,
+        pod: Option<&Pod>,
+    ) -> Result<(), kube::Error> {
+        match next {
+            Step::Fail(reason, msg) => self.finish(job, "Failed", reason, &msg).await,
+            Step::Start(uid) => {
+                let patch = json!({"spec": {"podRef": {"uid": uid}}});
+                self.jobs()
+                    .patch(
+                        &name_of(job),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await?;
+                self.status(job, json!({"phase": "Running"})).await
+            }
+            Step::CreateReservation => self.create_reservation(job, pod).await,
+            Step::Wait(c) => self.condition(job, &c, json!({})).await,
+            Step::Scheduled(node) => {
+                let c = Condition {
+                    type_: "ReservationScheduled",
+                    status: "True",
+                    reason: "Scheduled",
+                    message: format!("the Reservation is on {node}"),
+                };
+                self.condition(job, &c, json!({"nodeName": node})).await
+            }
+            Step::Evict => match pod {
+                Some(p) if self.take_token() => {
+                    self.evict(job, p).await?;
+                    let c = Condition {
+                        type_: "Eviction",
+                        status: "False",
+                        reason: "Evicting",
+                        message: "the pod is being evicted".into(),
+                    };
+                    self.condition(job, &c, json!({})).await
+                }
+                _ => Ok(()),
+            },
+            Step::Succeed(new_pod) => {
+                let mut extra = json!({"phase": "Succeeded"});
+                if let Some(n) = new_pod {
+                    extra["podRef"] = json!({"name": n, "namespace": job.spec.pod_ref.as_ref().and_then(|r| r.namespace.clone())});
+                }
+                let c = Condition {
+                    type_: "Eviction",
+                    status: "True",
+                    reason: "EvictComplete",
+                    message: "the pod has been migrated".into(),
+                };
+                self.condition(job, &c, extra).await
+            }
+        }
+    }
+
+    async fn create_reservation(
+        &self,
+        job: &PodMigrationJob,
+        pod: Option<&Pod>,
+    ) -> Result<(), kube::Error> {
+        let Some(pod) = pod else { return Ok(()) };
+        let now = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+        let ttl = job
+            .spec
+            .ttl
+            .as_deref()
+            .and_then(|t| crate::api::duration::parse(t).ok());
+        let r = reservation_for(job, pod, ttl, now);
+        let name = r.metadata.name.clone().unwrap_or_default();
+        let api: Api<Reservation> = Api::all(self.client.clone());
+        if let Err(e) = api.create(&PostParams::default(), &r).await
+            && !matches!(&e, kube::Error::Api(s) if s.code == 409)
+        {
+            let c = Condition {
+                type_: "ReservationCreated",
+                status: "False",
+                reason: "FailedCreateReservation",
+                message: e.to_string(),
+            };
+            return self.condition(job, &c, json!({})).await;
+        }
+        let patch = json!({"spec": {"reservationOptions": {"reservationRef": {"name": name, "kind": "Reservation", "apiVersion": "scheduling.koordinator.sh/v1alpha1"}}}});
+        self.jobs()
+            .patch(
+                &name_of(job),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        let c = Condition {
+            type_: "ReservationCreated",
+            status: "True",
+            reason: "Created",
+            message: format!("Reservation {name} created"),
+        };
+        self.condition(job, &c, json!({})).await
+    }
+
+    /// The pod label `koordinator.sh/evict-policy`, then the job's, then `evictionPolicy`.
+    async fn evict(&self, job: &PodMigrationJob, pod: &Pod) -> Result<(), kube::Error> {
+        let label = |l: Option<&std::collections::BTreeMap<String, String>>| {
+            l.and_then(|l| l.get(LABEL_EVICT_POLICY)).cloned()
+        };
+        let policy = label(pod.metadata.labels.as_ref())
+            .or_else(|| label(job.metadata.labels.as_ref()))
+            .unwrap_or_else(|| self.args.eviction_policy.clone());
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let reason = job
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(super::ANNOTATION_EVICT_REASON))
+            .cloned()
+            .unwrap_or_default();
+        tracing::info!(pod = %format!("{ns}/{name}"), job = %name_of(job), %policy, %reason, "evicting");
+        let r = match policy.as_str() {
+            "Delete" => api
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+            "SoftEviction" => {
+                let v = json!({"timestamp": now_str(), "initiator": "koord-descheduler", "reason": reason,
+                    "deleteOptions": job.spec.delete_options});
+                let patch =
+                    json!({"metadata": {"annotations": {ANNOTATION_SOFT_EVICTION: v.to_string()}}});
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ())
+            }
+            _ => api.evict(&name, &EvictParams::default()).await.map(|_| ()),
+        };
+        match r {
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 429 => {
+                tracing::info!(pod = %name, message = %s.message, "eviction refused for now (PodDisruptionBudget)");
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// Lists the jobs.
+    pub async fn list(&self) -> Result<Vec<PodMigrationJob>, kube::Error> {
+        Ok(self.jobs().list(&ListParams::default()).await?.items)
+    }
+}

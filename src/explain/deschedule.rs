@@ -1,0 +1,54 @@
+//! `koord explain deschedule`: one pass of the descheduler's own code over a snapshot, with
+//! fresh anomaly detectors. PodMigrationJobs in the snapshot count against the limits.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::Snapshot;
+use crate::api::scheduling::migration::PodMigrationJob;
+use crate::descheduler::config::{self, DeschedulerConfig};
+use crate::descheduler::framework::world::World;
+use crate::descheduler::framework::{Plugins, Report};
+
+/// The DeschedulerConfiguration at `path`, or koord's built-in one.
+pub fn load_config(path: Option<&Path>) -> Result<DeschedulerConfig, String> {
+    match path {
+        None => config::default_config(),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            config::parse(&text, &p.display().to_string())
+        }
+    }
+}
+
+/// The world a snapshot describes.
+pub fn world(snap: &Snapshot) -> Result<World, String> {
+    let mut jobs = Vec::new();
+    for v in snap
+        .other
+        .iter()
+        .filter(|v| v.get("kind").and_then(Value::as_str) == Some("PodMigrationJob"))
+    {
+        let name = v
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("<unnamed>");
+        let j: PodMigrationJob = serde_json::from_value(v.clone())
+            .map_err(|e| format!("PodMigrationJob {name}: {e}"))?;
+        jobs.push(j);
+    }
+    Ok(World::build(
+        snap.nodes.clone(),
+        snap.pods.clone(),
+        snap.node_metrics.clone(),
+        &jobs,
+        &snap.other,
+    ))
+}
+
+pub fn run(snap: &Snapshot, config: Option<&Path>, now_ms: i64) -> Result<Report, String> {
+    let cfg = load_config(config)?;
+    let mut plugins = Plugins::build(&cfg, cfg.interval.as_millis() as u64)?;
+    Ok(plugins.run(&world(snap)?, now_ms))
+}
