@@ -16,8 +16,8 @@ const LONG_ABOUT: &str = "Koordinator in one binary: co-location and QoS for Kub
 Roles (--role, comma-separated):
   manager        SLO controllers (NodeMetric, NodeResource, NodeSLO) and admission webhooks
   scheduler      koord-scheduler with LoadAwareScheduling and Koordinator's plugins
-  descheduler    not built yet: starts, reports ready, does nothing (LowNodeLoad and
-                 PodMigrationJob are planned)
+  descheduler    koord-descheduler: LowNodeLoad and upstream plugins choose pods to move,
+                 the MigrationController moves them with PodMigrationJobs
   koordlet       node agent: metrics, NodeMetric reports, QoS enforcement
   runtime-proxy  CRI v1 proxy between the kubelet and containerd that calls the runtime
                  hook servers of /etc/runtime/hookserver.d (the koordlet's among them)

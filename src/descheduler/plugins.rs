@@ -277,3 +277,7 @@ fn age_s(p: &Pod, now_ms: i64) -> i64 {
         .as_ref()
         .map_or(0, |t| (now_ms - t.0.as_millisecond()) / 1000)
 }
+
+#[cfg(test)]
+#[path = "plugins_tests.rs"]
+mod tests;

@@ -11,16 +11,47 @@ use k8s_openapi::api::core::v1::Pod;
 use super::world::{JobView, World, controller_uid, key};
 use super::{Eviction, Report, Skip};
 use crate::descheduler::config::{Limits, Profile};
-use crate::descheduler::migration::args::{FilterArgs, MigrationArgs, default_evictor};
+use crate::descheduler::migration::args::{FilterArgs, MigrationArgs, default_evictor, max_of};
 use crate::descheduler::migration::filter::{check, migration_check};
 
 enum Filter {
-    Migration(MigrationArgs),
+    Migration(Box<MigrationArgs>),
     Default(FilterArgs),
+}
+
+/// MigrationController's object limiters: a token bucket per workload (rate =
+/// maxMigrating / duration, `burst` tokens), kept across passes, forgotten 1.5 × duration
+/// after last use.
+#[derive(Default)]
+struct Buckets(std::sync::Mutex<HashMap<String, (f64, i64)>>);
+
+impl Buckets {
+    fn take(
+        &self,
+        key: &str,
+        per_ms: f64,
+        burst: f64,
+        ttl_ms: i64,
+        now_ms: i64,
+        consume: bool,
+    ) -> bool {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        m.retain(|_, (_, last)| now_ms - *last <= ttl_ms);
+        let (tokens, last) = m.get(key).copied().unwrap_or((burst, now_ms));
+        let tokens = (tokens + (now_ms - last).max(0) as f64 * per_ms).min(burst);
+        if tokens < 1.0 {
+            return false;
+        }
+        if consume {
+            m.insert(key.to_string(), (tokens - 1.0, now_ms));
+        }
+        true
+    }
 }
 
 pub struct Evictor {
     filters: Vec<Filter>,
+    buckets: Buckets,
     /// `None`: DefaultEvictor; no Evict plugin at all evicts nothing.
     migration: Option<MigrationArgs>,
     enabled: bool,
@@ -33,9 +64,9 @@ impl Evictor {
         let mut filters = Vec::new();
         for f in &p.filter {
             filters.push(match f.as_str() {
-                "MigrationController" => {
-                    Filter::Migration(MigrationArgs::parse(&args(f)).map_err(|e| err(f, e))?)
-                }
+                "MigrationController" => Filter::Migration(Box::new(
+                    MigrationArgs::parse(&args(f)).map_err(|e| err(f, e))?,
+                )),
                 _ => Filter::Default(default_evictor(&args(f)).map_err(|e| err(f, e))?),
             });
         }
@@ -49,6 +80,7 @@ impl Evictor {
         };
         Ok(Evictor {
             filters,
+            buckets: Buckets::default(),
             migration,
             enabled: first.is_some(),
         })
@@ -62,6 +94,8 @@ impl Evictor {
 /// One pass's running state: what was planned, skipped, and the per-cycle counts.
 pub struct Pass<'w> {
     world: &'w World,
+    now_ms: i64,
+    pub dry_run: bool,
     limits: Limits,
     planned: Vec<JobView>,
     evictions: Vec<Eviction>,
@@ -79,9 +113,11 @@ fn node_of(p: &Pod) -> String {
 }
 
 impl<'w> Pass<'w> {
-    pub fn new(world: &'w World, limits: Limits) -> Pass<'w> {
+    pub fn new(world: &'w World, limits: Limits, now_ms: i64) -> Pass<'w> {
         Pass {
             world,
+            now_ms,
+            dry_run: false,
             limits,
             planned: Vec::new(),
             evictions: Vec::new(),
@@ -183,6 +219,13 @@ impl<'w> Pass<'w> {
                 self.skip(pod, why);
                 return false;
             }
+            if !self.object_limit(ev, a, pod) {
+                self.skip(
+                    pod,
+                    "objectLimiters: the workload's migration rate is used up".into(),
+                );
+                return false;
+            }
             self.planned.push(JobView {
                 namespace: pod.metadata.namespace.clone().unwrap_or_default(),
                 pod: pod.metadata.name.clone().unwrap_or_default(),
@@ -208,6 +251,40 @@ impl<'w> Pass<'w> {
             mode: ev.migration.as_ref().map(|a| a.default_job_mode.clone()),
         });
         true
+    }
+
+    /// Whether the pod's workload may start one more migration now (taking a token).
+    fn object_limit(&self, ev: &Evictor, a: &MigrationArgs, pod: &Pod) -> bool {
+        let (Some(owner), Some((duration, max, burst))) =
+            (controller_uid(pod), a.object_limiters.get("workload"))
+        else {
+            return true;
+        };
+        if duration.is_zero()
+            || pod
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|x| x.contains_key("descheduler.alpha.kubernetes.io/evict"))
+        {
+            return true;
+        }
+        let replicas = self.world.expected_replicas(&owner);
+        let m = max_of(
+            replicas,
+            max.as_ref().or(a.max_migrating_per_workload.as_ref()),
+        )
+        .max(1);
+        let ms = duration.as_millis() as f64;
+        // A dry run leaves the buckets as they are: each dry pass shows what a real one would do.
+        ev.buckets.take(
+            &owner,
+            m as f64 / ms,
+            *burst as f64,
+            (ms * 1.5) as i64,
+            self.now_ms,
+            !self.dry_run,
+        )
     }
 
     pub fn finish(self, report: &mut Report) {

@@ -51,11 +51,10 @@ pub struct Report {
 
 enum Plugin {
     LowNodeLoad(Box<LowNodeLoad>),
-    Upstream(Upstream),
+    Upstream(Box<Upstream>),
 }
 
 struct ProfileRt {
-    name: String,
     selector: Option<Selector>,
     deschedule: Vec<Plugin>,
     balance: Vec<Plugin>,
@@ -96,7 +95,9 @@ fn build_plugin(p: &Profile, name: &str, interval: std::time::Duration) -> Resul
         }
         return Ok(Plugin::LowNodeLoad(Box::new(LowNodeLoad::new(a))));
     }
-    Upstream::new(name, args).map(Plugin::Upstream).map_err(err)
+    Upstream::new(name, args)
+        .map(|u| Plugin::Upstream(Box::new(u)))
+        .map_err(err)
 }
 
 fn ready(n: &Node) -> bool {
@@ -116,7 +117,6 @@ impl Plugins {
                 names.iter().map(|n| build_plugin(p, n, interval)).collect()
             };
             profiles.push(ProfileRt {
-                name: p.name.clone(),
                 selector: selector(
                     p.node_selector.as_ref(),
                     &format!("profiles[{}].nodeSelector", p.name),
@@ -160,7 +160,8 @@ impl Plugins {
                 by_node.entry(n).or_default().push(p.clone());
             }
         }
-        let mut pass = Pass::new(world, self.limits);
+        let mut pass = Pass::new(world, self.limits, now_ms);
+        pass.dry_run = self.dry_run;
         for stage in [Stage::Deschedule, Stage::Balance] {
             for prof in &mut self.profiles {
                 let inputs: Vec<NodeInput> = nodes

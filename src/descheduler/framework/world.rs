@@ -41,6 +41,17 @@ pub struct World {
     pub replicas: HashMap<String, i32>,
     /// PriorityClass name → value.
     pub priority_classes: HashMap<String, i32>,
+    /// Controller UID → its pods (`ns/name`, ready).
+    pub by_owner: HashMap<String, Vec<(String, bool)>>,
+}
+
+/// Ready and not terminating.
+pub fn ready(p: &Pod) -> bool {
+    p.metadata.deletion_timestamp.is_none()
+        && p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 pub fn key(p: &Pod) -> String {
@@ -90,7 +101,18 @@ impl World {
             }
         }
         w.add_jobs(jobs);
+        w.index_owners();
         w
+    }
+
+    /// Groups pods by controller, for the per-workload limits.
+    pub fn index_owners(&mut self) {
+        self.by_owner.clear();
+        for p in &self.pods {
+            if let Some(o) = controller_uid(p) {
+                self.by_owner.entry(o).or_default().push((key(p), ready(p)));
+            }
+        }
     }
 
     /// Adds a workload object (ReplicaSet, StatefulSet, Deployment, ReplicationController,

@@ -81,7 +81,9 @@ fn fits(c: &Candidate, t: &Target, resources: &[String]) -> bool {
         return false;
     };
     let node = &t.node;
-    let labels = node.metadata.labels.clone().unwrap_or_default();
+    static NONE: std::sync::LazyLock<std::collections::BTreeMap<String, String>> =
+        std::sync::LazyLock::new(Default::default);
+    let labels = node.metadata.labels.as_ref().unwrap_or(&NONE);
     let name = node.metadata.name.as_deref().unwrap_or("");
     let nspec = node.spec.as_ref();
     let unschedulable = nspec.and_then(|s| s.unschedulable).unwrap_or(false);
@@ -99,7 +101,7 @@ fn fits(c: &Candidate, t: &Target, resources: &[String]) -> bool {
     let usage_ok = resources
         .iter()
         .all(|r| get(&t.load.usage, r) + get(&c.usage, r) <= get(&t.load.high, r));
-    !unschedulable && taints_ok && node_matches(spec, &labels, name) && requests_ok && usage_ok
+    !unschedulable && taints_ok && node_matches(spec, labels, name) && requests_ok && usage_ok
 }
 
 /// The node-level pass over `sources` (sorted hottest first). `filter` is the evictor's

@@ -1,8 +1,6 @@
-//! LowNodeLoad (`pkg/descheduler/framework/plugins/loadaware`). Work in progress (issue
-//! 22): arguments, node usage, thresholds, classification, anomaly detectors, the pool
-//! loop, the node-level and the prod eviction passes are here and tested
-//! (`pass::LowNodeLoad`); the framework (profiles, DefaultEvictor filter, limits),
-//! PodMigrationJobs, explain and the role itself are not built yet.
+//! LowNodeLoad (`pkg/descheduler/framework/plugins/loadaware`): arguments, node usage,
+//! thresholds, classification, anomaly detectors, the pool loop, the node-level and the prod
+//! eviction passes (`pass::LowNodeLoad`). The framework runs it at Balance.
 
 pub mod anomaly;
 pub mod args;

@@ -159,7 +159,7 @@ fn prod_pods_leave_a_node_whose_prod_usage_is_over_its_prod_threshold() {
     assert!(
         out.evicted[0]
             .reason
-            .contains("cpu usage(55%)>threshold(50%)"),
+            .ends_with("overutilized, prod cpu usage(55.00%)>threshold(50.00%)"),
         "{}",
         out.evicted[0].reason
     );

@@ -165,8 +165,10 @@ impl Controller {
                 .await?;
             return Ok(false);
         }
-        let mut held = World::default();
-        held.pods = world.pods.clone();
+        let mut held = World {
+            pods: world.pods.clone(),
+            ..Default::default()
+        };
         let others: Vec<PodMigrationJob> = jobs
             .iter()
             .filter(|j| name_of(j) != name_of(job))
@@ -182,7 +184,6 @@ impl Controller {
             .cloned()
             .collect();
         held.add_jobs(&others);
-        held.replicas = world.replicas.clone();
         // The job's own pod is excluded by the filter; this job is not in `others`.
         if let Err(why) = migration_check(&self.args, pod, world, &held.jobs) {
             tracing::debug!(job = %name_of(job), %why, "job waits for arbitration");

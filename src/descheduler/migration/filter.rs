@@ -74,11 +74,9 @@ pub fn check(
             .as_ref()
             .is_none_or(|o| o.is_empty());
         let failed = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed");
-        if bare
-            && !skip("BarePods")
-            && !f.evict_all_bare_pods
-            && !(f.evict_failed_bare_pods && failed)
-        {
+        let bare_ok =
+            skip("BarePods") || f.evict_all_bare_pods || (f.evict_failed_bare_pods && failed);
+        if bare && !bare_ok {
             return Err("pod does not have any ownerRefs".into());
         }
         let priority = pod.spec.as_ref().and_then(|s| s.priority);
@@ -217,11 +215,17 @@ pub fn migration_check(
             .filter(|j| j.owner_uid.as_deref() == Some(o))
             .count();
         limit(&lc("MaxMigratingPerWorkload"), max_migrating, of_owner)?;
-        let unavailable = world
-            .pods
+        let migrating: std::collections::HashSet<String> = others
             .iter()
-            .filter(|p| controller_uid(p).as_deref() == Some(o))
-            .filter(|p| !ready(p) || others.iter().any(|j| same_pod(j, p)))
+            .filter(|j| j.owner_uid.as_deref() == Some(o))
+            .map(|j| format!("{}/{}", j.namespace, j.pod))
+            .collect();
+        let unavailable = world
+            .by_owner
+            .get(o)
+            .into_iter()
+            .flatten()
+            .filter(|(k, ready)| !ready || migrating.contains(k))
             .count();
         limit(
             &lc("MaxUnavailablePerWorkload"),
@@ -230,14 +234,6 @@ pub fn migration_check(
         )?;
     }
     Ok(())
-}
-
-fn ready(p: &Pod) -> bool {
-    p.metadata.deletion_timestamp.is_none()
-        && p.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 #[cfg(test)]

@@ -1,1 +1,176 @@
+use serde_json::json;
 
+use super::*;
+
+fn job(extra: serde_json::Value) -> PodMigrationJob {
+    let mut v = json!({"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "PodMigrationJob",
+        "metadata": {"name": "j", "uid": "job-uid", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"ttl": "5m", "mode": "ReservationFirst", "podRef": {"namespace": "default", "name": "p", "uid": "u1"}},
+        "status": {"phase": "Running"}});
+    json_patch::merge(&mut v, &extra);
+    serde_json::from_value(v).unwrap()
+}
+
+fn pod(uid: &str, node: &str) -> Pod {
+    serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "default", "uid": uid, "labels": {"app": "web"},
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-1", "controller": true}]},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}})).unwrap()
+}
+
+fn reservation(phase: &str, node: Option<&str>) -> Reservation {
+    serde_json::from_value(
+        json!({"metadata": {"name": "job-uid"}, "spec": {"owners": []},
+        "status": {"phase": phase, "nodeName": node}}),
+    )
+    .unwrap()
+}
+
+const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+
+fn seen<'a>(pod: Option<&'a Pod>, r: Option<&'a Reservation>, bound: Option<&'a Pod>) -> Seen<'a> {
+    Seen {
+        pod,
+        reservation: r,
+        bound,
+        now_ms: T0 + 10_000,
+    }
+}
+
+#[test]
+fn reservation_first_walks_its_phases() {
+    let p = pod("u1", "n0");
+    let pending = job(json!({"status": {"phase": "Pending"}}));
+    assert_eq!(
+        step(&pending, &seen(Some(&p), None, None), "ReservationFirst"),
+        Step::Start("u1".into())
+    );
+    let j = job(json!({}));
+    assert_eq!(
+        step(&j, &seen(Some(&p), None, None), "ReservationFirst"),
+        Step::CreateReservation
+    );
+    let reserved =
+        job(json!({"spec": {"reservationOptions": {"reservationRef": {"name": "job-uid"}}}}));
+    assert_eq!(
+        step(&reserved, &seen(Some(&p), None, None), "x"),
+        Step::Fail("MissingReservation", "the job's Reservation is gone".into())
+    );
+    let waiting = reservation("Pending", None);
+    assert!(
+        matches!(step(&reserved, &seen(Some(&p), Some(&waiting), None), "x"), Step::Wait(c) if c.type_ == "ReservationScheduled")
+    );
+    let same_node = reservation("Available", Some("n0"));
+    assert!(matches!(
+        step(&reserved, &seen(Some(&p), Some(&same_node), None), "x"),
+        Step::Fail("ForbiddenMigratePod", _)
+    ));
+    let ok = reservation("Available", Some("n1"));
+    assert_eq!(
+        step(&reserved, &seen(Some(&p), Some(&ok), None), "x"),
+        Step::Scheduled("n1".into())
+    );
+    let scheduled = job(
+        json!({"spec": {"reservationOptions": {"reservationRef": {"name": "job-uid"}}},
+        "status": {"conditions": [{"type": "ReservationScheduled", "status": "True"}]}}),
+    );
+    assert_eq!(
+        step(&scheduled, &seen(Some(&p), Some(&ok), None), "x"),
+        Step::Evict
+    );
+    assert!(
+        matches!(step(&scheduled, &seen(None, Some(&ok), None), "x"), Step::Wait(c) if c.reason == "WaitForPodBindReservation")
+    );
+    let mut newp = pod("u2", "n1");
+    newp.metadata.name = Some("p2".into());
+    assert!(
+        matches!(step(&scheduled, &seen(None, Some(&ok), Some(&newp)), "x"), Step::Wait(c) if c.reason == "WaitForBoundPodReady")
+    );
+    newp.status =
+        serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": "True"}]}))
+            .unwrap();
+    assert_eq!(
+        step(&scheduled, &seen(None, Some(&ok), Some(&newp)), "x"),
+        Step::Succeed(Some("p2".into()))
+    );
+    // A pod that came back under the same name with a new UID counts as gone.
+    let again = pod("u9", "n0");
+    assert!(matches!(
+        step(&scheduled, &seen(Some(&again), Some(&ok), None), "x"),
+        Step::Wait(_)
+    ));
+}
+
+#[test]
+fn ttl_missing_pods_and_evict_directly() {
+    let p = pod("u1", "n0");
+    let mut old = seen(Some(&p), None, None);
+    old.now_ms = T0 + 301_000;
+    assert!(matches!(
+        step(&job(json!({})), &old, "x"),
+        Step::Fail("Timeout", _)
+    ));
+    let pending = job(json!({"status": {"phase": "Pending"}}));
+    assert!(matches!(
+        step(&pending, &seen(None, None, None), "x"),
+        Step::Fail("MissingPod", _)
+    ));
+    let no_ref = job(json!({"spec": {"podRef": null}}));
+    assert!(matches!(
+        step(&no_ref, &seen(None, None, None), "x"),
+        Step::Fail("InvalidPodRef", _)
+    ));
+    let direct = job(json!({"spec": {"mode": "EvictDirectly"}}));
+    assert_eq!(step(&direct, &seen(Some(&p), None, None), "x"), Step::Evict);
+    assert_eq!(
+        step(&direct, &seen(None, None, None), "x"),
+        Step::Succeed(None)
+    );
+    let unset = job(json!({"spec": {"mode": null}}));
+    assert_eq!(
+        step(&unset, &seen(Some(&p), None, None), "EvictDirectly"),
+        Step::Evict,
+        "the default mode"
+    );
+}
+
+#[test]
+fn the_reservation_skips_the_current_node_and_is_owned_by_the_workload() {
+    let j = job(json!({}));
+    let r = reservation_for(&j, &pod("u1", "n0"), Some(Duration::from_secs(300)), 42);
+    assert_eq!(r.metadata.name.as_deref(), Some("job-uid"));
+    let labels = r.metadata.labels.clone().unwrap();
+    assert_eq!(labels["app.kubernetes.io/created-by"], "koord-descheduler");
+    assert_eq!(labels["scheduling.koordinator.sh/reservation-order"], "42");
+    assert_eq!(r.spec.allocate_once, Some(true));
+    assert_eq!(r.spec.ttl.as_deref(), Some("300s"));
+    assert_eq!(
+        r.spec.owners[0].controller.as_ref().unwrap().uid.as_deref(),
+        Some("rs-1")
+    );
+    let t = serde_json::to_value(&r.spec.template).unwrap();
+    assert_eq!(t["spec"]["nodeName"], serde_json::Value::Null);
+    let term = &t["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"][0];
+    assert_eq!(
+        term["matchFields"][0],
+        json!({"key": "metadata.name", "operator": "NotIn", "values": ["n0"]})
+    );
+    let nj = new_job(
+        "name",
+        &pod("u1", "n0"),
+        "LowNodeLoad",
+        "hot",
+        &MigrationArgs::parse(&serde_json::Value::Null).unwrap(),
+        "me",
+    );
+    let a = nj.metadata.annotations.unwrap();
+    assert_eq!(
+        (
+            a["koordinator.sh/evict-trigger"].as_str(),
+            a["koordinator.sh/job-created-by"].as_str()
+        ),
+        ("LowNodeLoad", "me")
+    );
+    assert_eq!(nj.spec.mode.as_deref(), Some("ReservationFirst"));
+    assert_eq!(nj.spec.ttl.as_deref(), Some("300s"));
+}

@@ -1,0 +1,126 @@
+use serde_json::json;
+
+use super::*;
+
+fn node(name: &str, extra: Value) -> Arc<Node> {
+    let mut v = json!({"metadata": {"name": name, "labels": {"zone": name}}});
+    json_patch::merge(&mut v, &extra);
+    Arc::new(serde_json::from_value(v).unwrap())
+}
+
+fn pod(name: &str, extra: Value) -> Arc<Pod> {
+    let mut v = json!({"metadata": {"name": name, "namespace": "d", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"containers": []}, "status": {"phase": "Running"}});
+    json_patch::merge(&mut v, &extra);
+    Arc::new(serde_json::from_value(v).unwrap())
+}
+
+fn names(u: &Upstream, inputs: &[NodeInput]) -> Vec<String> {
+    let now = 1_767_225_600_000 + 3_600_000; // an hour after creation
+    u.candidates(inputs, now)
+        .into_iter()
+        .map(|(p, _, _)| p.metadata.name.clone().unwrap())
+        .collect()
+}
+
+#[test]
+fn each_plugin_names_its_candidates() {
+    let restarts = json!({"status": {"containerStatuses": [{"name": "c", "image": "x", "imageID": "", "ready": false, "restartCount": 7}]}});
+    let inputs = vec![
+        NodeInput {
+            node: node(
+                "a",
+                json!({"spec": {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}}),
+            ),
+            metric: None,
+            pods: vec![
+                pod(
+                    "failed",
+                    json!({"status": {"phase": "Failed", "reason": "Evicted"}}),
+                ),
+                pod("restarts", restarts),
+                pod(
+                    "tolerant",
+                    json!({"spec": {"tolerations": [{"key": "k", "operator": "Exists"}]}}),
+                ),
+                pod(
+                    "pinned",
+                    json!({"spec": {"nodeSelector": {"zone": "b"}, "tolerations": [{"operator": "Exists"}]}}),
+                ),
+            ],
+        },
+        NodeInput {
+            node: node("b", json!({})),
+            metric: None,
+            pods: vec![],
+        },
+    ];
+    let up = |n: &str, a: Value| Upstream::new(n, &a).unwrap();
+    assert_eq!(
+        names(
+            &up("RemoveFailedPods", json!({"reasons": ["Evicted"]})),
+            &inputs
+        ),
+        ["failed"]
+    );
+    assert!(
+        names(
+            &up("RemoveFailedPods", json!({"reasons": ["OOMKilled"]})),
+            &inputs
+        )
+        .is_empty()
+    );
+    assert!(
+        names(
+            &up("RemoveFailedPods", json!({"minPodLifetimeSeconds": 7200})),
+            &inputs
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        names(
+            &up(
+                "RemovePodsHavingTooManyRestarts",
+                json!({"podRestartThreshold": 5})
+            ),
+            &inputs
+        ),
+        ["restarts"]
+    );
+    assert_eq!(
+        names(
+            &up(
+                "PodLifeTime",
+                json!({"maxPodLifeTimeSeconds": 60, "states": ["Failed"]})
+            ),
+            &inputs
+        ),
+        ["failed"]
+    );
+    assert_eq!(
+        names(&up("RemovePodsViolatingNodeTaints", json!({})), &inputs),
+        ["failed", "restarts"]
+    );
+    assert!(
+        names(
+            &up(
+                "RemovePodsViolatingNodeTaints",
+                json!({"excludedTaints": ["k=v"]})
+            ),
+            &inputs
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        names(&up("RemovePodsViolatingNodeAffinity", json!({})), &inputs),
+        ["pinned"]
+    );
+    let e = Upstream::new("PodLifeTime", &json!({"podRestartThreshold": 1}))
+        .err()
+        .unwrap();
+    assert!(e.contains("unknown field \"podRestartThreshold\""), "{e}");
+    assert!(
+        Upstream::new("PodLifeTime", &Value::Null).is_err(),
+        "maxPodLifeTimeSeconds is required"
+    );
+}
