@@ -306,6 +306,17 @@ pub fn default_config() -> Result<DeschedulerConfig, String> {
     parse(KOORD_DEFAULT, "built-in koord-descheduler-config")
 }
 
+/// The configuration in `path`, or the built-in one.
+pub fn load(path: Option<&std::path::Path>) -> Result<DeschedulerConfig, String> {
+    match path {
+        None => default_config(),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            parse(&text, &p.display().to_string())
+        }
+    }
+}
+
 #[cfg(test)]
 #[path = "config_tests.rs"]
 mod tests;

@@ -197,16 +197,16 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     let plugins = Plugins::build(&dcfg, interval.as_millis() as u64)
         .map_err(|e| anyhow::anyhow!("descheduler: {e}"))?;
     let wake = Arc::new(Notify::new());
-    let controller =
-        migration_args(&dcfg).map(|a| Controller::new(client.clone(), a, instance.clone()));
-    if let Some(c) = controller {
+    let migration = migration_args(&dcfg);
+    if let Some(a) = &migration {
+        let c = Controller::new(client.clone(), a.clone(), instance.clone());
         spawn_controller(c, client.clone(), leadership.clone(), wake.clone(), &ctx);
     }
     let mut role = Role {
         client,
         plugins,
         instance,
-        migration: migration_args(&dcfg),
+        migration,
         dry_run: dcfg.dry_run,
     };
     ctx.ready.set(true);

@@ -53,13 +53,7 @@ pub fn validate(cfg: &Config) -> Vec<(String, String)> {
 
 /// The descheduler configuration this role runs with.
 pub fn load(cfg: &Config) -> Result<config::DeschedulerConfig, String> {
-    match &cfg.config_file {
-        None => config::default_config(),
-        Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            config::parse(&text, &p.display().to_string())
-        }
-    }
+    config::load(cfg.config_file.as_deref())
 }
 
 /// Runs the role until the process drains.

@@ -112,10 +112,7 @@ impl Upstream {
 
     fn selected(&self, p: &Pod) -> bool {
         let ns = p.metadata.namespace.as_deref().unwrap_or("");
-        let ns_ok = self.args.namespaces.as_ref().is_none_or(|f| {
-            (f.include.is_empty() || f.include.iter().any(|n| n == ns))
-                && !f.exclude.iter().any(|n| n == ns)
-        });
+        let ns_ok = self.args.namespaces.as_ref().is_none_or(|f| f.allows(ns));
         let sel_ok = self.args.label_selector.is_none()
             || label_selector_matches(
                 self.args.label_selector.as_ref(),

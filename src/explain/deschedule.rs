@@ -7,20 +7,9 @@ use serde_json::Value;
 
 use super::Snapshot;
 use crate::api::scheduling::migration::PodMigrationJob;
-use crate::descheduler::config::{self, DeschedulerConfig};
+use crate::descheduler::config;
 use crate::descheduler::framework::world::World;
 use crate::descheduler::framework::{Plugins, Report};
-
-/// The DeschedulerConfiguration at `path`, or koord's built-in one.
-pub fn load_config(path: Option<&Path>) -> Result<DeschedulerConfig, String> {
-    match path {
-        None => config::default_config(),
-        Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            config::parse(&text, &p.display().to_string())
-        }
-    }
-}
 
 /// The world a snapshot describes.
 pub fn world(snap: &Snapshot) -> Result<World, String> {
@@ -48,7 +37,7 @@ pub fn world(snap: &Snapshot) -> Result<World, String> {
 }
 
 pub fn run(snap: &Snapshot, config: Option<&Path>, now_ms: i64) -> Result<Report, String> {
-    let cfg = load_config(config)?;
+    let cfg = config::load(config)?;
     let mut plugins = Plugins::build(&cfg, cfg.interval.as_millis() as u64)?;
     Ok(plugins.run(&world(snap)?, now_ms))
 }

@@ -97,7 +97,8 @@ pub struct Pass<'w> {
     now_ms: i64,
     pub dry_run: bool,
     limits: Limits,
-    planned: Vec<JobView>,
+    /// The world's jobs in flight, then those planned in this pass.
+    jobs: Vec<JobView>,
     evictions: Vec<Eviction>,
     skipped: Vec<Skip>,
     per_node: HashMap<String, u32>,
@@ -119,19 +120,13 @@ impl<'w> Pass<'w> {
             now_ms,
             dry_run: false,
             limits,
-            planned: Vec::new(),
+            jobs: world.jobs.clone(),
             evictions: Vec::new(),
             skipped: Vec::new(),
             per_node: HashMap::new(),
             per_ns: HashMap::new(),
             total: 0,
         }
-    }
-
-    fn jobs(&self) -> Vec<JobView> {
-        let mut all = self.world.jobs.clone();
-        all.extend(self.planned.iter().cloned());
-        all
     }
 
     fn skip(&mut self, pod: &Pod, reason: String) {
@@ -151,10 +146,9 @@ impl<'w> Pass<'w> {
 
     /// The AND of the profile's Filter plugins; a failing pod is remembered with why.
     pub fn filter(&mut self, ev: &Evictor, pod: &Pod) -> bool {
-        let jobs = self.jobs();
         for f in &ev.filters {
             let r = match f {
-                Filter::Migration(a) => migration_check(a, pod, self.world, &jobs),
+                Filter::Migration(a) => migration_check(a, pod, self.world, &self.jobs),
                 Filter::Default(a) => check(a, &|_| false, pod, self.world),
             };
             if let Err(why) = r {
@@ -215,7 +209,7 @@ impl<'w> Pass<'w> {
         }
         if let Some(a) = &ev.migration {
             // MigrationController's Evict re-checks its filter against the jobs planned so far.
-            if let Err(why) = migration_check(a, pod, self.world, &self.jobs()) {
+            if let Err(why) = migration_check(a, pod, self.world, &self.jobs) {
                 self.skip(pod, why);
                 return false;
             }
@@ -226,7 +220,7 @@ impl<'w> Pass<'w> {
                 );
                 return false;
             }
-            self.planned.push(JobView {
+            self.jobs.push(JobView {
                 namespace: pod.metadata.namespace.clone().unwrap_or_default(),
                 pod: pod.metadata.name.clone().unwrap_or_default(),
                 pod_uid: pod.metadata.uid.clone(),

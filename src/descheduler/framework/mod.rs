@@ -258,8 +258,7 @@ fn run_plugin(
 /// LowNodeLoad's own pod filter: evictableNamespaces and podSelectors.
 fn lnl_filter(a: &LnlArgs, p: &Pod) -> bool {
     let ns = p.metadata.namespace.as_deref().unwrap_or("");
-    let ns_ok = (a.namespaces.include.is_empty() || a.namespaces.include.iter().any(|n| n == ns))
-        && !a.namespaces.exclude.iter().any(|n| n == ns);
+    let ns_ok = a.namespaces.allows(ns);
     let sel_ok = a.pod_selectors.is_empty()
         || a.pod_selectors.iter().any(|s| {
             s.selector.as_ref().is_none_or(|ls| {

@@ -44,6 +44,14 @@ pub struct Namespaces {
     pub exclude: Vec<String>,
 }
 
+impl Namespaces {
+    /// `ns` is included (or nothing is listed) and not excluded.
+    pub fn allows(&self, ns: &str) -> bool {
+        (self.include.is_empty() || self.include.iter().any(|n| n == ns))
+            && !self.exclude.iter().any(|n| n == ns)
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PodSelector {

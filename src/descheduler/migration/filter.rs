@@ -32,11 +32,6 @@ fn has(p: &Pod, pred: impl Fn(&k8s_openapi::api::core::v1::Volume) -> bool) -> b
         .is_some_and(|v| v.iter().any(pred))
 }
 
-fn in_namespaces(ns: &str, f: &crate::descheduler::lownodeload::args::Namespaces) -> bool {
-    (f.include.is_empty() || f.include.iter().any(|n| n == ns))
-        && !f.exclude.iter().any(|n| n == ns)
-}
-
 fn threshold(f: &FilterArgs, world: &World) -> Option<i32> {
     let t = f.priority_threshold.as_ref()?;
     t.value
@@ -115,10 +110,9 @@ pub fn check(
         );
     }
     if !skip("Namespaces")
-        && !in_namespaces(
-            pod.metadata.namespace.as_deref().unwrap_or(""),
-            &f.namespaces,
-        )
+        && !f
+            .namespaces
+            .allows(pod.metadata.namespace.as_deref().unwrap_or(""))
     {
         return Err("pod's namespace is not evictable".into());
     }
