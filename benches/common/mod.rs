@@ -88,14 +88,20 @@ impl Drop for Proc {
 /// kubeconfig, a webhook port of its own).
 pub fn koord(args: &[String], envs: &[(&str, String)]) -> Proc {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_koord"));
+    // BENCH_CHILD_LOG=<filter> shows a child's logs on stderr (finding where time goes).
+    let log = std::env::var("BENCH_CHILD_LOG").ok();
     cmd.args(args)
-        .args(["--log-level", "warn"])
+        .args(["--log-level", log.as_deref().unwrap_or("warn")])
         .env_remove("KUBECONFIG")
         .env_remove("RUST_LOG")
         .env("KOORD_MANAGER__WEBHOOK__PORT", free_port().to_string())
         .env("KOORD_MANAGER__WEBHOOK__HOST", "127.0.0.1")
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+        .stderr(if log.is_some() {
+            std::process::Stdio::inherit()
+        } else {
+            std::process::Stdio::null()
+        });
     for (k, v) in envs {
         cmd.env(k, v);
     }

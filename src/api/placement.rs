@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
+    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
 };
 
 fn requirement(r: &NodeSelectorRequirement, get: impl Fn(&str) -> Option<String>) -> bool {
@@ -48,22 +48,34 @@ pub fn term_matches(
 
 /// `nodeSelector` and required node affinity of a pod spec hold on a node.
 pub fn node_matches(spec: &PodSpec, labels: &BTreeMap<String, String>, node_name: &str) -> bool {
-    let selector_ok = spec
-        .node_selector
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
-    let terms = spec
+    let required = spec
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
         .and_then(|na| {
             na.required_during_scheduling_ignored_during_execution
                 .as_ref()
-        })
-        .map(|r| r.node_selector_terms.as_slice());
-    let affinity_ok =
-        terms.is_none_or(|terms| terms.iter().any(|t| term_matches(t, labels, node_name)));
+        });
+    placement_matches(spec.node_selector.as_ref(), required, labels, node_name)
+}
+
+/// [`node_matches`] from the two parts of a spec it reads (for callers that keep only
+/// those, like the descheduler's pod view).
+pub fn placement_matches(
+    node_selector: Option<&BTreeMap<String, String>>,
+    required: Option<&NodeSelector>,
+    labels: &BTreeMap<String, String>,
+    node_name: &str,
+) -> bool {
+    let selector_ok = node_selector
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let affinity_ok = required.is_none_or(|r| {
+        r.node_selector_terms
+            .iter()
+            .any(|t| term_matches(t, labels, node_name))
+    });
     selector_ok && affinity_ok
 }
 

@@ -4,86 +4,24 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{EvictParams, ListParams, PostParams};
+use kube::api::{EvictParams, PostParams};
 use serde_json::Value;
 use tokio::sync::Notify;
 
 use super::Config;
-use super::framework::world::World;
+use super::cache::Cache;
 use super::framework::{Plugins, Report};
 use super::migration::controller::Controller;
 use super::migration::job::new_job;
 use crate::api::scheduling::migration::PodMigrationJob;
-use crate::api::slo::NodeMetric;
 use crate::kernel::RoleCtx;
 use crate::kernel::lease::{self, Leadership};
 
-/// Everything one pass reads, listed from the API server.
-pub async fn list_world(
-    client: &kube::Client,
-) -> Result<(World, Vec<PodMigrationJob>), kube::Error> {
-    let lp = ListParams::default();
-    let nodes: Vec<Node> = Api::<Node>::all(client.clone()).list(&lp).await?.items;
-    let pods: Vec<Pod> = Api::<Pod>::all(client.clone()).list(&lp).await?.items;
-    let metrics: Vec<NodeMetric> = match Api::<NodeMetric>::all(client.clone()).list(&lp).await {
-        Ok(l) => l.items,
-        Err(kube::Error::Api(s)) if s.code == 404 => Vec::new(),
-        Err(e) => return Err(e),
-    };
-    let jobs: Vec<PodMigrationJob> =
-        match Api::<PodMigrationJob>::all(client.clone()).list(&lp).await {
-            Ok(l) => l.items,
-            Err(kube::Error::Api(s)) if s.code == 404 => Vec::new(),
-            Err(e) => return Err(e),
-        };
-    let mut others: Vec<Value> = Vec::new();
-    for (group, version, plural) in [
-        ("apps", "v1", "replicasets"),
-        ("apps", "v1", "statefulsets"),
-        ("", "v1", "replicationcontrollers"),
-        ("batch", "v1", "jobs"),
-        ("scheduling.k8s.io", "v1", "priorityclasses"),
-    ] {
-        others.extend(list_raw(client, group, version, plural).await);
-    }
-    let world = World::build(nodes, pods, metrics, &jobs, &others);
-    Ok((world, jobs))
-}
-
-/// A kind listed as raw JSON; one the server lacks is empty.
-async fn list_raw(client: &kube::Client, group: &str, version: &str, plural: &str) -> Vec<Value> {
-    let gvk = kube::api::GroupVersionKind::gvk(group, version, "");
-    let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
-    let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
-    let kind = match plural {
-        "replicasets" => "ReplicaSet",
-        "statefulsets" => "StatefulSet",
-        "replicationcontrollers" => "ReplicationController",
-        "jobs" => "Job",
-        _ => "PriorityClass",
-    };
-    match api.list(&ListParams::default()).await {
-        Ok(l) => l
-            .items
-            .into_iter()
-            .filter_map(|o| {
-                let mut v = serde_json::to_value(o).ok()?;
-                v["kind"] = Value::from(kind);
-                Some(v)
-            })
-            .collect(),
-        Err(e) => {
-            tracing::debug!(%plural, error = %e, "cannot list; ignored");
-            Vec::new()
-        }
-    }
-}
-
 struct Role {
     client: kube::Client,
+    cache: Cache,
     plugins: Plugins,
     instance: String,
     migration: Option<super::migration::args::MigrationArgs>,
@@ -92,24 +30,26 @@ struct Role {
 
 impl Role {
     async fn pass(&mut self, wake: &Notify) {
-        let (world, _) = match list_world(&self.client).await {
-            Ok(w) => w,
-            Err(e) => {
-                tracing::warn!(error = %e, "descheduling pass skipped: cannot list the cluster");
-                return;
-            }
-        };
+        let t = std::time::Instant::now();
+        let (world, _) = self.cache.world();
         let now = k8s_openapi::jiff::Timestamp::now().as_millisecond();
         let report = self.plugins.run(&world, now);
+        tracing::debug!(
+            pods = world.pods.len(),
+            nodes = world.nodes.len(),
+            ms = t.elapsed().as_millis() as u64,
+            "descheduling pass"
+        );
+        drop(world);
         for e in &report.errors {
             tracing::info!(error = %e, "descheduling pass");
         }
         let mig_dry = self.migration.as_ref().is_some_and(|a| a.dry_run);
         if self.dry_run || mig_dry {
-            tracing::info!(decisions = %report.to_json(), "descheduling pass (dry run: nothing evicted)");
+            tracing::info!(decisions = %report.to_json_line(), "descheduling pass (dry run: nothing evicted)");
             return;
         }
-        tracing::debug!(decisions = %report.to_json(), "descheduling pass");
+        tracing::debug!(decisions = %report.to_json_line(), "descheduling pass");
         self.start(&report).await;
         if !report.evictions.is_empty() {
             wake.notify_one();
@@ -119,7 +59,7 @@ impl Role {
     async fn start(&self, report: &Report) {
         for e in &report.evictions {
             let pod = &e.pod;
-            let who = super::framework::world::key(pod);
+            let who = pod.key();
             let r = match (&self.migration, &e.mode) {
                 (Some(a), Some(_)) => {
                     let name = uuid::Uuid::new_v4().to_string();
@@ -129,16 +69,10 @@ impl Role {
                         .await
                         .map(|_| ())
                 }
-                _ => {
-                    let ns = pod.metadata.namespace.clone().unwrap_or_default();
-                    Api::<Pod>::namespaced(self.client.clone(), &ns)
-                        .evict(
-                            pod.metadata.name.as_deref().unwrap_or(""),
-                            &EvictParams::default(),
-                        )
-                        .await
-                        .map(|_| ())
-                }
+                _ => Api::<Pod>::namespaced(self.client.clone(), &pod.namespace)
+                    .evict(&pod.name, &EvictParams::default())
+                    .await
+                    .map(|_| ()),
             };
             match r {
                 Ok(()) => {
@@ -196,14 +130,21 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     let interval = dcfg.interval;
     let plugins = Plugins::build(&dcfg, interval.as_millis() as u64)
         .map_err(|e| anyhow::anyhow!("descheduler: {e}"))?;
+    let cache = Cache::start(&client, &ctx.tasks, &ctx.shutdown);
     let wake = Arc::new(Notify::new());
     let migration = migration_args(&dcfg);
     if let Some(a) = &migration {
         let c = Controller::new(client.clone(), a.clone(), instance.clone());
-        spawn_controller(c, client.clone(), leadership.clone(), wake.clone(), &ctx);
+        spawn_controller(c, cache.clone(), leadership.clone(), wake.clone(), &ctx);
     }
+    if !cache.wait_synced(&ctx.shutdown).await {
+        return Ok(());
+    }
+    // The first lists leave their decoding garbage behind.
+    crate::kernel::memory::trim();
     let mut role = Role {
         client,
+        cache,
         plugins,
         instance,
         migration,
@@ -233,6 +174,15 @@ async fn pass_loop(
         if !ran || !interval.is_zero() {
             role.pass(&wake).await;
             ran = true;
+            // Each pass frees its world; without a trim those holes stay resident.
+            crate::kernel::memory::trim();
+            if let Some((used, free)) = crate::kernel::memory::heap() {
+                tracing::debug!(
+                    heap_used_mib = used >> 20,
+                    heap_free_mib = free >> 20,
+                    "descheduler heap after the pass"
+                );
+            }
         }
         let wait = if interval.is_zero() {
             Duration::from_secs(3600)
@@ -251,58 +201,41 @@ async fn pass_loop(
 /// every 3 s while jobs are active; idle otherwise.
 fn spawn_controller(
     mut c: Controller,
-    client: kube::Client,
+    cache: Cache,
     leadership: Leadership,
     wake: Arc<Notify>,
     ctx: &RoleCtx,
 ) {
     let shutdown = ctx.shutdown.clone();
-    let errors = crate::kernel::watch::DecodeErrors::default();
-    let events = crate::kernel::watch::watch::<PodMigrationJob>(
-        client.clone(),
-        None,
-        Default::default(),
-        errors,
-    );
-    let waker = wake.clone();
-    let s2 = shutdown.clone();
-    ctx.tasks.spawn("descheduler/pmj-watch", async move {
-        let mut events = std::pin::pin!(events);
-        loop {
-            tokio::select! {
-                _ = s2.draining() => return Ok(()),
-                ev = events.next() => match ev {
-                    None => return Ok(()),
-                    Some(_) => waker.notify_one(),
-                },
+    ctx.tasks
+        .spawn("descheduler/migration-controller", async move {
+            if !cache.wait_synced(&shutdown).await {
+                return Ok(());
             }
-        }
-    });
-    ctx.tasks.spawn("descheduler/migration-controller", async move {
-        let mut active = false;
-        loop {
-            let tick = if active { Duration::from_secs(3) } else { Duration::from_secs(3600) };
-            tokio::select! {
-                _ = shutdown.draining() => return Ok(()),
-                _ = wake.notified() => {}
-                _ = tokio::time::sleep(tick) => {}
-            }
-            if !leadership.is_leader() {
-                active = false;
-                continue;
-            }
-            // Coalesce a burst of job events into one round.
-            tokio::time::sleep(c.args.arbitration_interval.max(Duration::from_millis(100))).await;
-            active = match list_world(&client).await {
-                Ok((world, jobs)) => c.round(&world, &jobs).await.unwrap_or_else(|e| {
-                    tracing::warn!(error = %e, "migration round failed");
-                    true
-                }),
-                Err(e) => {
-                    tracing::warn!(error = %e, "migration round skipped: cannot list the cluster");
-                    true
+            let mut active = true;
+            loop {
+                if leadership.is_leader() {
+                    let (world, jobs) = cache.world();
+                    active = c.round(&world, &jobs).await.unwrap_or_else(|e| {
+                        tracing::warn!(error = %e, "migration round failed");
+                        true
+                    });
                 }
-            };
-        }
-    });
+                let tick = if active {
+                    Duration::from_secs(3)
+                } else {
+                    Duration::from_secs(3600)
+                };
+                tokio::select! {
+                    _ = shutdown.draining() => return Ok(()),
+                    _ = wake.notified() => {}
+                    _ = cache.jobs.changed.notified() => {}
+                    _ = tokio::time::sleep(tick) => {}
+                }
+                // Coalesce a burst of job events into one round, and let the cache catch up
+                // with what the last round wrote.
+                tokio::time::sleep(c.args.arbitration_interval.max(Duration::from_millis(100)))
+                    .await;
+            }
+        });
 }

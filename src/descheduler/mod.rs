@@ -5,6 +5,7 @@
 //! PodMigrationJobs, which the migration controller carries out. `dryRun` logs the
 //! decisions and writes nothing.
 
+pub mod cache;
 pub mod config;
 pub mod framework;
 pub mod live;

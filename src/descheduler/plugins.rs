@@ -6,14 +6,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::framework::podview::PodView;
 use super::lownodeload::args::Namespaces;
 use super::lownodeload::pass::NodeInput;
-use crate::api::placement::{node_matches, tolerates};
+use crate::api::placement::tolerates;
 use crate::api::selector::label_selector_matches;
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -110,19 +111,23 @@ impl Upstream {
         self.name
     }
 
-    fn selected(&self, p: &Pod) -> bool {
-        let ns = p.metadata.namespace.as_deref().unwrap_or("");
-        let ns_ok = self.args.namespaces.as_ref().is_none_or(|f| f.allows(ns));
+    fn selected(&self, p: &PodView) -> bool {
+        let ns_ok = self
+            .args
+            .namespaces
+            .as_ref()
+            .is_none_or(|f| f.allows(&p.namespace));
         let sel_ok = self.args.label_selector.is_none()
-            || label_selector_matches(
-                self.args.label_selector.as_ref(),
-                p.metadata.labels.as_ref(),
-            );
+            || label_selector_matches(self.args.label_selector.as_ref(), p.labels_map().as_ref());
         ns_ok && sel_ok
     }
 
     /// (pod, node, reason) for every pod this plugin would evict.
-    pub fn candidates(&self, inputs: &[NodeInput], now_ms: i64) -> Vec<(Arc<Pod>, String, String)> {
+    pub fn candidates(
+        &self,
+        inputs: &[NodeInput],
+        now_ms: i64,
+    ) -> Vec<(Arc<PodView>, String, String)> {
         let mut out = Vec::new();
         for i in inputs {
             let node = i.node.metadata.name.clone().unwrap_or_default();
@@ -142,9 +147,8 @@ impl Upstream {
         out
     }
 
-    fn failed(&self, p: &Pod, now_ms: i64) -> Option<String> {
-        let st = p.status.as_ref()?;
-        if st.phase.as_deref() != Some("Failed") {
+    fn failed(&self, p: &PodView, now_ms: i64) -> Option<String> {
+        if p.phase.as_deref() != Some("Failed") {
             return None;
         }
         if let Some(min) = self.args.min_pod_lifetime_seconds
@@ -152,29 +156,18 @@ impl Upstream {
         {
             return None;
         }
-        let kinds = p
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .map(|o| o.kind.as_str());
+        let kinds = p.owners.iter().map(|o| o.kind.as_str());
         if kinds
             .clone()
             .any(|k| self.args.exclude_owner_kinds.iter().any(|x| x == k))
         {
             return None;
         }
-        let mut reasons: Vec<String> = st.reason.iter().cloned().collect();
+        let mut reasons: Vec<String> = p.reason.iter().cloned().collect();
         let init = self.args.including_init_containers.unwrap_or(false);
-        let statuses = st
-            .container_statuses
-            .iter()
-            .flatten()
-            .chain(st.init_container_statuses.iter().flatten().filter(|_| init));
-        for c in statuses {
-            let s = c.state.as_ref();
-            reasons.extend(s.and_then(|s| s.waiting.as_ref()?.reason.clone()));
-            reasons.extend(s.and_then(|s| s.terminated.as_ref()?.reason.clone()));
+        for c in p.containers.iter().filter(|c| init || !c.init) {
+            reasons.extend(c.waiting.clone());
+            reasons.extend(c.terminated.clone());
         }
         if !self.args.reasons.is_empty() && !reasons.iter().any(|r| self.args.reasons.contains(r)) {
             return None;
@@ -182,20 +175,19 @@ impl Upstream {
         Some(format!("pod failed ({})", reasons.join(", ")))
     }
 
-    fn too_old(&self, p: &Pod, now_ms: i64) -> Option<String> {
+    fn too_old(&self, p: &PodView, now_ms: i64) -> Option<String> {
         let max = self.args.max_pod_life_time_seconds? as i64;
         let age = age_s(p, now_ms);
         if age <= max {
             return None;
         }
         if !self.args.states.is_empty() {
-            let st = p.status.as_ref();
-            let phase = st.and_then(|s| s.phase.clone()).into_iter();
-            let waiting = st
-                .and_then(|s| s.container_statuses.clone())
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c.state?.waiting?.reason);
+            let phase = p.phase.clone().into_iter();
+            let waiting = p
+                .containers
+                .iter()
+                .filter(|c| !c.init)
+                .filter_map(|c| c.waiting.clone());
             if !phase.chain(waiting).any(|s| self.args.states.contains(&s)) {
                 return None;
             }
@@ -205,22 +197,20 @@ impl Upstream {
         ))
     }
 
-    fn restarts(&self, p: &Pod) -> Option<String> {
-        let st = p.status.as_ref()?;
+    fn restarts(&self, p: &PodView) -> Option<String> {
         let init = self.args.including_init_containers.unwrap_or(false);
-        let n: i32 = st
-            .container_statuses
+        let n: i32 = p
+            .containers
             .iter()
-            .flatten()
-            .chain(st.init_container_statuses.iter().flatten().filter(|_| init))
-            .map(|c| c.restart_count)
+            .filter(|c| init || !c.init)
+            .map(|c| c.restarts)
             .sum();
         let t = self.args.pod_restart_threshold?;
         (n >= t).then(|| format!("pod restarted {n} times, threshold {t}"))
     }
 
-    fn taints(&self, p: &Pod, node: &Node) -> Option<String> {
-        let tolerations = p.spec.as_ref()?.tolerations.clone().unwrap_or_default();
+    fn taints(&self, p: &PodView, node: &Node) -> Option<String> {
+        let tolerations = &p.tolerations;
         let prefer = self.args.include_prefer_no_schedule.unwrap_or(false);
         let excluded = |k: &str, v: Option<&str>| {
             self.args
@@ -238,7 +228,7 @@ impl Upstream {
             .flatten()
             .filter(|t| t.effect == "NoSchedule" || (prefer && t.effect == "PreferNoSchedule"))
             .filter(|t| !excluded(&t.key, t.value.as_deref()))
-            .find(|t| !tolerates(&tolerations, t))
+            .find(|t| !tolerates(tolerations, t))
             .map(|t| {
                 format!(
                     "pod does not tolerate taint {}={}:{} of its node",
@@ -249,17 +239,16 @@ impl Upstream {
             })
     }
 
-    fn affinity(&self, p: &Pod, node: &Node, inputs: &[NodeInput]) -> Option<String> {
+    fn affinity(&self, p: &PodView, node: &Node, inputs: &[NodeInput]) -> Option<String> {
         let required = "requiredDuringSchedulingIgnoredDuringExecution";
         if !self.args.node_affinity_type.is_empty()
             && !self.args.node_affinity_type.iter().any(|t| t == required)
         {
             return None;
         }
-        let spec = p.spec.as_ref()?;
         let fits = |n: &Node| {
             let labels: BTreeMap<String, String> = n.metadata.labels.clone().unwrap_or_default();
-            node_matches(spec, &labels, n.metadata.name.as_deref().unwrap_or(""))
+            p.fits_node(&labels, n.metadata.name.as_deref().unwrap_or(""))
         };
         if fits(node) || !inputs.iter().any(|i| fits(&i.node)) {
             return None;
@@ -268,11 +257,8 @@ impl Upstream {
     }
 }
 
-fn age_s(p: &Pod, now_ms: i64) -> i64 {
-    p.metadata
-        .creation_timestamp
-        .as_ref()
-        .map_or(0, |t| (now_ms - t.0.as_millisecond()) / 1000)
+fn age_s(p: &PodView, now_ms: i64) -> i64 {
+    p.created_ms.map_or(0, |t| (now_ms - t) / 1000)
 }
 
 #[cfg(test)]

@@ -8,18 +8,18 @@ fn node(name: &str, extra: Value) -> Arc<Node> {
     Arc::new(serde_json::from_value(v).unwrap())
 }
 
-fn pod(name: &str, extra: Value) -> Arc<Pod> {
+fn pod(name: &str, extra: Value) -> Arc<PodView> {
     let mut v = json!({"metadata": {"name": name, "namespace": "d", "creationTimestamp": "2026-01-01T00:00:00Z"},
         "spec": {"containers": []}, "status": {"phase": "Running"}});
     json_patch::merge(&mut v, &extra);
-    Arc::new(serde_json::from_value(v).unwrap())
+    Arc::new(PodView::json(v))
 }
 
 fn names(u: &Upstream, inputs: &[NodeInput]) -> Vec<String> {
     let now = 1_767_225_600_000 + 3_600_000; // an hour after creation
     u.candidates(inputs, now)
         .into_iter()
-        .map(|(p, _, _)| p.metadata.name.clone().unwrap())
+        .map(|(p, _, _)| p.name.clone())
         .collect()
 }
 

@@ -5,11 +5,10 @@
 
 use std::cmp::Ordering;
 
-use k8s_openapi::api::core::v1::Pod;
-
 use crate::api::extension::keys::{ANNOTATION_EVICTION_COST, ANNOTATION_POD_DELETION_COST};
-use crate::api::extension::priority::{PriorityClass, pod_priority_class};
-use crate::api::extension::qos::{KubeQoS, QoSClass, kube_qos, pod_qos_class};
+use crate::api::extension::priority::PriorityClass;
+use crate::api::extension::qos::{KubeQoS, QoSClass};
+use crate::descheduler::framework::podview::PodView;
 
 fn class_rank(c: PriorityClass) -> u8 {
     match c {
@@ -39,34 +38,24 @@ fn qos_rank(q: QoSClass) -> u8 {
     }
 }
 
-fn cost(pod: &Pod, key: &str) -> i64 {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
+fn cost(pod: &PodView, key: &str) -> i64 {
+    pod.annotation(key)
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
 }
 
-fn created(pod: &Pod) -> i64 {
-    pod.metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0.as_millisecond())
-        .unwrap_or(0)
+fn created(pod: &PodView) -> i64 {
+    pod.created_ms.unwrap_or(0)
 }
 
 /// `a` before `b` when `a` should be evicted first. `extra` is LowNodeLoad's score of each
 /// pod (higher goes first), when it has one.
-pub fn compare(a: &Pod, b: &Pod, extra: Option<(f64, f64)>) -> Ordering {
-    class_rank(pod_priority_class(a))
-        .cmp(&class_rank(pod_priority_class(b)))
-        .then_with(|| {
-            let p = |x: &Pod| x.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
-            p(a).cmp(&p(b))
-        })
-        .then_with(|| kube_rank(kube_qos(a)).cmp(&kube_rank(kube_qos(b))))
-        .then_with(|| qos_rank(pod_qos_class(a)).cmp(&qos_rank(pod_qos_class(b))))
+pub fn compare(a: &PodView, b: &PodView, extra: Option<(f64, f64)>) -> Ordering {
+    class_rank(a.priority_class)
+        .cmp(&class_rank(b.priority_class))
+        .then_with(|| a.priority.unwrap_or(0).cmp(&b.priority.unwrap_or(0)))
+        .then_with(|| kube_rank(a.kube_qos).cmp(&kube_rank(b.kube_qos)))
+        .then_with(|| qos_rank(a.qos).cmp(&qos_rank(b.qos)))
         .then_with(|| {
             cost(a, ANNOTATION_POD_DELETION_COST).cmp(&cost(b, ANNOTATION_POD_DELETION_COST))
         })
@@ -94,11 +83,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn pod(name: &str, v: serde_json::Value) -> Pod {
+    fn pod(name: &str, v: serde_json::Value) -> PodView {
         let mut p = json!({"metadata": {"name": name, "creationTimestamp": "2026-01-01T00:00:00Z"},
             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}});
         json_patch::merge(&mut p, &v);
-        serde_json::from_value(p).unwrap()
+        PodView::from(&serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(p).unwrap())
     }
 
     #[test]
@@ -119,10 +108,7 @@ mod tests {
             ),
         ];
         pods.sort_by(|a, b| compare(a, b, None));
-        let names: Vec<&str> = pods
-            .iter()
-            .map(|p| p.metadata.name.as_deref().unwrap())
-            .collect();
+        let names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(
             names,
             [

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::Snapshot;
 use crate::api::scheduling::migration::PodMigrationJob;
 use crate::descheduler::config;
+use crate::descheduler::framework::podview::PodView;
 use crate::descheduler::framework::world::World;
 use crate::descheduler::framework::{Plugins, Report};
 
@@ -29,7 +30,7 @@ pub fn world(snap: &Snapshot) -> Result<World, String> {
     }
     Ok(World::build(
         snap.nodes.clone(),
-        snap.pods.clone(),
+        snap.pods.iter().map(PodView::from),
         snap.node_metrics.clone(),
         &jobs,
         &snap.other,

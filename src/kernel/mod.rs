@@ -12,6 +12,7 @@ pub mod host;
 pub mod http;
 pub mod http_client;
 pub mod lease;
+pub mod memory;
 pub mod metrics;
 pub mod readiness;
 pub mod role;

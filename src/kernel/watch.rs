@@ -47,14 +47,22 @@ pub enum Decoded<K> {
 
 impl<'de, K: DeserializeOwned> serde::Deserialize<'de> for Decoded<K> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = Value::deserialize(d)?;
-        let meta = v.get("metadata").cloned().unwrap_or(Value::Null);
-        match serde_json::from_value::<K>(v) {
+        // The object's text, decoded straight into K: going through a `Value` tree first
+        // allocated several times the object's size for every event. (Watch events put
+        // `type` before `object`, as Kubernetes writes them, so serde does not buffer it.)
+        let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+        match serde_json::from_str::<K>(raw.get()) {
             Ok(k) => Ok(Decoded::Ok(k)),
-            Err(e) => Ok(Decoded::Bad {
-                meta: Box::new(serde_json::from_value(meta).unwrap_or_default()),
-                error: e.to_string(),
-            }),
+            Err(e) => {
+                let meta = serde_json::from_str::<Value>(raw.get())
+                    .ok()
+                    .and_then(|v| serde_json::from_value(v.get("metadata")?.clone()).ok())
+                    .unwrap_or_default();
+                Ok(Decoded::Bad {
+                    meta: Box::new(meta),
+                    error: e.to_string(),
+                })
+            }
         }
     }
 }

@@ -327,7 +327,8 @@ fn logged_decisions(logs: &str) -> Option<Value> {
         .lines()
         .rev()
         .find(|l| l.contains("dry run: nothing evicted"))?;
-    let rest = &line[line.find("{\"evictions\"")?..];
+    let at = line.find("decisions")?;
+    let rest = &line[at + line[at..].find('{')?..];
     let mut de = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
     de.next()?.ok()
 }

@@ -6,9 +6,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
-
-use super::world::{JobView, World, controller_uid, key};
+use super::podview::PodView;
+use super::world::{JobView, World};
 use super::{Eviction, Report, Skip};
 use crate::descheduler::config::{Limits, Profile};
 use crate::descheduler::migration::args::{FilterArgs, MigrationArgs, default_evictor, max_of};
@@ -106,11 +105,8 @@ pub struct Pass<'w> {
     total: u32,
 }
 
-fn node_of(p: &Pod) -> String {
-    p.spec
-        .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .unwrap_or_default()
+fn node_of(p: &PodView) -> String {
+    p.node_name.clone().unwrap_or_default()
 }
 
 impl<'w> Pass<'w> {
@@ -129,9 +125,9 @@ impl<'w> Pass<'w> {
         }
     }
 
-    fn skip(&mut self, pod: &Pod, reason: String) {
-        let k = key(pod);
-        if self.evictions.iter().any(|e| key(&e.pod) == k) {
+    fn skip(&mut self, pod: &PodView, reason: String) {
+        let k = pod.key();
+        if self.evictions.iter().any(|e| e.pod.key() == k) {
             return;
         }
         match self.skipped.iter_mut().find(|s| s.pod == k) {
@@ -145,7 +141,7 @@ impl<'w> Pass<'w> {
     }
 
     /// The AND of the profile's Filter plugins; a failing pod is remembered with why.
-    pub fn filter(&mut self, ev: &Evictor, pod: &Pod) -> bool {
+    pub fn filter(&mut self, ev: &Evictor, pod: &PodView) -> bool {
         for f in &ev.filters {
             let r = match f {
                 Filter::Migration(a) => migration_check(a, pod, self.world, &self.jobs),
@@ -159,9 +155,9 @@ impl<'w> Pass<'w> {
         true
     }
 
-    fn limited(&self, pod: &Pod) -> Option<String> {
+    fn limited(&self, pod: &PodView) -> Option<String> {
         let node = node_of(pod);
-        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let ns = pod.namespace.clone();
         let over = |max: Option<u32>, n: u32| max.is_some_and(|m| n + 1 > m);
         if over(
             self.limits.per_node,
@@ -194,7 +190,7 @@ impl<'w> Pass<'w> {
     pub fn evict(
         &mut self,
         ev: &Evictor,
-        pod: &Arc<Pod>,
+        pod: &Arc<PodView>,
         node: &str,
         plugin: &str,
         reason: &str,
@@ -221,21 +217,18 @@ impl<'w> Pass<'w> {
                 return false;
             }
             self.jobs.push(JobView {
-                namespace: pod.metadata.namespace.clone().unwrap_or_default(),
-                pod: pod.metadata.name.clone().unwrap_or_default(),
-                pod_uid: pod.metadata.uid.clone(),
+                namespace: pod.namespace.clone(),
+                pod: pod.name.clone(),
+                pod_uid: pod.uid.clone(),
                 node: Some(node_of(pod)),
-                owner_uid: controller_uid(pod),
+                owner_uid: pod.controller_uid(),
                 arbitrated: false,
             });
         }
         *self.per_node.entry(node_of(pod)).or_default() += 1;
-        *self
-            .per_ns
-            .entry(pod.metadata.namespace.clone().unwrap_or_default())
-            .or_default() += 1;
+        *self.per_ns.entry(pod.namespace.clone()).or_default() += 1;
         self.total += 1;
-        let k = key(pod);
+        let k = pod.key();
         self.skipped.retain(|s| s.pod != k);
         self.evictions.push(Eviction {
             pod: pod.clone(),
@@ -248,18 +241,16 @@ impl<'w> Pass<'w> {
     }
 
     /// Whether the pod's workload may start one more migration now (taking a token).
-    fn object_limit(&self, ev: &Evictor, a: &MigrationArgs, pod: &Pod) -> bool {
+    fn object_limit(&self, ev: &Evictor, a: &MigrationArgs, pod: &PodView) -> bool {
         let (Some(owner), Some((duration, max, burst))) =
-            (controller_uid(pod), a.object_limiters.get("workload"))
+            (pod.controller_uid(), a.object_limiters.get("workload"))
         else {
             return true;
         };
         if duration.is_zero()
             || pod
-                .metadata
-                .annotations
-                .as_ref()
-                .is_some_and(|x| x.contains_key("descheduler.alpha.kubernetes.io/evict"))
+                .annotation("descheduler.alpha.kubernetes.io/evict")
+                .is_some()
         {
             return true;
         }

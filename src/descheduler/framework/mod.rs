@@ -4,13 +4,16 @@
 //! PodMigrationJobs (or evicts), `koord explain deschedule` prints the decisions.
 
 pub mod evictor;
+pub mod podview;
 mod report;
 pub mod world;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
+
+use self::podview::PodView;
 use serde_json::Value;
 
 use self::evictor::{Evictor, Pass};
@@ -24,7 +27,7 @@ use crate::api::selector::Selector;
 /// One migration the pass starts (or, in dry run, would start).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Eviction {
-    pub pod: Arc<Pod>,
+    pub pod: Arc<PodView>,
     pub node: String,
     pub plugin: String,
     pub reason: String,
@@ -154,9 +157,9 @@ impl Plugins {
             ));
             return report;
         }
-        let mut by_node: HashMap<&str, Vec<Arc<Pod>>> = HashMap::new();
+        let mut by_node: HashMap<&str, Vec<Arc<PodView>>> = HashMap::new();
         for p in &world.pods {
-            if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            if let Some(n) = p.node_name.as_deref() {
                 by_node.entry(n).or_default().push(p.clone());
             }
         }
@@ -222,10 +225,10 @@ fn run_plugin(
     match plugin {
         Plugin::LowNodeLoad(lnl) => {
             let args = lnl.args.clone();
-            let own = |p: &Pod| lnl_filter(&args, p);
+            let own = |p: &PodView| lnl_filter(&args, p);
             let dry = lnl.args.dry_run;
             let cell = std::cell::RefCell::new(&mut *pass);
-            let filter = |p: &Pod| {
+            let filter = |p: &PodView| {
                 if !own(p) {
                     return false;
                 }
@@ -256,13 +259,12 @@ fn run_plugin(
 }
 
 /// LowNodeLoad's own pod filter: evictableNamespaces and podSelectors.
-fn lnl_filter(a: &LnlArgs, p: &Pod) -> bool {
-    let ns = p.metadata.namespace.as_deref().unwrap_or("");
-    let ns_ok = a.namespaces.allows(ns);
+fn lnl_filter(a: &LnlArgs, p: &PodView) -> bool {
+    let ns_ok = a.namespaces.allows(&p.namespace);
     let sel_ok = a.pod_selectors.is_empty()
         || a.pod_selectors.iter().any(|s| {
             s.selector.as_ref().is_none_or(|ls| {
-                crate::api::selector::label_selector_matches(Some(ls), p.metadata.labels.as_ref())
+                crate::api::selector::label_selector_matches(Some(ls), p.labels_map().as_ref())
             })
         });
     ns_ok && sel_ok

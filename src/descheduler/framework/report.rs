@@ -1,55 +1,116 @@
 //! A pass's decisions as `koord explain deschedule` prints them (and the live dry run logs).
 
-use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
 
 use super::Report;
-use super::world::key;
+
+// The report's JSON, serialized straight from the report: the dry run logs it every pass,
+// and a `Value` tree of 1,000 nodes cost several MiB per pass.
+#[derive(Serialize)]
+struct Out<'a> {
+    nodes: Vec<NodeOut<'a>>,
+    evictions: Vec<EvictionOut<'a>>,
+    skipped: Vec<SkipOut<'a>>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    errors: &'a [String],
+}
+
+#[derive(Serialize)]
+struct Thresholds<'a> {
+    low: &'a BTreeMap<String, f64>,
+    high: &'a BTreeMap<String, f64>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeOut<'a> {
+    node: &'a str,
+    class: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prod_class: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<&'a BTreeMap<String, f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thresholds: Option<Thresholds<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    abnormal: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct EvictionOut<'a> {
+    pod: String,
+    node: &'a str,
+    plugin: &'a str,
+    reason: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct SkipOut<'a> {
+    pod: &'a str,
+    node: &'a str,
+    reason: &'a str,
+}
 
 impl Report {
-    pub fn to_json(&self) -> Value {
-        let nodes: Vec<Value> = self
-            .nodes
-            .iter()
-            .map(|n| {
-                let mut o = Map::new();
-                o.insert("node".into(), json!(n.node));
-                o.insert("class".into(), json!(n.class));
-                if let Some(p) = n.prod_class {
-                    o.insert("prodClass".into(), json!(p));
-                }
-                if let Some(r) = &n.reason {
-                    o.insert("reason".into(), json!(r));
-                } else {
-                    o.insert("usage".into(), json!(n.usage));
-                    o.insert("thresholds".into(), json!({"low": n.low, "high": n.high}));
-                }
-                if let Some(a) = n.abnormal {
-                    o.insert("abnormal".into(), json!(a));
-                }
-                Value::Object(o)
-            })
-            .collect();
-        let evictions: Vec<Value> = self
-            .evictions
-            .iter()
-            .map(|e| {
-                let mut v = json!({"pod": key(&e.pod), "node": e.node, "plugin": e.plugin, "reason": e.reason});
-                if let Some(m) = &e.mode {
-                    v["mode"] = json!(m);
-                }
-                v
-            })
-            .collect();
-        let skipped: Vec<Value> = self
-            .skipped
-            .iter()
-            .map(|s| json!({"pod": s.pod, "node": s.node, "reason": s.reason}))
-            .collect();
-        let mut out = json!({"nodes": nodes, "evictions": evictions, "skipped": skipped});
-        if !self.errors.is_empty() {
-            out["errors"] = json!(self.errors);
+    fn out(&self) -> Out<'_> {
+        Out {
+            nodes: self
+                .nodes
+                .iter()
+                .map(|n| {
+                    let measured = n.reason.is_none();
+                    NodeOut {
+                        node: &n.node,
+                        class: n.class,
+                        prod_class: n.prod_class,
+                        reason: n.reason.as_deref(),
+                        usage: measured.then_some(&n.usage),
+                        thresholds: measured.then_some(Thresholds {
+                            low: &n.low,
+                            high: &n.high,
+                        }),
+                        abnormal: n.abnormal,
+                    }
+                })
+                .collect(),
+            evictions: self
+                .evictions
+                .iter()
+                .map(|e| EvictionOut {
+                    pod: e.pod.key(),
+                    node: &e.node,
+                    plugin: &e.plugin,
+                    reason: &e.reason,
+                    mode: e.mode.as_deref(),
+                })
+                .collect(),
+            skipped: self
+                .skipped
+                .iter()
+                .map(|s| SkipOut {
+                    pod: &s.pod,
+                    node: &s.node,
+                    reason: &s.reason,
+                })
+                .collect(),
+            errors: &self.errors,
         }
-        out
+    }
+
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.out()).unwrap_or(Value::Null)
+    }
+
+    /// [`Report::to_json`] as one line of text, without building the tree.
+    pub fn to_json_line(&self) -> String {
+        serde_json::to_string(&self.out()).unwrap_or_default()
     }
 
     /// One line per node, eviction and skip.
@@ -77,7 +138,7 @@ impl Report {
         for e in &self.evictions {
             out += &format!(
                 "evict {} from {} by {}{}: {}\n",
-                key(&e.pod),
+                e.pod.key(),
                 e.node,
                 e.plugin,
                 e.mode

@@ -5,7 +5,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
+
+use super::podview::PodView;
+use crate::descheduler::lownodeload::metric::MetricView;
 use serde_json::Value;
 
 use crate::api::scheduling::migration::PodMigrationJob;
@@ -34,42 +37,15 @@ pub struct JobView {
 #[derive(Debug, Default, Clone)]
 pub struct World {
     pub nodes: Vec<Arc<Node>>,
-    pub pods: Vec<Arc<Pod>>,
-    pub metrics: HashMap<String, Arc<NodeMetric>>,
+    pub pods: Vec<Arc<PodView>>,
+    pub metrics: HashMap<String, Arc<MetricView>>,
     pub jobs: Vec<JobView>,
     /// Controller UID → expected replicas.
     pub replicas: HashMap<String, i32>,
     /// PriorityClass name → value.
     pub priority_classes: HashMap<String, i32>,
-    /// Controller UID → its pods (`ns/name`, ready).
-    pub by_owner: HashMap<String, Vec<(String, bool)>>,
-}
-
-/// Ready and not terminating.
-pub fn ready(p: &Pod) -> bool {
-    p.metadata.deletion_timestamp.is_none()
-        && p.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-pub fn key(p: &Pod) -> String {
-    format!(
-        "{}/{}",
-        p.metadata.namespace.as_deref().unwrap_or(""),
-        p.metadata.name.as_deref().unwrap_or("")
-    )
-}
-
-/// The UID of the pod's controller (ownerReference with `controller: true`).
-pub fn controller_uid(p: &Pod) -> Option<String> {
-    p.metadata
-        .owner_references
-        .as_ref()?
-        .iter()
-        .find(|o| o.controller == Some(true))
-        .map(|o| o.uid.clone())
+    /// Controller UID → its pods.
+    pub by_owner: HashMap<String, Vec<Arc<PodView>>>,
 }
 
 impl World {
@@ -77,7 +53,7 @@ impl World {
     /// Deployment, ReplicationController, Job) and PriorityClasses; other kinds are ignored.
     pub fn build(
         nodes: Vec<Node>,
-        pods: Vec<Pod>,
+        pods: impl IntoIterator<Item = PodView>,
         metrics: Vec<NodeMetric>,
         jobs: &[PodMigrationJob],
         others: &[Value],
@@ -87,7 +63,10 @@ impl World {
             pods: pods.into_iter().map(Arc::new).collect(),
             metrics: metrics
                 .into_iter()
-                .map(|m| (m.metadata.name.clone().unwrap_or_default(), Arc::new(m)))
+                .map(|m| {
+                    let name = m.metadata.name.clone().unwrap_or_default();
+                    (name, Arc::new(MetricView::from(&m)))
+                })
                 .collect(),
             ..Default::default()
         };
@@ -109,8 +88,8 @@ impl World {
     pub fn index_owners(&mut self) {
         self.by_owner.clear();
         for p in &self.pods {
-            if let Some(o) = controller_uid(p) {
-                self.by_owner.entry(o).or_default().push((key(p), ready(p)));
+            if let Some(o) = p.controller_uid() {
+                self.by_owner.entry(o).or_default().push(p.clone());
             }
         }
     }
@@ -140,14 +119,21 @@ impl World {
 
     /// Adds the active jobs, finding each one's pod for its node and owner.
     pub fn add_jobs(&mut self, jobs: &[PodMigrationJob]) {
-        let by_key: HashMap<String, &Arc<Pod>> = self.pods.iter().map(|p| (key(p), p)).collect();
+        if !jobs.iter().any(job_active) {
+            return;
+        }
+        let by_key: HashMap<(&str, &str), &Arc<PodView>> = self
+            .pods
+            .iter()
+            .map(|p| ((p.namespace.as_str(), p.name.as_str()), p))
+            .collect();
         for j in jobs.iter().filter(|j| job_active(j)) {
             let Some(r) = j.spec.pod_ref.as_ref() else {
                 continue;
             };
-            let ns = r.namespace.clone().unwrap_or_default();
-            let name = r.name.clone().unwrap_or_default();
-            let pod = by_key.get(&format!("{ns}/{name}"));
+            let ns = r.namespace.as_deref().unwrap_or("");
+            let name = r.name.as_deref().unwrap_or("");
+            let pod = by_key.get(&(ns, name));
             let arbitrated = j
                 .metadata
                 .annotations
@@ -155,11 +141,11 @@ impl World {
                 .and_then(|a| a.get(crate::descheduler::migration::PASSED_ARBITRATION))
                 .is_some_and(|v| v == "true");
             self.jobs.push(JobView {
-                namespace: ns,
-                pod: name,
+                namespace: ns.to_string(),
+                pod: name.to_string(),
                 pod_uid: r.uid.clone(),
-                node: pod.and_then(|p| p.spec.as_ref()?.node_name.clone()),
-                owner_uid: pod.and_then(|p| controller_uid(p)),
+                node: pod.and_then(|p| p.node_name.clone()),
+                owner_uid: pod.and_then(|p| p.controller_uid()),
                 arbitrated,
             });
         }

@@ -4,17 +4,18 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 
 use super::classify::NodeLoad;
-use crate::api::placement::{node_matches, tolerates};
+use crate::api::placement::tolerates;
 use crate::api::pod::Amounts;
+use crate::descheduler::framework::podview::PodView;
 use crate::descheduler::sorter::{compare, usage_score};
 
 /// A pod on a source node with its measured usage and its requests.
 #[derive(Debug, Clone)]
 pub struct Candidate {
-    pub pod: Arc<Pod>,
+    pub pod: Arc<PodView>,
     pub usage: Amounts,
     pub requests: Amounts,
 }
@@ -77,9 +78,6 @@ pub fn reason(n: &NodeLoad) -> String {
 /// Whether `c` could run on `t` (NodeFit): selector, affinity, taints, schedulable,
 /// requests, and usage staying under the target's high threshold.
 fn fits(c: &Candidate, t: &Target, resources: &[String]) -> bool {
-    let Some(spec) = c.pod.spec.as_ref() else {
-        return false;
-    };
     let node = &t.node;
     static NONE: std::sync::LazyLock<std::collections::BTreeMap<String, String>> =
         std::sync::LazyLock::new(Default::default);
@@ -87,7 +85,7 @@ fn fits(c: &Candidate, t: &Target, resources: &[String]) -> bool {
     let name = node.metadata.name.as_deref().unwrap_or("");
     let nspec = node.spec.as_ref();
     let unschedulable = nspec.and_then(|s| s.unschedulable).unwrap_or(false);
-    let tolerations = spec.tolerations.as_deref().unwrap_or(&[]);
+    let tolerations = &c.pod.tolerations;
     let taints_ok = nspec
         .and_then(|s| s.taints.as_ref())
         .into_iter()
@@ -101,7 +99,7 @@ fn fits(c: &Candidate, t: &Target, resources: &[String]) -> bool {
     let usage_ok = resources
         .iter()
         .all(|r| get(&t.load.usage, r) + get(&c.usage, r) <= get(&t.load.high, r));
-    !unschedulable && taints_ok && node_matches(spec, labels, name) && requests_ok && usage_ok
+    !unschedulable && taints_ok && c.pod.fits_node(labels, name) && requests_ok && usage_ok
 }
 
 /// The node-level pass over `sources` (sorted hottest first). `filter` is the evictor's
@@ -112,7 +110,7 @@ pub fn balance(
     targets: &mut [Target],
     resources: &[String],
     node_fit: bool,
-    filter: &dyn Fn(&Pod) -> bool,
+    filter: &dyn Fn(&PodView) -> bool,
     evict: &mut dyn FnMut(&Candidate, &NodeLoad, &str) -> bool,
 ) -> Vec<Decision> {
     let mut budget = room(targets.iter().map(|t| &t.load), resources);
@@ -145,7 +143,7 @@ pub fn balance_with(
     targets: &mut [Target],
     resources: &[String],
     node_fit: bool,
-    filter: &dyn Fn(&Pod) -> bool,
+    filter: &dyn Fn(&PodView) -> bool,
     evict: &mut dyn FnMut(&Candidate, &NodeLoad, &str) -> bool,
     budget: &mut Amounts,
 ) -> Vec<Decision> {
@@ -195,11 +193,7 @@ pub fn balance_with(
                 *budget.entry(r.clone()).or_default() -= u;
                 *node.usage.entry(r.clone()).or_default() -= u;
             }
-            let key = format!(
-                "{}/{}",
-                c.pod.metadata.namespace.as_deref().unwrap_or(""),
-                c.pod.metadata.name.as_deref().unwrap_or("")
-            );
+            let key = format!("{}/{}", c.pod.namespace, c.pod.name);
             out.push(Decision {
                 pod: key,
                 node: node.name.clone(),

@@ -26,7 +26,7 @@ fn candidate(name: &str, cpu: i64, extra: serde_json::Value) -> Candidate {
         "spec": {"priority": 5500, "containers": [{"name": "c"}]}});
     json_patch::merge(&mut p, &extra);
     Candidate {
-        pod: Arc::new(serde_json::from_value(p).unwrap()),
+        pod: Arc::new(PodView::json(p)),
         usage: amounts(cpu),
         requests: amounts(cpu),
     }
@@ -42,12 +42,8 @@ fn target(name: &str, used: i64, node: serde_json::Value) -> Target {
     }
 }
 
-fn daemonset(p: &Pod) -> bool {
-    !p.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet")
+fn daemonset(p: &PodView) -> bool {
+    !p.owners.iter().any(|o| o.kind == "DaemonSet")
 }
 
 #[test]
@@ -77,7 +73,7 @@ fn evicts_the_best_fitting_pods_until_the_node_cools() {
         true,
         &daemonset,
         &mut |c, _, _| {
-            calls.push(c.pod.metadata.name.clone().unwrap());
+            calls.push(c.pod.name.clone());
             true
         },
     );

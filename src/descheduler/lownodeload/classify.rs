@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Node;
 
 use super::args::{Pool, Thresholds};
+use super::metric::MetricView;
 use crate::api::extension::keys::ANNOTATION_NODE_RAW_ALLOCATABLE;
 use crate::api::pod::{Amounts, amount, amounts};
-use crate::api::slo::NodeMetric;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
@@ -39,43 +39,32 @@ pub struct NodeLoad {
 
 /// Why a node is left out of the pass.
 pub fn usage_of(
-    metric: Option<&NodeMetric>,
+    metric: Option<&MetricView>,
     now_ms: i64,
     expiration_ms: i64,
 ) -> Result<(Amounts, Amounts), String> {
-    let status = metric
-        .and_then(|m| m.status.as_ref())
-        .ok_or("no NodeMetric")?;
-    let info = status
-        .node_metric
-        .as_ref()
-        .ok_or("NodeMetric has no nodeMetric")?;
-    let updated = status
-        .update_time
-        .as_ref()
-        .ok_or("NodeMetric has no updateTime")?
-        .0
-        .as_millisecond();
+    let m = metric.filter(|m| m.status).ok_or("no NodeMetric")?;
+    if !m.node_metric {
+        return Err("NodeMetric has no nodeMetric".into());
+    }
+    let updated = m.updated_ms.ok_or("NodeMetric has no updateTime")?;
     if now_ms - updated > expiration_ms {
         return Err(format!(
             "NodeMetric expired ({} s old)",
             (now_ms - updated) / 1000
         ));
     }
-    let list = |m: &crate::api::slo::ResourceMap| amounts(m.resources.as_ref());
-    let mut usage = list(&info.system_usage);
+    let mut usage = m.system();
     let mut prod = Amounts::new();
-    let pods = status.pods_metric.as_deref().unwrap_or(&[]);
-    for p in pods {
-        let u = list(&p.pod_usage);
-        for (k, v) in &u {
+    for p in &m.pods {
+        for (k, v) in p.usage() {
             *usage.entry(k.clone()).or_default() += v;
-            if p.priority.as_deref() == Some("koord-prod") {
-                *prod.entry(k.clone()).or_default() += v;
+            if p.prod {
+                *prod.entry(k).or_default() += v;
             }
         }
     }
-    usage.insert("pods".into(), pods.len() as i64);
+    usage.insert("pods".into(), m.pods.len() as i64);
     Ok((usage, prod))
 }
 

@@ -7,14 +7,15 @@ fn args(v: serde_json::Value) -> Result<Args, String> {
     Args::new(serde_json::from_value::<RawArgs>(v).map_err(|e| e.to_string())?)
 }
 
-fn metric(age_s: i64, now_ms: i64, sys_cpu: &str, pods: serde_json::Value) -> NodeMetric {
+fn metric(age_s: i64, now_ms: i64, sys_cpu: &str, pods: serde_json::Value) -> MetricView {
     let t = k8s_openapi::jiff::Timestamp::from_millisecond(now_ms - age_s * 1000)
         .unwrap()
         .to_string();
-    serde_json::from_value(json!({"metadata": {"name": "n"}, "spec": {}, "status": {"updateTime": t,
+    let m: crate::api::slo::NodeMetric = serde_json::from_value(json!({"metadata": {"name": "n"}, "spec": {}, "status": {"updateTime": t,
         "nodeMetric": {"nodeUsage": {"resources": {}}, "systemUsage": {"resources": {"cpu": sys_cpu, "memory": "1Gi"}}},
         "podsMetric": pods}}))
-    .unwrap()
+    .unwrap();
+    MetricView::from(&m)
 }
 
 #[test]

@@ -6,4 +6,5 @@ pub mod anomaly;
 pub mod args;
 pub mod balance;
 pub mod classify;
+pub mod metric;
 pub mod pass;

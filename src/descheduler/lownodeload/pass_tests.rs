@@ -9,15 +9,14 @@ fn node(name: &str) -> Arc<Node> {
     Arc::new(serde_json::from_value(json!({"metadata": {"name": name}, "status": {"allocatable": {"cpu": "10", "memory": "10Gi"}}})).unwrap())
 }
 
-fn pod(name: &str, node: &str) -> Arc<Pod> {
-    Arc::new(
-        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "d", "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}))
-        .unwrap(),
-    )
+fn pod(name: &str, node: &str) -> Arc<PodView> {
+    Arc::new(PodView::json(
+        json!({"metadata": {"name": name, "namespace": "d", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}),
+    ))
 }
 
-fn metric(node: &str, age_s: i64, pods: &[(&str, &str)]) -> Arc<NodeMetric> {
+fn metric(node: &str, age_s: i64, pods: &[(&str, &str)]) -> Arc<MetricView> {
     let t = k8s_openapi::jiff::Timestamp::from_millisecond(NOW - age_s * 1000)
         .unwrap()
         .to_string();
@@ -25,12 +24,16 @@ fn metric(node: &str, age_s: i64, pods: &[(&str, &str)]) -> Arc<NodeMetric> {
         .iter()
         .map(|(n, cpu)| json!({"namespace": "d", "name": n, "priority": "koord-batch", "podUsage": {"resources": {"cpu": cpu, "memory": "100Mi"}}}))
         .collect();
-    Arc::new(
-        serde_json::from_value(json!({"metadata": {"name": node}, "spec": {}, "status": {"updateTime": t,
-            "nodeMetric": {"nodeUsage": {"resources": {}}, "systemUsage": {"resources": {"cpu": "500m", "memory": "1Gi"}}},
-            "podsMetric": pm}}))
-        .unwrap(),
+    view(
+        json!({"metadata": {"name": node}, "spec": {}, "status": {"updateTime": t,
+        "nodeMetric": {"nodeUsage": {"resources": {}}, "systemUsage": {"resources": {"cpu": "500m", "memory": "1Gi"}}},
+        "podsMetric": pm}}),
     )
+}
+
+fn view(v: serde_json::Value) -> Arc<MetricView> {
+    let m: crate::api::slo::NodeMetric = serde_json::from_value(v).unwrap();
+    Arc::new(MetricView::from(&m))
 }
 
 fn cluster(hot_age_s: i64) -> Vec<NodeInput> {
@@ -66,7 +69,7 @@ fn a_hot_node_is_relieved_after_consecutive_abnormal_passes() {
     let mut evicted = Vec::new();
     for pass in 0..6 {
         let out = p.balance(&inputs, NOW + pass, &|_| true, &mut |c, _, _| {
-            evicted.push(c.pod.metadata.name.clone().unwrap());
+            evicted.push(c.pod.name.clone());
             true
         });
         assert!(out.skipped.is_empty());
@@ -116,18 +119,16 @@ fn prod_pods_leave_a_node_whose_prod_usage_is_over_its_prod_threshold() {
         .unwrap()
         .to_string();
     let usage = |n: &str, class: &str, cpu: &str| json!({"namespace": "d", "name": n, "priority": class, "podUsage": {"resources": {"cpu": cpu, "memory": "100Mi"}}});
-    let prodhot: Arc<NodeMetric> = Arc::new(
-        serde_json::from_value(json!({"metadata": {"name": "prodhot"}, "spec": {}, "status": {"updateTime": t,
+    let prodhot = view(
+        json!({"metadata": {"name": "prodhot"}, "spec": {}, "status": {"updateTime": t,
             "nodeMetric": {"nodeUsage": {"resources": {}}, "systemUsage": {"resources": {"cpu": "500m", "memory": "1Gi"}}},
-            "podsMetric": [usage("p1", "koord-prod", "3"), usage("p2", "koord-prod", "2500m"), usage("b", "koord-batch", "1")]}}))
-        .unwrap(),
+            "podsMetric": [usage("p1", "koord-prod", "3"), usage("p2", "koord-prod", "2500m"), usage("b", "koord-batch", "1")]}}),
     );
     let prod_pod = |name: &str| {
-        Arc::new(
-            serde_json::from_value::<Pod>(json!({"metadata": {"name": name, "namespace": "d", "creationTimestamp": "2026-01-01T00:00:00Z"},
-                "spec": {"nodeName": "prodhot", "priority": 9500, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}))
-            .unwrap(),
-        )
+        Arc::new(PodView::json(
+            json!({"metadata": {"name": name, "namespace": "d", "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {"nodeName": "prodhot", "priority": 9500, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}),
+        ))
     };
     let inputs = vec![
         NodeInput {

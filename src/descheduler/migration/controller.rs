@@ -3,12 +3,11 @@
 //! honoured), a delete, or the soft-eviction annotation, at most `evictQPS` (burst
 //! `evictBurst`).
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::args::MigrationArgs;
@@ -18,7 +17,8 @@ use super::{ANNOTATION_JOB_CREATED_BY, LABEL_EVICT_POLICY, PASSED_ARBITRATION};
 use crate::api::extension::keys::{ANNOTATION_RESERVATION_ALLOCATED, ANNOTATION_SOFT_EVICTION};
 use crate::api::scheduling::migration::PodMigrationJob;
 use crate::api::scheduling::reservation::Reservation;
-use crate::descheduler::framework::world::{World, job_active, key};
+use crate::descheduler::framework::podview::PodView;
+use crate::descheduler::framework::world::{World, job_active};
 
 pub struct Controller {
     client: kube::Client,
@@ -76,7 +76,6 @@ impl Controller {
         world: &World,
         jobs: &[PodMigrationJob],
     ) -> Result<bool, kube::Error> {
-        let pods: HashMap<String, &Pod> = world.pods.iter().map(|p| (key(p), p.as_ref())).collect();
         let reservations: Api<Reservation> = Api::all(self.client.clone());
         let mut active = false;
         for job in jobs.iter().filter(|j| job_active(j)) {
@@ -92,13 +91,19 @@ impl Controller {
                 continue;
             }
             active = true;
+            // The world keeps slim pod views; the job's own pod is read whole (its spec
+            // becomes the Reservation's template).
             let r = job.spec.pod_ref.clone().unwrap_or_default();
-            let pk = format!(
-                "{}/{}",
-                r.namespace.unwrap_or_default(),
-                r.name.unwrap_or_default()
-            );
-            let pod = pods.get(&pk).copied();
+            let pod = match r.name.as_deref() {
+                Some(n) => {
+                    let ns = r.namespace.unwrap_or_default();
+                    Api::<Pod>::namespaced(self.client.clone(), &ns)
+                        .get_opt(n)
+                        .await?
+                }
+                None => None,
+            };
+            let pod = pod.as_ref();
             if !self.arbitrated(job, pod, world, jobs).await? {
                 continue;
             }
@@ -113,10 +118,7 @@ impl Controller {
             };
             let bound = res_name.as_deref().and_then(|n| {
                 world.pods.iter().find(|p| {
-                    p.metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(ANNOTATION_RESERVATION_ALLOCATED))
+                    p.annotation(ANNOTATION_RESERVATION_ALLOCATED)
                         .is_some_and(|v| v.contains(&format!("\"{n}\"")))
                 })
             });
@@ -159,6 +161,7 @@ impl Controller {
         let Some(pod) = pod else {
             return Ok(true); // step() fails it with MissingPod
         };
+        let pod = &PodView::from(pod);
         let skip = |g: &str| self.args.skipped(g);
         if let Err(why) = check(&self.args.filter, &skip, pod, world) {
             self.finish(job, "Failed", "ForbiddenMigratePod", &why)
@@ -418,10 +421,5 @@ impl Controller {
             }
             other => other,
         }
-    }
-
-    /// Lists the jobs.
-    pub async fn list(&self) -> Result<Vec<PodMigrationJob>, kube::Error> {
-        Ok(self.jobs().list(&ListParams::default()).await?.items)
     }
 }

@@ -1,36 +1,14 @@
 //! Which pods may be migrated: the evictor's non-retryable checks (upstream DefaultEvictor's
 //! wording) and MigrationController's retryable limits on jobs in flight.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::Pod;
-
 use super::args::{FilterArgs, MigrationArgs, max_of};
 use crate::api::extension::keys::ANNOTATION_EVICTION_COST;
 use crate::api::selector::label_selector_matches;
-use crate::descheduler::framework::world::{JobView, World, controller_uid};
+use crate::descheduler::framework::podview::PodView;
+use crate::descheduler::framework::world::{JobView, World};
 
 const SYSTEM_CRITICAL: i32 = 2_000_000_000;
 const EVICT_ANNOTATION: &str = "descheduler.alpha.kubernetes.io/evict";
-
-fn annotations(p: &Pod) -> Option<&BTreeMap<String, String>> {
-    p.metadata.annotations.as_ref()
-}
-
-fn owned_by_daemonset(p: &Pod) -> bool {
-    p.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet")
-}
-
-fn has(p: &Pod, pred: impl Fn(&k8s_openapi::api::core::v1::Volume) -> bool) -> bool {
-    p.spec
-        .as_ref()
-        .and_then(|s| s.volumes.as_ref())
-        .is_some_and(|v| v.iter().any(pred))
-}
 
 fn threshold(f: &FilterArgs, world: &World) -> Option<i32> {
     let t = f.priority_threshold.as_ref()?;
@@ -42,39 +20,32 @@ fn threshold(f: &FilterArgs, world: &World) -> Option<i32> {
 pub fn check(
     f: &FilterArgs,
     skip: &dyn Fn(&str) -> bool,
-    pod: &Pod,
+    pod: &PodView,
     world: &World,
 ) -> Result<(), String> {
-    let ann = annotations(pod);
-    let forced = ann.is_some_and(|a| a.contains_key(EVICT_ANNOTATION));
-    if ann.is_some_and(|a| a.contains_key("kubernetes.io/config.mirror")) {
+    let ann = |k: &str| pod.annotation(k);
+    let forced = ann(EVICT_ANNOTATION).is_some();
+    if ann("kubernetes.io/config.mirror").is_some() {
         return Err("pod is a mirror pod".into());
     }
     if !forced {
-        if owned_by_daemonset(pod) {
+        if pod.owners.iter().any(|o| o.kind == "DaemonSet") {
             return Err("pod is a DaemonSet pod".into());
         }
-        if ann
-            .and_then(|a| a.get("kubernetes.io/config.source"))
-            .is_some_and(|s| s != "api")
-        {
+        if ann("kubernetes.io/config.source").is_some_and(|s| s != "api") {
             return Err("pod is a static pod".into());
         }
-        if pod.metadata.deletion_timestamp.is_some() {
+        if pod.deleting {
             return Err("pod is terminating".into());
         }
-        let bare = pod
-            .metadata
-            .owner_references
-            .as_ref()
-            .is_none_or(|o| o.is_empty());
-        let failed = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed");
+        let bare = pod.owners.is_empty();
+        let failed = pod.phase.as_deref() == Some("Failed");
         let bare_ok =
             skip("BarePods") || f.evict_all_bare_pods || (f.evict_failed_bare_pods && failed);
         if bare && !bare_ok {
             return Err("pod does not have any ownerRefs".into());
         }
-        let priority = pod.spec.as_ref().and_then(|s| s.priority);
+        let priority = pod.priority;
         if !f.evict_system_critical_pods && !skip("SystemCritical") {
             if priority.is_some_and(|p| p >= SYSTEM_CRITICAL) {
                 return Err("pod has system critical priority".into());
@@ -88,56 +59,44 @@ pub fn check(
                 );
             }
         }
-        if !f.evict_local_storage_pods
-            && !skip("LocalStorage")
-            && has(pod, |v| v.empty_dir.is_some() || v.host_path.is_some())
-        {
+        if !f.evict_local_storage_pods && !skip("LocalStorage") && pod.local_storage {
             return Err(
                 "pod has local storage and descheduler is not configured with evictLocalStoragePods"
                     .into(),
             );
         }
-        if f.ignore_pvc_pods && !skip("PVC") && has(pod, |v| v.persistent_volume_claim.is_some()) {
+        if f.ignore_pvc_pods && !skip("PVC") && pod.pvc {
             return Err("pod has a PVC and descheduler is configured to ignore PVC pods".into());
         }
     }
     if f.label_selector.is_some()
         && !skip("LabelSelector")
-        && !label_selector_matches(f.label_selector.as_ref(), pod.metadata.labels.as_ref())
+        && !label_selector_matches(f.label_selector.as_ref(), pod.labels_map().as_ref())
     {
         return Err(
             "pod labels do not match the labelSelector filter in the policy parameter".into(),
         );
     }
-    if !skip("Namespaces")
-        && !f
-            .namespaces
-            .allows(pod.metadata.namespace.as_deref().unwrap_or(""))
-    {
+    if !skip("Namespaces") && !f.namespaces.allows(&pod.namespace) {
         return Err("pod's namespace is not evictable".into());
     }
-    if ann
-        .and_then(|a| a.get(ANNOTATION_EVICTION_COST))
-        .and_then(|v| v.parse::<i64>().ok())
-        == Some(i32::MAX as i64)
-    {
+    if ann(ANNOTATION_EVICTION_COST).and_then(|v| v.parse::<i64>().ok()) == Some(i32::MAX as i64) {
         return Err("pod has the maximum eviction cost".into());
     }
     Ok(())
 }
 
-fn same_pod(j: &JobView, pod: &Pod) -> bool {
-    let uid = pod.metadata.uid.as_deref();
+fn same_pod(j: &JobView, pod: &PodView) -> bool {
+    let uid = pod.uid.as_deref();
     (uid.is_some() && j.pod_uid.as_deref() == uid)
-        || (j.namespace == pod.metadata.namespace.as_deref().unwrap_or("")
-            && j.pod == pod.metadata.name.as_deref().unwrap_or(""))
+        || (j.namespace == pod.namespace && j.pod == pod.name)
 }
 
 /// MigrationController's filter: the non-retryable checks, expected replicas, then the
 /// limits on jobs in flight (`jobs`: the world's plus those planned in this pass).
 pub fn migration_check(
     a: &MigrationArgs,
-    pod: &Pod,
+    pod: &PodView,
     world: &World,
     jobs: &[JobView],
 ) -> Result<(), String> {
@@ -147,18 +106,14 @@ pub fn migration_check(
         return Err("pod already has a PodMigrationJob in flight".into());
     }
     if a.default_job_mode == "ReservationFirst" {
-        let sched = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.scheduler_name.as_deref())
-            .unwrap_or("default-scheduler");
+        let sched = pod.scheduler_name.as_deref().unwrap_or("default-scheduler");
         if !a.scheduler_names.iter().any(|n| n == sched) {
             return Err(format!(
                 "pod's scheduler {sched} does not support Reservation"
             ));
         }
     }
-    let owner = controller_uid(pod);
+    let owner = pod.controller_uid();
     let replicas = owner.as_deref().map(|o| world.expected_replicas(o));
     let max_migrating = replicas.map(|r| max_of(r, a.max_migrating_per_workload.as_ref()));
     let max_unavailable = replicas.map(|r| max_of(r, a.max_unavailable_per_workload.as_ref()));
@@ -172,8 +127,8 @@ pub fn migration_check(
         ));
     }
     let others: Vec<&JobView> = jobs.iter().filter(|j| !same_pod(j, pod)).collect();
-    let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
-    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let node = pod.node_name.clone();
+    let ns = pod.namespace.clone();
     let limit = |gate: &str, max: Option<i32>, count: usize| -> Result<(), String> {
         match max {
             Some(m) if !skip(gate) && m > 0 && count as i32 >= m => {
@@ -209,17 +164,19 @@ pub fn migration_check(
             .filter(|j| j.owner_uid.as_deref() == Some(o))
             .count();
         limit(&lc("MaxMigratingPerWorkload"), max_migrating, of_owner)?;
-        let migrating: std::collections::HashSet<String> = others
+        let migrating: std::collections::HashSet<(&str, &str)> = others
             .iter()
             .filter(|j| j.owner_uid.as_deref() == Some(o))
-            .map(|j| format!("{}/{}", j.namespace, j.pod))
+            .map(|j| (j.namespace.as_str(), j.pod.as_str()))
             .collect();
         let unavailable = world
             .by_owner
             .get(o)
             .into_iter()
             .flatten()
-            .filter(|(k, ready)| !ready || migrating.contains(k))
+            .filter(|p| {
+                !p.ready_alive() || migrating.contains(&(p.namespace.as_str(), p.name.as_str()))
+            })
             .count();
         limit(
             &lc("MaxUnavailablePerWorkload"),

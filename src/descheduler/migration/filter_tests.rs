@@ -3,15 +3,16 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
+use crate::descheduler::framework::podview::PodView;
 use crate::descheduler::framework::world::World;
 
-fn pod(extra: serde_json::Value) -> Pod {
+fn pod(extra: serde_json::Value) -> PodView {
     let mut v = json!({"metadata": {"name": "p", "namespace": "default", "uid": "u-p",
         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-1", "controller": true}]},
         "spec": {"nodeName": "n1", "schedulerName": "koord-scheduler", "containers": []},
         "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
     json_patch::merge(&mut v, &extra);
-    serde_json::from_value(v).unwrap()
+    PodView::json(v)
 }
 
 fn world(replicas: i32) -> World {
@@ -28,7 +29,7 @@ fn args(extra: serde_json::Value) -> MigrationArgs {
 fn non_retryable_checks_use_upstream_wording() {
     let a = args(json!({"skipEvictionGates": ["ExpectedReplicas"]}));
     let w = world(5);
-    let why = |p: Pod| migration_check(&a, &p, &w, &[]).err().unwrap_or_default();
+    let why = |p: PodView| migration_check(&a, &p, &w, &[]).err().unwrap_or_default();
     assert_eq!(why(pod(json!({}))), "");
     let ds = json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "d", "controller": true}]}});
     assert_eq!(why(pod(ds)), "pod is a DaemonSet pod");
@@ -160,7 +161,7 @@ fn the_workload_object_limiter_spaces_migrations_out() {
     };
     let w = World::build(
         vec![node("n1"), node("n2")],
-        vec![restarted("a", "n1"), restarted("b", "n2")],
+        [restarted("a", "n1"), restarted("b", "n2")],
         vec![],
         &[],
         &[json!({"kind": "ReplicaSet", "metadata": {"uid": "rs-1"}, "spec": {"replicas": 10}})],

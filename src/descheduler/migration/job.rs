@@ -20,11 +20,12 @@ use crate::api::scheduling::migration::{
 use crate::api::scheduling::reservation::{
     Reservation, ReservationControllerReference, ReservationOwner, ReservationSpec,
 };
+use crate::descheduler::framework::podview::PodView;
 
 /// The job for one eviction (`name`: a fresh UUID; `instance`: this controller's).
 pub fn new_job(
     name: &str,
-    pod: &Pod,
+    pod: &PodView,
     plugin: &str,
     reason: &str,
     a: &MigrationArgs,
@@ -41,9 +42,9 @@ pub fn new_job(
             ttl: Some(format!("{}s", a.default_job_ttl.as_secs())),
             mode: Some(a.default_job_mode.clone()),
             pod_ref: Some(ObjectReference {
-                namespace: pod.metadata.namespace.clone(),
-                name: pod.metadata.name.clone(),
-                uid: pod.metadata.uid.clone(),
+                namespace: Some(pod.namespace.clone()),
+                name: Some(pod.name.clone()),
+                uid: pod.uid.clone(),
                 kind: Some("Pod".into()),
                 api_version: Some("v1".into()),
                 ..Default::default()
@@ -214,7 +215,7 @@ pub struct Seen<'a> {
     pub pod: Option<&'a Pod>,
     pub reservation: Option<&'a Reservation>,
     /// A pod that took the job's reservation.
-    pub bound: Option<&'a Pod>,
+    pub bound: Option<&'a PodView>,
     pub now_ms: i64,
 }
 
@@ -329,8 +330,8 @@ pub fn step(job: &PodMigrationJob, seen: &Seen, default_mode: &str) -> Step {
             "waiting for a pod to take the Reservation",
         )),
         Some(p) => {
-            let name = p.metadata.name.clone();
-            if ready(p) {
+            let name = Some(p.name.clone());
+            if p.ready {
                 Step::Succeed(name)
             } else {
                 Step::Wait(cond(
@@ -342,13 +343,6 @@ pub fn step(job: &PodMigrationJob, seen: &Seen, default_mode: &str) -> Step {
             }
         }
     }
-}
-
-fn ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 #[cfg(test)]

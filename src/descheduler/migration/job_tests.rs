@@ -27,7 +27,11 @@ fn reservation(phase: &str, node: Option<&str>) -> Reservation {
 
 const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 
-fn seen<'a>(pod: Option<&'a Pod>, r: Option<&'a Reservation>, bound: Option<&'a Pod>) -> Seen<'a> {
+fn seen<'a>(
+    pod: Option<&'a Pod>,
+    r: Option<&'a Reservation>,
+    bound: Option<&'a PodView>,
+) -> Seen<'a> {
     Seen {
         pod,
         reservation: r,
@@ -82,14 +86,16 @@ fn reservation_first_walks_its_phases() {
     );
     let mut newp = pod("u2", "n1");
     newp.metadata.name = Some("p2".into());
+    let view = PodView::from(&newp);
     assert!(
-        matches!(step(&scheduled, &seen(None, Some(&ok), Some(&newp)), "x"), Step::Wait(c) if c.reason == "WaitForBoundPodReady")
+        matches!(step(&scheduled, &seen(None, Some(&ok), Some(&view)), "x"), Step::Wait(c) if c.reason == "WaitForBoundPodReady")
     );
     newp.status =
         serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": "True"}]}))
             .unwrap();
+    let view = PodView::from(&newp);
     assert_eq!(
-        step(&scheduled, &seen(None, Some(&ok), Some(&newp)), "x"),
+        step(&scheduled, &seen(None, Some(&ok), Some(&view)), "x"),
         Step::Succeed(Some("p2".into()))
     );
     // A pod that came back under the same name with a new UID counts as gone.
@@ -157,7 +163,7 @@ fn the_reservation_skips_the_current_node_and_is_owned_by_the_workload() {
     );
     let nj = new_job(
         "name",
-        &pod("u1", "n0"),
+        &PodView::from(&pod("u1", "n0")),
         "LowNodeLoad",
         "hot",
         &MigrationArgs::parse(&serde_json::Value::Null).unwrap(),
