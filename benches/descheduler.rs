@@ -149,24 +149,8 @@ mod process {
     use kube::api::{Patch, PatchParams, PostParams};
     use serde_json::json;
 
-    use super::common::{cpu_secs, free_port, koord, ready};
+    use super::common::{cpu_secs, embedded, free_port, koord, ready, wait};
     use super::{NODES, PODS_PER_NODE};
-
-    const CONFIG: &str = r#"apiVersion: descheduler/v1alpha2
-kind: DeschedulerConfiguration
-deschedulingInterval: 5s
-dryRun: true
-profiles:
-- name: koord-descheduler
-  plugins:
-    balance: {enabled: [{name: LowNodeLoad}]}
-  pluginConfig:
-  - name: LowNodeLoad
-    args:
-      lowThresholds: {cpu: 45, memory: 55}
-      highThresholds: {cpu: 75, memory: 80}
-      anomalyCondition: {consecutiveAbnormalities: 1}
-"#;
 
     fn status_kib(pid: u32, field: &str) -> f64 {
         std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -175,14 +159,6 @@ profiles:
             .find_map(|l| l.strip_prefix(field))
             .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
             .unwrap_or(0.0)
-    }
-
-    fn wait(what: &str, ok: impl Fn() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while !ok() {
-            assert!(Instant::now() < deadline, "{what} never happened");
-            std::thread::sleep(Duration::from_millis(50));
-        }
     }
 
     async fn objects(client: &kube::Client) {
@@ -256,35 +232,18 @@ profiles:
 
     pub async fn run() {
         let dir = tempfile::tempdir().unwrap();
-        let api_admin = format!("127.0.0.1:{}", free_port());
-        let no_runtime = [("KOORD_EMBEDDED__NODE_RUNTIME__ENABLED", "false".to_string())];
-        let server = koord(
-            &[
-                "--embedded".into(),
-                "--embedded-addr".into(),
-                format!("127.0.0.1:{}", free_port()),
-                "--admin-addr".into(),
-                api_admin.clone(),
-                "--data-dir".into(),
-                dir.path().join("server").display().to_string(),
-                format!("--sim-nodes={NODES}"),
-                "--sim-node-cpu=32".into(),
-                "--sim-node-memory=128Gi".into(),
-            ],
-            &no_runtime,
-        );
-        wait("API server ready", || ready(&api_admin));
-        let kubeconfig = dir.path().join("server/kubeconfig");
-        let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
-        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .unwrap();
-        let client = kube::Client::try_from(cfg).unwrap();
+        let (server, kubeconfig, client) = embedded(dir.path(), NODES as u32, "128Gi").await;
         let t = Instant::now();
         objects(&client).await;
         let made = t.elapsed().as_secs_f64();
         let conf = dir.path().join("descheduler.yaml");
-        std::fs::write(&conf, CONFIG).unwrap();
+        // The in-process pass's profile, as a dry run every 5 s.
+        let config = super::CONFIG.replacen(
+            "kind: DeschedulerConfiguration\n",
+            "kind: DeschedulerConfiguration\ndeschedulingInterval: 5s\ndryRun: true\n",
+            1,
+        );
+        std::fs::write(&conf, config).unwrap();
         let admin = format!("127.0.0.1:{}", free_port());
         let d = koord(
             &[

@@ -92,6 +92,15 @@ async fn in_process() {
         client.clone(),
         "nodemetrics",
         Ev::Metric,
+        tx.clone(),
+        &tasks,
+        &shutdown,
+    );
+    // The scheduler reports ready only once Reservations have been listed too.
+    live::watch(
+        client.clone(),
+        "reservations",
+        Ev::Reservation,
         tx,
         &tasks,
         &shutdown,
@@ -144,7 +153,6 @@ async fn create_pods(client: kube::Client) {
 /// The scheduler as its own process against `koord --embedded --sim-nodes=N`.
 mod scale {
     use std::collections::HashSet;
-    use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
     use futures::StreamExt;
@@ -153,64 +161,26 @@ mod scale {
     use kube::runtime::watcher;
 
     use super::PODS;
-    use super::common::{Proc, cpu_secs, free_port, ready};
-
-    fn koord(args: &[String]) -> Proc {
-        Proc(
-            Command::new(env!("CARGO_BIN_EXE_koord"))
-                .args(args)
-                .args(["--log-level", "warn"])
-                .env_remove("KUBECONFIG")
-                .env("KOORD_EMBEDDED__NODE_RUNTIME__ENABLED", "false")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        )
-    }
-
-    fn wait(what: &str, mut ok: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while !ok() {
-            assert!(Instant::now() < deadline, "{what} never happened");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+    use super::common::{cpu_secs, embedded, free_port, koord, ready};
 
     pub async fn two_processes(nodes: u32) {
         let dir = tempfile::tempdir().unwrap();
-        let api_admin = format!("127.0.0.1:{}", free_port());
-        let server = koord(&[
-            "--embedded".into(),
-            "--embedded-addr".into(),
-            format!("127.0.0.1:{}", free_port()),
-            "--admin-addr".into(),
-            api_admin.clone(),
-            "--data-dir".into(),
-            dir.path().join("server").display().to_string(),
-            format!("--sim-nodes={nodes}"),
-            "--sim-node-cpu=32".into(),
-            "--sim-node-memory=256Gi".into(),
-        ]);
-        wait("API server ready", || ready(&api_admin));
-        let kubeconfig = dir.path().join("server/kubeconfig");
-        let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
-        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .unwrap();
-        let client = kube::Client::try_from(cfg).unwrap();
+        let (server, kubeconfig, client) = embedded(dir.path(), nodes, "256Gi").await;
         super::create_pods(client.clone()).await;
         let sched_admin = format!("127.0.0.1:{}", free_port());
         let spawned = Instant::now();
-        let sched = koord(&[
-            "--role=scheduler".into(),
-            "--kubeconfig".into(),
-            kubeconfig.display().to_string(),
-            "--admin-addr".into(),
-            sched_admin.clone(),
-            "--data-dir".into(),
-            dir.path().join("sched").display().to_string(),
-        ]);
+        let sched = koord(
+            &[
+                "--role=scheduler".into(),
+                "--kubeconfig".into(),
+                kubeconfig.display().to_string(),
+                "--admin-addr".into(),
+                sched_admin.clone(),
+                "--data-dir".into(),
+                dir.path().join("sched").display().to_string(),
+            ],
+            &[],
+        );
         let mut events = watcher(Api::<Pod>::all(client), watcher::Config::default()).boxed();
         let mut bound = HashSet::new();
         let mut start = None;

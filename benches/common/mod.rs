@@ -107,3 +107,47 @@ pub fn koord(args: &[String], envs: &[(&str, String)]) -> Proc {
     }
     Proc(cmd.spawn().expect("start koord"))
 }
+
+/// Waits up to 120 s for `ok`, panicking with `what` after that.
+pub fn wait(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} never happened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `koord --embedded --sim-nodes=N` (no node runtime) under `dir/server`, ready, with a
+/// client from the kubeconfig it wrote.
+pub async fn embedded(
+    dir: &std::path::Path,
+    nodes: u32,
+    node_memory: &str,
+) -> (Proc, std::path::PathBuf, kube::Client) {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let server = koord(
+        &[
+            "--embedded".into(),
+            "--embedded-addr".into(),
+            format!("127.0.0.1:{}", free_port()),
+            "--admin-addr".into(),
+            admin.clone(),
+            "--data-dir".into(),
+            dir.join("server").display().to_string(),
+            format!("--sim-nodes={nodes}"),
+            "--sim-node-cpu=32".into(),
+            format!("--sim-node-memory={node_memory}"),
+        ],
+        &[("KOORD_EMBEDDED__NODE_RUNTIME__ENABLED", "false".into())],
+    );
+    wait("API server ready", || ready(&admin));
+    let kubeconfig = dir.join("server/kubeconfig");
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    (server, kubeconfig, kube::Client::try_from(cfg).unwrap())
+}

@@ -2,6 +2,7 @@
 
 pub mod affinity;
 pub mod basic;
+pub mod elasticquota;
 pub mod interpod;
 pub mod loadaware;
 pub mod numa;
