@@ -109,6 +109,7 @@ pub fn start(
             identity,
             observed: None,
             last_renew: None,
+            held: None,
         };
         elector.campaign(&tx, &shutdown).await;
         if *tx.borrow() {
@@ -127,6 +128,10 @@ struct Elector {
     /// The other holder's record and when we first saw it.
     observed: Option<(String, Instant)>,
     last_renew: Option<Instant>,
+    /// The lease as our last write left it, while we hold it: renewing replaces it directly
+    /// (its resourceVersion still guards against another writer) instead of reading it
+    /// first — one request per retry period instead of two, for every role that elects.
+    held: Option<Lease>,
 }
 
 fn now_micro() -> MicroTime {
@@ -152,6 +157,11 @@ impl Elector {
 
     /// One round; returns whether we lead afterwards.
     async fn try_acquire_or_renew(&mut self) -> bool {
+        if let Some(lease) = self.held.take()
+            && self.write(lease, false).await
+        {
+            return true;
+        }
         let lease = match self.api.get_opt(&self.cfg.name).await {
             Ok(l) => l,
             Err(e) => {
@@ -221,8 +231,9 @@ impl Elector {
             }),
         };
         match self.api.create(&PostParams::default(), &lease).await {
-            Ok(_) => {
+            Ok(created) => {
                 self.last_renew = Some(Instant::now());
+                self.held = Some(created);
                 true
             }
             Err(e) => {
@@ -247,9 +258,10 @@ impl Elector {
             .replace(&self.cfg.name, &PostParams::default(), &lease)
             .await
         {
-            Ok(_) => {
+            Ok(written) => {
                 self.last_renew = Some(Instant::now());
                 self.observed = None;
+                self.held = Some(written);
                 true
             }
             Err(e) => {

@@ -193,14 +193,16 @@ impl Controller {
             return Ok(false);
         }
         let patch = json!({"metadata": {"annotations": {PASSED_ARBITRATION: "true"}}});
-        self.jobs()
-            .patch(
-                &name_of(job),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+        self.merge(job, &patch).await?;
         Ok(true)
+    }
+
+    /// A merge patch of the job's metadata or spec.
+    async fn merge(&self, job: &PodMigrationJob, patch: &Value) -> Result<(), kube::Error> {
+        self.jobs()
+            .patch(&name_of(job), &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(|_| ())
     }
 
     async fn status(&self, job: &PodMigrationJob, status: Value) -> Result<(), kube::Error> {
@@ -286,13 +288,7 @@ impl Controller {
             Step::Fail(reason, msg) => self.finish(job, "Failed", reason, &msg).await,
             Step::Start(uid) => {
                 let patch = json!({"spec": {"podRef": {"uid": uid}}});
-                self.jobs()
-                    .patch(
-                        &name_of(job),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await?;
+                self.merge(job, &patch).await?;
                 self.status(job, json!({"phase": "Running"})).await
             }
             Step::CreateReservation => self.create_reservation(job, pod).await,
@@ -362,13 +358,7 @@ impl Controller {
             return self.condition(job, &c, json!({})).await;
         }
         let patch = json!({"spec": {"reservationOptions": {"reservationRef": {"name": name, "kind": "Reservation", "apiVersion": "scheduling.koordinator.sh/v1alpha1"}}}});
-        self.jobs()
-            .patch(
-                &name_of(job),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+        self.merge(job, &patch).await?;
         let c = Condition {
             type_: "ReservationCreated",
             status: "True",
