@@ -64,9 +64,20 @@ pub fn cluster_of(
     snap: &Snapshot,
     classes: &[PriorityClass],
     now_ms: i64,
+    fws: &[Framework],
 ) -> (ClusterState, Vec<Pod>) {
     let mut cluster = ClusterState::default();
     cluster.now_ms = now_ms;
+    for fw in fws {
+        for e in fw.points.values().flatten() {
+            e.plugin.setup(&mut cluster);
+        }
+    }
+    for q in of_kind::<crate::api::quota::ElasticQuota>(snap, "ElasticQuota") {
+        if let Err(e) = cluster.quotas.upsert(&q) {
+            tracing::warn!(error = %e, "ElasticQuota in the snapshot skipped");
+        }
+    }
     for n in &snap.nodes {
         cluster.upsert_node(Arc::new(n.clone()));
     }
@@ -95,27 +106,35 @@ pub fn cluster_of(
             .as_ref()
             .and_then(|s| s.node_name.as_deref())
             .is_some_and(|n| !n.is_empty());
-        if bound {
-            cluster.upsert_pod(Arc::new(p));
-        } else {
-            pending.push(p);
+        // Pending pods count too: in their quota's request (and, later, their gang).
+        let p = Arc::new(p);
+        cluster.upsert_pod(p.clone());
+        if !bound {
+            pending.push(Arc::unwrap_or_clone(p));
         }
     }
     (cluster, pending)
 }
 
-/// The snapshot's Reservations (a malformed one is skipped with a warning).
-fn reservations(snap: &Snapshot) -> Vec<Arc<Reservation>> {
+/// The snapshot's objects of one kind (a malformed one is skipped with a warning).
+fn of_kind<T: serde::de::DeserializeOwned>(snap: &Snapshot, kind: &str) -> Vec<T> {
     snap.other
         .iter()
-        .filter(|v| v.get("kind").and_then(Value::as_str) == Some("Reservation"))
-        .filter_map(|v| match serde_json::from_value::<Reservation>(v.clone()) {
-            Ok(r) => Some(Arc::new(r)),
+        .filter(|v| v.get("kind").and_then(Value::as_str) == Some(kind))
+        .filter_map(|v| match serde_json::from_value::<T>(v.clone()) {
+            Ok(r) => Some(r),
             Err(e) => {
-                tracing::warn!(error = %e, "Reservation in the snapshot skipped");
+                tracing::warn!(kind, error = %e, "object in the snapshot skipped");
                 None
             }
         })
+        .collect()
+}
+
+fn reservations(snap: &Snapshot) -> Vec<Arc<Reservation>> {
+    of_kind::<Reservation>(snap, "Reservation")
+        .into_iter()
+        .map(Arc::new)
         .collect()
 }
 
@@ -140,7 +159,7 @@ pub fn run(snap: &Snapshot, cfg: &SchedulerConfig, now_ms: i64) -> Result<Vec<Pl
         .iter()
         .map(config::framework)
         .collect::<Result<Vec<_>, _>>()?;
-    let (mut cluster, pending) = cluster_of(snap, &classes, now_ms);
+    let (mut cluster, pending) = cluster_of(snap, &classes, now_ms, &fws);
     let mut queue: Vec<(PodInfo, &Framework)> = pending
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())

@@ -31,6 +31,7 @@ pub enum Ev {
     Metric(watcher::Event<NodeMetric>),
     Topology(watcher::Event<NodeResourceTopology>),
     Reservation(watcher::Event<Reservation>),
+    Quota(watcher::Event<crate::api::quota::ElasticQuota>),
 }
 
 /// Forwards one kind's watch events to the loop.
@@ -132,7 +133,9 @@ pub struct Scheduler {
     pub cluster: ClusterState,
     pub queue: Queue,
     pub leadership: Leadership,
-    synced: [bool; 4],
+    /// Pods, nodes, NodeMetrics, Reservations, ElasticQuotas (when a profile uses them).
+    synced: [bool; 5],
+    pub quota_status: super::quota_status::Publisher,
     next_start: usize,
     binds: JoinSet<BindDone>,
     /// Reservations placed but not yet written Available: name → the object before.
@@ -173,14 +176,22 @@ impl Scheduler {
         backoff: super::config::Backoff,
         leadership: Leadership,
     ) -> Scheduler {
+        let mut cluster = ClusterState::default();
+        for fw in &frameworks {
+            for e in fw.points.values().flatten() {
+                e.plugin.setup(&mut cluster);
+            }
+        }
+        let quotas = cluster.quotas.enabled();
         Scheduler {
             client,
             frameworks: Arc::new(frameworks),
             waiting: Default::default(),
-            cluster: ClusterState::default(),
+            cluster,
             queue: Queue::new(backoff),
             leadership,
-            synced: [false; 4],
+            synced: [false, false, false, false, !quotas],
+            quota_status: super::quota_status::detached(),
             next_start: 0,
             binds: JoinSet::new(),
             assumed_reservations: HashMap::new(),
@@ -207,6 +218,11 @@ impl Scheduler {
             .collect()
     }
 
+    /// Whether a profile enables ElasticQuota (then its watch must sync first).
+    pub fn uses_quotas(&self) -> bool {
+        self.cluster.quotas.enabled()
+    }
+
     pub fn synced(&self) -> bool {
         self.synced.iter().all(|s| *s)
     }
@@ -225,7 +241,7 @@ impl Scheduler {
     fn apply_pod(&mut self, pod: Pod, deleted: bool) {
         let key = key_of(&pod.metadata);
         if deleted {
-            self.cluster.remove_pod(&key);
+            self.cluster.delete_pod(&key);
             self.queue.remove(&key);
             self.queue.on_cluster_event(Instant::now());
             return;
@@ -327,6 +343,20 @@ impl Scheduler {
             // placed outside its reservation and a non-owner on reserved capacity.
             Ev::Reservation(InitDone) => self.synced[3] = true,
             Ev::Reservation(Init) => {}
+            Ev::Quota(Apply(q) | InitApply(q)) => {
+                if let Err(e) = self.cluster.quotas.upsert(&q) {
+                    tracing::warn!(quota = %key_of(&q.metadata), error = %e, "ElasticQuota ignored");
+                }
+                self.queue.on_cluster_event(now);
+            }
+            Ev::Quota(Delete(q)) => {
+                self.cluster
+                    .quotas
+                    .remove(q.metadata.name.as_deref().unwrap_or(""));
+                self.queue.on_cluster_event(now);
+            }
+            Ev::Quota(InitDone) => self.synced[4] = true,
+            Ev::Quota(Init) => {}
             Ev::Pod(Init) | Ev::Node(Init) | Ev::Metric(Init) => {}
         }
     }
@@ -356,7 +386,7 @@ impl Scheduler {
         let total = self.cluster.nodes.len().max(1);
         self.next_start = (self.next_start + result.processed) % total;
         let Some(node) = result.node.clone() else {
-            let msg = fit_error(self.cluster.nodes.len(), &result.verdicts);
+            let msg = fit_error(self.cluster.nodes.len(), &result);
             let nomination = fw.post_filter(&result, &pod, &self.cluster);
             let nominated = nomination.as_ref().map(|n| n.node.clone());
             tracing::info!(pod = %pod.key, reason = %msg, ?nominated, "unschedulable");
@@ -500,7 +530,12 @@ impl Scheduler {
                 tokio::task::yield_now().await;
                 continue;
             }
-            let wake = self.queue.next_wakeup().map(tokio::time::Instant::from_std);
+            let publish = self.quota_status.tick(&self.cluster, Instant::now());
+            let wake = match (self.queue.next_wakeup(), publish) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+            .map(tokio::time::Instant::from_std);
             tokio::select! {
                 _ = shutdown.draining() => break,
                 ev = rx.recv() => match ev {

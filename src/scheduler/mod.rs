@@ -10,6 +10,7 @@ pub mod framework;
 pub mod live;
 pub mod plugins;
 pub mod queue;
+pub mod quota_status;
 pub mod reservation_live;
 
 #[cfg(test)]
@@ -118,7 +119,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         &ctx.shutdown,
     );
     let controller_lease = leadership.clone();
-    let scheduler = live::Scheduler::new(client.clone(), &sched_cfg, leadership)
+    let mut scheduler = live::Scheduler::new(client.clone(), &sched_cfg, leadership.clone())
         .map_err(|e| anyhow::anyhow!("scheduler: {e}"))?;
     let (tx, rx) = mpsc::unbounded_channel();
     live::watch(
@@ -153,6 +154,18 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         &ctx.tasks,
         &ctx.shutdown,
     );
+    if scheduler.uses_quotas() {
+        live::watch(
+            client.clone(),
+            "elasticquotas",
+            live::Ev::Quota,
+            tx.clone(),
+            &ctx.tasks,
+            &ctx.shutdown,
+        );
+        scheduler.quota_status =
+            quota_status::spawn(client.clone(), leadership, &ctx.tasks, &ctx.shutdown);
+    }
     live::watch(
         client.clone(),
         "reservations",

@@ -16,6 +16,7 @@ mod explain;
 mod explain_schedule;
 mod kubectl;
 mod manager;
+mod quota;
 mod reservation;
 mod scheduler;
 mod scheduler_props;

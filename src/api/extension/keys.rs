@@ -93,6 +93,12 @@ pub const ANNOTATION_QUOTA_SHARED_WEIGHT: &str = "quota.scheduling.koordinator.s
 pub const ANNOTATION_QUOTA_NAMESPACES: &str = "quota.scheduling.koordinator.sh/namespaces";
 pub const ANNOTATION_QUOTA_STRICT_KEYS: &str =
     "quota.scheduling.koordinator.sh/max-strict-check-resource-keys";
+pub const ANNOTATION_QUOTA_TOTAL_RESOURCE: &str = "quota.scheduling.koordinator.sh/total-resource";
+pub const ANNOTATION_QUOTA_RUNTIME: &str = "quota.scheduling.koordinator.sh/runtime";
+pub const ANNOTATION_QUOTA_REQUEST: &str = "quota.scheduling.koordinator.sh/request";
+pub const ANNOTATION_QUOTA_CHILD_REQUEST: &str = "quota.scheduling.koordinator.sh/child-request";
+pub const ANNOTATION_QUOTA_NON_PREEMPTIBLE_USED: &str =
+    "quota.scheduling.koordinator.sh/non-preemptible-used";
 pub const QUOTA_ROOT: &str = "koordinator-root-quota";
 pub const QUOTA_SYSTEM: &str = "koordinator-system-quota";
 pub const QUOTA_DEFAULT: &str = "koordinator-default-quota";

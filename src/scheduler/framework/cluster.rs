@@ -35,6 +35,8 @@ pub struct ClusterState {
     pub now_ms: i64,
     /// Placed pods with pod (anti-)affinity terms: InterPodAffinity skips its scan at 0.
     pub pods_with_affinity: usize,
+    /// ElasticQuota accounting (empty unless a profile enables ElasticQuota).
+    pub quotas: super::quotas::QuotaState,
     /// Each node's position in name order (ties between equal scores go to the first).
     rank: std::sync::OnceLock<Vec<u32>>,
 }
@@ -50,9 +52,17 @@ impl ClusterState {
 
     pub fn upsert_node(&mut self, node: Arc<Node>) {
         let name = node.metadata.name.clone().unwrap_or_default();
+        let quotas = self.quotas.enabled();
         match self.node_mut(&name) {
-            Some(n) => n.set_node(node),
+            Some(n) => {
+                let before = quotas.then(|| n.allocatable.clone());
+                n.set_node(node);
+                if before.is_some_and(|b| b != n.allocatable) {
+                    self.quotas.invalidate();
+                }
+            }
             None => {
+                self.quotas.invalidate();
                 let mut info = NodeInfo::new(node);
                 info.topology = self.topologies.get(&name).cloned();
                 for p in self.orphans.remove(&name).unwrap_or_default() {
@@ -72,6 +82,7 @@ impl ClusterState {
         };
         let removed = self.nodes.swap_remove(i);
         self.rank = Default::default();
+        self.quotas.invalidate();
         if i < self.nodes.len() {
             self.index.insert(self.nodes[i].name.clone(), i);
         }
@@ -111,6 +122,14 @@ impl ClusterState {
             .is_some_and(|p| p == "Succeeded" || p == "Failed");
         let terminating = pod.metadata.deletion_timestamp.is_some();
         let key = info.key.clone();
+        // A terminating pod still counts against its quota until it is gone (Koordinator,
+        // with ElasticQuotaIgnoreTerminatingPod off); a finished one does not.
+        if finished {
+            self.quotas.untrack(&key);
+        } else if self.quotas.enabled() {
+            let assigned = info.node_name.is_some() || self.assumed.contains_key(&key);
+            self.quotas.track(&info, assigned);
+        }
         match info.node_name.clone() {
             Some(node) if !finished && !terminating => {
                 self.assumed.remove(&key);
@@ -172,15 +191,43 @@ impl ClusterState {
         info.node_name = Some(node.to_string());
         info.scheduled_at_ms = Some(self.now_ms);
         self.remove_pod(&pod.key);
+        if self.quotas.enabled() {
+            self.quotas.track(&info, true);
+        }
         self.place(Arc::new(info), node);
         self.assumed.insert(pod.key.clone(), node.to_string());
     }
 
-    /// Undoes [`assume`] after a failed binding.
+    /// Undoes [`assume`] after a failed binding: the pod is pending again.
     pub fn forget(&mut self, key: &str) {
         if self.assumed.contains_key(key) {
             self.remove_pod(key);
+            self.quotas.set_assigned(key, false);
         }
+    }
+
+    /// A pod deleted from the API: gone from its node and from every account.
+    pub fn delete_pod(&mut self, key: &str) {
+        self.remove_pod(key);
+        self.quotas.untrack(key);
+    }
+
+    /// Σ allocatable of every node: what the main quota tree shares.
+    pub fn total_allocatable(&self) -> crate::api::pod::Amounts {
+        let mut total = crate::api::pod::Amounts::new();
+        for n in &self.nodes {
+            for (k, v) in &n.allocatable {
+                *total.entry(k.clone()).or_insert(0) += v;
+            }
+        }
+        total
+    }
+
+    /// Every quota's runtime (cached until quotas, pods or nodes change).
+    pub fn quota_runtime(
+        &self,
+    ) -> Arc<std::collections::BTreeMap<String, crate::api::pod::Amounts>> {
+        self.quotas.runtime(|| self.total_allocatable())
     }
 
     pub fn upsert_metric(&mut self, m: Arc<NodeMetric>) {

@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod metric;
+pub mod quotas;
 pub mod res;
 pub mod reservations;
 pub mod runtime;
@@ -173,6 +174,10 @@ pub type Fits<'a> = dyn Fn(&NodeInfo) -> bool + 'a;
 pub trait Plugin: Send + Sync {
     fn name(&self) -> &'static str;
     fn points(&self) -> &'static [Point];
+
+    /// Once, when a scheduler (live or explain) is built over `cluster`: a plugin that
+    /// keeps state in the cluster switches its tracking on here.
+    fn setup(&self, _cluster: &mut ClusterState) {}
 
     fn pre_enqueue(&self, _pod: &PodInfo) -> Status {
         Status::success()

@@ -58,6 +58,8 @@ pub struct CycleResult {
     pub state: CycleState,
     /// Nodes examined, for the round-robin start of the next cycle.
     pub processed: usize,
+    /// A PreFilter plugin's rejection (every node carries it too).
+    pub pre_filter_msg: Option<String>,
 }
 
 /// Nodes filtered on the calling thread before deciding whether threads pay off.
@@ -291,6 +293,7 @@ impl Framework {
                     verdicts,
                     state,
                     processed: 0,
+                    pre_filter_msg: Some(s.message()),
                 };
             }
         };
@@ -335,6 +338,7 @@ impl Framework {
             verdicts,
             state,
             processed,
+            pre_filter_msg: None,
         }
     }
 
@@ -485,8 +489,13 @@ impl Framework {
     }
 }
 
-/// kube-scheduler's FitError message: "0/5 nodes are available: 3 node(s) …, 2 Insufficient cpu."
-pub fn fit_error(total: usize, verdicts: &BTreeMap<String, NodeVerdict>) -> String {
+/// kube-scheduler's FitError message: "0/5 nodes are available: 3 node(s) …, 2 Insufficient
+/// cpu."; after a PreFilter rejection, that plugin's message as is.
+pub fn fit_error(total: usize, result: &CycleResult) -> String {
+    if let Some(m) = &result.pre_filter_msg {
+        return format!("0/{total} nodes are available: {m}.");
+    }
+    let verdicts = &result.verdicts;
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for v in verdicts.values().filter(|v| !v.feasible) {
         for r in v.reason.split(", ").filter(|r| !r.is_empty()) {

@@ -37,6 +37,8 @@ pub fn select_victims(
         return None;
     }
     // Most important first, then the longest running (kept in preference).
+    // Upstream drops a node where the pod fits with no victims (its rejection came from
+    // elsewhere, e.g. a quota's PreFilter).
     lower.sort_by(|a, b| {
         b.priority
             .cmp(&a.priority)
@@ -50,12 +52,12 @@ pub fn select_victims(
             victims.push(v);
         }
     }
-    Some(victims)
+    (!victims.is_empty()).then_some(victims)
 }
 
 /// kube-scheduler's preference: lowest highest-victim priority, smallest priority sum,
 /// fewest victims, then the first node by name.
-fn better(a: &[Arc<PodInfo>], b: &[Arc<PodInfo>]) -> bool {
+pub fn better(a: &[Arc<PodInfo>], b: &[Arc<PodInfo>]) -> bool {
     let key = |v: &[Arc<PodInfo>]| {
         let top = v
             .iter()

@@ -173,9 +173,13 @@ fn limited_requests(
     out.into_iter().map(Option::unwrap_or_default).collect()
 }
 
-/// Every quota's runtime, given what the root may distribute, walking from the root down:
+/// Every quota's runtime (mins scaled when `scale_min`, enableMinQuotaScale), given what the root may distribute, walking from the root down:
 /// each parent's runtime is its children's total.
-pub fn runtime_tree(quotas: &[Quota], root_total: &Amounts) -> BTreeMap<String, Amounts> {
+pub fn runtime_tree(
+    quotas: &[Quota],
+    root_total: &Amounts,
+    scale_min: bool,
+) -> BTreeMap<String, Amounts> {
     let names: BTreeSet<&str> = quotas.iter().map(|q| q.name.as_str()).collect();
     let mut children: BTreeMap<Option<&str>, Vec<usize>> = BTreeMap::new();
     for (i, q) in quotas.iter().enumerate() {
@@ -198,7 +202,11 @@ pub fn runtime_tree(quotas: &[Quota], root_total: &Amounts) -> BTreeMap<String, 
             let mins: Vec<i64> = kids.iter().map(|k| get(&quotas[*k].min, r)).collect();
             let shares: Vec<Share> = kids
                 .iter()
-                .zip(scale_mins(t, &mins))
+                .zip(if scale_min {
+                    scale_mins(t, &mins)
+                } else {
+                    mins
+                })
                 .map(|(k, min)| {
                     let q = &quotas[*k];
                     Share {

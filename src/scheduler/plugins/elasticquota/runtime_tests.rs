@@ -117,7 +117,7 @@ fn a_tree_gives_each_parent_its_runtime_to_share() {
         quota("p2", Some("p"), 10, 100, 10),
         quota("q", None, 20, 100, 80),
     ];
-    let rt = runtime_tree(&quotas, &amounts(100));
+    let rt = runtime_tree(&quotas, &amounts(100), true);
     let cpu = |n: &str| rt[n]["cpu"];
     // Root: p asks 60 (its children's), q 80; mins 40 and 20, the 40 left split 20/20.
     assert_eq!((cpu("p"), cpu("q")), (60, 40));
@@ -134,6 +134,7 @@ fn requests_are_capped_at_max_and_masked_to_its_resources() {
     let rt = runtime_tree(
         &[small, other],
         &Amounts::from([("cpu".into(), 100), ("memory".into(), 1 << 31)]),
+        true,
     );
     assert_eq!(
         rt["small"]["cpu"], 30,
@@ -146,7 +147,7 @@ fn requests_are_capped_at_max_and_masked_to_its_resources() {
 
 #[test]
 fn separate_trees_are_computed_separately() {
-    let a = runtime_tree(&[quota("a", None, 10, 100, 100)], &amounts(40));
-    let b = runtime_tree(&[quota("b", None, 10, 100, 100)], &amounts(60));
+    let a = runtime_tree(&[quota("a", None, 10, 100, 100)], &amounts(40), true);
+    let b = runtime_tree(&[quota("b", None, 10, 100, 100)], &amounts(60), true);
     assert_eq!((a["a"]["cpu"], b["b"]["cpu"]), (40, 60));
 }

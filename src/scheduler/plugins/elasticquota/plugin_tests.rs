@@ -1,0 +1,195 @@
+//! The ElasticQuota plugin over a cluster state: admission against runtime, the
+//! non-preemptible bound, preemption within a quota and min reclaim across quotas, and
+//! the figures the status writer publishes.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::ElasticQuota;
+use super::args::Args;
+use crate::scheduler::config;
+use crate::scheduler::framework::runtime::Scope;
+use crate::scheduler::framework::{ClusterState, Code, CycleState, Plugin};
+use crate::scheduler::test_util::{cluster, node_json, pod};
+
+fn quota(name: &str, min: &str, max: &str, extra: Value) -> crate::api::quota::ElasticQuota {
+    let mut v = json!({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
+        "metadata": {"name": name, "namespace": "ns", "labels": {}},
+        "spec": {"min": {"cpu": min, "memory": "100Gi"}, "max": {"cpu": max, "memory": "100Gi"}}});
+    if let Some(labels) = extra.get("labels") {
+        v["metadata"]["labels"] = labels.clone();
+    }
+    serde_json::from_value(v).unwrap()
+}
+
+fn quota_pod(name: &str, quota: &str, cpu: &str, node: Option<&str>, prio: i32) -> Value {
+    json!({"metadata": {"name": name, "namespace": "ns",
+            "labels": {"quota.scheduling.koordinator.sh/name": quota},
+            "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"nodeName": node, "priority": prio,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}})
+}
+
+/// Two 4-cpu nodes; quotas a (min 2, max 6) and b (min 2, max 6).
+fn setup() -> (ClusterState, ElasticQuota) {
+    let plugin = ElasticQuota {
+        args: Args::parse(None).unwrap(),
+    };
+    let mut c = cluster(vec![
+        node_json("n1", "4", "8Gi"),
+        node_json("n2", "4", "8Gi"),
+    ]);
+    plugin.setup(&mut c);
+    for q in ["a", "b"] {
+        c.quotas.upsert(&quota(q, "2", "6", json!({}))).unwrap();
+    }
+    (c, plugin)
+}
+
+fn add(c: &mut ClusterState, v: Value) {
+    c.upsert_pod(Arc::new(serde_json::from_value(v).unwrap()));
+}
+
+#[test]
+fn args_defaults_and_errors() {
+    let a = Args::parse(None).unwrap();
+    assert!(a.enable_runtime_quota && a.disable_default_quota_preemption);
+    assert!(!a.monitor_all_quotas && !a.enable_check_parent_quota);
+    assert_eq!(a.delay_evict_time.as_secs(), 120);
+    assert_eq!(a.quota_group_namespace, "koordinator-system");
+    let e = Args::parse(Some(&json!({"delayEvictTime": "soon"}))).unwrap_err();
+    assert!(e.contains("delayEvictTime"), "{e}");
+    assert!(Args::parse(Some(&json!({"bogus": 1}))).is_err());
+}
+
+#[test]
+fn a_quota_at_its_runtime_rejects_with_koordinators_reason() {
+    let (mut c, plugin) = setup();
+    add(&mut c, quota_pod("a1", "a", "3", Some("n1"), 0));
+    add(&mut c, quota_pod("a2", "a", "3", Some("n2"), 0));
+    // b asks for its min: a's runtime is 8 - 2 = 6, all used.
+    add(&mut c, quota_pod("b1", "b", "2", None, 0));
+    let p = pod(quota_pod("a3", "a", "1", None, 0));
+    add(&mut c, quota_pod("a3", "a", "1", None, 0));
+    let (s, _) = plugin.pre_filter(&mut CycleState::default(), &p, &c);
+    assert_eq!(s.code, Code::Unschedulable);
+    assert_eq!(
+        s.message(),
+        "Insufficient quotas, quotaName: a, runtime: cpu:6,memory:0, used: cpu:6, pod's request: cpu:1, exceedDimensions: [cpu]"
+    );
+    // b is within its runtime.
+    let b = pod(quota_pod("b1", "b", "2", None, 0));
+    assert!(
+        plugin
+            .pre_filter(&mut CycleState::default(), &b, &c)
+            .0
+            .is_success()
+    );
+    // a1 finishes: a has room again.
+    let mut done = quota_pod("a1", "a", "3", Some("n1"), 0);
+    done["status"] = json!({"phase": "Succeeded"});
+    add(&mut c, done);
+    assert!(
+        plugin
+            .pre_filter(&mut CycleState::default(), &p, &c)
+            .0
+            .is_success()
+    );
+}
+
+#[test]
+fn non_preemptible_pods_stay_within_min() {
+    let (mut c, plugin) = setup();
+    let mut np = quota_pod("np1", "a", "2", Some("n1"), 0);
+    np["metadata"]["labels"]["quota.scheduling.koordinator.sh/preemptible"] = json!("false");
+    add(&mut c, np.clone());
+    np["metadata"]["name"] = json!("np2");
+    np["spec"]["nodeName"] = Value::Null;
+    add(&mut c, np.clone());
+    let p = pod(np);
+    let (s, _) = plugin.pre_filter(&mut CycleState::default(), &p, &c);
+    assert!(
+        s.message().starts_with("Insufficient non-preemptible quotas, quotaName: a, min: cpu:2,memory:100Gi, nonPreemptibleUsed: cpu:2"),
+        "{}",
+        s.message()
+    );
+}
+
+#[test]
+fn unknown_or_missing_quota_is_the_default_quota() {
+    let (c, plugin) = setup();
+    let p = pod(quota_pod("x", "nope", "100", None, 0));
+    let mut st = CycleState::default();
+    assert!(plugin.pre_filter(&mut st, &p, &c).0.is_success());
+    assert_eq!(
+        st.read::<super::QuotaCycle>(super::NAME).unwrap().quota,
+        "koordinator-default-quota"
+    );
+}
+
+fn default_fw() -> crate::scheduler::framework::runtime::Framework {
+    config::framework(&config::default_config().unwrap().profiles[0]).unwrap()
+}
+
+#[test]
+fn preemption_stays_within_the_quota() {
+    let (mut c, _) = setup();
+    let fw = default_fw();
+    add(&mut c, quota_pod("a-low", "a", "4", Some("n1"), 10));
+    add(&mut c, quota_pod("b-low", "b", "4", Some("n2"), 1));
+    let p = pod(quota_pod("a-high", "a", "2", None, 100));
+    add(&mut c, quota_pod("a-high", "a", "2", None, 100));
+    let r = fw.schedule(&p, &c, Scope::Everything);
+    assert!(r.node.is_none());
+    let n = fw.post_filter(&r, &p, &c).expect("a nomination");
+    let victims: Vec<&str> = n.victims.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(
+        (n.node.as_str(), victims),
+        ("n1", vec!["a-low"]),
+        "b's pod is not a's to take"
+    );
+}
+
+#[test]
+fn a_quota_under_its_min_reclaims_from_one_over_its_runtime() {
+    let (mut c, _) = setup();
+    let fw = default_fw();
+    // b borrowed the whole cluster while a was idle.
+    add(&mut c, quota_pod("b1", "b", "4", Some("n1"), 0));
+    add(&mut c, quota_pod("b2", "b", "4", Some("n2"), 0));
+    // a asks for its min (2): b's runtime drops to 6, it uses 8.
+    let p = pod(quota_pod("a1", "a", "2", None, 0));
+    add(&mut c, quota_pod("a1", "a", "2", None, 0));
+    let r = fw.schedule(&p, &c, Scope::Everything);
+    assert!(r.node.is_none(), "no room on the nodes");
+    assert_eq!(r.verdicts["n1"].reason, "Insufficient cpu");
+    let n = fw.post_filter(&r, &p, &c).expect("b gives back");
+    assert_eq!(n.victims.len(), 1);
+    assert!(n.victims[0].name.starts_with('b'));
+    // Above its min, a may not take from b.
+    let big = pod(quota_pod("a2", "a", "4", None, 0));
+    add(&mut c, quota_pod("a2", "a", "4", None, 0));
+    let r = fw.schedule(&big, &c, Scope::Everything);
+    assert!(fw.post_filter(&r, &big, &c).is_none());
+}
+
+#[test]
+fn figures_for_the_status_writer() {
+    let (mut c, _) = setup();
+    add(&mut c, quota_pod("a1", "a", "3", Some("n1"), 0));
+    add(&mut c, quota_pod("a2", "a", "1", None, 0));
+    let f = &super::status::figures(&c)["a"];
+    assert_eq!(f.used["cpu"], 3000);
+    assert_eq!(f.request["cpu"], 4000);
+    assert_eq!(f.runtime["cpu"], 4000, "a alone asks 4 of 8");
+    let patch = super::status::patch(f);
+    assert_eq!(patch["status"]["used"]["cpu"], "3");
+    assert_eq!(
+        patch["metadata"]["annotations"]["quota.scheduling.koordinator.sh/runtime"],
+        "{\"cpu\":\"4\"}"
+    );
+    // Deleting a pod takes it out of every sum.
+    c.delete_pod("ns/a2");
+    assert_eq!(super::status::figures(&c)["a"].request["cpu"], 3000);
+}

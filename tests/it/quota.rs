@@ -1,0 +1,210 @@
+//! ElasticQuota end to end: the embedded API server with two simulated 4-CPU nodes and
+//! the real `koord --role=scheduler` on its built-in (Koordinator) profile.
+//! A quota at its max keeps its next pod Pending with Koordinator's reason until usage
+//! drops; the scheduler writes `status.used` and the runtime annotation; a quota asking
+//! for its min takes it back from a quota that borrowed the whole cluster.
+
+use crate::common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::{Koord, TestApi, eventually, free_port, kubeconfig};
+use k8s_openapi::api::core::v1::Pod;
+use koord::api::quota::ElasticQuota;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use serde_json::{Value, json};
+
+fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).unwrap()
+}
+
+fn quota(name: &str, min: &str, max: &str) -> ElasticQuota {
+    obj(
+        json!({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"min": {"cpu": min, "memory": "16Gi"}, "max": {"cpu": max, "memory": "32Gi"}}}),
+    )
+}
+
+pub fn quota_pod(name: &str, quota: &str, cpu: &str) -> Pod {
+    obj(json!({"metadata": {"name": name, "namespace": "default",
+            "labels": {"quota.scheduling.koordinator.sh/name": quota}},
+        "spec": {"schedulerName": "koord-scheduler", "containers": [{"name": "c", "image": "x",
+            "resources": {"requests": {"cpu": cpu}}}]}}))
+}
+
+pub fn start_scheduler(dir: &std::path::Path, port: u16) -> Koord {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let kc = kubeconfig(dir, port);
+    Koord::start(
+        &[
+            "--role=scheduler",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--admin-addr",
+            &admin,
+            "--data-dir",
+            dir.to_str().unwrap(),
+            "--node-name",
+            "s1",
+        ],
+        &[("KOORD_COMMON__LOG_LEVEL", "koord::scheduler=debug,info")],
+        dir,
+    )
+}
+
+pub async fn two_nodes(port: u16) -> TestApi {
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.addr = SocketAddr::from(([127, 0, 0, 1], port));
+    opts.sim = Some(koord::apiserver::sim::SimNodes {
+        count: 2,
+        cpu: "4".into(),
+        memory: "16Gi".into(),
+        pods: 110,
+    });
+    TestApi::start_with(opts).await
+}
+
+pub async fn node_of(pods: &Api<Pod>, name: &str) -> Option<String> {
+    pods.get(name).await.ok()?.spec?.node_name
+}
+
+pub async fn unschedulable_reason(pods: &Api<Pod>, name: &str) -> String {
+    let Ok(p) = pods.get(name).await else {
+        return String::new();
+    };
+    p.status
+        .and_then(|s| s.conditions)
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        .and_then(|c| c.message)
+        .unwrap_or_default()
+}
+
+pub async fn delete(pods: &Api<Pod>, name: &str) {
+    pods.delete(name, &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+}
+
+async fn used_cpu(quotas: &Api<ElasticQuota>, name: &str) -> Option<String> {
+    let q = quotas.get(name).await.ok()?;
+    Some(q.status?.used?.get("cpu")?.0.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quota_at_max_waits_and_min_is_reclaimed() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut api = two_nodes(port).await;
+    let c = api.client.clone();
+    let pp = PostParams::default();
+    let quotas: Api<ElasticQuota> = Api::namespaced(c.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    quotas
+        .create(&pp, &quota("team-a", "4", "4"))
+        .await
+        .unwrap();
+    quotas
+        .create(&pp, &quota("team-b", "4", "8"))
+        .await
+        .unwrap();
+    let sched = start_scheduler(dir.path(), port);
+
+    // team-a's max is 4 CPUs: the third 2-CPU pod waits on the quota, not on the nodes.
+    for n in ["a1", "a2", "a3"] {
+        pods.create(&pp, &quota_pod(n, "team-a", "2"))
+            .await
+            .unwrap();
+    }
+    let placed = eventually(Duration::from_secs(20), || async {
+        node_of(&pods, "a1").await.is_some() && node_of(&pods, "a2").await.is_some()
+    })
+    .await;
+    assert!(placed, "{}", sched.logs());
+    let waits = eventually(Duration::from_secs(10), || async {
+        unschedulable_reason(&pods, "a3")
+            .await
+            .contains("Insufficient quotas, quotaName: team-a, runtime: cpu:4")
+    })
+    .await;
+    assert!(
+        waits,
+        "{:?}\n{}",
+        unschedulable_reason(&pods, "a3").await,
+        sched.logs()
+    );
+    assert_eq!(node_of(&pods, "a3").await, None);
+    // The status writer: used and the runtime annotation.
+    let written = eventually(Duration::from_secs(10), || async {
+        used_cpu(&quotas, "team-a").await.as_deref() == Some("4")
+    })
+    .await;
+    assert!(written, "{:?}", quotas.get("team-a").await.unwrap());
+    let ann = quotas
+        .get("team-a")
+        .await
+        .unwrap()
+        .metadata
+        .annotations
+        .unwrap_or_default();
+    assert_eq!(
+        ann.get("quota.scheduling.koordinator.sh/runtime")
+            .map(String::as_str),
+        Some("{\"cpu\":\"4\"}"),
+        "{ann:?}"
+    );
+
+    // Usage drops: the waiting pod runs.
+    delete(&pods, "a1").await;
+    let runs = eventually(Duration::from_secs(20), || async {
+        node_of(&pods, "a3").await.is_some()
+    })
+    .await;
+    assert!(runs, "{}", sched.logs());
+
+    // team-a goes idle; team-b borrows the whole cluster.
+    delete(&pods, "a2").await;
+    delete(&pods, "a3").await;
+    for n in ["b1", "b2", "b3", "b4"] {
+        pods.create(&pp, &quota_pod(n, "team-b", "2"))
+            .await
+            .unwrap();
+    }
+    let borrowed = eventually(Duration::from_secs(20), || async {
+        let mut all = true;
+        for n in ["b1", "b2", "b3", "b4"] {
+            all &= node_of(&pods, n).await.is_some();
+        }
+        all
+    })
+    .await;
+    assert!(borrowed, "{}", sched.logs());
+
+    // team-a asks for 2 of its min 4: one of team-b's pods gives way.
+    pods.create(&pp, &quota_pod("a4", "team-a", "2"))
+        .await
+        .unwrap();
+    let reclaimed = eventually(Duration::from_secs(30), || async {
+        node_of(&pods, "a4").await.is_some()
+    })
+    .await;
+    assert!(
+        reclaimed,
+        "{:?}\n{}",
+        unschedulable_reason(&pods, "a4").await,
+        sched.logs()
+    );
+    let left = pods.list(&ListParams::default()).await.unwrap();
+    let b_left = left
+        .items
+        .iter()
+        .filter(|p| p.metadata.name.as_deref().unwrap_or("").starts_with('b'))
+        .count();
+    assert_eq!(b_left, 3, "exactly one of team-b's pods preempted");
+    drop(sched);
+    api.stop().await;
+}
