@@ -187,7 +187,7 @@ pub fn run(snap: &Snapshot, cfg: &SchedulerConfig, now_ms: i64) -> Result<Vec<Pl
     });
     let mut out = Vec::new();
     for (pod, fw) in queue {
-        if let Err((plugin, s)) = fw.pre_enqueue(&pod) {
+        if let Err((plugin, s)) = fw.pre_enqueue(&pod, &cluster) {
             let v = NodeVerdict {
                 feasible: false,
                 plugin: Some(plugin),

@@ -31,8 +31,13 @@ fn built_in_default_is_koordinators_profile() {
     );
     assert_eq!(
         names(p, Point::PreBind),
-        ["NodeNUMAResource", "Reservation"]
+        ["NodeNUMAResource", "Reservation", "Coscheduling"]
     );
+    assert_eq!(
+        names(p, Point::PostFilter),
+        ["Coscheduling", "ElasticQuota", "DefaultPreemption"]
+    );
+    assert_eq!(names(p, Point::Permit), ["Coscheduling"]);
     let score: Vec<(String, i64)> = p.points[&Point::Score].clone();
     assert_eq!(
         score,
@@ -45,11 +50,15 @@ fn built_in_default_is_koordinators_profile() {
             ("NodeResourcesBalancedAllocation".to_string(), 1),
             ("LoadAwareScheduling".to_string(), 1),
             ("NodeNUMAResource".to_string(), 1),
-            ("Reservation".to_string(), 5000)
+            ("Reservation".to_string(), 5000),
+            ("Coscheduling".to_string(), 1)
         ]
     );
     assert_eq!(names(p, Point::Bind), ["DefaultBinder"]);
-    assert_eq!(names(p, Point::PreEnqueue), ["SchedulingGates"]);
+    assert_eq!(
+        names(p, Point::PreEnqueue),
+        ["SchedulingGates", "Coscheduling"]
+    );
     assert_eq!(
         p.args["LoadAwareScheduling"]["nodeMetricExpirationSeconds"],
         300
@@ -129,8 +138,8 @@ fn errors_name_the_plugin_and_field() {
             "unknown plugin \"Bogus\"",
         ),
         (
-            "  plugins:\n    filter:\n      enabled:\n      - name: Coscheduling\n",
-            "Coscheduling is not implemented",
+            "  plugins:\n    filter:\n      enabled:\n      - name: DeviceShare\n",
+            "DeviceShare is not implemented",
         ),
         (
             "  plugins:\n    filter:\n      enabled:\n      - name: PrioritySort\n",

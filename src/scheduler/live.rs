@@ -16,7 +16,10 @@ use super::binder::{self, BindError};
 use super::config::SchedulerConfig;
 use super::framework::runtime::{Framework, Scope, fit_error};
 use super::framework::{ClusterState, PodInfo};
+use super::plugins::coscheduling::status as gang_status;
+use super::plugins::elasticquota::status as quota_status;
 use super::queue::Queue;
+use super::status_writer::Publisher;
 use crate::api::scheduling::reservation::Reservation;
 use crate::api::slo::NodeMetric;
 use crate::api::topology::NodeResourceTopology;
@@ -32,6 +35,7 @@ pub enum Ev {
     Topology(watcher::Event<NodeResourceTopology>),
     Reservation(watcher::Event<Reservation>),
     Quota(watcher::Event<crate::api::quota::ElasticQuota>),
+    PodGroup(watcher::Event<crate::api::quota::PodGroup>),
 }
 
 /// Forwards one kind's watch events to the loop.
@@ -78,6 +82,9 @@ struct BindDone {
 
 type Waiting = std::sync::Mutex<HashMap<String, tokio::sync::oneshot::Sender<bool>>>;
 
+/// A pod waiting at Permit: how long, and where the verdict arrives.
+type PermitWait = (std::time::Duration, tokio::sync::oneshot::Receiver<bool>);
+
 /// The binding cycle of one pod: wait at Permit, PreBind (one patch), Bind, PostBind.
 async fn binding_cycle(
     fw: &Framework,
@@ -86,33 +93,25 @@ async fn binding_cycle(
     state: super::framework::CycleState,
     pod: &PodInfo,
     node: &str,
+    permit: Option<PermitWait>,
 ) -> Result<(), BindError> {
     let rejected = |plugin: &str, msg: String| BindError::Rejected {
         pod: pod.key.clone(),
         plugin: plugin.to_string(),
         message: msg,
     };
-    match fw.permit(&state, pod, node) {
-        Err((plugin, s)) => return Err(rejected(plugin, s.message())),
-        Ok(Some(timeout)) => {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            waiting
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(pod.key.clone(), tx);
-            let allowed = matches!(tokio::time::timeout(timeout, rx).await, Ok(Ok(true)));
-            waiting
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&pod.key);
-            if !allowed {
-                return Err(rejected(
-                    "Permit",
-                    format!("rejected or timed out after {timeout:?} at Permit"),
-                ));
-            }
+    if let Some((timeout, rx)) = permit {
+        let allowed = matches!(tokio::time::timeout(timeout, rx).await, Ok(Ok(true)));
+        waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&pod.key);
+        if !allowed {
+            return Err(rejected(
+                "Permit",
+                format!("rejected or timed out after {timeout:?} at Permit"),
+            ));
         }
-        Ok(None) => {}
     }
     match fw.pre_bind(&state, pod, node) {
         Err((plugin, s)) => return Err(rejected(plugin, s.message())),
@@ -135,7 +134,10 @@ pub struct Scheduler {
     pub leadership: Leadership,
     /// Pods, nodes, NodeMetrics, Reservations, ElasticQuotas (when a profile uses them).
     synced: [bool; 5],
-    pub quota_status: super::quota_status::Publisher,
+    pub quota_status: Publisher<quota_status::Figures>,
+    pub pod_group_status: Publisher<gang_status::Figures>,
+    /// Why gang members were released, for their PodScheduled condition.
+    gang_rejections: HashMap<String, String>,
     next_start: usize,
     binds: JoinSet<BindDone>,
     /// Reservations placed but not yet written Available: name → the object before.
@@ -191,36 +193,23 @@ impl Scheduler {
             queue: Queue::new(backoff),
             leadership,
             synced: [false, false, false, false, !quotas],
-            quota_status: super::quota_status::detached(),
+            quota_status: Publisher::detached(quota_status::figures, quota_status::version),
+            pod_group_status: Publisher::detached(gang_status::figures, gang_status::version),
+            gang_rejections: HashMap::new(),
             next_start: 0,
             binds: JoinSet::new(),
             assumed_reservations: HashMap::new(),
         }
     }
 
-    /// Lets a pod waiting at Permit go on (`allow`) or fails it; false when not waiting.
-    pub fn resolve_waiting(&self, key: &str, allow: bool) -> bool {
-        let tx = self
-            .waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
-        tx.is_some_and(|t| t.send(allow).is_ok())
-    }
-
-    /// Keys of pods waiting at Permit.
-    pub fn waiting_pods(&self) -> Vec<String> {
-        self.waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect()
-    }
-
     /// Whether a profile enables ElasticQuota (then its watch must sync first).
     pub fn uses_quotas(&self) -> bool {
         self.cluster.quotas.enabled()
+    }
+
+    /// Whether a profile enables Coscheduling (then PodGroups are watched).
+    pub fn uses_gangs(&self) -> bool {
+        self.cluster.gangs.enabled()
     }
 
     pub fn synced(&self) -> bool {
@@ -260,7 +249,15 @@ impl Scheduler {
             .is_some_and(|p| p == "Succeeded" || p == "Failed");
         let freed = (gone || finished) && self.cluster.placement(&key).is_some();
         let pod = Arc::new(pod);
+        let new_gang_member = self.cluster.gangs.enabled()
+            && !bound
+            && super::framework::gangs::gang_of(&pod).is_some()
+            && self.cluster.gangs.gang_id(&key).is_none();
         self.cluster.upsert_pod(pod.clone());
+        if new_gang_member {
+            // Its siblings may have waited at PreEnqueue for it.
+            self.queue.ungate_all();
+        }
         if freed {
             // A terminating or finished pod no longer counts: waiting pods may fit now.
             self.queue.on_cluster_event(Instant::now());
@@ -357,6 +354,12 @@ impl Scheduler {
             }
             Ev::Quota(InitDone) => self.synced[4] = true,
             Ev::Quota(Init) => {}
+            Ev::PodGroup(Apply(g) | InitApply(g)) => {
+                self.cluster.gangs.upsert_pod_group(&g);
+                self.queue.ungate_all();
+            }
+            Ev::PodGroup(Delete(g)) => self.cluster.gangs.remove_pod_group(&key_of(&g.metadata)),
+            Ev::PodGroup(Init | InitDone) => {}
             Ev::Pod(Init) | Ev::Node(Init) | Ev::Metric(Init) => {}
         }
     }
@@ -370,7 +373,7 @@ impl Scheduler {
             return true;
         };
         let fw = &self.frameworks[fi];
-        if let Err((plugin, s)) = fw.pre_enqueue(&pod) {
+        if let Err((plugin, s)) = fw.pre_enqueue(&pod, &self.cluster) {
             tracing::debug!(pod = %pod.key, plugin, reason = %s.message(), "waiting at PreEnqueue");
             self.queue.gate(pod);
             return true;
@@ -390,6 +393,7 @@ impl Scheduler {
             let nomination = fw.post_filter(&result, &pod, &self.cluster);
             let nominated = nomination.as_ref().map(|n| n.node.clone());
             tracing::info!(pod = %pod.key, reason = %msg, ?nominated, "unschedulable");
+            self.gang_member_failed(&pod.key, &msg);
             self.queue
                 .requeue_unschedulable(pod.clone(), Instant::now());
             let client = self.client.clone();
@@ -431,12 +435,15 @@ impl Scheduler {
             _ => (*pod).clone(),
         };
         self.cluster.assume(&assumed, &node);
+        let Some(permit) = self.permit(fi, &mut result.state, &pod, &node) else {
+            return true;
+        };
         let client = self.client.clone();
         let (fws, waiting) = (self.frameworks.clone(), self.waiting.clone());
         let state = std::mem::take(&mut result.state);
         self.binds.spawn(async move {
             let fw = &fws[fi];
-            let result = binding_cycle(fw, &client, &waiting, state, &pod, &node).await;
+            let result = binding_cycle(fw, &client, &waiting, state, &pod, &node, permit).await;
             BindDone { pod, node, result }
         });
         true
@@ -478,6 +485,18 @@ impl Scheduler {
         let Err(e) = done.result else { return };
         tracing::warn!(pod = %done.pod.key, node = %done.node, error = %e, "binding failed; forgetting the pod");
         self.cluster.forget(&done.pod.key);
+        self.gang_member_failed(&done.pod.key, &e.to_string());
+        if let Some(msg) = self.gang_rejections.remove(&done.pod.key) {
+            let (client, pod) = (self.client.clone(), done.pod.clone());
+            self.binds.spawn(async move {
+                binder::unschedulable(&client, &pod, &msg).await;
+                BindDone {
+                    pod,
+                    node: String::new(),
+                    result: Ok(()),
+                }
+            });
+        }
         if let Some(fi) = self.framework_for(&done.pod.pod) {
             let mut state = Default::default();
             self.frameworks[fi].unreserve(&mut state, &done.pod, &done.node);
@@ -530,11 +549,15 @@ impl Scheduler {
                 tokio::task::yield_now().await;
                 continue;
             }
-            let publish = self.quota_status.tick(&self.cluster, Instant::now());
-            let wake = match (self.queue.next_wakeup(), publish) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            }
+            let now = Instant::now();
+            let wake = [
+                self.queue.next_wakeup(),
+                self.quota_status.tick(&self.cluster, now),
+                self.pod_group_status.tick(&self.cluster, now),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
             .map(tokio::time::Instant::from_std);
             tokio::select! {
                 _ = shutdown.draining() => break,
@@ -554,3 +577,6 @@ impl Scheduler {
         while self.binds.join_next().await.is_some() {}
     }
 }
+
+#[path = "live_gang.rs"]
+mod gang;

@@ -10,8 +10,8 @@ pub mod framework;
 pub mod live;
 pub mod plugins;
 pub mod queue;
-pub mod quota_status;
 pub mod reservation_live;
+pub mod status_writer;
 
 #[cfg(test)]
 mod test_util;
@@ -163,8 +163,34 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             &ctx.tasks,
             &ctx.shutdown,
         );
-        scheduler.quota_status =
-            quota_status::spawn(client.clone(), leadership, &ctx.tasks, &ctx.shutdown);
+        use plugins::elasticquota::status as q;
+        scheduler.quota_status = status_writer::spawn(
+            "elasticquota",
+            client.clone(),
+            leadership.clone(),
+            (&ctx.tasks, &ctx.shutdown),
+            (q::figures, q::version),
+            status_writer::write_quota,
+        );
+    }
+    if scheduler.uses_gangs() {
+        live::watch(
+            client.clone(),
+            "podgroups",
+            live::Ev::PodGroup,
+            tx.clone(),
+            &ctx.tasks,
+            &ctx.shutdown,
+        );
+        use plugins::coscheduling::status as g;
+        scheduler.pod_group_status = status_writer::spawn(
+            "podgroup",
+            client.clone(),
+            leadership,
+            (&ctx.tasks, &ctx.shutdown),
+            (g::figures, g::version),
+            status_writer::write_pod_group,
+        );
     }
     live::watch(
         client.clone(),

@@ -141,6 +141,19 @@ impl Queue {
         self.pods.insert(pod.key.clone(), (pod, Where::Gated));
     }
 
+    /// Something PreEnqueue reads changed (a gang's members, a PodGroup): gated pods are
+    /// checked again.
+    pub fn ungate_all(&mut self) {
+        let mut activate = Vec::new();
+        for (pod, w) in self.pods.values_mut() {
+            if *w == Where::Gated {
+                *w = Where::Active;
+                activate.push(pod.clone());
+            }
+        }
+        self.active.extend(activate.into_iter().map(Entry));
+    }
+
     /// A cluster event that may make unschedulable pods fit: they go back to the active
     /// queue, or to backoff while their backoff lasts.
     pub fn on_cluster_event(&mut self, now: Instant) {

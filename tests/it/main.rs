@@ -14,6 +14,7 @@ mod crd_drift;
 mod descheduler;
 mod explain;
 mod explain_schedule;
+mod gang;
 mod kubectl;
 mod manager;
 mod quota;

@@ -504,6 +504,7 @@ impl koord::scheduler::framework::Plugin for Gate {
         _: &koord::scheduler::framework::CycleState,
         _: &koord::scheduler::framework::PodInfo,
         _: &str,
+        _: &koord::scheduler::framework::ClusterState,
     ) -> (koord::scheduler::framework::Status, Duration) {
         let wait = koord::scheduler::framework::Status {
             code: koord::scheduler::framework::Code::Wait,

@@ -37,6 +37,8 @@ pub struct ClusterState {
     pub pods_with_affinity: usize,
     /// ElasticQuota accounting (empty unless a profile enables ElasticQuota).
     pub quotas: super::quotas::QuotaState,
+    /// Coscheduling's gangs (empty unless a profile enables Coscheduling).
+    pub gangs: super::gangs::GangState,
     /// Each node's position in name order (ties between equal scores go to the first).
     rank: std::sync::OnceLock<Vec<u32>>,
 }
@@ -124,6 +126,16 @@ impl ClusterState {
         let key = info.key.clone();
         // A terminating pod still counts against its quota until it is gone (Koordinator,
         // with ElasticQuotaIgnoreTerminatingPod off); a finished one does not.
+        if self.gangs.enabled() {
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            let child = super::gangs::Child {
+                bound: info.node_name.is_some(),
+                running: phase == Some("Running"),
+                succeeded: phase == Some("Succeeded"),
+                failed: phase == Some("Failed"),
+            };
+            self.gangs.track(&pod, &key, child);
+        }
         if finished {
             self.quotas.untrack(&key);
         } else if self.quotas.enabled() {
@@ -210,6 +222,7 @@ impl ClusterState {
     pub fn delete_pod(&mut self, key: &str) {
         self.remove_pod(key);
         self.quotas.untrack(key);
+        self.gangs.untrack(key);
     }
 
     /// Σ allocatable of every node: what the main quota tree shares.

@@ -4,6 +4,7 @@
 //! `koord explain schedule` run the same code.
 
 pub mod cluster;
+pub mod gangs;
 pub mod metric;
 pub mod quotas;
 pub mod res;
@@ -179,7 +180,7 @@ pub trait Plugin: Send + Sync {
     /// keeps state in the cluster switches its tracking on here.
     fn setup(&self, _cluster: &mut ClusterState) {}
 
-    fn pre_enqueue(&self, _pod: &PodInfo) -> Status {
+    fn pre_enqueue(&self, _pod: &PodInfo, _cluster: &ClusterState) -> Status {
         Status::success()
     }
     /// QueueSort: whether `a` goes before `b`.
@@ -251,6 +252,7 @@ pub trait Plugin: Send + Sync {
         _state: &CycleState,
         _pod: &PodInfo,
         _node: &str,
+        _cluster: &ClusterState,
     ) -> (Status, std::time::Duration) {
         (Status::success(), std::time::Duration::ZERO)
     }

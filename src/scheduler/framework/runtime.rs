@@ -114,9 +114,13 @@ impl Framework {
     }
 
     /// PreEnqueue: the first rejection keeps the pod out of the active queue.
-    pub fn pre_enqueue(&self, pod: &PodInfo) -> Result<(), (&'static str, Status)> {
+    pub fn pre_enqueue(
+        &self,
+        pod: &PodInfo,
+        cluster: &ClusterState,
+    ) -> Result<(), (&'static str, Status)> {
         for e in self.enabled(Point::PreEnqueue) {
-            let s = e.plugin.pre_enqueue(pod);
+            let s = e.plugin.pre_enqueue(pod, cluster);
             if !s.is_success() {
                 return Err((e.plugin.name(), s));
             }
@@ -403,10 +407,11 @@ impl Framework {
         state: &CycleState,
         pod: &PodInfo,
         node: &str,
+        cluster: &ClusterState,
     ) -> Result<Option<std::time::Duration>, (&'static str, Status)> {
         let mut wait: Option<std::time::Duration> = None;
         for e in self.enabled(Point::Permit) {
-            let (s, d) = e.plugin.permit(state, pod, node);
+            let (s, d) = e.plugin.permit(state, pod, node, cluster);
             match s.code {
                 Code::Success | Code::Skip => {}
                 Code::Wait => wait = Some(wait.map_or(d, |w| w.max(d))),

@@ -30,7 +30,7 @@ impl Plugin for SchedulingGates {
     fn points(&self) -> &'static [Point] {
         &[Point::PreEnqueue]
     }
-    fn pre_enqueue(&self, pod: &PodInfo) -> Status {
+    fn pre_enqueue(&self, pod: &PodInfo, _: &ClusterState) -> Status {
         let gates = pod
             .spec()
             .and_then(|s| s.scheduling_gates.as_ref())

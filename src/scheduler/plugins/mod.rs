@@ -2,6 +2,7 @@
 
 pub mod affinity;
 pub mod basic;
+pub mod coscheduling;
 pub mod elasticquota;
 pub mod interpod;
 pub mod loadaware;
@@ -42,13 +43,13 @@ pub const IMPLEMENTED: &[&str] = &[
     "NodeNUMAResource",
     "Reservation",
     "ElasticQuota",
+    "Coscheduling",
 ];
 
 /// Known to Koordinator / kube-scheduler but not built into koord yet: naming one in a
 /// configuration is an error that says so (not a silent no-op).
 pub const NOT_YET: &[&str] = &[
     "DeviceShare",
-    "Coscheduling",
     "SchedulingHint",
     "DefaultPreBind",
     "NodeResourcesFitPlus",
@@ -108,6 +109,7 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, String>
             }
             Arc::new(elasticquota::ElasticQuota { args })
         }
+        "Coscheduling" => Arc::new(coscheduling::Coscheduling::new(raw).map_err(ctx)?),
         "DefaultPreemption" => {
             let _: WithMeta<PreemptionArgs> = args(name, raw)?;
             Arc::new(preemption::DefaultPreemption)

@@ -122,3 +122,7 @@ pub fn patch(f: &Figures) -> Value {
         "status": {"used": resource_list(&used)},
     })
 }
+
+pub fn version(cluster: &ClusterState) -> Option<u64> {
+    cluster.quotas.enabled().then_some(cluster.quotas.version)
+}

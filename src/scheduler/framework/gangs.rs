@@ -1,0 +1,405 @@
+//! Gangs (Koordinator's Coscheduling cache): every gang's spec — from its PodGroup, or
+//! from the first pod's `gang.scheduling.koordinator.sh/*` annotations — its children,
+//! which are bound, which wait at Permit, and whether it was once satisfied. Tracked only
+//! when a profile enables Coscheduling.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::api::quota::PodGroup;
+
+pub const ANN_PREFIX: &str = "gang.scheduling.koordinator.sh/";
+pub const LABEL_POD_GROUP: &str = "pod-group.scheduling.sigs.k8s.io";
+const LABEL_POD_GROUP_NAME: &str = "pod-group.scheduling.sigs.k8s.io/name";
+const LABEL_POD_GROUP_MIN: &str = "pod-group.scheduling.sigs.k8s.io/min-available";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GangSettings {
+    pub default_timeout: Duration,
+    pub default_match_policy: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Strict,
+    NonStrict,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GangSpec {
+    pub min: usize,
+    pub total: usize,
+    pub mode: Mode,
+    pub wait: Duration,
+    /// Gang ids scheduled together (always including this gang's own).
+    pub groups: Vec<String>,
+    pub match_policy: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Child {
+    pub bound: bool,
+    pub running: bool,
+    pub succeeded: bool,
+    pub failed: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Gang {
+    /// None until the PodGroup (or a pod with annotations) is seen.
+    pub spec: Option<GangSpec>,
+    pub from_pod_group: bool,
+    pub children: BTreeMap<String, Child>,
+    pub once_satisfied: bool,
+}
+
+#[derive(Default)]
+pub struct GangState {
+    pub settings: Option<GangSettings>,
+    pub gangs: BTreeMap<String, Gang>,
+    pod_gang: HashMap<String, String>,
+    /// Pods assumed and waiting at Permit.
+    pub waiting: BTreeSet<String>,
+    pub version: u64,
+}
+
+fn ann<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// The gang id (`namespace/name`) a pod belongs to: PodGroup label, the deprecated name
+/// label, then the annotation.
+pub fn gang_of(pod: &Pod) -> Option<String> {
+    let name = label(pod, LABEL_POD_GROUP)
+        .or_else(|| label(pod, LABEL_POD_GROUP_NAME))
+        .or_else(|| ann(pod, &format!("{ANN_PREFIX}name")))
+        .filter(|n| !n.is_empty())?;
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("");
+    Some(format!("{ns}/{name}"))
+}
+
+fn parse_spec(
+    get: &dyn Fn(&str) -> Option<String>,
+    id: &str,
+    min: usize,
+    timeout: Option<Duration>,
+    s: &GangSettings,
+) -> GangSpec {
+    let total = get("total-number")
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|t| *t >= min)
+        .unwrap_or(min);
+    let mode = match get("mode").as_deref() {
+        Some("NonStrict") => Mode::NonStrict,
+        _ => Mode::Strict,
+    };
+    let wait = get("waiting-time")
+        .and_then(|v| crate::api::duration::parse(&v).ok())
+        .filter(|d| !d.is_zero())
+        .or(timeout)
+        .unwrap_or(s.default_timeout);
+    let mut groups: Vec<String> = get("groups")
+        .and_then(|v| serde_json::from_str(&v).ok())
+        .unwrap_or_default();
+    if !groups.iter().any(|g| g == id) {
+        groups.push(id.to_string());
+    }
+    groups.sort();
+    groups.dedup();
+    let match_policy = get("match-policy")
+        .filter(|p| ["once-satisfied", "only-waiting", "waiting-and-running"].contains(&p.as_str()))
+        .unwrap_or_else(|| s.default_match_policy.clone());
+    GangSpec {
+        min,
+        total,
+        mode,
+        wait,
+        groups,
+        match_policy,
+    }
+}
+
+impl GangState {
+    pub fn enabled(&self) -> bool {
+        self.settings.is_some()
+    }
+
+    fn changed(&mut self) {
+        self.version += 1;
+    }
+
+    /// A PodGroup: its gang's spec (annotations on the PodGroup as on pods).
+    pub fn upsert_pod_group(&mut self, pg: &PodGroup) {
+        let Some(s) = self.settings.clone() else {
+            return;
+        };
+        let ns = pg.metadata.namespace.as_deref().unwrap_or("");
+        let id = format!("{ns}/{}", pg.metadata.name.as_deref().unwrap_or(""));
+        let annotations = pg.metadata.annotations.clone().unwrap_or_default();
+        let get = |k: &str| {
+            annotations
+                .get(&format!("{ANN_PREFIX}{k}"))
+                .or_else(|| {
+                    (k == "match-policy")
+                        .then(|| annotations.get("pod-group.scheduling.sigs.k8s.io/match-policy"))
+                        .flatten()
+                })
+                .cloned()
+        };
+        let min = pg.spec.min_member.unwrap_or(0).max(0) as usize;
+        let timeout = pg
+            .spec
+            .schedule_timeout_seconds
+            .filter(|t| *t > 0)
+            .map(|t| Duration::from_secs(t as u64));
+        let spec = parse_spec(&get, &id, min, timeout, &s);
+        let g = self.gangs.entry(id).or_default();
+        g.spec = Some(spec);
+        g.from_pod_group = true;
+        self.changed();
+    }
+
+    pub fn remove_pod_group(&mut self, id: &str) {
+        if let Some(g) = self.gangs.get_mut(id).filter(|g| g.from_pod_group) {
+            g.spec = None;
+            g.from_pod_group = false;
+            self.changed();
+        }
+    }
+
+    /// A live pod: a child of its gang (an annotation gang starts from its first pod).
+    pub fn track(&mut self, pod: &Pod, key: &str, child: Child) {
+        let Some(s) = self.settings.clone() else {
+            return;
+        };
+        let Some(id) = gang_of(pod) else {
+            return;
+        };
+        let by_label = label(pod, LABEL_POD_GROUP).is_some();
+        let g = self.gangs.entry(id.clone()).or_default();
+        if g.spec.is_none() && !by_label {
+            let min = ann(pod, &format!("{ANN_PREFIX}min-available"))
+                .or_else(|| label(pod, LABEL_POD_GROUP_MIN))
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(0);
+            let get = |k: &str| {
+                ann(pod, &format!("{ANN_PREFIX}{k}"))
+                    .or_else(|| {
+                        (k == "match-policy")
+                            .then(|| ann(pod, "pod-group.scheduling.sigs.k8s.io/match-policy"))
+                            .flatten()
+                    })
+                    .map(str::to_string)
+            };
+            g.spec = Some(parse_spec(&get, &id, min, None, &s));
+        }
+        if child.bound {
+            // A member bound (also one found bound after a restart) satisfies the gang.
+            g.once_satisfied = true;
+        }
+        if g.children.get(key) != Some(&child) {
+            g.children.insert(key.to_string(), child);
+            self.pod_gang.insert(key.to_string(), id);
+            self.changed();
+        }
+    }
+
+    pub fn untrack(&mut self, key: &str) {
+        self.waiting.remove(key);
+        if let Some(id) = self.pod_gang.remove(key) {
+            if let Some(g) = self.gangs.get_mut(&id) {
+                g.children.remove(key);
+                if g.children.is_empty() && !g.from_pod_group {
+                    self.gangs.remove(&id);
+                }
+            }
+            self.changed();
+        }
+    }
+
+    pub fn gang_id(&self, key: &str) -> Option<&str> {
+        self.pod_gang.get(key).map(String::as_str)
+    }
+
+    pub fn spec(&self, id: &str) -> Option<&GangSpec> {
+        self.gangs.get(id)?.spec.as_ref()
+    }
+
+    /// The gang group's id as Koordinator writes it: member gang ids joined by ",".
+    pub fn group_id(&self, id: &str) -> String {
+        self.spec(id)
+            .map(|s| s.groups.join(","))
+            .unwrap_or_else(|| id.to_string())
+    }
+
+    fn group(&self, id: &str) -> Vec<String> {
+        self.spec(id)
+            .map(|s| s.groups.clone())
+            .unwrap_or_else(|| vec![id.to_string()])
+    }
+
+    /// PreEnqueue / PreFilter: the gang exists, is initialised, and every gang of its
+    /// group has at least min children (Koordinator's basic check).
+    pub fn check(&self, key: &str, pod: &Pod) -> Result<(), String> {
+        let Some(id) = self
+            .gang_id(key)
+            .map(str::to_string)
+            .or_else(|| gang_of(pod))
+        else {
+            return Ok(());
+        };
+        let pod_id = format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or(""),
+            pod.metadata.name.as_deref().unwrap_or("")
+        );
+        let Some(g) = self.gangs.get(&id) else {
+            return Err(format!(
+                "can't find gang, gangName: {id}, podName: {pod_id}"
+            ));
+        };
+        let Some(spec) = &g.spec else {
+            return Err(format!(
+                "gang has not init, gangName: {id}, podName: {pod_id}"
+            ));
+        };
+        if spec.match_policy == "once-satisfied" && g.once_satisfied {
+            return Ok(());
+        }
+        let (mut missing, mut uninit, mut short) = (Vec::new(), Vec::new(), false);
+        for m in &spec.groups {
+            match self.gangs.get(m) {
+                None => missing.push(m.clone()),
+                Some(x) => match &x.spec {
+                    None => uninit.push(m.clone()),
+                    Some(s) if x.children.len() < s.min => short = true,
+                    Some(_) => {}
+                },
+            }
+        }
+        let mut failed = Vec::new();
+        if !missing.is_empty() {
+            failed.push(format!(
+                "memberGangs [{}] doesn't exists",
+                missing.join(" ")
+            ));
+        }
+        if !uninit.is_empty() {
+            failed.push(format!("memberGangs [{}] has not init", uninit.join(" ")));
+        }
+        if short {
+            failed.push(format!(
+                "memberGangs [{}] child pod not collect enough",
+                spec.groups.join(" ")
+            ));
+        }
+        if failed.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "gangGroup [{}] basic check: {}, current gang: {id}, podName: {pod_id}",
+            spec.groups.join(" "),
+            failed.join(", ")
+        ))
+    }
+
+    /// Permit: whether every gang of the pod's group has enough members waiting (counting
+    /// this pod), by its match policy.
+    pub fn ready(&self, key: &str) -> bool {
+        let Some(id) = self.gang_id(key) else {
+            return true;
+        };
+        self.group(id).iter().all(|m| {
+            let Some(g) = self.gangs.get(m) else {
+                return false;
+            };
+            let Some(s) = &g.spec else { return false };
+            let waiting = g
+                .children
+                .keys()
+                .filter(|k| *k == key || self.waiting.contains(*k))
+                .count();
+            let bound = g.children.values().filter(|c| c.bound).count();
+            match s.match_policy.as_str() {
+                "only-waiting" => waiting >= s.min,
+                "waiting-and-running" => waiting + bound >= s.min,
+                _ => g.once_satisfied || waiting >= s.min,
+            }
+        })
+    }
+
+    /// The wait at Permit for a member of gang `id`.
+    pub fn wait_time(&self, id: &str) -> Duration {
+        self.spec(id).map(|s| s.wait).unwrap_or_else(|| {
+            self.settings
+                .as_ref()
+                .map(|s| s.default_timeout)
+                .unwrap_or(Duration::from_secs(600))
+        })
+    }
+
+    pub fn wait(&mut self, key: &str) {
+        self.waiting.insert(key.to_string());
+    }
+
+    /// The group passed Permit: its waiting members go on; every gang is satisfied.
+    pub fn release(&mut self, key: &str) -> Vec<String> {
+        let Some(id) = self.gang_id(key).map(str::to_string) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for m in self.group(&id) {
+            if let Some(g) = self.gangs.get_mut(&m) {
+                g.once_satisfied = true;
+                for k in g.children.keys() {
+                    if self.waiting.remove(k) {
+                        out.push(k.clone());
+                    }
+                }
+            }
+        }
+        self.changed();
+        out
+    }
+
+    /// A member failed (Filter, Permit timeout, binding): in Strict mode, unless already
+    /// satisfied, every waiting member of the group is rejected too.
+    pub fn member_failed(&mut self, key: &str) -> Vec<String> {
+        self.waiting.remove(key);
+        let Some(id) = self.gang_id(key).map(str::to_string) else {
+            return Vec::new();
+        };
+        let Some(g) = self.gangs.get(&id) else {
+            return Vec::new();
+        };
+        let strict = g.spec.as_ref().is_some_and(|s| s.mode == Mode::Strict);
+        if !strict || g.once_satisfied {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for m in self.group(&id) {
+            if let Some(g) = self.gangs.get(&m) {
+                for k in g.children.keys() {
+                    if self.waiting.remove(k) {
+                        out.push(k.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+#[path = "gangs_tests.rs"]
+mod tests;

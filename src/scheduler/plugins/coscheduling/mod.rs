@@ -1,0 +1,195 @@
+//! Coscheduling (`pkg/scheduler/plugins/coscheduling`): all-or-nothing gangs. A gang pod
+//! enters the queue only when its gang group has min children (PreEnqueue, checked again
+//! at PreFilter); at Permit it waits until every gang of its group has min members
+//! waiting, then the whole group goes on; a Strict gang whose member fails releases every
+//! waiting member. PreBind records the gang group on the pod. The gang cache lives in
+//! [`ClusterState::gangs`]; waiting and releasing are driven by the scheduling loop.
+
+pub mod status;
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::super::framework::gangs::{GangSettings, gang_of};
+use super::super::framework::{
+    ClusterState, Code, CycleState, Plugin, PodInfo, Point, PreFilterResult, Status,
+};
+
+pub const NAME: &str = "Coscheduling";
+pub const ANN_BIND_GROUP: &str = "internal.scheduling.koordinator.sh/bind-gang-group-id";
+pub const ANN_BIND_COUNT: &str = "internal.scheduling.koordinator.sh/bind-gang-member-count";
+const ANN_BIND_GROUP_OLD: &str = "scheduling.koordinator.sh/bind-gang-group-id";
+const ANN_BIND_COUNT_OLD: &str = "scheduling.koordinator.sh/bind-gang-member-count";
+
+/// `CoschedulingArgs` with Koordinator's v1 defaults.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[allow(dead_code)]
+struct RawArgs {
+    default_timeout: Option<String>,
+    controller_workers: Option<i64>,
+    skip_check_schedule_cycle: Option<bool>,
+    enable_preemption: Option<bool>,
+    aware_network_topology: Option<bool>,
+    default_match_policy: Option<String>,
+}
+
+pub struct Coscheduling {
+    pub settings: GangSettings,
+}
+
+impl Coscheduling {
+    pub fn new(raw: Option<&Value>) -> Result<Coscheduling, String> {
+        let mut v = raw.cloned().unwrap_or(Value::Null);
+        if let Some(m) = v.as_object_mut() {
+            m.remove("apiVersion");
+            m.remove("kind");
+        }
+        let a: RawArgs = if v.is_null() {
+            RawArgs::default()
+        } else {
+            serde_json::from_value(v).map_err(|e| e.to_string())?
+        };
+        if a.aware_network_topology == Some(true) {
+            return Err(
+                "awareNetworkTopology: network-topology aware gangs are not supported".into(),
+            );
+        }
+        let default_timeout = match a.default_timeout.as_deref() {
+            None => Duration::from_secs(600),
+            Some(s) => {
+                crate::api::duration::parse(s).map_err(|e| format!("defaultTimeout: {e}"))?
+            }
+        };
+        let policy = a
+            .default_match_policy
+            .unwrap_or_else(|| "once-satisfied".into());
+        if !["once-satisfied", "only-waiting", "waiting-and-running"].contains(&policy.as_str()) {
+            return Err(format!("defaultMatchPolicy: unknown policy {policy:?}"));
+        }
+        Ok(Coscheduling {
+            settings: GangSettings {
+                default_timeout,
+                default_match_policy: policy,
+            },
+        })
+    }
+}
+
+/// What PreFilter learned, for PreBind.
+#[derive(Debug, Clone)]
+struct GangCycle {
+    group_id: String,
+    members: usize,
+}
+
+impl Plugin for Coscheduling {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn points(&self) -> &'static [Point] {
+        &[
+            Point::PreEnqueue,
+            Point::PreFilter,
+            Point::PostFilter,
+            Point::PreScore,
+            Point::Score,
+            Point::Reserve,
+            Point::Permit,
+            Point::PreBind,
+            Point::PostBind,
+        ]
+    }
+    fn setup(&self, cluster: &mut ClusterState) {
+        cluster.gangs.settings = Some(self.settings.clone());
+    }
+    fn pre_enqueue(&self, pod: &PodInfo, cluster: &ClusterState) -> Status {
+        match cluster.gangs.check(&pod.key, &pod.pod) {
+            Ok(()) => Status::success(),
+            Err(m) => Status::unresolvable(m),
+        }
+    }
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        cluster: &ClusterState,
+    ) -> (Status, PreFilterResult) {
+        let Some(id) = gang_of(&pod.pod) else {
+            return (Status::skip(), None);
+        };
+        if let Err(m) = cluster.gangs.check(&pod.key, &pod.pod) {
+            return (Status::unresolvable(m), None);
+        }
+        let g = &cluster.gangs;
+        let spec = g.spec(&id);
+        let members = spec
+            .map(|s| {
+                s.groups
+                    .iter()
+                    .filter_map(|m| g.spec(m))
+                    .map(|s| s.min)
+                    .sum()
+            })
+            .unwrap_or(0);
+        state.write(
+            NAME,
+            GangCycle {
+                group_id: g.group_id(&id),
+                members,
+            },
+        );
+        (Status::success(), None)
+    }
+    fn permit(
+        &self,
+        _: &CycleState,
+        pod: &PodInfo,
+        _: &str,
+        cluster: &ClusterState,
+    ) -> (Status, Duration) {
+        let g = &cluster.gangs;
+        let Some(id) = g.gang_id(&pod.key) else {
+            return (Status::success(), Duration::ZERO);
+        };
+        if g.ready(&pod.key) {
+            return (Status::success(), Duration::ZERO);
+        }
+        let wait = Status {
+            code: Code::Wait,
+            reasons: vec![format!("waiting for the gang group {}", g.group_id(id))],
+        };
+        (wait, g.wait_time(id))
+    }
+    fn pre_bind(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        _: &str,
+        modified: &mut k8s_openapi::api::core::v1::Pod,
+    ) -> Status {
+        let Some(c) = state.read::<GangCycle>(NAME) else {
+            return Status::skip();
+        };
+        let ann = modified
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        for key in [ANN_BIND_GROUP, ANN_BIND_GROUP_OLD] {
+            ann.insert(key.into(), c.group_id.clone());
+        }
+        for key in [ANN_BIND_COUNT, ANN_BIND_COUNT_OLD] {
+            ann.insert(key.into(), c.members.to_string());
+        }
+        Status::success()
+    }
+}
+
+/// Koordinator's message for members released because another failed.
+pub fn rejected_message(group: &str, trigger: &str, reason: &str, waiting: usize) -> String {
+    format!(
+        "GangGroup {group:?} gets rejected due to member Pod {trigger:?} is unschedulable with reason {reason:?}, alreadyWaitForBound: {waiting}"
+    )
+}
