@@ -13,6 +13,7 @@ use super::Snapshot;
 use crate::api::extension::priority::PriorityClass as KoordClass;
 use crate::api::scheduling::reservation::Reservation;
 use crate::scheduler::config::{self, SchedulerConfig};
+use crate::scheduler::framework::runtime::fit_error;
 use crate::scheduler::framework::runtime::{Framework, NodeVerdict, Scope};
 use crate::scheduler::framework::{ClusterState, PodInfo};
 use crate::scheduler::reservation_live;
@@ -96,6 +97,9 @@ pub fn cluster_of(
     }
     for r in reservations(snap) {
         cluster.upsert_reservation(r);
+    }
+    for g in of_kind::<crate::api::quota::PodGroup>(snap, "PodGroup") {
+        cluster.gangs.upsert_pod_group(&g);
     }
     let mut pending = Vec::new();
     for p in &snap.pods {
@@ -238,6 +242,13 @@ pub fn run(snap: &Snapshot, cfg: &SchedulerConfig, now_ms: i64) -> Result<Vec<Pl
                 }
             };
             cluster.assume(&assumed, &node);
+            if let Err(reason) = permit(fw, &result.state, &pod, &node, &mut cluster) {
+                reject(&mut cluster, &mut result.verdicts, "Coscheduling", &reason);
+                result.node = None;
+            }
+        } else if pod.reserve_of.is_none() {
+            let msg = fit_error(cluster.nodes.len(), &result);
+            gang_failed(&mut cluster, &mut out, &pod.key, &msg);
         }
         out.push(Placement {
             pod: shown(&pod),
@@ -247,7 +258,88 @@ pub fn run(snap: &Snapshot, cfg: &SchedulerConfig, now_ms: i64) -> Result<Vec<Pl
             verdicts: result.verdicts,
         });
     }
+    // Gang members still waiting at Permit never complete: none of them is placed.
+    for key in std::mem::take(&mut cluster.gangs.waiting) {
+        let id = cluster.gangs.gang_id(&key).unwrap_or_default().to_string();
+        let min = cluster.gangs.spec(&id).map(|s| s.min).unwrap_or(0);
+        let reason =
+            format!("Gang {id:?} cannot be completed: fewer than {min} members could be placed");
+        unplace(&mut cluster, &mut out, &key, &reason);
+    }
     Ok(out)
+}
+
+/// Permit as the live loop runs it: a gang member waits (or releases its group).
+fn permit(
+    fw: &Framework,
+    state: &crate::scheduler::framework::CycleState,
+    pod: &PodInfo,
+    node: &str,
+    cluster: &mut ClusterState,
+) -> Result<(), String> {
+    match fw.permit(state, pod, node, cluster) {
+        Ok(None) => {
+            cluster.gangs.release(&pod.key);
+            Ok(())
+        }
+        Ok(Some(_)) => {
+            cluster.gangs.wait(&pod.key);
+            Ok(())
+        }
+        Err((_, s)) => {
+            cluster.forget(&pod.key);
+            Err(s.message())
+        }
+    }
+}
+
+fn reject(
+    cluster: &mut ClusterState,
+    verdicts: &mut BTreeMap<String, NodeVerdict>,
+    plugin: &'static str,
+    reason: &str,
+) {
+    verdicts.clear();
+    for n in &cluster.nodes {
+        let v = NodeVerdict {
+            feasible: false,
+            plugin: Some(plugin),
+            code: crate::scheduler::framework::Code::Unschedulable,
+            reason: reason.to_string(),
+            scores: BTreeMap::new(),
+            total: 0,
+        };
+        verdicts.insert(n.name.clone(), v);
+    }
+}
+
+/// A placed gang member taken back: counted nowhere, reported with the gang's reason.
+fn unplace(cluster: &mut ClusterState, out: &mut [Placement], key: &str, reason: &str) {
+    cluster.forget(key);
+    if let Some(p) = out.iter_mut().find(|p| p.pod == key) {
+        p.node = None;
+        p.cpuset = None;
+        p.reservation = None;
+        reject(cluster, &mut p.verdicts, "Coscheduling", reason);
+    }
+}
+
+/// A member found no node: a Strict gang's waiting members are released.
+fn gang_failed(cluster: &mut ClusterState, out: &mut [Placement], key: &str, msg: &str) {
+    let released = cluster.gangs.member_failed(key);
+    if released.is_empty() {
+        return;
+    }
+    let group = cluster
+        .gangs
+        .gang_id(key)
+        .map(|id| cluster.gangs.group_id(id))
+        .unwrap_or_default();
+    let reason =
+        crate::scheduler::plugins::coscheduling::rejected_message(&group, key, msg, released.len());
+    for k in released {
+        unplace(cluster, out, &k, &reason);
+    }
 }
 
 /// How a placement names what was scheduled: `ns/name`, or `reservation/NAME`.

@@ -111,3 +111,55 @@ fn pending_reservations_are_scheduled_and_owners_use_them() {
     assert!(batch["node"].is_null(), "{batch}");
     assert_eq!(batch["nodes"]["node-a"]["reason"], "Insufficient cpu");
 }
+
+#[test]
+fn quota_and_gang_reasons_in_koordinators_words() {
+    let snap = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/quota-gang-snapshot.yaml"
+    );
+    let out = Command::new(common::koord_bin())
+        .args(["explain", "schedule", "-f", snap, "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let by = |name: &str| {
+        v["pods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["pod"] == format!("default/{name}"))
+            .unwrap()
+            .clone()
+    };
+    let q = by("a-pending");
+    assert!(q["node"].is_null());
+    assert_eq!(q["nodes"]["node-1"]["plugin"], "ElasticQuota");
+    assert_eq!(
+        q["nodes"]["node-1"]["reason"],
+        "Insufficient quotas, quotaName: team-a, runtime: cpu:2,memory:0, used: cpu:2, pod's request: cpu:1, exceedDimensions: [cpu]"
+    );
+    // g-0 fitted, g-1 did not: the Strict gang places neither.
+    let g0 = by("g-0");
+    assert!(g0["node"].is_null(), "{g0}");
+    assert_eq!(g0["nodes"]["node-1"]["plugin"], "Coscheduling");
+    assert!(
+        g0["nodes"]["node-1"]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("GangGroup \"default/g\" gets rejected due to member Pod \"default/g-1\"")
+    );
+    assert_eq!(by("g-1")["nodes"]["node-1"]["reason"], "Insufficient cpu");
+    let lonely = by("lonely-0");
+    assert!(
+        lonely["nodes"]["node-1"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("child pod not collect enough")
+    );
+}
