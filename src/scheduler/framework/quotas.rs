@@ -51,6 +51,9 @@ pub struct QuotaState {
     /// Bumped on every change, so a writer knows when to look again.
     pub version: u64,
     runtime: OnceLock<Arc<BTreeMap<String, Amounts>>>,
+    /// Σ node allocatable, kept until a node's allocatable changes (pods come and go far
+    /// more often than nodes).
+    total: OnceLock<Amounts>,
 }
 
 fn add(into: &mut Amounts, a: &Amounts, sign: i64) {
@@ -76,6 +79,7 @@ impl QuotaState {
     /// Something the runtime depends on changed outside the quotas (node allocatable).
     pub fn invalidate(&mut self) {
         if self.enabled() {
+            self.total = OnceLock::new();
             self.changed();
         }
     }
@@ -232,7 +236,10 @@ impl QuotaState {
         cluster_total: impl FnOnce() -> Amounts,
     ) -> Arc<BTreeMap<String, Amounts>> {
         self.runtime
-            .get_or_init(|| Arc::new(self.compute_runtime(cluster_total())))
+            .get_or_init(|| {
+                let total = self.total.get_or_init(cluster_total).clone();
+                Arc::new(self.compute_runtime(total))
+            })
             .clone()
     }
 
