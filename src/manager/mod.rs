@@ -126,6 +126,13 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     tracing::info!("manager caches synced");
     ctx.ready.set(true);
     metrics.is_leader.set(leadership.is_leader() as i64);
+    controllers::quotaprofile::spawn(
+        client.clone(),
+        caches.nodes.clone(),
+        leadership.clone(),
+        &ctx.tasks,
+        &ctx.shutdown,
+    );
     let controllers = controllers::Controllers {
         client,
         caches,

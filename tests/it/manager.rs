@@ -23,7 +23,7 @@ async fn api_on(port: u16) -> TestApi {
     TestApi::start_with(opts).await
 }
 
-fn manager(dir: &std::path::Path, api_port: u16, name: &str) -> (Koord, SocketAddr) {
+pub fn manager(dir: &std::path::Path, api_port: u16, name: &str) -> (Koord, SocketAddr) {
     let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let data = dir.join(name);
     std::fs::create_dir_all(&data).unwrap();

@@ -208,3 +208,50 @@ async fn quota_at_max_waits_and_min_is_reclaimed() {
     drop(sched);
     api.stop().await;
 }
+
+/// The manager's ElasticQuotaProfile controller creates the profile's root quota with the
+/// selected nodes' allocatable as min.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profile_creates_its_root_quota() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut api = two_nodes(port).await;
+    let c = api.client.clone();
+    let profiles: Api<koord::api::quota::ElasticQuotaProfile> =
+        Api::namespaced(c.clone(), "default");
+    let p = obj(
+        json!({"apiVersion": "quota.koordinator.sh/v1alpha1", "kind": "ElasticQuotaProfile",
+        "metadata": {"name": "pool", "namespace": "default"},
+        "spec": {"quotaName": "pool-root", "resourceRatio": "0.5"}}),
+    );
+    profiles.create(&PostParams::default(), &p).await.unwrap();
+    let (mgr, _) = crate::manager::manager(dir.path(), port, "m1");
+    let quotas: Api<ElasticQuota> = Api::namespaced(c.clone(), "default");
+    let made = eventually(Duration::from_secs(30), || async {
+        quotas
+            .get("pool-root")
+            .await
+            .ok()
+            .and_then(|q| q.spec.min)
+            .and_then(|m| m.get("cpu").cloned())
+            .is_some_and(|q| q.0 == "4")
+    })
+    .await;
+    assert!(made, "{}", mgr.logs());
+    let q = quotas.get("pool-root").await.unwrap();
+    let labels = q.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels
+            .get("quota.scheduling.koordinator.sh/is-root")
+            .map(String::as_str),
+        Some("true")
+    );
+    assert!(
+        q.metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("quota.scheduling.koordinator.sh/total-resource")
+    );
+    drop(mgr);
+    api.stop().await;
+}

@@ -5,6 +5,7 @@
 pub mod nodemetric;
 pub mod noderesource;
 pub mod nodeslo;
+pub mod quotaprofile;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
