@@ -48,7 +48,11 @@ fn min_is_what_the_selected_nodes_give() {
         !d.min.contains_key("nvidia.com/gpu"),
         "default keys: cpu, memory"
     );
-    assert_eq!(d.max["cpu"], i64::MAX / 2000 * 1000, "4611686018427387 cores");
+    assert_eq!(
+        d.max["cpu"],
+        i64::MAX / 2000 * 1000,
+        "4611686018427387 cores"
+    );
     assert_eq!(d.max["memory"], i64::MAX / 2000);
     assert_eq!(d.labels["quota.scheduling.koordinator.sh/is-root"], "true");
     assert_eq!(
