@@ -56,6 +56,11 @@ pub struct Queue {
     pods: HashMap<String, (Arc<PodInfo>, Where)>,
     attempts: HashMap<String, u32>,
     backoff: Backoff,
+    /// Pod keys by gang (stale keys are skipped), and the gang whose members go next:
+    /// once one member is popped its siblings follow back to back, as Koordinator's gang
+    /// scheduling context does, whatever else is queued.
+    by_gang: HashMap<String, std::collections::BTreeSet<String>>,
+    burst: Option<String>,
 }
 
 impl Queue {
@@ -65,6 +70,8 @@ impl Queue {
             pods: HashMap::new(),
             attempts: HashMap::new(),
             backoff,
+            by_gang: HashMap::new(),
+            burst: None,
         }
     }
 
@@ -84,6 +91,12 @@ impl Queue {
     /// place with the new object (a gated pod is re-checked).
     pub fn add(&mut self, pod: Arc<PodInfo>) {
         let key = pod.key.clone();
+        if let Some(g) = &pod.gang {
+            self.by_gang
+                .entry(g.clone())
+                .or_default()
+                .insert(key.clone());
+        }
         match self.pods.get(&key).map(|(_, w)| *w) {
             None | Some(Where::Gated) => {
                 self.pods.insert(key, (pod.clone(), Where::Active));
@@ -96,21 +109,49 @@ impl Queue {
     }
 
     pub fn remove(&mut self, key: &str) {
-        self.pods.remove(key);
+        if let Some((p, _)) = self.pods.remove(key)
+            && let Some(g) = &p.gang
+            && let Some(set) = self.by_gang.get_mut(g)
+        {
+            set.remove(key);
+            if set.is_empty() {
+                self.by_gang.remove(g);
+            }
+        }
         self.attempts.remove(key);
     }
 
-    /// The next pod to schedule (stale heap entries are skipped).
+    /// The next pod to schedule: an active sibling of the last gang pod first, else the
+    /// head of the heap (stale heap entries are skipped).
     pub fn pop(&mut self) -> Option<Arc<PodInfo>> {
+        if let Some(p) = self.burst.clone().and_then(|g| self.pop_sibling(&g)) {
+            return Some(p);
+        }
         while let Some(Entry(p)) = self.active.pop() {
             if let Some((cur, Where::Active)) = self.pods.get(&p.key) {
                 let cur = cur.clone();
                 // Popped pods leave the queue until they are requeued.
                 self.pods.remove(&p.key);
+                self.burst = cur.gang.clone();
                 return Some(cur);
             }
         }
         None
+    }
+
+    fn pop_sibling(&mut self, gang: &str) -> Option<Arc<PodInfo>> {
+        let keys = self.by_gang.get(gang)?;
+        let key = keys
+            .iter()
+            .find(|k| matches!(self.pods.get(*k), Some((_, Where::Active))))
+            .cloned();
+        match key {
+            Some(k) => self.pods.remove(&k).map(|(p, _)| p),
+            None => {
+                self.burst = None;
+                None
+            }
+        }
     }
 
     fn backoff_for(&self, key: &str) -> Duration {
@@ -221,6 +262,28 @@ mod tests {
             json!({"metadata": {"name": name, "namespace": "d", "creationTimestamp": created},
             "spec": {"priority": prio, "containers": [{"name": "c"}]}}),
         ))
+    }
+
+    #[test]
+    fn a_gangs_members_go_back_to_back() {
+        let mut q = Queue::new(Backoff {
+            initial_seconds: 1,
+            max_seconds: 10,
+        });
+        let member = |name: &str, created: &str| {
+            Arc::new(pod(
+                json!({"metadata": {"name": name, "namespace": "d", "creationTimestamp": created,
+                "annotations": {"gang.scheduling.koordinator.sh/name": "g"}},
+                "spec": {"containers": [{"name": "c"}]}}),
+            ))
+        };
+        q.add(member("g-a", "2026-01-01T00:00:00Z"));
+        q.add(p("other", 0, "2026-01-01T00:00:01Z"));
+        q.add(member("g-b", "2026-01-01T00:00:02Z"));
+        let order: Vec<String> = std::iter::from_fn(|| q.pop())
+            .map(|p| p.name.clone())
+            .collect();
+        assert_eq!(order, ["g-a", "g-b", "other"], "g-b follows g-a");
     }
 
     #[test]

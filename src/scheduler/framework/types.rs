@@ -51,6 +51,8 @@ pub struct PodInfo {
     pub reservation_allocated: Option<String>,
     /// Set on a reservation's reserve pod: the reservation's name.
     pub reserve_of: Option<String>,
+    /// The gang (`namespace/name`) the pod belongs to, if any.
+    pub gang: Option<String>,
 }
 
 fn ts_ms(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> i64 {
@@ -102,6 +104,7 @@ impl PodInfo {
             cpu_alloc: CpuAlloc::of(&pod).map(Arc::new),
             reservation_allocated: reservation_allocated(&pod),
             reserve_of: None,
+            gang: super::gangs::gang_of(&pod),
             namespace,
             name,
             pod,
