@@ -197,6 +197,12 @@ async fn run_roles(mut cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
         metrics: metrics.clone(),
         config: Arc::new(config::redacted_json(&cfg)),
     };
+    // Every role is listed as not ready before /readyz can first be asked.
+    let mut handles: Vec<_> = roles
+        .0
+        .iter()
+        .map(|r| readiness.register(r.name()))
+        .collect();
     let admin_server = tokio::spawn(admin::serve(listener, admin_state, admin_stop.clone()));
     tracing::info!(roles = %roles.names(), admin = %cfg.common.admin_addr, "koord starting");
 
@@ -206,7 +212,7 @@ async fn run_roles(mut cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
             role,
             shutdown: shutdown.clone(),
             tasks: tasks.clone(),
-            ready: readiness.register(role.name()),
+            ready: handles.remove(0),
             metrics: metrics.clone(),
             cluster: cluster.clone(),
             common: common.clone(),
