@@ -243,9 +243,7 @@ fn run_quota_gang(nodes: usize, cfg: &config::SchedulerConfig) {
     let fw = config::framework(&cfg.profiles[0]).unwrap();
     let now = k8s_openapi::jiff::Timestamp::now().as_millisecond();
     let mut c = cluster(nodes, false, now);
-    for e in fw.points.values().flatten() {
-        e.plugin.setup(&mut c);
-    }
+    fw.setup(&mut c);
     for p in 0..10 {
         c.quotas
             .upsert(&quota(&format!("parent-{p}"), None, 200, 2000))

@@ -39,7 +39,7 @@ pub fn amounts(list: Option<&BTreeMap<String, Quantity>>) -> Amounts {
         .collect()
 }
 
-fn add(into: &mut Amounts, from: &Amounts) {
+pub fn add(into: &mut Amounts, from: &Amounts) {
     for (k, v) in from {
         // Quantities come from outside; a sum past i64 saturates instead of panicking.
         let e = into.entry(k.clone()).or_insert(0);

@@ -70,9 +70,7 @@ pub fn cluster_of(
     let mut cluster = ClusterState::default();
     cluster.now_ms = now_ms;
     for fw in fws {
-        for e in fw.points.values().flatten() {
-            e.plugin.setup(&mut cluster);
-        }
+        fw.setup(&mut cluster);
     }
     for q in of_kind::<crate::api::quota::ElasticQuota>(snap, "ElasticQuota") {
         if let Err(e) = cluster.quotas.upsert(&q) {

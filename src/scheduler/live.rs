@@ -180,9 +180,7 @@ impl Scheduler {
     ) -> Scheduler {
         let mut cluster = ClusterState::default();
         for fw in &frameworks {
-            for e in fw.points.values().flatten() {
-                e.plugin.setup(&mut cluster);
-            }
+            fw.setup(&mut cluster);
         }
         let quotas = cluster.quotas.enabled();
         Scheduler {

@@ -6,6 +6,7 @@
 //! `allocateOnce` then marks Succeeded, and a non-owner still cannot use it.
 
 use crate::common;
+use crate::quota::{node_of, unschedulable_reason};
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -80,21 +81,6 @@ async fn phase(api: &Api<Reservation>, name: &str) -> (String, String) {
     let r = api.get(name).await.unwrap();
     let s = r.status.unwrap_or_default();
     (s.phase.unwrap_or_default(), s.node_name.unwrap_or_default())
-}
-
-async fn node_of(pods: &Api<Pod>, name: &str) -> Option<String> {
-    pods.get(name).await.ok()?.spec?.node_name
-}
-
-async fn unschedulable_reason(pods: &Api<Pod>, name: &str) -> String {
-    let p = pods.get(name).await.unwrap();
-    p.status
-        .and_then(|s| s.conditions)
-        .into_iter()
-        .flatten()
-        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-        .and_then(|c| c.message)
-        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

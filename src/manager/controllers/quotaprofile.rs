@@ -17,7 +17,7 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use crate::api::extension::keys::*;
-use crate::api::pod::{Amounts, amounts, resource_list};
+use crate::api::pod::{Amounts, add, amounts, resource_list};
 use crate::api::quota::{ElasticQuota, ElasticQuotaProfile};
 use crate::api::selector::Selector;
 use crate::kernel::lease::Leadership;
@@ -55,12 +55,6 @@ fn ready(n: &Node) -> bool {
         .into_iter()
         .flatten()
         .any(|c| c.type_ == "Ready" && c.status == "True")
-}
-
-fn add(into: &mut Amounts, a: &Amounts) {
-    for (k, v) in a {
-        *into.entry(k.clone()).or_insert(0) += v;
-    }
 }
 
 /// What a profile's quota should look like over `nodes`.

@@ -229,9 +229,7 @@ impl ClusterState {
     pub fn total_allocatable(&self) -> crate::api::pod::Amounts {
         let mut total = crate::api::pod::Amounts::new();
         for n in &self.nodes {
-            for (k, v) in &n.allocatable {
-                *total.entry(k.clone()).or_insert(0) += v;
-            }
+            crate::api::pod::add(&mut total, &n.allocatable);
         }
         total
     }

@@ -113,6 +113,14 @@ impl Framework {
         self.points.get(&point).map(Vec::as_slice).unwrap_or(&[])
     }
 
+    /// Lets every enabled plugin switch on what it tracks in `cluster` (once per plugin
+    /// and point; setup is idempotent).
+    pub fn setup(&self, cluster: &mut ClusterState) {
+        for e in self.points.values().flatten() {
+            e.plugin.setup(cluster);
+        }
+    }
+
     /// PreEnqueue: the first rejection keeps the pod out of the active queue.
     pub fn pre_enqueue(
         &self,

@@ -204,6 +204,16 @@ struct SpreadArgs {
     defaulting_type: Option<String>,
 }
 
+/// A plugin's args without `apiVersion`/`kind`; the defaults when absent.
+pub(crate) fn plain_args<T: DeserializeOwned + Default>(v: Option<&Value>) -> Result<T, String> {
+    match v {
+        None | Some(Value::Null) => Ok(T::default()),
+        Some(v) => serde_json::from_value::<WithMeta<T>>(v.clone())
+            .map(strip_meta)
+            .map_err(|e| e.to_string()),
+    }
+}
+
 /// Args documents may carry `apiVersion`/`kind`; the upstream arg types here do not.
 fn strip_meta<T>(t: WithMeta<T>) -> T {
     t.inner

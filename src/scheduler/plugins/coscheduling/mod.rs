@@ -42,16 +42,7 @@ pub struct Coscheduling {
 
 impl Coscheduling {
     pub fn new(raw: Option<&Value>) -> Result<Coscheduling, String> {
-        let mut v = raw.cloned().unwrap_or(Value::Null);
-        if let Some(m) = v.as_object_mut() {
-            m.remove("apiVersion");
-            m.remove("kind");
-        }
-        let a: RawArgs = if v.is_null() {
-            RawArgs::default()
-        } else {
-            serde_json::from_value(v).map_err(|e| e.to_string())?
-        };
+        let a: RawArgs = super::plain_args(raw)?;
         if a.aware_network_topology == Some(true) {
             return Err(
                 "awareNetworkTopology: network-topology aware gangs are not supported".into(),

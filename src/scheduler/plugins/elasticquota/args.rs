@@ -55,16 +55,7 @@ fn duration(field: &str, raw: Option<&str>, default: Duration) -> Result<Duratio
 
 impl Args {
     pub fn parse(v: Option<&Value>) -> Result<Args, String> {
-        let mut v = v.cloned().unwrap_or(Value::Null);
-        if let Some(m) = v.as_object_mut() {
-            m.remove("apiVersion");
-            m.remove("kind");
-        }
-        let raw: Raw = if v.is_null() {
-            Raw::default()
-        } else {
-            serde_json::from_value(v).map_err(|e| e.to_string())?
-        };
+        let raw: Raw = crate::scheduler::plugins::plain_args(v)?;
         if raw.hook_plugins.as_ref().is_some_and(|h| !h.is_empty()) {
             return Err("hookPlugins: quota hook plugins are not supported".into());
         }

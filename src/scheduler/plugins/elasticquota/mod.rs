@@ -80,9 +80,7 @@ pub fn non_preemptible(pod: &PodInfo) -> bool {
 
 fn sum(a: &Amounts, b: &Amounts) -> Amounts {
     let mut out = a.clone();
-    for (k, v) in b {
-        *out.entry(k.clone()).or_insert(0) += v;
-    }
+    crate::api::pod::add(&mut out, b);
     out
 }
 

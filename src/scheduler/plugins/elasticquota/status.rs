@@ -7,15 +7,9 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::api::extension::keys::*;
-use crate::api::pod::{Amounts, resource_list};
+use crate::api::pod::{Amounts, add, resource_list};
 use crate::scheduler::framework::ClusterState;
 use crate::scheduler::framework::quotas::masked;
-
-fn add(into: &mut Amounts, a: &Amounts) {
-    for (k, v) in a {
-        *into.entry(k.clone()).or_insert(0) += v;
-    }
-}
 
 fn children<'a>(cluster: &'a ClusterState, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
     cluster
