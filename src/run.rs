@@ -21,7 +21,15 @@ const EXIT_USAGE: u8 = 2;
 
 /// The process entry point.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let go = config::goflags::translate(argv, &own_flags());
+    if !go.errors.is_empty() {
+        eprintln!("koord: {}", go.errors.join("\nkoord: "));
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let cli = Cli::parse_from(&go.argv);
     let host = HostEnv::capture();
     if let Some(Command::Crds { out_dir }) = &cli.command {
         return crds(out_dir.as_deref());
@@ -30,7 +38,10 @@ pub fn main() -> ExitCode {
         return crate::explain::main(what, cli.common.config.as_deref());
     }
     let yaml = cli.common.config.as_deref().map(YamlSource::File);
-    let cfg = match config::load(&host, yaml, cli.common.providers()) {
+    let mut flags = Vec::new();
+    flags.extend(go.layers);
+    flags.extend(cli.common.providers());
+    let cfg = match config::load(&host, yaml, flags) {
         Ok(cfg) => cfg,
         Err(err) => {
             eprintln!("koord: configuration error:\n{err}");
@@ -64,6 +75,17 @@ pub fn main() -> ExitCode {
         eprintln!("koord: {err}");
         return ExitCode::from(EXIT_USAGE);
     }
+    if cfg.common.strict && !go.unsupported.is_empty() {
+        let items: Vec<_> = go.unsupported.iter().map(|(_, u)| u.clone()).collect();
+        eprintln!(
+            "koord: configuration error:\n{}",
+            kernel::compat::errors(&items).join("\n")
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
+    for note in &go.notes {
+        tracing::info!("{note}");
+    }
     let runtime = match build_runtime(&roles) {
         Ok(rt) => rt,
         Err(err) => {
@@ -71,7 +93,18 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(run_roles(cfg, roles, host))
+    runtime.block_on(run_roles(cfg, roles, host, go.unsupported))
+}
+
+/// koord's own long flags, which Koordinator-flag translation leaves to clap.
+fn own_flags() -> Vec<String> {
+    use clap::CommandFactory;
+    let mut out: Vec<String> = Cli::command()
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(String::from))
+        .collect();
+    out.extend(["help".to_string(), "version".to_string()]);
+    out
 }
 
 /// A DaemonSet pod on a 96-core node would otherwise start 96 workers and as many malloc
@@ -129,7 +162,12 @@ impl Signals {
     }
 }
 
-async fn run_roles(mut cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
+async fn run_roles(
+    mut cfg: Config,
+    roles: RoleSet,
+    host: HostEnv,
+    flag_warnings: Vec<(Role, kernel::compat::Unsupported)>,
+) -> ExitCode {
     crate::os::tuning::raise_nofile_limit();
     crate::os::tuning::return_large_allocations();
     let mut signals = match Signals::install() {
@@ -141,6 +179,9 @@ async fn run_roles(mut cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
     };
     let shutdown = Shutdown::new();
     let metrics = Metrics::new();
+    for (role, u) in &flag_warnings {
+        kernel::compat::report(&metrics, role.name(), std::slice::from_ref(u));
+    }
     let readiness = Readiness::new(&metrics);
     let tasks = Tasks::new(shutdown.clone());
     let embedded = if cfg.embedded.enabled {
@@ -203,6 +244,22 @@ async fn run_roles(mut cfg: Config, roles: RoleSet, host: HostEnv) -> ExitCode {
         .iter()
         .map(|r| readiness.register(r.name()))
         .collect();
+    if let Some(addr) = cfg
+        .common
+        .health_probe_addr
+        .filter(|a| *a != cfg.common.admin_addr)
+    {
+        match admin::bind(addr).await {
+            Ok(l) => {
+                let probe = admin::serve(l, admin_state.clone(), admin_stop.clone());
+                tokio::spawn(probe);
+            }
+            Err(err) => {
+                eprintln!("koord: common.healthProbeAddr: {err}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let admin_server = tokio::spawn(admin::serve(listener, admin_state, admin_stop.clone()));
     tracing::info!(roles = %roles.names(), admin = %cfg.common.admin_addr, "koord starting");
 

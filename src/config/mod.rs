@@ -2,6 +2,7 @@
 //! flags, merged once by figment. Keys are camelCase like Koordinator's; an unknown key,
 //! a wrong type or an invalid value is an error naming the key and its source.
 
+pub mod goflags;
 pub mod sources;
 
 use std::path::Path;
@@ -141,28 +142,28 @@ fn validate(cfg: &Config, figment: &Figment) -> Vec<String> {
             Ok(())
         },
     );
-    for (key, msg) in crate::koordlet::validate(&cfg.koordlet) {
+    for (key, msg) in crate::koordlet::validate(&cfg.koordlet, cfg.common.strict) {
         let key = format!("koordlet.{key}");
         problems.push(format!(
             "invalid value for key `{key}` in {}: {msg}",
             source_of(figment, &key)
         ));
     }
-    for (key, msg) in crate::manager::validate(&cfg.manager) {
+    for (key, msg) in crate::manager::validate(&cfg.manager, cfg.common.strict) {
         let key = format!("manager.{key}");
         problems.push(format!(
             "invalid value for key `{key}` in {}: {msg}",
             source_of(figment, &key)
         ));
     }
-    for (key, msg) in crate::scheduler::validate(&cfg.scheduler) {
+    for (key, msg) in crate::scheduler::validate(&cfg.scheduler, cfg.common.strict) {
         let key = format!("scheduler.{key}");
         problems.push(format!(
             "invalid value for key `{key}` in {}: {msg}",
             source_of(figment, &key)
         ));
     }
-    for (key, msg) in crate::descheduler::validate(&cfg.descheduler) {
+    for (key, msg) in crate::descheduler::validate(&cfg.descheduler, cfg.common.strict) {
         let key = format!("descheduler.{key}");
         problems.push(format!(
             "invalid value for key `{key}` in {}: {msg}",

@@ -8,6 +8,7 @@ use figment::{Error, Metadata, Profile, Provider};
 pub const ENV_PREFIX: &str = "KOORD_";
 
 /// One key set from one named source.
+#[derive(Debug)]
 pub struct KeyValue {
     pub source: String,
     pub key: String,

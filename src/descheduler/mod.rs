@@ -41,7 +41,7 @@ impl Default for Config {
 }
 
 /// Problems as (key under `descheduler`, message).
-pub fn validate(cfg: &Config) -> Vec<(String, String)> {
+pub fn validate(cfg: &Config, _strict: bool) -> Vec<(String, String)> {
     let mut out = Vec::new();
     if let Err(e) = cfg.leader_election.validate() {
         out.push(("leaderElection".into(), e));

@@ -21,10 +21,16 @@ pub struct CommonConfig {
     pub log_level: String,
     /// Address of `/healthz`, `/readyz`, `/metrics`, `/debug/config`.
     pub admin_addr: SocketAddr,
+    /// A second address serving the same admin endpoint (Koordinator's manager probes
+    /// `--health-probe-addr` apart from `--metrics-addr`); null: none.
+    pub health_probe_addr: Option<SocketAddr>,
     /// Where koord keeps state (sled stores, kubeconfig of the embedded server).
     pub data_dir: PathBuf,
     /// How long a graceful drain may take before koord aborts.
     pub shutdown_grace_seconds: u64,
+    /// Refuse, instead of warning about, Koordinator plugins, feature gates, flags and
+    /// args koord does not implement yet.
+    pub strict: bool,
 }
 
 impl Default for CommonConfig {
@@ -35,8 +41,10 @@ impl Default for CommonConfig {
             log_format: LogFormat::Text,
             log_level: "info".into(),
             admin_addr: SocketAddr::from(([127, 0, 0, 1], 9316)),
+            health_probe_addr: None,
             data_dir: PathBuf::from("/var/lib/koord"),
             shutdown_grace_seconds: 30,
+            strict: false,
         }
     }
 }

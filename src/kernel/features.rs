@@ -1,9 +1,13 @@
 //! Feature gates, one implementation for every role: each role lists Koordinator's gates
-//! with their upstream defaults and says which ones koord implements. A config naming an
-//! unknown gate is an error; switching on a gate koord does not implement is an error or a
-//! loud warning, as the role's table says — never a silent no-op.
+//! with their upstream defaults and says which ones koord implements. Koordinator's
+//! `--feature-gates` syntax works, `AllAlpha` / `AllBeta` included. A gate koord does not
+//! know, or one switched on that koord does not implement yet, is accepted with a warning
+//! (configs written for Koordinator keep working) — or refused in strict mode
+//! (`common.strict`), for operators who want a config never to do less than it says.
 
 use std::collections::BTreeMap;
+
+use super::compat::Unsupported;
 
 /// One gate: its name, Koordinator's default, and whether koord acts on it.
 #[derive(Debug, Clone, Copy)]
@@ -22,16 +26,18 @@ pub const fn gate(name: &'static str, default: bool, implemented: bool) -> Gate 
     }
 }
 
-/// What switching on an unimplemented gate does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unimplemented {
-    /// Refuse the configuration (a webhook that silently allows what Koordinator denies
-    /// would be worse than not starting).
-    Refuse,
-    /// Start, warning once per gate (Koordinator's own koordlet ignores gates it cannot
-    /// act on, so configs written for it keep working).
-    Warn,
+impl Gate {
+    /// Koordinator's gates are Beta exactly when on by default, Alpha otherwise
+    /// (`pkg/features`), which is what `AllAlpha` / `AllBeta` select on.
+    fn beta(&self) -> bool {
+        self.default
+    }
 }
+
+/// The pseudo-gates of Kubernetes' feature-gate syntax.
+const ALL_ALPHA: &str = "AllAlpha";
+const ALL_BETA: &str = "AllBeta";
+const KIND: &str = "featureGate";
 
 /// A role's gates.
 #[derive(Debug)]
@@ -39,7 +45,6 @@ pub struct GateTable {
     /// The role, for messages (`koordlet`, `manager`).
     pub role: &'static str,
     pub gates: &'static [Gate],
-    pub unimplemented: Unimplemented,
 }
 
 /// Effective gate values: the table's defaults overridden by the user's map.
@@ -56,48 +61,102 @@ impl GateTable {
         Gates(self.gates.iter().map(|g| (g.name, g.default)).collect())
     }
 
-    /// Problems with the user's map, as messages: unknown names, and (for `Refuse`)
-    /// unimplemented gates switched on.
-    pub fn problems(&self, user: &BTreeMap<String, bool>) -> Vec<String> {
+    /// What koord will not do as the user's map says, one message each: gates it does not
+    /// know, gates switched on that it does not implement (those `AllAlpha`/`AllBeta`
+    /// would switch on are listed in one message). Warnings normally; errors when strict.
+    pub fn unsupported(&self, user: &BTreeMap<String, bool>) -> Vec<Unsupported> {
         let mut out = Vec::new();
         for (name, on) in user {
+            if name == ALL_ALPHA || name == ALL_BETA {
+                continue;
+            }
             match self.find(name) {
-                None => out.push(format!("unknown {} feature gate {name:?}", self.role)),
-                Some(g) if *on && !g.implemented && self.unimplemented == Unimplemented::Refuse => {
-                    out.push(format!(
-                        "feature gate {name} is not implemented by koord yet; leave it off"
-                    ));
-                }
+                None => out.push(Unsupported::new(
+                    KIND,
+                    name,
+                    format!(
+                        "{} feature gate {name:?} is not known to koord; ignored",
+                        self.role
+                    ),
+                )),
+                Some(g) if *on && !g.implemented => out.push(Unsupported::new(
+                    KIND,
+                    name,
+                    format!(
+                        "{} feature gate {name} is not implemented by koord yet; ignored",
+                        self.role
+                    ),
+                )),
                 Some(_) => {}
             }
+        }
+        let bulk: Vec<&str> = self
+            .gates
+            .iter()
+            .filter(|g| !g.implemented && !user.contains_key(g.name))
+            .filter(|g| bulk_value(user, g) == Some(true))
+            .map(|g| g.name)
+            .collect();
+        if !bulk.is_empty() {
+            out.push(Unsupported::new(
+                KIND,
+                "AllAlpha/AllBeta",
+                format!(
+                    "AllAlpha/AllBeta: {} feature gates koord does not implement yet stay off: {}",
+                    self.role,
+                    bulk.join(", ")
+                ),
+            ));
         }
         out
     }
 
-    /// Gates switched on that koord does not implement (warned about under `Warn`).
+    /// Gates switched on, by name or by `AllAlpha`/`AllBeta`, that koord does not
+    /// implement (they stay off).
     pub fn switched_on_unimplemented(&self, user: &BTreeMap<String, bool>) -> Vec<&'static str> {
-        user.iter()
-            .filter(|(_, on)| **on)
-            .filter_map(|(n, _)| self.find(n))
+        self.gates
+            .iter()
             .filter(|g| !g.implemented)
+            .filter(|g| user.get(g.name).copied().or(bulk_value(user, g)) == Some(true))
             .map(|g| g.name)
             .collect()
     }
 
-    /// The effective gates, or every problem joined.
-    pub fn from_user(&self, user: &BTreeMap<String, bool>) -> Result<Gates, String> {
-        let problems = self.problems(user);
-        if !problems.is_empty() {
-            return Err(problems.join("; "));
-        }
+    /// The effective gates: defaults, then `AllAlpha`/`AllBeta`, then gates by name (as
+    /// Kubernetes applies them). Unimplemented gates stay off; unknown names are ignored
+    /// (see [`GateTable::unsupported`]).
+    pub fn from_user(&self, user: &BTreeMap<String, bool>) -> Gates {
         let mut gates = self.defaults();
-        for (name, on) in user {
-            if let Some(g) = self.find(name) {
-                gates.0.insert(g.name, *on);
+        for g in self.gates {
+            let v = user.get(g.name).copied().or(bulk_value(user, g));
+            if let Some(on) = v {
+                gates.0.insert(g.name, on && g.implemented);
             }
         }
-        Ok(gates)
+        gates
     }
+}
+
+/// The value `AllAlpha` / `AllBeta` gives this gate, if the user set the matching one.
+fn bulk_value(user: &BTreeMap<String, bool>, g: &Gate) -> Option<bool> {
+    user.get(if g.beta() { ALL_BETA } else { ALL_ALPHA })
+        .copied()
+}
+
+/// Parses Koordinator's `--feature-gates` value: `A=true,B=false`.
+pub fn parse_flag(text: &str) -> Result<BTreeMap<String, bool>, String> {
+    let mut out = BTreeMap::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("{part:?}: expected Name=true|false"))?;
+        let on = v
+            .trim()
+            .parse::<bool>()
+            .map_err(|_| format!("{part:?}: {v:?} is not true or false"))?;
+        out.insert(k.trim().to_string(), on);
+    }
+    Ok(out)
 }
 
 impl Gates {
@@ -122,8 +181,8 @@ mod tests {
             gate("On", true, true),
             gate("Off", false, true),
             gate("Later", false, false),
+            gate("BetaLater", true, false),
         ],
-        unimplemented: Unimplemented::Refuse,
     };
 
     fn user(pairs: &[(&str, bool)]) -> BTreeMap<String, bool> {
@@ -131,32 +190,51 @@ mod tests {
     }
 
     #[test]
-    fn defaults_overrides_and_problems() {
+    fn defaults_overrides_and_unsupported() {
         let d = TABLE.defaults();
         assert!(d.enabled("On") && !d.enabled("Off") && !d.enabled("Nope"));
-        let g = TABLE
-            .from_user(&user(&[("Off", true), ("On", false)]))
-            .unwrap();
+        let g = TABLE.from_user(&user(&[("Off", true), ("On", false)]));
         assert!(g.enabled("Off") && !g.enabled("On"));
-        assert!(
-            TABLE
-                .from_user(&user(&[("Nope", true)]))
-                .unwrap_err()
-                .contains("unknown test feature gate")
+        assert!(TABLE.unsupported(&user(&[("Off", true)])).is_empty());
+        let u = TABLE.unsupported(&user(&[("Nope", true), ("Later", true)]));
+        let msgs: Vec<&str> = u.iter().map(|u| u.message.as_str()).collect();
+        assert_eq!(msgs.len(), 2, "{msgs:?}");
+        assert!(msgs.iter().any(|m| m.contains("Later is not implemented")));
+        assert!(msgs.iter().any(|m| m.contains("\"Nope\" is not known")));
+        assert!(TABLE.unsupported(&user(&[("Later", false)])).is_empty());
+        let g = TABLE.from_user(&user(&[("Later", true)]));
+        assert!(!g.enabled("Later"), "an unimplemented gate stays off");
+        assert_eq!(
+            TABLE.switched_on_unimplemented(&user(&[("Later", true)])),
+            ["Later"]
         );
+    }
+
+    #[test]
+    fn all_alpha_and_all_beta_as_kubernetes_applies_them() {
+        let g = TABLE.from_user(&user(&[("AllAlpha", true)]));
+        assert!(g.enabled("Off") && g.enabled("On") && !g.enabled("Later"));
+        let u = TABLE.unsupported(&user(&[("AllAlpha", true)]));
+        assert_eq!(u.len(), 1, "{u:?}");
+        assert!(u[0].message.contains("stay off: Later"), "{u:?}");
+        let g = TABLE.from_user(&user(&[("AllBeta", false), ("AllAlpha", true)]));
+        assert!(!g.enabled("On") && g.enabled("Off"));
+        // A gate named explicitly wins over the bulk setting.
+        let g = TABLE.from_user(&user(&[("AllAlpha", true), ("Off", false)]));
+        assert!(!g.enabled("Off"));
+        assert!(TABLE.unsupported(&user(&[("AllAlpha", false)])).is_empty());
+    }
+
+    #[test]
+    fn parses_the_flag_syntax() {
+        let m = parse_flag("AllAlpha=false, BECPUEvict=true,").unwrap();
+        assert_eq!(m, user(&[("AllAlpha", false), ("BECPUEvict", true)]));
+        assert!(parse_flag("X").unwrap_err().contains("Name=true|false"));
         assert!(
-            TABLE
-                .from_user(&user(&[("Later", true)]))
+            parse_flag("X=yes")
                 .unwrap_err()
-                .contains("not implemented")
+                .contains("not true or false")
         );
-        assert!(TABLE.from_user(&user(&[("Later", false)])).is_ok());
-        let warn = GateTable {
-            unimplemented: Unimplemented::Warn,
-            ..TABLE
-        };
-        let u = user(&[("Later", true)]);
-        assert!(warn.from_user(&u).unwrap().enabled("Later"));
-        assert_eq!(warn.switched_on_unimplemented(&u), ["Later"]);
+        assert!(parse_flag("").unwrap().is_empty());
     }
 }

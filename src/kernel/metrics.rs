@@ -18,10 +18,18 @@ struct LoopLabels {
     name: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UnsupportedLabels {
+    role: String,
+    kind: String,
+    name: String,
+}
+
 #[derive(Clone)]
 pub struct Metrics {
     registry: Arc<Mutex<Registry>>,
     loops: Family<LoopLabels, Counter>,
+    unsupported: Family<UnsupportedLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -35,7 +43,13 @@ impl Metrics {
         let m = Self {
             registry: Arc::default(),
             loops: Family::default(),
+            unsupported: Family::default(),
         };
+        m.register(
+            "koord_unsupported_config",
+            "Plugins, feature gates, flags and args in the configuration that koord accepts but does not implement yet (1 each)",
+            m.unsupported.clone(),
+        );
         m.register(
             "koord_loop_iterations",
             "Wake-ups of each long-running event loop; an idle process keeps these nearly still",
@@ -68,6 +82,17 @@ impl Metrics {
                 name: name.to_string(),
             })
             .clone()
+    }
+
+    /// Sets `koord_unsupported_config{role,kind,name}` to 1 (see `kernel::compat`).
+    pub fn mark_unsupported(&self, role: &str, kind: &str, name: &str) {
+        self.unsupported
+            .get_or_create(&UnsupportedLabels {
+                role: role.into(),
+                kind: kind.into(),
+                name: name.into(),
+            })
+            .set(1);
     }
 
     /// Prometheus/OpenMetrics text exposition.

@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod cluster;
 pub mod common;
+pub mod compat;
 pub mod cri;
 pub mod events;
 pub mod features;
@@ -52,6 +53,12 @@ impl RoleCtx {
         self.cluster
             .as_ref()
             .ok_or_else(|| anyhow::anyhow!("role {} needs a Kubernetes cluster", self.role))
+    }
+
+    /// Warns about (and counts) what this role's configuration asks for that koord does
+    /// not implement; strict configurations were refused before any role started.
+    pub fn report_unsupported(&self, items: &[compat::Unsupported]) {
+        compat::report(&self.metrics, &self.role.to_string(), items);
     }
 }
 

@@ -149,10 +149,13 @@ impl Default for ReporterConfig {
 }
 
 /// Problems with the section, as (key, message).
-pub fn validate(cfg: &Config) -> Vec<(String, String)> {
+pub fn validate(cfg: &Config, strict: bool) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for e in features::KOORDLET_GATES.problems(&cfg.feature_gates) {
-        out.push(("featureGates".into(), e));
+    if strict {
+        let items = features::KOORDLET_GATES.unsupported(&cfg.feature_gates);
+        for e in crate::kernel::compat::errors(&items) {
+            out.push(("featureGates".into(), e));
+        }
     }
     if let Some(url) = &cfg.kubelet.pods_url
         && !(url.starts_with("http://") || url.starts_with("https://"))

@@ -1,16 +1,15 @@
 //! koordlet feature gates with Koordinator's defaults (`pkg/features/koordlet_features.go`
 //! and the runtime-hook gates). Set with `koordlet.featureGates: {Name: bool}`. Gates koord
 //! does not act on yet are accepted (Koordinator configs keep working); switching one on
-//! earns a warning at start.
+//! earns a warning at start (an error when `common.strict`).
 
-use crate::kernel::features::{GateTable, Unimplemented, gate};
+use crate::kernel::features::{GateTable, gate};
 
 pub use crate::kernel::features::Gates;
 
 /// (name, Koordinator's default, implemented by koord).
 pub const KOORDLET_GATES: GateTable = GateTable {
     role: "koordlet",
-    unimplemented: Unimplemented::Warn,
     gates: &[
         gate("BECPUSuppress", true, true),
         gate("CPUBurst", true, true),

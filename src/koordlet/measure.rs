@@ -118,11 +118,14 @@ fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples) {
         node: l.node.clone(),
         resource: r.into(),
     };
+    let node = crate::koordlet::metrics::node_only(&l.node);
     if let Some(c) = cpu {
         l.metrics.node_usage.get_or_create(&nl("cpu")).set(c);
+        l.metrics.node_used_cpu.get_or_create(&node).set(c);
     }
     if let Some(m) = mem {
         l.metrics.node_usage.get_or_create(&nl("memory")).set(m);
+        l.metrics.node_used_memory.get_or_create(&node).set(m);
     }
     let mut pods = Vec::new();
     let mut ctrs = Vec::new();

@@ -81,12 +81,9 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         &ctx.shutdown,
     );
     let metrics = KoordletMetrics::register(&ctx.metrics);
-    let gates = features::KOORDLET_GATES
-        .from_user(&cfg.feature_gates)
-        .map_err(|e| anyhow::anyhow!("koordlet.featureGates: {e}"))?;
-    for g in features::KOORDLET_GATES.switched_on_unimplemented(&cfg.feature_gates) {
-        tracing::warn!(gate = %g, "koordlet feature gate switched on but not implemented by koord yet; ignored");
-    }
+    metrics.started(&node);
+    let gates = features::KOORDLET_GATES.from_user(&cfg.feature_gates);
+    ctx.report_unsupported(&features::KOORDLET_GATES.unsupported(&cfg.feature_gates));
     let collectors = collectors::registry(
         &cfg.collectors,
         gates.enabled("PSICollector"),
@@ -145,18 +142,20 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     );
     ctx.tasks
         .spawn("koordlet/store-gc", async move { gc_loop(l, every).await });
+    let mut evictor = qos::evict::Evictor::new(
+        cfg.eviction.only_evict_by_api,
+        qos::evictor::Runtimes {
+            endpoint: cfg.eviction.runtime_endpoint.clone(),
+            var_run: cfg.eviction.var_run_root.clone(),
+        },
+    );
+    evictor.metrics = metrics.clone();
     let deps = qos::loops::Deps {
         executor,
         host: qos_host,
         client: cluster.client.clone(),
         collect_interval: base,
-        evictor: Arc::new(qos::evict::Evictor::new(
-            cfg.eviction.only_evict_by_api,
-            qos::evictor::Runtimes {
-                endpoint: cfg.eviction.runtime_endpoint.clone(),
-                var_run: cfg.eviction.var_run_root.clone(),
-            },
-        )),
+        evictor: Arc::new(evictor),
     };
     let l = loop_ctx.clone();
     qos::loops::spawn(&gates, move || l.qos(), deps, &ctx.tasks);

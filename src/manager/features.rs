@@ -1,15 +1,14 @@
 //! koord-manager feature gates (`--feature-gates` in Koordinator; `manager.featureGates`
 //! here) with Koordinator's defaults. Gates whose behaviour koord does not implement yet
-//! are rejected when switched on, so a config never silently does less than it says.
+//! stay off with a warning when switched on (refused when `common.strict`).
 
-use crate::kernel::features::{GateTable, Unimplemented, gate};
+use crate::kernel::features::{GateTable, gate};
 
 pub use crate::kernel::features::Gates;
 
 /// (name, Koordinator's default, implemented by koord).
 pub const MANAGER_GATES: GateTable = GateTable {
     role: "manager",
-    unimplemented: Unimplemented::Refuse,
     gates: &[
         gate("WebhookFramework", true, true),
         gate("PodMutatingWebhook", true, true),

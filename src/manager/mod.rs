@@ -51,7 +51,7 @@ impl Default for Config {
 }
 
 /// Problems as (key under `manager`, message).
-pub fn validate(cfg: &Config) -> Vec<(String, String)> {
+pub fn validate(cfg: &Config, strict: bool) -> Vec<(String, String)> {
     let mut out = Vec::new();
     if cfg.resync_seconds == 0 {
         out.push(("resyncSeconds".into(), "must be > 0".into()));
@@ -59,8 +59,11 @@ pub fn validate(cfg: &Config) -> Vec<(String, String)> {
     if let Err(e) = cfg.leader_election.validate() {
         out.push(("leaderElection".into(), e));
     }
-    for e in features::MANAGER_GATES.problems(&cfg.feature_gates) {
-        out.push(("featureGates".into(), e));
+    if strict {
+        let items = features::MANAGER_GATES.unsupported(&cfg.feature_gates);
+        for e in crate::kernel::compat::errors(&items) {
+            out.push(("featureGates".into(), e));
+        }
     }
     for (k, e) in cfg.webhook.validate() {
         out.push((format!("webhook.{k}"), e));
@@ -70,9 +73,10 @@ pub fn validate(cfg: &Config) -> Vec<(String, String)> {
 
 /// Runs the role until the process drains.
 pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
-    if let Some((key, msg)) = validate(&cfg).into_iter().next() {
+    if let Some((key, msg)) = validate(&cfg, ctx.common.strict).into_iter().next() {
         anyhow::bail!("manager.{key}: {msg}");
     }
+    ctx.report_unsupported(&features::MANAGER_GATES.unsupported(&cfg.feature_gates));
     let cluster = ctx.cluster()?.clone();
     if !crate::kernel::cluster::wait_reachable(&cluster.client, &ctx.shutdown).await {
         return Ok(());
@@ -109,9 +113,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         _ = cfg_rx.wait_for(|c| c.is_some()) => {}
         _ = ctx.shutdown.draining() => return Ok(()),
     }
-    let gates = features::MANAGER_GATES
-        .from_user(&cfg.feature_gates)
-        .map_err(|e| anyhow::anyhow!("manager.featureGates: {e}"))?;
+    let gates = features::MANAGER_GATES.from_user(&cfg.feature_gates);
     if gates.enabled("WebhookFramework") {
         let start = webhook::server::Start {
             client: client.clone(),

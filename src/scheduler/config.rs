@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::framework::Point;
 use super::framework::runtime::{Enabled, Framework};
 use super::plugins;
+use crate::kernel::compat::Unsupported;
 
 const KOORD_DEFAULT: &str = include_str!("../../config/koord-scheduler-config.yaml");
 
@@ -141,6 +142,9 @@ pub struct Backoff {
 pub struct SchedulerConfig {
     pub profiles: Vec<Profile>,
     pub backoff: Backoff,
+    /// Plugins and args of the configuration koord skips (warned at start; refused in
+    /// strict mode).
+    pub unsupported: Vec<Unsupported>,
 }
 
 /// kube-scheduler's merge of a custom set onto defaults.
@@ -181,6 +185,11 @@ fn merge(defaults: &[(String, i64)], custom: Option<&PluginSet>) -> Vec<(String,
     out
 }
 
+/// Names `expand` can instantiate (the rest are stripped or reported by `compat`).
+fn runnable_name(name: &str) -> bool {
+    !plugins::NOT_YET.contains(&name) && !super::compat::framework_plugin(name)
+}
+
 fn points_of(name: &str) -> Result<&'static [Point], String> {
     Ok(plugins::build(name, None)?.points())
 }
@@ -196,11 +205,17 @@ fn expand(multi: &[(String, i64)]) -> Result<BTreeMap<Point, Vec<(String, i64)>>
     Ok(out)
 }
 
-fn apply(base: &Profile, cfg: &ProfileCfg, ctx: &str) -> Result<Profile, String> {
+fn apply(
+    base: &Profile,
+    cfg: &ProfileCfg,
+    ctx: &str,
+) -> Result<(Profile, Vec<Unsupported>), String> {
     let plugins = cfg.plugins.clone().unwrap_or_default();
     let mut points = base.points.clone();
     if let Some(mp) = &plugins.multi_point {
-        let extra = expand(&merge(&[], Some(mp)))?;
+        let mut runnable = mp.clone();
+        runnable.enabled.retain(|r| runnable_name(&r.name));
+        let extra = expand(&merge(&[], Some(&runnable)))?;
         for (p, list) in extra {
             let cur = points.entry(p).or_default();
             for (n, w) in list {
@@ -225,12 +240,24 @@ fn apply(base: &Profile, cfg: &ProfileCfg, ctx: &str) -> Result<Profile, String>
     for pc in &cfg.plugin_config {
         if !plugins::IMPLEMENTED.contains(&pc.name.as_str())
             && !plugins::NOT_YET.contains(&pc.name.as_str())
+            && !super::compat::framework_plugin(&pc.name)
         {
             return Err(format!("{ctx}.pluginConfig: unknown plugin {:?}", pc.name));
         }
         args.insert(pc.name.clone(), pc.args.clone().unwrap_or(Value::Null));
     }
-    Ok(Profile {
+    let mut unsupported = super::compat::strip(&mut points, &mut args);
+    if let Some(mp) = &plugins.multi_point {
+        for r in &mp.enabled {
+            if plugins::NOT_YET.contains(&r.name.as_str()) {
+                unsupported.push(super::compat::skipped(&r.name, "multiPoint"));
+            }
+        }
+    }
+    for (name, raw) in &args {
+        unsupported.extend(super::compat::unsupported_args(name, Some(raw)));
+    }
+    let profile = Profile {
         scheduler_name: cfg
             .scheduler_name
             .clone()
@@ -240,7 +267,8 @@ fn apply(base: &Profile, cfg: &ProfileCfg, ctx: &str) -> Result<Profile, String>
             .or(base.percentage_of_nodes_to_score),
         points,
         args,
-    })
+    };
+    Ok((profile, unsupported))
 }
 
 fn upstream_default() -> Result<Profile, String> {
@@ -292,6 +320,7 @@ pub fn resolve(user: Option<(&str, &str)>) -> Result<SchedulerConfig, String> {
         ),
     };
     let mut profiles = Vec::new();
+    let mut unsupported: Vec<Unsupported> = Vec::new();
     let list = if doc.profiles.is_empty() {
         vec![ProfileCfg::default()]
     } else {
@@ -299,7 +328,12 @@ pub fn resolve(user: Option<(&str, &str)>) -> Result<SchedulerConfig, String> {
     };
     for (i, p) in list.iter().enumerate() {
         let ctx = format!("{source}: profiles[{i}]");
-        let mut resolved = apply(&base, p, &ctx)?;
+        let (mut resolved, skipped) = apply(&base, p, &ctx)?;
+        for u in skipped {
+            if !unsupported.contains(&u) {
+                unsupported.push(u);
+            }
+        }
         if resolved.percentage_of_nodes_to_score.is_none() {
             resolved.percentage_of_nodes_to_score = doc.percentage_of_nodes_to_score;
         }
@@ -327,7 +361,11 @@ pub fn resolve(user: Option<(&str, &str)>) -> Result<SchedulerConfig, String> {
             "{source}: podInitialBackoffSeconds/podMaxBackoffSeconds must be > 0 and initial <= max"
         ));
     }
-    Ok(SchedulerConfig { profiles, backoff })
+    Ok(SchedulerConfig {
+        profiles,
+        backoff,
+        unsupported,
+    })
 }
 
 fn validate_profile(p: &Profile) -> Result<(), String> {

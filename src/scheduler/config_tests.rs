@@ -138,10 +138,6 @@ fn errors_name_the_plugin_and_field() {
             "unknown plugin \"Bogus\"",
         ),
         (
-            "  plugins:\n    filter:\n      enabled:\n      - name: DeviceShare\n",
-            "DeviceShare is not implemented",
-        ),
-        (
             "  plugins:\n    filter:\n      enabled:\n      - name: PrioritySort\n",
             "PrioritySort does not implement filter",
         ),
@@ -189,6 +185,36 @@ fn errors_name_the_plugin_and_field() {
         resolve(Some((wrong_kind, "f.yaml")))
             .unwrap_err()
             .contains("KubeSchedulerConfiguration")
+    );
+}
+
+#[test]
+fn unimplemented_plugins_are_skipped_and_named() {
+    let body = "  plugins:\n    filter:\n      enabled:\n      - name: DeviceShare\n    preBind:\n      enabled:\n      - name: DefaultPreBind\n  pluginConfig:\n  - name: Coscheduling\n    args: {awareNetworkTopology: true}\n";
+    let doc = format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: koord-scheduler\n{body}"
+    );
+    let cfg = resolve(Some((&doc, "f.yaml"))).unwrap();
+    let names: Vec<&str> = cfg.unsupported.iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(names, ["DeviceShare", "Coscheduling.awareNetworkTopology"]);
+    assert!(cfg.unsupported[0].message.contains("enabled at filter"));
+    let p = &cfg.profiles[0];
+    assert!(
+        p.points
+            .values()
+            .flatten()
+            .all(|(n, _)| n != "DeviceShare" && n != "DefaultPreBind")
+    );
+    let default = default_config().unwrap();
+    let names: Vec<&str> = default
+        .unsupported
+        .iter()
+        .map(|u| u.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["DeviceShare", "SchedulingHint"],
+        "Koordinator's default names both"
     );
 }
 

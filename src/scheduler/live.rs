@@ -16,6 +16,7 @@ use super::binder::{self, BindError};
 use super::config::SchedulerConfig;
 use super::framework::runtime::{Framework, Scope, fit_error};
 use super::framework::{ClusterState, PodInfo};
+use super::metrics::Outcome;
 use super::plugins::coscheduling::status as gang_status;
 use super::plugins::elasticquota::status as quota_status;
 use super::queue::Queue;
@@ -142,6 +143,7 @@ pub struct Scheduler {
     binds: JoinSet<BindDone>,
     /// Reservations placed but not yet written Available: name → the object before.
     assumed_reservations: HashMap<String, Arc<Reservation>>,
+    pub metrics: Arc<super::metrics::SchedulerMetrics>,
 }
 
 fn key_of(meta: &kube::api::ObjectMeta) -> String {
@@ -197,6 +199,7 @@ impl Scheduler {
             next_start: 0,
             binds: JoinSet::new(),
             assumed_reservations: HashMap::new(),
+            metrics: Default::default(),
         }
     }
 
@@ -377,6 +380,7 @@ impl Scheduler {
             return true;
         }
         self.cluster.now_ms = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+        let started = Instant::now();
         let mut result = fw.schedule(
             &pod,
             &self.cluster,
@@ -389,6 +393,7 @@ impl Scheduler {
         let Some(node) = result.node.clone() else {
             let msg = fit_error(self.cluster.nodes.len(), &result);
             let nomination = fw.post_filter(&result, &pod, &self.cluster);
+            self.observe_unschedulable(fi, &result, nomination.as_ref(), started);
             let nominated = nomination.as_ref().map(|n| n.node.clone());
             tracing::info!(pod = %pod.key, reason = %msg, ?nominated, "unschedulable");
             self.gang_member_failed(&pod.key, &msg);
@@ -418,6 +423,7 @@ impl Scheduler {
         };
         if let Err((plugin, s)) = fw.reserve(&mut result.state, &pod, &node, &self.cluster) {
             tracing::warn!(pod = %pod.key, plugin, reason = %s.message(), "reserve failed");
+            self.observe(fi, &result, Outcome::Error, started);
             self.queue.requeue_backoff(pod, Instant::now());
             return true;
         }
@@ -433,15 +439,22 @@ impl Scheduler {
             _ => (*pod).clone(),
         };
         self.cluster.assume(&assumed, &node);
+        self.observe(fi, &result, Outcome::Scheduled, started);
         let Some(permit) = self.permit(fi, &mut result.state, &pod, &node) else {
             return true;
         };
-        let client = self.client.clone();
+        let (client, metrics) = (self.client.clone(), self.metrics.clone());
         let (fws, waiting) = (self.frameworks.clone(), self.waiting.clone());
         let state = std::mem::take(&mut result.state);
         self.binds.spawn(async move {
             let fw = &fws[fi];
             let result = binding_cycle(fw, &client, &waiting, state, &pod, &node, permit).await;
+            let outcome = if result.is_ok() {
+                Outcome::Scheduled
+            } else {
+                Outcome::Error
+            };
+            metrics.e2e(&fw.scheduler_name, outcome, started.elapsed().as_secs_f64());
             BindDone { pod, node, result }
         });
         true
@@ -547,6 +560,7 @@ impl Scheduler {
                 tokio::task::yield_now().await;
                 continue;
             }
+            self.metrics.pending(self.queue.counts());
             let now = Instant::now();
             let wake = [
                 self.queue.next_wakeup(),
@@ -578,3 +592,5 @@ impl Scheduler {
 
 #[path = "live_gang.rs"]
 mod gang;
+#[path = "live_metrics.rs"]
+mod observe;

@@ -5,9 +5,12 @@
 //! keeps its caches warm.
 
 pub mod binder;
+pub mod compat;
 pub mod config;
+pub mod features;
 pub mod framework;
 pub mod live;
+pub mod metrics;
 pub mod plugins;
 pub mod queue;
 pub mod reservation_live;
@@ -16,6 +19,7 @@ pub mod status_writer;
 #[cfg(test)]
 mod test_util;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -32,6 +36,8 @@ pub struct Config {
     /// content); unset: the built-in default profile.
     pub config_file: Option<PathBuf>,
     pub leader_election: LeaseConfig,
+    /// Koordinator's scheduler feature gates (`--feature-gates`).
+    pub feature_gates: BTreeMap<String, bool>,
 }
 
 impl Default for Config {
@@ -39,18 +45,31 @@ impl Default for Config {
         Config {
             config_file: None,
             leader_election: LeaseConfig::named("koord-scheduler"),
+            feature_gates: BTreeMap::new(),
         }
     }
 }
 
 /// Problems as (key under `scheduler`, message).
-pub fn validate(cfg: &Config) -> Vec<(String, String)> {
+pub fn validate(cfg: &Config, strict: bool) -> Vec<(String, String)> {
     let mut out = Vec::new();
     if let Err(e) = cfg.leader_election.validate() {
         out.push(("leaderElection".into(), e));
     }
-    if let Err(e) = load(cfg) {
-        out.push(("configFile".into(), e));
+    match load(cfg) {
+        Err(e) => out.push(("configFile".into(), e)),
+        Ok(c) if strict => {
+            for e in crate::kernel::compat::errors(&c.unsupported) {
+                out.push(("configFile".into(), e));
+            }
+        }
+        Ok(_) => {}
+    }
+    if strict {
+        let items = features::SCHEDULER_GATES.unsupported(&cfg.feature_gates);
+        for e in crate::kernel::compat::errors(&items) {
+            out.push(("featureGates".into(), e));
+        }
     }
     out
 }
@@ -105,6 +124,8 @@ fn spawn_reservation_controller(
 /// Runs the role until the process drains.
 pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     let sched_cfg = load(&cfg).map_err(|e| anyhow::anyhow!("scheduler.configFile: {e}"))?;
+    ctx.report_unsupported(&sched_cfg.unsupported);
+    ctx.report_unsupported(&features::SCHEDULER_GATES.unsupported(&cfg.feature_gates));
     let cluster = ctx.cluster()?.clone();
     if !crate::kernel::cluster::wait_reachable(&cluster.client, &ctx.shutdown).await {
         return Ok(());
@@ -121,6 +142,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     let controller_lease = leadership.clone();
     let mut scheduler = live::Scheduler::new(client.clone(), &sched_cfg, leadership.clone())
         .map_err(|e| anyhow::anyhow!("scheduler: {e}"))?;
+    scheduler.metrics = metrics::SchedulerMetrics::register(&ctx.metrics);
     let (tx, rx) = mpsc::unbounded_channel();
     live::watch(
         client.clone(),

@@ -83,6 +83,25 @@ impl Queue {
         self.pods.is_empty()
     }
 
+    /// Pods per queue, as `scheduler_pending_pods` labels them.
+    pub fn counts(&self) -> [(&'static str, usize); 4] {
+        let mut c = [0usize; 4];
+        for (_, w) in self.pods.values() {
+            c[match w {
+                Where::Active => 0,
+                Where::Backoff(_) => 1,
+                Where::Unschedulable(_) => 2,
+                Where::Gated => 3,
+            }] += 1;
+        }
+        [
+            ("active", c[0]),
+            ("backoff", c[1]),
+            ("unschedulable", c[2]),
+            ("gated", c[3]),
+        ]
+    }
+
     pub fn has_active(&self) -> bool {
         self.pods.values().any(|(_, w)| *w == Where::Active)
     }

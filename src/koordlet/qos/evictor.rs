@@ -69,6 +69,8 @@ pub struct Evictor {
     runtimes: Runtimes,
     clients: Mutex<HashMap<String, CriClient>>,
     recent: Mutex<HashMap<String, Instant>>,
+    /// Counts evictions (`koordlet_pod_eviction`); the role swaps in the registered one.
+    pub metrics: std::sync::Arc<crate::koordlet::metrics::KoordletMetrics>,
 }
 
 impl Default for Evictor {
@@ -84,6 +86,7 @@ impl Evictor {
             runtimes,
             clients: Mutex::default(),
             recent: Mutex::default(),
+            metrics: Default::default(),
         }
     }
 
@@ -175,6 +178,7 @@ impl Evictor {
             message.clone(),
         );
         events::record(client, &event).await;
+        self.metrics.evicted(node, feature);
         tracing::info!(pod = %format!("{ns}/{name}"), feature, message, "evicted");
         true
     }

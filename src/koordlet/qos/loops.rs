@@ -118,9 +118,16 @@ impl Strategy for CpuSuppress {
             let usage = suppress::Usage { node, pods };
             let strategy = suppress::strategy(states);
             if let Some(i) = suppress::inputs(states, &usage, strategy) {
-                ctx.metrics
-                    .be_suppress_milli
-                    .set(cpusuppress::suppress_milli(&i));
+                let milli = cpusuppress::suppress_milli(&i);
+                ctx.metrics.be_suppress_milli.set(milli);
+                let kind = strategy.cpu_suppress_policy.as_deref().unwrap_or("cpuset");
+                let node = states.node.as_ref().and_then(|n| n.metadata.name.clone());
+                let l = vec![
+                    ("node", node.unwrap_or_default()),
+                    ("type", kind.to_string()),
+                ];
+                let cores = ctx.metrics.be_suppress_cores.get_or_create(&l);
+                cores.set(milli as f64 / 1000.0);
             }
             let changes = suppress::pass(states, &usage, &self.topo, &self.ex, &mut self.mem);
             for c in &changes {

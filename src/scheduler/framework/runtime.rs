@@ -60,6 +60,9 @@ pub struct CycleResult {
     pub processed: usize,
     /// A PreFilter plugin's rejection (every node carries it too).
     pub pre_filter_msg: Option<String>,
+    /// Seconds spent at PreFilter, Filter and Score (PreScore included), for
+    /// `scheduler_framework_extension_point_duration_seconds`.
+    pub timings: Vec<(Point, f64)>,
 }
 
 /// Nodes filtered on the calling thread before deciding whether threads pay off.
@@ -294,7 +297,11 @@ impl Framework {
     pub fn schedule(&self, pod: &PodInfo, cluster: &ClusterState, scope: Scope) -> CycleResult {
         let mut state = CycleState::default();
         let mut verdicts = BTreeMap::new();
-        let allowed = match self.pre_filter(&mut state, pod, cluster) {
+        let clock = std::time::Instant::now();
+        let mut timings = Vec::with_capacity(3);
+        let pre_filter = self.pre_filter(&mut state, pod, cluster);
+        timings.push((Point::PreFilter, clock.elapsed().as_secs_f64()));
+        let allowed = match pre_filter {
             Ok(a) => a,
             Err((plugin, s)) => {
                 for n in &cluster.nodes {
@@ -306,6 +313,7 @@ impl Framework {
                     state,
                     processed: 0,
                     pre_filter_msg: Some(s.message()),
+                    timings,
                 };
             }
         };
@@ -336,21 +344,26 @@ impl Framework {
                 keep
             });
         }
+        let clock = std::time::Instant::now();
         let (feasible, rejected, processed) =
             self.find_feasible(&state, pod, cluster, &order, limit);
+        timings.push((Point::Filter, clock.elapsed().as_secs_f64()));
         for (i, plugin, s) in rejected {
             verdicts.insert(
                 cluster.nodes[i].name.clone(),
                 NodeVerdict::rejected(plugin, &s),
             );
         }
+        let clock = std::time::Instant::now();
         let node = self.choose(&mut state, pod, cluster, &feasible, scope, &mut verdicts);
+        timings.push((Point::Score, clock.elapsed().as_secs_f64()));
         CycleResult {
             node,
             verdicts,
             state,
             processed,
             pre_filter_msg: None,
+            timings,
         }
     }
 

@@ -46,12 +46,11 @@ pub const IMPLEMENTED: &[&str] = &[
     "Coscheduling",
 ];
 
-/// Known to Koordinator / kube-scheduler but not built into koord yet: naming one in a
-/// configuration is an error that says so (not a silent no-op).
+/// Known to Koordinator / kube-scheduler but not built into koord yet: a configuration
+/// naming one runs without it, with a warning (an error in strict mode; `compat.rs`).
 pub const NOT_YET: &[&str] = &[
     "DeviceShare",
     "SchedulingHint",
-    "DefaultPreBind",
     "NodeResourcesFitPlus",
     "ScarceResourceAvoidance",
     "ImageLocality",
@@ -101,12 +100,6 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, String>
         }
         "ElasticQuota" => {
             let args = elasticquota::args::Args::parse(raw).map_err(ctx)?;
-            if args.monitor_all_quotas {
-                tracing::warn!(
-                    "ElasticQuotaArgs.monitorAllQuotas: the over-use revoke controller is not built in koord; \
-                     quotas over their runtime are reclaimed only when a pod within its min preempts"
-                );
-            }
             Arc::new(elasticquota::ElasticQuota { args })
         }
         "Coscheduling" => Arc::new(coscheduling::Coscheduling::new(raw).map_err(ctx)?),

@@ -43,11 +43,6 @@ pub struct Coscheduling {
 impl Coscheduling {
     pub fn new(raw: Option<&Value>) -> Result<Coscheduling, String> {
         let a: RawArgs = super::plain_args(raw)?;
-        if a.aware_network_topology == Some(true) {
-            return Err(
-                "awareNetworkTopology: network-topology aware gangs are not supported".into(),
-            );
-        }
         let default_timeout = match a.default_timeout.as_deref() {
             None => Duration::from_secs(600),
             Some(s) => {

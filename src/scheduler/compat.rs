@@ -1,0 +1,170 @@
+//! Koordinator's scheduler configurations as koord runs them. Plugins koord does not
+//! implement yet (DeviceShare, SchedulingHint, ...) are skipped with a warning; points
+//! where a Koordinator plugin does work koord's framework does itself are dropped quietly;
+//! plugin args koord ignores are named. In strict mode each warning is an error instead.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::framework::Point;
+use super::plugins::NOT_YET;
+use crate::kernel::compat::Unsupported;
+
+/// Koordinator plugins at points whose work koord's framework does itself.
+const FRAMEWORK_DOES: &[(&str, Option<Point>)] = &[
+    // Koordinator's DefaultPreBind writes what PreBind changed in one patch; koord's binder
+    // always does.
+    ("DefaultPreBind", None),
+    // koord binds reserve pods by writing the Reservation's status itself.
+    ("Reservation", Some(Point::Bind)),
+    // Reservation's PostFilter sums its Filter reasons (koord reports those from Filter);
+    // its preemption needs `enablePreemption`, named by `unsupported_args` when set.
+    ("Reservation", Some(Point::PostFilter)),
+    // Reservation's PreScore ranks reservations; koord's Score does that directly.
+    ("Reservation", Some(Point::PreScore)),
+];
+
+/// A plugin name koord accepts because its framework does that plugin's work.
+pub fn framework_plugin(name: &str) -> bool {
+    FRAMEWORK_DOES
+        .iter()
+        .any(|(n, p)| *n == name && p.is_none())
+}
+
+fn framework_does(name: &str, point: Point) -> bool {
+    FRAMEWORK_DOES
+        .iter()
+        .any(|(n, p)| *n == name && p.is_none_or(|p| p == point))
+}
+
+/// Takes the plugins koord cannot run out of a profile's points and args; returns one
+/// warning per unimplemented plugin (naming the points it was enabled at).
+pub fn strip(
+    points: &mut BTreeMap<Point, Vec<(String, i64)>>,
+    args: &mut BTreeMap<String, Value>,
+) -> Vec<Unsupported> {
+    let mut off: BTreeMap<String, Vec<&'static str>> = BTreeMap::new();
+    for (point, list) in points.iter_mut() {
+        list.retain(|(name, _)| {
+            if NOT_YET.contains(&name.as_str()) {
+                off.entry(name.clone()).or_default().push(point.key());
+                return false;
+            }
+            !framework_does(name, *point)
+        });
+    }
+    args.retain(|name, _| {
+        let keep = !NOT_YET.contains(&name.as_str()) && !framework_does(name, Point::PreBind);
+        if !keep && NOT_YET.contains(&name.as_str()) {
+            off.entry(name.clone()).or_default();
+        }
+        keep
+    });
+    off.into_iter()
+        .map(|(name, at)| {
+            let at = if at.is_empty() {
+                "pluginConfig".to_string()
+            } else {
+                at.join(", ")
+            };
+            skipped(&name, &at)
+        })
+        .collect()
+}
+
+/// The warning for an unimplemented plugin enabled at `at`.
+pub fn skipped(name: &str, at: &str) -> Unsupported {
+    let message = format!(
+        "scheduler plugin {name} is not implemented by koord yet; skipped (enabled at {at})"
+    );
+    Unsupported::new("plugin", name, message)
+}
+
+/// Plugin args that ask for something koord does not do (the plugin itself runs).
+pub fn unsupported_args(name: &str, raw: Option<&Value>) -> Vec<Unsupported> {
+    let on = |key: &str| {
+        raw.and_then(|v| v.get(key))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    };
+    let ignored: &[(&str, &str, &str)] = &[
+        (
+            "Coscheduling",
+            "awareNetworkTopology",
+            "network-topology aware gangs are not implemented; gangs are placed without it",
+        ),
+        (
+            "Coscheduling",
+            "enablePreemption",
+            "job-level (gang) preemption is not implemented; DefaultPreemption and ElasticQuota preempt per pod",
+        ),
+        (
+            "Reservation",
+            "enablePreemption",
+            "preemption for Reservations is not implemented",
+        ),
+        (
+            "ElasticQuota",
+            "monitorAllQuotas",
+            "the over-use revoke controller is not implemented; quotas over their runtime are reclaimed only when a pod within its min preempts",
+        ),
+    ];
+    ignored
+        .iter()
+        .filter(|(plugin, key, _)| *plugin == name && on(key))
+        .map(|(plugin, key, why)| {
+            Unsupported::new(
+                "pluginArg",
+                format!("{plugin}.{key}"),
+                format!("scheduler plugin {plugin}: args.{key}: true is ignored: {why}"),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn strips_unimplemented_and_framework_points() {
+        let mut points = BTreeMap::from([
+            (
+                Point::PreFilter,
+                vec![("SchedulingHint".into(), 1), ("Reservation".into(), 1)],
+            ),
+            (
+                Point::Bind,
+                vec![("Reservation".into(), 1), ("DefaultBinder".into(), 1)],
+            ),
+            (
+                Point::PreBind,
+                vec![("DeviceShare".into(), 1), ("DefaultPreBind".into(), 1)],
+            ),
+        ]);
+        let mut args = BTreeMap::from([
+            ("DeviceShare".to_string(), json!({})),
+            ("LoadAwareScheduling".to_string(), json!({})),
+        ]);
+        let u = strip(&mut points, &mut args);
+        let names: Vec<&str> = u.iter().map(|u| u.name.as_str()).collect();
+        assert_eq!(names, ["DeviceShare", "SchedulingHint"]);
+        assert!(u[0].message.contains("enabled at preBind"), "{u:?}");
+        assert_eq!(points[&Point::PreFilter], [("Reservation".into(), 1)]);
+        assert_eq!(points[&Point::Bind], [("DefaultBinder".into(), 1)]);
+        assert!(points[&Point::PreBind].is_empty());
+        assert_eq!(args.keys().collect::<Vec<_>>(), ["LoadAwareScheduling"]);
+    }
+
+    #[test]
+    fn names_ignored_args() {
+        let raw = json!({"awareNetworkTopology": true, "enablePreemption": false});
+        let u = unsupported_args("Coscheduling", Some(&raw));
+        assert_eq!(u.len(), 1);
+        assert_eq!(u[0].name, "Coscheduling.awareNetworkTopology");
+        assert!(unsupported_args("LoadAwareScheduling", Some(&raw)).is_empty());
+        assert!(unsupported_args("Coscheduling", None).is_empty());
+    }
+}

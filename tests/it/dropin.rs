@@ -1,0 +1,237 @@
+//! Koordinator users' files and flags, unchanged: the helm chart's ConfigMaps
+//! (tests/fixtures/koordinator, rendered from chart v1.8.0) load, what koord does not
+//! implement is warned about (refused in strict mode), and each role starts with its
+//! Koordinator component's flag set as the chart writes it.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{Koord, free_port, http_get, kubeconfig, wait_until};
+use koord::config::{self, HostEnv, YamlSource};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/koordinator");
+
+/// One `data` key of a chart ConfigMap fixture.
+fn configmap_data(file: &str) -> BTreeMap<String, String> {
+    let text = std::fs::read_to_string(Path::new(FIXTURES).join(file)).unwrap();
+    let cm: k8s_openapi::api::core::v1::ConfigMap = serde_yaml::from_str(&text).unwrap();
+    cm.data.unwrap()
+}
+
+/// Writes the chart's component configurations where a Deployment would mount them.
+fn mount_configs(dir: &Path) -> (PathBuf, PathBuf) {
+    let sched = dir.join("koord-scheduler.config");
+    let desched = dir.join("koord-descheduler.config");
+    let s = configmap_data("koord-scheduler-config.yaml");
+    std::fs::write(&sched, &s["koord-scheduler-config"]).unwrap();
+    let d = configmap_data("koord-descheduler-config.yaml");
+    std::fs::write(&desched, &d["koord-descheduler-config"]).unwrap();
+    (sched, desched)
+}
+
+fn load(yaml: &str) -> Result<config::Config, config::ConfigError> {
+    let host = HostEnv::for_tests("test-node");
+    config::load(
+        &host,
+        Some(YamlSource::Text {
+            name: "test",
+            text: yaml,
+        }),
+        Vec::new(),
+    )
+}
+
+#[test]
+fn chart_configmaps_load_and_name_what_koord_skips() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sched, desched) = mount_configs(dir.path());
+    let yaml = format!(
+        "scheduler: {{configFile: {}}}\ndescheduler: {{configFile: {}}}\n",
+        sched.display(),
+        desched.display()
+    );
+    let cfg = load(&yaml).unwrap_or_else(|e| panic!("{e}"));
+    let s = koord::scheduler::load(&cfg.scheduler).unwrap();
+    let skipped: Vec<&str> = s.unsupported.iter().map(|u| u.name.as_str()).collect();
+    for name in [
+        "DeviceShare",
+        "SchedulingHint",
+        "Coscheduling.awareNetworkTopology",
+        "Coscheduling.enablePreemption",
+    ] {
+        assert!(skipped.contains(&name), "{name} not reported: {skipped:?}");
+    }
+    let profile = &s.profiles[0];
+    assert_eq!(profile.scheduler_name, "koord-scheduler");
+    let names = |p| {
+        profile.points[&p]
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+    };
+    use koord::scheduler::framework::Point;
+    assert_eq!(names(Point::Bind), ["DefaultBinder"]);
+    assert!(names(Point::Filter).contains(&"LoadAwareScheduling"));
+    assert!(!names(Point::PreBind).contains(&"DeviceShare"));
+    koord::descheduler::load(&cfg.descheduler).unwrap();
+
+    let strict = format!("common: {{strict: true}}\n{yaml}");
+    let err = load(&strict).unwrap_err().to_string();
+    assert!(err.contains("scheduler plugin DeviceShare"), "{err}");
+    assert!(err.contains("strict mode"), "{err}");
+
+    let gates = "common: {strict: true}\nkoordlet: {featureGates: {Accelerators: true}}\n";
+    let err = load(gates).unwrap_err().to_string();
+    assert!(err.contains("koordlet feature gate Accelerators"), "{err}");
+    load("koordlet: {featureGates: {Accelerators: true, NoSuchGate: true}}\n").unwrap();
+}
+
+#[test]
+fn chart_slo_controller_config_parses_without_errors() {
+    let data = configmap_data("slo-controller-config.yaml");
+    let (cfg, errors) = koord::api::sloconfig::SloConfig::parse(Some(&data), &Default::default());
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(cfg.colocation.cluster.enable, Some(true), "{cfg:?}");
+}
+
+fn addr() -> SocketAddr {
+    format!("127.0.0.1:{}", free_port()).parse().unwrap()
+}
+
+/// Starts koord with one component's flags, waits for its role to be ready, checks the
+/// warnings it owes, and stops it.
+fn start_with_flags(role: &str, args: &[String], admin: SocketAddr, owed: &[&str]) {
+    start_probed(role, args, admin, None, owed)
+}
+
+fn start_probed(
+    role: &str,
+    args: &[String],
+    admin: SocketAddr,
+    probe: Option<SocketAddr>,
+    owed: &[&str],
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut all = vec![format!("--role={role}")];
+    all.extend(args.iter().cloned());
+    let argv: Vec<&str> = all.iter().map(String::as_str).collect();
+    let mut koord = Koord::start(&argv, &[], dir.path());
+    let ready = wait_until(Duration::from_secs(30), || {
+        http_get(admin, "/readyz").is_some_and(|(s, _)| s == 200)
+    });
+    assert!(ready, "{role} never became ready:\n{}", koord.logs());
+    if let Some(p) = probe {
+        let (status, body) = http_get(p, "/readyz").expect("probe address answers");
+        assert_eq!(status, 200, "{body}");
+    }
+    let (_, metrics) = http_get(admin, "/metrics").unwrap();
+    for name in owed {
+        let series = format!("name=\"{name}\"");
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with("koord_unsupported_config{") && l.contains(&series)),
+            "{role}: no koord_unsupported_config for {name}:\n{metrics}"
+        );
+        assert!(koord.logs().contains(name), "{}", koord.logs());
+    }
+    koord.signal("TERM");
+    let status = koord.wait_exit(Duration::from_secs(30)).expect("no exit");
+    assert_eq!(status.code(), Some(0), "{}", koord.logs());
+}
+
+#[test]
+fn each_role_starts_with_its_koordinator_flags() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let api_port = free_port();
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.addr = SocketAddr::from(([127, 0, 0, 1], api_port));
+    let mut api = rt.block_on(common::TestApi::start_with(opts));
+    let dir = tempfile::tempdir().unwrap();
+    let kc = kubeconfig(dir.path(), api_port);
+    let (sched, desched) = mount_configs(dir.path());
+    let d = dir.path().display();
+    let common = |admin: Option<SocketAddr>| {
+        let mut v = vec![
+            format!("--kubeconfig={}", kc.display()),
+            format!("--data-dir={d}/data-{}", free_port()),
+            "--node-name=test-node".to_string(),
+        ];
+        v.extend(admin.map(|a| format!("--admin-addr={a}")));
+        v
+    };
+    let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+
+    // koordlet (DaemonSet args, repo config/manager/koordlet.yaml; paths made private).
+    let admin = addr();
+    let mut args = common(None);
+    args.extend(s(&[
+        &format!("-addr={admin}"),
+        "-cgroup-root-dir=/sys/fs/cgroup/",
+        "-feature-gates=AllAlpha=false,AllBeta=true,Accelerators=true",
+        "-runtime-hooks-network=unix",
+        &format!("-runtime-hooks-addr={d}/koordlet.sock"),
+        &format!("-runtime-hooks-config-path={d}/hookserver.d/koordlet.json"),
+        "-runtime-hooks-host-endpoint=/var/run/koordlet//koordlet.sock",
+        "--logtostderr=true",
+        "--v=4",
+    ]));
+    start_with_flags("koordlet", &args, admin, &["Accelerators"]);
+
+    // koord-manager (chart Deployment args).
+    let (metrics_addr, probe) = (addr(), addr());
+    let mut args = common(None);
+    args.extend(s(&[
+        "--enable-leader-election",
+        &format!("--metrics-addr={metrics_addr}"),
+        &format!("--health-probe-addr={probe}"),
+        "--logtostderr=true",
+        "--leader-election-namespace=koordinator-system",
+        "--v=4",
+        "--feature-gates=",
+        "--sync-period=0",
+        "--config-namespace=koordinator-system",
+    ]));
+    start_probed("manager", &args, metrics_addr, Some(probe), &[]);
+
+    // koord-scheduler (chart Deployment args, the chart's ConfigMap mounted).
+    let port = addr();
+    let mut args = common(None);
+    args.extend(s(&[
+        &format!("--port={port}"),
+        "--authentication-skip-lookup=true",
+        "--v=4",
+        "--feature-gates=",
+        &format!("--config={}", sched.display()),
+        "--enable-network-topology-manager=true",
+    ]));
+    start_with_flags(
+        "scheduler",
+        &args,
+        port,
+        &["DeviceShare", "enable-network-topology-manager"],
+    );
+
+    // koord-descheduler (chart Deployment args).
+    let admin = addr();
+    let mut args = common(Some(admin));
+    args.extend(s(&["--v=4", &format!("--config={}", desched.display())]));
+    start_with_flags("descheduler", &args, admin, &[]);
+
+    // koord-runtime-proxy (systemd unit flags).
+    let admin = addr();
+    let mut args = common(Some(admin));
+    args.extend(s(&[
+        &format!("--koord-runtimeproxy-endpoint={d}/runtimeproxy.sock"),
+        &format!("--remote-runtime-service-endpoint={d}/containerd.sock"),
+        "--backend-runtime-mode=Containerd",
+        "--runtime-hook-server-key=runtimeproxy.koordinator.sh/skip-hookserver",
+        "--runtime-hook-server-val=true",
+    ]));
+    start_with_flags("runtime-proxy", &args, admin, &[]);
+    rt.block_on(api.stop());
+}
