@@ -18,9 +18,13 @@ lint:
 run:
     cargo run --release -- --role=all --embedded
 
-# Regenerate manifests/crds from the Rust types.
+# Regenerate manifests/ (CRDs, RBAC, workloads, overlays, dashboards) from the code.
+manifests:
+    cargo run -- manifests --out-dir manifests
+
+# Regenerate only manifests/base/crds from the Rust types.
 crds:
-    cargo run -- crds --out-dir manifests/crds
+    cargo run -- crds --out-dir manifests/base/crds
 
 bench:
     cargo bench

@@ -187,6 +187,13 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
     },
+    /// Write manifests/ (CRDs, RBAC, workloads, webhooks, ConfigMaps, kustomize base and
+    /// overlays, Grafana dashboards), generated from koord's code
+    Manifests {
+        /// Directory to write into (e.g. manifests); without it, list the files
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
     /// Run koord's decision code offline on a cluster snapshot and say why
     Explain {
         #[command(subcommand)]

@@ -10,6 +10,7 @@ pub mod explain;
 pub mod kernel;
 pub mod koordlet;
 pub mod manager;
+pub mod manifests;
 pub mod noderuntime;
 pub mod os;
 pub mod run;
@@ -32,7 +33,7 @@ mod layering {
             "runtime_proxy",
         ],
         &["noderuntime"],
-        &["apiserver", "explain"],
+        &["apiserver", "explain", "manifests"],
         &["config"],
         &["cli"],
         &["run"],

@@ -34,6 +34,9 @@ pub fn main() -> ExitCode {
     if let Some(Command::Crds { out_dir }) = &cli.command {
         return crds(out_dir.as_deref());
     }
+    if let Some(Command::Manifests { out_dir }) = &cli.command {
+        return manifests(out_dir.as_deref());
+    }
     if let Some(Command::Explain { what }) = &cli.command {
         return crate::explain::main(what, cli.common.config.as_deref());
     }
@@ -138,6 +141,24 @@ fn crds(out_dir: Option<&std::path::Path>) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+fn manifests(out_dir: Option<&std::path::Path>) -> ExitCode {
+    let Some(dir) = out_dir else {
+        let list: Vec<String> = crate::manifests::all()
+            .into_iter()
+            .map(|m| m.path)
+            .collect();
+        write_stdout(&(list.join("\n") + "\n"));
+        return ExitCode::SUCCESS;
+    };
+    match crate::manifests::write(dir) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("koord: writing manifests into {}: {err}", dir.display());
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// SIGTERM and SIGINT, installed before anything starts.

@@ -39,7 +39,8 @@ pub fn builtins() -> &'static Builtins {
         use k8s_openapi::api::{
             admissionregistration::v1 as adm, apps::v1 as apps, authorization::v1 as authz,
             batch::v1 as batch, coordination::v1 as coord, core::v1 as core, events::v1 as events,
-            policy::v1 as policy, scheduling::v1 as sched, storage::v1 as storage,
+            policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as sched,
+            storage::v1 as storage,
         };
         use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
         let mut g = SchemaSettings::openapi3().into_generator();
@@ -74,6 +75,10 @@ pub fn builtins() -> &'static Builtins {
             adm::ValidatingWebhookConfiguration,
             authz::SelfSubjectAccessReview,
             authz::SelfSubjectRulesReview,
+            rbac::ClusterRole,
+            rbac::ClusterRoleBinding,
+            rbac::Role,
+            rbac::RoleBinding,
         );
         let mut components = g.take_definitions(true);
         for ((group, version, kind), name) in &kinds {

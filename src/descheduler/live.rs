@@ -7,6 +7,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{EvictParams, PostParams};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use serde_json::Value;
 use tokio::sync::Notify;
 
@@ -19,6 +21,20 @@ use crate::api::scheduling::migration::PodMigrationJob;
 use crate::kernel::RoleCtx;
 use crate::kernel::lease::{self, Leadership};
 
+type Evicted = Family<Vec<(&'static str, String)>, Gauge>;
+
+/// Koordinator's `descheduler_pods_evicted{result,strategy,namespace,node}`, kept as a
+/// gauge so the exposition does not append `_total` to the Go counter's name.
+pub fn register_pods_evicted(metrics: &crate::kernel::Metrics) -> Evicted {
+    let f = Evicted::default();
+    metrics.register(
+        "descheduler_pods_evicted",
+        "Number of evicted pods, by the result, by the strategy, by the namespace, by the node name. 'error' result means a pod could not be evicted",
+        f.clone(),
+    );
+    f
+}
+
 struct Role {
     client: kube::Client,
     cache: Cache,
@@ -26,6 +42,7 @@ struct Role {
     instance: String,
     migration: Option<super::migration::args::MigrationArgs>,
     dry_run: bool,
+    evicted: Evicted,
 }
 
 impl Role {
@@ -74,6 +91,14 @@ impl Role {
                     .await
                     .map(|_| ()),
             };
+            let result = if r.is_ok() { "success" } else { "error" };
+            let labels = vec![
+                ("result", result.to_string()),
+                ("strategy", e.plugin.to_string()),
+                ("namespace", pod.namespace.clone()),
+                ("node", e.node.clone()),
+            ];
+            self.evicted.get_or_create(&labels).inc();
             match r {
                 Ok(()) => {
                     tracing::info!(pod = %who, node = %e.node, plugin = %e.plugin, reason = %e.reason, "migration started")
@@ -149,6 +174,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         instance,
         migration,
         dry_run: dcfg.dry_run,
+        evicted: register_pods_evicted(&ctx.metrics),
     };
     ctx.ready.set(true);
     tracing::info!(interval = ?interval, dry_run = dcfg.dry_run, profiles = dcfg.profiles.len(), "descheduler starting");

@@ -28,6 +28,9 @@ struct UnsupportedLabels {
 #[derive(Clone)]
 pub struct Metrics {
     registry: Arc<Mutex<Registry>>,
+    /// Every registered family name (an empty family is not exposed, so `/metrics` alone
+    /// cannot say what a process exports).
+    names: Arc<Mutex<Vec<String>>>,
     loops: Family<LoopLabels, Counter>,
     unsupported: Family<UnsupportedLabels, Gauge>,
 }
@@ -42,6 +45,7 @@ impl Metrics {
     pub fn new() -> Self {
         let m = Self {
             registry: Arc::default(),
+            names: Arc::default(),
             loops: Family::default(),
             unsupported: Family::default(),
         };
@@ -68,6 +72,10 @@ impl Metrics {
     /// Registers a metric under its full name (Koordinator style, e.g.
     /// `koordlet_node_resource_usage`).
     pub fn register(&self, name: &str, help: &str, metric: impl Metric) {
+        self.names
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(name.to_string());
         self.registry
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -82,6 +90,11 @@ impl Metrics {
                 name: name.to_string(),
             })
             .clone()
+    }
+
+    /// Names registered so far (counters without the `_total` the exposition adds).
+    pub fn names(&self) -> Vec<String> {
+        self.names.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Sets `koord_unsupported_config{role,kind,name}` to 1 (see `kernel::compat`).

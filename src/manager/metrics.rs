@@ -36,9 +36,43 @@ pub struct ManagerMetrics {
     pub write_errors: Family<ControllerLabels, Counter>,
     pub config_errors: Family<KeyLabels, Counter>,
     pub is_leader: Gauge,
+    /// Koordinator's `slo_controller_node_extended_resource_allocatable_internal{node,
+    /// resource,unit}`: cpu in cores (`integer`), memory in bytes.
+    pub allocatable_internal: Family<Vec<(&'static str, String)>, FGauge>,
 }
 
+type FGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
 impl ManagerMetrics {
+    /// Sets or (value `None`) removes one node's computed batch/mid resource.
+    pub fn set_node_resource(&self, node: &str, resource: &str, value: Option<i64>) {
+        let labels = NodeResourceLabels {
+            node: node.to_string(),
+            resource: resource.to_string(),
+        };
+        let (unit, scale) = if resource.ends_with("-cpu") {
+            ("integer", 1000.0)
+        } else {
+            ("byte", 1.0)
+        };
+        let internal = vec![
+            ("node", node.to_string()),
+            ("resource", resource.to_string()),
+            ("unit", unit.to_string()),
+        ];
+        match value {
+            Some(v) => {
+                self.node_resource.get_or_create(&labels).set(v);
+                let g = self.allocatable_internal.get_or_create(&internal);
+                g.set(v as f64 / scale);
+            }
+            None => {
+                self.node_resource.remove(&labels);
+                self.allocatable_internal.remove(&internal);
+            }
+        }
+    }
+
     pub fn register(metrics: &Metrics) -> std::sync::Arc<ManagerMetrics> {
         let m = std::sync::Arc::new(ManagerMetrics {
             node_resource: Family::default(),
@@ -47,6 +81,7 @@ impl ManagerMetrics {
             write_errors: Family::default(),
             config_errors: Family::default(),
             is_leader: Gauge::default(),
+            allocatable_internal: Family::default(),
         });
         let reg = [
             (
@@ -77,6 +112,11 @@ impl ManagerMetrics {
         metrics.register(reg[3].0, reg[3].1, m.write_errors.clone());
         metrics.register(reg[4].0, reg[4].1, m.config_errors.clone());
         metrics.register(reg[5].0, reg[5].1, m.is_leader.clone());
+        metrics.register(
+            "slo_controller_node_extended_resource_allocatable_internal",
+            "the internal allocatable of node extended resources which may not be updated at the node status",
+            m.allocatable_internal.clone(),
+        );
         m
     }
 

@@ -1,55 +1,53 @@
-//! `manifests/crds/` must match what the Rust types generate. Regenerate with
-//! `cargo run -- crds --out-dir manifests/crds` (or `just crds`).
+//! `manifests/` must be exactly what `koord manifests` generates from the code (CRDs from
+//! the Rust types, RBAC, workloads, overlays, dashboards). Regenerate with
+//! `cargo run -- manifests --out-dir manifests` (or `just manifests`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+fn files(dir: &Path, root: &Path, out: &mut Vec<String>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p: PathBuf = e.path();
+        if p.is_dir() {
+            files(&p, root, out);
+        } else {
+            out.push(p.strip_prefix(root).unwrap().display().to_string());
+        }
+    }
+}
 
 #[test]
-fn committed_crds_match_the_types() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds");
-    let mut expected: Vec<String> = Vec::new();
-    for crd in koord::api::crds::all() {
-        let name = koord::api::crds::file_name(&crd);
-        let path = dir.join(&name);
+fn committed_manifests_match_the_code() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests");
+    let mut expected = Vec::new();
+    for m in koord::manifests::all() {
+        let path = dir.join(&m.path);
         let committed = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}; run `just crds`", path.display()));
-        assert_eq!(
-            committed,
-            koord::api::crds::to_yaml(&crd),
-            "{name} drifted from the Rust types; run `just crds`"
+            .unwrap_or_else(|e| panic!("{}: {e}; run `just manifests`", path.display()));
+        assert!(
+            committed == m.text,
+            "manifests/{} drifted from the code; run `just manifests`",
+            m.path
         );
-        expected.push(name);
+        expected.push(m.path);
     }
-    let mut present: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .collect();
+    let mut present = Vec::new();
+    files(&dir, &dir, &mut present);
     present.sort();
     expected.sort();
     assert_eq!(
         present, expected,
-        "manifests/crds holds files that no type generates"
+        "manifests/ holds files that koord does not generate"
     );
 }
 
 #[test]
-fn kustomization_lists_every_manifest() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests");
-    let kustomization = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap();
-    let v: serde_yaml::Value = serde_yaml::from_str(&kustomization).unwrap();
-    let listed: Vec<String> = v["resources"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_str().unwrap().to_string())
-        .collect();
+fn base_kustomization_lists_every_crd() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/base/kustomization.yaml"),
+    )
+    .unwrap();
     for crd in koord::api::crds::all() {
         let name = format!("crds/{}", koord::api::crds::file_name(&crd));
-        assert!(listed.contains(&name), "kustomization.yaml misses {name}");
-    }
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let name = entry.unwrap().file_name().into_string().unwrap();
-        if name.ends_with(".yaml") && name != "kustomization.yaml" {
-            assert!(listed.contains(&name), "kustomization.yaml misses {name}");
-        }
+        assert!(text.contains(&name), "kustomization.yaml misses {name}");
     }
 }

@@ -34,7 +34,13 @@ const SAMPLED: &[&str] = &[
 ];
 
 /// Families koord names itself carry the `koord_` prefix; the rest are upstream names.
-const UPSTREAM_PREFIXES: &[&str] = &["koordlet_", "scheduler_", "koord_"];
+const UPSTREAM_PREFIXES: &[&str] = &[
+    "koordlet_",
+    "scheduler_",
+    "slo_controller_",
+    "descheduler_",
+    "koord_",
+];
 
 fn families(text: &str) -> (BTreeSet<String>, Vec<prometheus_parse::Sample>) {
     let lines = text.lines().map(|l| Ok(l.to_string()));

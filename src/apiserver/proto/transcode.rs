@@ -107,6 +107,9 @@ pub(super) fn is_inline(field: &FieldDescriptor) -> bool {
 /// The proto field for JSON key `key`: go-to-protobuf names fields after the Go field
 /// where the JSON tag differs only in case (`Webhooks`, `Expression`, `Port`).
 pub(super) fn field_for(desc: &MessageDescriptor, key: &str) -> Option<FieldDescriptor> {
+    if let Some(name) = schema_alias(desc, key) {
+        return desc.get_field_by_name(&name);
+    }
     desc.get_field_by_name(key).or_else(|| {
         let mut c = key.chars();
         let first = c.next()?;
@@ -117,9 +120,41 @@ pub(super) fn field_for(desc: &MessageDescriptor, key: &str) -> Option<FieldDesc
     })
 }
 
+/// JSONSchemaProps' JSON keys that are not the proto names camel-cased: `$ref`, `$schema`
+/// and the `x-kubernetes-*` extensions (proto `xKubernetes*`).
+fn schema_alias(desc: &MessageDescriptor, key: &str) -> Option<String> {
+    if let Some(rest) = key.strip_prefix("x-kubernetes-") {
+        let camel: String = rest
+            .split('-')
+            .map(|w| {
+                let mut c = w.chars();
+                c.next()
+                    .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                    .unwrap_or_default()
+            })
+            .collect();
+        return Some(format!("xKubernetes{camel}"));
+    }
+    (desc.name() == "JSONSchemaProps" && matches!(key, "$ref" | "$schema"))
+        .then(|| key[1..].to_string())
+}
+
 /// The JSON key of a proto field (see `field_for`).
 pub(super) fn json_key(field: &FieldDescriptor) -> String {
     let name = field.name();
+    if let Some(rest) = name.strip_prefix("xKubernetes") {
+        let mut out = String::from("x-kubernetes");
+        for c in rest.chars() {
+            if c.is_ascii_uppercase() {
+                out.push('-');
+            }
+            out.push(c.to_ascii_lowercase());
+        }
+        return out;
+    }
+    if field.parent_message().name() == "JSONSchemaProps" && matches!(name, "ref" | "schema") {
+        return format!("${name}");
+    }
     let mut c = name.chars();
     match (c.next(), c.next()) {
         (Some(a), Some(b)) if a.is_ascii_uppercase() && b.is_ascii_lowercase() => {

@@ -18,7 +18,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
 use super::cache::{Caches, Dirty};
-use super::metrics::{ControllerLabels, ManagerMetrics, NodeResourceLabels};
+use super::metrics::{ControllerLabels, ManagerMetrics};
 use super::sloconfig_watch::ConfigRx;
 use crate::api::slo::{NodeMetric, NodeSLO};
 use crate::api::sloconfig::SloConfig;
@@ -167,18 +167,8 @@ impl Controllers {
         let last = self.lock_sync().get(&name).copied();
         let plan = noderesource::plan(node, pods, metric.as_deref(), cfg, now, last);
         for r in noderesource::prepare::MANAGED {
-            let labels = NodeResourceLabels {
-                node: name.clone(),
-                resource: r.to_string(),
-            };
-            match plan.want.get(r) {
-                Some(v) => {
-                    self.metrics.node_resource.get_or_create(&labels).set(*v);
-                }
-                None => {
-                    self.metrics.node_resource.remove(&labels);
-                }
-            }
+            let v = plan.want.get(r).copied();
+            self.metrics.set_node_resource(&name, r, v);
         }
         if let Some(p) = plan.status {
             out.push(Write::NodeStatus(name.clone(), p));

@@ -1,5 +1,5 @@
 //! Keeps koord's Mutating/ValidatingWebhookConfigurations pointing at the webhook server:
-//! created from `manifests/webhooks.yaml` when missing, the original entries kept in the
+//! created from `config/webhooks.yaml` when missing, the original entries kept in the
 //! `template` annotation, each entry given the caBundle and the Service or URL, entries
 //! whose handler is off dropped. Compare-then-write, so replicas converge without fights.
 
@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::Config;
 
-const TEMPLATE: &str = include_str!("../../../manifests/webhooks.yaml");
+const TEMPLATE: &str = include_str!("../../../config/webhooks.yaml");
 const TEMPLATE_ANNOTATION: &str = "template";
 
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +26,7 @@ pub enum ConfigsError {
     Template(String),
 }
 
-/// The built-in configuration of `kind` from `manifests/webhooks.yaml`.
+/// The built-in configuration of `kind` from `config/webhooks.yaml`.
 pub fn template(kind: &str) -> Result<Value, ConfigsError> {
     use serde::Deserialize;
     for doc in serde_yaml::Deserializer::from_str(TEMPLATE) {
