@@ -7,6 +7,7 @@ pub mod cgroup;
 pub mod coresched;
 pub mod parse;
 pub mod process;
+pub mod procfs;
 
 pub use cgroup::{CgroupDir, CgroupError, Cgroups, Driver, Resource, Subsystem, Version};
 pub mod system;

@@ -76,42 +76,6 @@ pub fn proc_stat(content: &str) -> Result<(CpuTicks, Vec<(usize, CpuTicks)>), Pa
     Ok((total.ok_or(ParseError::Missing("cpu"))?, per_cpu))
 }
 
-/// `/proc/meminfo` (and NUMA `meminfo`, whose lines start `Node N`): kB values as bytes.
-pub fn meminfo(content: &str) -> Result<std::collections::BTreeMap<String, u64>, ParseError> {
-    let mut out = std::collections::BTreeMap::new();
-    for line in content.lines().filter(|l| !l.trim().is_empty()) {
-        let (key, rest) = line
-            .split_once(':')
-            .ok_or_else(|| ParseError::Line(line.to_string()))?;
-        let key = key.split_whitespace().last().unwrap_or(key).to_string();
-        let mut parts = rest.split_whitespace();
-        let value: u64 = num(
-            &key,
-            parts
-                .next()
-                .ok_or_else(|| ParseError::Line(line.to_string()))?,
-        )?;
-        let bytes = if parts.next() == Some("kB") {
-            value * 1024
-        } else {
-            value
-        };
-        out.insert(key, bytes);
-    }
-    Ok(out)
-}
-
-/// `MemTotal - MemAvailable`: Koordinator's node memory usage without page cache.
-pub fn memory_used(info: &std::collections::BTreeMap<String, u64>) -> Result<u64, ParseError> {
-    let total = info
-        .get("MemTotal")
-        .ok_or(ParseError::Missing("MemTotal"))?;
-    let avail = info
-        .get("MemAvailable")
-        .ok_or(ParseError::Missing("MemAvailable"))?;
-    Ok(total.saturating_sub(*avail))
-}
-
 /// A flat `key value` file (cpu.stat, memory.stat, memory.events).
 pub fn flat_kv(content: &str) -> Result<std::collections::BTreeMap<String, i64>, ParseError> {
     let mut out = std::collections::BTreeMap::new();
@@ -202,35 +166,6 @@ pub struct PsiLine {
     pub total: u64,
 }
 
-/// `cpu.pressure` / `memory.pressure` / `io.pressure`: (`some`, `full` when present).
-pub fn psi(content: &str) -> Result<(PsiLine, Option<PsiLine>), ParseError> {
-    let mut some = None;
-    let mut full = None;
-    for line in content.lines().filter(|l| !l.trim().is_empty()) {
-        let mut it = line.split_whitespace();
-        let kind = it.next().unwrap_or_default();
-        let mut p = PsiLine::default();
-        for field in it {
-            let (k, v) = field
-                .split_once('=')
-                .ok_or_else(|| ParseError::Line(line.to_string()))?;
-            match k {
-                "avg10" => p.avg10 = num(k, v)?,
-                "avg60" => p.avg60 = num(k, v)?,
-                "avg300" => p.avg300 = num(k, v)?,
-                "total" => p.total = num(k, v)?,
-                _ => {}
-            }
-        }
-        match kind {
-            "some" => some = Some(p),
-            "full" => full = Some(p),
-            _ => return Err(ParseError::Line(line.to_string())),
-        }
-    }
-    Ok((some.ok_or(ParseError::Missing("some"))?, full))
-}
-
 /// A cpuset list (`0-3,8,10-11`) as CPU ids.
 pub fn cpuset(content: &str) -> Result<Vec<u32>, ParseError> {
     crate::api::cpuset::parse(content).map_err(|e| ParseError::Line(e.0))
@@ -262,19 +197,6 @@ mod tests {
     }
 
     #[test]
-    fn meminfo_table() {
-        let m = meminfo("MemTotal:       16000 kB\nMemFree:  1000 kB\nMemAvailable:   6000 kB\nHugePages_Total:       0\n").unwrap();
-        assert_eq!(memory_used(&m).unwrap(), 10_000 * 1024);
-        assert_eq!(m["HugePages_Total"], 0);
-        let numa = meminfo("Node 0 MemTotal:       8000 kB\nNode 0 MemFree: 100 kB\n").unwrap();
-        assert_eq!(numa["MemTotal"], 8000 * 1024);
-        assert!(memory_used(&meminfo("MemTotal: 1 kB\n").unwrap()).is_err());
-        for bad in ["MemTotal 1 kB", "MemTotal: x kB", "MemTotal:"] {
-            assert!(meminfo(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
     fn cgroup_files_table() {
         assert_eq!(cpuacct_usage("123456789\n").unwrap(), 123_456_789);
         assert!(cpuacct_usage("n/a").is_err());
@@ -299,21 +221,6 @@ mod tests {
         assert_eq!(memory_without_cache(m2).unwrap(), 31);
         assert!(memory_without_cache("anon 1\n").is_err());
         assert!(memory_without_cache("total_inactive_anon 1 2\n").is_err());
-    }
-
-    #[test]
-    fn psi_table() {
-        let (some, full) = psi("some avg10=1.50 avg60=0.20 avg300=0.00 total=1234\nfull avg10=0.50 avg60=0.10 avg300=0.00 total=99\n").unwrap();
-        assert_eq!((some.avg10, some.total), (1.5, 1234));
-        assert_eq!(full.unwrap().avg10, 0.5);
-        let (_, none) = psi("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n").unwrap();
-        assert!(
-            none.is_none(),
-            "v1 cpu.pressure on old kernels has no full line"
-        );
-        for bad in ["", "some avg10", "other avg10=1", "some avg10=x"] {
-            assert!(psi(bad).is_err(), "{bad:?}");
-        }
     }
 
     #[test]

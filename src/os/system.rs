@@ -64,10 +64,11 @@ impl Host {
         parse::proc_stat(&read(&path)?).map_err(|source| HostError::Parse { path, source })
     }
 
-    /// `/proc/meminfo` in bytes.
-    pub fn meminfo(&self) -> Result<BTreeMap<String, u64>, HostError> {
+    /// `MemTotal - MemAvailable` of `/proc/meminfo`, in bytes.
+    pub fn memory_used(&self) -> Result<u64, HostError> {
         let path = self.proc_root.join("meminfo");
-        parse::meminfo(&read(&path)?).map_err(|source| HostError::Parse { path, source })
+        super::procfs::memory_used(&read(&path)?)
+            .map_err(|source| HostError::Parse { path, source })
     }
 
     /// Online CPUs with their core, socket and NUMA node, from
@@ -194,21 +195,8 @@ impl Host {
 
     /// (vendor id, CPU flags) of the first processor in `/proc/cpuinfo`.
     pub fn cpu_flags(&self) -> Result<(String, Vec<String>), HostError> {
-        let text = read(&self.proc_root.join("cpuinfo"))?;
-        let field = |name: &str| {
-            text.lines()
-                .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-                .unwrap_or_default()
-        };
-        Ok((
-            field("vendor_id"),
-            field("flags")
-                .split_whitespace()
-                .map(str::to_string)
-                .collect(),
-        ))
+        let path = self.proc_root.join("cpuinfo");
+        super::procfs::cpu_flags(&read(&path)?).map_err(|source| HostError::Parse { path, source })
     }
 
     /// Distinct L3 cache ids of the online CPUs.
@@ -254,7 +242,7 @@ impl Host {
         resource: &str,
     ) -> Result<(parse::PsiLine, Option<parse::PsiLine>), HostError> {
         let path = self.proc_root.join("pressure").join(resource);
-        parse::psi(&read(&path)?).map_err(|source| HostError::Parse { path, source })
+        super::procfs::psi(&read(&path)?).map_err(|source| HostError::Parse { path, source })
     }
 }
 

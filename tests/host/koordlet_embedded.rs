@@ -51,7 +51,7 @@ fn sample_proc(stop: Arc<std::sync::atomic::AtomicBool>) -> (Trace, std::thread:
         let host = koord::os::system::Host::new("/proc", "/sys");
         while !stop.load(std::sync::atomic::Ordering::SeqCst) {
             let (cpu, _) = host.proc_stat().unwrap();
-            let mem = koord::os::parse::memory_used(&host.meminfo().unwrap()).unwrap();
+            let mem = host.memory_used().unwrap();
             let now = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .unwrap()

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{CollectEnv, CollectError, Collector, Rates, Samples, Shared};
 use crate::koordlet::store::{MetricKind, Point, SeriesKey};
-use crate::os::parse::{CpuTicks, memory_used};
+use crate::os::parse::CpuTicks;
 
 pub struct NodeResource {
     interval: Duration,
@@ -86,7 +86,7 @@ impl Collector for NodeResource {
     ) -> Result<(), CollectError> {
         let (total, per_cpu) = env.host.proc_stat()?;
         self.numa(env, &per_cpu, out);
-        let memory = memory_used(&env.host.meminfo()?)? as f64;
+        let memory = env.host.memory_used()? as f64;
         out.push((
             SeriesKey::node(MetricKind::NodeMemoryUsage),
             Point {

@@ -6,7 +6,8 @@ use std::time::Duration;
 use super::{CollectEnv, CollectError, Collector, Samples, Shared};
 use crate::koordlet::informer::PodMeta;
 use crate::koordlet::store::{MetricKind, Point, SeriesKey};
-use crate::os::parse::{PsiLine, psi};
+use crate::os::parse::PsiLine;
+use crate::os::procfs::psi;
 use crate::os::{CgroupDir, Resource};
 
 pub struct Psi {

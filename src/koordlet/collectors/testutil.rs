@@ -75,11 +75,31 @@ impl FakeHost {
     }
 
     pub fn meminfo(&self, total: u64, available: u64) {
-        let text = format!(
+        // Every field the kernel always writes (procfs-core requires them).
+        let mut text = format!(
             "MemTotal: {} kB\nMemFree: 1 kB\nMemAvailable: {} kB\n",
             total / 1024,
             available / 1024
         );
+        for f in [
+            "Buffers",
+            "Cached",
+            "SwapCached",
+            "Active",
+            "Inactive",
+            "SwapTotal",
+            "SwapFree",
+            "Dirty",
+            "Writeback",
+            "Mapped",
+            "Slab",
+            "Committed_AS",
+            "VmallocTotal",
+            "VmallocUsed",
+            "VmallocChunk",
+        ] {
+            text.push_str(&format!("{f}: 0 kB\n"));
+        }
         std::fs::write(self.proc_path("meminfo"), text).unwrap();
     }
 

@@ -217,7 +217,7 @@ mod tests {
         let sys_root = tempfile::tempdir().unwrap();
         std::fs::write(
             proc_root.path().join("cpuinfo"),
-            "vendor_id\t: GenuineIntel\nflags\t\t: fpu cat_l3 mba\n",
+            "processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu cat_l3 mba\n",
         )
         .unwrap();
         let host = Host::new(proc_root.path(), sys_root.path());
@@ -242,7 +242,11 @@ mod tests {
             pass(&States::default(), &host, &ex).unwrap().is_empty(),
             "unchanged: nothing written"
         );
-        std::fs::write(proc_root.path().join("cpuinfo"), "flags\t: fpu\n").unwrap();
+        std::fs::write(
+            proc_root.path().join("cpuinfo"),
+            "processor\t: 0\nflags\t: fpu\n",
+        )
+        .unwrap();
         assert_eq!(supported(&host), Ok(false), "no cat_l3/mba");
     }
 }

@@ -4,6 +4,21 @@ use proptest::prelude::*;
 
 use super::*;
 
+/// Reopens a store whose previous handle was just dropped: sled's background flusher can
+/// hold the file lock a moment longer (seen once as WouldBlock in a full test run).
+fn reopen(dir: &std::path::Path) -> MetricStore {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match MetricStore::open(dir, StoreOptions::default()) {
+            Ok(s) => return s,
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("reopening the store: {e}"),
+        }
+    }
+}
+
 fn cpu(uid: &str) -> SeriesKey {
     SeriesKey::pod(MetricKind::PodCpuUsage, uid)
 }
@@ -39,7 +54,7 @@ fn insert_query_and_survive_reopen() {
         s.kv_put("model/x", b"state").unwrap();
         futures::executor::block_on(s.flush()).unwrap();
     }
-    let s = MetricStore::open(dir.path(), StoreOptions::default()).unwrap();
+    let s = reopen(dir.path());
     assert_eq!(
         s.query(&cpu("a"), 0, i64::MAX).unwrap().len(),
         10,
@@ -256,7 +271,7 @@ fn an_uncompressed_store_is_migrated_on_open() {
         chunks.insert(chunk_key(7, 60_000), raw).unwrap();
         db.flush().unwrap();
     }
-    let s = MetricStore::open(dir.path(), StoreOptions::default()).unwrap();
+    let s = reopen(dir.path());
     assert_eq!(
         s.query(&cpu("old"), 0, i64::MAX).unwrap(),
         vec![
