@@ -28,6 +28,11 @@ a token on every request, sled storage under --data-dir, kubeconfig with CA and 
 written to <data-dir>/kubeconfig, mode 0600) and runs the roles against it: no cluster
 needed. With no --role it serves only the API server.
 
+With --role, each role also accepts the flags of the Koordinator component it replaces,
+in Go's syntax as Koordinator's chart writes them (-cgroup-root-dir=/host-cgroup/,
+--feature-gates=AllAlpha=true, --config=<KubeSchedulerConfiguration>); flags koord does
+not implement are warned about (refused with common.strict: true).
+
 Examples:
   koord --role=all --embedded
   koord --role=koordlet

@@ -52,7 +52,9 @@ pub fn translate(argv: Vec<String>, own: &[String]) -> Translated {
     while i < rest.len() {
         let arg = &rest[i];
         i += 1;
-        let Some(body) = flag_body(arg) else {
+        // clap's short flags (help, version) are not Go flags.
+        let short = arg.len() == 2 && arg.starts_with('-');
+        let Some(body) = flag_body(arg).filter(|_| !short) else {
             t.argv.push(arg.clone());
             continue;
         };

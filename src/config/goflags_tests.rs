@@ -156,6 +156,8 @@ fn bad_values_and_no_role_lines() {
         t.errors[0].contains("-collect-res-used-interval=soon"),
         "{t:?}"
     );
+    let t = run(&["--role=koordlet", "-h"]);
+    assert_eq!(t.argv, ["koord", "--role=koordlet", "-h"]);
     let t = run(&["explain", "-x"]);
     assert_eq!(
         t.argv,

@@ -125,9 +125,7 @@ fn migration_args(
 /// Runs the role until the process drains.
 pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     let dcfg = super::load(&cfg).map_err(|e| anyhow::anyhow!("descheduler.configFile: {e}"))?;
-    for p in &dcfg.unsupported {
-        tracing::warn!(plugin = %p, "descheduler plugin not implemented by koord yet: ignored");
-    }
+    ctx.report_unsupported(&super::unsupported(&dcfg));
     let cluster = ctx.cluster()?.clone();
     if !crate::kernel::cluster::wait_reachable(&cluster.client, &ctx.shutdown).await {
         return Ok(());

@@ -41,15 +41,32 @@ impl Default for Config {
 }
 
 /// Problems as (key under `descheduler`, message).
-pub fn validate(cfg: &Config, _strict: bool) -> Vec<(String, String)> {
+pub fn validate(cfg: &Config, strict: bool) -> Vec<(String, String)> {
     let mut out = Vec::new();
     if let Err(e) = cfg.leader_election.validate() {
         out.push(("leaderElection".into(), e));
     }
-    if let Err(e) = load(cfg) {
-        out.push(("configFile".into(), e));
+    match load(cfg) {
+        Err(e) => out.push(("configFile".into(), e)),
+        Ok(d) if strict => {
+            for e in crate::kernel::compat::errors(&unsupported(&d)) {
+                out.push(("configFile".into(), e));
+            }
+        }
+        Ok(_) => {}
     }
     out
+}
+
+/// Descheduler plugins the configuration enables that koord does not run yet.
+pub fn unsupported(d: &config::DeschedulerConfig) -> Vec<crate::kernel::compat::Unsupported> {
+    d.unsupported
+        .iter()
+        .map(|p| {
+            let msg = format!("descheduler plugin {p} is not implemented by koord yet; skipped");
+            crate::kernel::compat::Unsupported::new("plugin", p.clone(), msg)
+        })
+        .collect()
 }
 
 /// The descheduler configuration this role runs with.

@@ -31,7 +31,9 @@ fn help_lists_roles_and_subcommands() {
         "runtime-proxy",
         "all",
         "crds",
+        "manifests",
         "config",
+        "Koordinator component",
     ] {
         assert!(out.contains(word), "--help should mention {word}:\n{out}");
     }

@@ -88,6 +88,23 @@ fn chart_configmaps_load_and_name_what_koord_skips() {
     let err = load(gates).unwrap_err().to_string();
     assert!(err.contains("koordlet feature gate Accelerators"), "{err}");
     load("koordlet: {featureGates: {Accelerators: true, NoSuchGate: true}}\n").unwrap();
+
+    // A descheduler plugin koord lacks: skipped with a warning, refused when strict.
+    let custom = dir.path().join("custom-descheduler.config");
+    let text = std::fs::read_to_string(&desched).unwrap().replace(
+        "    deschedule:\n      disabled:\n        - name: \"*\"\n",
+        "    deschedule:\n      disabled:\n        - name: \"*\"\n      enabled:\n        - name: RemoveDuplicates\n",
+    );
+    assert!(text.contains("RemoveDuplicates"), "fixture layout changed");
+    std::fs::write(&custom, text).unwrap();
+    let yaml = format!("descheduler: {{configFile: {}}}\n", custom.display());
+    let d = load(&yaml).unwrap_or_else(|e| panic!("{e}"));
+    let u = koord::descheduler::unsupported(&koord::descheduler::load(&d.descheduler).unwrap());
+    assert_eq!(u[0].name, "RemoveDuplicates");
+    let err = load(&format!("common: {{strict: true}}\n{yaml}"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("descheduler plugin RemoveDuplicates"), "{err}");
 }
 
 #[test]
@@ -96,6 +113,24 @@ fn chart_slo_controller_config_parses_without_errors() {
     let (cfg, errors) = koord::api::sloconfig::SloConfig::parse(Some(&data), &Default::default());
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(cfg.colocation.cluster.enable, Some(true), "{cfg:?}");
+}
+
+async fn chart_slo_config(client: &kube::Client) {
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    use kube::api::{Api, PostParams};
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "koordinator-system"}}))
+            .unwrap();
+    let _ = Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await;
+    let text =
+        std::fs::read_to_string(Path::new(FIXTURES).join("slo-controller-config.yaml")).unwrap();
+    let cm: ConfigMap = serde_yaml::from_str(&text).unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), "koordinator-system")
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
 }
 
 fn addr() -> SocketAddr {
@@ -127,6 +162,11 @@ fn start_probed(
     if let Some(p) = probe {
         let (status, body) = http_get(p, "/readyz").expect("probe address answers");
         assert_eq!(status, 200, "{body}");
+        let (_, metrics) = http_get(admin, "/metrics").unwrap();
+        assert!(
+            !metrics.contains("koord_manager_slo_config_errors_total{"),
+            "the chart's slo-controller-config must parse:\n{metrics}"
+        );
     }
     let (_, metrics) = http_get(admin, "/metrics").unwrap();
     for name in owed {
@@ -182,7 +222,8 @@ fn each_role_starts_with_its_koordinator_flags() {
     ]));
     start_with_flags("koordlet", &args, admin, &["Accelerators"]);
 
-    // koord-manager (chart Deployment args).
+    // koord-manager (chart Deployment args), with the chart's slo-controller-config.
+    rt.block_on(chart_slo_config(&api.client));
     let (metrics_addr, probe) = (addr(), addr());
     let mut args = common(None);
     args.extend(s(&[
