@@ -59,6 +59,24 @@ impl Kubectl {
     }
 }
 
+/// kubectl against an embedded API server as `--embedded` serves it: HTTPS with its own
+/// CA, and a token. `None` without kubectl.
+async fn kubectl_against_embedded() -> Option<(TestApi, tempfile::TempDir, Kubectl)> {
+    let bin = kubectl_path()?;
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.tls = true;
+    let api = TestApi::start_with(opts).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    api.server().write_kubeconfig(&kubeconfig).unwrap();
+    let k = Kubectl {
+        bin,
+        kubeconfig,
+        cache: dir.path().join("cache"),
+    };
+    Some((api, dir, k))
+}
+
 const MANIFESTS: &str = r#"
 apiVersion: v1
 kind: Namespace
@@ -111,21 +129,9 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_get_patch_delete() {
-    let Some(bin) = kubectl_path() else {
+    let Some((_api, _dir, k)) = kubectl_against_embedded().await else {
         eprintln!("skipping: kubectl is not on PATH");
         return;
-    };
-    // As `--embedded` serves it: HTTPS with its own CA, and a token.
-    let mut opts = koord::apiserver::Options::for_tests();
-    opts.tls = true;
-    let api = TestApi::start_with(opts).await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    api.server().write_kubeconfig(&kubeconfig).unwrap();
-    let k = Kubectl {
-        bin,
-        kubeconfig,
-        cache: dir.path().join("cache"),
     };
 
     let out = k.ok(&["apply", "-f", "-"], Some(MANIFESTS)).await;
@@ -242,20 +248,9 @@ async fn kubectl_apply_get_patch_delete() {
 /// lacks, so it is rendered with `kustomize`, not applied).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_dry_run_accepts_every_manifest() {
-    let Some(bin) = kubectl_path() else {
+    let Some((_api, _dir, k)) = kubectl_against_embedded().await else {
         eprintln!("skipping: kubectl is not on PATH");
         return;
-    };
-    let mut opts = koord::apiserver::Options::for_tests();
-    opts.tls = true;
-    let api = TestApi::start_with(opts).await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    api.server().write_kubeconfig(&kubeconfig).unwrap();
-    let k = Kubectl {
-        bin,
-        kubeconfig,
-        cache: dir.path().join("cache"),
     };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests");
     // Namespaced objects need their namespace to exist, dry run or not.
