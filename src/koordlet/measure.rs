@@ -166,6 +166,59 @@ fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples) {
         }
     }
     l.metrics.set_pods(pods, ctrs);
+    let (requests, limits) = container_specs(&l.node, states);
+    l.metrics.set_container_specs(requests, limits);
+}
+
+type Specs = Vec<(super::metrics::Pairs, f64)>;
+
+/// Koordinator's `koordlet_container_resource_{requests,limits}`: cpu in cores, memory and
+/// batch memory in bytes, batch CPU in its integer milli-core units.
+fn container_specs(node: &str, states: &States) -> (Specs, Specs) {
+    let (mut requests, mut limits) = (Vec::new(), Vec::new());
+    for p in states.pods.iter() {
+        let spec = p
+            .pod
+            .spec
+            .as_ref()
+            .map(|s| s.containers.as_slice())
+            .unwrap_or(&[]);
+        for c in &p.containers {
+            let Some(res) = spec
+                .iter()
+                .find(|s| s.name == c.name)
+                .and_then(|s| s.resources.as_ref())
+            else {
+                continue;
+            };
+            for (list, out) in [(&res.requests, &mut requests), (&res.limits, &mut limits)] {
+                for (name, q) in list.iter().flatten() {
+                    let (unit, v) = match name.as_str() {
+                        "cpu" => ("core", crate::api::quantity::q_milli(q) as f64 / 1000.0),
+                        "memory" | "kubernetes.io/batch-memory" => {
+                            ("byte", crate::api::quantity::q_value(q) as f64)
+                        }
+                        "kubernetes.io/batch-cpu" => {
+                            ("integer", crate::api::quantity::q_value(q) as f64)
+                        }
+                        _ => continue,
+                    };
+                    let labels = vec![
+                        ("node", node.to_string()),
+                        ("resource", name.clone()),
+                        ("unit", unit.to_string()),
+                        ("pod_uid", p.uid.clone()),
+                        ("pod_name", p.name.clone()),
+                        ("pod_namespace", p.namespace.clone()),
+                        ("container_id", c.id.clone()),
+                        ("container_name", c.name.clone()),
+                    ];
+                    out.push((labels, v));
+                }
+            }
+        }
+    }
+    (requests, limits)
 }
 
 /// How soon after start the first NodeMetric report goes out.
@@ -219,11 +272,17 @@ pub(super) async fn report_loop(
         } else {
             None
         };
+        if let Some((reclaimable, _)) = &prediction {
+            let family = &l.metrics.predicted_reclaimable;
+            let extra = [("predictor", "minPredictor")];
+            KoordletMetrics::set_resources(family, &l.node, &extra, reclaimable);
+        }
         let (store, st, pol) = (l.store.clone(), states.clone(), policy.clone());
         let status = tokio::task::spawn_blocking(move || {
             reporter::build_status(&store, &st, &pol, now, prediction)
         })
         .await??;
+        publish_report(&l, &status);
         match reporter::write_status(&client, &l.node, status).await {
             Ok(true) => {
                 l.metrics.reports.inc();
@@ -234,6 +293,21 @@ pub(super) async fn report_loop(
                 tracing::warn!(error = %e, "NodeMetric report failed");
             }
         };
+    }
+}
+
+/// What the report says, as Koordinator's `koordlet_node_metric_*_usage` series.
+fn publish_report(l: &LoopCtx, status: &crate::api::slo::NodeMetricStatus) {
+    let Some(info) = &status.node_metric else {
+        return;
+    };
+    for (family, map) in [
+        (&l.metrics.node_metric_node_usage, &info.node_usage),
+        (&l.metrics.node_metric_system_usage, &info.system_usage),
+    ] {
+        if let Some(r) = &map.resources {
+            KoordletMetrics::set_resources(family, &l.node, &[], r);
+        }
     }
 }
 

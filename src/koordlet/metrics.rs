@@ -11,6 +11,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
 use crate::kernel::Metrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -64,6 +66,12 @@ pub struct KoordletMetrics {
     pub node_used_cpu: Family<NodeOnly, FGauge>,
     pub node_used_memory: Family<NodeOnly, FGauge>,
     pub be_suppress_cores: Family<Pairs, FGauge>,
+    pub be_suppress_ls_used: Family<NodeOnly, FGauge>,
+    /// `{node,resource,unit}`: what the last NodeMetric report said.
+    pub node_metric_node_usage: Family<Pairs, FGauge>,
+    pub node_metric_system_usage: Family<Pairs, FGauge>,
+    /// `{node,predictor,resource,unit}`.
+    pub predicted_reclaimable: Family<Pairs, FGauge>,
     /// A count kept in a gauge: Koordinator's Go counter is named without `_total`, and
     /// prometheus-client would add that suffix to a counter, breaking existing queries.
     pub pod_eviction: Family<Pairs, Gauge>,
@@ -80,6 +88,10 @@ pub struct KoordletMetrics {
     pub qos_changes: Family<QosLabels, Counter>,
     /// The BE CPU allowance cpusuppress computed last (milli-cores; may be negative).
     pub be_suppress_milli: Gauge,
+    /// `{node,resource,unit,pod_uid,pod_name,pod_namespace,container_id,container_name}`.
+    pub container_requests: Family<Pairs, FGauge>,
+    pub container_limits: Family<Pairs, FGauge>,
+    live_container_specs: Mutex<HashSet<Pairs>>,
     live_pods: Mutex<HashSet<PodLabels>>,
     live_containers: Mutex<HashSet<ContainerLabels>>,
 }
@@ -113,6 +125,36 @@ impl KoordletMetrics {
             "koordlet_be_suppress_cpu_cores",
             "Number of cores suppress by koordlet",
             m.be_suppress_cores.clone(),
+        );
+        metrics.register(
+            "koordlet_be_suppress_ls_used_cpu_cores",
+            "Number of cpu cores used by LS. We consider non-BE pods and podMeta-missing pods as LS.",
+            m.be_suppress_ls_used.clone(),
+        );
+        metrics.register(
+            "koordlet_node_metric_node_usage",
+            "the node usage reported in the NodeMetric",
+            m.node_metric_node_usage.clone(),
+        );
+        metrics.register(
+            "koordlet_node_metric_system_usage",
+            "the system usage reported in the NodeMetric",
+            m.node_metric_system_usage.clone(),
+        );
+        metrics.register(
+            "koordlet_node_predicted_resource_reclaimable",
+            "the node reclaimable resources predicted by koordinator",
+            m.predicted_reclaimable.clone(),
+        );
+        metrics.register(
+            "koordlet_container_resource_requests",
+            "the container requests of resources updated by koordinator",
+            m.container_requests.clone(),
+        );
+        metrics.register(
+            "koordlet_container_resource_limits",
+            "the container limits of resources updated by koordinator",
+            m.container_limits.clone(),
         );
         metrics.register(
             "koordlet_pod_eviction",
@@ -186,10 +228,58 @@ impl KoordletMetrics {
         self.start_time.get_or_create(&node_only(node)).set(secs);
     }
 
+    /// A resource list as Koordinator's `{resource,unit}` series: cpu in cores (`core`),
+    /// memory in bytes (`byte`); other resources are not exported. `extra` labels come
+    /// after `node`.
+    pub fn set_resources<'a>(
+        family: &Family<Pairs, FGauge>,
+        node: &str,
+        extra: &[(&'static str, &str)],
+        resources: impl IntoIterator<Item = (&'a String, &'a Quantity)>,
+    ) {
+        for (name, q) in resources {
+            let (unit, value) = match name.as_str() {
+                "cpu" => ("core", crate::api::quantity::q_milli(q) as f64 / 1000.0),
+                "memory" => ("byte", crate::api::quantity::q_value(q) as f64),
+                _ => continue,
+            };
+            let mut l: Pairs = vec![("node", node.to_string())];
+            l.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+            l.push(("resource", name.clone()));
+            l.push(("unit", unit.to_string()));
+            family.get_or_create(&l).set(value);
+        }
+    }
+
     /// `koordlet_pod_eviction{node,reason}`.
     pub fn evicted(&self, node: &str, reason: &str) {
         let l = vec![("node", node.to_string()), ("reason", reason.to_string())];
         self.pod_eviction.get_or_create(&l).inc();
+    }
+
+    /// Replaces the container request/limit series with this pass's (requests, limits),
+    /// dropping containers that are gone.
+    pub fn set_container_specs(&self, requests: Vec<(Pairs, f64)>, limits: Vec<(Pairs, f64)>) {
+        let mut live = self
+            .live_container_specs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let now: HashSet<Pairs> = requests
+            .iter()
+            .chain(&limits)
+            .map(|(l, _)| l.clone())
+            .collect();
+        for gone in live.difference(&now) {
+            self.container_requests.remove(gone);
+            self.container_limits.remove(gone);
+        }
+        for (l, v) in requests {
+            self.container_requests.get_or_create(&l).set(v);
+        }
+        for (l, v) in limits {
+            self.container_limits.get_or_create(&l).set(v);
+        }
+        *live = now;
     }
 
     /// Replaces the pod and container gauges with this pass's values, dropping pods that
@@ -250,6 +340,48 @@ mod tests {
         assert_eq!(
             find("koordlet_be_suppress_cpu_cores").labels.get("type"),
             Some("cpuset")
+        );
+        let mut usage = std::collections::BTreeMap::new();
+        usage.insert("cpu".to_string(), Quantity("1500m".into()));
+        usage.insert("memory".to_string(), Quantity("1Gi".into()));
+        usage.insert("pods".to_string(), Quantity("3".into()));
+        KoordletMetrics::set_resources(&m.node_metric_node_usage, "n1", &[], &usage);
+        let extra = [("predictor", "minPredictor")];
+        KoordletMetrics::set_resources(&m.predicted_reclaimable, "n1", &extra, &usage);
+        let text = registry.encode();
+        let lines = text.lines().map(|l| Ok(l.to_string()));
+        let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
+        let usage: Vec<_> = scrape
+            .samples
+            .iter()
+            .filter(|s| s.metric == "koordlet_node_metric_node_usage")
+            .collect();
+        assert_eq!(usage.len(), 2, "cpu and memory only: {text}");
+        let cpu = usage
+            .iter()
+            .find(|s| s.labels.get("resource") == Some("cpu"))
+            .unwrap();
+        assert_eq!(cpu.labels.get("unit"), Some("core"));
+        assert!(matches!(cpu.value, prometheus_parse::Value::Gauge(v) if (v - 1.5).abs() < 1e-9));
+        let p = scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == "koordlet_node_predicted_resource_reclaimable")
+            .unwrap();
+        assert_eq!(p.labels.get("predictor"), Some("minPredictor"));
+
+        let l = |c: &str| -> Pairs { vec![("node", "n1".into()), ("container_name", c.into())] };
+        m.set_container_specs(vec![(l("a"), 1.0), (l("b"), 2.0)], vec![(l("a"), 4.0)]);
+        m.set_container_specs(vec![(l("b"), 2.0)], vec![]);
+        let text = registry.encode();
+        assert!(
+            !text.contains("container_name=\"a\""),
+            "a gone container's series stay: {text}"
+        );
+        assert!(
+            text.contains(
+                "koordlet_container_resource_requests{node=\"n1\",container_name=\"b\"} 2"
+            )
         );
         for n in [
             "koordlet_start_time",

@@ -33,11 +33,28 @@ const COLOCATION: &[Panel] = &[
         unit: "short",
         targets: &[
             ("used {{node}}", "koordlet_node_used_cpu_cores"),
+            ("LS used {{node}}", "koordlet_be_suppress_ls_used_cpu_cores"),
             (
                 "BE allowed {{node}} ({{type}})",
                 "koordlet_be_suppress_cpu_cores",
             ),
         ],
+    },
+    Panel {
+        title: "Batch CPU requested (cores) per node",
+        unit: "short",
+        targets: &[(
+            "{{node}}",
+            r#"sum by (node) (koordlet_container_resource_requests{resource="kubernetes.io/batch-cpu"}) / 1000"#,
+        )],
+    },
+    Panel {
+        title: "Reclaimable by prediction (cores)",
+        unit: "short",
+        targets: &[(
+            "{{node}}",
+            r#"koordlet_node_predicted_resource_reclaimable{resource="cpu"}"#,
+        )],
     },
     Panel {
         title: "Node memory used",

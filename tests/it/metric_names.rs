@@ -17,7 +17,13 @@ const KOORDLET: &[&str] = &[
     "koordlet_node_used_cpu_cores",
     "koordlet_node_used_memory_bytes",
     "koordlet_be_suppress_cpu_cores",
+    "koordlet_be_suppress_ls_used_cpu_cores",
     "koordlet_pod_eviction",
+    "koordlet_node_metric_node_usage",
+    "koordlet_node_metric_system_usage",
+    "koordlet_node_predicted_resource_reclaimable",
+    "koordlet_container_resource_requests",
+    "koordlet_container_resource_limits",
 ];
 
 /// Series this scenario must produce (an empty family is not exposed), with the

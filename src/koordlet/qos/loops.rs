@@ -128,6 +128,9 @@ impl Strategy for CpuSuppress {
                 ];
                 let cores = ctx.metrics.be_suppress_cores.get_or_create(&l);
                 cores.set(milli as f64 / 1000.0);
+                let node = crate::koordlet::metrics::node_only(&l[0].1);
+                let ls = ctx.metrics.be_suppress_ls_used.get_or_create(&node);
+                ls.set(i.non_be_pods_milli as f64 / 1000.0);
             }
             let changes = suppress::pass(states, &usage, &self.topo, &self.ex, &mut self.mem);
             for c in &changes {
