@@ -119,6 +119,14 @@ const SCHEDULING: &[Panel] = &[
         )],
     },
     Panel {
+        title: "Plugin latency (p99, sampled cycles)",
+        unit: "s",
+        targets: &[(
+            "{{plugin}} {{extension_point}}",
+            "histogram_quantile(0.99, sum by (le, plugin, extension_point) (rate(scheduler_plugin_execution_duration_seconds_bucket[5m])))",
+        )],
+    },
+    Panel {
         title: "Scheduling attempts per second",
         unit: "ops",
         targets: &[(

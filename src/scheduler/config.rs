@@ -429,6 +429,8 @@ pub fn framework(p: &Profile) -> Result<Framework, String> {
         scheduler_name: p.scheduler_name.clone(),
         percentage_of_nodes_to_score: p.percentage_of_nodes_to_score,
         points,
+        observer: Default::default(),
+        cycles: Default::default(),
     })
 }
 

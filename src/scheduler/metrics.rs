@@ -26,6 +26,13 @@ struct PointLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: String,
+    extension_point: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabels {
     queue: String,
 }
@@ -40,6 +47,11 @@ fn attempt_buckets() -> Histogram {
 /// kube-scheduler's extension-point buckets: 0.1 ms doubling 12 times.
 fn point_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 12))
+}
+
+/// kube-scheduler's plugin buckets: 10 µs growing ×1.5, 20 buckets.
+fn plugin_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.00001, 1.5, 20))
 }
 
 fn victim_buckets() -> Histogram {
@@ -69,6 +81,7 @@ pub struct SchedulerMetrics {
     attempt_seconds: Hist<ResultLabels>,
     e2e_seconds: Hist<ResultLabels>,
     point_seconds: Hist<PointLabels>,
+    plugin_seconds: Hist<PluginLabels>,
     pending: Family<QueueLabels, Gauge>,
     preemption_attempts: Counter,
     preemption_victims: Histogram,
@@ -81,6 +94,7 @@ impl Default for SchedulerMetrics {
             attempt_seconds: Family::new_with_constructor(attempt_buckets),
             e2e_seconds: Family::new_with_constructor(attempt_buckets),
             point_seconds: Family::new_with_constructor(point_buckets),
+            plugin_seconds: Family::new_with_constructor(plugin_buckets),
             pending: Family::default(),
             preemption_attempts: Counter::default(),
             preemption_victims: victim_buckets(),
@@ -110,6 +124,11 @@ impl SchedulerMetrics {
             "scheduler_framework_extension_point_duration_seconds",
             "Latency for running all plugins of a specific extension point",
             m.point_seconds.clone(),
+        );
+        metrics.register(
+            "scheduler_plugin_execution_duration_seconds",
+            "Duration for running a plugin at a specific extension point (one cycle in ten is sampled)",
+            m.plugin_seconds.clone(),
         );
         metrics.register(
             "scheduler_pending_pods",
@@ -156,6 +175,22 @@ impl SchedulerMetrics {
             profile: profile.into(),
         };
         self.point_seconds.get_or_create(&l).observe(seconds);
+    }
+
+    /// One plugin call of a sampled cycle.
+    pub fn plugin(&self, point: Point, plugin: &str, ok: bool, seconds: f64) {
+        let l = PluginLabels {
+            plugin: plugin.into(),
+            extension_point: point_name(point).into(),
+            status: if ok { "Success" } else { "Unschedulable" }.into(),
+        };
+        self.plugin_seconds.get_or_create(&l).observe(seconds);
+    }
+
+    /// The observer the frameworks call on sampled cycles.
+    pub fn observer(self: &Arc<Self>) -> crate::scheduler::framework::PluginObserver {
+        let m = self.clone();
+        Arc::new(move |point, plugin, ok, secs| m.plugin(point, plugin, ok, secs))
     }
 
     /// Pods per queue (`active`, `backoff`, `unschedulable`, `gated`).
@@ -211,6 +246,7 @@ mod tests {
             ("gated", 0),
         ]);
         m.preemption(3);
+        m.plugin(Point::Filter, "NodeResourcesFit", false, 0.0001);
         let text = registry.encode();
         let lines = text.lines().map(|l| Ok(l.to_string()));
         let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
@@ -224,6 +260,7 @@ mod tests {
             "scheduler_pending_pods",
             "scheduler_preemption_attempts_total",
             "scheduler_preemption_victims_count",
+            "scheduler_plugin_execution_duration_seconds_count",
         ] {
             assert!(names.contains(n), "{n}: {text}");
         }
@@ -235,4 +272,57 @@ mod tests {
         assert_eq!(point.labels.get("extension_point"), Some("Filter"));
         assert_eq!(point.labels.get("status"), Some("Success"));
     }
+}
+
+#[cfg(test)]
+mod sampling_tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::scheduler::framework::runtime::Scope;
+    use crate::scheduler::test_util::{cluster, node_json, simple_pod};
+
+    #[test]
+    fn one_cycle_in_ten_times_each_plugin() {
+        let cfg = crate::scheduler::config::default_config().unwrap();
+        let fw = crate::scheduler::config::framework(&cfg.profiles[0]).unwrap();
+        let seen: Arc<Mutex<Vec<(Point, &'static str)>>> = Arc::default();
+        let log = seen.clone();
+        let obs: crate::scheduler::framework::PluginObserver = Arc::new(move |p, name, _, _| {
+            log.lock().unwrap().push((p, name));
+        });
+        assert!(fw.observer.set(obs).is_ok());
+        let mut c = cluster(vec![
+            node_json("n1", "8", "32Gi"),
+            node_json("n2", "8", "32Gi"),
+        ]);
+        fw.setup(&mut c);
+        let pod = simple_pod("p", "1", "1Gi");
+        fw.schedule(&pod, &c, Scope::Everything);
+        let first = seen.lock().unwrap().clone();
+        assert!(
+            first.contains(&(Point::Filter, "NodeResourcesFit")),
+            "{first:?}"
+        );
+        assert!(
+            first.contains(&(Point::Score, "LoadAwareScheduling")),
+            "{first:?}"
+        );
+        assert!(
+            first.iter().any(|(p, _)| *p == Point::PreFilter),
+            "{first:?}"
+        );
+        for _ in 1..SAMPLE {
+            fw.schedule(&pod, &c, Scope::Everything);
+        }
+        assert_eq!(
+            seen.lock().unwrap().len(),
+            first.len(),
+            "cycles 2..10 are not sampled"
+        );
+        fw.schedule(&pod, &c, Scope::Everything);
+        assert_eq!(seen.lock().unwrap().len(), 2 * first.len(), "cycle 11 is");
+    }
+
+    const SAMPLE: usize = 10;
 }

@@ -143,6 +143,9 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     let mut scheduler = live::Scheduler::new(client.clone(), &sched_cfg, leadership.clone())
         .map_err(|e| anyhow::anyhow!("scheduler: {e}"))?;
     scheduler.metrics = metrics::SchedulerMetrics::register(&ctx.metrics);
+    for fw in scheduler.frameworks.iter() {
+        let _ = fw.observer.set(scheduler.metrics.observer());
+    }
     let (tx, rx) = mpsc::unbounded_channel();
     live::watch(
         client.clone(),

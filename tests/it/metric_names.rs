@@ -36,6 +36,7 @@ const SAMPLED: &[&str] = &[
     "scheduler_scheduling_attempt_duration_seconds_count",
     "scheduler_e2e_scheduling_duration_seconds_count",
     "scheduler_framework_extension_point_duration_seconds_count",
+    "scheduler_plugin_execution_duration_seconds_count",
     "scheduler_pending_pods",
 ];
 

@@ -142,6 +142,30 @@ pub struct CycleState {
     pub skip_filter: HashSet<&'static str>,
     /// PreScore plugins that returned Skip: their Score does not run.
     pub skip_score: HashSet<&'static str>,
+    /// Set on the cycles sampled for per-plugin durations (kube-scheduler samples 10 %).
+    pub observer: Option<PluginObserver>,
+}
+
+/// Records one plugin call: (point, plugin, succeeded, seconds).
+pub type PluginObserver = std::sync::Arc<dyn Fn(Point, &'static str, bool, f64) + Send + Sync>;
+
+impl CycleState {
+    /// Times `f` as plugin `name` at `point` when this cycle is sampled.
+    pub fn timed<T>(
+        &self,
+        point: Point,
+        name: &'static str,
+        f: impl FnOnce() -> T,
+        ok: impl FnOnce(&T) -> bool,
+    ) -> T {
+        let Some(obs) = &self.observer else {
+            return f();
+        };
+        let start = std::time::Instant::now();
+        let out = f();
+        obs(point, name, ok(&out), start.elapsed().as_secs_f64());
+        out
+    }
 }
 
 impl CycleState {

@@ -24,7 +24,13 @@ pub struct Framework {
     pub scheduler_name: String,
     pub percentage_of_nodes_to_score: Option<i32>,
     pub points: HashMap<Point, Vec<Enabled>>,
+    /// Per-plugin durations of every 10th cycle go here (set once by the live scheduler).
+    pub observer: std::sync::OnceLock<super::PluginObserver>,
+    pub(crate) cycles: AtomicUsize,
 }
+
+/// kube-scheduler's `pluginMetricsSamplePercent`: one cycle in ten.
+const SAMPLE_EVERY: usize = 10;
 
 /// Why a node was or was not chosen.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,7 +84,8 @@ fn run_filters(
     cluster: &ClusterState,
 ) -> Result<(), (&'static str, Status)> {
     for e in filters {
-        let s = e.plugin.filter(state, pod, node, cluster);
+        let run = || e.plugin.filter(state, pod, node, cluster);
+        let s = state.timed(Point::Filter, e.plugin.name(), run, Status::is_success);
         if !s.is_success() {
             return Err((e.plugin.name(), s));
         }
@@ -155,7 +162,18 @@ impl Framework {
     ) -> Result<Option<HashSet<String>>, (&'static str, Status)> {
         let mut allowed: Option<HashSet<String>> = None;
         for e in self.enabled(Point::PreFilter) {
+            let obs = state.observer.clone();
+            let start = std::time::Instant::now();
             let (s, result) = e.plugin.pre_filter(state, pod, cluster);
+            if let Some(o) = obs {
+                let ok = matches!(s.code, Code::Success | Code::Skip);
+                o(
+                    Point::PreFilter,
+                    e.plugin.name(),
+                    ok,
+                    start.elapsed().as_secs_f64(),
+                );
+            }
             match s.code {
                 Code::Skip => {
                     state.skip_filter.insert(e.plugin.name());
@@ -284,7 +302,8 @@ impl Framework {
             }
             let mut scores = Vec::with_capacity(nodes.len());
             for n in &nodes {
-                let s = e.plugin.score(state, pod, n, cluster);
+                let run = || e.plugin.score(state, pod, n, cluster);
+                let s = state.timed(Point::Score, name, run, Result::is_ok);
                 scores.push(s.map_err(|m| (name, Status::error(m)))?);
             }
             e.plugin.normalize(state, pod, &mut scores);
@@ -296,6 +315,13 @@ impl Framework {
     /// One scheduling cycle for `pod`.
     pub fn schedule(&self, pod: &PodInfo, cluster: &ClusterState, scope: Scope) -> CycleResult {
         let mut state = CycleState::default();
+        if self
+            .cycles
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(SAMPLE_EVERY)
+        {
+            state.observer = self.observer.get().cloned();
+        }
         let mut verdicts = BTreeMap::new();
         let clock = std::time::Instant::now();
         let mut timings = Vec::with_capacity(3);
@@ -451,7 +477,9 @@ impl Framework {
     ) -> Result<Option<k8s_openapi::api::core::v1::Pod>, (&'static str, Status)> {
         let mut modified = (*pod.pod).clone();
         for e in self.enabled(Point::PreBind) {
-            let s = e.plugin.pre_bind(state, pod, node, &mut modified);
+            let run = || e.plugin.pre_bind(state, pod, node, &mut modified);
+            let ok = |s: &Status| matches!(s.code, Code::Success | Code::Skip);
+            let s = state.timed(Point::PreBind, e.plugin.name(), run, ok);
             if !matches!(s.code, Code::Success | Code::Skip) {
                 return Err((e.plugin.name(), s));
             }
@@ -497,7 +525,16 @@ impl Framework {
     ) -> Result<(), (&'static str, Status)> {
         let list = self.enabled(Point::Reserve);
         for (k, e) in list.iter().enumerate() {
+            let (obs, start) = (state.observer.clone(), std::time::Instant::now());
             let s = e.plugin.reserve(state, pod, node, cluster);
+            if let Some(o) = obs {
+                o(
+                    Point::Reserve,
+                    e.plugin.name(),
+                    s.is_success(),
+                    start.elapsed().as_secs_f64(),
+                );
+            }
             if !s.is_success() {
                 for done in list[..k].iter().rev() {
                     done.plugin.unreserve(state, pod, node);
