@@ -81,8 +81,11 @@ pub fn translate(argv: Vec<String>, own: &[String]) -> Translated {
             });
             continue;
         }
+        // Bool flags take no separate value; a flag koord only notes or warns about (or
+        // does not know) takes the next argument unless that is another flag.
+        let next_is_flag = rest.get(i).is_none_or(|n| n.starts_with('-'));
         let is_bool = specs.first().is_some_and(|s| s.conv() == Some(Conv::Bool))
-            || (specs.is_empty() && rest.get(i).is_none_or(|n| n.starts_with('-')));
+            || (specs.iter().all(|s| s.conv().is_none()) && next_is_flag);
         let value = match inline {
             Some(v) => v,
             None if is_bool => "true".into(),

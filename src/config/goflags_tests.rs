@@ -88,6 +88,22 @@ fn unknown_and_unsupported_flags_warn_with_the_value_consumed() {
 }
 
 #[test]
+fn noted_flags_without_a_value_do_not_swallow_the_next_flag() {
+    let t = run(&[
+        "--role=koordlet",
+        "--logtostderr",
+        "--v",
+        "4",
+        "-cgroup-root-dir=/c",
+    ]);
+    assert!(t.errors.is_empty() && t.unsupported.is_empty(), "{t:?}");
+    assert_eq!(layer(&t, "koordlet.cgroupRoot").len(), 1);
+    assert_eq!(t.argv, ["koord", "--role=koordlet"]);
+    let t = run(&["--role=koordlet", "-cgroup-root-dir"]);
+    assert!(t.errors[0].contains("needs a value"), "{t:?}");
+}
+
+#[test]
 fn role_value_in_a_separate_argument_is_kept() {
     let t = run(&["--role", "koordlet", "-cgroup-root-dir", "/c"]);
     assert_eq!(t.argv, ["koord", "--role", "koordlet"]);

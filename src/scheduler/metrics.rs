@@ -27,9 +27,11 @@ struct PointLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PluginLabels {
-    plugin: String,
-    extension_point: String,
-    status: String,
+    // Static strings: sampled cycles record every plugin call on every node, so a label
+    // set must cost no allocation.
+    plugin: &'static str,
+    extension_point: &'static str,
+    status: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -178,11 +180,11 @@ impl SchedulerMetrics {
     }
 
     /// One plugin call of a sampled cycle.
-    pub fn plugin(&self, point: Point, plugin: &str, ok: bool, seconds: f64) {
+    pub fn plugin(&self, point: Point, plugin: &'static str, ok: bool, seconds: f64) {
         let l = PluginLabels {
-            plugin: plugin.into(),
-            extension_point: point_name(point).into(),
-            status: if ok { "Success" } else { "Unschedulable" }.into(),
+            plugin,
+            extension_point: point_name(point),
+            status: if ok { "Success" } else { "Unschedulable" },
         };
         self.plugin_seconds.get_or_create(&l).observe(seconds);
     }
