@@ -5,6 +5,7 @@
 pub mod advisor;
 pub mod collectors;
 mod config;
+pub mod devices;
 pub mod features;
 pub mod informer;
 mod measure;

@@ -199,6 +199,24 @@ impl Host {
         super::procfs::cpu_flags(&read(&path)?).map_err(|source| HostError::Parse { path, source })
     }
 
+    /// A PCI device's NUMA node (`numa_node`, -1 when the platform has none) and the PCIe
+    /// root complex it hangs off (`pci0000:10`, from where `bus/pci/devices/<bus id>`
+    /// points); `None` when sysfs does not have the device.
+    pub fn pci_placement(&self, bus_id: &str) -> Option<(i32, String)> {
+        let link = self.sys_root.join("bus/pci/devices").join(bus_id);
+        let numa = std::fs::read_to_string(link.join("numa_node"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(-1);
+        let target = std::fs::read_link(&link).ok()?;
+        let root = target
+            .components()
+            .filter_map(|c| c.as_os_str().to_str())
+            .find(|c| c.starts_with("pci"))?
+            .to_string();
+        Some((numa, root))
+    }
+
     /// Distinct L3 cache ids of the online CPUs.
     pub fn l3_cache_ids(&self) -> Vec<u32> {
         let base = self.sys_root.join("devices/system/cpu");

@@ -19,6 +19,7 @@ mod gang;
 mod kubectl;
 mod manager;
 mod metric_names;
+mod nvml;
 mod quota;
 mod reservation;
 mod scheduler;

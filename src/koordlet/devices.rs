@@ -1,0 +1,147 @@
+//! The node's `Device` object from what the host reports (Koordinator's
+//! `states_device_linux.go`): per NVIDIA GPU its uuid, minor, health, the shareable
+//! resources `koordinator.sh/gpu-core` = 100, `gpu-memory` = total bytes,
+//! `gpu-memory-ratio` = 100, and PCIe/NUMA topology when sysfs knows the device; node
+//! labels vendor, model (only when every GPU is the same model) and driver version.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use crate::api::scheduling::device::{DeviceInfo, DeviceTopology};
+use crate::os::nvml::Gpu;
+
+pub const GPU_CORE: &str = "koordinator.sh/gpu-core";
+pub const GPU_MEMORY: &str = "koordinator.sh/gpu-memory";
+pub const GPU_MEMORY_RATIO: &str = "koordinator.sh/gpu-memory-ratio";
+pub const LABEL_GPU_VENDOR: &str = "node.koordinator.sh/gpu-vendor";
+pub const LABEL_GPU_MODEL: &str = "node.koordinator.sh/gpu-model";
+pub const LABEL_GPU_DRIVER_VERSION: &str = "node.koordinator.sh/gpu-driver-version";
+
+/// One `type: gpu` entry per GPU, ordered by minor. `placement` maps a PCI bus id to
+/// (NUMA node, PCIe root); topology is set only when both are known, as upstream does.
+pub fn gpu_infos(
+    gpus: &[Gpu],
+    placement: impl Fn(&str) -> Option<(i32, String)>,
+) -> Vec<DeviceInfo> {
+    let mut out: Vec<DeviceInfo> = gpus
+        .iter()
+        .map(|g| {
+            let topology = placement(&g.bus_id)
+                .filter(|(numa, pcie)| *numa >= 0 && !pcie.is_empty())
+                .map(|(numa, pcie)| DeviceTopology {
+                    socket_id: -1,
+                    node_id: numa,
+                    pcie_id: pcie,
+                    bus_id: Some(g.bus_id.clone()),
+                });
+            DeviceInfo {
+                type_: Some("gpu".into()),
+                uuid: Some(g.uuid.clone()),
+                minor: i32::try_from(g.minor).ok(),
+                health: true,
+                resources: Some(BTreeMap::from([
+                    (GPU_CORE.to_string(), Quantity("100".into())),
+                    (GPU_MEMORY.to_string(), Quantity(g.memory_total.to_string())),
+                    (GPU_MEMORY_RATIO.to_string(), Quantity("100".into())),
+                ])),
+                topology,
+                ..Default::default()
+            }
+        })
+        .collect();
+    out.sort_by_key(|d| d.minor);
+    out
+}
+
+/// Upstream's model label: the common product name without `NVIDIA `, spaces as `-`
+/// (`A100 SXM4 80GB` → `A100-SXM4-80GB`); `None` when models differ or one is empty.
+pub fn gpu_model(gpus: &[Gpu]) -> Option<String> {
+    let first = &gpus.first()?.model;
+    if first.is_empty() || gpus.iter().any(|g| &g.model != first) {
+        return None;
+    }
+    Some(first.trim_start_matches("NVIDIA ").replace(' ', "-"))
+}
+
+/// The node labels the Device carries (vendor, model, driver version); none without GPUs.
+pub fn gpu_labels(gpus: &[Gpu], driver: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if gpus.is_empty() {
+        return out;
+    }
+    out.insert(LABEL_GPU_VENDOR.into(), "nvidia".into());
+    if let Some(model) = gpu_model(gpus) {
+        out.insert(LABEL_GPU_MODEL.into(), model);
+    }
+    if !driver.is_empty() {
+        out.insert(LABEL_GPU_DRIVER_VERSION.into(), driver.into());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(minor: u32, model: &str) -> Gpu {
+        Gpu {
+            uuid: format!("GPU-{minor}"),
+            minor,
+            model: model.into(),
+            memory_total: 16 << 30,
+            memory_used: 0,
+            util_gpu: 0,
+            util_memory: 0,
+            bus_id: format!("0000:1{minor}:00.0"),
+        }
+    }
+
+    #[test]
+    fn infos_resources_topology_and_order() {
+        let gpus = [
+            gpu(1, "NVIDIA A100 SXM4 80GB"),
+            gpu(0, "NVIDIA A100 SXM4 80GB"),
+        ];
+        let placement = |bus: &str| (bus == "0000:10:00.0").then(|| (1, "pci0000:10".to_string()));
+        let infos = gpu_infos(&gpus, placement);
+        assert_eq!(infos[0].minor, Some(0));
+        assert_eq!(
+            infos[0].resources.as_ref().unwrap()[GPU_MEMORY].0,
+            (16u64 << 30).to_string()
+        );
+        assert_eq!(infos[0].resources.as_ref().unwrap()[GPU_CORE].0, "100");
+        let t = infos[0].topology.as_ref().unwrap();
+        assert_eq!(
+            (t.node_id, t.pcie_id.as_str(), t.socket_id),
+            (1, "pci0000:10", -1)
+        );
+        assert!(
+            infos[1].topology.is_none(),
+            "unknown placement: no topology"
+        );
+        assert!(
+            infos
+                .iter()
+                .all(|d| d.health && d.type_.as_deref() == Some("gpu"))
+        );
+    }
+
+    #[test]
+    fn model_and_labels_as_upstream_writes_them() {
+        for (model, want) in [
+            ("NVIDIA A100 SXM4 80GB", Some("A100-SXM4-80GB")),
+            ("Tesla P100-PCIE-16GB", Some("Tesla-P100-PCIE-16GB")),
+            ("GeForce RTX 2080 Ti", Some("GeForce-RTX-2080-Ti")),
+            ("", None),
+        ] {
+            assert_eq!(gpu_model(&[gpu(0, model)]).as_deref(), want, "{model:?}");
+        }
+        assert_eq!(gpu_model(&[gpu(0, "Tesla T4"), gpu(1, "Tesla P40")]), None);
+        let l = gpu_labels(&[gpu(0, "Tesla T4")], "535.104.05");
+        assert_eq!(l[LABEL_GPU_VENDOR], "nvidia");
+        assert_eq!(l[LABEL_GPU_MODEL], "Tesla-T4");
+        assert_eq!(l[LABEL_GPU_DRIVER_VERSION], "535.104.05");
+        assert!(gpu_labels(&[], "535").is_empty());
+    }
+}

@@ -1,0 +1,227 @@
+//! NVIDIA GPUs through NVML, loaded at run time (`dlopen` of `libnvidia-ml.so.1`, as the
+//! NVIDIA container toolkit mounts it): a node without the library simply has no GPUs.
+//! Only the calls the Device report needs are bound; every one goes through NVML's C ABI
+//! with buffers koord owns.
+
+use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
+use std::path::Path;
+
+use libloading::Library;
+
+/// NVML's library name, found through the dynamic loader's search path.
+pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum NvmlError {
+    #[error("{0}: {1}")]
+    Load(String, String),
+    #[error("{call}: NVML error {code}")]
+    Call { call: &'static str, code: c_int },
+}
+
+/// One GPU as NVML reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gpu {
+    pub uuid: String,
+    pub minor: u32,
+    /// Product name (`NVIDIA A100-SXM4-80GB`).
+    pub model: String,
+    pub memory_total: u64,
+    pub memory_used: u64,
+    /// Percent of time a kernel ran over the last sample period.
+    pub util_gpu: u32,
+    pub util_memory: u32,
+    /// PCI bus id, `0000:10:00.0` (sysfs spelling).
+    pub bus_id: String,
+}
+
+type Device = *mut c_void;
+type Init = unsafe extern "C" fn() -> c_int;
+type Count = unsafe extern "C" fn(*mut c_uint) -> c_int;
+type ByIndex = unsafe extern "C" fn(c_uint, *mut Device) -> c_int;
+type Text = unsafe extern "C" fn(Device, *mut c_char, c_uint) -> c_int;
+type Minor = unsafe extern "C" fn(Device, *mut c_uint) -> c_int;
+type Memory = unsafe extern "C" fn(Device, *mut MemoryInfo) -> c_int;
+type Utilization = unsafe extern "C" fn(Device, *mut UtilRates) -> c_int;
+type Pci = unsafe extern "C" fn(Device, *mut PciInfo) -> c_int;
+type Driver = unsafe extern "C" fn(*mut c_char, c_uint) -> c_int;
+
+#[repr(C)]
+#[derive(Default)]
+struct MemoryInfo {
+    total: c_ulonglong,
+    free: c_ulonglong,
+    used: c_ulonglong,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct UtilRates {
+    gpu: c_uint,
+    memory: c_uint,
+}
+
+#[repr(C)]
+struct PciInfo {
+    bus_id_legacy: [c_char; 16],
+    domain: c_uint,
+    bus: c_uint,
+    device: c_uint,
+    pci_device_id: c_uint,
+    pci_sub_system_id: c_uint,
+    bus_id: [c_char; 32],
+}
+
+/// An initialised NVML; shut down on drop.
+pub struct Nvml {
+    lib: Library,
+}
+
+fn check(call: &'static str, code: c_int) -> Result<(), NvmlError> {
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(NvmlError::Call { call, code })
+    }
+}
+
+/// A NUL-terminated buffer NVML filled, as text (lossy: NVML writes ASCII).
+fn text(buf: &[c_char]) -> String {
+    let bytes: Vec<u8> = buf
+        .iter()
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+impl Nvml {
+    /// Loads and initialises NVML from `library` (a name the loader searches or a path).
+    /// `Ok(None)` when the library is not there: no NVIDIA driver, no GPUs.
+    pub fn open(library: &str) -> Result<Option<Nvml>, NvmlError> {
+        if library.contains('/') && !Path::new(library).exists() {
+            return Ok(None);
+        }
+        // SAFETY: loading runs the library's initialisers; NVML's (and the test stand-in's)
+        // have no preconditions. A missing library is an error we turn into "no GPUs".
+        let lib = match unsafe { Library::new(library) } {
+            Ok(l) => l,
+            Err(e) if e.to_string().contains("No such file") => return Ok(None),
+            Err(e) => return Err(NvmlError::Load(library.to_string(), e.to_string())),
+        };
+        let nvml = Nvml { lib };
+        let init: Init = nvml.sym("nvmlInit_v2")?;
+        // SAFETY: nvmlInit_v2 takes no arguments.
+        check("nvmlInit_v2", unsafe { init() })?;
+        Ok(Some(nvml))
+    }
+
+    fn sym<T: Copy>(&self, name: &'static str) -> Result<T, NvmlError> {
+        let c = format!("{name}\0");
+        // SAFETY: every caller names T as the C signature NVML documents for `name`.
+        unsafe { self.lib.get::<T>(c.as_bytes()) }
+            .map(|s| *s)
+            .map_err(|e| NvmlError::Load(name.to_string(), e.to_string()))
+    }
+
+    /// `nvmlSystemGetDriverVersion`.
+    pub fn driver_version(&self) -> Result<String, NvmlError> {
+        let f: Driver = self.sym("nvmlSystemGetDriverVersion")?;
+        let mut buf = [0 as c_char; 96];
+        // SAFETY: NVML writes at most `len` bytes, NUL included, into our buffer.
+        check("nvmlSystemGetDriverVersion", unsafe {
+            f(buf.as_mut_ptr(), buf.len() as c_uint)
+        })?;
+        Ok(text(&buf))
+    }
+
+    /// Every GPU, in NVML's index order.
+    pub fn gpus(&self) -> Result<Vec<Gpu>, NvmlError> {
+        let count: Count = self.sym("nvmlDeviceGetCount_v2")?;
+        let by_index: ByIndex = self.sym("nvmlDeviceGetHandleByIndex_v2")?;
+        let mut n: c_uint = 0;
+        // SAFETY: NVML writes one unsigned int.
+        check("nvmlDeviceGetCount_v2", unsafe { count(&mut n) })?;
+        let mut out = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            let mut dev: Device = std::ptr::null_mut();
+            // SAFETY: NVML writes one opaque handle, valid until nvmlShutdown (our Drop).
+            check("nvmlDeviceGetHandleByIndex_v2", unsafe {
+                by_index(i, &mut dev)
+            })?;
+            out.push(self.gpu(dev)?);
+        }
+        Ok(out)
+    }
+
+    fn text_of(&self, name: &'static str, dev: Device) -> Result<String, NvmlError> {
+        let f: Text = self.sym(name)?;
+        let mut buf = [0 as c_char; 96];
+        // SAFETY: `dev` came from NVML; it writes at most `len` bytes into our buffer.
+        check(name, unsafe {
+            f(dev, buf.as_mut_ptr(), buf.len() as c_uint)
+        })?;
+        Ok(text(&buf))
+    }
+
+    fn gpu(&self, dev: Device) -> Result<Gpu, NvmlError> {
+        let minor_f: Minor = self.sym("nvmlDeviceGetMinorNumber")?;
+        let memory_f: Memory = self.sym("nvmlDeviceGetMemoryInfo")?;
+        let util_f: Utilization = self.sym("nvmlDeviceGetUtilizationRates")?;
+        let pci_f: Pci = self.sym("nvmlDeviceGetPciInfo_v3")?;
+        let (mut minor, mut mem, mut util) = (0, MemoryInfo::default(), UtilRates::default());
+        let mut pci = PciInfo {
+            bus_id_legacy: [0; 16],
+            domain: 0,
+            bus: 0,
+            device: 0,
+            pci_device_id: 0,
+            pci_sub_system_id: 0,
+            bus_id: [0; 32],
+        };
+        // SAFETY: each call writes one struct of the layout declared above (NVML's ABI)
+        // through a pointer to our own value; `dev` came from NVML.
+        unsafe {
+            check("nvmlDeviceGetMinorNumber", minor_f(dev, &mut minor))?;
+            check("nvmlDeviceGetMemoryInfo", memory_f(dev, &mut mem))?;
+            check("nvmlDeviceGetUtilizationRates", util_f(dev, &mut util))?;
+            check("nvmlDeviceGetPciInfo_v3", pci_f(dev, &mut pci))?;
+        }
+        Ok(Gpu {
+            uuid: self.text_of("nvmlDeviceGetUUID", dev)?,
+            minor,
+            model: self.text_of("nvmlDeviceGetName", dev)?,
+            memory_total: mem.total,
+            memory_used: mem.used,
+            util_gpu: util.gpu,
+            util_memory: util.memory,
+            bus_id: sysfs_bus_id(&text(&pci.bus_id)),
+        })
+    }
+}
+
+impl Drop for Nvml {
+    fn drop(&mut self) {
+        if let Ok(f) = self.sym::<Init>("nvmlShutdown") {
+            // SAFETY: nvmlShutdown takes no arguments; no handle outlives `self`.
+            let _ = unsafe { f() };
+        }
+    }
+}
+
+/// NVML's `00000000:10:00.0` as sysfs spells it: `0000:10:00.0`, lower case.
+pub fn sysfs_bus_id(nvml: &str) -> String {
+    let lower = nvml.to_ascii_lowercase();
+    match lower.split_once(':') {
+        Some((domain, rest)) if domain.len() > 4 => {
+            format!("{}:{rest}", &domain[domain.len() - 4..])
+        }
+        _ => lower,
+    }
+}
+
+impl std::fmt::Debug for Nvml {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Nvml")
+    }
+}

@@ -1,0 +1,97 @@
+//! The real dlopen path of `os::nvml` against the NVML stand-in (`tests/nvml/fake_nvml.c`),
+//! compiled here with the machine's C compiler.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use koord::os::nvml::{Nvml, sysfs_bus_id};
+
+/// Builds the stand-in reporting `gpus` GPUs into `dir`; `None` (test skipped) without `cc`.
+pub fn fake_nvml(dir: &Path, gpus: u32) -> Option<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nvml/fake_nvml.c");
+    let out = dir.join("libnvidia-ml.so.1");
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1"])
+        .arg(format!("-DFAKE_NVML_DEFAULT_GPUS={gpus}"))
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .status();
+    match status {
+        Ok(s) if s.success() => Some(out),
+        other => {
+            eprintln!("skipping: cannot build the NVML stand-in: {other:?}");
+            None
+        }
+    }
+}
+
+#[test]
+fn stand_in_gpus_come_through_dlopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(lib) = fake_nvml(dir.path(), 4) else {
+        return;
+    };
+    let nvml = Nvml::open(lib.to_str().unwrap())
+        .unwrap()
+        .expect("library present");
+    assert_eq!(nvml.driver_version().unwrap(), "535.104.05");
+    let gpus = nvml.gpus().unwrap();
+    assert_eq!(gpus.len(), 4);
+    assert_eq!(gpus[3].minor, 3);
+    assert_eq!(gpus[3].uuid, "GPU-00000000-0000-0000-0000-000000000003");
+    assert_eq!(gpus[0].model, "NVIDIA A100-SXM4-80GB");
+    assert_eq!(gpus[0].memory_total, 80 << 30);
+    assert_eq!(gpus[1].memory_used, 2 << 30);
+    assert_eq!(gpus[2].util_gpu, 20);
+    assert_eq!(gpus[1].bus_id, "0000:11:00.0");
+}
+
+#[test]
+fn no_library_means_no_gpus() {
+    assert!(
+        Nvml::open("/nonexistent/libnvidia-ml.so.1")
+            .unwrap()
+            .is_none()
+    );
+    assert!(Nvml::open("libkoord-no-such-nvml.so.1").unwrap().is_none());
+    assert_eq!(sysfs_bus_id("00000000:1A:00.0"), "0000:1a:00.0");
+    assert_eq!(sysfs_bus_id("0000:1a:00.0"), "0000:1a:00.0");
+}
+
+/// A fake sysfs where the stand-in's first GPU (bus 0000:10:00.0) sits on NUMA node 1
+/// under root complex pci0000:10; the Device entries built from NVML carry that topology.
+#[test]
+fn device_infos_from_the_stand_in_and_a_fake_sysfs() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(lib) = fake_nvml(dir.path(), 2) else {
+        return;
+    };
+    let sys = dir.path().join("sys");
+    let dev = sys.join("devices/pci0000:10/0000:10:00.0");
+    std::fs::create_dir_all(&dev).unwrap();
+    std::fs::write(dev.join("numa_node"), "1\n").unwrap();
+    let links = sys.join("bus/pci/devices");
+    std::fs::create_dir_all(&links).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../devices/pci0000:10/0000:10:00.0",
+        links.join("0000:10:00.0"),
+    )
+    .unwrap();
+    let host = koord::os::system::Host::new(dir.path().join("proc"), &sys);
+    assert_eq!(
+        host.pci_placement("0000:10:00.0"),
+        Some((1, "pci0000:10".to_string()))
+    );
+    assert_eq!(host.pci_placement("0000:11:00.0"), None);
+
+    let nvml = Nvml::open(lib.to_str().unwrap()).unwrap().unwrap();
+    let gpus = nvml.gpus().unwrap();
+    let infos = koord::koordlet::devices::gpu_infos(&gpus, |b| host.pci_placement(b));
+    assert_eq!(infos.len(), 2);
+    let t = infos[0].topology.as_ref().expect("GPU 0's topology");
+    assert_eq!((t.node_id, t.pcie_id.as_str()), (1, "pci0000:10"));
+    assert!(infos[1].topology.is_none());
+    let labels = koord::koordlet::devices::gpu_labels(&gpus, &nvml.driver_version().unwrap());
+    assert_eq!(labels["node.koordinator.sh/gpu-model"], "A100-SXM4-80GB");
+}
