@@ -32,6 +32,8 @@ pub struct Config {
     pub eviction: EvictionConfig,
     /// The runtime hook server the runtime proxy calls (`runtimehooks`).
     pub runtime_hooks: crate::koordlet::runtimehooks::Config,
+    /// The Device report (gate Accelerators).
+    pub devices: crate::koordlet::devices::Config,
 }
 
 impl Default for Config {
@@ -50,6 +52,7 @@ impl Default for Config {
             prediction: prediction::Config::default(),
             eviction: EvictionConfig::default(),
             runtime_hooks: Default::default(),
+            devices: Default::default(),
         }
     }
 }

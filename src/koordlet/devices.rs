@@ -5,11 +5,39 @@
 //! labels vendor, model (only when every GPU is the same model) and driver version.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Api;
+use kube::api::PostParams;
+use serde::{Deserialize, Serialize};
 
-use crate::api::scheduling::device::{DeviceInfo, DeviceTopology};
-use crate::os::nvml::Gpu;
+use super::informer::Informer;
+use crate::api::scheduling::device::{Device, DeviceInfo, DeviceSpec, DeviceTopology};
+use crate::kernel::Shutdown;
+use crate::os::nvml::{Gpu, Nvml};
+use crate::os::system::Host;
+
+/// `koordlet.devices`: where NVML is and how often the Device is refreshed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct Config {
+    /// NVML, by name (the loader's search path) or path; absent library = no GPUs.
+    pub nvml_library: String,
+    /// Koordinator's `--node-topology-sync-interval` for the Device (3 s).
+    pub sync_interval_seconds: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            nvml_library: crate::os::nvml::DEFAULT_LIBRARY.into(),
+            sync_interval_seconds: 3,
+        }
+    }
+}
 
 pub const GPU_CORE: &str = "koordinator.sh/gpu-core";
 pub const GPU_MEMORY: &str = "koordinator.sh/gpu-memory";
@@ -78,6 +106,94 @@ pub fn gpu_labels(gpus: &[Gpu], driver: &str) -> BTreeMap<String, String> {
         out.insert(LABEL_GPU_DRIVER_VERSION.into(), driver.into());
     }
     out
+}
+
+/// The node's Device: GPU entries and labels, owned by the Node (deleted with it).
+pub fn device_for(node: &Node, gpus: &[Gpu], driver: &str, host: &Host) -> Device {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let infos = gpu_infos(gpus, |bus| host.pci_placement(bus));
+    let mut d = Device::new(
+        &name,
+        DeviceSpec {
+            devices: Some(infos),
+        },
+    );
+    d.metadata.labels = Some(gpu_labels(gpus, driver));
+    d.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name,
+        uid: node.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }]);
+    d
+}
+
+fn same(a: &Device, b: &Device) -> bool {
+    a.spec == b.spec && a.metadata.labels == b.metadata.labels
+}
+
+async fn write(api: &Api<Device>, want: &Device) -> Result<bool, kube::Error> {
+    let name = want.metadata.name.clone().unwrap_or_default();
+    match api.get_opt(&name).await? {
+        None => api.create(&PostParams::default(), want).await.map(|_| true),
+        Some(have) if same(&have, want) => Ok(false),
+        Some(have) => {
+            let mut next = want.clone();
+            next.metadata.resource_version = have.metadata.resource_version;
+            next.status = have.status;
+            api.replace(&name, &PostParams::default(), &next)
+                .await
+                .map(|_| true)
+        }
+    }
+}
+
+/// Gate `Accelerators`: the Device of this node, every `syncIntervalSeconds`, written when
+/// it changed. Without NVML (no NVIDIA driver) the loop ends after one info line.
+pub async fn report_loop(
+    client: kube::Client,
+    informer: Informer,
+    host: Host,
+    cfg: Config,
+    shutdown: Shutdown,
+) {
+    let nvml = match Nvml::open(&cfg.nvml_library) {
+        Ok(Some(n)) => n,
+        Ok(None) => {
+            tracing::info!(library = %cfg.nvml_library, "no NVML library: no GPUs to report");
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "NVML did not load: no GPUs reported");
+            return;
+        }
+    };
+    let api: Api<Device> = Api::all(client);
+    let mut last: Option<Device> = None;
+    let every = Duration::from_secs(cfg.sync_interval_seconds.max(1));
+    loop {
+        let states = informer.snapshot();
+        let read = nvml.gpus().and_then(|g| Ok((g, nvml.driver_version()?)));
+        match (states.node.as_deref(), read) {
+            (Some(node), Ok((gpus, driver))) if !gpus.is_empty() => {
+                let want = device_for(node, &gpus, &driver, &host);
+                if last.as_ref().is_none_or(|l| !same(l, &want)) {
+                    match write(&api, &want).await {
+                        Ok(_) => last = Some(want),
+                        Err(e) => tracing::debug!(error = %e, "Device not reported yet"),
+                    }
+                }
+            }
+            (_, Err(e)) => tracing::debug!(error = %e, "NVML read failed"),
+            _ => {}
+        }
+        tokio::select! {
+            _ = shutdown.draining() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ pub const KOORDLET_GATES: GateTable = GateTable {
         gate("SystemConfig", false, true),
         gate("ResctrlCollector", false, false),
         gate("CgroupReconcile", false, true),
-        gate("Accelerators", false, false),
+        gate("Accelerators", false, true),
         gate("RDMADevices", false, false),
         gate("CPICollector", false, true),
         gate("Libpfm4", false, false),

@@ -95,6 +95,19 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         cgroups.clone(),
         Duration::from_secs(60),
     ));
+    if gates.enabled("Accelerators") {
+        let (c, i, h, d, s) = (
+            cluster.client.clone(),
+            informer.clone(),
+            host.clone(),
+            cfg.devices.clone(),
+            ctx.shutdown.clone(),
+        );
+        ctx.tasks.spawn("koordlet/devices", async move {
+            devices::report_loop(c, i, h, d, s).await;
+            Ok(())
+        });
+    }
     if gates.enabled("NodeTopologyReport") {
         let (c, i, h, f, s) = (
             cluster.client.clone(),

@@ -53,6 +53,11 @@ const KOORDLET: Account = Account {
             &["noderesourcetopologies"],
             &["get", "list", "watch", "create", "update"],
         ),
+        (
+            &["scheduling.koordinator.sh"],
+            &["devices"],
+            &["get", "create", "update"],
+        ),
     ],
     namespaced: &[],
 };

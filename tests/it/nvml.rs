@@ -95,3 +95,72 @@ fn device_infos_from_the_stand_in_and_a_fake_sysfs() {
     let labels = koord::koordlet::devices::gpu_labels(&gpus, &nvml.driver_version().unwrap());
     assert_eq!(labels["node.koordinator.sh/gpu-model"], "A100-SXM4-80GB");
 }
+
+/// The real koordlet, gate Accelerators on (Koordinator's flag syntax), NVML = the
+/// stand-in: the Device of its node appears with both GPUs, the labels and a Node owner.
+#[test]
+fn koordlet_reports_the_device_of_its_node() {
+    use crate::common::{Koord, free_port, kubeconfig};
+    use koord::api::scheduling::device::Device;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let Some(lib) = fake_nvml(dir.path(), 2) else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let port = free_port();
+    let mut api = rt.block_on(crate::quota::two_nodes(port));
+    let kc = kubeconfig(dir.path(), port);
+    let mut koord = Koord::start(
+        &[
+            "--role=koordlet",
+            &format!("--kubeconfig={}", kc.display()),
+            &format!("--admin-addr=127.0.0.1:{}", free_port()),
+            &format!("--data-dir={}", dir.path().join("data").display()),
+            "--node-name=sim-node-0",
+            "-feature-gates=Accelerators=true",
+            &format!("-runtime-hooks-addr={}/koordlet.sock", dir.path().display()),
+        ],
+        &[
+            (
+                "KOORD_KOORDLET__DEVICES__NVML_LIBRARY",
+                lib.to_str().unwrap(),
+            ),
+            ("KOORD_KOORDLET__DEVICES__SYNC_INTERVAL_SECONDS", "1"),
+        ],
+        dir.path(),
+    );
+    let devices: kube::Api<Device> = kube::Api::all(api.client.clone());
+    let got = rt.block_on(async {
+        for _ in 0..150 {
+            if let Ok(Some(d)) = devices.get_opt("sim-node-0").await {
+                return Some(d);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        None
+    });
+    let d = got.unwrap_or_else(|| panic!("no Device reported:\n{}", koord.logs()));
+    let infos = d.spec.devices.clone().unwrap_or_default();
+    assert_eq!(infos.len(), 2, "{d:?}");
+    assert_eq!(
+        infos[1].uuid.as_deref(),
+        Some("GPU-00000000-0000-0000-0000-000000000001")
+    );
+    let labels = d.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels["node.koordinator.sh/gpu-vendor"], "nvidia");
+    assert_eq!(labels["node.koordinator.sh/gpu-model"], "A100-SXM4-80GB");
+    assert_eq!(
+        labels["node.koordinator.sh/gpu-driver-version"],
+        "535.104.05"
+    );
+    let owner = &d.metadata.owner_references.clone().unwrap_or_default()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Node", "sim-node-0")
+    );
+    koord.signal("TERM");
+    koord.wait_exit(Duration::from_secs(30)).expect("exit");
+    rt.block_on(api.stop());
+}
