@@ -11,7 +11,6 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Api;
-use kube::api::PostParams;
 use serde::{Deserialize, Serialize};
 
 use super::informer::Informer;
@@ -134,22 +133,6 @@ fn same(a: &Device, b: &Device) -> bool {
     a.spec == b.spec && a.metadata.labels == b.metadata.labels
 }
 
-async fn write(api: &Api<Device>, want: &Device) -> Result<bool, kube::Error> {
-    let name = want.metadata.name.clone().unwrap_or_default();
-    match api.get_opt(&name).await? {
-        None => api.create(&PostParams::default(), want).await.map(|_| true),
-        Some(have) if same(&have, want) => Ok(false),
-        Some(have) => {
-            let mut next = want.clone();
-            next.metadata.resource_version = have.metadata.resource_version;
-            next.status = have.status;
-            api.replace(&name, &PostParams::default(), &next)
-                .await
-                .map(|_| true)
-        }
-    }
-}
-
 /// Gate `Accelerators`: the Device of this node, every `syncIntervalSeconds`, written when
 /// it changed. Without NVML (no NVIDIA driver) the loop ends after one info line.
 pub async fn report_loop(
@@ -180,7 +163,11 @@ pub async fn report_loop(
             (Some(node), Ok((gpus, driver))) if !gpus.is_empty() => {
                 let want = device_for(node, &gpus, &driver, &host);
                 if last.as_ref().is_none_or(|l| !same(l, &want)) {
-                    match write(&api, &want).await {
+                    let keep_status = |have: &Device, next: &mut Device| {
+                        next.status = have.status.clone();
+                    };
+                    let w = super::upsert::write_if_changed(&api, want.clone(), same, keep_status);
+                    match w.await {
                         Ok(_) => last = Some(want),
                         Err(e) => tracing::debug!(error = %e, "Device not reported yet"),
                     }

@@ -16,6 +16,7 @@ pub mod reporter;
 pub mod runtimehooks;
 pub mod store;
 pub mod topology;
+mod upsert;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, ObjectMeta};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -264,21 +264,7 @@ async fn write(
     api: &Api<NodeResourceTopology>,
     want: NodeResourceTopology,
 ) -> Result<bool, kube::Error> {
-    let name = want.metadata.name.clone().unwrap_or_default();
-    match api.get_opt(&name).await? {
-        None => api
-            .create(&PostParams::default(), &want)
-            .await
-            .map(|_| true),
-        Some(have) if same(&have, &want) => Ok(false),
-        Some(have) => {
-            let mut next = want;
-            next.metadata.resource_version = have.metadata.resource_version;
-            api.replace(&name, &PostParams::default(), &next)
-                .await
-                .map(|_| true)
-        }
-    }
+    super::upsert::write_if_changed(api, want, same, |_, _| {}).await
 }
 
 /// The report loop: every 10 s, written when changed (rest: one sysfs read, no API call).
