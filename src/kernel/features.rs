@@ -111,17 +111,6 @@ impl GateTable {
         out
     }
 
-    /// Gates switched on, by name or by `AllAlpha`/`AllBeta`, that koord does not
-    /// implement (they stay off).
-    pub fn switched_on_unimplemented(&self, user: &BTreeMap<String, bool>) -> Vec<&'static str> {
-        self.gates
-            .iter()
-            .filter(|g| !g.implemented)
-            .filter(|g| user.get(g.name).copied().or(bulk_value(user, g)) == Some(true))
-            .map(|g| g.name)
-            .collect()
-    }
-
     /// The effective gates: defaults, then `AllAlpha`/`AllBeta`, then gates by name (as
     /// Kubernetes applies them). Unimplemented gates stay off; unknown names are ignored
     /// (see [`GateTable::unsupported`]).
@@ -204,10 +193,6 @@ mod tests {
         assert!(TABLE.unsupported(&user(&[("Later", false)])).is_empty());
         let g = TABLE.from_user(&user(&[("Later", true)]));
         assert!(!g.enabled("Later"), "an unimplemented gate stays off");
-        assert_eq!(
-            TABLE.switched_on_unimplemented(&user(&[("Later", true)])),
-            ["Later"]
-        );
     }
 
     #[test]

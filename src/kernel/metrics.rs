@@ -108,6 +108,14 @@ impl Metrics {
             .set(1);
     }
 
+    /// The exposition as Prometheus reads it (tests).
+    #[cfg(test)]
+    pub fn scrape(&self) -> prometheus_parse::Scrape {
+        let text = self.encode();
+        prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+            .expect("valid Prometheus text format")
+    }
+
     /// Prometheus/OpenMetrics text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();

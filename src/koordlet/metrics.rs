@@ -324,8 +324,7 @@ mod tests {
         let l = vec![("node", "n1".to_string()), ("type", "cpuset".to_string())];
         m.be_suppress_cores.get_or_create(&l).set(2.0);
         let text = registry.encode();
-        let lines = text.lines().map(|l| Ok(l.to_string()));
-        let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
+        let scrape = registry.scrape();
         let find = |name: &str| {
             scrape
                 .samples
@@ -349,8 +348,7 @@ mod tests {
         let extra = [("predictor", "minPredictor")];
         KoordletMetrics::set_resources(&m.predicted_reclaimable, "n1", &extra, &usage);
         let text = registry.encode();
-        let lines = text.lines().map(|l| Ok(l.to_string()));
-        let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
+        let scrape = registry.scrape();
         let usage: Vec<_> = scrape
             .samples
             .iter()

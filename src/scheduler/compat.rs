@@ -55,11 +55,11 @@ pub fn strip(
         });
     }
     args.retain(|name, _| {
-        let keep = !NOT_YET.contains(&name.as_str()) && !framework_does(name, Point::PreBind);
-        if !keep && NOT_YET.contains(&name.as_str()) {
+        if NOT_YET.contains(&name.as_str()) {
             off.entry(name.clone()).or_default();
+            return false;
         }
-        keep
+        !framework_plugin(name)
     });
     off.into_iter()
         .map(|(name, at)| {

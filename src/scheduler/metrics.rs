@@ -250,8 +250,7 @@ mod tests {
         m.preemption(3);
         m.plugin(Point::Filter, "NodeResourcesFit", false, 0.0001);
         let text = registry.encode();
-        let lines = text.lines().map(|l| Ok(l.to_string()));
-        let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
+        let scrape = registry.scrape();
         let names: std::collections::BTreeSet<&str> =
             scrape.samples.iter().map(|s| s.metric.as_str()).collect();
         for n in [
