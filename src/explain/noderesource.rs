@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::snapshot::Snapshot;
 use crate::api::sloconfig::SloConfig;
-use crate::manager::controllers::noderesource::{Plan, plan};
+use crate::manager::controllers::noderesource::{DeviceInputs, Plan, plan};
 
 /// One plan per node, sorted by node name; config warnings go to the second value.
 pub fn run(snap: &Snapshot, now_ms: i64) -> (Vec<Plan>, Vec<String>) {
@@ -36,6 +36,11 @@ pub fn run(snap: &Snapshot, now_ms: i64) -> (Vec<Plan>, Vec<String>) {
         .iter()
         .filter_map(|m| Some((m.metadata.name.as_deref()?, m)))
         .collect();
+    let devices: HashMap<&str, _> = snap
+        .devices
+        .iter()
+        .filter_map(|d| Some((d.metadata.name.as_deref()?, d)))
+        .collect();
     let mut nodes: Vec<_> = snap.nodes.iter().collect();
     nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let plans = nodes
@@ -43,7 +48,11 @@ pub fn run(snap: &Snapshot, now_ms: i64) -> (Vec<Plan>, Vec<String>) {
         .map(|n| {
             let name = n.metadata.name.as_deref().unwrap_or_default();
             let pods = by_node.get(name).map(Vec::as_slice).unwrap_or_default();
-            plan(n, pods, metrics.get(name).copied(), &cfg, now_ms, None)
+            let devices = DeviceInputs {
+                device: devices.get(name).copied(),
+                sync_gpu_shared: false,
+            };
+            plan(n, pods, metrics.get(name).copied(), &devices, &cfg, now_ms, None)
         })
         .collect();
     (plans, warnings)

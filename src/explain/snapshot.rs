@@ -41,6 +41,7 @@ pub struct Snapshot {
     pub node_metrics: Vec<NodeMetric>,
     pub node_slos: Vec<NodeSLO>,
     pub slo_config: Option<ConfigMap>,
+    pub devices: Vec<crate::api::scheduling::device::Device>,
     pub other: Vec<Value>,
     pub warnings: Vec<String>,
 }
@@ -133,6 +134,7 @@ impl Snapshot {
             "Pod" => self.pods.push(decode(v).map_err(err)?),
             "NodeMetric" => self.node_metrics.push(decode(with_spec(v)).map_err(err)?),
             "NodeSLO" => self.node_slos.push(decode(with_spec(v)).map_err(err)?),
+            "Device" => self.devices.push(decode(v).map_err(err)?),
             "ConfigMap" => {
                 let cm: ConfigMap = decode(v).map_err(err)?;
                 let ns = cm.metadata.namespace.as_deref().unwrap_or("default");
@@ -143,7 +145,6 @@ impl Snapshot {
             "ElasticQuota"
             | "PodGroup"
             | "Reservation"
-            | "Device"
             | "NodeResourceTopology"
             | "PriorityClass"
             | "PodMigrationJob"

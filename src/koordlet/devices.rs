@@ -38,12 +38,10 @@ impl Default for Config {
     }
 }
 
-pub const GPU_CORE: &str = "koordinator.sh/gpu-core";
-pub const GPU_MEMORY: &str = "koordinator.sh/gpu-memory";
-pub const GPU_MEMORY_RATIO: &str = "koordinator.sh/gpu-memory-ratio";
-pub const LABEL_GPU_VENDOR: &str = "node.koordinator.sh/gpu-vendor";
-pub const LABEL_GPU_MODEL: &str = "node.koordinator.sh/gpu-model";
-pub const LABEL_GPU_DRIVER_VERSION: &str = "node.koordinator.sh/gpu-driver-version";
+pub use crate::api::extension::keys::{
+    LABEL_GPU_DRIVER_VERSION, LABEL_GPU_MODEL, LABEL_GPU_VENDOR,
+};
+pub use crate::api::extension::resources::{GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO};
 
 /// One `type: gpu` entry per GPU, ordered by minor. `placement` maps a PCI bus id to
 /// (NUMA node, PCIe root); topology is set only when both are known, as upstream does.

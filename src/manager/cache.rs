@@ -11,6 +11,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Notify;
 
+use crate::api::scheduling::device::Device;
 use crate::api::slo::{NodeMetric, NodeSLO};
 use crate::kernel::{Shutdown, Tasks};
 
@@ -54,6 +55,8 @@ pub struct Caches {
     pub pods: Store<Pod>,
     pub metrics: Store<NodeMetric>,
     pub slos: Store<NodeSLO>,
+    /// Each node's Device (GPUDeviceResource / RDMADeviceResource).
+    pub devices: Store<Device>,
 }
 
 impl Caches {
@@ -67,6 +70,7 @@ impl Caches {
         let pod_node = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
         let metric_node = |m: &NodeMetric| m.metadata.name.clone();
         let slo_node = |m: &NodeSLO| m.metadata.name.clone();
+        let device_node = |d: &Device| d.metadata.name.clone();
         Caches {
             nodes: reflect(client.clone(), "nodes", by_name, dirty, tasks, shutdown),
             pods: reflect(client.clone(), "pods", pod_node, dirty, tasks, shutdown),
@@ -79,6 +83,7 @@ impl Caches {
                 shutdown,
             ),
             slos: reflect(client.clone(), "nodeslos", slo_node, dirty, tasks, shutdown),
+            devices: reflect(client.clone(), "devices", device_node, dirty, tasks, shutdown),
         }
     }
 
@@ -89,6 +94,7 @@ impl Caches {
             let _ = self.pods.wait_until_ready().await;
             let _ = self.metrics.wait_until_ready().await;
             let _ = self.slos.wait_until_ready().await;
+            let _ = self.devices.wait_until_ready().await;
         };
         tokio::select! {
             _ = all => true,

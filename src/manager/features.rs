@@ -32,7 +32,7 @@ pub const MANAGER_GATES: GateTable = GateTable {
         gate("SupportParentQuotaSubmitPod", false, true),
         gate("EnableQuotaAdmission", false, false),
         gate("EnableQuotaAdmissionOnUpdate", false, false),
-        gate("EnableSyncGPUSharedResource", false, false),
+        gate("EnableSyncGPUSharedResource", false, true),
         gate("ValidatePodDeviceResource", false, false),
         gate("EnablePodEnhancedValidator", false, false),
         gate("DisableExtendedResourceSpec", false, true),

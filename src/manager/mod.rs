@@ -114,6 +114,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         _ = ctx.shutdown.draining() => return Ok(()),
     }
     let gates = features::MANAGER_GATES.from_user(&cfg.feature_gates);
+    let sync_gpu_shared = gates.enabled("EnableSyncGPUSharedResource");
     if gates.enabled("WebhookFramework") {
         let start = webhook::server::Start {
             client: client.clone(),
@@ -144,6 +145,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         dirty,
         resync: Duration::from_secs(cfg.resync_seconds),
         last_sync: Default::default(),
+        sync_gpu_shared,
         wakeups: ctx.metrics.loop_counter("manager"),
     };
     controllers.run(&ctx.shutdown).await;

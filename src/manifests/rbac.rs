@@ -114,6 +114,7 @@ const MANAGER: Account = Account {
         (&["scheduling.sigs.k8s.io"], &["podgroups"], READ),
         (&["quota.koordinator.sh"], &["elasticquotaprofiles"], READ),
         (&["topology.node.k8s.io"], &["noderesourcetopologies"], READ),
+        (&["scheduling.koordinator.sh"], &["devices"], READ),
     ],
     namespaced: &[
         LEASES,

@@ -23,6 +23,10 @@ pub const GPU_SHARED: &str = "koordinator.sh/gpu.shared";
 pub const KOORD_GPU: &str = "koordinator.sh/gpu";
 pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
 pub const RDMA: &str = "koordinator.sh/rdma";
+pub const FPGA: &str = "koordinator.sh/fpga";
+pub const NPU_CORE: &str = "huawei.com/npu-core";
+pub const NPU_CPU: &str = "huawei.com/npu-cpu";
+pub const NPU_DVPP: &str = "huawei.com/npu-dvpp";
 
 /// Whether the resource is one of Koordinator's CPU-like resources (milli-core integers).
 pub fn is_cpu_like(name: &str) -> bool {

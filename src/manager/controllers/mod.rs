@@ -34,6 +34,8 @@ pub struct Controllers {
     pub dirty: Arc<Dirty>,
     pub resync: Duration,
     pub last_sync: Mutex<HashMap<String, i64>>,
+    /// Gate `EnableSyncGPUSharedResource`: nodes advertise `koordinator.sh/gpu.shared`.
+    pub sync_gpu_shared: bool,
     /// Counts the loop's wake-ups (`koord_loop_iterations_total{name="manager"}`).
     pub wakeups: prometheus_client::metrics::counter::Counter,
 }
@@ -165,7 +167,12 @@ impl Controllers {
             Some(_) => {}
         }
         let last = self.lock_sync().get(&name).copied();
-        let plan = noderesource::plan(node, pods, metric.as_deref(), cfg, now, last);
+        let device = self.caches.devices.get(&ObjectRef::new(&name));
+        let devices = noderesource::DeviceInputs {
+            device: device.as_deref(),
+            sync_gpu_shared: self.sync_gpu_shared,
+        };
+        let plan = noderesource::plan(node, pods, metric.as_deref(), &devices, cfg, now, last);
         for r in noderesource::prepare::MANAGED {
             let v = plan.want.get(r).copied();
             self.metrics.set_node_resource(&name, r, v);

@@ -1,6 +1,7 @@
 //! NodeResource controller (`pkg/slo-controller/noderesource/`): batch and mid resources on each node's status.
 
 pub mod calc;
+pub mod device;
 pub mod prepare;
 
 #[cfg(test)]
@@ -12,6 +13,7 @@ use crate::api::extension::keys::ANNOTATION_NODE_ORIGIN_EXTENDED_ALLOCATABLE;
 use crate::api::slo::NodeMetric;
 use crate::api::sloconfig::SloConfig;
 pub use calc::{Calculation, Inputs, calculate};
+pub use device::DeviceInputs;
 pub use prepare::{Desired, current, desired, differs, status_patch};
 
 /// What to write for one node, if anything.
@@ -21,7 +23,7 @@ pub struct Plan {
     pub want: Desired,
     /// Merge patch for `nodes/<name>/status`, when the status needs a write.
     pub status: Option<serde_json::Value>,
-    /// Merge patch for the node's metadata (origin annotation), when it changed.
+    /// Merge patch for the node's metadata (origin annotation, GPU labels), when it changed.
     pub meta: Option<serde_json::Value>,
 }
 
@@ -32,6 +34,7 @@ pub fn plan(
     node: &Node,
     pods: &[&Pod],
     metric: Option<&NodeMetric>,
+    devices: &DeviceInputs,
     cfg: &SloConfig,
     now_ms: i64,
     last_sync_ms: Option<i64>,
@@ -45,12 +48,16 @@ pub fn plan(
         strategy: &s,
         now_ms,
     });
-    let (want, origin) = desired(&calc, node);
+    let (mut want, origin) = desired(&calc, node);
+    want.extend(device::desired(devices));
     let threshold = s.resource_diff_threshold.unwrap_or(0.1);
     let refresh_ms = s.update_time_threshold_seconds.unwrap_or(300) * 1000;
     let stale = last_sync_ms.is_none_or(|t| now_ms - t > refresh_ms);
     let status = (stale || differs(&current(node), &want, threshold)).then(|| status_patch(&want));
-    let meta = origin_patch(node, &origin);
+    let meta = meta_patch(
+        origin_annotation(node, &origin),
+        device::labels_to_set(devices, node),
+    );
     Plan {
         calc,
         want,
@@ -59,7 +66,28 @@ pub fn plan(
     }
 }
 
-fn origin_patch(node: &Node, origin: &Desired) -> Option<serde_json::Value> {
+fn meta_patch(
+    origin: Option<String>,
+    labels: std::collections::BTreeMap<String, String>,
+) -> Option<serde_json::Value> {
+    if origin.is_none() && labels.is_empty() {
+        return None;
+    }
+    let mut meta = serde_json::Map::new();
+    if let Some(v) = origin {
+        meta.insert(
+            "annotations".into(),
+            serde_json::json!({ ANNOTATION_NODE_ORIGIN_EXTENDED_ALLOCATABLE: v }),
+        );
+    }
+    if !labels.is_empty() {
+        meta.insert("labels".into(), serde_json::json!(labels));
+    }
+    Some(serde_json::json!({ "metadata": meta }))
+}
+
+/// The new `originExtendedAllocatable` value, when it changed.
+fn origin_annotation(node: &Node, origin: &Desired) -> Option<String> {
     if origin.is_empty() {
         return None;
     }
@@ -77,7 +105,5 @@ fn origin_patch(node: &Node, origin: &Desired) -> Option<serde_json::Value> {
     let same = old
         .and_then(|o| serde_json::from_str::<serde_json::Value>(o).ok())
         .is_some_and(|o| o == wanted);
-    (!same).then(|| {
-        serde_json::json!({"metadata": {"annotations": {ANNOTATION_NODE_ORIGIN_EXTENDED_ALLOCATABLE: value}}})
-    })
+    (!same).then_some(value)
 }

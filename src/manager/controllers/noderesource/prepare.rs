@@ -11,11 +11,26 @@ use super::calc::Calculation;
 use crate::api::extension::keys::{
     ANNOTATION_NODE_CPU_NORMALIZATION_RATIO, ANNOTATION_NODE_THIRD_PARTY_ALLOCATIONS,
 };
-use crate::api::extension::resources::{BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY};
+use super::device::GPU_RESOURCES;
+use crate::api::extension::resources::{BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY, RDMA};
 use crate::api::quantity::q_milli;
 
-/// The extended resources the controller manages.
-pub const MANAGED: [&str; 4] = [BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY];
+/// The extended resources the controller manages: batch, mid, then the device plugins'.
+pub const MANAGED: [&str; 13] = [
+    BATCH_CPU,
+    BATCH_MEMORY,
+    MID_CPU,
+    MID_MEMORY,
+    GPU_RESOURCES[0],
+    GPU_RESOURCES[1],
+    GPU_RESOURCES[2],
+    GPU_RESOURCES[3],
+    GPU_RESOURCES[4],
+    GPU_RESOURCES[5],
+    GPU_RESOURCES[6],
+    GPU_RESOURCES[7],
+    RDMA,
+];
 
 /// Resource name → value to write (`*-cpu` milli-cores, `*-memory` bytes); a managed
 /// resource that is absent is removed from the node.
