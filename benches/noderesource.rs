@@ -79,7 +79,15 @@ fn pass(
     for n in nodes {
         let name = n.metadata.name.as_deref().unwrap();
         let pods = by_node.get(name).map(Vec::as_slice).unwrap_or_default();
-        let p = plan(n, pods, by_name.get(name).copied(), &Default::default(), cfg, now_ms, None);
+        let p = plan(
+            n,
+            pods,
+            by_name.get(name).copied(),
+            &Default::default(),
+            cfg,
+            now_ms,
+            None,
+        );
         writes += p.status.is_some() as usize;
         total += p.want.values().sum::<i64>();
     }

@@ -216,6 +216,26 @@ pub fn from_int(v: i64) -> Quantity {
     Quantity(v.to_string())
 }
 
+/// Bytes in Kubernetes' canonical BinarySI form: the largest power-of-1024 suffix that
+/// keeps the number whole (`42949672960` → `"40Gi"`, `1000` → `"1000"`).
+pub fn bytes_binary(v: i64) -> Quantity {
+    const SUFFIXES: [(&str, u32); 6] = [
+        ("Ei", 60),
+        ("Pi", 50),
+        ("Ti", 40),
+        ("Gi", 30),
+        ("Mi", 20),
+        ("Ki", 10),
+    ];
+    for (suffix, shift) in SUFFIXES {
+        let unit = 1i64 << shift;
+        if v != 0 && v % unit == 0 {
+            return Quantity(format!("{}{suffix}", v / unit));
+        }
+    }
+    Quantity(v.to_string())
+}
+
 /// A cpu quantity from milli-cores in canonical form (`"2"`, `"1500m"`).
 pub fn cpu_from_milli(m: i64) -> Quantity {
     if m % 1000 == 0 {
@@ -228,6 +248,20 @@ pub fn cpu_from_milli(m: i64) -> Quantity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_in_binary_form() {
+        for (v, want) in [
+            (40i64 << 30, "40Gi"),
+            (1000, "1000"),
+            (1536, "1536"),
+            (3072, "3Ki"),
+            (0, "0"),
+            (3 << 19, "1536Ki"),
+        ] {
+            assert_eq!(bytes_binary(v).0, want, "{v}");
+        }
+    }
 
     #[test]
     fn parses_table() {

@@ -52,7 +52,15 @@ pub fn run(snap: &Snapshot, now_ms: i64) -> (Vec<Plan>, Vec<String>) {
                 device: devices.get(name).copied(),
                 sync_gpu_shared: false,
             };
-            plan(n, pods, metrics.get(name).copied(), &devices, &cfg, now_ms, None)
+            plan(
+                n,
+                pods,
+                metrics.get(name).copied(),
+                &devices,
+                &cfg,
+                now_ms,
+                None,
+            )
         })
         .collect();
     (plans, warnings)

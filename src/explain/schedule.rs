@@ -16,6 +16,7 @@ use crate::scheduler::config::{self, SchedulerConfig};
 use crate::scheduler::framework::runtime::fit_error;
 use crate::scheduler::framework::runtime::{Framework, NodeVerdict, Scope};
 use crate::scheduler::framework::{ClusterState, PodInfo};
+use crate::scheduler::plugins::deviceshare;
 use crate::scheduler::reservation_live;
 
 /// One pending pod's outcome.
@@ -26,6 +27,8 @@ pub struct Placement {
     pub cpuset: Option<String>,
     /// The Reservation the pod was placed into.
     pub reservation: Option<String>,
+    /// DeviceShare's `device-allocated` for the pod, as the scheduler would write it.
+    pub devices: Option<Value>,
     pub verdicts: BTreeMap<String, NodeVerdict>,
 }
 
@@ -92,6 +95,9 @@ pub fn cluster_of(
             Ok(nrt) => cluster.upsert_topology(&nrt),
             Err(e) => tracing::warn!(error = %e, "NodeResourceTopology in the snapshot skipped"),
         }
+    }
+    for d in &snap.devices {
+        cluster.upsert_device(d);
     }
     for r in reservations(snap) {
         cluster.upsert_reservation(r);
@@ -208,17 +214,27 @@ pub fn run(snap: &Snapshot, cfg: &SchedulerConfig, now_ms: i64) -> Result<Vec<Pl
                 node: None,
                 cpuset: None,
                 reservation: None,
+                devices: None,
                 verdicts,
             });
             continue;
         }
         let mut result = fw.schedule(&pod, &cluster, Scope::Everything);
-        let (mut cpuset, mut reservation) = (None, None);
+        let (mut cpuset, mut reservation, mut devices) = (None, None, None);
         if let (Some(node), Some(name)) = (result.node.clone(), pod.reserve_of.clone()) {
             if let Some(before) = cluster.reservations.get(&name).map(|r| r.object.clone()) {
                 let alloc = reservation_live::allocatable_of(&pod);
+                let mut annotations = Default::default();
+                if fw.reserve(&mut result.state, &pod, &node, &cluster).is_ok() {
+                    devices = deviceshare::reserved_devices(&result.state);
+                    let modified = fw.pre_bind(&result.state, &pod, &node).ok().flatten();
+                    annotations = reservation_live::prebind_annotations(modified.as_ref());
+                }
                 cluster.upsert_reservation(Arc::new(reservation_live::assumed(
-                    &before, &node, &alloc,
+                    &before,
+                    &node,
+                    &alloc,
+                    &annotations,
                 )));
             }
         } else if let Some(node) = result.node.clone() {
@@ -231,6 +247,7 @@ pub fn run(snap: &Snapshot, cfg: &SchedulerConfig, now_ms: i64) -> Result<Vec<Pl
                 }
                 Ok(()) => {
                     cpuset = crate::scheduler::plugins::numa::reserved_cpuset(&result.state);
+                    devices = deviceshare::reserved_devices(&result.state);
                     reservation =
                         crate::scheduler::plugins::reservation::plugin::chosen(&result.state);
                     match fw.pre_bind(&result.state, &pod, &node) {
@@ -253,6 +270,7 @@ pub fn run(snap: &Snapshot, cfg: &SchedulerConfig, now_ms: i64) -> Result<Vec<Pl
             node: result.node,
             cpuset,
             reservation,
+            devices,
             verdicts: result.verdicts,
         });
     }
@@ -318,6 +336,7 @@ fn unplace(cluster: &mut ClusterState, out: &mut [Placement], key: &str, reason:
         p.node = None;
         p.cpuset = None;
         p.reservation = None;
+        p.devices = None;
         reject(cluster, &mut p.verdicts, "Coscheduling", reason);
     }
 }
@@ -371,6 +390,9 @@ pub fn to_json(placements: &[Placement]) -> Value {
             if let Some(r) = &p.reservation {
                 v["reservation"] = json!(r);
             }
+            if let Some(d) = &p.devices {
+                v["devices"] = d.clone();
+            }
             v
         })
         .collect();
@@ -384,7 +406,11 @@ pub fn to_text(placements: &[Placement]) -> String {
             .cpuset
             .as_deref()
             .map(|c| format!(" (cpuset {c})"))
-            .unwrap_or_default();
+            .unwrap_or_default()
+            + &p.devices
+                .as_ref()
+                .map(|d| format!(" (devices {d})"))
+                .unwrap_or_default();
         out.push_str(&format!(
             "{} → {}{cpus}\n",
             p.pod,

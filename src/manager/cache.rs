@@ -83,7 +83,14 @@ impl Caches {
                 shutdown,
             ),
             slos: reflect(client.clone(), "nodeslos", slo_node, dirty, tasks, shutdown),
-            devices: reflect(client.clone(), "devices", device_node, dirty, tasks, shutdown),
+            devices: reflect(
+                client.clone(),
+                "devices",
+                device_node,
+                dirty,
+                tasks,
+                shutdown,
+            ),
         }
     }
 

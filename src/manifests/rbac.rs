@@ -94,7 +94,7 @@ const MANAGER: Account = Account {
         (
             &["scheduling.koordinator.sh"],
             &["reservations"],
-            &["get", "list", "watch", "delete"],
+            &["get", "list", "watch", "patch", "delete"],
         ),
         (
             &["scheduling.koordinator.sh"],

@@ -83,10 +83,10 @@ pub fn skipped(name: &str, at: &str) -> Unsupported {
 
 /// Plugin args that ask for something koord does not do (the plugin itself runs).
 pub fn unsupported_args(name: &str, raw: Option<&Value>) -> Vec<Unsupported> {
+    // `true`, or any object: the arg asks for something koord does not do.
     let on = |key: &str| {
         raw.and_then(|v| v.get(key))
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
+            .is_some_and(|v| !v.is_null() && v != &Value::Bool(false))
     };
     let ignored: &[(&str, &str, &str)] = &[
         (
@@ -105,6 +105,11 @@ pub fn unsupported_args(name: &str, raw: Option<&Value>) -> Vec<Unsupported> {
             "preemption for Reservations is not implemented",
         ),
         (
+            "DeviceShare",
+            "gpuSharedResourceTemplatesConfig",
+            "GPU shared-resource templates are not implemented; shared GPUs are allocated without them",
+        ),
+        (
             "ElasticQuota",
             "monitorAllQuotas",
             "the over-use revoke controller is not implemented; quotas over their runtime are reclaimed only when a pod within its min preempts",
@@ -117,7 +122,7 @@ pub fn unsupported_args(name: &str, raw: Option<&Value>) -> Vec<Unsupported> {
             Unsupported::new(
                 "pluginArg",
                 format!("{plugin}.{key}"),
-                format!("scheduler plugin {plugin}: args.{key}: true is ignored: {why}"),
+                format!("scheduler plugin {plugin}: args.{key} is ignored: {why}"),
             )
         })
         .collect()
@@ -141,17 +146,17 @@ mod tests {
             ),
             (
                 Point::PreBind,
-                vec![("DeviceShare".into(), 1), ("DefaultPreBind".into(), 1)],
+                vec![("VolumeBinding".into(), 1), ("DefaultPreBind".into(), 1)],
             ),
         ]);
         let mut args = BTreeMap::from([
-            ("DeviceShare".to_string(), json!({})),
+            ("VolumeBinding".to_string(), json!({})),
             ("LoadAwareScheduling".to_string(), json!({})),
         ]);
         let u = strip(&mut points, &mut args);
         let names: Vec<&str> = u.iter().map(|u| u.name.as_str()).collect();
-        assert_eq!(names, ["DeviceShare", "SchedulingHint"]);
-        assert!(u[0].message.contains("enabled at preBind"), "{u:?}");
+        assert_eq!(names, ["SchedulingHint", "VolumeBinding"]);
+        assert!(u[1].message.contains("enabled at preBind"), "{u:?}");
         assert_eq!(points[&Point::PreFilter], [("Reservation".into(), 1)]);
         assert_eq!(points[&Point::Bind], [("DefaultBinder".into(), 1)]);
         assert!(points[&Point::PreBind].is_empty());

@@ -26,12 +26,18 @@ fn built_in_default_is_koordinators_profile() {
             "InterPodAffinity",
             "LoadAwareScheduling",
             "NodeNUMAResource",
+            "DeviceShare",
             "Reservation"
         ]
     );
     assert_eq!(
         names(p, Point::PreBind),
-        ["NodeNUMAResource", "Reservation", "Coscheduling"]
+        [
+            "NodeNUMAResource",
+            "DeviceShare",
+            "Reservation",
+            "Coscheduling"
+        ]
     );
     assert_eq!(
         names(p, Point::PostFilter),
@@ -50,6 +56,7 @@ fn built_in_default_is_koordinators_profile() {
             ("NodeResourcesBalancedAllocation".to_string(), 1),
             ("LoadAwareScheduling".to_string(), 1),
             ("NodeNUMAResource".to_string(), 1),
+            ("DeviceShare".to_string(), 1),
             ("Reservation".to_string(), 5000),
             ("Coscheduling".to_string(), 1)
         ]
@@ -190,20 +197,23 @@ fn errors_name_the_plugin_and_field() {
 
 #[test]
 fn unimplemented_plugins_are_skipped_and_named() {
-    let body = "  plugins:\n    filter:\n      enabled:\n      - name: DeviceShare\n    preBind:\n      enabled:\n      - name: DefaultPreBind\n  pluginConfig:\n  - name: Coscheduling\n    args: {awareNetworkTopology: true}\n";
+    let body = "  plugins:\n    filter:\n      enabled:\n      - name: VolumeBinding\n    preBind:\n      enabled:\n      - name: DefaultPreBind\n  pluginConfig:\n  - name: Coscheduling\n    args: {awareNetworkTopology: true}\n";
     let doc = format!(
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: koord-scheduler\n{body}"
     );
     let cfg = resolve(Some((&doc, "f.yaml"))).unwrap();
     let names: Vec<&str> = cfg.unsupported.iter().map(|u| u.name.as_str()).collect();
-    assert_eq!(names, ["DeviceShare", "Coscheduling.awareNetworkTopology"]);
+    assert_eq!(
+        names,
+        ["VolumeBinding", "Coscheduling.awareNetworkTopology"]
+    );
     assert!(cfg.unsupported[0].message.contains("enabled at filter"));
     let p = &cfg.profiles[0];
     assert!(
         p.points
             .values()
             .flatten()
-            .all(|(n, _)| n != "DeviceShare" && n != "DefaultPreBind")
+            .all(|(n, _)| n != "VolumeBinding" && n != "DefaultPreBind")
     );
     let default = default_config().unwrap();
     let names: Vec<&str> = default
@@ -211,11 +221,7 @@ fn unimplemented_plugins_are_skipped_and_named() {
         .iter()
         .map(|u| u.name.as_str())
         .collect();
-    assert_eq!(
-        names,
-        ["DeviceShare", "SchedulingHint"],
-        "Koordinator's default names both"
-    );
+    assert_eq!(names, ["SchedulingHint"], "Koordinator's default names it");
 }
 
 #[test]

@@ -6,8 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -22,58 +21,10 @@ use super::plugins::elasticquota::status as quota_status;
 use super::queue::Queue;
 use super::status_writer::Publisher;
 use crate::api::scheduling::reservation::Reservation;
-use crate::api::slo::NodeMetric;
-use crate::api::topology::NodeResourceTopology;
+use crate::kernel::Shutdown;
 use crate::kernel::lease::Leadership;
-use crate::kernel::{Shutdown, Tasks};
 
-/// Watch events, moved once through the channel (boxing them would only add allocations).
-#[allow(clippy::large_enum_variant)]
-pub enum Ev {
-    Pod(watcher::Event<Pod>),
-    Node(watcher::Event<Node>),
-    Metric(watcher::Event<NodeMetric>),
-    Topology(watcher::Event<NodeResourceTopology>),
-    Reservation(watcher::Event<Reservation>),
-    Quota(watcher::Event<crate::api::quota::ElasticQuota>),
-    PodGroup(watcher::Event<crate::api::quota::PodGroup>),
-}
-
-/// Forwards one kind's watch events to the loop.
-pub fn watch<K, F>(
-    client: kube::Client,
-    what: &'static str,
-    wrap: F,
-    tx: mpsc::UnboundedSender<Ev>,
-    tasks: &Tasks,
-    shutdown: &Shutdown,
-) where
-    K: crate::kernel::watch::Watchable,
-    F: Fn(watcher::Event<K>) -> Ev + Send + 'static,
-{
-    let shutdown = shutdown.clone();
-    tasks.spawn(format!("scheduler/watch/{what}"), async move {
-        let cfg = watcher::Config::default().page_size(500);
-        let stream = crate::kernel::watch::watch::<K>(client, None, cfg, Default::default());
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            let ev = tokio::select! {
-                _ = shutdown.draining() => break,
-                ev = stream.next() => ev,
-            };
-            match ev {
-                Some(Ok(e)) => {
-                    if tx.send(wrap(e)).is_err() {
-                        break;
-                    }
-                }
-                Some(Err(e)) => tracing::debug!(what, error = %e, "watch error; retrying"),
-                None => break,
-            }
-        }
-        Ok(())
-    });
-}
+pub use super::live_watch::{Ev, watch};
 
 struct BindDone {
     pod: Arc<PodInfo>,
@@ -325,6 +276,15 @@ impl Scheduler {
             // Not waited for: a cluster without the NRT CRD still schedules (pinned pods
             // then wait for a topology, requeued when one arrives).
             Ev::Topology(Init | InitDone) => {}
+            Ev::Device(Apply(d) | InitApply(d)) => {
+                self.cluster.upsert_device(&d);
+                self.queue.on_cluster_event(now);
+            }
+            Ev::Device(Delete(d)) => self
+                .cluster
+                .remove_device(d.metadata.name.as_deref().unwrap_or("")),
+            // Not waited for, like topologies: a node without a Device passes DeviceShare.
+            Ev::Device(Init | InitDone) => {}
             Ev::Reservation(Apply(r) | InitApply(r)) => {
                 self.apply_reservation(Arc::new(r));
                 self.queue.on_cluster_event(now);
@@ -429,7 +389,9 @@ impl Scheduler {
         }
         tracing::debug!(pod = %pod.key, %node, "placed");
         if let Some(name) = pod.reserve_of.clone() {
-            self.assume_reservation(&name, pod, &node);
+            let modified = fw.pre_bind(&result.state, &pod, &node).ok().flatten();
+            let annotations = super::reservation_live::prebind_annotations(modified.as_ref());
+            self.assume_reservation(&name, pod, &node, annotations);
             return true;
         }
         // The pod is assumed with what PreBind will write (NodeNUMAResource's cpuset), so
@@ -462,7 +424,13 @@ impl Scheduler {
 
     /// A reservation placed on `node`: counted there at once, written Available in the
     /// background.
-    fn assume_reservation(&mut self, name: &str, pod: Arc<PodInfo>, node: &str) {
+    fn assume_reservation(
+        &mut self,
+        name: &str,
+        pod: Arc<PodInfo>,
+        node: &str,
+        annotations: std::collections::BTreeMap<String, String>,
+    ) {
         let Some(before) = self
             .cluster
             .reservations
@@ -472,12 +440,14 @@ impl Scheduler {
             return;
         };
         let allocatable = super::reservation_live::allocatable_of(&pod);
-        let placed = super::reservation_live::assumed(&before, node, &allocatable);
+        let placed = super::reservation_live::assumed(&before, node, &allocatable, &annotations);
         self.cluster.upsert_reservation(Arc::new(placed));
         self.assumed_reservations.insert(name.to_string(), before);
         let (client, name, node) = (self.client.clone(), name.to_string(), node.to_string());
         self.binds.spawn(async move {
-            let result = super::reservation_live::bind(&client, &name, &node, &allocatable).await;
+            let result =
+                super::reservation_live::bind(&client, &name, &node, &allocatable, &annotations)
+                    .await;
             BindDone { pod, node, result }
         });
     }

@@ -10,6 +10,7 @@ pub mod config;
 pub mod features;
 pub mod framework;
 pub mod live;
+pub mod live_watch;
 pub mod metrics;
 pub mod plugins;
 pub mod queue;
@@ -175,6 +176,14 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         client.clone(),
         "noderesourcetopologies",
         live::Ev::Topology,
+        tx.clone(),
+        &ctx.tasks,
+        &ctx.shutdown,
+    );
+    live::watch(
+        client.clone(),
+        "devices",
+        live::Ev::Device,
         tx.clone(),
         &ctx.tasks,
         &ctx.shutdown,

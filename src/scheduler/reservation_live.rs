@@ -48,8 +48,13 @@ pub fn assumed(
     r: &Reservation,
     node: &str,
     allocatable: &BTreeMap<String, Quantity>,
+    annotations: &BTreeMap<String, String>,
 ) -> Reservation {
     let mut r = r.clone();
+    if !annotations.is_empty() {
+        let a = r.metadata.annotations.get_or_insert_with(Default::default);
+        a.extend(annotations.clone());
+    }
     let status = r.status.get_or_insert_with(Default::default);
     status.phase = Some(PHASE_AVAILABLE.into());
     status.node_name = Some(node.into());
@@ -59,6 +64,20 @@ pub fn assumed(
 
 pub const ANNOTATION_RESIZE_ALLOCATABLE: &str =
     "scheduling.koordinator.sh/reservation-resize-allocatable";
+
+/// What the Reservation PreBind plugins write on the Reservation itself (Koordinator's
+/// `ReservationPreBindPlugin`): DeviceShare's `device-allocated`, from the reserve pod's
+/// PreBind result.
+pub fn prebind_annotations(
+    modified: Option<&k8s_openapi::api::core::v1::Pod>,
+) -> BTreeMap<String, String> {
+    let key = crate::api::extension::keys::ANNOTATION_DEVICE_ALLOCATED;
+    modified
+        .and_then(|p| p.metadata.annotations.as_ref())
+        .and_then(|a| a.get(key))
+        .map(|v| BTreeMap::from([(key.to_string(), v.clone())]))
+        .unwrap_or_default()
+}
 
 /// What a reservation holds once scheduled: its reserve pod's requests, with the resources
 /// of its `reservation-resize-allocatable` annotation (`{"resources": {...}}`) replacing them.
@@ -84,6 +103,7 @@ pub async fn bind(
     name: &str,
     node: &str,
     allocatable: &BTreeMap<String, Quantity>,
+    annotations: &BTreeMap<String, String>,
 ) -> Result<(), BindError> {
     let api: Api<Reservation> = Api::all(client.clone());
     let err = |source| BindError::Api {
@@ -98,6 +118,12 @@ pub async fn bind(
             plugin: "Reservation".into(),
             message: "reservation is not active".into(),
         });
+    }
+    if !annotations.is_empty() {
+        let meta = json!({"metadata": {"annotations": annotations}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&meta))
+            .await
+            .map_err(err)?;
     }
     let status = json!({"status": {"phase": PHASE_AVAILABLE, "nodeName": node, "allocatable": allocatable,
         "conditions": [condition("Scheduled", "True", "Scheduled", ""), condition("Ready", "True", "Available", "")]}});
@@ -306,7 +332,7 @@ mod tests {
             decide(&r, &[], created + 3600, true),
             Some((PHASE_FAILED, "Expired"))
         );
-        let avail = assumed(&r, "n", &a);
+        let avail = assumed(&r, "n", &a, &Default::default());
         let owner = ObjectReference {
             name: Some("x".into()),
             ..Default::default()

@@ -4,6 +4,7 @@
 
 pub mod burner;
 pub mod containerd;
+pub mod nvml;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

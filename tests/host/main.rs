@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod devices_embedded;
 mod embedded;
 mod koordlet_cgroup;
 mod koordlet_coresched;

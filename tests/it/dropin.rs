@@ -58,7 +58,6 @@ fn chart_configmaps_load_and_name_what_koord_skips() {
     let s = koord::scheduler::load(&cfg.scheduler).unwrap();
     let skipped: Vec<&str> = s.unsupported.iter().map(|u| u.name.as_str()).collect();
     for name in [
-        "DeviceShare",
         "SchedulingHint",
         "Coscheduling.awareNetworkTopology",
         "Coscheduling.enablePreemption",
@@ -76,12 +75,16 @@ fn chart_configmaps_load_and_name_what_koord_skips() {
     use koord::scheduler::framework::Point;
     assert_eq!(names(Point::Bind), ["DefaultBinder"]);
     assert!(names(Point::Filter).contains(&"LoadAwareScheduling"));
-    assert!(!names(Point::PreBind).contains(&"DeviceShare"));
+    assert!(names(Point::PreBind).contains(&"DeviceShare"));
+    assert!(
+        !skipped.contains(&"DeviceShare"),
+        "DeviceShare runs: {skipped:?}"
+    );
     koord::descheduler::load(&cfg.descheduler).unwrap();
 
     let strict = format!("common: {{strict: true}}\n{yaml}");
     let err = load(&strict).unwrap_err().to_string();
-    assert!(err.contains("scheduler plugin DeviceShare"), "{err}");
+    assert!(err.contains("scheduler plugin SchedulingHint"), "{err}");
     assert!(err.contains("strict mode"), "{err}");
 
     let gates = "common: {strict: true}\nkoordlet: {featureGates: {RDMADevices: true}}\n";
@@ -254,7 +257,7 @@ fn each_role_starts_with_its_koordinator_flags() {
         "scheduler",
         &args,
         port,
-        &["DeviceShare", "enable-network-topology-manager"],
+        &["SchedulingHint", "enable-network-topology-manager"],
     );
 
     // koord-descheduler (chart Deployment args).

@@ -113,7 +113,7 @@ fn metrics_carry_koordinator_and_kube_scheduler_names() {
         .filter(|s| s.metric == "koord_unsupported_config")
         .filter_map(|s| s.labels.get("name"))
         .collect();
-    assert!(unsupported.contains(&"DeviceShare"), "{unsupported:?}");
+    assert!(unsupported.contains(&"SchedulingHint"), "{unsupported:?}");
     assert!(
         samples.iter().any(
             |s| s.metric == "scheduler_pending_pods" && s.labels.get("queue") == Some("active")

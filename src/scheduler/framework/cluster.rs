@@ -28,6 +28,8 @@ pub struct ClusterState {
         HashMap<String, std::collections::BTreeMap<String, crate::api::pod::Amounts>>,
     /// NodeNUMAResource's view of each node's NodeResourceTopology, by node name.
     pub topologies: HashMap<String, Arc<TopologyOptions>>,
+    /// DeviceShare's view of each node's Device, by node name.
+    pub devices: HashMap<String, Arc<crate::scheduler::plugins::deviceshare::devices::NodeDevices>>,
     /// Pods (and reserve pods) counted on a node the watch has not shown yet.
     orphans: HashMap<String, Vec<Arc<PodInfo>>>,
     /// Pods assumed by this scheduler and not yet confirmed by the watch.
@@ -264,6 +266,18 @@ impl ClusterState {
             }
             self.topologies.insert(name, t);
         }
+    }
+
+    /// Parses a Device once, when it changes.
+    pub fn upsert_device(&mut self, d: &crate::api::scheduling::device::Device) {
+        if let Some(name) = d.metadata.name.clone() {
+            let parsed = crate::scheduler::plugins::deviceshare::node_devices(d);
+            self.devices.insert(name, parsed);
+        }
+    }
+
+    pub fn remove_device(&mut self, name: &str) {
+        self.devices.remove(name);
     }
 
     pub fn remove_topology(&mut self, name: &str) {

@@ -53,6 +53,8 @@ pub struct PodInfo {
     pub reserve_of: Option<String>,
     /// The gang (`namespace/name`) the pod belongs to, if any.
     pub gang: Option<String>,
+    /// The devices DeviceShare gave it (`device-allocated`).
+    pub devices: Option<Arc<crate::scheduler::plugins::deviceshare::devices::Allocations>>,
 }
 
 fn ts_ms(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> i64 {
@@ -105,6 +107,8 @@ impl PodInfo {
             reservation_allocated: reservation_allocated(&pod),
             reserve_of: None,
             gang: super::gangs::gang_of(&pod),
+            devices: crate::scheduler::plugins::deviceshare::devices::of_annotation(&pod)
+                .map(Arc::new),
             namespace,
             name,
             pod,

@@ -3,6 +3,7 @@
 pub mod affinity;
 pub mod basic;
 pub mod coscheduling;
+pub mod deviceshare;
 pub mod elasticquota;
 pub mod interpod;
 pub mod loadaware;
@@ -44,12 +45,12 @@ pub const IMPLEMENTED: &[&str] = &[
     "Reservation",
     "ElasticQuota",
     "Coscheduling",
+    "DeviceShare",
 ];
 
 /// Known to Koordinator / kube-scheduler but not built into koord yet: a configuration
 /// naming one runs without it, with a warning (an error in strict mode; `compat.rs`).
 pub const NOT_YET: &[&str] = &[
-    "DeviceShare",
     "SchedulingHint",
     "NodeResourcesFitPlus",
     "ScarceResourceAvoidance",
@@ -103,6 +104,9 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, String>
             Arc::new(elasticquota::ElasticQuota { args })
         }
         "Coscheduling" => Arc::new(coscheduling::Coscheduling::new(raw).map_err(ctx)?),
+        "DeviceShare" => {
+            Arc::new(deviceshare::DeviceShare::new(strip_meta(args(name, raw)?)).map_err(ctx)?)
+        }
         "DefaultPreemption" => {
             let _: WithMeta<PreemptionArgs> = args(name, raw)?;
             Arc::new(preemption::DefaultPreemption)

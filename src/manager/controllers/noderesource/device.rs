@@ -61,7 +61,11 @@ pub fn desired(input: &DeviceInputs) -> Desired {
                 }
             }
         }
-        let vendor = d.metadata.labels.as_ref().and_then(|l| l.get(LABEL_GPU_VENDOR));
+        let vendor = d
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_GPU_VENDOR));
         if vendor.is_none_or(|v| v.is_empty() || v == "nvidia") {
             sums.insert(KOORD_GPU, sums.get(GPU_CORE).copied().unwrap_or(0));
         }

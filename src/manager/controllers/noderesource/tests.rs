@@ -292,7 +292,15 @@ fn pods_without_metrics_and_terminated_pods() {
     ];
     let refs: Vec<&Pod> = only.iter().collect();
     let cfg = config(json!({"enable": true}));
-    let p = plan(&node(json!({})), &refs, Some(&m), &Default::default(), &cfg, NOW, None);
+    let p = plan(
+        &node(json!({})),
+        &refs,
+        Some(&m),
+        &Default::default(),
+        &cfg,
+        NOW,
+        None,
+    );
     let b = p.calc.batch.unwrap();
     // p2 counts by request; p1, p4 and p5 metrics are dangling (no active pod): usage counts.
     assert_eq!(
@@ -350,12 +358,28 @@ fn diff_threshold_and_forced_refresh() {
     );
     let pods = pods();
     let refs: Vec<&Pod> = pods.iter().collect();
-    let recent = plan(&synced, &refs, Some(&m), &Default::default(), &cfg, NOW, Some(NOW - 299_000));
+    let recent = plan(
+        &synced,
+        &refs,
+        Some(&m),
+        &Default::default(),
+        &cfg,
+        NOW,
+        Some(NOW - 299_000),
+    );
     assert!(
         recent.status.is_none(),
         "within threshold and recently synced"
     );
-    let old = plan(&synced, &refs, Some(&m), &Default::default(), &cfg, NOW, Some(NOW - 301_000));
+    let old = plan(
+        &synced,
+        &refs,
+        Some(&m),
+        &Default::default(),
+        &cfg,
+        NOW,
+        Some(NOW - 301_000),
+    );
     assert!(
         old.status.is_some(),
         "forced refresh after updateTimeThresholdSeconds"

@@ -343,6 +343,16 @@ fn is_reserve_pod(pod: &PodInfo) -> bool {
 }
 
 /// The name of the reservation `state` put the pod into, if any (for explain).
+/// The reservations on `node` this pod may be placed into (DeviceShare allocates from
+/// their devices first).
+pub fn matched_on(state: &CycleState, node: &str) -> Vec<String> {
+    state
+        .read::<PreState>(NAME)
+        .filter(|p| !p.ignored)
+        .and_then(|p| p.matched.get(node).cloned())
+        .unwrap_or_default()
+}
+
 pub fn chosen(state: &CycleState) -> Option<String> {
     state.read::<Chosen>(CHOSEN).map(|c| c.name.clone())
 }

@@ -1,0 +1,61 @@
+//! The live scheduler's watches: each kind's events forwarded, unchanged, to the loop.
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::watcher;
+use tokio::sync::mpsc;
+
+use crate::api::scheduling::device::Device;
+use crate::api::scheduling::reservation::Reservation;
+use crate::api::slo::NodeMetric;
+use crate::api::topology::NodeResourceTopology;
+use crate::kernel::{Shutdown, Tasks};
+
+/// Watch events, moved once through the channel (boxing them would only add allocations).
+#[allow(clippy::large_enum_variant)]
+pub enum Ev {
+    Pod(watcher::Event<Pod>),
+    Node(watcher::Event<Node>),
+    Metric(watcher::Event<NodeMetric>),
+    Topology(watcher::Event<NodeResourceTopology>),
+    Device(watcher::Event<Device>),
+    Reservation(watcher::Event<Reservation>),
+    Quota(watcher::Event<crate::api::quota::ElasticQuota>),
+    PodGroup(watcher::Event<crate::api::quota::PodGroup>),
+}
+
+/// Forwards one kind's watch events to the loop.
+pub fn watch<K, F>(
+    client: kube::Client,
+    what: &'static str,
+    wrap: F,
+    tx: mpsc::UnboundedSender<Ev>,
+    tasks: &Tasks,
+    shutdown: &Shutdown,
+) where
+    K: crate::kernel::watch::Watchable,
+    F: Fn(watcher::Event<K>) -> Ev + Send + 'static,
+{
+    let shutdown = shutdown.clone();
+    tasks.spawn(format!("scheduler/watch/{what}"), async move {
+        let cfg = watcher::Config::default().page_size(500);
+        let stream = crate::kernel::watch::watch::<K>(client, None, cfg, Default::default());
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            let ev = tokio::select! {
+                _ = shutdown.draining() => break,
+                ev = stream.next() => ev,
+            };
+            match ev {
+                Some(Ok(e)) => {
+                    if tx.send(wrap(e)).is_err() {
+                        break;
+                    }
+                }
+                Some(Err(e)) => tracing::debug!(what, error = %e, "watch error; retrying"),
+                None => break,
+            }
+        }
+        Ok(())
+    });
+}

@@ -1,0 +1,253 @@
+//! What DeviceShare knows about a node's devices (`device_cache.go`): each healthy device's
+//! total from the node's `Device`, and what pods hold, read back from their
+//! `scheduling.koordinator.sh/device-allocated` annotations — so a restarted scheduler
+//! rebuilds every allocation from the pods alone.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::api::extension::keys::ANNOTATION_DEVICE_ALLOCATED;
+use crate::api::extension::resources::GPU_MEMORY;
+use crate::api::quantity::{bytes_binary, from_int, q_value};
+use crate::api::scheduling::device::Device;
+use crate::scheduler::framework::NodeInfo;
+
+/// Resource name → integer amount (percent units, bytes for gpu-memory).
+pub type DevRes = BTreeMap<String, i64>;
+
+/// One device of a node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dev {
+    pub minor: i32,
+    pub uuid: String,
+    pub total: DevRes,
+    pub numa: Option<i32>,
+    pub pcie: Option<String>,
+    pub bus_id: Option<String>,
+    /// RDMA virtual functions (bus id, minor), for `extension.vfs`.
+    pub vfs: Vec<(String, i32)>,
+}
+
+/// A node's healthy devices by type (`gpu`, `rdma`, `fpga`), ordered by minor.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeDevices {
+    pub by_type: BTreeMap<String, Vec<Dev>>,
+}
+
+impl NodeDevices {
+    /// Unhealthy devices contribute nothing (upstream gives them empty resources).
+    pub fn from_device(d: &Device) -> NodeDevices {
+        let mut by_type: BTreeMap<String, Vec<Dev>> = BTreeMap::new();
+        for info in d.spec.devices.iter().flatten() {
+            let (Some(kind), Some(minor)) = (info.type_.clone(), info.minor) else {
+                continue;
+            };
+            if !info.health {
+                continue;
+            }
+            let total: DevRes = info
+                .resources
+                .iter()
+                .flatten()
+                .map(|(k, q)| (k.clone(), q_value(q)))
+                .collect();
+            let vfs = info
+                .vf_groups
+                .iter()
+                .flatten()
+                .flat_map(|g| g.vfs.iter().flatten())
+                .filter_map(|vf| Some((vf.bus_id.clone()?, vf.minor)))
+                .collect();
+            let t = info.topology.as_ref();
+            by_type.entry(kind).or_default().push(Dev {
+                minor,
+                uuid: info.uuid.clone().unwrap_or_default(),
+                total,
+                numa: t.map(|t| t.node_id).filter(|n| *n >= 0),
+                pcie: t.map(|t| t.pcie_id.clone()).filter(|p| !p.is_empty()),
+                bus_id: t.and_then(|t| t.bus_id.clone()),
+                vfs,
+            });
+        }
+        for devs in by_type.values_mut() {
+            devs.sort_by_key(|d| d.minor);
+        }
+        NodeDevices { by_type }
+    }
+
+    pub fn get(&self, kind: &str, minor: i32) -> Option<&Dev> {
+        self.by_type.get(kind)?.iter().find(|d| d.minor == minor)
+    }
+}
+
+/// One allocated device, as the annotation carries it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Granted {
+    pub minor: i32,
+    pub id: String,
+    pub resources: DevRes,
+    pub vfs: Vec<(String, i32)>,
+}
+
+/// Device type → devices given to one pod or reservation.
+pub type Allocations = BTreeMap<String, Vec<Granted>>;
+
+#[derive(Serialize, Deserialize, Default)]
+struct WireEntry {
+    #[serde(default)]
+    minor: i32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    id: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    resources: BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    extension: Option<Value>,
+}
+
+/// Parses `device-allocated`; malformed text (from outside) is no allocation.
+pub fn parse(raw: &str) -> Option<Allocations> {
+    let wire: BTreeMap<String, Vec<WireEntry>> = serde_json::from_str(raw).ok()?;
+    let out = wire
+        .into_iter()
+        .map(|(kind, entries)| {
+            let granted = entries
+                .into_iter()
+                .map(|e| Granted {
+                    minor: e.minor,
+                    id: e.id,
+                    resources: e
+                        .resources
+                        .iter()
+                        .map(|(k, q)| (k.clone(), q_value(q)))
+                        .collect(),
+                    vfs: e
+                        .extension
+                        .as_ref()
+                        .and_then(|x| x.get("vfs"))
+                        .and_then(Value::as_array)
+                        .map(|vfs| {
+                            vfs.iter()
+                                .filter_map(|v| {
+                                    let bus = v.get("busID")?.as_str()?.to_string();
+                                    Some((bus, v.get("minor")?.as_i64()? as i32))
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                })
+                .collect();
+            (kind, granted)
+        })
+        .collect();
+    Some(out)
+}
+
+/// The annotation value, in Koordinator's shape (`gpu-memory` as a binary quantity).
+pub fn format(a: &Allocations) -> String {
+    let wire: BTreeMap<&str, Vec<WireEntry>> = a
+        .iter()
+        .map(|(kind, granted)| {
+            let entries = granted
+                .iter()
+                .map(|g| WireEntry {
+                    minor: g.minor,
+                    id: g.id.clone(),
+                    resources: g
+                        .resources
+                        .iter()
+                        .map(|(k, v)| {
+                            let q = if k == GPU_MEMORY {
+                                bytes_binary(*v)
+                            } else {
+                                from_int(*v)
+                            };
+                            (k.clone(), q)
+                        })
+                        .collect(),
+                    extension: (!g.vfs.is_empty()).then(|| {
+                        let vfs: Vec<Value> = g
+                            .vfs
+                            .iter()
+                            .map(|(bus, minor)| serde_json::json!({"busID": bus, "minor": minor}))
+                            .collect();
+                        serde_json::json!({ "vfs": vfs })
+                    }),
+                })
+                .collect();
+            (kind.as_str(), entries)
+        })
+        .collect();
+    serde_json::to_string(&wire).unwrap_or_default()
+}
+
+/// The allocation a pod (or a reservation's reserve pod) carries; parsed once, when the
+/// pod enters the cache (`PodInfo::devices`).
+pub fn of_annotation(pod: &k8s_openapi::api::core::v1::Pod) -> Option<Allocations> {
+    let raw = pod
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(ANNOTATION_DEVICE_ALLOCATED)?;
+    parse(raw)
+}
+
+/// (type, minor) → amounts held.
+pub type Used = BTreeMap<(String, i32), DevRes>;
+
+fn add_into(used: &mut Used, a: &Allocations, sign: i64) {
+    for (kind, granted) in a {
+        for g in granted {
+            let e = used.entry((kind.clone(), g.minor)).or_default();
+            for (k, v) in &g.resources {
+                *e.entry(k.clone()).or_default() += sign * v;
+            }
+        }
+    }
+}
+
+/// What is held on `node`, and the devices of the reservations in `usable` (which this
+/// pod may take from: they count as free, and are preferred). A reservation holds its
+/// allocation less what its owners took, so nothing is counted twice.
+pub fn used_on(node: &NodeInfo, usable: &[String]) -> (Used, Used) {
+    let mut used = Used::new();
+    let mut owners: BTreeMap<String, Allocations> = BTreeMap::new();
+    let mut reserved: Vec<(String, String, &Allocations)> = Vec::new();
+    for p in &node.pods {
+        let Some(a) = p.devices.as_deref() else {
+            continue;
+        };
+        if let Some(name) = &p.reserve_of {
+            reserved.push((name.clone(), p.uid.clone(), a));
+            continue;
+        }
+        add_into(&mut used, a, 1);
+        if let Some(uid) = &p.reservation_allocated {
+            let o = owners.entry(uid.clone()).or_default();
+            for (kind, g) in a {
+                o.entry(kind.clone()).or_default().extend(g.iter().cloned());
+            }
+        }
+    }
+    let mut preferred = Used::new();
+    for (name, uid, a) in reserved {
+        let mut held = Used::new();
+        add_into(&mut held, a, 1);
+        if let Some(o) = owners.get(&uid) {
+            add_into(&mut held, o, -1);
+        }
+        let into = if usable.contains(&name) {
+            &mut preferred
+        } else {
+            &mut used
+        };
+        for (key, res) in held {
+            let e = into.entry(key).or_default();
+            for (k, v) in res {
+                *e.entry(k).or_default() += v.max(0);
+            }
+        }
+    }
+    (used, preferred)
+}

@@ -1,0 +1,238 @@
+//! DeviceShare (`pkg/scheduler/plugins/deviceshare`): pods asking for GPUs (whole, shared
+//! by memory ratio / memory / core), RDMA or FPGA get specific devices of the node's
+//! `Device`, chosen at Reserve and written at PreBind as
+//! `scheduling.koordinator.sh/device-allocated`, from which the koordlet's hooks inject
+//! `NVIDIA_VISIBLE_DEVICES` and the RDMA devices. What is taken is read back from the pods'
+//! annotations, so allocations survive a scheduler restart; a pod placed into a
+//! Reservation takes the reservation's devices first.
+
+pub mod alloc;
+pub mod args;
+pub mod devices;
+pub mod request;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use alloc::{Ctx, Scorer};
+use devices::{Allocations, NodeDevices};
+use request::{JointAllocate, Request};
+
+use crate::api::extension::keys::{ANNOTATION_DEVICE_ALLOCATED, LABEL_GPU_MODEL, LABEL_GPU_VENDOR};
+use crate::api::extension::resources::GPU_SHARED;
+use crate::scheduler::framework::{
+    ClusterState, CycleState, NodeInfo, Plugin, PodInfo, Point, PreFilterResult, Status,
+};
+
+pub const NAME: &str = "DeviceShare";
+const ALLOC_KEY: &str = "DeviceShare/allocation";
+
+pub struct DeviceShare {
+    scorer: Scorer,
+    unsupported_models: Vec<args::Model>,
+}
+
+impl DeviceShare {
+    pub fn new(a: args::Args) -> Result<DeviceShare, String> {
+        Ok(DeviceShare {
+            scorer: a.scorer()?,
+            unsupported_models: a.unsupported_models,
+        })
+    }
+
+    fn share_refused(&self, st: &PreState, node: &NodeInfo) -> Option<Status> {
+        if !st.gpu_shared {
+            return None;
+        }
+        let vendor = node.labels.get(LABEL_GPU_VENDOR).map_or("", String::as_str);
+        let model = node.labels.get(LABEL_GPU_MODEL).map_or("", String::as_str);
+        self.unsupported_models
+            .iter()
+            .any(|m| m.vendor == vendor && m.model == model)
+            .then(|| {
+                Status::unresolvable(format!(
+                    "model {model:?} of vendor {vendor:?} does not support GPU Share"
+                ))
+            })
+    }
+
+    /// The pod's devices on `node`, or why not; `Ok(None)` for a node without a Device.
+    fn plan(
+        &self,
+        state: &CycleState,
+        st: &PreState,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Result<Option<Allocations>, Status> {
+        let Some(devs) = cluster.devices.get(&node.name) else {
+            return Ok(None);
+        };
+        let usable = crate::scheduler::plugins::reservation::plugin::matched_on(state, &node.name);
+        let (used, reserved) = devices::used_on(node, &usable);
+        let ctx = Ctx {
+            devices: devs,
+            used: &used,
+            reserved: &reserved,
+            scorer: Some(&self.scorer),
+        };
+        alloc::allocate(&ctx, &st.req, st.joint.as_ref())
+            .map(Some)
+            .map_err(Status::unschedulable)
+    }
+}
+
+/// What PreFilter learned about the pod.
+struct PreState {
+    req: Request,
+    joint: Option<JointAllocate>,
+    /// The pod asks for `koordinator.sh/gpu.shared` (`gpuShareUnsupportedModels`).
+    gpu_shared: bool,
+}
+
+/// The devices DeviceShare gave the pod in this cycle, as the annotation value (explain).
+pub fn reserved_devices(state: &CycleState) -> Option<serde_json::Value> {
+    let a = state.read::<Allocations>(ALLOC_KEY)?;
+    serde_json::from_str(&devices::format(a)).ok()
+}
+
+impl Plugin for DeviceShare {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn points(&self) -> &'static [Point] {
+        &[
+            Point::PreFilter,
+            Point::Filter,
+            Point::Score,
+            Point::Reserve,
+            Point::PreBind,
+        ]
+    }
+
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        _: &ClusterState,
+    ) -> (Status, PreFilterResult) {
+        let req = match request::of_requests(&pod.requests) {
+            Err(e) => return (Status::unresolvable(e), None),
+            Ok(None) => return (Status::skip(), None),
+            Ok(Some(r)) => r,
+        };
+        let joint = match JointAllocate::of(&pod.pod) {
+            Err(e) => return (Status::unresolvable(e), None),
+            Ok(j) => j,
+        };
+        let gpu_shared = pod.requests.get(GPU_SHARED).is_some_and(|v| *v > 0);
+        state.write(
+            NAME,
+            PreState {
+                req,
+                joint,
+                gpu_shared,
+            },
+        );
+        (Status::success(), None)
+    }
+
+    fn filter(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Status {
+        let Some(st) = state.read::<PreState>(NAME) else {
+            return Status::success();
+        };
+        if let Some(s) = self.share_refused(st, node) {
+            return s;
+        }
+        match self.plan(state, st, node, cluster) {
+            Ok(_) => Status::success(),
+            Err(s) => s,
+        }
+    }
+
+    fn score(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Result<i64, String> {
+        let Some(st) = state.read::<PreState>(NAME) else {
+            return Ok(0);
+        };
+        let Some(devs) = cluster.devices.get(&node.name) else {
+            return Ok(0);
+        };
+        let usable = crate::scheduler::plugins::reservation::plugin::matched_on(state, &node.name);
+        let (used, reserved) = devices::used_on(node, &usable);
+        let ctx = Ctx {
+            devices: devs,
+            used: &used,
+            reserved: &reserved,
+            scorer: Some(&self.scorer),
+        };
+        Ok(alloc::node_score(&ctx, &st.req, &self.scorer))
+    }
+
+    fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [i64]) {
+        super::taint::default_normalize(scores, false);
+    }
+
+    fn reserve(
+        &self,
+        state: &mut CycleState,
+        _: &PodInfo,
+        node: &str,
+        cluster: &ClusterState,
+    ) -> Status {
+        let Some(st) = state.read::<PreState>(NAME) else {
+            return Status::success();
+        };
+        let Some(n) = cluster.node(node) else {
+            return Status::error(format!("node {node} not found"));
+        };
+        match self.plan(state, st, n, cluster) {
+            Err(s) => s,
+            Ok(None) => Status::success(),
+            Ok(Some(a)) => {
+                state.write(ALLOC_KEY, a);
+                Status::success()
+            }
+        }
+    }
+
+    fn unreserve(&self, state: &mut CycleState, _: &PodInfo, _: &str) {
+        state.remove(ALLOC_KEY);
+    }
+
+    fn pre_bind(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        _: &str,
+        modified: &mut k8s_openapi::api::core::v1::Pod,
+    ) -> Status {
+        let Some(a) = state.read::<Allocations>(ALLOC_KEY) else {
+            return Status::success();
+        };
+        modified
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(ANNOTATION_DEVICE_ALLOCATED.to_string(), devices::format(a));
+        Status::success()
+    }
+}
+
+/// Parses a node's Device once, when it changes (kept on the cluster state).
+pub fn node_devices(d: &crate::api::scheduling::device::Device) -> Arc<NodeDevices> {
+    Arc::new(NodeDevices::from_device(d))
+}
