@@ -2,7 +2,9 @@
 //! `states_device_linux.go`): per NVIDIA GPU its uuid, minor, health, the shareable
 //! resources `koordinator.sh/gpu-core` = 100, `gpu-memory` = total bytes,
 //! `gpu-memory-ratio` = 100, and PCIe/NUMA topology when sysfs knows the device; node
-//! labels vendor, model (only when every GPU is the same model) and driver version.
+//! labels vendor, model (only when every GPU is the same model) and driver version; per RDMA
+//! NIC (gate `RDMADevices`) its PCI address, minor, port health, `koordinator.sh/rdma` = 100
+//! and its SR-IOV VFs.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,9 +16,13 @@ use kube::Api;
 use serde::{Deserialize, Serialize};
 
 use super::informer::Informer;
-use crate::api::scheduling::device::{Device, DeviceInfo, DeviceSpec, DeviceTopology};
+use crate::api::extension::resources::RDMA;
+use crate::api::scheduling::device::{
+    Device, DeviceInfo, DeviceSpec, DeviceTopology, VirtualFunction, VirtualFunctionGroup,
+};
 use crate::kernel::Shutdown;
 use crate::os::nvml::{Gpu, Nvml};
+use crate::os::rdma::RdmaNic;
 use crate::os::system::Host;
 
 /// `koordlet.devices`: where NVML is and how often the Device is refreshed.
@@ -105,10 +111,60 @@ pub fn gpu_labels(gpus: &[Gpu], driver: &str) -> BTreeMap<String, String> {
     out
 }
 
-/// The node's Device: GPU entries and labels, owned by the Node (deleted with it).
-pub fn device_for(node: &Node, gpus: &[Gpu], driver: &str, host: &Host) -> Device {
+/// One `type: rdma` entry per NIC (`koordinator.sh/rdma` = 100), its VFs in one group.
+pub fn rdma_infos(
+    nics: &[RdmaNic],
+    placement: impl Fn(&str) -> Option<(i32, String)>,
+) -> Vec<DeviceInfo> {
+    nics.iter()
+        .map(|n| {
+            let topology = placement(&n.bus_id).map(|(numa, pcie)| DeviceTopology {
+                socket_id: -1,
+                node_id: numa,
+                pcie_id: pcie,
+                bus_id: Some(n.bus_id.clone()),
+            });
+            let vfs: Vec<VirtualFunction> = n
+                .vfs
+                .iter()
+                .map(|b| VirtualFunction {
+                    minor: -1,
+                    bus_id: Some(b.clone()),
+                })
+                .collect();
+            DeviceInfo {
+                type_: Some("rdma".into()),
+                uuid: Some(n.bus_id.clone()),
+                minor: Some(n.minor),
+                health: n.healthy,
+                resources: Some(BTreeMap::from([(RDMA.to_string(), Quantity("100".into()))])),
+                topology,
+                vf_groups: (!vfs.is_empty()).then(|| {
+                    vec![VirtualFunctionGroup {
+                        labels: None,
+                        vfs: Some(vfs),
+                    }]
+                }),
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
+/// What the host has now: GPUs (with the driver version) and RDMA NICs.
+#[derive(Debug, Default)]
+pub struct Found {
+    pub gpus: Vec<Gpu>,
+    pub driver: String,
+    pub nics: Vec<RdmaNic>,
+}
+
+/// The node's Device: GPU then RDMA entries, GPU labels, owned by the Node (deleted with it).
+pub fn device_for(node: &Node, found: &Found, host: &Host) -> Device {
     let name = node.metadata.name.clone().unwrap_or_default();
-    let infos = gpu_infos(gpus, |bus| host.pci_placement(bus));
+    let (gpus, driver) = (&found.gpus, found.driver.as_str());
+    let mut infos = gpu_infos(gpus, |bus| host.pci_placement(bus));
+    infos.extend(rdma_infos(&found.nics, |bus| host.pci_placement(bus)));
     let mut d = Device::new(
         &name,
         DeviceSpec {
@@ -131,35 +187,62 @@ fn same(a: &Device, b: &Device) -> bool {
     a.spec == b.spec && a.metadata.labels == b.metadata.labels
 }
 
-/// Gate `Accelerators`: the Device of this node, every `syncIntervalSeconds`, written when
-/// it changed. Without NVML (no NVIDIA driver) the loop ends after one info line.
+/// NVML, when the library is there (one info line when not).
+fn open_nvml(library: &str) -> Option<Nvml> {
+    match Nvml::open(library) {
+        Ok(Some(n)) => Some(n),
+        Ok(None) => {
+            tracing::info!(%library, "no NVML library: no GPUs to report");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "NVML did not load: no GPUs reported");
+            None
+        }
+    }
+}
+
+/// What to look for: GPUs (gate `Accelerators`) and RDMA NICs (gate `RDMADevices`).
+#[derive(Debug, Clone, Copy)]
+pub struct Kinds {
+    pub gpus: bool,
+    pub rdma: bool,
+}
+
+fn find(nvml: Option<&Nvml>, kinds: Kinds, host: &Host) -> Result<Found, String> {
+    let mut found = Found::default();
+    if let Some(n) = nvml {
+        found.gpus = n.gpus().map_err(|e| e.to_string())?;
+        found.driver = n.driver_version().map_err(|e| e.to_string())?;
+    }
+    if kinds.rdma {
+        found.nics = crate::os::rdma::scan(&host.sys_root);
+    }
+    Ok(found)
+}
+
+/// The Device of this node, every `syncIntervalSeconds`, written when it changed; nothing
+/// is written while the node has neither GPUs nor RDMA NICs.
 pub async fn report_loop(
     client: kube::Client,
     informer: Informer,
     host: Host,
-    cfg: Config,
+    (cfg, kinds): (Config, Kinds),
     shutdown: Shutdown,
 ) {
-    let nvml = match Nvml::open(&cfg.nvml_library) {
-        Ok(Some(n)) => n,
-        Ok(None) => {
-            tracing::info!(library = %cfg.nvml_library, "no NVML library: no GPUs to report");
-            return;
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "NVML did not load: no GPUs reported");
-            return;
-        }
-    };
+    let nvml = kinds.gpus.then(|| open_nvml(&cfg.nvml_library)).flatten();
+    if nvml.is_none() && !kinds.rdma {
+        return;
+    }
     let api: Api<Device> = Api::all(client);
     let mut last: Option<Device> = None;
     let every = Duration::from_secs(cfg.sync_interval_seconds.max(1));
     loop {
         let states = informer.snapshot();
-        let read = nvml.gpus().and_then(|g| Ok((g, nvml.driver_version()?)));
+        let read = find(nvml.as_ref(), kinds, &host);
         match (states.node.as_deref(), read) {
-            (Some(node), Ok((gpus, driver))) if !gpus.is_empty() => {
-                let want = device_for(node, &gpus, &driver, &host);
+            (Some(node), Ok(found)) if !found.gpus.is_empty() || !found.nics.is_empty() => {
+                let want = device_for(node, &found, &host);
                 if last.as_ref().is_none_or(|l| !same(l, &want)) {
                     let keep_status = |have: &Device, next: &mut Device| {
                         next.status = have.status.clone();
@@ -226,6 +309,40 @@ mod tests {
                 .iter()
                 .all(|d| d.health && d.type_.as_deref() == Some("gpu"))
         );
+    }
+
+    #[test]
+    fn rdma_entries_with_topology_and_vfs() {
+        let nics = [
+            RdmaNic {
+                bus_id: "0000:3b:00.0".into(),
+                minor: 0,
+                healthy: true,
+                vfs: vec!["0000:3b:00.2".into()],
+            },
+            RdmaNic {
+                bus_id: "0000:5e:00.0".into(),
+                minor: 1,
+                healthy: false,
+                vfs: vec![],
+            },
+        ];
+        let placement = |b: &str| (b == "0000:5e:00.0").then(|| (1, "pci0000:5d".to_string()));
+        let infos = rdma_infos(&nics, placement);
+        let t = infos[1].topology.as_ref().unwrap();
+        assert_eq!((t.node_id, t.pcie_id.as_str()), (1, "pci0000:5d"));
+        assert!(!infos[1].health && infos[1].vf_groups.is_none());
+        let vfs = infos[0].vf_groups.as_ref().unwrap()[0]
+            .vfs
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            (vfs[0].bus_id.as_deref(), vfs[0].minor),
+            (Some("0000:3b:00.2"), -1)
+        );
+        let r = infos[0].resources.as_ref().unwrap();
+        assert_eq!(r["koordinator.sh/rdma"].0, "100");
+        assert_eq!(infos[0].uuid.as_deref(), Some("0000:3b:00.0"));
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub const KOORDLET_GATES: GateTable = GateTable {
         gate("ResctrlCollector", false, false),
         gate("CgroupReconcile", false, true),
         gate("Accelerators", false, true),
-        gate("RDMADevices", false, false),
+        gate("RDMADevices", false, true),
         gate("CPICollector", false, true),
         gate("Libpfm4", false, false),
         gate("PSICollector", false, true),

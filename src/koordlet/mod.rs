@@ -86,22 +86,31 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     metrics.started(&node);
     let gates = features::KOORDLET_GATES.from_user(&cfg.feature_gates);
     ctx.report_unsupported(&features::KOORDLET_GATES.unsupported(&cfg.feature_gates));
-    let collectors = collectors::registry(
+    let mut collectors = collectors::registry(
         &cfg.collectors,
         gates.enabled("PSICollector"),
         gates.enabled("CPICollector"),
     );
+    if gates.enabled("Accelerators") && !cfg.collectors.disabled.iter().any(|d| d == "gpu") {
+        let every = Duration::from_secs(cfg.collectors.collect_res_used_interval_seconds.max(1));
+        let gpu = collectors::gpu::GpuUsage::new(&cfg.devices.nvml_library, every);
+        collectors.push(Box::new(gpu));
+    }
     let qos_host = host.clone();
     let executor = Arc::new(qos::executor::Executor::new(
         cgroups.clone(),
         Duration::from_secs(60),
     ));
-    if gates.enabled("Accelerators") {
+    let kinds = devices::Kinds {
+        gpus: gates.enabled("Accelerators"),
+        rdma: gates.enabled("RDMADevices"),
+    };
+    if kinds.gpus || kinds.rdma {
         let (c, i, h, d, s) = (
             cluster.client.clone(),
             informer.clone(),
             host.clone(),
-            cfg.devices.clone(),
+            (cfg.devices.clone(), kinds),
             ctx.shutdown.clone(),
         );
         ctx.tasks.spawn("koordlet/devices", async move {

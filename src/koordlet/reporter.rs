@@ -156,7 +156,9 @@ pub fn build_status(
         SeriesKey::node(MetricKind::SysCpuUsage),
         SeriesKey::node(MetricKind::SysMemoryUsage),
     );
-    let node_usage = avg_of(store, &ncpu, &nmem, start, now)?.unwrap_or_default();
+    let mut node_usage = avg_of(store, &ncpu, &nmem, start, now)?.unwrap_or_default();
+    let gpus = gpu_usages(store, start, now)?;
+    node_usage.devices = (!gpus.is_empty()).then_some(gpus);
     let system_usage = avg_of(store, &scpu, &smem, start, now)?.unwrap_or_default();
     let mut node_aggs = Vec::new();
     let mut sys_aggs = Vec::new();
@@ -234,6 +236,59 @@ pub fn build_status(
 
 /// `numaUsages`: each NUMA node's average usage over the window, sorted by id (systemUsage
 /// per NUMA node is not computed yet and stays empty).
+/// Per GPU (from the GPU collector's series): window averages of utilisation, memory used
+/// and its share of the GPU's memory, as `nodeUsage.devices`.
+fn gpu_usages(
+    store: &MetricStore,
+    start: i64,
+    now: i64,
+) -> Result<Vec<crate::api::scheduling::DeviceInfo>, StoreError> {
+    use crate::api::extension::resources::{GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO};
+    use crate::koordlet::collectors::gpu::key;
+    let mut out = Vec::new();
+    for labels in store.labels_of(MetricKind::NodeGpuCoreUsage) {
+        let get = |k: &str| labels.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        let (Some(minor), Some(uuid)) = (
+            get("gpu_minor").and_then(|m| m.parse::<u32>().ok()),
+            get("gpu_device_uuid"),
+        ) else {
+            continue;
+        };
+        let avg = |kind| -> Result<Option<f64>, StoreError> {
+            Ok(store
+                .aggregate(&key(kind, minor, uuid), start, now)?
+                .map(|a| a.avg))
+        };
+        let (Some(core), Some(used)) = (
+            avg(MetricKind::NodeGpuCoreUsage)?,
+            avg(MetricKind::NodeGpuMemoryUsage)?,
+        ) else {
+            continue;
+        };
+        let total = avg(MetricKind::NodeGpuMemoryTotal)?.unwrap_or(0.0);
+        let ratio = if total > 0.0 {
+            used * 100.0 / total
+        } else {
+            0.0
+        };
+        let q = |v: f64| Quantity((v.round() as i64).to_string());
+        out.push(crate::api::scheduling::DeviceInfo {
+            type_: Some("gpu".into()),
+            uuid: Some(uuid.to_string()),
+            minor: i32::try_from(minor).ok(),
+            health: true,
+            resources: Some(BTreeMap::from([
+                (GPU_CORE.to_string(), q(core)),
+                (GPU_MEMORY.to_string(), q(used)),
+                (GPU_MEMORY_RATIO.to_string(), q(ratio)),
+            ])),
+            ..Default::default()
+        });
+    }
+    out.sort_by_key(|d| d.minor);
+    Ok(out)
+}
+
 fn numa_usages(
     store: &MetricStore,
     start: i64,
@@ -352,6 +407,14 @@ mod tests {
                 SeriesKey::pod(MetricKind::PodMemoryUsage, "u1"),
                 Point { ts, value: 1e8 },
             ));
+            use crate::koordlet::collectors::gpu::key;
+            for (kind, value) in [
+                (MetricKind::NodeGpuCoreUsage, 30.0 + (i % 2) as f64 * 20.0),
+                (MetricKind::NodeGpuMemoryUsage, 20.0 * (1u64 << 30) as f64),
+                (MetricKind::NodeGpuMemoryTotal, 80.0 * (1u64 << 30) as f64),
+            ] {
+                samples.push((key(kind, 1, "GPU-1"), Point { ts, value }));
+            }
             for n in 0..2 {
                 samples.push((
                     SeriesKey::numa(MetricKind::NodeNumaCpuUsage, n),
@@ -389,6 +452,13 @@ mod tests {
         };
         let st = build_status(&store, &states, &p, now, None).unwrap();
         let info = st.node_metric.unwrap();
+        let gpus = info.node_usage.devices.clone().unwrap();
+        let gpu = &gpus[0];
+        assert_eq!((gpu.minor, gpu.uuid.as_deref()), (Some(1), Some("GPU-1")));
+        let r = gpu.resources.clone().unwrap();
+        assert_eq!(r["koordinator.sh/gpu-core"].0, "40", "window average");
+        assert_eq!(r["koordinator.sh/gpu-memory"].0, (20u64 << 30).to_string());
+        assert_eq!(r["koordinator.sh/gpu-memory-ratio"].0, "25");
         let numa = info.numa_usages.clone().unwrap();
         assert_eq!(numa.len(), 2);
         assert_eq!(

@@ -9,6 +9,7 @@ pub mod nvml;
 pub mod parse;
 pub mod process;
 pub mod procfs;
+pub mod rdma;
 
 pub use cgroup::{CgroupDir, CgroupError, Cgroups, Driver, Resource, Subsystem, Version};
 pub mod system;

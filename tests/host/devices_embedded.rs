@@ -186,6 +186,26 @@ async fn half_gpu_pods_share_a_gpu_and_get_its_env() {
         koord.logs()
     );
 
+    // GPU usage in the NodeMetric (the GPU collector through the same NVML).
+    let metrics: Api<koord::api::slo::NodeMetric> = Api::all(client.clone());
+    let usage = eventually(Duration::from_secs(60), || async {
+        metrics.get("koord-node").await.is_ok_and(|m| {
+            let gpus = m
+                .status
+                .and_then(|s| s.node_metric)
+                .and_then(|n| n.node_usage.devices)
+                .unwrap_or_default();
+            gpus.len() == 2
+                && gpus.iter().all(|g| {
+                    g.resources
+                        .as_ref()
+                        .is_some_and(|r| r.contains_key("koordinator.sh/gpu-memory"))
+                })
+        })
+    })
+    .await;
+    assert!(usage, "no GPU usage in the NodeMetric\n{}", koord.logs());
+
     // Two half-GPU pods share GPU 0 (MostAllocated packs); the third gets GPU 1.
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pp = PostParams::default();

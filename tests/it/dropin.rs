@@ -87,10 +87,10 @@ fn chart_configmaps_load_and_name_what_koord_skips() {
     assert!(err.contains("scheduler plugin SchedulingHint"), "{err}");
     assert!(err.contains("strict mode"), "{err}");
 
-    let gates = "common: {strict: true}\nkoordlet: {featureGates: {RDMADevices: true}}\n";
+    let gates = "common: {strict: true}\nkoordlet: {featureGates: {Libpfm4: true}}\n";
     let err = load(gates).unwrap_err().to_string();
-    assert!(err.contains("koordlet feature gate RDMADevices"), "{err}");
-    load("koordlet: {featureGates: {RDMADevices: true, NoSuchGate: true}}\n").unwrap();
+    assert!(err.contains("koordlet feature gate Libpfm4"), "{err}");
+    load("koordlet: {featureGates: {Libpfm4: true, NoSuchGate: true}}\n").unwrap();
 
     // A descheduler plugin koord lacks: skipped with a warning, refused when strict.
     let custom = dir.path().join("custom-descheduler.config");
@@ -215,7 +215,7 @@ fn each_role_starts_with_its_koordinator_flags() {
     args.extend(s(&[
         &format!("-addr={admin}"),
         "-cgroup-root-dir=/sys/fs/cgroup/",
-        "-feature-gates=AllAlpha=false,AllBeta=true,RDMADevices=true",
+        "-feature-gates=AllAlpha=false,AllBeta=true,Libpfm4=true",
         "-runtime-hooks-network=unix",
         &format!("-runtime-hooks-addr={d}/koordlet.sock"),
         &format!("-runtime-hooks-config-path={d}/hookserver.d/koordlet.json"),
@@ -223,7 +223,7 @@ fn each_role_starts_with_its_koordinator_flags() {
         "--logtostderr=true",
         "--v=4",
     ]));
-    start_with_flags("koordlet", &args, admin, &["RDMADevices"]);
+    start_with_flags("koordlet", &args, admin, &["Libpfm4"]);
 
     // koord-manager (chart Deployment args), with the chart's slo-controller-config.
     rt.block_on(chart_slo_config(&api.client));

@@ -4,6 +4,7 @@
 
 pub mod be_resource;
 pub mod cpi;
+pub mod gpu;
 pub mod host_app;
 pub mod node_resource;
 pub mod pod_resource;
@@ -129,7 +130,7 @@ pub struct Config {
     /// How long CPI counters count before they are read.
     pub cpi_window_seconds: u64,
     /// Collectors to skip by name (`nodeResource`, `podResource`, `podThrottled`,
-    /// `beResource`, `hostApplication`, `sysResource`, `psi`, `cpi`).
+    /// `beResource`, `hostApplication`, `sysResource`, `psi`, `cpi`, `gpu`).
     pub disabled: Vec<String>,
 }
 

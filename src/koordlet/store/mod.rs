@@ -286,6 +286,25 @@ impl MetricStore {
         Ok(aggregate(&self.query(key, start, end)?))
     }
 
+    /// The label sets of the live series of `kind` (devices are known only by their series).
+    pub fn labels_of(&self, kind: MetricKind) -> Vec<Vec<(String, String)>> {
+        let prefix = format!("{}{{", kind.name());
+        let mut out: Vec<Vec<(String, String)>> = self
+            .lock()
+            .keys()
+            .filter_map(|k| k.strip_prefix(&prefix)?.strip_suffix('}'))
+            .map(|labels| {
+                labels
+                    .split(',')
+                    .filter_map(|kv| kv.split_once('='))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Live series.
     pub fn series_count(&self) -> usize {
         self.lock().len()

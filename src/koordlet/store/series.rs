@@ -21,6 +21,9 @@ pub enum MetricKind {
     PodPsi,
     ContainerPsi,
     ContainerCpi,
+    NodeGpuCoreUsage,
+    NodeGpuMemoryUsage,
+    NodeGpuMemoryTotal,
 }
 
 impl MetricKind {
@@ -45,6 +48,9 @@ impl MetricKind {
             Self::PodPsi => "pod_psi",
             Self::ContainerPsi => "container_psi",
             Self::ContainerCpi => "container_cpi",
+            Self::NodeGpuCoreUsage => "node_gpu_core_usage",
+            Self::NodeGpuMemoryUsage => "node_gpu_memory_usage",
+            Self::NodeGpuMemoryTotal => "node_gpu_memory_total",
         }
     }
 }
