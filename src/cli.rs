@@ -18,7 +18,7 @@ Roles (--role, comma-separated):
   scheduler      koord-scheduler with LoadAwareScheduling and Koordinator's plugins
   descheduler    koord-descheduler: LowNodeLoad and upstream plugins choose pods to move,
                  the MigrationController moves them with PodMigrationJobs
-  koordlet       node agent: metrics, NodeMetric reports, QoS enforcement
+  koordlet       node agent: metrics, NodeMetric reports, QoS enforcement, the node's Device
   runtime-proxy  CRI v1 proxy between the kubelet and containerd that calls the runtime
                  hook servers of /etc/runtime/hookserver.d (the koordlet's among them)
   all            every role above
@@ -37,6 +37,7 @@ Examples:
   koord --role=all --embedded
   koord --role=koordlet
   koord --role=manager,scheduler
+  koord device-scan --oneshot
   koord config print --role=koordlet";
 
 #[derive(Parser, Debug)]
@@ -204,6 +205,9 @@ pub enum Command {
         #[command(subcommand)]
         what: crate::explain::ExplainCommand,
     },
+    /// Koordinator's device daemon: find the accelerators (Huawei, Cambricon, Kunlun,
+    /// MetaX) on the PCI bus and write them where the koordlet reads them
+    DeviceScan(crate::device_daemon::Args),
     /// Inspect the effective configuration
     Config {
         #[command(subcommand)]

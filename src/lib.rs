@@ -6,6 +6,7 @@ pub mod apiserver;
 pub mod cli;
 pub mod config;
 pub mod descheduler;
+pub mod device_daemon;
 pub mod explain;
 pub mod kernel;
 pub mod koordlet;
@@ -31,6 +32,7 @@ mod layering {
             "scheduler",
             "descheduler",
             "runtime_proxy",
+            "device_daemon",
         ],
         &["noderuntime"],
         &["apiserver", "explain", "manifests"],

@@ -37,6 +37,9 @@ pub fn main() -> ExitCode {
     if let Some(Command::Manifests { out_dir }) = &cli.command {
         return manifests(out_dir.as_deref());
     }
+    if let Some(Command::DeviceScan(args)) = &cli.command {
+        return crate::device_daemon::main(args);
+    }
     if let Some(Command::Explain { what }) = &cli.command {
         return crate::explain::main(what, cli.common.config.as_deref());
     }

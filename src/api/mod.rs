@@ -22,3 +22,4 @@ pub mod slo;
 pub mod sloconfig;
 pub mod time;
 pub mod topology;
+pub mod xpu;

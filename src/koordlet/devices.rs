@@ -20,6 +20,7 @@ use crate::api::extension::resources::RDMA;
 use crate::api::scheduling::device::{
     Device, DeviceInfo, DeviceSpec, DeviceTopology, VirtualFunction, VirtualFunctionGroup,
 };
+use crate::api::xpu::XpuDevice;
 use crate::kernel::Shutdown;
 use crate::os::nvml::{Gpu, Nvml};
 use crate::os::rdma::RdmaNic;
@@ -33,6 +34,9 @@ pub struct Config {
     pub nvml_library: String,
     /// Koordinator's `--node-topology-sync-interval` for the Device (3 s).
     pub sync_interval_seconds: u64,
+    /// `--xpu-device-infos-dir`: the device daemon's files; when they list devices, those
+    /// are the node's GPUs (NVML is not asked).
+    pub xpu_device_infos_dir: String,
 }
 
 impl Default for Config {
@@ -40,6 +44,7 @@ impl Default for Config {
         Config {
             nvml_library: crate::os::nvml::DEFAULT_LIBRARY.into(),
             sync_interval_seconds: 3,
+            xpu_device_infos_dir: "/var/run/koordlet/xpu-device-infos/".into(),
         }
     }
 }
@@ -151,11 +156,76 @@ pub fn rdma_infos(
         .collect()
 }
 
-/// What the host has now: GPUs (with the driver version) and RDMA NICs.
+/// Every device the daemon's files list; a file that does not parse is skipped, named.
+pub fn read_xpu_dir(dir: &std::path::Path) -> Vec<XpuDevice> {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let parsed = std::fs::read(&f)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice::<Vec<XpuDevice>>(&b).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(list) => out.extend(list),
+            Err(e) => tracing::warn!(file = %f.display(), error = %e, "XPU device file skipped"),
+        }
+    }
+    out
+}
+
+/// One `type: gpu` entry per XPU (Koordinator's `buildXPUDevice`): its resources with
+/// `gpu-memory-ratio` = 100 added and bare `gpu-core` / `gpu-memory` put under
+/// `koordinator.sh/`, health from its status, ordered by uuid.
+pub fn xpu_infos(xpus: &[XpuDevice]) -> Vec<DeviceInfo> {
+    let mut out: Vec<DeviceInfo> = xpus
+        .iter()
+        .map(|x| {
+            let mut resources = BTreeMap::from([(GPU_MEMORY_RATIO.to_string(), Quantity("100".into()))]);
+            for (name, raw) in &x.resources {
+                if crate::api::quantity::parse(raw).is_err() {
+                    tracing::warn!(uuid = %x.uuid, resource = %name, value = %raw, "XPU resource skipped: not a quantity");
+                    continue;
+                }
+                let name = match name.as_str() {
+                    "gpu-core" | "gpu-memory" => format!("koordinator.sh/{name}"),
+                    _ => name.clone(),
+                };
+                resources.insert(name, Quantity(raw.clone()));
+            }
+            let int = |s: &str| s.parse::<i32>().unwrap_or(-1);
+            DeviceInfo {
+                type_: Some("gpu".into()),
+                uuid: Some(x.uuid.clone()),
+                minor: x.minor.parse().ok(),
+                health: x.status.as_ref().is_none_or(|s| s.healthy),
+                resources: Some(resources),
+                topology: x.topology.as_ref().map(|t| DeviceTopology {
+                    socket_id: int(&t.socket_id),
+                    node_id: int(&t.node_id),
+                    pcie_id: t.pcie_id.clone(),
+                    bus_id: (!t.bus_id.is_empty()).then(|| t.bus_id.clone()),
+                }),
+                ..Default::default()
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.uuid.cmp(&b.uuid));
+    out
+}
+
+/// What the host has now: GPUs (with the driver version) or the daemon's XPUs, and RDMA
+/// NICs.
 #[derive(Debug, Default)]
 pub struct Found {
     pub gpus: Vec<Gpu>,
     pub driver: String,
+    pub xpus: Vec<XpuDevice>,
     pub nics: Vec<RdmaNic>,
 }
 
@@ -163,7 +233,19 @@ pub struct Found {
 pub fn device_for(node: &Node, found: &Found, host: &Host) -> Device {
     let name = node.metadata.name.clone().unwrap_or_default();
     let (gpus, driver) = (&found.gpus, found.driver.as_str());
-    let mut infos = gpu_infos(gpus, |bus| host.pci_placement(bus));
+    let (mut infos, labels) = match found.xpus.first() {
+        Some(first) => {
+            let mut labels = BTreeMap::new();
+            labels.insert(LABEL_GPU_VENDOR.to_string(), first.vendor.clone());
+            labels.insert(LABEL_GPU_MODEL.to_string(), first.model.clone());
+            labels.retain(|_, v| !v.is_empty());
+            (xpu_infos(&found.xpus), labels)
+        }
+        None => (
+            gpu_infos(gpus, |bus| host.pci_placement(bus)),
+            gpu_labels(gpus, driver),
+        ),
+    };
     infos.extend(rdma_infos(&found.nics, |bus| host.pci_placement(bus)));
     let mut d = Device::new(
         &name,
@@ -171,7 +253,7 @@ pub fn device_for(node: &Node, found: &Found, host: &Host) -> Device {
             devices: Some(infos),
         },
     );
-    d.metadata.labels = Some(gpu_labels(gpus, driver));
+    d.metadata.labels = Some(labels);
     d.metadata.owner_references = Some(vec![OwnerReference {
         api_version: "v1".into(),
         kind: "Node".into(),
@@ -209,9 +291,12 @@ pub struct Kinds {
     pub rdma: bool,
 }
 
-fn find(nvml: Option<&Nvml>, kinds: Kinds, host: &Host) -> Result<Found, String> {
+fn find(nvml: Option<&Nvml>, kinds: Kinds, host: &Host, cfg: &Config) -> Result<Found, String> {
     let mut found = Found::default();
-    if let Some(n) = nvml {
+    if kinds.gpus {
+        found.xpus = read_xpu_dir(std::path::Path::new(&cfg.xpu_device_infos_dir));
+    }
+    if let Some(n) = nvml.filter(|_| found.xpus.is_empty()) {
         found.gpus = n.gpus().map_err(|e| e.to_string())?;
         found.driver = n.driver_version().map_err(|e| e.to_string())?;
     }
@@ -231,17 +316,16 @@ pub async fn report_loop(
     shutdown: Shutdown,
 ) {
     let nvml = kinds.gpus.then(|| open_nvml(&cfg.nvml_library)).flatten();
-    if nvml.is_none() && !kinds.rdma {
-        return;
-    }
     let api: Api<Device> = Api::all(client);
     let mut last: Option<Device> = None;
     let every = Duration::from_secs(cfg.sync_interval_seconds.max(1));
     loop {
         let states = informer.snapshot();
-        let read = find(nvml.as_ref(), kinds, &host);
+        let read = find(nvml.as_ref(), kinds, &host, &cfg);
         match (states.node.as_deref(), read) {
-            (Some(node), Ok(found)) if !found.gpus.is_empty() || !found.nics.is_empty() => {
+            (Some(node), Ok(found))
+                if !found.gpus.is_empty() || !found.xpus.is_empty() || !found.nics.is_empty() =>
+            {
                 let want = device_for(node, &found, &host);
                 if last.as_ref().is_none_or(|l| !same(l, &want)) {
                     let keep_status = |have: &Device, next: &mut Device| {
@@ -309,6 +393,48 @@ mod tests {
                 .iter()
                 .all(|d| d.health && d.type_.as_deref() == Some("gpu"))
         );
+    }
+
+    #[test]
+    fn xpu_entries_as_koordinator_builds_them() {
+        let raw = serde_json::json!([
+            {"vendor": "huawei", "model": "Ascend-910B", "uuid": "b", "minor": "1",
+             "resources": {"huawei.com/npu-core": "20", "koordinator.sh/gpu-memory": "64Gi", "bad": "x y"},
+             "topology": {"nodeID": "1", "pcieID": "pci0000:80", "busID": "0000:81:00.0"},
+             "status": {"healthy": false, "errCode": "E1"}},
+            {"vendor": "huawei", "model": "Ascend-910B", "uuid": "a", "minor": "0",
+             "resources": {"gpu-core": "100", "gpu-memory": "32Gi"}}
+        ]);
+        let xpus: Vec<XpuDevice> = serde_json::from_value(raw).unwrap();
+        let infos = xpu_infos(&xpus);
+        assert_eq!(infos[0].uuid.as_deref(), Some("a"), "ordered by uuid");
+        let r = infos[0].resources.as_ref().unwrap();
+        assert_eq!(r[GPU_CORE].0, "100", "bare gpu-core under koordinator.sh/");
+        assert_eq!(r[GPU_MEMORY].0, "32Gi");
+        assert_eq!(r[GPU_MEMORY_RATIO].0, "100");
+        assert!(infos[0].health && infos[0].topology.is_none());
+        let b = &infos[1];
+        assert!(!b.health);
+        assert!(!b.resources.as_ref().unwrap().contains_key("bad"));
+        let t = b.topology.as_ref().unwrap();
+        assert_eq!(
+            (t.socket_id, t.node_id, t.pcie_id.as_str()),
+            (-1, 1, "pci0000:80")
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("ic-device"),
+            serde_json::to_vec(&xpus).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("broken"), "{").unwrap();
+        assert_eq!(
+            read_xpu_dir(dir.path()).len(),
+            2,
+            "the broken file is skipped"
+        );
+        assert!(read_xpu_dir(&dir.path().join("none")).is_empty());
     }
 
     #[test]

@@ -143,3 +143,128 @@ fn koordlet_reports_the_device_of_its_node() {
     koord.wait_exit(Duration::from_secs(30)).expect("exit");
     rt.block_on(api.stop());
 }
+
+/// `koord device-scan --oneshot` over a fake PCI bus writes the daemon's file; a koordlet
+/// (Koordinator's `-xpu-device-infos-dir` flag) reports those XPUs as the node's GPUs.
+#[test]
+fn device_scan_feeds_the_koordlet() {
+    use crate::common::{Koord, free_port, koord_bin, kubeconfig};
+    use koord::api::scheduling::device::Device;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let sys = dir.path().join("sys");
+    for (addr, device) in [("0000:81:00.0", "0xd801"), ("0000:82:00.0", "0xd801")] {
+        let dev = sys.join("devices/pci0000:80").join(addr);
+        std::fs::create_dir_all(&dev).unwrap();
+        for (f, v) in [
+            ("vendor", "0x19e5"),
+            ("device", device),
+            ("class", "0x120000"),
+            ("numa_node", "0"),
+        ] {
+            std::fs::write(dev.join(f), v).unwrap();
+        }
+        let bus = sys.join("bus/pci/devices");
+        std::fs::create_dir_all(&bus).unwrap();
+        std::os::unix::fs::symlink(
+            format!("../../../devices/pci0000:80/{addr}"),
+            bus.join(addr),
+        )
+        .unwrap();
+    }
+    let xpu_dir = dir.path().join("xpu-device-infos");
+    let out = std::process::Command::new(koord_bin())
+        .args(["device-scan", "--oneshot", "--sys-root"])
+        .arg(&sys)
+        .arg("--prints-output-file")
+        .arg(xpu_dir.join("ic-device"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("2 device(s) written"));
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let port = free_port();
+    let mut api = rt.block_on(crate::quota::two_nodes(port));
+    let kc = kubeconfig(dir.path(), port);
+    let mut koord = Koord::start(
+        &[
+            "--role=koordlet",
+            &format!("--kubeconfig={}", kc.display()),
+            &format!("--admin-addr=127.0.0.1:{}", free_port()),
+            &format!("--data-dir={}", dir.path().join("data").display()),
+            "--node-name=sim-node-0",
+            "-feature-gates=Accelerators=true",
+            &format!("-xpu-device-infos-dir={}", xpu_dir.display()),
+            &format!("-runtime-hooks-addr={}/koordlet.sock", dir.path().display()),
+        ],
+        &[
+            (
+                "KOORD_KOORDLET__DEVICES__NVML_LIBRARY",
+                "/nonexistent/libnvidia-ml.so.1",
+            ),
+            ("KOORD_KOORDLET__DEVICES__SYNC_INTERVAL_SECONDS", "1"),
+        ],
+        dir.path(),
+    );
+    let devices: kube::Api<Device> = kube::Api::all(api.client.clone());
+    let got = rt.block_on(async {
+        for _ in 0..150 {
+            if let Ok(Some(d)) = devices.get_opt("sim-node-0").await {
+                return Some(d);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        None
+    });
+    let d = got.unwrap_or_else(|| panic!("no Device reported:\n{}", koord.logs()));
+    let infos = d.spec.devices.clone().unwrap_or_default();
+    assert_eq!(infos.len(), 2, "{d:?}");
+    assert_eq!(infos[0].uuid.as_deref(), Some("0000:81:00.0"));
+    assert_eq!(infos[1].minor, Some(1));
+    assert_eq!(
+        infos[0].topology.as_ref().map(|t| t.pcie_id.as_str()),
+        Some("pci0000:80")
+    );
+    let labels = d.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels["node.koordinator.sh/gpu-vendor"], "huawei");
+    assert_eq!(labels["node.koordinator.sh/gpu-model"], "d801");
+    koord.signal("TERM");
+    koord.wait_exit(Duration::from_secs(30)).expect("exit");
+    rt.block_on(api.stop());
+}
+
+/// The daemon's loop: the file appears, and SIGTERM removes it (it would go stale).
+#[test]
+fn device_scan_daemon_removes_its_file_on_exit() {
+    use crate::common::{Koord, wait_until};
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("xpu/ic-device");
+    let mut daemon = Koord::start(
+        &[
+            "device-scan",
+            "--sleep-interval=1s",
+            &format!("--sys-root={}", dir.path().join("no-sys").display()),
+            &format!("--prints-output-file={}", file.display()),
+        ],
+        &[],
+        dir.path(),
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || file.exists()),
+        "{}",
+        daemon.logs()
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "[]");
+    daemon.signal("TERM");
+    let status = daemon.wait_exit(Duration::from_secs(20)).expect("exit");
+    assert!(status.success(), "{}", daemon.logs());
+    assert!(!file.exists(), "the file outlived the daemon");
+}

@@ -111,6 +111,12 @@ static SPECS: &[Spec] = &[
     key(K, "runtime-hooks-addr", "koordlet.runtimeHooks.socket", Str),
     key(
         K,
+        "xpu-device-infos-dir",
+        "koordlet.devices.xpuDeviceInfosDir",
+        Str,
+    ),
+    key(
+        K,
         "runtime-hooks-host-endpoint",
         "koordlet.runtimeHooks.hostEndpoint",
         Str,

@@ -1,0 +1,291 @@
+//! `koord device-scan`: Koordinator's koord-device-daemon (`pkg/device-daemon`). It finds
+//! the accelerators of the vendors Koordinator's daemon knows — Huawei Ascend (PCI vendor
+//! 0x19e5), Cambricon MLU (0xcabc), Baidu Kunlun (0x1d22), MetaX (0x9999) — on the PCI bus
+//! of a rooted sysfs, and writes them, atomically, to the file the koordlet reads
+//! (`/var/run/koordlet/xpu-device-infos/ic-device`). Like Koordinator's it neither labels
+//! nodes nor reports NVIDIA GPUs (the koordlet reads those through NVML).
+//!
+//! Koordinator's daemon also runs each vendor's CLI (npu-smi, cnmon, xpu_smi, mx-smi) for
+//! model names, memory, card ids and health; koord reports what the PCI bus says: the
+//! vendor, the PCI device id as the model, the NUMA node and root complex, healthy.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::api::xpu::{XpuDevice, XpuStatus, XpuTopology};
+use crate::os::system::Host;
+
+/// The resources each device of a vendor carries: (name, quantity).
+type Resources = &'static [(&'static str, &'static str)];
+
+/// (PCI vendor id, vendor name, resources each device carries).
+const VENDORS: [(u32, &str, Resources); 4] = [
+    (0x19e5, "huawei", &[("huawei.com/npu-dvpp", "100")]),
+    (0xcabc, "cambricon", &[("gpu-core", "100")]),
+    (0x1d22, "kunlun", &[("gpu-core", "100")]),
+    (0x9999, "metax", &[("gpu-core", "100")]),
+];
+
+/// PCI bridges (class 0x0604) are a vendor's switches, not its accelerators.
+const BRIDGE_CLASS: u32 = 0x0604;
+
+fn hex(path: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(path).ok()?;
+    u32::from_str_radix(text.trim().trim_start_matches("0x"), 16).ok()
+}
+
+/// The accelerators on the PCI bus, numbered per vendor in bus order.
+pub fn scan(sys: &Path) -> Vec<XpuDevice> {
+    let base = sys.join("bus/pci/devices");
+    let mut addrs: Vec<String> = std::fs::read_dir(&base)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    addrs.sort();
+    let host = Host::new("/proc", sys);
+    let mut seen: std::collections::BTreeMap<&str, u32> = Default::default();
+    let mut out = Vec::new();
+    for addr in addrs {
+        let dev = base.join(&addr);
+        let Some(vendor_id) = hex(&dev.join("vendor")) else {
+            continue;
+        };
+        let Some((_, vendor, resources)) = VENDORS.iter().find(|(id, ..)| *id == vendor_id) else {
+            continue;
+        };
+        if hex(&dev.join("class")).is_some_and(|c| c >> 8 == BRIDGE_CLASS) {
+            continue;
+        }
+        let minor = seen.entry(vendor).or_default();
+        let (numa, pcie) = host.pci_placement(&addr).unwrap_or((-1, String::new()));
+        out.push(XpuDevice {
+            vendor: vendor.to_string(),
+            model: hex(&dev.join("device")).map_or_else(String::new, |d| format!("{d:04x}")),
+            uuid: addr.clone(),
+            minor: minor.to_string(),
+            resources: resources
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            topology: Some(XpuTopology {
+                node_id: if numa >= 0 {
+                    numa.to_string()
+                } else {
+                    String::new()
+                },
+                pcie_id: pcie,
+                bus_id: addr,
+                ..Default::default()
+            }),
+            status: Some(XpuStatus {
+                healthy: true,
+                ..Default::default()
+            }),
+        });
+        *minor += 1;
+    }
+    out
+}
+
+/// Writes the list as Koordinator does (a JSON array, 2-space indent) through a temporary
+/// file and a rename, so the koordlet never reads half a file; private to root.
+pub fn write(path: &Path, devices: &[XpuDevice]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if path.as_os_str().is_empty() {
+        return Ok(());
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.tmp",
+        path.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    let text = serde_json::to_string_pretty(devices).map_err(std::io::Error::other)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// `koord device-scan` arguments (Koordinator's koord-device-daemon flags).
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Scan once, write the file and exit (the file stays)
+    #[arg(long)]
+    pub oneshot: bool,
+    /// Time between scans (Go duration)
+    #[arg(long, default_value = "900s")]
+    pub sleep_interval: String,
+    /// Where the koordlet reads the devices; empty: write nothing
+    #[arg(long, default_value = "/var/run/koordlet/xpu-device-infos/ic-device")]
+    pub prints_output_file: PathBuf,
+    /// Accepted for compatibility; unused, as in Koordinator
+    #[arg(long)]
+    pub no_timestamp: bool,
+    /// The host's sysfs as seen from here
+    #[arg(long, default_value = "/sys")]
+    pub sys_root: PathBuf,
+}
+
+fn scan_and_write(a: &Args) -> Result<usize, String> {
+    let devices = scan(&a.sys_root);
+    write(&a.prints_output_file, &devices)
+        .map_err(|e| format!("{}: {e}", a.prints_output_file.display()))?;
+    Ok(devices.len())
+}
+
+/// Runs the daemon: scan, write, sleep; SIGHUP scans at once; SIGTERM/SIGINT remove the
+/// file (it would go stale) and exit.
+pub fn main(a: &Args) -> std::process::ExitCode {
+    let every = match crate::api::duration::parse(&a.sleep_interval) {
+        Ok(d) if d > Duration::ZERO => d,
+        _ => {
+            eprintln!(
+                "koord device-scan: --sleep-interval {:?}: want a positive duration such as 900s",
+                a.sleep_interval
+            );
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let report = |r: Result<usize, String>| match r {
+        Ok(n) => eprintln!("koord device-scan: {n} device(s) written"),
+        Err(e) => eprintln!("koord device-scan: {e}"),
+    };
+    if a.oneshot {
+        return match scan_and_write(a) {
+            Ok(n) => {
+                report(Ok(n));
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                report(Err(e));
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("koord device-scan: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(run_loop(a, every, report));
+    let _ = std::fs::remove_file(&a.prints_output_file);
+    std::process::ExitCode::SUCCESS
+}
+
+async fn run_loop(a: &Args, every: Duration, report: impl Fn(Result<usize, String>)) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        eprintln!("koord device-scan: cannot install signal handlers");
+        return;
+    };
+    loop {
+        report(scan_and_write(a));
+        tokio::select! {
+            _ = term.recv() => return,
+            _ = int.recv() => return,
+            _ = hup.recv() => {}
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn function(sys: &Path, addr: &str, vendor: &str, device: &str, class: &str) {
+        let dev = sys.join("devices/pci0000:00").join(addr);
+        std::fs::create_dir_all(&dev).unwrap();
+        for (f, v) in [
+            ("vendor", vendor),
+            ("device", device),
+            ("class", class),
+            ("numa_node", "1"),
+        ] {
+            std::fs::write(dev.join(f), format!("{v}\n")).unwrap();
+        }
+        let bus = sys.join("bus/pci/devices");
+        std::fs::create_dir_all(&bus).unwrap();
+        symlink(
+            format!("../../../devices/pci0000:00/{addr}"),
+            bus.join(addr),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn known_vendors_found_bridges_and_others_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let sys = dir.path();
+        function(sys, "0000:01:00.0", "0x19e5", "0xd801", "0x120000");
+        function(sys, "0000:02:00.0", "0x19e5", "0xd802", "0x120000");
+        function(sys, "0000:03:00.0", "0x19e5", "0x1234", "0x060400");
+        function(sys, "0000:04:00.0", "0xcabc", "0x0270", "0x120000");
+        function(sys, "0000:05:00.0", "0x10de", "0x20b2", "0x030200");
+        let found = scan(sys);
+        let got: Vec<(&str, &str, &str)> = found
+            .iter()
+            .map(|d| (d.vendor.as_str(), d.minor.as_str(), d.uuid.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("huawei", "0", "0000:01:00.0"),
+                ("huawei", "1", "0000:02:00.0"),
+                ("cambricon", "0", "0000:04:00.0"),
+            ]
+        );
+        assert_eq!(found[1].model, "d802");
+        let t = found[0].topology.as_ref().unwrap();
+        assert_eq!(
+            (t.node_id.as_str(), t.pcie_id.as_str()),
+            ("1", "pci0000:00")
+        );
+        assert_eq!(found[2].resources["gpu-core"], "100");
+    }
+
+    #[test]
+    fn written_atomically_and_read_back_by_the_koordlet_format() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("xpu/ic-device");
+        let dev = XpuDevice {
+            vendor: "metax".into(),
+            uuid: "0000:07:00.0".into(),
+            minor: "0".into(),
+            ..Default::default()
+        };
+        write(&path, std::slice::from_ref(&dev)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("[\n  {"), "2-space JSON array: {text}");
+        let back: Vec<XpuDevice> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, [dev]);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(
+            std::fs::read_dir(path.parent().unwrap()).unwrap().count(),
+            1,
+            "no temp left"
+        );
+        write(Path::new(""), &[]).unwrap();
+    }
+}
