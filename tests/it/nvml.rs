@@ -79,48 +79,13 @@ fn device_infos_from_the_stand_in_and_a_fake_sysfs() {
 /// stand-in: the Device of its node appears with both GPUs, the labels and a Node owner.
 #[test]
 fn koordlet_reports_the_device_of_its_node() {
-    use crate::common::{Koord, free_port, kubeconfig};
-    use koord::api::scheduling::device::Device;
     use std::time::Duration;
 
     let dir = tempfile::tempdir().unwrap();
     let Some(lib) = fake_nvml(dir.path(), 2) else {
         return;
     };
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let port = free_port();
-    let mut api = rt.block_on(crate::quota::two_nodes(port));
-    let kc = kubeconfig(dir.path(), port);
-    let mut koord = Koord::start(
-        &[
-            "--role=koordlet",
-            &format!("--kubeconfig={}", kc.display()),
-            &format!("--admin-addr=127.0.0.1:{}", free_port()),
-            &format!("--data-dir={}", dir.path().join("data").display()),
-            "--node-name=sim-node-0",
-            "-feature-gates=Accelerators=true",
-            &format!("-runtime-hooks-addr={}/koordlet.sock", dir.path().display()),
-        ],
-        &[
-            (
-                "KOORD_KOORDLET__DEVICES__NVML_LIBRARY",
-                lib.to_str().unwrap(),
-            ),
-            ("KOORD_KOORDLET__DEVICES__SYNC_INTERVAL_SECONDS", "1"),
-        ],
-        dir.path(),
-    );
-    let devices: kube::Api<Device> = kube::Api::all(api.client.clone());
-    let got = rt.block_on(async {
-        for _ in 0..150 {
-            if let Ok(Some(d)) = devices.get_opt("sim-node-0").await {
-                return Some(d);
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        None
-    });
-    let d = got.unwrap_or_else(|| panic!("no Device reported:\n{}", koord.logs()));
+    let (rt, mut api, mut koord, d) = koordlet_device(dir.path(), lib.to_str().unwrap(), None);
     let infos = d.spec.devices.clone().unwrap_or_default();
     assert_eq!(infos.len(), 2, "{d:?}");
     assert_eq!(
@@ -148,8 +113,7 @@ fn koordlet_reports_the_device_of_its_node() {
 /// (Koordinator's `-xpu-device-infos-dir` flag) reports those XPUs as the node's GPUs.
 #[test]
 fn device_scan_feeds_the_koordlet() {
-    use crate::common::{Koord, free_port, koord_bin, kubeconfig};
-    use koord::api::scheduling::device::Device;
+    use crate::common::koord_bin;
     use std::time::Duration;
 
     let dir = tempfile::tempdir().unwrap();
@@ -188,41 +152,8 @@ fn device_scan_feeds_the_koordlet() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("2 device(s) written"));
 
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let port = free_port();
-    let mut api = rt.block_on(crate::quota::two_nodes(port));
-    let kc = kubeconfig(dir.path(), port);
-    let mut koord = Koord::start(
-        &[
-            "--role=koordlet",
-            &format!("--kubeconfig={}", kc.display()),
-            &format!("--admin-addr=127.0.0.1:{}", free_port()),
-            &format!("--data-dir={}", dir.path().join("data").display()),
-            "--node-name=sim-node-0",
-            "-feature-gates=Accelerators=true",
-            &format!("-xpu-device-infos-dir={}", xpu_dir.display()),
-            &format!("-runtime-hooks-addr={}/koordlet.sock", dir.path().display()),
-        ],
-        &[
-            (
-                "KOORD_KOORDLET__DEVICES__NVML_LIBRARY",
-                "/nonexistent/libnvidia-ml.so.1",
-            ),
-            ("KOORD_KOORDLET__DEVICES__SYNC_INTERVAL_SECONDS", "1"),
-        ],
-        dir.path(),
-    );
-    let devices: kube::Api<Device> = kube::Api::all(api.client.clone());
-    let got = rt.block_on(async {
-        for _ in 0..150 {
-            if let Ok(Some(d)) = devices.get_opt("sim-node-0").await {
-                return Some(d);
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        None
-    });
-    let d = got.unwrap_or_else(|| panic!("no Device reported:\n{}", koord.logs()));
+    let (rt, mut api, mut koord, d) =
+        koordlet_device(dir.path(), "/nonexistent/libnvidia-ml.so.1", Some(&xpu_dir));
     let infos = d.spec.devices.clone().unwrap_or_default();
     assert_eq!(infos.len(), 2, "{d:?}");
     assert_eq!(infos[0].uuid.as_deref(), Some("0000:81:00.0"));
@@ -267,4 +198,59 @@ fn device_scan_daemon_removes_its_file_on_exit() {
     let status = daemon.wait_exit(Duration::from_secs(20)).expect("exit");
     assert!(status.success(), "{}", daemon.logs());
     assert!(!file.exists(), "the file outlived the daemon");
+}
+
+/// A koordlet (gate Accelerators, NVML from `nvml`, the daemon's files from `xpu_dir`) for
+/// sim-node-0 of two fake nodes, and the first Device it reports.
+fn koordlet_device(
+    dir: &std::path::Path,
+    nvml: &str,
+    xpu_dir: Option<&std::path::Path>,
+) -> (
+    tokio::runtime::Runtime,
+    crate::common::TestApi,
+    crate::common::Koord,
+    koord::api::scheduling::device::Device,
+) {
+    use crate::common::{Koord, free_port, kubeconfig};
+    use std::time::Duration;
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let port = free_port();
+    let api = rt.block_on(crate::quota::two_nodes(port));
+    let kc = kubeconfig(dir, port);
+    let mut args = vec![
+        "--role=koordlet".to_string(),
+        format!("--kubeconfig={}", kc.display()),
+        format!("--admin-addr=127.0.0.1:{}", free_port()),
+        format!("--data-dir={}", dir.join("data").display()),
+        "--node-name=sim-node-0".into(),
+        "-feature-gates=Accelerators=true".into(),
+        format!("-runtime-hooks-addr={}/koordlet.sock", dir.display()),
+    ];
+    if let Some(x) = xpu_dir {
+        args.push(format!("-xpu-device-infos-dir={}", x.display()));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let koord = Koord::start(
+        &args,
+        &[
+            ("KOORD_KOORDLET__DEVICES__NVML_LIBRARY", nvml),
+            ("KOORD_KOORDLET__DEVICES__SYNC_INTERVAL_SECONDS", "1"),
+        ],
+        dir,
+    );
+    let devices: kube::Api<koord::api::scheduling::device::Device> =
+        kube::Api::all(api.client.clone());
+    let got = rt.block_on(async {
+        for _ in 0..150 {
+            if let Ok(Some(d)) = devices.get_opt("sim-node-0").await {
+                return Some(d);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        None
+    });
+    let d = got.unwrap_or_else(|| panic!("no Device reported:\n{}", koord.logs()));
+    (rt, api, koord, d)
 }
