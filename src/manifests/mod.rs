@@ -3,7 +3,8 @@
 //! webhook configuration the manager itself installs, Koordinator's ConfigMaps and
 //! priority classes, the runtime-proxy systemd unit, and a kustomize base with overlays
 //! (`base/`; `overlays/monitoring`: ServiceMonitors and Grafana dashboards;
-//! `overlays/single-replica`: kind and demos). A test keeps the committed directory equal
+//! `overlays/single-replica`: kind and demos; `overlays/device-daemon`: the XPU scanner on
+//! every node). A test keeps the committed directory equal
 //! to this output.
 
 mod dashboards;
@@ -210,6 +211,17 @@ fn overlays() -> Vec<Manifest> {
             "resources": ["../../base"],
             "patches": [replicas("Deployment", "koord-manager")],
         })),
+    ));
+    out.push(file(
+        "overlays/device-daemon/device-daemon.yaml",
+        yaml_docs(
+            "Koordinator's koord-device-daemon: Huawei, Cambricon, Kunlun and MetaX devices for the koordlet's Device.",
+            &[workloads::device_daemon()],
+        ),
+    ));
+    out.push(file(
+        "overlays/device-daemon/kustomization.yaml",
+        kustomization(json!({"resources": ["../../base", "device-daemon.yaml"]})),
     ));
     out
 }

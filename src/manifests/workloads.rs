@@ -143,6 +143,10 @@ pub fn koordlet() -> Vec<Value> {
             "KOORD_KOORDLET__RUNTIME_HOOKS__HOOK_SERVER_DIR",
             "/host-etc-hookserver",
         ),
+        (
+            "KOORD_KOORDLET__DEVICES__XPU_DEVICE_INFOS_DIR",
+            "/host-var-run-koordlet/xpu-device-infos/",
+        ),
     ]);
     if let (Some(e), Some(more)) = (c["env"].as_array_mut(), extra.as_array()) {
         e.extend(more.iter().cloned());
@@ -237,4 +241,34 @@ pub fn descheduler() -> Vec<Value> {
         deployment("koord-descheduler", 1, c, volumes),
         metrics_service("koord-descheduler"),
     ]
+}
+
+/// Koordinator's koord-device-daemon as `koord device-scan`: it reads the host's PCI bus
+/// and writes the file the koordlet reads; it never talks to the API server, so it has
+/// no token.
+pub fn device_daemon() -> Value {
+    let name = "koord-device-daemon";
+    let c = json!({
+        "name": name, "image": IMAGE, "imagePullPolicy": "IfNotPresent",
+        "args": ["device-scan", "--sys-root=/host-sys",
+            "--prints-output-file=/var/run/koordlet/xpu-device-infos/ic-device"],
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
+            "limits": {"cpu": "100m", "memory": "64Mi"}},
+        "volumeMounts": [{"name": "host-sys", "mountPath": "/host-sys", "readOnly": true},
+            {"name": "device-infos", "mountPath": "/var/run/koordlet/xpu-device-infos"}],
+    });
+    json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": metadata(name),
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "template": {"metadata": {"labels": labels(name)}, "spec": {
+                "automountServiceAccountToken": false, "priorityClassName": "system-node-critical",
+                "tolerations": [{"operator": "Exists"}], "terminationGracePeriodSeconds": 30,
+                "containers": [c],
+                "volumes": [{"name": "host-sys", "hostPath": {"path": "/sys", "type": "Directory"}},
+                    {"name": "device-infos", "hostPath": {"path": "/var/run/koordlet/xpu-device-infos",
+                        "type": "DirectoryOrCreate"}}]}},
+        },
+    })
 }

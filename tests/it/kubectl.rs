@@ -264,13 +264,23 @@ async fn kubectl_dry_run_accepts_every_manifest() {
             m.text.matches("\napiVersion:").count() + usize::from(m.text.starts_with("apiVersion:"))
         })
         .sum();
-    for target in [root.clone(), root.join("overlays/single-replica")] {
+    for (target, extra) in [
+        (root.clone(), 0),
+        (root.join("overlays/single-replica"), 0),
+        (root.join("overlays/device-daemon"), 1),
+    ] {
         let t = target.to_str().unwrap();
         let out = k
             .ok(&["apply", "-k", t, "--dry-run=server", "-o", "name"], None)
             .await;
         let applied: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
-        assert_eq!(applied.len(), expected, "{t}: {out}");
+        assert_eq!(applied.len(), expected + extra, "{t}: {out}");
+        if extra == 1 {
+            assert!(
+                applied.contains(&"daemonset.apps/koord-device-daemon"),
+                "{out}"
+            );
+        }
         for kind in [
             "deployment.apps/koord-manager",
             "daemonset.apps/koordlet",
