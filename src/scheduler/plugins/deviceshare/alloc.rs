@@ -46,8 +46,7 @@ impl Scorer {
         self.score_sums(|n| {
             let t = *total.get(n)?;
             let f = free.get(n).copied().unwrap_or(0);
-            let used = if t >= f { t - f } else { 0 };
-            Some((used + req.get(n).copied().unwrap_or(0), t))
+            Some(((t - f).max(0) + req.get(n).copied().unwrap_or(0), t))
         })
     }
 
@@ -56,8 +55,7 @@ impl Scorer {
         self.score_sums(|n| {
             let t: i64 = totals.iter().filter_map(|r| r.get(n)).sum();
             let f: i64 = frees.iter().filter_map(|r| r.get(n)).sum();
-            let used = if t >= f { t - f } else { 0 };
-            Some((used + req.get(n).copied().unwrap_or(0), t))
+            Some(((t - f).max(0) + req.get(n).copied().unwrap_or(0), t))
         })
     }
 }
@@ -68,7 +66,7 @@ pub struct Ctx<'a> {
     pub devices: &'a NodeDevices,
     pub used: &'a Used,
     pub reserved: &'a Used,
-    pub scorer: Option<&'a Scorer>,
+    pub scorer: &'a Scorer,
 }
 
 impl Ctx<'_> {
@@ -136,7 +134,7 @@ fn candidates<'a>(ctx: &Ctx<'a>, kind: &str, need: &Need) -> Vec<Cand<'a>> {
             let req = fill(kind, &need.per, d);
             let free = ctx.free(kind, d);
             fits(&req, &free).then(|| Cand {
-                score: ctx.scorer.map_or(0, |s| s.device(&req, &d.total, &free)),
+                score: ctx.scorer.device(&req, &d.total, &free),
                 reserved: ctx.reserved_here(kind, d.minor),
                 dev: d,
                 req,
@@ -288,7 +286,7 @@ pub fn allocate(
 }
 
 /// The node's device score for this request (before normalisation), summed over types.
-pub fn node_score(ctx: &Ctx, req: &Request, scorer: &Scorer) -> i64 {
+pub fn node_score(ctx: &Ctx, req: &Request) -> i64 {
     req.by_type
         .iter()
         .map(|(kind, need)| {
@@ -300,7 +298,7 @@ pub fn node_score(ctx: &Ctx, req: &Request, scorer: &Scorer) -> i64 {
             let per = devs
                 .first()
                 .map_or_else(|| need.per.clone(), |d| fill(kind, &need.per, d));
-            scorer.node(&per, &totals, &frees)
+            ctx.scorer.node(&per, &totals, &frees)
         })
         .sum()
 }

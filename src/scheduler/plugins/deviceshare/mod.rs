@@ -21,7 +21,6 @@ use devices::{Allocations, NodeDevices};
 use request::{JointAllocate, Request};
 
 use crate::api::extension::keys::{ANNOTATION_DEVICE_ALLOCATED, LABEL_GPU_MODEL, LABEL_GPU_VENDOR};
-use crate::api::extension::resources::GPU_SHARED;
 use crate::scheduler::framework::{
     ClusterState, CycleState, NodeInfo, Plugin, PodInfo, Point, PreFilterResult, Status,
 };
@@ -43,7 +42,7 @@ impl DeviceShare {
     }
 
     fn share_refused(&self, st: &PreState, node: &NodeInfo) -> Option<Status> {
-        if !st.gpu_shared {
+        if !st.req.shared_gpu {
             return None;
         }
         let vendor = node.labels.get(LABEL_GPU_VENDOR).map_or("", String::as_str);
@@ -58,6 +57,26 @@ impl DeviceShare {
             })
     }
 
+    /// `f` over this node's devices as this pod sees them (its usable reservations' devices
+    /// free and preferred); None for a node without a Device.
+    fn with_ctx<R>(
+        &self,
+        state: &CycleState,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+        f: impl FnOnce(&Ctx) -> R,
+    ) -> Option<R> {
+        let devs = cluster.devices.get(&node.name)?;
+        let usable = crate::scheduler::plugins::reservation::plugin::matched_on(state, &node.name);
+        let (used, reserved) = devices::used_on(node, &usable);
+        Some(f(&Ctx {
+            devices: devs,
+            used: &used,
+            reserved: &reserved,
+            scorer: &self.scorer,
+        }))
+    }
+
     /// The pod's devices on `node`, or why not; `Ok(None)` for a node without a Device.
     fn plan(
         &self,
@@ -66,20 +85,11 @@ impl DeviceShare {
         node: &NodeInfo,
         cluster: &ClusterState,
     ) -> Result<Option<Allocations>, Status> {
-        let Some(devs) = cluster.devices.get(&node.name) else {
-            return Ok(None);
-        };
-        let usable = crate::scheduler::plugins::reservation::plugin::matched_on(state, &node.name);
-        let (used, reserved) = devices::used_on(node, &usable);
-        let ctx = Ctx {
-            devices: devs,
-            used: &used,
-            reserved: &reserved,
-            scorer: Some(&self.scorer),
-        };
-        alloc::allocate(&ctx, &st.req, st.joint.as_ref())
-            .map(Some)
-            .map_err(Status::unschedulable)
+        self.with_ctx(state, node, cluster, |ctx| {
+            alloc::allocate(ctx, &st.req, st.joint.as_ref())
+        })
+        .transpose()
+        .map_err(Status::unschedulable)
     }
 }
 
@@ -87,8 +97,6 @@ impl DeviceShare {
 struct PreState {
     req: Request,
     joint: Option<JointAllocate>,
-    /// The pod asks for `koordinator.sh/gpu.shared` (`gpuShareUnsupportedModels`).
-    gpu_shared: bool,
 }
 
 /// The devices DeviceShare gave the pod in this cycle, as the annotation value (explain).
@@ -127,15 +135,7 @@ impl Plugin for DeviceShare {
             Err(e) => return (Status::unresolvable(e), None),
             Ok(j) => j,
         };
-        let gpu_shared = pod.requests.get(GPU_SHARED).is_some_and(|v| *v > 0);
-        state.write(
-            NAME,
-            PreState {
-                req,
-                joint,
-                gpu_shared,
-            },
-        );
+        state.write(NAME, PreState { req, joint });
         (Status::success(), None)
     }
 
@@ -168,18 +168,9 @@ impl Plugin for DeviceShare {
         let Some(st) = state.read::<PreState>(NAME) else {
             return Ok(0);
         };
-        let Some(devs) = cluster.devices.get(&node.name) else {
-            return Ok(0);
-        };
-        let usable = crate::scheduler::plugins::reservation::plugin::matched_on(state, &node.name);
-        let (used, reserved) = devices::used_on(node, &usable);
-        let ctx = Ctx {
-            devices: devs,
-            used: &used,
-            reserved: &reserved,
-            scorer: Some(&self.scorer),
-        };
-        Ok(alloc::node_score(&ctx, &st.req, &self.scorer))
+        Ok(self
+            .with_ctx(state, node, cluster, |ctx| alloc::node_score(ctx, &st.req))
+            .unwrap_or(0))
     }
 
     fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [i64]) {

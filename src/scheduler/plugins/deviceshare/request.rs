@@ -48,7 +48,8 @@ pub struct Need {
     pub count: usize,
 }
 
-/// Device type → need; GPU sharing noted for `gpuShareUnsupportedModels`.
+/// Device type → need; `shared_gpu` (Koordinator's `gpuShared`: less than a whole GPU's
+/// memory per GPU) is what `gpuShareUnsupportedModels` refuses.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Request {
     pub by_type: BTreeMap<String, Need>,

@@ -161,7 +161,7 @@ fn run(
         devices: devs,
         used: taken,
         reserved,
-        scorer: Some(&s),
+        scorer: &s,
     };
     alloc::allocate(&ctx, req, joint)
 }
