@@ -92,7 +92,7 @@ fn collection_pass() {
         ..Default::default()
     };
     let mut advisor = Advisor::new(
-        registry(&Config::default(), false, false),
+        registry(&Config::default(), false, false, None),
         Host::new("/proc", "/sys"),
         cgroups.clone(),
     );

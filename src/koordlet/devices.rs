@@ -315,9 +315,6 @@ pub async fn report_loop(
     (cfg, kinds): (Config, Kinds),
     shutdown: Shutdown,
 ) {
-    if !kinds.gpus && !kinds.rdma {
-        return;
-    }
     let nvml = kinds.gpus.then(|| open_nvml(&cfg.nvml_library)).flatten();
     let api: Api<Device> = Api::all(client);
     let mut last: Option<Device> = None;

@@ -86,16 +86,14 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     metrics.started(&node);
     let gates = features::KOORDLET_GATES.from_user(&cfg.feature_gates);
     ctx.report_unsupported(&features::KOORDLET_GATES.unsupported(&cfg.feature_gates));
-    let mut collectors = collectors::registry(
+    let collectors = collectors::registry(
         &cfg.collectors,
         gates.enabled("PSICollector"),
         gates.enabled("CPICollector"),
+        gates
+            .enabled("Accelerators")
+            .then_some(cfg.devices.nvml_library.as_str()),
     );
-    if gates.enabled("Accelerators") && !cfg.collectors.disabled.iter().any(|d| d == "gpu") {
-        let every = Duration::from_secs(cfg.collectors.collect_res_used_interval_seconds.max(1));
-        let gpu = collectors::gpu::GpuUsage::new(&cfg.devices.nvml_library, every);
-        collectors.push(Box::new(gpu));
-    }
     let qos_host = host.clone();
     let executor = Arc::new(qos::executor::Executor::new(
         cgroups.clone(),

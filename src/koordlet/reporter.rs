@@ -234,8 +234,6 @@ pub fn build_status(
     })
 }
 
-/// `numaUsages`: each NUMA node's average usage over the window, sorted by id (systemUsage
-/// per NUMA node is not computed yet and stays empty).
 /// Per GPU (from the GPU collector's series): window averages of utilisation, memory used
 /// and its share of the GPU's memory, as `nodeUsage.devices`.
 fn gpu_usages(
@@ -289,6 +287,8 @@ fn gpu_usages(
     Ok(out)
 }
 
+/// `numaUsages`: each NUMA node's average usage over the window, sorted by id (systemUsage
+/// per NUMA node is not computed yet and stays empty).
 fn numa_usages(
     store: &MetricStore,
     start: i64,

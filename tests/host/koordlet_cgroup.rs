@@ -41,7 +41,7 @@ async fn burner_cpu_is_measured_within_20_percent() {
         ..Default::default()
     };
     let mut advisor = Advisor::new(
-        registry(&cfg, false, false),
+        registry(&cfg, false, false, None),
         Host::new("/proc", "/sys"),
         cgroups.clone(),
     );

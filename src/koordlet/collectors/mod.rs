@@ -146,8 +146,14 @@ impl Default for Config {
     }
 }
 
-/// The collectors, in pass order. PSI and CPI also need their feature gates.
-pub fn registry(cfg: &Config, psi_gate: bool, cpi_gate: bool) -> Vec<Box<dyn Collector>> {
+/// The collectors, in pass order. PSI and CPI also need their feature gates; GPU usage
+/// needs gate Accelerators, which hands it the NVML library (`nvml`).
+pub fn registry(
+    cfg: &Config,
+    psi_gate: bool,
+    cpi_gate: bool,
+    nvml: Option<&str>,
+) -> Vec<Box<dyn Collector>> {
     let base = Duration::from_secs(cfg.collect_res_used_interval_seconds.max(1));
     let ttl = base * 20;
     let mut all: Vec<Box<dyn Collector>> = vec![
@@ -168,6 +174,9 @@ pub fn registry(cfg: &Config, psi_gate: bool, cpi_gate: bool) -> Vec<Box<dyn Col
             Duration::from_secs(cfg.cpi_interval_seconds.max(1)),
             Duration::from_secs(cfg.cpi_window_seconds.max(1)),
         )));
+    }
+    if let Some(library) = nvml {
+        all.push(Box::new(gpu::GpuUsage::new(library, base)));
     }
     all.retain(|c| !cfg.disabled.iter().any(|d| d == c.name()));
     all

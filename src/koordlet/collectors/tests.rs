@@ -37,7 +37,7 @@ fn exact_usages(version: Version, driver: Driver, hybrid: bool) {
         ..Default::default()
     };
     let mut advisor = Advisor::new(
-        registry(&Config::default(), false, false),
+        registry(&Config::default(), false, false, None),
         fake.host.clone(),
         fake.cgroups.clone(),
     )
@@ -182,7 +182,7 @@ fn missing_pod_cgroups_are_skipped_and_errors_reported() {
         ..Default::default()
     };
     let mut advisor = Advisor::new(
-        registry(&Config::default(), false, false),
+        registry(&Config::default(), false, false, None),
         fake.host.clone(),
         fake.cgroups.clone(),
     );
@@ -225,7 +225,7 @@ fn cpi_disables_itself_without_perf_cgroups() {
         ..Default::default()
     };
     let mut advisor = Advisor::new(
-        registry(&cfg, false, true),
+        registry(&cfg, false, true, None),
         fake.host.clone(),
         fake.cgroups.clone(),
     );
@@ -317,7 +317,7 @@ fn numa_usage_from_per_cpu_ticks_and_node_meminfo() {
         .unwrap();
     }
     let mut advisor = Advisor::new(
-        registry(&Config::default(), false, false),
+        registry(&Config::default(), false, false, None),
         fake.host.clone(),
         fake.cgroups.clone(),
     )

@@ -13,7 +13,7 @@ use crate::api::extension::resources::{
     GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, GPU_SHARED, KOORD_GPU, NPU_CORE, NPU_CPU, NPU_DVPP,
     RDMA,
 };
-use crate::api::quantity::q_milli;
+use crate::api::quantity::q_value;
 use crate::api::scheduling::device::{Device, DeviceInfo};
 
 /// The GPU plugin's resources, in upstream's order.
@@ -57,7 +57,7 @@ pub fn desired(input: &DeviceInputs) -> Desired {
         for g in &gpus {
             for (name, q) in g.resources.iter().flatten() {
                 if let Some(n) = GPU_RESOURCES.iter().find(|n| **n == name) {
-                    *sums.entry(n).or_default() += q_milli(q) / 1000;
+                    *sums.entry(n).or_default() += q_value(q);
                 }
             }
         }
