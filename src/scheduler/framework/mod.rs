@@ -166,6 +166,23 @@ impl CycleState {
         obs(point, name, ok(&out), start.elapsed().as_secs_f64());
         out
     }
+
+    /// `timed` for calls that change the state (PreFilter, Reserve).
+    pub fn timed_mut<T>(
+        &mut self,
+        point: Point,
+        name: &'static str,
+        f: impl FnOnce(&mut CycleState) -> T,
+        ok: impl FnOnce(&T) -> bool,
+    ) -> T {
+        let Some(obs) = self.observer.clone() else {
+            return f(self);
+        };
+        let start = std::time::Instant::now();
+        let out = f(self);
+        obs(point, name, ok(&out), start.elapsed().as_secs_f64());
+        out
+    }
 }
 
 impl CycleState {

@@ -162,18 +162,9 @@ impl Framework {
     ) -> Result<Option<HashSet<String>>, (&'static str, Status)> {
         let mut allowed: Option<HashSet<String>> = None;
         for e in self.enabled(Point::PreFilter) {
-            let obs = state.observer.clone();
-            let start = std::time::Instant::now();
-            let (s, result) = e.plugin.pre_filter(state, pod, cluster);
-            if let Some(o) = obs {
-                let ok = matches!(s.code, Code::Success | Code::Skip);
-                o(
-                    Point::PreFilter,
-                    e.plugin.name(),
-                    ok,
-                    start.elapsed().as_secs_f64(),
-                );
-            }
+            let run = |st: &mut CycleState| e.plugin.pre_filter(st, pod, cluster);
+            let ok = |(s, _): &(Status, _)| matches!(s.code, Code::Success | Code::Skip);
+            let (s, result) = state.timed_mut(Point::PreFilter, e.plugin.name(), run, ok);
             match s.code {
                 Code::Skip => {
                     state.skip_filter.insert(e.plugin.name());
@@ -525,16 +516,8 @@ impl Framework {
     ) -> Result<(), (&'static str, Status)> {
         let list = self.enabled(Point::Reserve);
         for (k, e) in list.iter().enumerate() {
-            let (obs, start) = (state.observer.clone(), std::time::Instant::now());
-            let s = e.plugin.reserve(state, pod, node, cluster);
-            if let Some(o) = obs {
-                o(
-                    Point::Reserve,
-                    e.plugin.name(),
-                    s.is_success(),
-                    start.elapsed().as_secs_f64(),
-                );
-            }
+            let run = |st: &mut CycleState| e.plugin.reserve(st, pod, node, cluster);
+            let s = state.timed_mut(Point::Reserve, e.plugin.name(), run, Status::is_success);
             if !s.is_success() {
                 for done in list[..k].iter().rev() {
                     done.plugin.unreserve(state, pod, node);

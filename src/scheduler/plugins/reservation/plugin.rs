@@ -342,7 +342,6 @@ fn is_reserve_pod(pod: &PodInfo) -> bool {
         .is_some_and(|v| v == "true")
 }
 
-/// The name of the reservation `state` put the pod into, if any (for explain).
 /// The reservations on `node` this pod may be placed into (DeviceShare allocates from
 /// their devices first).
 pub fn matched_on(state: &CycleState, node: &str) -> Vec<String> {
@@ -353,6 +352,7 @@ pub fn matched_on(state: &CycleState, node: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The name of the reservation `state` put the pod into, if any (for explain).
 pub fn chosen(state: &CycleState) -> Option<String> {
     state.read::<Chosen>(CHOSEN).map(|c| c.name.clone())
 }
