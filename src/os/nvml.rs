@@ -72,9 +72,25 @@ struct PciInfo {
     bus_id: [c_char; 32],
 }
 
-/// An initialised NVML; shut down on drop.
+/// NVML's entry points, resolved once when the library is opened.
+struct Fns {
+    count: Count,
+    by_index: ByIndex,
+    minor: Minor,
+    memory: Memory,
+    utilization: Utilization,
+    pci: Pci,
+    uuid: Text,
+    name: Text,
+    driver: Driver,
+    shutdown: Init,
+}
+
+/// An initialised NVML; shut down on drop. The function pointers stay valid while `_lib`
+/// (declared last, so dropped last) is loaded.
 pub struct Nvml {
-    lib: Library,
+    fns: Fns,
+    _lib: Library,
 }
 
 fn check(call: &'static str, code: c_int) -> Result<(), NvmlError> {
@@ -95,6 +111,14 @@ fn text(buf: &[c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
+fn sym<T: Copy>(lib: &Library, name: &'static str) -> Result<T, NvmlError> {
+    let c = format!("{name}\0");
+    // SAFETY: every caller names T as the C signature NVML documents for `name`.
+    unsafe { lib.get::<T>(c.as_bytes()) }
+        .map(|s| *s)
+        .map_err(|e| NvmlError::Load(name.to_string(), e.to_string()))
+}
+
 impl Nvml {
     /// Loads and initialises NVML from `library` (a name the loader searches or a path).
     /// `Ok(None)` when the library is not there: no NVIDIA driver, no GPUs.
@@ -109,24 +133,27 @@ impl Nvml {
             Err(e) if e.to_string().contains("No such file") => return Ok(None),
             Err(e) => return Err(NvmlError::Load(library.to_string(), e.to_string())),
         };
-        let nvml = Nvml { lib };
-        let init: Init = nvml.sym("nvmlInit_v2")?;
+        let init: Init = sym(&lib, "nvmlInit_v2")?;
+        let fns = Fns {
+            count: sym(&lib, "nvmlDeviceGetCount_v2")?,
+            by_index: sym(&lib, "nvmlDeviceGetHandleByIndex_v2")?,
+            minor: sym(&lib, "nvmlDeviceGetMinorNumber")?,
+            memory: sym(&lib, "nvmlDeviceGetMemoryInfo")?,
+            utilization: sym(&lib, "nvmlDeviceGetUtilizationRates")?,
+            pci: sym(&lib, "nvmlDeviceGetPciInfo_v3")?,
+            uuid: sym(&lib, "nvmlDeviceGetUUID")?,
+            name: sym(&lib, "nvmlDeviceGetName")?,
+            driver: sym(&lib, "nvmlSystemGetDriverVersion")?,
+            shutdown: sym(&lib, "nvmlShutdown")?,
+        };
         // SAFETY: nvmlInit_v2 takes no arguments.
         check("nvmlInit_v2", unsafe { init() })?;
-        Ok(Some(nvml))
-    }
-
-    fn sym<T: Copy>(&self, name: &'static str) -> Result<T, NvmlError> {
-        let c = format!("{name}\0");
-        // SAFETY: every caller names T as the C signature NVML documents for `name`.
-        unsafe { self.lib.get::<T>(c.as_bytes()) }
-            .map(|s| *s)
-            .map_err(|e| NvmlError::Load(name.to_string(), e.to_string()))
+        Ok(Some(Nvml { fns, _lib: lib }))
     }
 
     /// `nvmlSystemGetDriverVersion`.
     pub fn driver_version(&self) -> Result<String, NvmlError> {
-        let f: Driver = self.sym("nvmlSystemGetDriverVersion")?;
+        let f = self.fns.driver;
         let mut buf = [0 as c_char; 96];
         // SAFETY: NVML writes at most `len` bytes, NUL included, into our buffer.
         check("nvmlSystemGetDriverVersion", unsafe {
@@ -137,8 +164,7 @@ impl Nvml {
 
     /// Every GPU, in NVML's index order.
     pub fn gpus(&self) -> Result<Vec<Gpu>, NvmlError> {
-        let count: Count = self.sym("nvmlDeviceGetCount_v2")?;
-        let by_index: ByIndex = self.sym("nvmlDeviceGetHandleByIndex_v2")?;
+        let (count, by_index) = (self.fns.count, self.fns.by_index);
         let mut n: c_uint = 0;
         // SAFETY: NVML writes one unsigned int.
         check("nvmlDeviceGetCount_v2", unsafe { count(&mut n) })?;
@@ -154,8 +180,7 @@ impl Nvml {
         Ok(out)
     }
 
-    fn text_of(&self, name: &'static str, dev: Device) -> Result<String, NvmlError> {
-        let f: Text = self.sym(name)?;
+    fn text_of(&self, name: &'static str, f: Text, dev: Device) -> Result<String, NvmlError> {
         let mut buf = [0 as c_char; 96];
         // SAFETY: `dev` came from NVML; it writes at most `len` bytes into our buffer.
         check(name, unsafe {
@@ -165,10 +190,8 @@ impl Nvml {
     }
 
     fn gpu(&self, dev: Device) -> Result<Gpu, NvmlError> {
-        let minor_f: Minor = self.sym("nvmlDeviceGetMinorNumber")?;
-        let memory_f: Memory = self.sym("nvmlDeviceGetMemoryInfo")?;
-        let util_f: Utilization = self.sym("nvmlDeviceGetUtilizationRates")?;
-        let pci_f: Pci = self.sym("nvmlDeviceGetPciInfo_v3")?;
+        let f = &self.fns;
+        let (minor_f, memory_f, util_f, pci_f) = (f.minor, f.memory, f.utilization, f.pci);
         let (mut minor, mut mem, mut util) = (0, MemoryInfo::default(), UtilRates::default());
         let mut pci = PciInfo {
             bus_id_legacy: [0; 16],
@@ -188,9 +211,9 @@ impl Nvml {
             check("nvmlDeviceGetPciInfo_v3", pci_f(dev, &mut pci))?;
         }
         Ok(Gpu {
-            uuid: self.text_of("nvmlDeviceGetUUID", dev)?,
+            uuid: self.text_of("nvmlDeviceGetUUID", f.uuid, dev)?,
             minor,
-            model: self.text_of("nvmlDeviceGetName", dev)?,
+            model: self.text_of("nvmlDeviceGetName", f.name, dev)?,
             memory_total: mem.total,
             memory_used: mem.used,
             util_gpu: util.gpu,
@@ -202,10 +225,8 @@ impl Nvml {
 
 impl Drop for Nvml {
     fn drop(&mut self) {
-        if let Ok(f) = self.sym::<Init>("nvmlShutdown") {
-            // SAFETY: nvmlShutdown takes no arguments; no handle outlives `self`.
-            let _ = unsafe { f() };
-        }
+        // SAFETY: nvmlShutdown takes no arguments; no handle outlives `self`.
+        let _ = unsafe { (self.fns.shutdown)() };
     }
 }
 
