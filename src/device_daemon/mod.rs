@@ -29,40 +29,25 @@ const VENDORS: [(u32, &str, Resources); 4] = [
 /// PCI bridges (class 0x0604) are a vendor's switches, not its accelerators.
 const BRIDGE_CLASS: u32 = 0x0604;
 
-fn hex(path: &Path) -> Option<u32> {
-    let text = std::fs::read_to_string(path).ok()?;
-    u32::from_str_radix(text.trim().trim_start_matches("0x"), 16).ok()
-}
-
 /// The accelerators on the PCI bus, numbered per vendor in bus order.
 pub fn scan(sys: &Path) -> Vec<XpuDevice> {
-    let base = sys.join("bus/pci/devices");
-    let mut addrs: Vec<String> = std::fs::read_dir(&base)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    addrs.sort();
     let host = Host::new("/proc", sys);
     let mut seen: std::collections::BTreeMap<&str, u32> = Default::default();
     let mut out = Vec::new();
-    for addr in addrs {
-        let dev = base.join(&addr);
-        let Some(vendor_id) = hex(&dev.join("vendor")) else {
+    for f in crate::os::pci::functions(sys) {
+        let Some((_, vendor, resources)) = VENDORS.iter().find(|(id, ..)| Some(*id) == f.vendor)
+        else {
             continue;
         };
-        let Some((_, vendor, resources)) = VENDORS.iter().find(|(id, ..)| *id == vendor_id) else {
-            continue;
-        };
-        if hex(&dev.join("class")).is_some_and(|c| c >> 8 == BRIDGE_CLASS) {
+        if f.class.is_some_and(|c| c >> 8 == BRIDGE_CLASS) {
             continue;
         }
+        let addr = f.addr;
         let minor = seen.entry(vendor).or_default();
         let (numa, pcie) = host.pci_placement(&addr).unwrap_or((-1, String::new()));
         out.push(XpuDevice {
             vendor: vendor.to_string(),
-            model: hex(&dev.join("device")).map_or_else(String::new, |d| format!("{d:04x}")),
+            model: f.device.map_or_else(String::new, |d| format!("{d:04x}")),
             uuid: addr.clone(),
             minor: minor.to_string(),
             resources: resources

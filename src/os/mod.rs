@@ -7,6 +7,7 @@ pub mod cgroup;
 pub mod coresched;
 pub mod nvml;
 pub mod parse;
+pub mod pci;
 pub mod process;
 pub mod procfs;
 pub mod rdma;

@@ -6,6 +6,8 @@
 
 use std::path::Path;
 
+use super::pci::names;
+
 /// One RDMA physical function.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RdmaNic {
@@ -16,17 +18,6 @@ pub struct RdmaNic {
     pub vfs: Vec<String>,
 }
 
-fn names(dir: &Path) -> Vec<String> {
-    let mut out: Vec<String> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    out.sort();
-    out
-}
-
 /// `mlx<N>_<minor>` → minor.
 pub fn minor_of(ibdev: &str) -> Option<i32> {
     let rest = ibdev.strip_prefix("mlx")?;
@@ -35,14 +26,6 @@ pub fn minor_of(ibdev: &str) -> Option<i32> {
         return None;
     }
     minor.parse().ok()
-}
-
-fn is_network(dev: &Path) -> bool {
-    let Ok(class) = std::fs::read_to_string(dev.join("class")) else {
-        return false;
-    };
-    let hex = class.trim().trim_start_matches("0x");
-    u32::from_str_radix(hex, 16).is_ok_and(|c| c >> 16 == 0x02)
 }
 
 fn healthy(sys: &Path, ibdev: &str) -> bool {
@@ -74,12 +57,12 @@ fn vfs(dev: &Path) -> Vec<String> {
 
 /// The node's RDMA NICs, ordered by minor; an unreadable sysfs gives none.
 pub fn scan(sys: &Path) -> Vec<RdmaNic> {
-    let base = sys.join("bus/pci/devices");
-    let mut out: Vec<RdmaNic> = names(&base)
+    let mut out: Vec<RdmaNic> = super::pci::functions(sys)
         .into_iter()
-        .filter_map(|addr| {
-            let dev = base.join(&addr);
-            if !is_network(&dev) || dev.join("physfn").exists() {
+        .filter_map(|f| {
+            let (addr, dev) = (f.addr, f.dir);
+            let network = f.class.is_some_and(|c| c >> 16 == 0x02);
+            if !network || dev.join("physfn").exists() {
                 return None;
             }
             let ibdev = names(&dev.join("infiniband")).into_iter().next()?;
