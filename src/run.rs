@@ -208,6 +208,17 @@ async fn run_roles(
     }
     let readiness = Readiness::new(&metrics);
     let tasks = Tasks::new(shutdown.clone());
+    let _data_dir_lock = if cfg.embedded.enabled || roles.0.iter().any(|r| r.uses_data_dir()) {
+        match claim_data_dir(&cfg.common.data_dir) {
+            Ok(lock) => Some(lock),
+            Err(err) => {
+                eprintln!("koord: --data-dir: {err}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     let embedded = if cfg.embedded.enabled {
         match start_embedded(&cfg, &readiness, host.is_root).await {
             Ok(e) => Some(e),
@@ -319,12 +330,24 @@ async fn run_roles(
     code
 }
 
+/// Makes the data dir this process's own for its life: private (0700, ours, not a link),
+/// below directories no other user can swap it in, and held by no other koord.
+fn claim_data_dir(
+    dir: &std::path::Path,
+) -> Result<crate::os::files::DirLock, crate::os::files::FileError> {
+    use crate::os::files;
+    files::check_ancestors(dir)?;
+    files::private_dir(dir)?;
+    files::lock_dir(dir)
+}
+
 /// In embedded mode the koordlet reads pods from the node runtime's `/pods`, and looks for
 /// cgroups where the runtime puts them, unless configured otherwise.
 fn wire_koordlet_to_runtime(cfg: &mut Config, rt: &NodeRuntime) {
     let k = &mut cfg.koordlet;
     if k.kubelet.pods_url.is_none() {
-        k.kubelet.pods_url = Some(format!("http://{}/pods", rt.addr()));
+        k.kubelet.pods_url = Some(rt.pods_url());
+        k.kubelet.token_file = crate::apiserver::security::token_file(&cfg.common.data_dir);
     }
     let runtime = &cfg.embedded.node_runtime;
     if k.cgroup_parent.is_empty() {
@@ -389,14 +412,15 @@ async fn start_embedded(
             &cfg.common.node_name,
             &cfg.common.data_dir,
             is_root,
+            server.auth(),
         )
         .await
         {
             Ok(rt) => {
                 eprintln!(
-                    "koord: node runtime runs pods bound to {}; read-only kubelet API at http://{}/pods",
+                    "koord: node runtime runs pods bound to {}; kubelet API at {} (the kubeconfig's token)",
                     cfg.common.node_name,
-                    rt.addr()
+                    rt.pods_url()
                 );
                 server.attach_exec(rt.exec());
                 Some(rt)

@@ -211,7 +211,7 @@ const EVENT_TTL: Duration = Duration::from_secs(3600);
 impl ApiServer {
     pub async fn start(opts: Options) -> Result<ApiServer, StartError> {
         if let Some(dir) = &opts.data_dir {
-            security::private_dir(dir)?;
+            crate::os::files::private_dir(dir).map_err(security::SecurityError::from)?;
         }
         let creds = security::prepare(
             opts.data_dir.as_deref(),
@@ -225,10 +225,10 @@ impl ApiServer {
         let store = match &opts.data_dir {
             Some(dir) => {
                 let path = dir.join("apiserver");
-                security::private_dir(&path)?;
+                crate::os::files::private_dir(&path).map_err(security::SecurityError::from)?;
                 let store = Store::open(&path, opts.store.clone())
                     .map_err(|e| StartError::Store(path.clone(), e))?;
-                security::restrict_tree(&path)?;
+                crate::os::files::restrict_tree(&path).map_err(security::SecurityError::from)?;
                 store
             }
             None => Store::temporary(opts.store.clone())
@@ -250,11 +250,17 @@ impl ApiServer {
         let addr = listener
             .local_addr()
             .map_err(|e| StartError::Listen(opts.addr, e))?;
+        let tls = creds
+            .server_config()?
+            .map(|cfg| Arc::new(std::sync::RwLock::new(cfg)));
         let state = Arc::new(ServerState {
             admission: admission::Admission::new(store.clone()),
             store: store.clone(),
             registry,
-            token: creds.token.clone(),
+            auth: crate::kernel::http::ServerAuth {
+                tls: tls.clone(),
+                token: creds.token.clone(),
+            },
             server_addr: addr.to_string(),
             continues: Default::default(),
             bookmark_interval: opts.bookmark_interval,
@@ -266,14 +272,13 @@ impl ApiServer {
         let handler_state = state.clone();
         let handler = move |req| http::handle(handler_state.clone(), req);
         let serve_stop = stop.clone();
-        let tls = creds
-            .server_config()?
-            .map(|cfg| Arc::new(std::sync::RwLock::new(cfg)));
         let limits = opts.limits;
+        let serve_tls = tls.clone();
         tasks.spawn(async move {
-            let served =
-                crate::kernel::http::serve_limited(listener, tls, limits, handler, serve_stop)
-                    .await;
+            let served = crate::kernel::http::serve_limited(
+                listener, serve_tls, limits, handler, serve_stop,
+            )
+            .await;
             if let Err(e) = served {
                 tracing::error!(error = %e, "embedded API server stopped");
             }
@@ -300,6 +305,12 @@ impl ApiServer {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// How this server authenticates clients (the node runtime's kubelet API takes the
+    /// same credentials).
+    pub fn auth(&self) -> crate::kernel::http::ServerAuth {
+        self.state.auth.clone()
     }
 
     /// Where clients reach the server: loopback when it listens on every address.
@@ -329,7 +340,7 @@ impl ApiServer {
     /// A kubeconfig for kubectl and kube-rs. It carries the token: keep it private.
     pub fn kubeconfig(&self) -> String {
         use base64::Engine;
-        let user = match &self.state.token {
+        let user = match &self.state.auth.token {
             Some(t) => format!("{{token: {t}}}"),
             None => "{}".to_string(),
         };
@@ -347,10 +358,6 @@ impl ApiServer {
 
     /// Writes the kubeconfig (mode 0600, replacing any older file atomically).
     pub fn write_kubeconfig(&self, path: &Path) -> Result<(), security::SecurityError> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| security::SecurityError::Io(dir.to_path_buf(), e))?;
-        }
         security::write_private(path, &self.kubeconfig())
     }
 

@@ -3,13 +3,12 @@
 //! read. The CA, serving certificate and token live under `<dataDir>/pki` so a kubeconfig
 //! written once keeps working across restarts.
 
-use std::io::Write;
 use std::net::SocketAddr;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::kernel::tls::{self, CertBundle};
+use crate::os::files;
 
 const CA_NAME: &str = "koord-embedded-ca";
 const CA_FILE: &str = "ca.crt";
@@ -23,6 +22,8 @@ pub enum SecurityError {
     Io(PathBuf, std::io::Error),
     #[error("TLS for the embedded API server: {0}")]
     Tls(#[from] tls::TlsError),
+    #[error("{0}")]
+    File(#[from] files::FileError),
 }
 
 /// The credentials of a server: its certificates (when it serves HTTPS) and its token.
@@ -54,48 +55,19 @@ impl Credentials {
     }
 }
 
-/// Makes `dir` (and its missing parents) exist, and `dir` itself private (0700).
-pub fn private_dir(dir: &Path) -> Result<(), SecurityError> {
-    let io = |e| SecurityError::Io(dir.to_path_buf(), e);
-    std::fs::create_dir_all(dir).map_err(io)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)
-}
-
-/// Narrows every file under `dir` to 0600 and every directory to 0700 (sled creates its
-/// files with the process umask).
-pub fn restrict_tree(dir: &Path) -> Result<(), SecurityError> {
-    let io = |p: &Path, e| SecurityError::Io(p.to_path_buf(), e);
-    for entry in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
-        let entry = entry.map_err(|e| io(dir, e))?;
-        let path = entry.path();
-        let ft = entry.file_type().map_err(|e| io(&path, e))?;
-        if ft.is_dir() {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))
-                .map_err(|e| io(&path, e))?;
-            restrict_tree(&path)?;
-        } else if ft.is_file() {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-                .map_err(|e| io(&path, e))?;
-        }
-    }
-    Ok(())
-}
-
-/// Writes `text` to `path` with mode 0600, atomically (temporary file, then rename).
+/// Writes `text` to `path` with mode 0600, atomically.
 pub fn write_private(path: &Path, text: &str) -> Result<(), SecurityError> {
-    let io = |e| SecurityError::Io(path.to_path_buf(), e);
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io)?;
-    f.write_all(text.as_bytes()).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    Ok(files::write_atomic(
+        path,
+        text.as_bytes(),
+        0o600,
+        files::Sync::Durable,
+    )?)
+}
+
+/// Where the token in use is kept under a data dir.
+pub fn token_file(data_dir: &Path) -> PathBuf {
+    data_dir.join("pki").join(TOKEN_FILE)
 }
 
 fn random_token() -> String {
@@ -119,12 +91,10 @@ fn san_names(addr: SocketAddr) -> Vec<String> {
     names
 }
 
+/// A credential file: never through a link, never another user's (a token planted in the
+/// data dir must not be adopted).
 fn read_optional(path: &Path) -> Result<Option<String>, SecurityError> {
-    match std::fs::read_to_string(path) {
-        Ok(s) => Ok(Some(s)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(SecurityError::Io(path.to_path_buf(), e)),
-    }
+    Ok(files::read_private(path)?)
 }
 
 /// Certificates from `pki`, or new ones when missing, unreadable or not covering `addr`.
@@ -181,20 +151,24 @@ pub fn prepare(
         });
     };
     let pki = dir.join("pki");
-    private_dir(&pki)?;
+    files::private_dir(&pki)?;
     let tls = load_or_generate_tls(&pki, addr)?;
-    let token = match configured_token {
-        Some(t) => t,
-        None => {
-            let path = pki.join(TOKEN_FILE);
-            match read_optional(&path)?.map(|t| t.trim().to_string()) {
-                Some(t) if !t.is_empty() => t,
-                _ => {
-                    let t = random_token();
-                    write_private(&path, &t)?;
-                    t
-                }
+    // The token in use is always kept here (0600, like the kubeconfig that holds it too),
+    // so the node's own clients (the koordlet reading the kubelet API) find it.
+    let path = pki.join(TOKEN_FILE);
+    let kept = read_optional(&path)?.map(|t| t.trim().to_string());
+    let token = match (configured_token, kept) {
+        (Some(t), kept) => {
+            if kept.as_deref() != Some(t.as_str()) {
+                write_private(&path, &t)?;
             }
+            t
+        }
+        (None, Some(t)) if !t.is_empty() => t,
+        (None, _) => {
+            let t = random_token();
+            write_private(&path, &t)?;
+            t
         }
     };
     Ok(Credentials {

@@ -76,28 +76,16 @@ pub fn scan(sys: &Path) -> Vec<XpuDevice> {
 
 /// Writes the list as Koordinator does (a JSON array, 2-space indent) through a temporary
 /// file and a rename, so the koordlet never reads half a file; private to root.
-pub fn write(path: &Path, devices: &[XpuDevice]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
+pub fn write(path: &Path, devices: &[XpuDevice]) -> Result<(), crate::os::files::FileError> {
+    use crate::os::files;
     if path.as_os_str().is_empty() {
         return Ok(());
     }
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.tmp",
-        path.file_name().unwrap_or_default().to_string_lossy()
-    ));
-    let text = serde_json::to_string_pretty(devices).map_err(std::io::Error::other)?;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    std::fs::create_dir_all(dir).map_err(|e| files::FileError::Io(dir.to_path_buf(), e))?;
+    let text = serde_json::to_string_pretty(devices)
+        .map_err(|e| files::FileError::Io(path.to_path_buf(), std::io::Error::other(e)))?;
+    files::write_atomic(path, text.as_bytes(), 0o600, files::Sync::Durable)
 }
 
 /// `koord device-scan` arguments (Koordinator's koord-device-daemon flags).

@@ -16,6 +16,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
+
+use crate::kernel::listen::Acceptor;
 use tokio_util::sync::CancellationToken;
 
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
@@ -56,6 +58,45 @@ pub enum BodyError {
     Timeout(Duration),
 }
 
+/// How a server authenticates its clients: TLS (certificates that may be rotated while it
+/// runs) and a bearer token every request but health checks must carry.
+#[derive(Clone, Default)]
+pub struct ServerAuth {
+    pub tls: Option<TlsSource>,
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for ServerAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerAuth")
+            .field("tls", &self.tls.is_some())
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl ServerAuth {
+    /// True without a token; else the request must carry it (compared in constant time,
+    /// so the answer's timing tells nothing of the token).
+    pub fn allows(&self, headers: &hyper::HeaderMap) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        let given = headers
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .unwrap_or_default();
+        given.len() == token.len()
+            && given
+                .bytes()
+                .zip(token.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    }
+}
+
 /// Time a client has to send a whole request body.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -93,16 +134,11 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_connections: default_max_connections(),
+            max_connections: crate::kernel::listen::default_max_connections(),
             header_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
         }
     }
-}
-
-/// Half the open-file limit, at most 8192: the rest stays for storage, cgroups and clients.
-fn default_max_connections() -> usize {
-    (crate::os::tuning::nofile_soft_limit() / 2).clamp(64, 8192) as usize
 }
 
 /// Serves one connection (plain TCP or TLS) with `handler`.
@@ -194,28 +230,17 @@ where
 {
     let mut conns = JoinSet::new();
     let mut handshakes = JoinSet::new();
-    let max = limits.max_connections.max(1);
+    let mut acceptor = Acceptor::new(listener, limits.max_connections, "http");
     loop {
-        let room = conns.len() + handshakes.len() < max;
         tokio::select! {
             _ = stop.cancelled() => break,
-            accepted = listener.accept(), if room => match accepted {
-                Ok((stream, _)) => {
-                    let _ = stream.set_nodelay(true);
-                    match &tls {
-                        Some(tls) => {
-                            let config = tls.read().unwrap_or_else(|p| p.into_inner()).clone();
-                            let accept = tokio_rustls::TlsAcceptor::from(config).accept(stream);
-                            handshakes.spawn(tokio::time::timeout(limits.handshake_timeout, accept));
-                        }
-                        None => serve_connection(&mut conns, stream, handler.clone(), limits.header_timeout),
-                    }
+            stream = acceptor.accept() => match &tls {
+                Some(tls) => {
+                    let config = tls.read().unwrap_or_else(|p| p.into_inner()).clone();
+                    let accept = tokio_rustls::TlsAcceptor::from(config).accept(stream);
+                    handshakes.spawn(tokio::time::timeout(limits.handshake_timeout, accept));
                 }
-                Err(err) => {
-                    // Out of file descriptors, most likely: wait for connections to end.
-                    tracing::warn!(%err, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+                None => serve_connection(&mut conns, stream, handler.clone(), limits.header_timeout),
             },
             Some(done) = handshakes.join_next(), if !handshakes.is_empty() => match done {
                 Ok(Ok(Ok(stream))) => serve_connection(&mut conns, stream, handler.clone(), limits.header_timeout),

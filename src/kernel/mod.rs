@@ -13,6 +13,7 @@ pub mod host;
 pub mod http;
 pub mod http_client;
 pub mod lease;
+pub mod listen;
 pub mod memory;
 pub mod metrics;
 pub mod readiness;

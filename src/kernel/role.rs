@@ -38,6 +38,11 @@ impl Role {
         }
     }
 
+    /// The roles that keep state under `common.dataDir` (metrics, checkpoints).
+    pub fn uses_data_dir(self) -> bool {
+        matches!(self, Role::Koordlet | Role::RuntimeProxy)
+    }
+
     /// Every role but the runtime proxy talks to the API server.
     pub fn needs_cluster(self) -> bool {
         !matches!(self, Role::RuntimeProxy)

@@ -53,8 +53,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     }
     let host = Host::new(&cfg.proc_root, &cfg.sys_root);
     let store_dir = ctx.common.data_dir.join("koordlet").join("metrics");
-    std::fs::create_dir_all(&store_dir)
-        .with_context(|| format!("creating {}", store_dir.display()))?;
+    crate::os::files::private_dir(&store_dir)?;
     let opts = StoreOptions {
         retention: Duration::from_secs(cfg.store.retention_hours * 3600),
         max_disk_bytes: cfg.store.max_disk_mib << 20,
@@ -64,6 +63,8 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         MetricStore::open(&store_dir, opts)
             .with_context(|| format!("opening the metric store at {}", store_dir.display()))?,
     );
+    // sled creates its files with the umask.
+    crate::os::files::restrict_tree(&store_dir)?;
     let source = match &cfg.kubelet.pods_url {
         Some(url) => PodSource::Kubelet(informer::pods::KubeletPods {
             url: url.clone(),

@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::os::files::{self, FileError};
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerCheckpoint {
@@ -34,14 +36,11 @@ fn file(dir: &Path, uid: &str) -> PathBuf {
 }
 
 /// Writes atomically (temp file + rename).
-pub fn save(dir: &Path, cp: &PodCheckpoint) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{}.tmp", cp.uid));
-    std::fs::write(
-        &tmp,
-        serde_json::to_vec_pretty(cp).map_err(std::io::Error::other)?,
-    )?;
-    std::fs::rename(&tmp, file(dir, &cp.uid))
+pub fn save(dir: &Path, cp: &PodCheckpoint) -> Result<(), FileError> {
+    files::private_dir(dir)?;
+    let bytes = serde_json::to_vec_pretty(cp)
+        .map_err(|e| FileError::Io(dir.to_path_buf(), std::io::Error::other(e)))?;
+    files::write_atomic(&file(dir, &cp.uid), &bytes, 0o600, files::Sync::Cached)
 }
 
 pub fn remove(dir: &Path, uid: &str) {

@@ -21,6 +21,8 @@ pub enum LaunchError {
     Cgroup(#[from] CgroupError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    #[error("{0}")]
+    File(#[from] crate::os::files::FileError),
     /// A runtime hook under `failure-policy: Fail` did not answer.
     #[error("{0}")]
     Hook(String),
@@ -32,7 +34,7 @@ impl LaunchError {
         match self {
             LaunchError::NoCommand(_) => "CreateContainerConfigError",
             LaunchError::Cgroup(_) | LaunchError::Hook(_) => "CreateContainerError",
-            LaunchError::Io(_) => "RunContainerError",
+            LaunchError::Io(_) | LaunchError::File(_) => "RunContainerError",
         }
     }
 }
@@ -150,12 +152,9 @@ pub fn launch(s: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
             s.cgroups.write(Resource::CpusetCpus, &dir, cpus)?;
         }
         if let Some(parent) = s.log.parent() {
-            std::fs::create_dir_all(parent)?;
+            crate::os::files::private_dir(parent)?;
         }
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(s.log)?;
+        let log = crate::os::files::append_private(s.log)?;
         let spec = Spawn {
             program,
             args,

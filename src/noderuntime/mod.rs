@@ -30,7 +30,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::os::{Cgroups, Driver, Resource};
-use worker::{Msg, Worker, qos_dirs, reap_cgroup};
+use worker::{Msg, Worker, reap_cgroup};
 
 /// The `embedded.nodeRuntime` configuration section.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -44,7 +44,8 @@ pub struct Config {
     pub cgroup_driver: Option<Driver>,
     /// The kubelet's `--cgroup-root`: kubepods is created under it.
     pub cgroup_parent: String,
-    /// The read-only kubelet API (`/pods`) address; loopback.
+    /// The kubelet API (`/pods`) address: loopback, a free port by default; it takes the
+    /// embedded API server's certificate and token.
     pub pods_addr: SocketAddr,
     /// First restart delay of a crashing container; doubles up to the maximum.
     pub restart_backoff_seconds: u64,
@@ -67,7 +68,7 @@ impl Default for Config {
             proc_root: PathBuf::from("/proc"),
             cgroup_driver: None,
             cgroup_parent: String::new(),
-            pods_addr: SocketAddr::from(([127, 0, 0, 1], 10255)),
+            pods_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             hook_server_dir: None,
             restart_backoff_seconds: 10,
             max_restart_backoff_seconds: 300,
@@ -159,6 +160,7 @@ pub struct NodeRuntime {
     stop: CancellationToken,
     tasks: JoinSet<()>,
     addr: SocketAddr,
+    tls: bool,
 }
 
 /// Checks that this process may manage cgroups and prepares the QoS directories.
@@ -206,6 +208,7 @@ impl NodeRuntime {
         node: &str,
         data_dir: &Path,
         is_root: bool,
+        auth: crate::kernel::http::ServerAuth,
     ) -> Result<NodeRuntime, StartError> {
         let cgroups = prepare_cgroups(&cfg, is_root)?;
         let listener = tokio::net::TcpListener::bind(cfg.pods_addr)
@@ -218,7 +221,7 @@ impl NodeRuntime {
             .hook_server_dir
             .clone()
             .unwrap_or_else(|| data_dir.join("hookserver.d"));
-        if let Err(e) = std::fs::create_dir_all(&hook_dir) {
+        if let Err(e) = crate::os::files::private_dir(&hook_dir) {
             tracing::warn!(dir = %hook_dir.display(), error = %e, "runtime hook directory unavailable");
         }
         let ctx = Arc::new(Ctx {
@@ -236,10 +239,17 @@ impl NodeRuntime {
         let mut tasks = JoinSet::new();
         let (stop_tx, stop_rx) = mpsc::channel(16);
         let handler_ctx = ctx.clone();
-        let handler = move |req| server::handle(handler_ctx.clone(), stop_tx.clone(), req);
+        let tls = auth.tls.clone();
+        let has_tls = tls.is_some();
+        let auth = Arc::new(auth);
+        let handler =
+            move |req| server::handle(handler_ctx.clone(), auth.clone(), stop_tx.clone(), req);
         let server_stop = stop.clone();
         tasks.spawn(async move {
-            if let Err(e) = crate::kernel::http::serve(listener, handler, server_stop).await {
+            let limits = crate::kernel::http::Limits::default();
+            let served =
+                crate::kernel::http::serve_limited(listener, tls, limits, handler, server_stop);
+            if let Err(e) = served.await {
                 tracing::error!(error = %e, "node runtime API stopped");
             }
         });
@@ -250,12 +260,19 @@ impl NodeRuntime {
             stop,
             tasks,
             addr,
+            tls: has_tls,
         })
     }
 
-    /// The address of the read-only `/pods` API.
+    /// The address of the kubelet API.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The kubelet API's pod list, as the koordlet reads it.
+    pub fn pods_url(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}/pods", self.addr)
     }
 
     pub fn cgroups(&self) -> &Cgroups {
@@ -412,7 +429,9 @@ fn remove_tree(cgroups: &Cgroups) {
     }
 }
 
-/// Pod cgroups and checkpoints whose pod no longer exists: kill what is left and remove.
+/// Pods this runtime checkpointed whose pod no longer exists: kill what is left and remove
+/// their cgroups. Only checkpointed pods are ours: the kubepods tree may be shared with
+/// another koord (or a kubelet) on the same host, whose pods are none of our business.
 fn clean_orphans(
     ctx: &Ctx,
     live: &HashSet<String>,
@@ -427,41 +446,4 @@ fn clean_orphans(
         checkpoint::remove(&ctx.checkpoints(), uid);
         false
     });
-    for qos_dir in qos_dirs(ctx) {
-        for child in ctx.cgroups.children(&qos_dir) {
-            let Some(uid) = pod_uid_of_dir(&child) else {
-                continue;
-            };
-            if !live.contains(&uid) {
-                tracing::info!(dir = %child, "removing an orphaned pod cgroup");
-                reap_cgroup(ctx, &qos_dir.join(&child));
-            }
-        }
-    }
-}
-
-/// The pod UID in a pod cgroup directory name (`pod<uid>` or `...-pod<uid_>.slice`).
-pub fn pod_uid_of_dir(name: &str) -> Option<String> {
-    if let Some(uid) = name.strip_prefix("pod") {
-        return Some(uid.to_string());
-    }
-    let rest = name.strip_suffix(".slice")?;
-    let uid = rest.rsplit_once("-pod")?.1;
-    Some(uid.replace('_', "-"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn uid_from_dir_names() {
-        assert_eq!(pod_uid_of_dir("poda-b-c").as_deref(), Some("a-b-c"));
-        assert_eq!(
-            pod_uid_of_dir("kubepods-besteffort-poda_b.slice").as_deref(),
-            Some("a-b")
-        );
-        assert_eq!(pod_uid_of_dir("besteffort"), None);
-        assert_eq!(pod_uid_of_dir("kubepods-besteffort.slice"), None);
-    }
 }

@@ -1,6 +1,8 @@
-//! The kubelet-compatible read-only API: `GET /pods` (a PodList with live statuses, what
-//! the koordlet's states informer reads), and `POST /pods/{namespace}/{name}/stop` which
-//! kills a pod's containers at once (the koordlet's runtime-based eviction).
+//! The kubelet-compatible API: `GET /pods` (a PodList with live statuses, what the
+//! koordlet's states informer reads), and `POST /pods/{namespace}/{name}/stop` which kills
+//! a pod's containers at once (they restart under the pod's restart policy). Like the
+//! kubelet's authenticated port, every request but `/healthz` needs the API server's
+//! bearer token: pod specs carry secrets in their environment.
 
 use std::sync::Arc;
 
@@ -9,7 +11,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Ctx;
-use crate::kernel::http::{Body, json as json_response, text};
+use crate::kernel::http::{Body, ServerAuth, json as json_response, text};
 
 /// A request the manager forwards to a pod's worker.
 pub struct StopRequest {
@@ -20,11 +22,15 @@ pub struct StopRequest {
 
 pub async fn handle(
     ctx: Arc<Ctx>,
+    auth: Arc<ServerAuth>,
     stops: mpsc::Sender<StopRequest>,
     req: Request<hyper::body::Incoming>,
 ) -> hyper::Response<Body> {
     let path = req.uri().path().trim_end_matches('/').to_string();
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if segs != ["healthz"] && !auth.allows(req.headers()) {
+        return text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
+    }
     match (req.method(), segs.as_slice()) {
         (&Method::GET, ["pods"]) => {
             let items = ctx.view_items();

@@ -5,6 +5,7 @@
 
 pub mod cgroup;
 pub mod coresched;
+pub mod files;
 pub mod nvml;
 pub mod parse;
 pub mod pci;

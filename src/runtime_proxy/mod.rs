@@ -77,7 +77,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx, embedded: bool) -> anyhow::Result<()
     };
     let store_path = ctx.common.data_dir.join("runtime-proxy").join("store.json");
     if let Some(dir) = store_path.parent() {
-        std::fs::create_dir_all(dir)?;
+        crate::os::files::private_dir(dir)?;
     }
     let proxy = service::Proxy {
         backend,
@@ -99,14 +99,12 @@ pub async fn run(cfg: Config, ctx: RoleCtx, embedded: bool) -> anyhow::Result<()
         runtime_version = %version.runtime_version, hooks = %cfg.hook_server_dir.display(),
         "runtime proxy serving CRI v1"
     );
-    let incoming = async_stream::stream! {
-        loop {
-            match listener.accept().await {
-                Ok((s, _)) => yield Ok::<_, std::io::Error>(s),
-                Err(e) => tracing::warn!(error = %e, "accepting a CRI connection failed"),
-            }
-        }
-    };
+    let incoming = crate::kernel::listen::Acceptor::new(
+        listener,
+        crate::kernel::listen::local_grpc_max_connections(),
+        "runtime-proxy",
+    )
+    .into_stream();
     let shutdown = ctx.shutdown.clone();
     tonic::transport::Server::builder()
         .add_service(RuntimeServiceServer::new(proxy))
@@ -156,12 +154,9 @@ async fn wait_for_runtime(
     }
 }
 
-/// Listens on a fresh socket (a stale one is removed; the parent is made 0755).
+/// Listens on a fresh socket only root can use (0600: whoever connects drives the
+/// container runtime); a stale one is replaced.
 fn bind(path: &std::path::Path) -> anyhow::Result<tokio::net::UnixListener> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let _ = std::fs::remove_file(path);
-    tokio::net::UnixListener::bind(path)
+    crate::kernel::listen::bind_unix(path, 0o600)
         .map_err(|e| anyhow::anyhow!("listening on {}: {e}", path.display()))
 }

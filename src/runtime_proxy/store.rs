@@ -41,18 +41,9 @@ struct State {
 /// Writes a private file (0600) whole or not at all. No fsync: the file must outlive the
 /// proxy process, which the page cache ensures; a machine that loses power loses its
 /// containers too.
-fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(bytes)?;
-    std::fs::rename(&tmp, path)
+fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<(), crate::os::files::FileError> {
+    use crate::os::files;
+    files::write_atomic(path, bytes, 0o600, files::Sync::Cached)
 }
 
 pub struct Store {
@@ -85,8 +76,8 @@ impl Store {
         let out = f(&mut g);
         if let Some(path) = &self.path {
             let saved = serde_json::to_vec(&*g)
-                .map_err(std::io::Error::other)
-                .and_then(|b| write_atomic(path, &b));
+                .map_err(|e| e.to_string())
+                .and_then(|b| write_atomic(path, &b).map_err(|e| e.to_string()));
             if let Err(e) = saved {
                 tracing::warn!(path = %path.display(), error = %e, "writing the runtime proxy checkpoint failed");
             }

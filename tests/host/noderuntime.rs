@@ -64,9 +64,17 @@ pub(crate) async fn setup_with(cfg: noderuntime::Config) -> Option<Rt> {
         kubelet_port: None,
     });
     let api = TestApi::start_with(opts).await;
-    let rt = NodeRuntime::start(cfg.clone(), api.client.clone(), NODE, data.path(), true)
-        .await
-        .expect("node runtime");
+    let auth = api.server().auth();
+    let rt = NodeRuntime::start(
+        cfg.clone(),
+        api.client.clone(),
+        NODE,
+        data.path(),
+        true,
+        auth,
+    )
+    .await
+    .expect("node runtime");
     let pods = Api::namespaced(api.client.clone(), "default");
     Some(Rt {
         api,
@@ -90,6 +98,7 @@ impl Rt {
             NODE,
             self.data.path(),
             true,
+            self.api.server().auth(),
         )
         .await
         .unwrap();
@@ -603,6 +612,7 @@ async fn restart_readopts_running_pods_and_cleans_vanished_ones() {
             NODE,
             rt.data.path(),
             true,
+            rt.api.server().auth(),
         )
         .await
         .unwrap(),

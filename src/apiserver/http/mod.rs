@@ -32,8 +32,9 @@ pub struct ServerState {
     pub store: Arc<Store>,
     pub registry: Registry,
     pub admission: Admission,
-    /// When set, every request but health checks needs `Authorization: Bearer <token>`.
-    pub token: Option<String>,
+    /// Every request but health checks needs `Authorization: Bearer <token>` when a token
+    /// is set.
+    pub auth: crate::kernel::http::ServerAuth,
     pub server_addr: String,
     pub continues: ContinueCache,
     pub bookmark_interval: Duration,
@@ -187,19 +188,6 @@ pub fn version_info() -> Value {
     })
 }
 
-fn authorized(state: &ServerState, req: &Request<Incoming>) -> bool {
-    let Some(token) = &state.token else {
-        return true;
-    };
-    let given = req
-        .headers()
-        .get(hyper::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    given
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|g| g.trim() == token)
-}
-
 /// Entry point for every request.
 pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().trim_end_matches('/').to_string();
@@ -211,7 +199,7 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
     if matches!(path.as_str(), "/healthz" | "/readyz" | "/livez") {
         return text(StatusCode::OK, "ok");
     }
-    if !authorized(&state, &req) {
+    if !state.auth.allows(req.headers()) {
         return ApiError::unauthorized().into_response();
     }
     let query = Query::parse(req.uri().query());

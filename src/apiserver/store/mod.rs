@@ -526,7 +526,7 @@ impl Store {
         }
         backend::swap_in(path)?;
         *slot = Some(Backend::open(path, &self.opts)?);
-        if let Err(e) = crate::apiserver::security::restrict_tree(path) {
+        if let Err(e) = crate::os::files::restrict_tree(path) {
             tracing::warn!(error = %e, "narrowing the store's file modes");
         }
         Ok(())

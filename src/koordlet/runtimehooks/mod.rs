@@ -66,7 +66,13 @@ pub fn register(cfg: &Config) -> Option<PathBuf> {
         "failure-policy": cfg.failure_policy,
         "runtime-hooks": HOOKS,
     });
-    match std::fs::write(&file, body.to_string()) {
+    let written = crate::os::files::write_atomic(
+        &file,
+        body.to_string().as_bytes(),
+        0o644,
+        crate::os::files::Sync::Cached,
+    );
+    match written {
         Ok(()) => Some(file),
         Err(e) => {
             tracing::warn!(file = %file.display(), error = %e, "registering the koordlet's hooks failed");

@@ -193,23 +193,18 @@ pub async fn serve(
     hooks: Arc<Hooks>,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    if let Some(dir) = cfg.socket.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let _ = std::fs::remove_file(&cfg.socket);
-    let listener = tokio::net::UnixListener::bind(&cfg.socket).map_err(|e| {
+    // 0600: the callers (the runtime proxy, the embedded node runtime) run as root.
+    let listener = crate::kernel::listen::bind_unix(&cfg.socket, 0o600).map_err(|e| {
         anyhow::anyhow!("runtime hooks: listening on {}: {e}", cfg.socket.display())
     })?;
     let registered = super::register(&cfg);
     tracing::info!(socket = %cfg.socket.display(), registered = ?registered, "koordlet runtime hook server listening");
-    let incoming = async_stream::stream! {
-        loop {
-            match listener.accept().await {
-                Ok((s, _)) => yield Ok::<_, std::io::Error>(s),
-                Err(e) => tracing::warn!(error = %e, "runtime hooks: accept failed"),
-            }
-        }
-    };
+    let incoming = crate::kernel::listen::Acceptor::new(
+        listener,
+        crate::kernel::listen::local_grpc_max_connections(),
+        "runtime-hooks",
+    )
+    .into_stream();
     let served = tonic::transport::Server::builder()
         .add_service(RuntimeHookServiceServer::new(hooks))
         .serve_with_incoming_shutdown(incoming, async move { shutdown.draining().await })

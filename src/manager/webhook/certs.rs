@@ -205,16 +205,12 @@ fn read(path: &Path) -> Result<String, CertError> {
 }
 
 fn write(path: &Path, text: &str, private: bool) -> Result<(), CertError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let io = |e| CertError::Io(path.to_path_buf(), e);
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    if private {
-        opts.mode(0o600);
-    }
-    std::io::Write::write_all(&mut opts.open(&tmp).map_err(io)?, text.as_bytes()).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    use crate::os::files;
+    let mode = if private { 0o600 } else { 0o644 };
+    files::write_atomic(path, text.as_bytes(), mode, files::Sync::Cached).map_err(|e| match e {
+        files::FileError::Io(p, e) => CertError::Io(p, e),
+        other => CertError::Io(path.to_path_buf(), std::io::Error::other(other.to_string())),
+    })
 }
 
 fn ensure_files(cfg: &Config) -> Result<CertBundle, CertError> {

@@ -21,11 +21,3 @@ pub fn reap_cgroup(ctx: &Ctx, dir: &CgroupDir) {
         tracing::warn!(dir = %dir.as_str(), error = %e, "removing a cgroup failed");
     }
 }
-
-/// The QoS directory a pod of this class lives in (for orphan scans).
-pub fn qos_dirs(ctx: &Ctx) -> Vec<CgroupDir> {
-    [KubeQoS::Guaranteed, KubeQoS::Burstable, KubeQoS::BestEffort]
-        .into_iter()
-        .map(|q| ctx.cgroups.qos_dir(q))
-        .collect()
-}

@@ -18,7 +18,7 @@ use super::container::{LaunchError, LaunchSpec, RUNTIME_SCHEME, apply_values, la
 use super::logstamp::{STAMP_EVERY, Stamper};
 use super::resources::pod_values;
 use super::status::{ContainerView, PodFacts, State, pod_status};
-use crate::api::extension::qos::{KubeQoS, kube_qos};
+use crate::api::extension::qos::kube_qos;
 use crate::api::time::now;
 use crate::os::CgroupDir;
 use crate::os::process::{SIGKILL, SIGTERM, alive, signal};
@@ -26,7 +26,7 @@ use crate::os::process::{SIGKILL, SIGTERM, alive, signal};
 mod cgroups;
 mod report;
 
-pub use cgroups::{qos_dirs, reap_cgroup};
+pub use cgroups::reap_cgroup;
 
 pub enum Msg {
     Update(Box<Pod>),
@@ -230,6 +230,10 @@ impl Worker {
 
     fn setup_sandbox(&mut self) {
         let qos = kube_qos(&self.pod);
+        // The checkpoint comes first: it is what makes the cgroup this runtime's own, so a
+        // crash right after the mkdir still leaves a record to clean up from, and a second
+        // koord on the host never mistakes this pod for one of its orphans.
+        self.save_checkpoint();
         let result = self.ctx.cgroups.create(&self.pod_dir).and_then(|_| {
             apply_values(
                 &self.ctx.cgroups,

@@ -1,0 +1,221 @@
+//! Accepting connections within bounds, for every listener koord has (TCP for HTTP, unix
+//! sockets for gRPC): at most `max` connections at once (beyond, new ones wait in the
+//! kernel's backlog), and an accept that fails (out of file descriptors, most likely)
+//! backs off instead of spinning, logging once per interval with a count.
+
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures::Stream;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Half the open-file limit, at most 8192: the rest stays for storage, cgroups and clients.
+pub fn default_max_connections() -> usize {
+    (crate::os::tuning::nofile_soft_limit() / 2).clamp(64, 8192) as usize
+}
+
+/// For the node-local gRPC sockets (the runtime proxy, the koordlet's hooks): their callers
+/// (the kubelet, the proxy) hold a few connections each; an idle HTTP/2 connection costs
+/// ~15 KiB, so 256 bound them to a few MiB.
+pub fn local_grpc_max_connections() -> usize {
+    default_max_connections().min(256)
+}
+
+/// A listener koord accepts on.
+pub trait Listener: Send + 'static {
+    type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    fn poll_accept(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Self::Io>>;
+}
+
+impl Listener for TcpListener {
+    type Io = TcpStream;
+    fn poll_accept(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<TcpStream>> {
+        TcpListener::poll_accept(self, cx).map_ok(|(s, _)| {
+            let _ = s.set_nodelay(true);
+            s
+        })
+    }
+}
+
+impl Listener for UnixListener {
+    type Io = UnixStream;
+    fn poll_accept(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<UnixStream>> {
+        UnixListener::poll_accept(self, cx).map_ok(|(s, _)| s)
+    }
+}
+
+/// An accepted connection; its slot is given back when it is dropped.
+pub struct Conn<S> {
+    io: S,
+    _slot: Option<OwnedSemaphorePermit>,
+}
+
+impl<S> Conn<S> {
+    pub fn get_ref(&self) -> &S {
+        &self.io
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Conn<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Conn<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}
+
+impl<S: tonic::transport::server::Connected> tonic::transport::server::Connected for Conn<S> {
+    type ConnectInfo = S::ConnectInfo;
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.io.connect_info()
+    }
+}
+
+const BACKOFF_MIN: Duration = Duration::from_millis(10);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Accepts on `listener` within the bounds above; `name` says which listener in logs.
+pub struct Acceptor<L> {
+    listener: L,
+    slots: Arc<Semaphore>,
+    name: &'static str,
+    failures: u64,
+    logged: Option<Instant>,
+}
+
+impl<L: Listener> Acceptor<L> {
+    pub fn new(listener: L, max_connections: usize, name: &'static str) -> Acceptor<L> {
+        Acceptor {
+            listener,
+            slots: Arc::new(Semaphore::new(max_connections.max(1))),
+            name,
+            failures: 0,
+            logged: None,
+        }
+    }
+
+    /// The next connection: waits for a free slot first, and never returns an error.
+    pub async fn accept(&mut self) -> Conn<L::Io> {
+        // The semaphore is never closed, so a slot always comes.
+        let slot = self.slots.clone().acquire_owned().await.ok();
+        let mut delay = BACKOFF_MIN;
+        loop {
+            match futures::future::poll_fn(|cx| self.listener.poll_accept(cx)).await {
+                Ok(io) => {
+                    self.failures = 0;
+                    return Conn { io, _slot: slot };
+                }
+                Err(err) => {
+                    self.note_failure(&err);
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(BACKOFF_MAX);
+                }
+            }
+        }
+    }
+
+    fn note_failure(&mut self, err: &io::Error) {
+        self.failures += 1;
+        if self.logged.is_none_or(|t| t.elapsed() >= LOG_EVERY) {
+            self.logged = Some(Instant::now());
+            tracing::warn!(listener = self.name, %err, failures = self.failures, "accept failed; backing off");
+        }
+    }
+
+    /// The connections as a stream (what tonic serves from).
+    pub fn into_stream(self) -> impl Stream<Item = io::Result<Conn<L::Io>>> + Send + 'static {
+        futures::stream::unfold(self, |mut a| async move {
+            let conn = a.accept().await;
+            Some((Ok(conn), a))
+        })
+    }
+}
+
+/// Listens on a unix socket at `path` with `mode` whatever the umask: bound under a
+/// temporary name, narrowed, then renamed into place, so no one can connect through a
+/// wider mode in between. A stale socket at `path` is replaced.
+pub fn bind_unix(path: &Path, mode: u32) -> io::Result<UnixListener> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.{}.bind",
+        path.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&tmp);
+    let listener = UnixListener::bind(&tmp)?;
+    let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+        .and_then(|_| std::fs::rename(&tmp, path));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(listener)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[tokio::test]
+    async fn connections_beyond_the_cap_wait_for_a_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let listener = bind_unix(&path, 0o600).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+        let mut acceptor = Acceptor::new(listener, 2, "test");
+        let _c1 = UnixStream::connect(&path).await.unwrap();
+        let _c2 = UnixStream::connect(&path).await.unwrap();
+        let _c3 = UnixStream::connect(&path).await.unwrap();
+        let a1 = acceptor.accept().await;
+        let _a2 = acceptor.accept().await;
+        let third = tokio::time::timeout(Duration::from_millis(200), acceptor.accept()).await;
+        assert!(
+            third.is_err(),
+            "a third connection is not taken while two are open"
+        );
+        drop(a1);
+        let third = tokio::time::timeout(Duration::from_secs(5), acceptor.accept()).await;
+        assert!(third.is_ok(), "a freed slot takes the waiting connection");
+    }
+}

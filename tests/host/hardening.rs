@@ -1,0 +1,239 @@
+//! `koord --role=all --embedded` as a shared machine meets it (root only; CI is root): a
+//! second koord on the same host, a local stranger (`runuser -u nobody`), a full disk.
+//! Each test stops what it started and leaves no cgroup or process behind.
+
+use crate::common;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{Koord, free_port, http_get, is_root, marker, wait_until};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+
+pub(crate) const NODE: &str = "koord-node";
+
+/// One `koord --role=all --embedded` with default node runtime flags but for the cgroup
+/// parent (shared by the instances of one test, so the host's own kubepods is untouched).
+pub(crate) struct Instance {
+    pub(crate) koord: Koord,
+    pub(crate) dir: PathBuf,
+    pub(crate) client: kube::Client,
+}
+
+impl Instance {
+    pub(crate) async fn start(dir: &Path, parent: &str, envs: &[(&str, &str)]) -> Instance {
+        let api = free_port();
+        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut all = vec![("KOORD_EMBEDDED__NODE_RUNTIME__CGROUP_PARENT", parent)];
+        all.extend_from_slice(envs);
+        let koord = Koord::start(
+            &[
+                "--role=all",
+                "--embedded",
+                "--embedded-addr",
+                &format!("127.0.0.1:{api}"),
+                "--admin-addr",
+                &admin.to_string(),
+                "--data-dir",
+                dir.to_str().unwrap(),
+                "--node-name",
+                NODE,
+            ],
+            &all,
+            dir,
+        );
+        let ready = wait_until(Duration::from_secs(40), || {
+            http_get(admin, "/readyz").is_some_and(|(s, _)| s == 200)
+        });
+        assert!(ready, "not ready:\n{}", koord.logs());
+        let client = koord::kernel::cluster::from_kubeconfig(&dir.join("kubeconfig"))
+            .await
+            .unwrap()
+            .client;
+        Instance {
+            koord,
+            dir: dir.to_path_buf(),
+            client,
+        }
+    }
+
+    pub(crate) fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+
+    /// The kubelet API's pod list URL, as koord printed it.
+    pub(crate) fn pods_url(&self) -> String {
+        let logs = self.koord.logs();
+        let at = logs.find("kubelet API at ").expect("the kubelet API line") + 15;
+        logs[at..].split_whitespace().next().unwrap().to_string()
+    }
+
+    pub(crate) fn token(&self) -> String {
+        std::fs::read_to_string(self.dir.join("pki/token"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    pub(crate) fn stop(mut self) {
+        self.koord.signal("TERM");
+        let status = self.koord.wait_exit(Duration::from_secs(40));
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "{}",
+            self.koord.logs()
+        );
+    }
+}
+
+pub(crate) fn sleeper(name: &str) -> Pod {
+    serde_json::from_value(json!({"metadata": {"name": name},
+        "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 2, "containers": [{"name": "main", "image": "busybox",
+            "command": ["sh", "-c", format!("while true; do sleep 1; done # {}", marker())]}]}}))
+    .unwrap()
+}
+
+/// The pod once its container runs: (container id, restart count).
+pub(crate) async fn running(pods: &Api<Pod>, name: &str) -> (String, i32) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let last = loop {
+        let p = pods.get_opt(name).await.ok().flatten();
+        let up = p
+            .as_ref()
+            .and_then(|p| p.status.as_ref())
+            .is_some_and(|s| s.phase.as_deref() == Some("Running"));
+        if up {
+            break p;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} not running: {:?}",
+            p.map(|p| p.status)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let s = last.unwrap().status.unwrap().container_statuses.unwrap();
+    (
+        s[0].container_id.clone().unwrap_or_default(),
+        s[0].restart_count,
+    )
+}
+
+/// Whether the skip applies, printed once per test.
+pub(crate) fn needs_root(what: &str) -> bool {
+    let ok = is_root()
+        && (Path::new("/sys/fs/cgroup/cpu").exists()
+            || Path::new("/sys/fs/cgroup/cgroup.controllers").exists());
+    if !ok {
+        eprintln!("skipping {what}: needs root and a cgroup hierarchy at /sys/fs/cgroup");
+    }
+    ok
+}
+
+/// Runs `python3 -c script args...` as the user nobody; (exit code, stdout).
+pub(crate) fn as_nobody(script: &str, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new("runuser")
+        .args(["-u", "nobody", "--", "/usr/bin/python3", "-c", script])
+        .args(args)
+        .current_dir("/")
+        .output()
+        .expect("runuser");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// An HTTP(S) request as nobody: the status code it got (0 when nothing answered).
+pub(crate) fn http_as_nobody(method: &str, url: &str) -> u16 {
+    let script = "import sys, ssl, urllib.request, urllib.error\n\
+        req = urllib.request.Request(sys.argv[2], method=sys.argv[1], data=b'' if sys.argv[1] == 'POST' else None)\n\
+        try:\n    r = urllib.request.urlopen(req, context=ssl._create_unverified_context(), timeout=5); print(r.status)\n\
+        except urllib.error.HTTPError as e:\n    print(e.code)\n\
+        except Exception as e:\n    print(0)\n";
+    let (_, out) = as_nobody(script, &[method, url]);
+    out.lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_embedded_koords_side_by_side_keep_their_own_pods() {
+    if !needs_root("the two-instance test") {
+        return;
+    }
+    let parent = format!("koord-test-{}-twins", std::process::id());
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = Instance::start(da.path(), &parent, &[]).await;
+    a.pods()
+        .create(&PostParams::default(), &sleeper("a-pod"))
+        .await
+        .unwrap();
+    let (a_id, a_restarts) = running(&a.pods(), "a-pod").await;
+
+    // The second koord starts on the same host and the same kubepods tree.
+    let b = Instance::start(db.path(), &parent, &[]).await;
+    b.pods()
+        .create(&PostParams::default(), &sleeper("b-pod"))
+        .await
+        .unwrap();
+    let b_run = running(&b.pods(), "b-pod").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        running(&a.pods(), "a-pod").await,
+        (a_id.clone(), a_restarts),
+        "the first koord's pod kept running untouched\n{}",
+        b.koord.logs()
+    );
+
+    // The second one leaving takes only its own pods with it.
+    b.stop();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(running(&a.pods(), "a-pod").await, (a_id, a_restarts));
+    assert_ne!(b_run.0, "");
+    a.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubelet_api_answers_only_with_the_token() {
+    if !needs_root("the kubelet API test") {
+        return;
+    }
+    let parent = format!("koord-test-{}-kubelet-auth", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let k = Instance::start(dir.path(), &parent, &[]).await;
+    let mut pod = sleeper("secretive");
+    pod.spec.as_mut().unwrap().containers[0].env = Some(vec![
+        serde_json::from_value(json!({"name": "PASSWORD", "value": "hunter2"})).unwrap(),
+    ]);
+    k.pods().create(&PostParams::default(), &pod).await.unwrap();
+    let (id, restarts) = running(&k.pods(), "secretive").await;
+    let url = k.pods_url();
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+
+    // A stranger on the machine reads no pod spec and stops no pod.
+    assert_eq!(http_as_nobody("GET", &url), 401);
+    let stop = format!("{url}/default/secretive/stop");
+    assert_eq!(http_as_nobody("POST", &stop), 401);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(running(&k.pods(), "secretive").await, (id, restarts));
+
+    // The holder of the kubeconfig's token does.
+    let token = k.token();
+    let script = "import sys, ssl, urllib.request\n\
+        req = urllib.request.Request(sys.argv[1], headers={'Authorization': 'Bearer ' + sys.argv[2]})\n\
+        print(urllib.request.urlopen(req, context=ssl._create_unverified_context(), timeout=5).read().decode())\n";
+    let out = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", script, &url, &token])
+        .output()
+        .unwrap();
+    let body = String::from_utf8_lossy(&out.stdout);
+    assert!(body.contains("hunter2"), "{body}");
+    k.stop();
+}
