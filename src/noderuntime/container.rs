@@ -26,13 +26,15 @@ pub enum LaunchError {
     /// A runtime hook under `failure-policy: Fail` did not answer.
     #[error("{0}")]
     Hook(String),
+    #[error("{0}")]
+    Security(#[from] super::security::SecurityError),
 }
 
 impl LaunchError {
     /// The kubelet's waiting reason for this failure.
     pub fn reason(&self) -> &'static str {
         match self {
-            LaunchError::NoCommand(_) => "CreateContainerConfigError",
+            LaunchError::NoCommand(_) | LaunchError::Security(_) => "CreateContainerConfigError",
             LaunchError::Cgroup(_) | LaunchError::Hook(_) => "CreateContainerError",
             LaunchError::Io(_) | LaunchError::File(_) => "RunContainerError",
         }
@@ -108,6 +110,17 @@ pub fn env_of(c: &Container, pod: &Pod, node: &str, ip: &str) -> Vec<(String, St
     env
 }
 
+/// A user other than root has no /root: HOME is `/` for it (containerd's fallback for a
+/// user without a passwd entry), unless the container set HOME itself.
+pub fn home_for(env: &mut [(String, String)], uid: u32) {
+    if uid == 0 {
+        return;
+    }
+    if let Some(home) = env.iter_mut().find(|(k, v)| k == "HOME" && v == "/root") {
+        home.1 = "/".into();
+    }
+}
+
 /// Writes shares, quota and memory limit to a cgroup.
 pub fn apply_values(
     cgroups: &Cgroups,
@@ -136,6 +149,11 @@ pub struct LaunchSpec<'a> {
 /// Creates the container's cgroup, applies its limits and starts its process in it.
 pub fn launch(s: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
     let (program, args) = command_of(s.container)?;
+    let identity = super::security::identity(
+        s.pod,
+        s.container,
+        crate::os::process::available_capabilities(),
+    )?;
     let id = new_container_id();
     let dir = s
         .cgroups
@@ -155,14 +173,16 @@ pub fn launch(s: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
             crate::os::files::private_dir(parent)?;
         }
         let log = crate::os::files::append_private(s.log)?;
+        let mut env = s
+            .hooked
+            .envs
+            .clone()
+            .unwrap_or_else(|| env_of(s.container, s.pod, s.node, s.ip));
+        home_for(&mut env, identity.uid);
         let spec = Spawn {
             program,
             args,
-            env: s
-                .hooked
-                .envs
-                .clone()
-                .unwrap_or_else(|| env_of(s.container, s.pod, s.node, s.ip)),
+            env,
             cwd: s
                 .container
                 .working_dir
@@ -173,6 +193,7 @@ pub fn launch(s: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
             stdout: log.try_clone()?.into(),
             stderr: log.into(),
             cgroup_procs: s.cgroups.procs_files(&dir),
+            identity: Some(identity),
         };
         let oom_before = s.cgroups.oom_kills(&dir);
         let child = spawn_in_cgroups(spec)?;

@@ -25,6 +25,8 @@ pub enum ExecError {
     NoCommand,
     #[error("starting {cmd}: {err}")]
     Start { cmd: String, err: std::io::Error },
+    #[error("{0}")]
+    Security(#[from] super::security::SecurityError),
 }
 
 /// A handle on the runtime, given to the API server.
@@ -69,10 +71,15 @@ impl Exec {
                 container: container.into(),
             })?;
         let piped = std::process::Stdio::piped;
+        // The command runs as the container's process does.
+        let identity =
+            super::security::identity(pod, spec, crate::os::process::available_capabilities())?;
+        let mut env = env_of(spec, pod, &self.ctx.node, &self.ctx.ip);
+        super::container::home_for(&mut env, identity.uid);
         let spawn = Spawn {
             program: program.into(),
             args: args.iter().map(OsString::from).collect(),
-            env: env_of(spec, pod, &self.ctx.node, &self.ctx.ip),
+            env,
             cwd: spec
                 .working_dir
                 .clone()
@@ -89,6 +96,7 @@ impl Exec {
                 .ctx
                 .cgroups
                 .procs_files(&CgroupDir::new(running.dir.clone())),
+            identity: Some(identity),
         };
         spawn_in_cgroups(spawn).map_err(|err| ExecError::Start {
             cmd: command.join(" "),

@@ -10,6 +10,7 @@ pub mod exec;
 pub mod hooks;
 pub mod logstamp;
 pub mod resources;
+pub mod security;
 pub mod server;
 pub mod status;
 pub mod worker;

@@ -20,6 +20,105 @@ pub struct Spawn {
     pub stderr: std::process::Stdio,
     /// `cgroup.procs` files the process joins before it executes anything.
     pub cgroup_procs: Vec<PathBuf>,
+    /// Who the process runs as; `None`: as this process does.
+    pub identity: Option<Identity>,
+}
+
+/// A process's user, groups and capabilities, as a container runtime sets them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+    /// Capabilities kept (bit n = capability n); every other one leaves the bounding set,
+    /// and a root process's permitted, effective and inheritable sets hold exactly these.
+    pub capabilities: u64,
+    /// `PR_SET_NO_NEW_PRIVS`: setuid binaries and file capabilities grant nothing.
+    pub no_new_privs: bool,
+}
+
+/// Every capability this kernel knows (`/proc/sys/kernel/cap_last_cap`).
+pub fn last_capability() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(40)
+        .min(63)
+}
+
+/// The capabilities this process may hand on (its permitted set): a child can be given
+/// no more, so "every capability" means these (koord may itself run in a container).
+pub fn available_capabilities() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    parse_cap_line(&status, "CapPrm:").unwrap_or(0)
+}
+
+/// A `CapXxx:` line of `/proc/<pid>/status` (hexadecimal).
+pub fn parse_cap_line(status: &str, key: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix(key))?;
+    u64::from_str_radix(line.trim(), 16).ok()
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const CAP_VERSION_3: u32 = 0x2008_0522;
+
+/// Becomes `id`, in the order that keeps the right to do each step: bounding set first
+/// (needs CAP_SETPCAP), then groups, gid and uid, then the remaining sets. Runs in the
+/// forked child: only async-signal-safe system calls, no allocation.
+///
+/// # Safety
+/// Call only between fork and exec.
+unsafe fn become_identity(id: &Identity, last_cap: u32) -> io::Result<()> {
+    let check = |rc: i64| {
+        if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    // SAFETY (all calls below): plain integers or pointers to memory owned by `id` and
+    // this frame, valid for the duration of each call.
+    unsafe {
+        for cap in 0..=last_cap {
+            if id.capabilities & (1u64 << cap) == 0 {
+                check(libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) as i64)?;
+            }
+        }
+        check(libc::setgroups(id.groups.len(), id.groups.as_ptr()) as i64)?;
+        check(libc::setresgid(id.gid, id.gid, id.gid) as i64)?;
+        check(libc::setresuid(id.uid, id.uid, id.uid) as i64)?;
+        if id.uid == 0 {
+            let header = CapHeader {
+                version: CAP_VERSION_3,
+                pid: 0,
+            };
+            let words = [id.capabilities as u32, (id.capabilities >> 32) as u32];
+            let data = words.map(|w| CapData {
+                effective: w,
+                permitted: w,
+                inheritable: w,
+            });
+            check(libc::syscall(libc::SYS_capset, &header, data.as_ptr()))?;
+        }
+        if id.no_new_privs {
+            check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as i64)?;
+        }
+    }
+    Ok(())
 }
 
 /// Starts `spec` in its own process group, inside its cgroups from its first instruction
@@ -38,6 +137,8 @@ pub fn spawn_in_cgroups(spec: Spawn) -> io::Result<tokio::process::Child> {
         })
         .collect::<io::Result<_>>()?;
     let raw: Vec<i32> = fds.iter().map(|f| f.as_raw_fd()).collect();
+    let identity = spec.identity.clone();
+    let last_cap = last_capability();
     let mut cmd = std::process::Command::new(&spec.program);
     cmd.args(&spec.args)
         .env_clear()
@@ -50,14 +151,18 @@ pub fn spawn_in_cgroups(spec: Spawn) -> io::Result<tokio::process::Child> {
         cmd.current_dir(cwd);
     }
     // SAFETY: the closure runs in the forked child before exec. It only calls write(2),
-    // which is async-signal-safe, on descriptors opened by the parent, and allocates
-    // nothing. Writing "0" to cgroup.procs moves the calling process.
+    // which is async-signal-safe, on descriptors opened by the parent, then
+    // `become_identity`'s system calls, and allocates nothing. Writing "0" to cgroup.procs
+    // moves the calling process; it happens first, while the child is still root.
     unsafe {
         cmd.pre_exec(move || {
             for fd in &raw {
                 if libc::write(*fd, b"0".as_ptr().cast(), 1) < 0 {
                     return Err(io::Error::last_os_error());
                 }
+            }
+            if let Some(id) = &identity {
+                become_identity(id, last_cap)?;
             }
             Ok(())
         });
@@ -134,5 +239,9 @@ mod tests {
         ));
         assert!(!alive(Path::new("/proc"), me, Some(1)));
         assert!(signal(0, SIGTERM).is_err());
+        assert_eq!(
+            parse_cap_line("CapInh:\t0\nCapPrm:\t000001fffeffffff\n", "CapPrm:"),
+            Some(0x1fffeffffff)
+        );
     }
 }

@@ -50,6 +50,7 @@ pub fn start(cgroups: &Cgroups, dir: &CgroupDir) -> tokio::process::Child {
         stdout: log.try_clone().unwrap().into(),
         stderr: log.into(),
         cgroup_procs: cgroups.procs_files(dir),
+        identity: None,
     })
     .unwrap()
 }

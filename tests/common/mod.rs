@@ -85,6 +85,16 @@ pub struct Koord {
 
 impl Koord {
     pub fn start(args: &[&str], envs: &[(&str, &str)], log_dir: &Path) -> Koord {
+        Self::start_limited(args, envs, log_dir, None)
+    }
+
+    /// Like [`Koord::start`], with at most `nofile` open files (soft and hard limit).
+    pub fn start_limited(
+        args: &[&str],
+        envs: &[(&str, &str)],
+        log_dir: &Path,
+        nofile: Option<u64>,
+    ) -> Koord {
         guard_strays();
         let log = log_dir.join(format!("koord-{}.log", free_port()));
         let file = std::fs::File::create(&log).unwrap();
@@ -106,6 +116,22 @@ impl Koord {
             );
         for (k, v) in envs {
             cmd.env(k, v);
+        }
+        if let Some(n) = nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe and touches only the child.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let lim = libc::rlimit {
+                        rlim_cur: n,
+                        rlim_max: n,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         Koord {
             child: Some(cmd.spawn().expect("start koord")),

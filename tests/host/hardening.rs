@@ -235,5 +235,202 @@ async fn the_kubelet_api_answers_only_with_the_token() {
         .unwrap();
     let body = String::from_utf8_lossy(&out.stdout);
     assert!(body.contains("hunter2"), "{body}");
+    assert_private_tree(dir.path());
     k.stop();
+}
+
+/// Every directory under `dir` is 0700 and every file or socket 0600, links none.
+fn assert_private_tree(dir: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let m = std::fs::symlink_metadata(entry.path()).unwrap();
+        let name = entry.path();
+        // The test harness's own files (koord's stderr log) are not koord's.
+        if name.extension().is_some_and(|e| e == "log") && name.parent() == Some(dir) {
+            continue;
+        }
+        let want = if m.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(m.mode() & 0o7777, want, "{}", name.display());
+        if m.is_dir() {
+            assert_private_tree(&name);
+        }
+    }
+}
+
+/// `koord --embedded` (the API server alone) on `data`: its exit code (`None` when it
+/// keeps running) and its output.
+fn embedded_exit(data: &Path) -> (Option<i32>, String) {
+    let logs = tempfile::tempdir().unwrap();
+    let mut k = Koord::start(
+        &[
+            "--embedded",
+            "--embedded-addr",
+            &format!("127.0.0.1:{}", free_port()),
+            "--admin-addr",
+            &format!("127.0.0.1:{}", free_port()),
+            "--data-dir",
+            data.to_str().unwrap(),
+        ],
+        &[],
+        logs.path(),
+    );
+    let code = k.wait_exit(Duration::from_secs(15)).and_then(|s| s.code());
+    (code, k.logs())
+}
+
+#[test]
+fn a_data_dir_a_stranger_controls_is_refused() {
+    if !is_root() {
+        eprintln!("skipping the data dir test: needs root (chown, runuser)");
+        return;
+    }
+    // A shared, sticky directory like /tmp, where anyone may create names.
+    let t = tempfile::tempdir().unwrap();
+    let shared = t.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(
+        &shared,
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+    )
+    .unwrap();
+
+    // A data dir pre-created by nobody, with a token of theirs in it.
+    let planted = shared.join("planted");
+    let make = "import os, sys\nd = sys.argv[1]\nos.makedirs(d + '/pki', 0o755)\nopen(d + '/pki/token', 'w').write('strangers-token')\n";
+    let (code, out) = as_nobody(make, &[planted.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    let (code, err) = embedded_exit(&planted);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("owned by uid 65534"), "{err}");
+    assert!(
+        !planted.join("kubeconfig").exists(),
+        "nothing is written into it"
+    );
+
+    // A data dir path that is nobody's link to a directory of root's.
+    let target = t.path().join("roots");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::set_permissions(&target, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let link = shared.join("link");
+    let (code, out) = as_nobody(
+        "import os, sys\nos.symlink(sys.argv[1], sys.argv[2])",
+        &[target.to_str().unwrap(), link.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{out}");
+    let (code, err) = embedded_exit(&link);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("symbolic link"), "{err}");
+    let mode = std::os::unix::fs::MetadataExt::mode(&std::fs::metadata(&target).unwrap());
+    assert_eq!(mode & 0o777, 0o755, "the link's target is not chmodded");
+    assert_eq!(
+        std::fs::read_dir(&target).unwrap().count(),
+        0,
+        "nor written into"
+    );
+
+    // A pki folder of nobody's inside root's own data dir.
+    let mine = t.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::create_dir(mine.join("pki")).unwrap();
+    std::fs::write(mine.join("pki/token"), "strangers-token").unwrap();
+    std::os::unix::fs::chown(mine.join("pki"), Some(65534), Some(65534)).unwrap();
+    std::os::unix::fs::chown(mine.join("pki/token"), Some(65534), Some(65534)).unwrap();
+    let (code, err) = embedded_exit(&mine);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("owned by uid 65534"), "{err}");
+}
+
+/// CPU seconds a process has used (user + system).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let f: Vec<u64> = after
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    f.get(10)
+        .zip(f.get(11))
+        .map_or(0.0, |(u, s)| (u + s) as f64 / hz)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hook_socket_bounds_its_connections() {
+    if !needs_root("the socket bound test") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let parent = format!("koord-test-{}-sockcap", std::process::id());
+    let socket = dir.path().join("hooks.sock");
+    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let koord = Koord::start_limited(
+        &[
+            "--role=koordlet",
+            "--embedded",
+            "--embedded-addr",
+            &format!("127.0.0.1:{}", free_port()),
+            "--admin-addr",
+            &admin.to_string(),
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "--node-name",
+            NODE,
+        ],
+        &[
+            (
+                "KOORD_EMBEDDED__NODE_RUNTIME__CGROUP_PARENT",
+                parent.as_str(),
+            ),
+            (
+                "KOORD_KOORDLET__RUNTIME_HOOKS__SOCKET",
+                socket.to_str().unwrap(),
+            ),
+        ],
+        dir.path(),
+        Some(256),
+    );
+    let ready = wait_until(Duration::from_secs(40), || {
+        http_get(admin, "/readyz").is_some_and(|(s, _)| s == 200)
+    });
+    assert!(ready, "not ready:\n{}", koord.logs());
+    let mode = std::os::unix::fs::MetadataExt::mode(&std::fs::metadata(&socket).unwrap());
+    assert_eq!(mode & 0o777, 0o600, "the hook socket is root's alone");
+
+    // Far more idle connections than the process has file descriptors.
+    let conns: Vec<_> = (0..600)
+        .filter_map(|_| std::os::unix::net::UnixStream::connect(&socket).ok())
+        .collect();
+    assert!(conns.len() >= 300, "{} connections", conns.len());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = cpu_seconds(koord.pid());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let used = cpu_seconds(koord.pid()) - before;
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", koord.pid()))
+        .unwrap()
+        .count();
+    let logs = koord.logs();
+    assert!(
+        used < 0.5,
+        "{used} CPU seconds in 3 s while holding connections"
+    );
+    assert!(fds < 250, "{fds} descriptors open");
+    assert!(
+        logs.matches("accept failed").count() < 5,
+        "{}",
+        &logs[logs.len().saturating_sub(2000)..]
+    );
+    assert!(
+        http_get(admin, "/readyz").is_some_and(|(s, _)| s == 200),
+        "the admin endpoint still answers"
+    );
+    drop(conns);
+    let mut koord = koord;
+    koord.signal("TERM");
+    assert_eq!(
+        koord
+            .wait_exit(Duration::from_secs(30))
+            .and_then(|s| s.code()),
+        Some(0)
+    );
 }

@@ -39,6 +39,7 @@ fn sleeper(cg: &Cgroups, dir: &CgroupDir) -> tokio::process::Child {
         stdout: std::process::Stdio::null(),
         stderr: std::process::Stdio::null(),
         cgroup_procs: cg.procs_files(dir),
+        identity: None,
     })
     .unwrap()
 }

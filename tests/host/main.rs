@@ -18,6 +18,7 @@ mod koordlet_qos_embedded;
 mod kubectl_day_one;
 mod noderuntime;
 mod noderuntime_hooks;
+mod noderuntime_security;
 mod numa_embedded;
 mod runtime_hooks;
 mod runtime_proxy;

@@ -69,7 +69,7 @@ pub fn register(cfg: &Config) -> Option<PathBuf> {
     let written = crate::os::files::write_atomic(
         &file,
         body.to_string().as_bytes(),
-        0o644,
+        0o600,
         crate::os::files::Sync::Cached,
     );
     match written {
