@@ -10,6 +10,7 @@ pub mod http;
 pub mod limits;
 pub mod logs;
 pub mod metrics;
+pub mod namespaces;
 pub mod node;
 pub mod openapi;
 pub mod podgc;
@@ -288,6 +289,8 @@ impl ApiServer {
             tasks.spawn(sim::run(store.clone(), names, stop.clone()));
         }
         tasks.spawn(gc_events(store.clone(), stop.clone()));
+        tasks.spawn(namespaces::run(state.clone(), stop.clone()));
+        tasks.spawn(podgc::run(store.clone(), opts.pod_gc_grace, stop.clone()));
         tasks.spawn(compact(
             store.clone(),
             opts.compaction_interval,

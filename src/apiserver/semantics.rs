@@ -55,7 +55,12 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, store: &Store) -> Re
     }
     match (info.group.as_str(), info.resource.as_str()) {
         ("", "pods") => prepare_pod(info, &name, obj, store)?,
-        ("", "namespaces") => obj["status"] = json!({"phase": "Active"}),
+        ("", "namespaces") => {
+            obj["status"] = json!({"phase": "Active"});
+            if obj.pointer("/spec/finalizers").is_none() {
+                obj["spec"]["finalizers"] = json!([crate::apiserver::namespaces::FINALIZER]);
+            }
+        }
         ("apiextensions.k8s.io", "customresourcedefinitions") => accept_crd(info, &name, obj)?,
         _ => {}
     }
@@ -132,6 +137,21 @@ pub fn prepare_update(
         );
     }
     match (info.group.as_str(), info.resource.as_str()) {
+        ("", "namespaces") => {
+            // spec.finalizers changes only through `finalize`, and only it changes there.
+            let finalizers = new.pointer("/spec/finalizers").cloned();
+            if sub == Some("finalize") {
+                let meta = new.get("metadata").cloned();
+                *new = old.clone();
+                if let Some(m) = meta.and_then(|m| m.get("resourceVersion").cloned()) {
+                    meta_mut(new).insert("resourceVersion".into(), m);
+                }
+                new["spec"]["finalizers"] = finalizers.unwrap_or_else(|| json!([]));
+            } else if let Some(f) = old.pointer("/spec/finalizers") {
+                new["spec"]["finalizers"] = f.clone();
+            }
+            Ok(())
+        }
         ("", "pods") => check_pod_spec_update(info, &name, old, new),
         ("apiextensions.k8s.io", "customresourcedefinitions") => accept_crd(info, &name, new),
         _ => Ok(()),

@@ -434,3 +434,56 @@ async fn the_hook_socket_bounds_its_connections() {
         Some(0)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_namespace_stops_its_pods_gracefully() {
+    if !needs_root("the namespace deletion test") {
+        return;
+    }
+    let parent = format!("koord-test-{}-nsdelete", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let k = Instance::start(dir.path(), &parent, &[]).await;
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(k.client.clone());
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let seen = dir.path().join("term-seen");
+    let script = format!(
+        "trap 'echo TERM > {}; exit 0' TERM; while true; do sleep 0.2; done # {}",
+        seen.display(),
+        marker()
+    );
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "graceful"},
+        "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 10, "containers": [{"name": "main", "image": "busybox",
+            "command": ["sh", "-c", script]}]}}))
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(k.client.clone(), "team");
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    running(&pods, "graceful").await;
+    nss.delete("team", &Default::default()).await.unwrap();
+    let gone = wait_until(Duration::from_secs(30), || {
+        let out = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(dir.path().join("kubeconfig"))
+            .args([
+                "get",
+                "namespace",
+                "team",
+                "--ignore-not-found",
+                "-o",
+                "name",
+            ])
+            .output();
+        out.is_ok_and(|o| o.status.success() && o.stdout.is_empty())
+    });
+    assert!(gone, "namespace never went\n{}", k.koord.logs());
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap_or_default().trim(),
+        "TERM",
+        "the pod got SIGTERM and its grace period, not SIGKILL"
+    );
+    k.stop();
+}

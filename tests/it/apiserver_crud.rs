@@ -5,10 +5,11 @@ use crate::common;
 
 use std::collections::BTreeMap;
 
-use common::{TestApi, api_code};
+use common::{TestApi, api_code, eventually};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use std::time::Duration;
 
 fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
     serde_json::from_value(json!({
@@ -318,31 +319,88 @@ async fn finalizers_hold_deletion() {
 }
 
 #[tokio::test]
-async fn namespace_deletion_removes_its_objects() {
+async fn namespace_deletion_goes_through_terminating_and_honours_finalizers() {
     let api = TestApi::start().await;
     let nss: Api<Namespace> = Api::all(api.client.clone());
-    nss.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap(),
-    )
-    .await
-    .unwrap();
+    let team = nss
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        team.spec.unwrap().finalizers,
+        Some(vec!["kubernetes".to_string()]),
+        "kube-apiserver's default"
+    );
     let cms: Api<ConfigMap> = Api::namespaced(api.client.clone(), "team");
     cms.create(&PostParams::default(), &cm("x", &[]))
         .await
         .unwrap();
+    let mut held = cm("held", &[]);
+    held.metadata.finalizers = Some(vec!["example.com/keep".into()]);
+    cms.create(&PostParams::default(), &held).await.unwrap();
     nss.delete("team", &DeleteParams::default()).await.unwrap();
-    assert_eq!(api_code(cms.get("x").await), 404);
+    let phase = |n: Namespace| n.status.and_then(|s| s.phase).unwrap_or_default();
+    assert_eq!(phase(nss.get("team").await.unwrap()), "Terminating");
+    let refused = cms.create(&PostParams::default(), &cm("late", &[])).await;
+    match refused {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 403);
+            assert_eq!(
+                s.message,
+                "configmaps \"late\" is forbidden: unable to create new content in namespace team because it is being terminated"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Unheld content goes; the finalizer holds its object, and the object the namespace.
     assert!(
-        nss.get("default")
-            .await
-            .unwrap()
-            .status
-            .unwrap()
-            .phase
-            .as_deref()
-            == Some("Active")
+        eventually(Duration::from_secs(10), || async {
+            cms.get_opt("x").await.unwrap().is_none()
+        })
+        .await
     );
+    let kept = cms.get("held").await.unwrap();
+    assert!(kept.metadata.deletion_timestamp.is_some());
+    let conditions = nss
+        .get("team")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .conditions
+        .unwrap_or_default();
+    let finalizers = conditions
+        .iter()
+        .find(|c| c.type_ == "NamespaceFinalizersRemaining")
+        .unwrap();
+    assert_eq!(
+        finalizers.message.as_deref(),
+        Some(
+            "Some content in the namespace has finalizers remaining: configmaps has 1 resource instances"
+        )
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        cms.get_opt("held").await.unwrap().is_some(),
+        "a finalizer is never skipped"
+    );
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            nss.get_opt("team").await.unwrap().is_none()
+        })
+        .await
+    );
+    assert_eq!(phase(nss.get("default").await.unwrap()), "Active");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -69,6 +69,16 @@ pub async fn delete(
 
 /// What deleting `cur` means right now.
 fn deletion(info: &ResourceInfo, cur: &Value, grace: Option<i64>) -> Option<Value> {
+    if info.group.is_empty() && info.resource == "namespaces" {
+        // Always through Terminating: the namespace controller empties it first.
+        let mut v = cur.clone();
+        if cur.pointer("/metadata/deletionTimestamp").is_none() {
+            v["metadata"]["deletionTimestamp"] = now().into();
+            v["metadata"]["deletionGracePeriodSeconds"] = 0.into();
+            v["status"]["phase"] = "Terminating".into();
+        }
+        return Some(v);
+    }
     let has_finalizers = cur
         .pointer("/metadata/finalizers")
         .and_then(Value::as_array)

@@ -24,7 +24,7 @@ impl ApiError {
         }
     }
 
-    fn with_details(mut self, info: &ResourceInfo, name: &str) -> Self {
+    pub fn with_details(mut self, info: &ResourceInfo, name: &str) -> Self {
         let mut d = json!({"name": name, "kind": info.resource});
         if !info.group.is_empty() {
             d["group"] = info.group.clone().into();

@@ -230,6 +230,13 @@ pub(super) async fn create_object(
                 .ok_or_else(ApiError::route_not_found)?;
             return Err(ApiError::not_found(&info, &ns));
         }
+        if crate::apiserver::namespaces::terminating(state, &ns) {
+            let what = format!("{} {:?}", rr.info.qualified(), name_of(&obj));
+            return Err(ApiError::forbidden(format!(
+                "{what} is forbidden: unable to create new content in namespace {ns} because it is being terminated"
+            ))
+            .with_details(&rr.info, &name_of(&obj)));
+        }
     } else if let Some(m) = meta.as_object_mut() {
         m.remove("namespace");
     }
@@ -417,11 +424,7 @@ pub(super) async fn guaranteed_update(
         if dry {
             return Ok(json_response(StatusCode::OK, &new));
         }
-        let finalize = new.pointer("/metadata/deletionTimestamp").is_some()
-            && new
-                .pointer("/metadata/finalizers")
-                .and_then(Value::as_array)
-                .is_none_or(|f| f.is_empty());
+        let finalize = releasable(&rr.info, &new);
         let observed = cur.rev;
         let result = state.store.commit(&key, rr.ns(), &name, |c| match c {
             None => Err(WriteError::Api(ApiError::not_found(&rr.info, &name))),
@@ -451,7 +454,21 @@ pub(super) async fn guaranteed_update(
 }
 
 /// Side effects of a committed write: serving CRDs, cascading namespace deletion.
-pub(super) fn after_write(
+/// A deleted object nothing holds any more: no finalizer in its metadata (nor, for a
+/// namespace, in its spec).
+fn releasable(info: &ResourceInfo, v: &Value) -> bool {
+    let empty = |p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_array)
+            .is_none_or(|f| f.is_empty())
+    };
+    let namespace = info.group.is_empty() && info.resource == "namespaces";
+    v.pointer("/metadata/deletionTimestamp").is_some()
+        && empty("/metadata/finalizers")
+        && (!namespace || empty("/spec/finalizers"))
+}
+
+pub(crate) fn after_write(
     state: &Arc<ServerState>,
     info: &ResourceInfo,
     committed: &Committed,
