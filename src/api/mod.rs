@@ -10,6 +10,7 @@ pub mod crds;
 pub mod duration;
 pub mod extension;
 pub mod input;
+pub mod names;
 pub mod patch;
 pub mod placement;
 pub mod pod;

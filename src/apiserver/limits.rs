@@ -57,31 +57,16 @@ pub fn prescan_yaml(bytes: &[u8]) -> Result<(), ApiError> {
     crate::api::input::prescan_yaml(bytes).map_err(ApiError::bad_request)
 }
 
+use crate::api::names::{DNS_LABEL, DNS_SUBDOMAIN, dns_label, dns_subdomain};
+
 /// kube-apiserver's wording for an invalid name.
 fn name_error(info: &ResourceInfo, name: &str, label: bool) -> ApiError {
-    let why = if label {
-        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-    } else {
-        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-    };
+    let why = if label { DNS_LABEL } else { DNS_SUBDOMAIN };
     ApiError::invalid(
         info,
         name,
         format!("metadata.name: Invalid value: {name:?}: {why}"),
     )
-}
-
-fn dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-fn dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(dns_label)
 }
 
 /// RBAC names are path segments (`system:controller:x` is fine).

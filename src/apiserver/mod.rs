@@ -12,6 +12,7 @@ pub mod logs;
 pub mod metrics;
 pub mod namespaces;
 pub mod node;
+pub mod objectmeta;
 pub mod openapi;
 pub mod podgc;
 #[cfg(test)]

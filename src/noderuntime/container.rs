@@ -17,6 +17,10 @@ pub enum LaunchError {
         "container {0:?} has neither command nor args: koord runs containers as host processes and ignores the image"
     )]
     NoCommand(String),
+    /// The name becomes part of a host path (the log file); the API server refuses such
+    /// names, so only an object stored by an older koord can carry one.
+    #[error("container name {0:?}: {msg}", msg = crate::api::names::DNS_LABEL)]
+    BadName(String),
     #[error("cgroup: {0}")]
     Cgroup(#[from] CgroupError),
     #[error("{0}")]
@@ -34,7 +38,9 @@ impl LaunchError {
     /// The kubelet's waiting reason for this failure.
     pub fn reason(&self) -> &'static str {
         match self {
-            LaunchError::NoCommand(_) | LaunchError::Security(_) => "CreateContainerConfigError",
+            LaunchError::NoCommand(_) | LaunchError::BadName(_) | LaunchError::Security(_) => {
+                "CreateContainerConfigError"
+            }
             LaunchError::Cgroup(_) | LaunchError::Hook(_) => "CreateContainerError",
             LaunchError::Io(_) | LaunchError::File(_) => "RunContainerError",
         }
@@ -148,6 +154,9 @@ pub struct LaunchSpec<'a> {
 
 /// Creates the container's cgroup, applies its limits and starts its process in it.
 pub fn launch(s: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
+    if !crate::api::names::dns_label(&s.container.name) {
+        return Err(LaunchError::BadName(s.container.name.clone()));
+    }
     let (program, args) = command_of(s.container)?;
     let identity = super::security::identity(
         s.pod,

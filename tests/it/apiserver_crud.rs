@@ -908,3 +908,80 @@ fn random_bodies_through_the_server_never_fail_it() {
         .unwrap();
     drop(api);
 }
+
+#[tokio::test]
+async fn metadata_and_container_names_are_validated_as_kube_apiserver_does() {
+    let api = TestApi::start().await;
+    let pp = PostParams::default();
+    let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
+    let pod = |name: &str, container: &str| -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": name},
+            "spec": {"containers": [{"name": container, "image": "busybox"}]}}))
+        .unwrap()
+    };
+    let refused = |r: Result<Pod, kube::Error>| match r {
+        Err(kube::Error::Api(s)) => (s.code, s.message),
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    let (code, msg) = refused(
+        pods.create(&pp, &pod("escape", "../../../../../../../../tmp/x"))
+            .await,
+    );
+    assert_eq!(code, 422);
+    assert!(
+        msg.starts_with("Pod \"escape\" is invalid: spec.containers[0].name: Invalid value: \"../../../../../../../../tmp/x\": a lowercase RFC 1123 label"),
+        "{msg}"
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(api.client.clone(), "default");
+    let with_meta = |meta: serde_json::Value| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": meta})).unwrap()
+    };
+    for (meta, want) in [
+        (
+            json!({"name": "a", "labels": {"": "x"}}),
+            "metadata.labels: Invalid value: \"\": name part must be non-empty",
+        ),
+        (
+            json!({"name": "b", "labels": {"has space": "x"}}),
+            "metadata.labels: Invalid value: \"has space\": name part must consist",
+        ),
+        (
+            json!({"name": "c", "labels": {"k": "has space"}}),
+            "metadata.labels: Invalid value: \"has space\": a valid label must be",
+        ),
+        (
+            json!({"name": "d", "annotations": {"big": "x".repeat(600_000)}}),
+            "metadata.annotations: Too long: must have at most 262144 bytes",
+        ),
+        (
+            json!({"name": "e", "finalizers": ["not a finalizer"]}),
+            "metadata.finalizers[0]: Invalid value: \"not a finalizer\"",
+        ),
+    ] {
+        match cms.create(&pp, &with_meta(meta.clone())).await {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(s.code, 422, "{meta}");
+                assert!(s.message.contains(want), "{meta}: {}", s.message);
+            }
+            other => panic!("{meta}: {other:?}"),
+        }
+    }
+    // Updates are held to the same rules.
+    cms.create(&pp, &cm("ok", &[])).await.unwrap();
+    let patched = cms
+        .patch(
+            "ok",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"bad key": "v"}}})),
+        )
+        .await;
+    assert_eq!(api_code(patched), 422);
+    // What no single label breaks, the object's size does (etcd's 1.5 MiB).
+    let labels: serde_json::Map<String, serde_json::Value> = (0..60_000)
+        .map(|i| (format!("label-{i:05}"), json!(format!("value-{i:05}"))))
+        .collect();
+    let many = cms
+        .create(&pp, &with_meta(json!({"name": "many", "labels": labels})))
+        .await;
+    assert_eq!(api_code(many), 413);
+}

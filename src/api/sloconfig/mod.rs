@@ -145,9 +145,16 @@ impl SloConfig {
                 previous.colocation.clone()
             }
         };
+        // A strategy key with a value out of Koordinator's ranges is refused whole (as the
+        // webhook refuses it), so a config written while no webhook ran never reaches a
+        // NodeSLO. Colocation node entries are checked one by one by `from_user`.
+        let in_range = |key: &str| {
+            let raw = data.get(key).map(|s| s.trim()).unwrap_or_default();
+            validate::ranges(key, raw)
+        };
         macro_rules! strategy {
             ($key:expr, $field:ident, $default:expr) => {
-                match parse_key(data, $key) {
+                match in_range($key).and_then(|_| parse_key(data, $key)) {
                     Ok(user) => StrategyCfg::merged(user.unwrap_or_default(), &$default),
                     Err(e) => {
                         fail($key, REASON_SLO_FAILED, e);

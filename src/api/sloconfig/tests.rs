@@ -159,3 +159,26 @@ fn slo_strategies_merge_defaults_and_pick_first_matching_node() {
         Some(Default::default())
     );
 }
+
+#[test]
+fn out_of_range_strategy_values_never_reach_the_config() {
+    let good = data(&[(
+        KEY_THRESHOLD,
+        json!({"clusterStrategy": {"enable": true, "cpuSuppressThresholdPercent": 65}}),
+    )]);
+    let (prev, errors) = SloConfig::parse(Some(&good), &SloConfig::default());
+    assert!(errors.is_empty(), "{errors:?}");
+    for bad in [-65, 1000] {
+        let d = data(&[(
+            KEY_THRESHOLD,
+            json!({"clusterStrategy": {"enable": true, "cpuSuppressThresholdPercent": bad}}),
+        )]);
+        let (cfg, errors) = SloConfig::parse(Some(&d), &prev);
+        assert_eq!(errors.len(), 1, "{bad}");
+        assert!(
+            errors[0].message.contains("cpuSuppressThresholdPercent"),
+            "{errors:?}"
+        );
+        assert_eq!(cfg.threshold, prev.threshold, "the last good value stays");
+    }
+}

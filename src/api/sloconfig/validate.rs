@@ -237,6 +237,18 @@ const CHECKED_KEYS: [&str; 5] = [
     KEY_CPU_BURST,
 ];
 
+/// The first out-of-range value in one key's JSON (Koordinator's `validate` tags). The
+/// manager applies it when it reads the ConfigMap as well as in the webhook, so a value
+/// written while no webhook ran never reaches a NodeSLO.
+pub fn ranges(key: &str, raw: &str) -> Result<(), String> {
+    let Ok(v) = serde_json::from_str::<Value>(raw) else {
+        return Ok(());
+    };
+    let mut errs = Vec::new();
+    check_ranges(&v, key, &mut errs);
+    errs.into_iter().next().map_or(Ok(()), Err)
+}
+
 /// A key's trimmed value when it is set and non-empty.
 fn present<'a>(data: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {
     data.get(key).map(|s| s.trim()).filter(|s| !s.is_empty())
@@ -318,12 +330,8 @@ pub fn validate_configmap(
         }
         changed_any = true;
         parses(key, raw)?;
+        ranges(key, raw)?;
         let v: Value = serde_json::from_str(raw).map_err(|e| format!("{key}: {e}"))?;
-        let mut errs = Vec::new();
-        check_ranges(&v, key, &mut errs);
-        if let Some(e) = errs.into_iter().next() {
-            return Err(e);
-        }
         check_entries(key, &entries_of(key, &v)?)?;
     }
     if !changed_any {

@@ -285,6 +285,7 @@ pub(super) async fn create_object(
 fn check_computed(info: &ResourceInfo, name: &str, obj: &Value) -> Result<(), ApiError> {
     limits::check_result(info, name, obj)?;
     limits::check_string_maps(info, obj)?;
+    crate::apiserver::objectmeta::check(info, name, obj)?;
     limits::check_object_quantities(info, name, obj)
 }
 
