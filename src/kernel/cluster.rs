@@ -101,6 +101,15 @@ pub async fn from_kubeconfig(path: &Path) -> Result<Cluster, ClusterError> {
     })
 }
 
+/// Whether the API server is koord's own embedded one (its version says so): it runs on
+/// one machine and calls webhooks by URL, never through a Service.
+pub async fn is_koord_embedded(client: &kube::Client) -> bool {
+    client
+        .apiserver_version()
+        .await
+        .is_ok_and(|v| v.git_version.ends_with("-koord"))
+}
+
 /// Waits until the API server answers `/version`, retrying with backoff; false when the
 /// process starts draining first.
 pub async fn wait_reachable(client: &kube::Client, shutdown: &Shutdown) -> bool {

@@ -119,6 +119,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         let start = webhook::server::Start {
             client: client.clone(),
             cfg: cfg.webhook.clone(),
+            leadership: leadership.clone(),
             gates,
             caches: caches.clone(),
             slo: config.clone(),

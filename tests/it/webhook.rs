@@ -20,6 +20,15 @@ use serde_json::{Value, json};
 const CONFIG: &str = "manager:\n  featureGates:\n    ConfigMapValidatingWebhook: true\n    NodeValidatingWebhook: true\n    NodeMutatingWebhook: true\n";
 
 fn start_manager(dir: &std::path::Path, api_port: u16, webhook_port: u16) -> Koord {
+    start_manager_with(dir, api_port, webhook_port, &[])
+}
+
+fn start_manager_with(
+    dir: &std::path::Path,
+    api_port: u16,
+    webhook_port: u16,
+    envs: &[(&str, &str)],
+) -> Koord {
     let admin = format!("127.0.0.1:{}", free_port());
     let kc = kubeconfig(dir, api_port);
     let cfg = dir.join("koord.yaml");
@@ -39,7 +48,7 @@ fn start_manager(dir: &std::path::Path, api_port: u16, webhook_port: u16) -> Koo
             "--node-name",
             "m1",
         ],
-        &[("KOORD_MANAGER__WEBHOOK__PORT", port.as_str())],
+        &[&[("KOORD_MANAGER__WEBHOOK__PORT", port.as_str())], envs].concat(),
         dir,
     )
 }
@@ -239,18 +248,126 @@ async fn webhooks_mutate_validate_and_honour_failure_policies() {
     let kept = cms.get("slo-controller-config").await.unwrap();
     assert!(kept.data.unwrap()["resource-threshold-config"].contains("65"));
 
-    // 4. Webhook down: `Fail` (pods) blocks, `Ignore` (nodes) lets creations through.
-    mgr.signal("TERM");
+    // 4. Killed: the chart's policies: pods (`Ignore`) pass unmutated, the
+    // slo-controller-config (`Fail`) waits for a webhook.
+    mgr.signal("KILL");
+    assert!(mgr.wait_exit(Duration::from_secs(20)).is_some());
+    let late = pods.create(&pp, &plain_pod("late", "batch")).await.unwrap();
     assert!(
-        mgr.wait_exit(Duration::from_secs(20)).is_some(),
-        "{}",
-        mgr.logs()
+        !late
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key("koordinator.sh/qosClass")
     );
-    let msg = denial(pods.create(&pp, &plain_pod("late", "batch")).await);
+    let msg = denial(
+        cms.patch(
+            "slo-controller-config",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"x": "1"}})),
+        )
+        .await,
+    );
     assert!(msg.contains("failed calling webhook"), "{msg}");
     let node: Node = obj(json!({"metadata": {"name": "late-node"}}));
     Api::<Node>::all(c.clone())
         .create(&pp, &node)
+        .await
+        .unwrap();
+
+    // 5. A manager that stops cleanly takes its URL-based configurations with it.
+    // (It leads once the killed one's lease runs out.)
+    let port = free_port();
+    let mut again = start_manager(dir.path(), api_port, port);
+    let ours = eventually(Duration::from_secs(40), || async {
+        pod_hook_url(&c)
+            .await
+            .is_some_and(|u| u.contains(&format!(":{port}/")))
+    });
+    assert!(ours.await, "{}", again.logs());
+    again.signal("TERM");
+    assert!(again.wait_exit(Duration::from_secs(20)).is_some());
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(c.clone());
+    assert!(
+        mutating
+            .get_opt("koordinator-mutating-webhook-configuration")
+            .await
+            .unwrap()
+            .is_none(),
+        "{}",
+        again.logs()
+    );
+    cms.patch(
+        "slo-controller-config",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"x": "1"}})),
+    )
+    .await
+    .unwrap();
+    api.stop().await;
+}
+
+/// The mutating configuration's URL for `/mutate-pod`, if any.
+async fn pod_hook_url(c: &kube::Client) -> Option<String> {
+    let api: Api<MutatingWebhookConfiguration> = Api::all(c.clone());
+    let m = api
+        .get_opt("koordinator-mutating-webhook-configuration")
+        .await
+        .ok()??;
+    m.webhooks?
+        .into_iter()
+        .find_map(|w| w.client_config.url.filter(|u| u.ends_with("/mutate-pod")))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_do_not_fight_over_the_configurations_and_a_plain_manager_finds_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let api_port = free_port();
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.addr = SocketAddr::from(([127, 0, 0, 1], api_port));
+    let mut api = TestApi::start_with(opts).await;
+    let c = api.client.clone();
+    let (p1, p2) = (free_port(), free_port());
+    // No webhook host: against koord's embedded API server the manager picks loopback.
+    let fast = [
+        ("KOORD_MANAGER__WEBHOOK__RESYNC_SECONDS", "1"),
+        ("KOORD_MANAGER__WEBHOOK__HOST", ""),
+    ];
+    let m1 = start_manager_with(dir.path(), api_port, p1, &fast);
+    assert!(
+        eventually(Duration::from_secs(30), || webhooks_ready(&c)).await,
+        "{}",
+        m1.logs()
+    );
+    let first = pod_hook_url(&c).await.unwrap();
+    let m2 = start_manager_with(dir.path(), api_port, p2, &fast);
+    for _ in 0..25 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            pod_hook_url(&c).await.as_deref(),
+            Some(first.as_str()),
+            "the leader's URL stays\n{}",
+            m2.logs()
+        );
+    }
+    // The leader leaves; the other replica takes over the configurations.
+    let (mut leader, follower_port) = if first.contains(&format!(":{p1}/")) {
+        (m1, p2)
+    } else {
+        (m2, p1)
+    };
+    leader.signal("TERM");
+    assert!(leader.wait_exit(Duration::from_secs(20)).is_some());
+    let taken = eventually(Duration::from_secs(30), || async {
+        pod_hook_url(&c)
+            .await
+            .is_some_and(|u| u.contains(&format!(":{follower_port}/")))
+    })
+    .await;
+    assert!(taken, "no takeover: {:?}", pod_hook_url(&c).await);
+    // A pod is admitted (and mutated where a profile says so) through the survivor.
+    Api::<Pod>::namespaced(c.clone(), "default")
+        .create(&PostParams::default(), &plain_pod("after", "default"))
         .await
         .unwrap();
     api.stop().await;

@@ -85,6 +85,74 @@ pub fn render(
         .collect()
 }
 
+/// Whether every entry calls this manager by URL (`https://<host>:<port>/...`).
+fn all_ours(webhooks: Option<&Value>, cfg: &Config) -> bool {
+    let host = if cfg.host.contains(':') {
+        format!("[{}]", cfg.host)
+    } else {
+        cfg.host.clone()
+    };
+    let prefix = format!("https://{host}:{}/", cfg.port);
+    webhooks.and_then(Value::as_array).is_some_and(|l| {
+        l.iter().all(|w| {
+            w.pointer("/clientConfig/url")
+                .and_then(Value::as_str)
+                .is_some_and(|u| u.starts_with(&prefix))
+        })
+    })
+}
+
+/// Removes the configurations this manager wrote when they still call it by URL: nothing
+/// else can answer at that address once it stops (a Service-based configuration stays,
+/// as Koordinator leaves it: the Service routes to the other replicas).
+pub async fn remove_own(client: &kube::Client, cfg: &Config) -> Result<(), ConfigsError> {
+    if cfg.host.is_empty() {
+        return Ok(());
+    }
+    for (kind, name) in [
+        (
+            "MutatingWebhookConfiguration",
+            &cfg.mutating_configuration_name,
+        ),
+        (
+            "ValidatingWebhookConfiguration",
+            &cfg.validating_configuration_name,
+        ),
+    ] {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource(kind));
+        let err = |e| ConfigsError::Api {
+            kind,
+            name: name.to_string(),
+            err: e,
+        };
+        let Some(current) = api.get_opt(name).await.map_err(err)? else {
+            continue;
+        };
+        if !all_ours(current.data.get("webhooks"), cfg) {
+            continue;
+        }
+        let dp = kube::api::DeleteParams {
+            preconditions: current.metadata.resource_version.clone().map(|rv| {
+                kube::api::Preconditions {
+                    resource_version: Some(rv),
+                    uid: None,
+                }
+            }),
+            ..Default::default()
+        };
+        match api.delete(name, &dp).await {
+            Ok(_) => tracing::info!(
+                kind,
+                name,
+                "webhook configuration removed (its server stops)"
+            ),
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(e) => return Err(err(e)),
+        }
+    }
+    Ok(())
+}
+
 fn resource(kind: &str) -> ApiResource {
     let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
     let plural = format!("{}s", kind.to_ascii_lowercase());
@@ -215,7 +283,14 @@ mod tests {
             url[0]["clientConfig"]["url"],
             "https://127.0.0.1:19876/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota"
         );
-        assert_eq!(url[0]["failurePolicy"], "Fail");
+        assert_eq!(url[0]["failurePolicy"], "Ignore", "the chart's default");
+        assert!(all_ours(Some(&Value::Array(url.clone())), &url_cfg));
+        let other = Config {
+            port: 1,
+            ..url_cfg.clone()
+        };
+        assert!(!all_ours(Some(&Value::Array(url)), &other));
+        assert!(!all_ours(Some(&Value::Array(svc)), &url_cfg));
         let v = template("ValidatingWebhookConfiguration").unwrap();
         let paths: Vec<_> = v["webhooks"]
             .as_array()

@@ -54,6 +54,9 @@ pub async fn route(h: Arc<Handlers>, req: Request<Incoming>) -> Response<Body> {
 pub struct Start {
     pub client: kube::Client,
     pub cfg: Config,
+    /// Only the leader writes the webhook configurations (replicas calling themselves by
+    /// URL would rewrite each other's address).
+    pub leadership: crate::kernel::lease::Leadership,
     pub gates: Gates,
     pub caches: Caches,
     pub slo: ConfigRx,
@@ -67,7 +70,16 @@ fn tls_of(s: &Served) -> Result<Arc<rustls::ServerConfig>, tls::TlsError> {
 
 /// Certificates first (retrying until they exist), then caches, then serve; returns once
 /// serving (or when the process drains first).
-pub async fn start(s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::Result<()> {
+pub async fn start(mut s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::Result<()> {
+    if s.cfg.host.is_empty() && crate::kernel::cluster::is_koord_embedded(&s.client).await {
+        // koord's embedded API server resolves no Service: it calls the webhooks by URL,
+        // over loopback (the embedded server is a single machine).
+        s.cfg.host = "127.0.0.1".into();
+        if s.cfg.bind_address.is_unspecified() {
+            s.cfg.bind_address = std::net::Ipv4Addr::LOCALHOST.into();
+        }
+        tracing::info!("koord's embedded API server: webhooks registered at https://127.0.0.1");
+    }
     let addr = SocketAddr::new(s.cfg.bind_address, s.cfg.port);
     let listener = TcpListener::bind(addr)
         .await
@@ -141,38 +153,63 @@ pub async fn start(s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::Resu
         Ok(())
     });
     tracing::info!(%addr, paths = ?enabled, "webhook server listening");
-    let (client, cfg, shutdown2) = (s.client, s.cfg, shutdown.clone());
+    let sync = Resync {
+        client: s.client,
+        cfg: s.cfg,
+        leadership: s.leadership,
+        enabled,
+    };
+    let shutdown2 = shutdown.clone();
     tasks.spawn("manager/webhook/resync", async move {
-        resync(client, cfg, enabled, served, source, shutdown2).await;
+        sync.run(served, source, shutdown2).await;
         Ok(())
     });
     Ok(())
 }
 
-/// Re-checks certificates (reloading changed ones) and re-asserts the configurations.
-async fn resync(
+struct Resync {
     client: kube::Client,
     cfg: Config,
+    leadership: crate::kernel::lease::Leadership,
     enabled: Vec<&'static str>,
-    mut served: Served,
-    source: TlsSource,
-    shutdown: Shutdown,
-) {
-    let period = Duration::from_secs(cfg.resync_seconds);
-    loop {
-        if let Err(e) = configs::ensure(&client, &cfg, served.ca_pem.as_deref(), &enabled).await {
-            tracing::warn!(error = %e, "webhook configurations not updated; retrying");
+}
+
+impl Resync {
+    /// Re-checks certificates (reloading changed ones) and, as leader, re-asserts the
+    /// configurations; on the way out removes those that call this manager by URL.
+    async fn run(self, mut served: Served, source: TlsSource, shutdown: Shutdown) {
+        let period = Duration::from_secs(self.cfg.resync_seconds);
+        let mut wrote = false;
+        loop {
+            if self.leadership.is_leader() {
+                let ca = served.ca_pem.as_deref();
+                match configs::ensure(&self.client, &self.cfg, ca, &self.enabled).await {
+                    Ok(()) => wrote = true,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "webhook configurations not updated; retrying")
+                    }
+                }
+            }
+            let mut leadership = self.leadership.clone();
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = leadership.changed() => {}
+                _ = shutdown.draining() => break,
+            }
+            self.reload(&mut served, &source).await;
         }
-        tokio::select! {
-            _ = tokio::time::sleep(period) => {}
-            _ = shutdown.draining() => return,
+        if wrote && let Err(e) = configs::remove_own(&self.client, &self.cfg).await {
+            tracing::warn!(error = %e, "removing the webhook configurations");
         }
-        match certs::ensure(&cfg, &client).await {
-            Ok(now) if now != served => match tls_of(&now) {
+    }
+
+    async fn reload(&self, served: &mut Served, source: &TlsSource) {
+        match certs::ensure(&self.cfg, &self.client).await {
+            Ok(now) if now != *served => match tls_of(&now) {
                 Ok(tls) => {
                     *source.write().unwrap_or_else(|p| p.into_inner()) = tls;
                     tracing::info!("webhook certificate reloaded");
-                    served = now;
+                    *served = now;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "new webhook certificate rejected; keeping the old one")
