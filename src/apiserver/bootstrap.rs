@@ -126,6 +126,8 @@ pub fn run(store: &Arc<Store>, registry: &Registry) -> Result<(), StoreError> {
             Some(_) => {}
         }
     }
+    // What was just written is read back: it must be on disk (visible) first.
+    store.settle()?;
     let (_, crds) = store.list(&crd_key, &Default::default());
     for crd in crds {
         if let Err(e) = registry.apply_crd(&crd.value()) {

@@ -246,6 +246,7 @@ impl ApiServer {
         if let Some(n) = &opts.local_node {
             node::register(&store, &registry, n).map_err(store_err)?;
         }
+        store.settle().map_err(store_err)?;
         let listener = TcpListener::bind(opts.addr)
             .await
             .map_err(|e| StartError::Listen(opts.addr, e))?;
@@ -292,7 +293,7 @@ impl ApiServer {
         tasks.spawn(gc_events(store.clone(), stop.clone()));
         tasks.spawn(namespaces::run(state.clone(), stop.clone()));
         tasks.spawn(podgc::run(store.clone(), opts.pod_gc_grace, stop.clone()));
-        tasks.spawn(compact(
+        tasks.spawn(maintain(
             store.clone(),
             opts.compaction_interval,
             stop.clone(),
@@ -379,21 +380,35 @@ impl ApiServer {
     pub async fn shutdown(mut self) {
         self.stop.cancel();
         while self.tasks.join_next().await.is_some() {}
-        if let Err(e) = self.state.store.flush().await {
+        let store = &self.state.store;
+        if store.failure().is_none()
+            && let Err(e) = store.durable(store.rev()).await
+        {
             tracing::error!(error = %e, "flushing the embedded API server's store");
         }
     }
 }
 
-/// Keeps the store's files in proportion to its live data (sled alone never shrinks).
-async fn compact(store: Arc<Store>, every: Duration, stop: CancellationToken) {
-    let mut tick = tokio::time::interval(every.max(Duration::from_secs(1)));
+/// Keeps the store's files in proportion to its live data (sled alone never shrinks),
+/// and brings a failed store back once the disk takes writes again (tried every second).
+async fn maintain(store: Arc<Store>, every: Duration, stop: CancellationToken) {
+    let every = every.max(Duration::from_secs(1));
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = tokio::time::Instant::now();
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
+        if store.failure().is_some() {
+            store.recover().await;
+            continue;
+        }
+        if last.elapsed() < every {
+            continue;
+        }
+        last = tokio::time::Instant::now();
         let s = store.clone();
         match tokio::task::spawn_blocking(move || s.compact_if_needed()).await {
             Ok(Err(e)) => tracing::error!(error = %e, "compacting the API server's store"),

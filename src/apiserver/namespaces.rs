@@ -60,7 +60,7 @@ async fn sweep(state: &Arc<ServerState>, ns: &str) -> Remaining {
                     tracing::warn!(namespace = ns, resource = %info.resource, name = %item.name, error = %e.message, "deleting namespace content");
                 }
             }
-            let Some(now) = state.store.get(&info.key(), ns, &item.name) else {
+            let Some(now) = state.store.latest(&info.key(), ns, &item.name) else {
                 continue;
             };
             left.objects += 1;
@@ -147,7 +147,7 @@ fn settle(state: &Arc<ServerState>, ns: &str, left: &Remaining) {
         Ok(Change::Put(v))
     });
     if let Ok(c) = committed {
-        let removed = state.store.get(&key, "", ns).is_none();
+        let removed = c.removed();
         if removed {
             tracing::info!(namespace = ns, "namespace deleted");
         }

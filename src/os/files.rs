@@ -208,6 +208,20 @@ pub fn append_private(path: &Path) -> Result<File, FileError> {
         })
 }
 
+/// Bytes an unprivileged writer may still put on the file system holding `path`.
+pub fn available_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs writes only into the zeroed struct passed; `c` is a valid C string.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+            return None;
+        }
+        Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    }
+}
+
 /// An exclusive hold on a directory for this process's life (`<dir>/lock`, holding the
 /// pid): a second koord on the same data dir is refused with the first one's pid.
 pub struct DirLock {

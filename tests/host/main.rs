@@ -7,6 +7,7 @@ mod common;
 
 mod devices_embedded;
 mod embedded;
+mod fulldisk;
 mod hardening;
 mod koordlet_cgroup;
 mod koordlet_coresched;

@@ -50,7 +50,7 @@ pub async fn apply(
     let warnings = crate::apiserver::validate::builtin(&rr.info, &rr.version, &mut applied, fv)?;
     let name = rr.name.clone().unwrap_or_default();
     let has_status = rr.info.has_status();
-    if state.store.get(&rr.info.key(), rr.ns(), &name).is_none() {
+    if state.store.latest(&rr.info.key(), rr.ns(), &name).is_none() {
         let merged =
             fieldmanager::apply(None, &applied, &m, force, has_status).map_err(conflict_error)?;
         let entries = merged.pointer("/metadata/managedFields").cloned();

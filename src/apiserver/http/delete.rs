@@ -135,7 +135,7 @@ pub(crate) async fn delete_one(
     for _ in 0..MAX_ATTEMPTS {
         let cur = state
             .store
-            .get(&key, ns, name)
+            .latest(&key, ns, name)
             .ok_or_else(|| ApiError::not_found(info, name))?;
         if let Some(p) = &opts.preconditions {
             if p.uid.as_ref().is_some_and(|u| *u != cur.uid) {
@@ -181,8 +181,7 @@ pub(crate) async fn delete_one(
         });
         match result {
             Ok(committed) => {
-                let removed = state.store.get(&key, ns, name).is_none();
-                after_write(state, info, &committed, removed);
+                after_write(state, info, &committed, committed.removed());
                 return Ok(committed.object);
             }
             Err(WriteError::Retry) => continue,

@@ -124,9 +124,9 @@ pub async fn read_rv(store: &Store, q: &Query) -> Result<Option<u64>, ApiError> 
         return Ok(None);
     }
     let deadline = Instant::now() + FUTURE_RV_WAIT;
-    while store.rev() < rv {
+    while store.visible_rev() < rv {
         if Instant::now() >= deadline {
-            return Err(ApiError::too_large_rv(rv, store.rev()));
+            return Err(ApiError::too_large_rv(rv, store.visible_rev()));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -196,8 +196,17 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
     } else {
         path
     };
-    if matches!(path.as_str(), "/healthz" | "/readyz" | "/livez") {
+    if matches!(path.as_str(), "/healthz" | "/livez") {
         return text(StatusCode::OK, "ok");
+    }
+    if path == "/readyz" {
+        return match state.store.failure() {
+            None => text(StatusCode::OK, "ok"),
+            Some(f) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("[-]etcd failed: {f}\n"),
+            ),
+        };
     }
     if !state.auth.allows(req.headers()) {
         return ApiError::unauthorized().into_response();
@@ -232,8 +241,11 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
         Err(err) => Err(err),
     };
     // A write is answered once it is on disk (with whatever else committed meanwhile).
-    if mutating && let Err(e) = state.store.durable(state.store.rev()).await {
-        return ApiError::internal(e.to_string()).into_response();
+    if mutating
+        && result.is_ok()
+        && let Err(e) = state.store.durable(state.store.rev()).await
+    {
+        return ApiError::from(e).into_response();
     }
     let resp = result.unwrap_or_else(ApiError::into_response);
     negotiate::negotiate(resp, accept.as_deref()).await

@@ -203,8 +203,14 @@ impl ApiError {
 }
 
 impl From<crate::apiserver::store::StoreError> for ApiError {
+    /// A full disk is kube-apiserver's 507; any other storage failure a 500.
     fn from(e: crate::apiserver::store::StoreError) -> Self {
-        ApiError::internal(e.to_string())
+        match e {
+            crate::apiserver::store::StoreError::Unavailable(f) if f.no_space => {
+                ApiError::new(507, "InsufficientStorage", f.to_string())
+            }
+            e => ApiError::internal(e.to_string()),
+        }
     }
 }
 

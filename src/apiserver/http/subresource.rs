@@ -214,7 +214,7 @@ pub async fn eviction(
     let name = rr.name.clone().unwrap_or_default();
     let cur = state
         .store
-        .get(&rr.info.key(), rr.ns(), &name)
+        .latest(&rr.info.key(), rr.ns(), &name)
         .ok_or_else(|| ApiError::not_found(&rr.info, &name))?;
     check_budget(state, rr.ns(), &cur.value(), &cur.labels)?;
     let opts: DeleteOptions = body

@@ -223,7 +223,7 @@ pub(super) async fn create_object(
             _ => meta["namespace"] = ns.clone().into(),
         }
         let ns_key = (String::new(), "namespaces".to_string());
-        if state.store.get(&ns_key, "", &ns).is_none() {
+        if state.store.latest(&ns_key, "", &ns).is_none() {
             let info = state
                 .registry
                 .get("", "namespaces")
@@ -398,7 +398,7 @@ pub(super) async fn guaranteed_update(
     for _ in 0..MAX_ATTEMPTS {
         let cur = state
             .store
-            .get(&key, rr.ns(), &name)
+            .latest(&key, rr.ns(), &name)
             .ok_or_else(|| ApiError::not_found(&rr.info, &name))?;
         if pinned.is_some_and(|p| p != cur.rev) {
             return Err(ApiError::stale(&rr.info, &name));

@@ -1,14 +1,16 @@
 //! Group commit: a write is answered only once it is on disk, and the writes of the same
-//! moment share one flush. One thread flushes whenever a waiter asks for a revision that
-//! is not durable yet; every waiter up to the revision it flushed is released together.
+//! moment share one flush. One thread flushes whenever a revision that is not durable yet
+//! is asked for; every waiter up to the revision it flushed is released together, after
+//! those writes were made visible. A failed flush fails every waiter at once and the
+//! flusher stops flushing: the store rebuilds its database and starts a new one.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use tokio::sync::watch;
 
-/// What is on disk: every write up to `rev`; `error` when the last flush failed.
+/// What is on disk: every write up to `rev`; `error` once a flush failed.
 #[derive(Debug, Clone, Default)]
 pub struct Flushed {
     pub rev: u64,
@@ -25,14 +27,26 @@ pub(crate) struct GroupCommit {
     wanted: Arc<(Mutex<Wanted>, Condvar)>,
     flushed: watch::Sender<Flushed>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// Replaced by a newer flusher: whatever this one finishes is no longer news.
+    retired: Arc<AtomicBool>,
+}
+
+/// What the flusher calls back.
+struct Callbacks<F, D, X> {
+    flush: F,
+    durable: D,
+    failed: X,
 }
 
 impl GroupCommit {
-    /// Starts the flusher for `db`; `committed` is the store's latest committed revision
-    /// (every write up to it is already in sled's buffers).
+    /// Starts the flusher; `committed` is the store's latest committed revision (every
+    /// write up to it is already in sled's buffers). `durable(rev)` runs after each
+    /// successful flush, before its waiters are released; `failed` after a failed one.
     pub fn start(
         flush: impl Fn() -> sled::Result<()> + Send + 'static,
         committed: Arc<AtomicU64>,
+        durable: impl Fn(u64) + Send + 'static,
+        failed: impl Fn(&sled::Error) + Send + 'static,
     ) -> GroupCommit {
         let start = committed.load(Ordering::SeqCst);
         let (flushed, _) = watch::channel(Flushed {
@@ -40,15 +54,32 @@ impl GroupCommit {
             error: None,
         });
         let wanted: Arc<(Mutex<Wanted>, Condvar)> = Default::default();
-        let (w, tx) = (wanted.clone(), flushed.clone());
+        let retired = Arc::new(AtomicBool::new(false));
+        let (w, tx, r) = (wanted.clone(), flushed.clone(), retired.clone());
+        let cb = Callbacks {
+            flush,
+            durable,
+            failed,
+        };
         let thread = std::thread::Builder::new()
             .name("apiserver-flush".into())
-            .spawn(move || flush_loop(&flush, &committed, &w, &tx))
+            .spawn(move || flush_loop(&cb, &committed, &w, &tx, &r))
             .ok();
         GroupCommit {
             wanted,
             flushed,
             thread: Mutex::new(thread),
+            retired,
+        }
+    }
+
+    /// Asks for a flush covering `rev` without waiting for it.
+    pub fn request(&self, rev: u64) {
+        let (m, cv) = &*self.wanted;
+        let mut w = m.lock().unwrap_or_else(|p| p.into_inner());
+        if rev > w.rev {
+            w.rev = rev;
+            cv.notify_one();
         }
     }
 
@@ -58,12 +89,7 @@ impl GroupCommit {
         if rx.borrow().rev >= rev {
             return Ok(());
         }
-        {
-            let (m, cv) = &*self.wanted;
-            let mut w = m.lock().unwrap_or_else(|p| p.into_inner());
-            w.rev = w.rev.max(rev);
-            cv.notify_one();
-        }
+        self.request(rev);
         loop {
             {
                 let f = rx.borrow_and_update();
@@ -80,26 +106,51 @@ impl GroupCommit {
         }
     }
 
-    /// Stops the flusher thread (after its current flush).
-    pub fn stop(&self) {
-        {
-            let (m, cv) = &*self.wanted;
-            m.lock().unwrap_or_else(|p| p.into_inner()).stop = true;
-            cv.notify_one();
-        }
+    /// Fails every waiter now and flushes no more.
+    pub fn fail(&self, why: &str) {
+        self.flushed.send_modify(|f| {
+            if f.error.is_none() {
+                f.error = Some(why.to_string());
+            }
+        });
+        self.stop_loop();
+    }
+
+    /// A newer flusher took over: this one's results are dropped, its thread let go.
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::SeqCst);
+        self.stop_loop();
+        self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    fn stop_loop(&self) {
+        let (m, cv) = &*self.wanted;
+        m.lock().unwrap_or_else(|p| p.into_inner()).stop = true;
+        cv.notify_one();
+    }
+
+    /// Stops the flusher thread; `join`: after its current flush (a flush on a failed
+    /// disk may never end, so a failed store does not wait for it).
+    pub fn stop(&self, join: bool) {
+        self.stop_loop();
         let handle = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(h) = handle {
+        if let Some(h) = handle.filter(|_| join) {
             let _ = h.join();
         }
     }
 }
 
-fn flush_loop(
-    flush: &dyn Fn() -> sled::Result<()>,
+fn flush_loop<F, D, X>(
+    cb: &Callbacks<F, D, X>,
     committed: &AtomicU64,
     wanted: &(Mutex<Wanted>, Condvar),
     tx: &watch::Sender<Flushed>,
-) {
+    retired: &AtomicBool,
+) where
+    F: Fn() -> sled::Result<()>,
+    D: Fn(u64),
+    X: Fn(&sled::Error),
+{
     let (m, cv) = wanted;
     loop {
         {
@@ -114,21 +165,21 @@ fn flush_loop(
         // Everything committed before this load is in sled's buffers; one flush covers
         // all of it, including writes that arrived after the request that woke us.
         let upto = committed.load(Ordering::SeqCst);
-        let next = match flush() {
-            Ok(_) => Flushed {
-                rev: upto,
-                error: None,
-            },
+        let flushed = (cb.flush)();
+        if retired.load(Ordering::SeqCst) {
+            return;
+        }
+        match flushed {
+            Ok(()) => {
+                (cb.durable)(upto);
+                tx.send_modify(|f| f.rev = f.rev.max(upto));
+            }
             Err(e) => {
                 tracing::error!(error = %e, "flushing the API server's store");
-                // Waiters fail now; a later request tries again.
-                m.lock().unwrap_or_else(|p| p.into_inner()).rev = tx.borrow().rev;
-                Flushed {
-                    rev: tx.borrow().rev,
-                    error: Some(format!("storage flush failed: {e}")),
-                }
+                (cb.failed)(&e);
+                tx.send_modify(|f| f.error = Some(format!("storage flush failed: {e}")));
+                return;
             }
-        };
-        tx.send_replace(next);
+        }
     }
 }

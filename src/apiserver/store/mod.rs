@@ -1,27 +1,38 @@
 //! sled-backed object storage with one global revision counter (like etcd's), bounded
 //! per-resource event history and non-blocking watch fan-out. Objects are also kept in
 //! memory; sled makes them survive restarts, and revisions stay monotonic across them.
+//!
+//! A write becomes visible only once it is on disk (see `memory`). When the disk refuses
+//! writes (full, failing) the store stops taking them at once, answers every write with
+//! the cause, reports itself unhealthy, and rebuilds its database from the acknowledged
+//! objects as soon as the disk has room again: sled, after an I/O error, may never
+//! finish another flush, so the failed instance is abandoned, never touched again.
 
 mod backend;
 mod durable;
+mod health;
+mod memory;
 pub mod object;
 pub mod watch;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+pub use health::Failure;
 pub use object::{FieldRequirement, Filter, FilterError, Stored};
 pub use watch::{Event, EventType, WatchItem};
 
 use super::registry::ResourceKey;
 use backend::Backend;
 pub use backend::disk_bytes;
-use watch::{TypeInner, Watcher};
+use durable::GroupCommit;
+use memory::{Memory, Write};
+use watch::TypeInner;
 
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
@@ -59,6 +70,9 @@ pub enum StoreError {
     Io(std::io::Error),
     #[error("the store is closed")]
     Closed,
+    /// The disk refused a write; nothing is written until the store has recovered.
+    #[error("{0}")]
+    Unavailable(Failure),
 }
 
 /// Error type for commits that may decide, under the lock, to write nothing.
@@ -83,6 +97,14 @@ pub enum Change {
 pub struct Committed {
     pub object: Arc<Stored>,
     pub previous: Option<Arc<Stored>>,
+    pub kind: EventType,
+}
+
+impl Committed {
+    /// The write removed the object.
+    pub fn removed(&self) -> bool {
+        self.kind == EventType::Deleted
+    }
 }
 
 /// The start of a watch: events to send first, then the live channel.
@@ -113,19 +135,22 @@ struct Revs {
 }
 
 pub struct Store {
-    /// `None` only while a compaction swaps databases.
+    /// `None` only while a compaction or a recovery swaps databases.
     backend: Arc<RwLock<Option<Backend>>>,
     /// Where the database lives (`None`: temporary, never compacted).
     path: Option<PathBuf>,
     /// Bytes of the live objects, to compare with the bytes on disk.
     live_bytes: AtomicU64,
     write: Mutex<Revs>,
+    /// The latest committed revision.
     rev: Arc<AtomicU64>,
     /// `None` for a temporary store: it lives in memory, there is no disk to wait for.
-    group: Option<durable::GroupCommit>,
-    next_watcher: AtomicU64,
-    lagged: AtomicU64,
-    types: RwLock<HashMap<ResourceKey, Arc<Mutex<TypeInner>>>>,
+    /// Replaced when the store recovers (a failed flusher may never return).
+    group: Mutex<Option<Arc<GroupCommit>>>,
+    mem: Arc<Memory>,
+    health: Arc<health::Health>,
+    /// A recovery attempt is running (at most one: a failed disk may hang it).
+    recovering: Arc<AtomicBool>,
     opts: StoreOptions,
 }
 
@@ -147,6 +172,41 @@ fn set_rv(value: &mut Value, rev: u64) {
     }
 }
 
+/// The objects of a database, by resource, and the highest revision seen.
+fn load(backend: &Backend) -> Result<(HashMap<ResourceKey, TypeInner>, u64, u64), StoreError> {
+    // After a clean close the ceiling equals the last revision; after a crash it is
+    // above every revision that was handed out.
+    let mut rev = backend.get_u64("rev")?.max(backend.get_u64("ceiling")?);
+    let mut live_bytes = 0u64;
+    let mut loaded: HashMap<ResourceKey, TypeInner> = HashMap::new();
+    for item in backend.objects.iter() {
+        let (k, v) = item?;
+        live_bytes += v.len() as u64;
+        let key = String::from_utf8_lossy(&k).to_string();
+        let parts: Vec<&str> = key.split('\0').collect();
+        let value: Value = match serde_json::from_slice(&v) {
+            Ok(v) if parts.len() == 4 => v,
+            Ok(_) | Err(_) => {
+                tracing::error!(key = %key.replace('\0', "/"), "skipping unreadable stored object");
+                continue;
+            }
+        };
+        let obj_rev = value
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        rev = rev.max(obj_rev);
+        let stored = Arc::new(Stored::new(obj_rev, &value));
+        loaded
+            .entry((parts[0].to_string(), parts[1].to_string()))
+            .or_insert_with(|| TypeInner::new(0))
+            .objects
+            .insert((parts[2].to_string(), parts[3].to_string()), stored);
+    }
+    Ok((loaded, rev, live_bytes))
+}
+
 impl Store {
     /// Opens (or creates) the store under `path`.
     pub fn open(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
@@ -164,137 +224,114 @@ impl Store {
         path: Option<PathBuf>,
         opts: StoreOptions,
     ) -> Result<Store, StoreError> {
-        // After a clean close the ceiling equals the last revision; after a crash it is
-        // above every revision that was handed out.
-        let mut rev = backend.get_u64("rev")?.max(backend.get_u64("ceiling")?);
-        let mut live_bytes = 0u64;
-        let mut loaded: HashMap<ResourceKey, TypeInner> = HashMap::new();
-        for item in backend.objects.iter() {
-            let (k, v) = item?;
-            live_bytes += v.len() as u64;
-            let key = String::from_utf8_lossy(&k).to_string();
-            let parts: Vec<&str> = key.split('\0').collect();
-            let value: Value = match serde_json::from_slice(&v) {
-                Ok(v) if parts.len() == 4 => v,
-                Ok(_) | Err(_) => {
-                    tracing::error!(key = %key.replace('\0', "/"), "skipping unreadable stored object");
-                    continue;
-                }
-            };
-            let obj_rev = value
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0);
-            rev = rev.max(obj_rev);
-            let stored = Arc::new(Stored::new(obj_rev, &value));
-            loaded
-                .entry((parts[0].to_string(), parts[1].to_string()))
-                .or_insert_with(|| TypeInner::new(0))
-                .objects
-                .insert((parts[2].to_string(), parts[3].to_string()), stored);
-        }
-        let types = loaded
-            .into_iter()
-            .map(|(k, mut t)| {
-                t.oldest = rev;
-                (k, Arc::new(Mutex::new(t)))
-            })
-            .collect();
-        let committed = Arc::new(AtomicU64::new(rev));
-        let backend = Arc::new(RwLock::new(Some(backend)));
-        let flushed = backend.clone();
-        let flush = move || match read(&flushed).as_ref() {
-            Some(b) => b.db.flush().map(|_| ()),
-            None => Ok(()),
-        };
-        Ok(Store {
-            group: path
-                .is_some()
-                .then(|| durable::GroupCommit::start(flush, committed.clone())),
-            backend,
-            path,
+        let (loaded, rev, live_bytes) = load(&backend)?;
+        let mem = Arc::new(Memory::new(loaded, rev, opts.clone()));
+        let store = Store {
+            backend: Arc::new(RwLock::new(Some(backend))),
             live_bytes: AtomicU64::new(live_bytes),
             write: Mutex::new(Revs { rev, ceiling: rev }),
-            rev: committed,
-            next_watcher: AtomicU64::new(1),
-            lagged: AtomicU64::new(0),
-            types: RwLock::new(types),
+            rev: Arc::new(AtomicU64::new(rev)),
+            group: Mutex::new(None),
+            mem,
+            health: Arc::new(health::Health::default()),
+            recovering: Arc::new(AtomicBool::new(false)),
             opts,
-        })
+            path,
+        };
+        if store.path.is_some() {
+            *lock(&store.group) = Some(store.new_group());
+        }
+        Ok(store)
     }
 
-    /// The latest committed revision.
+    /// A flusher for the current database: each flush makes the writes it covered visible;
+    /// a failed one fails the store.
+    fn new_group(&self) -> Arc<GroupCommit> {
+        let slot = self.backend.clone();
+        // The database handle is taken out of the slot first: a flush that never returns
+        // must not hold the slot a recovery needs.
+        let flush = move || {
+            let db = read(&slot).as_ref().map(|b| b.db.clone());
+            db.map_or(Ok(()), |db| db.flush().map(|_| ()))
+        };
+        let mem = self.mem.clone();
+        let health = self.health.clone();
+        let fail_mem = self.mem.clone();
+        Arc::new(GroupCommit::start(
+            flush,
+            self.rev.clone(),
+            move |upto| mem.promote(upto),
+            move |err: &sled::Error| {
+                let discarded = fail_mem.discard();
+                health.fail(Failure::of_sled(err, "flushing"), discarded);
+            },
+        ))
+    }
+
+    fn group(&self) -> Option<Arc<GroupCommit>> {
+        lock(&self.group).clone()
+    }
+
+    /// The latest committed revision (acknowledged or not yet).
     pub fn rev(&self) -> u64 {
         self.rev.load(Ordering::SeqCst)
     }
 
+    /// Every write up to this revision is on disk and visible.
+    pub fn visible_rev(&self) -> u64 {
+        self.mem.visible_rev()
+    }
+
     /// Watchers closed so far for falling behind.
     pub fn lagged_watchers(&self) -> u64 {
-        self.lagged.load(Ordering::Relaxed)
+        self.mem.lagged()
     }
 
-    fn type_state(&self, key: &ResourceKey) -> Arc<Mutex<TypeInner>> {
-        if let Some(t) = self
-            .types
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-        {
-            return t.clone();
-        }
-        let mut types = self.types.write().unwrap_or_else(|p| p.into_inner());
-        types
-            .entry(key.clone())
-            .or_insert_with(|| Arc::new(Mutex::new(TypeInner::new(self.rev()))))
-            .clone()
-    }
-
+    /// The object as acknowledged (what readers are served).
     pub fn get(&self, key: &ResourceKey, ns: &str, name: &str) -> Option<Arc<Stored>> {
-        let t = self.type_state(key);
-        let inner = lock(&t);
-        inner
-            .objects
-            .get(&(ns.to_string(), name.to_string()))
-            .cloned()
+        self.mem.get(key, ns, name)
+    }
+
+    /// The object with every committed write, acknowledged or not: what a writer
+    /// computes its change from (its own write is acknowledged only after those).
+    pub fn latest(&self, key: &ResourceKey, ns: &str, name: &str) -> Option<Arc<Stored>> {
+        self.mem.latest(key, ns, name)
     }
 
     /// A consistent snapshot of the matching objects and the revision it reflects.
     pub fn list(&self, key: &ResourceKey, filter: &Filter) -> (u64, Vec<Arc<Stored>>) {
-        let t = self.type_state(key);
-        let _writes = lock(&self.write);
-        let inner = lock(&t);
-        let items = match &filter.namespace {
-            Some(ns) => inner
-                .objects
-                .range((ns.clone(), String::new())..)
-                .take_while(|((n, _), _)| n == ns)
-                .filter(|(_, o)| filter.matches(o))
-                .map(|(_, o)| o.clone())
-                .collect(),
-            None => inner
-                .objects
-                .values()
-                .filter(|o| filter.matches(o))
-                .cloned()
-                .collect(),
-        };
-        (self.rev(), items)
+        self.mem.list(key, filter)
     }
 
     /// Number of objects of a resource (all namespaces).
     pub fn count(&self, key: &ResourceKey) -> usize {
-        lock(&self.type_state(key)).objects.len()
+        self.mem.count(key)
     }
 
     /// Every resource that has stored objects.
     pub fn resource_keys(&self) -> Vec<ResourceKey> {
-        self.types
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        self.mem.resource_keys()
+    }
+
+    /// `None` while healthy; else why writes are refused.
+    pub fn failure(&self) -> Option<Failure> {
+        self.health.failure()
+    }
+
+    /// Changes of [`Store::failure`], for readiness.
+    pub fn health(&self) -> tokio::sync::watch::Receiver<Option<Failure>> {
+        self.health.subscribe()
+    }
+
+    /// Marks the store failed after a write error: every pending write is dropped (none
+    /// was acknowledged) and waiters are answered at once.
+    fn fail(&self, failure: Failure) -> StoreError {
+        let discarded = self.mem.discard();
+        self.health.fail(failure.clone(), discarded);
+        if let Some(g) = self.group() {
+            g.fail(&failure.message);
+        }
+        StoreError::Unavailable(failure)
     }
 
     /// Applies one write atomically: `decide` sees the current object under the write
@@ -306,31 +343,82 @@ impl Store {
         name: &str,
         decide: impl FnOnce(Option<&Arc<Stored>>) -> Result<Change, E>,
     ) -> Result<Committed, E> {
-        let t = self.type_state(key);
+        if let Some(f) = self.health.failure() {
+            return Err(StoreError::Unavailable(f).into());
+        }
         let mut rev_guard = lock(&self.write);
-        let current = lock(&t)
-            .objects
-            .get(&(ns.to_string(), name.to_string()))
-            .cloned();
+        if let Some(f) = self.health.failure() {
+            return Err(StoreError::Unavailable(f).into());
+        }
+        let current = self.mem.latest(key, ns, name);
         let change = decide(current.as_ref())?;
         let rev = rev_guard.rev + 1;
+        let (kind, stored) =
+            match self.write_db(&mut rev_guard, key, ns, name, change, &current, rev) {
+                Ok(w) => w,
+                Err(e) => return Err(e.into()),
+            };
+        if let Some(c) = &current {
+            self.live_bytes
+                .fetch_sub(c.bytes.len() as u64, Ordering::Relaxed);
+        }
+        rev_guard.rev = rev;
+        self.rev.store(rev, Ordering::SeqCst);
+        let w = Write {
+            key: key.clone(),
+            ns: ns.to_string(),
+            name: name.to_string(),
+            kind,
+            object: stored.clone(),
+            previous: current.clone(),
+        };
+        match self.group() {
+            Some(g) => {
+                self.mem.stage(w);
+                g.request(rev);
+            }
+            None => self.mem.apply_now(w),
+        }
+        Ok(Committed {
+            object: stored,
+            previous: current,
+            kind,
+        })
+    }
+
+    /// Puts one change into sled (failing the store on an I/O error).
+    #[allow(clippy::too_many_arguments)]
+    fn write_db(
+        &self,
+        revs: &mut Revs,
+        key: &ResourceKey,
+        ns: &str,
+        name: &str,
+        change: Change,
+        current: &Option<Arc<Stored>>,
+        rev: u64,
+    ) -> Result<(EventType, Arc<Stored>), StoreError> {
         let guard = read(&self.backend);
         let backend = guard.as_ref().ok_or(StoreError::Closed)?;
-        if rev > rev_guard.ceiling {
+        let failed = |e: sled::Error| self.fail(Failure::of_sled(&e, "writing"));
+        if rev > revs.ceiling {
             let ceiling = rev + REV_RESERVE;
-            backend.put_u64("ceiling", ceiling)?;
-            backend.db.flush().map_err(StoreError::from)?;
-            rev_guard.ceiling = ceiling;
+            backend
+                .meta
+                .insert("ceiling", &ceiling.to_be_bytes())
+                .map_err(failed)?;
+            backend.db.flush().map_err(failed)?;
+            revs.ceiling = ceiling;
         }
         let dbk = db_key(key, ns, name);
-        let (kind, stored) = match change {
+        let out = match change {
             Change::Put(mut value) => {
                 set_rv(&mut value, rev);
                 let stored = Arc::new(Stored::new(rev, &value));
                 backend
                     .objects
                     .insert(dbk, stored.bytes.as_ref())
-                    .map_err(StoreError::from)?;
+                    .map_err(failed)?;
                 self.live_bytes
                     .fetch_add(stored.bytes.len() as u64, Ordering::Relaxed);
                 let kind = if current.is_some() {
@@ -343,47 +431,15 @@ impl Store {
             Change::Delete => {
                 let mut value = current.as_ref().map(|c| c.value()).unwrap_or(Value::Null);
                 set_rv(&mut value, rev);
-                backend.objects.remove(dbk).map_err(StoreError::from)?;
+                backend.objects.remove(dbk).map_err(failed)?;
                 (EventType::Deleted, Arc::new(Stored::new(rev, &value)))
             }
         };
-        backend.put_u64("rev", rev)?;
-        drop(guard);
-        if let Some(c) = &current {
-            self.live_bytes
-                .fetch_sub(c.bytes.len() as u64, Ordering::Relaxed);
-        }
-        rev_guard.rev = rev;
-        self.rev.store(rev, Ordering::SeqCst);
-        let mut inner = lock(&t);
-        let obj_key = (ns.to_string(), name.to_string());
-        match kind {
-            EventType::Deleted => {
-                inner.objects.remove(&obj_key);
-            }
-            _ => {
-                inner.objects.insert(obj_key, stored.clone());
-            }
-        }
-        let previous = if kind == EventType::Modified {
-            current.clone()
-        } else {
-            None
-        };
-        let ev = Arc::new(Event {
-            kind,
-            object: stored.clone(),
-            previous,
-        });
-        let lagged = inner.publish(ev, self.opts.history, self.opts.history_bytes);
-        if lagged > 0 {
-            self.lagged.fetch_add(lagged as u64, Ordering::Relaxed);
-            tracing::debug!(resource = %key.1, lagged, "closed watchers that fell behind");
-        }
-        Ok(Committed {
-            object: stored,
-            previous: current,
-        })
+        backend
+            .meta
+            .insert("rev", &rev.to_be_bytes())
+            .map_err(failed)?;
+        Ok(out)
     }
 
     /// Registers a watch. `from = None` starts from the current state (sent as ADDED
@@ -396,74 +452,34 @@ impl Store {
         filter: Filter,
         initial: bool,
     ) -> Result<WatchStart, Expired> {
-        let t = self.type_state(key);
-        let _writes = lock(&self.write);
-        let mut inner = lock(&t);
-        let rev = self.rev();
-        let mut events = Vec::new();
-        if from.is_none() || initial {
-            events.extend(
-                inner
-                    .objects
-                    .values()
-                    .filter(|o| filter.matches(o))
-                    .map(|o| (EventType::Added, o.clone())),
-            );
-        } else if let Some(r) = from {
-            if r < inner.oldest {
-                return Err(Expired {
-                    requested: r,
-                    oldest: inner.oldest,
-                });
-            }
-            events = inner.replay(r, &filter);
-        }
-        let (tx, rx) = mpsc::channel(self.opts.watcher_buffer.max(1));
-        let id = self.next_watcher.fetch_add(1, Ordering::Relaxed);
-        inner.watchers.push(Watcher { id, filter, tx });
-        Ok(WatchStart {
-            id,
-            rev,
-            initial: events,
-            rx,
-        })
+        self.mem.watch(key, from, filter, initial)
     }
 
     /// Queues a bookmark for a watcher, in order with its events. False when the watcher
     /// is gone (closed for lagging, or its client left).
     pub fn bookmark(&self, key: &ResourceKey, watcher: u64) -> bool {
-        let t = self.type_state(key);
-        let _writes = lock(&self.write);
-        let mut inner = lock(&t);
-        let rev = self.rev();
-        let Some(pos) = inner.watchers.iter().position(|w| w.id == watcher) else {
-            return false;
-        };
-        if inner.watchers[pos]
-            .tx
-            .try_send(WatchItem::Bookmark(rev))
-            .is_err()
-        {
-            inner.watchers.remove(pos);
-            return false;
-        }
-        true
+        self.mem.bookmark(key, watcher)
     }
 
     /// Number of registered watchers of a resource.
     pub fn watcher_count(&self, key: &ResourceKey) -> usize {
-        let t = self.type_state(key);
-        let mut inner = lock(&t);
-        inner.watchers.retain(|w| !w.tx.is_closed());
-        inner.watchers.len()
+        self.mem.watcher_count(key)
     }
 
-    /// Makes every write so far durable.
-    pub async fn flush(&self) -> Result<(), StoreError> {
+    /// Makes every write so far durable and visible (start-up: bootstrap objects are read
+    /// back at once).
+    pub fn settle(&self) -> Result<(), StoreError> {
+        let Some(_) = self.group() else {
+            return Ok(());
+        };
+        let rev = self.rev();
         let db = read(&self.backend).as_ref().map(|b| b.db.clone());
-        if let Some(db) = db {
-            db.flush_async().await?;
+        if let Some(db) = db
+            && let Err(e) = db.flush()
+        {
+            return Err(self.fail(Failure::of_sled(&e, "flushing")));
         }
+        self.mem.promote(rev);
         Ok(())
     }
 
@@ -476,12 +492,16 @@ impl Store {
         ))
     }
 
-    /// Compacts when the files take more than twice the live data plus the slack.
+    /// Compacts when the files take more than twice the live data plus the slack (and
+    /// the disk has room for the copy).
     pub fn compact_if_needed(&self) -> Result<bool, StoreError> {
         let Some((disk, live)) = self.sizes() else {
             return Ok(false);
         };
-        if disk <= live.saturating_mul(2) + self.opts.compact_slack_bytes {
+        if self.health.failure().is_some()
+            || disk <= live.saturating_mul(2) + self.opts.compact_slack_bytes
+            || !self.room_for_copy(live)
+        {
             return Ok(false);
         }
         let started = std::time::Instant::now();
@@ -497,6 +517,17 @@ impl Store {
         Ok(true)
     }
 
+    /// Whether the disk holds a fresh copy of `live` bytes (sled's files take about twice
+    /// the data) with slack to spare: a copy that runs out of space may never finish.
+    fn room_for_copy(&self, live: u64) -> bool {
+        let Some(path) = &self.path else {
+            return false;
+        };
+        let dir = path.parent().unwrap_or(path);
+        crate::os::files::available_bytes(dir)
+            .is_none_or(|free| free >= live.saturating_mul(2) + self.opts.compact_slack_bytes)
+    }
+
     /// Rewrites the live objects into a fresh database and swaps it in. Writers wait;
     /// readers (served from memory) do not.
     pub fn compact(&self) -> Result<(), StoreError> {
@@ -504,16 +535,9 @@ impl Store {
             return Ok(());
         };
         let revs = lock(&self.write);
-        let objects: Vec<(Vec<u8>, Arc<Stored>)> = read(&self.types)
-            .iter()
-            .flat_map(|(k, t)| {
-                lock(t)
-                    .objects
-                    .iter()
-                    .map(|((ns, name), o)| (db_key(k, ns, name), o.clone()))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        // Everything committed must be visible (on disk) before the copy is taken.
+        self.settle()?;
+        let objects = self.objects_for_copy();
         backend::write_fresh(
             path,
             &self.opts,
@@ -532,21 +556,149 @@ impl Store {
         Ok(())
     }
 
+    fn objects_for_copy(&self) -> Vec<(Vec<u8>, Arc<Stored>)> {
+        self.mem
+            .all()
+            .into_iter()
+            .map(|(k, ns, name, o)| (db_key(&k, &ns, &name), o))
+            .collect()
+    }
+
+    /// After a failure: when the disk has room again, writes the acknowledged objects into
+    /// a fresh database (on a thread of its own, which a failing disk may hang), swaps it
+    /// in and takes writes again. True once healthy.
+    pub async fn recover(self: &Arc<Self>) -> bool {
+        let Some(failure) = self.health.failure() else {
+            return true;
+        };
+        let Some(path) = self.path.clone() else {
+            return false;
+        };
+        let live: u64 = self.mem.all().iter().map(|o| o.3.bytes.len() as u64).sum();
+        if !self.room_for_copy(live) || self.recovering.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        let store = self.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let spawned = std::thread::Builder::new()
+            .name("apiserver-recover".into())
+            .spawn(move || {
+                let result = store.rebuild(&path);
+                store.recovering.store(false, Ordering::SeqCst);
+                let _ = tx.send(result);
+            });
+        if spawned.is_err() {
+            self.recovering.store(false, Ordering::SeqCst);
+            return false;
+        }
+        match tokio::time::timeout(std::time::Duration::from_secs(30), rx).await {
+            Ok(Ok(Ok(()))) => {
+                tracing::info!(was = %failure.message, "the API server's store takes writes again");
+                true
+            }
+            Ok(Ok(Err(e))) => {
+                tracing::warn!(error = %e, "the API server's store is not back yet");
+                false
+            }
+            // Hung on the disk: that thread is left behind; no other starts meanwhile.
+            _ => false,
+        }
+    }
+
+    /// The rebuild behind [`Store::recover`]: nothing writes meanwhile (the store refuses
+    /// writes while failed), so the snapshot of visible objects is the whole truth.
+    fn rebuild(&self, path: &Path) -> Result<(), StoreError> {
+        let revs = {
+            let r = lock(&self.write);
+            (r.rev, r.ceiling)
+        };
+        let objects = self.objects_for_copy();
+        // Revisions go on above everything handed out, acknowledged or not.
+        let rev = revs.0.max(revs.1);
+        backend::write_fresh(
+            path,
+            &self.opts,
+            &objects,
+            &[("rev", rev), ("ceiling", rev)],
+        )?;
+        let mut slot = self.backend.write().unwrap_or_else(|p| p.into_inner());
+        // The failed database is never flushed or closed again (it may hang): its handle
+        // is let go without dropping.
+        if let Some(old) = slot.take() {
+            std::mem::forget(old);
+        }
+        backend::swap_in(path)?;
+        *slot = Some(Backend::open(path, &self.opts)?);
+        drop(slot);
+        if let Err(e) = crate::os::files::restrict_tree(path) {
+            tracing::warn!(error = %e, "narrowing the store's file modes");
+        }
+        let live: u64 = objects.iter().map(|(_, o)| o.bytes.len() as u64).sum();
+        self.live_bytes.store(live, Ordering::Relaxed);
+        {
+            let mut w = lock(&self.write);
+            w.rev = rev;
+            w.ceiling = rev;
+        }
+        self.rev.store(rev, Ordering::SeqCst);
+        self.mem.promote(rev);
+        let old = lock(&self.group).replace(self.new_group());
+        if let Some(old) = old {
+            old.retire();
+        }
+        self.health.recover();
+        Ok(())
+    }
+
     /// Waits until every write up to `rev` is on disk; the writes waiting at the same
-    /// moment share one flush.
+    /// moment share one flush. A flush that takes longer than [`FLUSH_DEADLINE`] fails
+    /// the store: sled may never finish it.
     pub async fn durable(&self, rev: u64) -> Result<(), StoreError> {
-        match &self.group {
-            Some(g) => g.wait(rev).await.map_err(StoreError::Durability),
-            None => Ok(()),
+        if let Some(f) = self.health.failure()
+            && rev > self.visible_rev()
+        {
+            return Err(StoreError::Unavailable(f));
+        }
+        let Some(g) = self.group() else {
+            return Ok(());
+        };
+        match tokio::time::timeout(FLUSH_DEADLINE, g.wait(rev)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(StoreError::Unavailable(
+                self.health
+                    .failure()
+                    .unwrap_or_else(|| Failure::other("the store is closed")),
+            )),
+            Err(_) => Err(self.fail(Failure::other(&format!(
+                "storage flush did not complete within {}s",
+                FLUSH_DEADLINE.as_secs()
+            )))),
         }
     }
 }
 
+/// The longest a flush may take before the store counts the disk as failed.
+pub const FLUSH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
+
 impl Drop for Store {
-    /// A clean close gives back the unused revision reservation.
+    /// A clean close gives back the unused revision reservation. A failed store touches
+    /// its database no more (sled may hang on it).
     fn drop(&mut self) {
-        if let Some(g) = &self.group {
-            g.stop();
+        let group = lock(&self.group).take();
+        let failed = self.health.failure().is_some();
+        if let Some(g) = group {
+            g.stop(!failed);
+        }
+        if failed {
+            if let Some(b) = self
+                .backend
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+            {
+                std::mem::forget(b);
+            }
+            return;
         }
         let rev = lock(&self.write).rev;
         let backend = read(&self.backend);

@@ -146,6 +146,7 @@ fn compaction_keeps_the_files_in_proportion_to_live_data() {
     s.commit::<StoreError>(&key(), "default", "small", |_| Ok(Change::Delete))
         .unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
         .build()
         .unwrap();
     rt.block_on(s.durable(s.rev())).unwrap();
@@ -203,7 +204,7 @@ fn watch_history_is_bounded_by_bytes() {
     for i in 0..50 {
         put_big(&s, "big", i, 100_000);
     }
-    let t = s.type_state(&key());
+    let t = s.mem.type_state(&key());
     let inner = lock(&t);
     assert!(inner.history_bytes <= 1 << 20, "{}", inner.history_bytes);
     assert!(inner.history.len() >= 9 && inner.history.len() <= 10);
