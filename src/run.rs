@@ -221,7 +221,10 @@ async fn run_roles(
     };
     let embedded = if cfg.embedded.enabled {
         match start_embedded(&cfg, &readiness, host.is_root).await {
-            Ok(e) => Some(e),
+            Ok(e) => {
+                follow_store_health(&e.0, &readiness, &tasks, &shutdown);
+                Some(e)
+            }
             Err(err) => {
                 eprintln!("koord: {err:#}");
                 return ExitCode::FAILURE;
@@ -339,6 +342,28 @@ fn claim_data_dir(
     files::check_ancestors(dir)?;
     files::private_dir(dir)?;
     files::lock_dir(dir)
+}
+
+/// `apiserver` readiness follows the store: not ready while the disk refuses writes.
+fn follow_store_health(
+    server: &ApiServer,
+    readiness: &Readiness,
+    tasks: &Tasks,
+    shutdown: &Shutdown,
+) {
+    let ready = readiness.register("apiserver/storage");
+    let mut health = server.store_health();
+    let shutdown = shutdown.clone();
+    tasks.spawn("apiserver/storage", async move {
+        loop {
+            let failed = health.borrow_and_update().is_some();
+            ready.set(!failed);
+            tokio::select! {
+                _ = shutdown.draining() => return Ok(()),
+                changed = health.changed() => if changed.is_err() { return Ok(()) },
+            }
+        }
+    });
 }
 
 /// In embedded mode the koordlet reads pods from the node runtime's `/pods`, and looks for

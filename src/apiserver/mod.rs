@@ -290,6 +290,16 @@ impl ApiServer {
             let names: HashSet<String> = (0..s.count).map(sim::node_name).collect();
             tasks.spawn(sim::run(store.clone(), names, stop.clone()));
         }
+        if let (Some(dir), Some(source), Some(bundle)) = (&opts.data_dir, &tls, &creds.tls) {
+            let rotation = rotate_certificate(
+                dir.join("pki"),
+                opts.addr,
+                source.clone(),
+                bundle.clone(),
+                stop.clone(),
+            );
+            tasks.spawn(rotation);
+        }
         tasks.spawn(gc_events(store.clone(), stop.clone()));
         tasks.spawn(namespaces::run(state.clone(), stop.clone()));
         tasks.spawn(podgc::run(store.clone(), opts.pod_gc_grace, stop.clone()));
@@ -310,6 +320,11 @@ impl ApiServer {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// `None` while the store takes writes; the failure while it does not.
+    pub fn store_health(&self) -> tokio::sync::watch::Receiver<Option<store::Failure>> {
+        self.state.store.health()
     }
 
     /// How this server authenticates clients (the node runtime's kubelet API takes the
@@ -414,6 +429,46 @@ async fn maintain(store: Arc<Store>, every: Duration, stop: CancellationToken) {
             Ok(Err(e)) => tracing::error!(error = %e, "compacting the API server's store"),
             Err(e) => tracing::error!(error = %e, "compaction task failed"),
             Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// Replaces the serving certificate before it ends (checked twice a day), under the same
+/// CA: connected clients and every kubeconfig keep working.
+async fn rotate_certificate(
+    pki: PathBuf,
+    addr: SocketAddr,
+    source: crate::kernel::http::TlsSource,
+    mut current: crate::kernel::tls::CertBundle,
+    stop: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(12 * 3600));
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let next = match security::load_or_generate_tls(&pki, addr) {
+            Ok(b) if b != current => b,
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::error!(error = %e, "renewing the embedded API server's certificate");
+                continue;
+            }
+        };
+        if next.ca_pem != current.ca_pem {
+            tracing::error!(
+                "the embedded API server's CA was replaced: restart koord so that its clients trust the new one"
+            );
+        }
+        match crate::kernel::tls::server_config(next.cert_pem.as_bytes(), next.key_pem.as_bytes()) {
+            Ok(cfg) => {
+                *source.write().unwrap_or_else(|p| p.into_inner()) = cfg;
+                tracing::info!("the embedded API server serves a renewed certificate");
+                current = next;
+            }
+            Err(e) => tracing::error!(error = %e, "the renewed certificate does not load"),
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::os::files;
 
 const CA_NAME: &str = "koord-embedded-ca";
 const CA_FILE: &str = "ca.crt";
+const CA_KEY_FILE: &str = "ca.key";
 const CERT_FILE: &str = "apiserver.crt";
 const KEY_FILE: &str = "apiserver.key";
 const TOKEN_FILE: &str = "token";
@@ -97,8 +98,26 @@ fn read_optional(path: &Path) -> Result<Option<String>, SecurityError> {
     Ok(files::read_private(path)?)
 }
 
-/// Certificates from `pki`, or new ones when missing, unreadable or not covering `addr`.
-fn load_or_generate_tls(pki: &Path, addr: SocketAddr) -> Result<CertBundle, SecurityError> {
+/// How long before its end a serving certificate is replaced.
+pub const RENEW_BEFORE: std::time::Duration = std::time::Duration::from_secs(30 * 86_400);
+
+/// The kept CA (certificate and key), when both are there.
+fn kept_ca(pki: &Path) -> Result<Option<tls::CaKey>, SecurityError> {
+    Ok(
+        match (
+            read_optional(&pki.join(CA_FILE))?,
+            read_optional(&pki.join(CA_KEY_FILE))?,
+        ) {
+            (Some(cert_pem), Some(key_pem)) => Some(tls::CaKey { cert_pem, key_pem }),
+            _ => None,
+        },
+    )
+}
+
+/// Certificates from `pki`; a serving certificate is issued anew (under the kept CA, so
+/// every kubeconfig stays good) when missing, not covering `addr`, or within
+/// [`RENEW_BEFORE`] of its end; everything is generated anew when the CA cannot do that.
+pub fn load_or_generate_tls(pki: &Path, addr: SocketAddr) -> Result<CertBundle, SecurityError> {
     let names = san_names(addr);
     let marker = pki.join("apiserver.names");
     let existing = (
@@ -113,19 +132,38 @@ fn load_or_generate_tls(pki: &Path, addr: SocketAddr) -> Result<CertBundle, Secu
             cert_pem,
             key_pem,
         };
-        if n == names.join(",")
-            && tls::server_config(b.cert_pem.as_bytes(), b.key_pem.as_bytes()).is_ok()
-        {
+        if n == names.join(",") && tls::valid_for(&b, &names[0], RENEW_BEFORE) {
             return Ok(b);
         }
-        tracing::info!(dir = %pki.display(), "regenerating the embedded API server's certificates");
     }
-    let b = tls::generate(CA_NAME, &names)?;
-    write_private(&pki.join(CA_FILE), &b.ca_pem)?;
-    write_private(&pki.join(CERT_FILE), &b.cert_pem)?;
-    write_private(&pki.join(KEY_FILE), &b.key_pem)?;
+    if let Some(ca) = kept_ca(pki)? {
+        let (cert_pem, key_pem) = tls::issue(CA_NAME, &ca, &names)?;
+        let b = CertBundle {
+            ca_pem: ca.cert_pem,
+            cert_pem,
+            key_pem,
+        };
+        if tls::valid_for(&b, &names[0], RENEW_BEFORE) {
+            tracing::info!(dir = %pki.display(), "issued a new serving certificate for the embedded API server");
+            write_private(&pki.join(CERT_FILE), &b.cert_pem)?;
+            write_private(&pki.join(KEY_FILE), &b.key_pem)?;
+            write_private(&marker, &names.join(","))?;
+            return Ok(b);
+        }
+    }
+    tracing::info!(dir = %pki.display(), "generating the embedded API server's CA and certificates");
+    let ca = tls::generate_ca(CA_NAME)?;
+    let (cert_pem, key_pem) = tls::issue(CA_NAME, &ca, &names)?;
+    write_private(&pki.join(CA_KEY_FILE), &ca.key_pem)?;
+    write_private(&pki.join(CA_FILE), &ca.cert_pem)?;
+    write_private(&pki.join(CERT_FILE), &cert_pem)?;
+    write_private(&pki.join(KEY_FILE), &key_pem)?;
     write_private(&marker, &names.join(","))?;
-    Ok(b)
+    Ok(CertBundle {
+        ca_pem: ca.cert_pem,
+        cert_pem,
+        key_pem,
+    })
 }
 
 /// The credentials for a server at `addr`: with `tls`, certificates kept under
@@ -196,7 +234,7 @@ mod tests {
         assert_eq!(a.tls, b.tls);
         assert_eq!(a.token.as_ref().map(String::len), Some(64));
         assert_eq!(mode(&dir.path().join("pki")), 0o700);
-        for f in [CA_FILE, CERT_FILE, KEY_FILE, TOKEN_FILE] {
+        for f in [CA_FILE, CA_KEY_FILE, CERT_FILE, KEY_FILE, TOKEN_FILE] {
             assert_eq!(mode(&dir.path().join("pki").join(f)), 0o600, "{f}");
         }
         assert!(a.server_config().unwrap().is_some());
@@ -205,6 +243,29 @@ mod tests {
         let c = prepare(Some(dir.path()), other, true, Some("given".into())).unwrap();
         assert_ne!(c.tls, a.tls, "a new address needs a new certificate");
         assert_eq!(c.token.as_deref(), Some("given"));
+    }
+
+    #[test]
+    fn a_serving_certificate_near_its_end_is_reissued_under_the_kept_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = dir.path().join("pki");
+        files::private_dir(&pki).unwrap();
+        let addr: SocketAddr = "127.0.0.1:6443".parse().unwrap();
+        let first = load_or_generate_tls(&pki, addr).unwrap();
+        assert_eq!(
+            load_or_generate_tls(&pki, addr).unwrap(),
+            first,
+            "kept while good"
+        );
+        // A certificate that ends within the renewal window (here: one of another CA,
+        // as good as expired for this check) is replaced, the CA kept.
+        let stale = tls::generate(CA_NAME, &["127.0.0.1".into()]).unwrap();
+        write_private(&pki.join(CERT_FILE), &stale.cert_pem).unwrap();
+        write_private(&pki.join(KEY_FILE), &stale.key_pem).unwrap();
+        let renewed = load_or_generate_tls(&pki, addr).unwrap();
+        assert_eq!(renewed.ca_pem, first.ca_pem, "kubeconfigs stay good");
+        assert_ne!(renewed.cert_pem, first.cert_pem);
+        assert!(tls::valid_for(&renewed, "127.0.0.1", RENEW_BEFORE));
     }
 
     #[test]

@@ -239,8 +239,24 @@ fn redact(value: &mut serde_json::Value) {
             }
         }
         serde_json::Value::Array(items) => items.iter_mut().for_each(redact),
+        serde_json::Value::String(s) => {
+            if let Some(clean) = redact_url(s) {
+                *s = clean;
+            }
+        }
         _ => {}
     }
+}
+
+/// `scheme://user:password@host/...` with the credentials replaced; `None` when the
+/// string carries none.
+fn redact_url(s: &str) -> Option<String> {
+    let start = s.find("://")? + 3;
+    let authority_end = s[start..]
+        .find(['/', '?', '#'])
+        .map_or(s.len(), |i| start + i);
+    let at = s[start..authority_end].rfind('@')? + start;
+    Some(format!("{}<redacted>{}", &s[..start], &s[at..]))
 }
 
 #[cfg(test)]

@@ -167,4 +167,14 @@ fn print_limits_sections_and_redacts() {
     redact(&mut v);
     assert_eq!(v["a"]["bearerToken"], "<redacted>");
     assert_eq!(v["a"]["tokenFile"], "/x");
+    // Credentials inside a URL are secrets too (`/debug/config`, `config print`).
+    cfg.koordlet.kubelet.pods_url = Some("https://admin:hunter2@10.0.0.1:10250/pods?x=a@b".into());
+    let shown = redacted_json(&cfg);
+    assert_eq!(
+        shown["koordlet"]["kubelet"]["podsUrl"],
+        "https://<redacted>@10.0.0.1:10250/pods?x=a@b"
+    );
+    assert!(!to_yaml(&cfg, None).contains("hunter2"));
+    assert_eq!(redact_url("http://plain.host/p@q"), None);
+    assert_eq!(redact_url("no url"), None);
 }

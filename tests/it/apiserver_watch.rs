@@ -227,7 +227,7 @@ async fn expired_resource_version_makes_the_watcher_relist() {
         store
             .commit::<StoreError>(&key, "default", "offline", |_| Ok(Change::Put(obj)))
             .unwrap();
-        store.flush().await.unwrap();
+        store.durable(store.rev()).await.unwrap();
     }
     let _api = TestApi::start_with(persistent(dir.path(), port)).await;
     expect_event(&mut rx, "initapply:offline", &mut seen).await;

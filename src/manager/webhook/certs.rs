@@ -4,15 +4,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
-use rustls::client::danger::ServerCertVerifier;
-use rustls::pki_types::{ServerName, UnixTime};
 use serde::{Deserialize, Serialize};
 
 use super::Config;
@@ -71,42 +68,10 @@ fn primary_name(cfg: &Config) -> String {
     names(cfg).into_iter().next().unwrap_or_default()
 }
 
-/// Whether `b` is a usable pair, signed by its CA, valid for `name` six months from now.
+/// Whether `b` is a usable pair, signed by its CA, valid for `name` six months from now
+/// (so a certificate is renewed half a year before it expires).
 pub fn valid(b: &CertBundle, name: &str) -> bool {
-    if tls::server_config(b.cert_pem.as_bytes(), b.key_pem.as_bytes()).is_err() {
-        return false;
-    }
-    let parse = |pem: &str| crate::kernel::http_client::parse_pem_certs(pem.as_bytes()).ok();
-    let (Some(ca), Some(chain)) = (parse(&b.ca_pem), parse(&b.cert_pem)) else {
-        return false;
-    };
-    let mut roots = rustls::RootCertStore::empty();
-    if ca.into_iter().any(|c| roots.add(c).is_err()) || chain.is_empty() {
-        return false;
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let Ok(verifier) =
-        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-            .build()
-    else {
-        return false;
-    };
-    let Ok(server) = ServerName::try_from(name.to_string()) else {
-        return false;
-    };
-    let later = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
-        + Duration::from_secs(180 * 86_400);
-    verifier
-        .verify_server_cert(
-            &chain[0],
-            &chain[1..],
-            &server,
-            &[],
-            UnixTime::since_unix_epoch(later),
-        )
-        .is_ok()
+    tls::valid_for(b, name, Duration::from_secs(180 * 86_400))
 }
 
 fn generate(cfg: &Config) -> Result<CertBundle, CertError> {
