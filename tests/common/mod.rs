@@ -76,6 +76,15 @@ pub fn koord_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_koord"))
 }
 
+/// What a test's koord runs under beyond the defaults.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChildLimits {
+    /// Open files, soft and hard limit.
+    pub nofile: Option<u64>,
+    /// The file mode creation mask (koord must not depend on it).
+    pub umask: Option<libc::mode_t>,
+}
+
 /// A running `koord` process, killed by PID on drop. Its stderr goes to a file so a
 /// failing test can print it.
 pub struct Koord {
@@ -85,15 +94,15 @@ pub struct Koord {
 
 impl Koord {
     pub fn start(args: &[&str], envs: &[(&str, &str)], log_dir: &Path) -> Koord {
-        Self::start_limited(args, envs, log_dir, None)
+        Self::start_limited(args, envs, log_dir, ChildLimits::default())
     }
 
-    /// Like [`Koord::start`], with at most `nofile` open files (soft and hard limit).
+    /// Like [`Koord::start`], under `limits`.
     pub fn start_limited(
         args: &[&str],
         envs: &[(&str, &str)],
         log_dir: &Path,
-        nofile: Option<u64>,
+        limits: ChildLimits,
     ) -> Koord {
         guard_strays();
         let log = log_dir.join(format!("koord-{}.log", free_port()));
@@ -117,17 +126,22 @@ impl Koord {
         for (k, v) in envs {
             cmd.env(k, v);
         }
-        if let Some(n) = nofile {
+        {
             use std::os::unix::process::CommandExt;
-            // SAFETY: setrlimit is async-signal-safe and touches only the child.
+            // SAFETY: setrlimit and umask are async-signal-safe and touch only the child.
             unsafe {
                 cmd.pre_exec(move || {
-                    let lim = libc::rlimit {
-                        rlim_cur: n,
-                        rlim_max: n,
-                    };
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                        return Err(std::io::Error::last_os_error());
+                    if let Some(n) = limits.nofile {
+                        let lim = libc::rlimit {
+                            rlim_cur: n,
+                            rlim_max: n,
+                        };
+                        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                    if let Some(mask) = limits.umask {
+                        libc::umask(mask);
                     }
                     Ok(())
                 });

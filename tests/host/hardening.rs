@@ -388,7 +388,10 @@ async fn the_hook_socket_bounds_its_connections() {
             ),
         ],
         dir.path(),
-        Some(256),
+        common::ChildLimits {
+            nofile: Some(256),
+            umask: Some(0),
+        },
     );
     let ready = wait_until(Duration::from_secs(40), || {
         http_get(admin, "/readyz").is_some_and(|(s, _)| s == 200)
@@ -486,4 +489,46 @@ async fn deleting_a_namespace_stops_its_pods_gracefully() {
         "the pod got SIGTERM and its grace period, not SIGKILL"
     );
     k.stop();
+}
+
+#[test]
+fn device_scan_never_writes_through_a_planted_link() {
+    if !is_root() {
+        eprintln!("skipping the device-scan link test: needs root (runuser)");
+        return;
+    }
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let t = tempfile::tempdir().unwrap();
+    let shared = t.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let victim = t.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A stranger plants links where the daemon writes: its old temp name and the file.
+    let plant = "import os, sys\nos.symlink(sys.argv[1], sys.argv[2] + '/.ic-device.tmp')\nos.symlink(sys.argv[1], sys.argv[2] + '/ic-device')\n";
+    let (code, out) = as_nobody(plant, &[victim.to_str().unwrap(), shared.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    let sys = tempfile::tempdir().unwrap();
+    let out_file = shared.join("ic-device");
+    let status = std::process::Command::new(common::koord_bin())
+        .args(["device-scan", "--oneshot", "--prints-output-file"])
+        .arg(&out_file)
+        .arg("--sys-root")
+        .arg(sys.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "precious",
+        "the link's target is untouched"
+    );
+    let m = std::fs::symlink_metadata(&out_file).unwrap();
+    assert!(
+        m.file_type().is_file(),
+        "the link itself was replaced by the daemon's file"
+    );
+    assert_eq!((m.uid(), m.mode() & 0o777), (0, 0o600));
 }

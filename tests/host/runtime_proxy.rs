@@ -147,7 +147,12 @@ pub(crate) fn register(dir: &Path, socket: &Path, policy: &str) {
 pub(crate) fn start_proxy(dir: &Path, backend: &Path, hook_dir: &Path) -> (Koord, PathBuf) {
     let socket = dir.join("proxy.sock");
     let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let koord = Koord::start(
+    // Under umask 000: the sockets and files koord makes must not depend on it.
+    let limits = common::ChildLimits {
+        umask: Some(0),
+        ..Default::default()
+    };
+    let koord = Koord::start_limited(
         &[
             "--role=runtime-proxy",
             "--admin-addr",
@@ -164,6 +169,7 @@ pub(crate) fn start_proxy(dir: &Path, backend: &Path, hook_dir: &Path) -> (Koord
             hook_dir.to_str().unwrap(),
         )],
         dir,
+        limits,
     );
     let ready = wait_until(Duration::from_secs(20), || {
         http_get(admin, "/readyz").is_some_and(|(s, _)| s == 200)
@@ -171,6 +177,12 @@ pub(crate) fn start_proxy(dir: &Path, backend: &Path, hook_dir: &Path) -> (Koord
     assert!(ready, "proxy not ready:\n{}", koord.logs());
     let serving = wait_until(Duration::from_secs(20), || socket.exists());
     assert!(serving, "proxy not serving:\n{}", koord.logs());
+    let mode = std::os::unix::fs::MetadataExt::mode(&std::fs::metadata(&socket).unwrap());
+    assert_eq!(
+        mode & 0o777,
+        0o600,
+        "only root drives the runtime through the proxy"
+    );
     (koord, socket)
 }
 
