@@ -142,7 +142,7 @@ fn roles_of(argv: &[String]) -> Vec<Role> {
 /// The configuration key a `--config` file belongs to, from its `kind`: Koordinator's
 /// scheduler and descheduler take their component configuration with `--config`.
 fn component_config(path: &str) -> Option<&'static str> {
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = crate::os::files::read_config(std::path::Path::new(path)).ok()?;
     let doc: serde_yaml::Value = serde_yaml::from_str(&text).ok()?;
     match doc.get("kind")?.as_str()? {
         "KubeSchedulerConfiguration" => Some("scheduler.configFile"),

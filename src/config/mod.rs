@@ -84,7 +84,7 @@ pub fn load(
         None => (String::new(), String::new()),
         Some(YamlSource::Text { name, text }) => (name.to_string(), text.to_string()),
         Some(YamlSource::File(path)) => {
-            let text = std::fs::read_to_string(path)
+            let text = crate::os::files::read_config(path)
                 .map_err(|e| ConfigError(vec![format!("config file {}: {e}", path.display())]))?;
             (format!("config file `{}`", path.display()), text)
         }

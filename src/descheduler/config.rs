@@ -266,6 +266,13 @@ fn resolve(raw: RawConfig) -> Result<DeschedulerConfig, String> {
             crate::api::duration::parse(s).map_err(|e| format!("deschedulingInterval: {e}"))?
         }
     };
+    if !interval.is_zero() && interval < MIN_INTERVAL {
+        return Err(format!(
+            "deschedulingInterval: {:?} is shorter than {}s: every pass reads every node and pod (0 runs one pass)",
+            interval,
+            MIN_INTERVAL.as_secs()
+        ));
+    }
     let mut unsupported = Vec::new();
     let mut profiles = Vec::new();
     let raws = if raw.profiles.is_empty() {
@@ -301,6 +308,9 @@ fn resolve(raw: RawConfig) -> Result<DeschedulerConfig, String> {
     Ok(cfg)
 }
 
+/// The shortest interval between passes.
+pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
 /// koord's built-in configuration.
 pub fn default_config() -> Result<DeschedulerConfig, String> {
     parse(KOORD_DEFAULT, "built-in koord-descheduler-config")
@@ -311,7 +321,8 @@ pub fn load(path: Option<&std::path::Path>) -> Result<DeschedulerConfig, String>
     match path {
         None => default_config(),
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let text =
+                crate::os::files::read_config(p).map_err(|e| format!("{}: {e}", p.display()))?;
             parse(&text, &p.display().to_string())
         }
     }

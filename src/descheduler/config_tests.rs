@@ -64,6 +64,12 @@ profiles:
             .unwrap_err()
             .contains("deschedulingIntervall")
     );
+    let spin = parse("deschedulingInterval: 1ns", "f").unwrap_err();
+    assert!(
+        spin.contains("deschedulingInterval") && spin.contains("shorter than 1s"),
+        "{spin}"
+    );
+    assert!(parse("deschedulingInterval: 1s", "f").is_ok());
     let mc = "profiles: [{name: p, pluginConfig: [{name: MigrationController, args: {defaultJobMode: Later}}]}]";
     assert!(parse(mc, "f").unwrap_err().contains("defaultJobMode"));
 }

@@ -442,7 +442,8 @@ pub fn load_config(path: Option<&std::path::Path>) -> Result<SchedulerConfig, St
         None => config::default_config(),
         Some(p) => {
             let shown = p.display().to_string();
-            let text = std::fs::read_to_string(p).map_err(|e| format!("--config {shown}: {e}"))?;
+            let text =
+                crate::os::files::read_config(p).map_err(|e| format!("--config {shown}: {e}"))?;
             config::resolve(Some((&text, &shown)))
         }
     }

@@ -208,6 +208,29 @@ pub fn append_private(path: &Path) -> Result<File, FileError> {
         })
 }
 
+/// The most a configuration file may hold.
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
+/// A configuration file, whole; refused beyond [`MAX_CONFIG_BYTES`] (a path such as
+/// `/dev/zero` never ends, and would be read into memory until there is none).
+pub fn read_config(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    File::open(path)?
+        .take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut buf)?;
+    if buf.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "larger than {} MiB: not a configuration file",
+                MAX_CONFIG_BYTES >> 20
+            ),
+        ));
+    }
+    String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 /// Bytes an unprivileged writer may still put on the file system holding `path`.
 pub fn available_bytes(path: &Path) -> Option<u64> {
     use std::os::unix::ffi::OsStrExt;
@@ -337,6 +360,18 @@ mod tests {
         std::os::unix::fs::symlink(&f, &link).unwrap();
         assert!(matches!(read_private(&link), Err(FileError::Link(_))));
         assert!(matches!(append_private(&link), Err(FileError::Link(_))));
+    }
+
+    #[test]
+    fn configuration_reads_are_bounded() {
+        let err = read_config(Path::new("/dev/zero")).unwrap_err();
+        assert!(
+            err.to_string().contains("not a configuration file"),
+            "{err}"
+        );
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("c.yaml"), "a: 1\n").unwrap();
+        assert_eq!(read_config(&t.path().join("c.yaml")).unwrap(), "a: 1\n");
     }
 
     #[test]

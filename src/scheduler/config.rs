@@ -205,12 +205,47 @@ fn expand(multi: &[(String, i64)]) -> Result<BTreeMap<Point, Vec<(String, i64)>>
     Ok(out)
 }
 
+/// kube-scheduler's largest score weight sum: MaxTotalScore (i64::MAX) over MaxNodeScore.
+const MAX_TOTAL_WEIGHT: i64 = i64::MAX / 100;
+
+/// A weight is a positive integer (0 or none: the default, 1); negative ones are refused
+/// rather than quietly replaced.
+fn check_weights(plugins: &Plugins) -> Result<(), String> {
+    let mut sets: Vec<(&str, &PluginSet)> = Vec::new();
+    if let Some(mp) = &plugins.multi_point {
+        sets.push(("multiPoint", mp));
+    }
+    for p in Point::ALL {
+        if let Some(s) = plugins.at(p) {
+            sets.push((p.key(), s));
+        }
+    }
+    let mut total: i64 = 0;
+    for (point, set) in sets {
+        for (i, r) in set.enabled.iter().enumerate() {
+            let w = r.weight.unwrap_or(0);
+            if w < 0 {
+                return Err(format!(
+                    "plugins.{point}.enabled[{i}].weight: Invalid value: {w}: plugin {} must have a positive weight",
+                    r.name
+                ));
+            }
+            total = total.saturating_add(w);
+        }
+    }
+    if total > MAX_TOTAL_WEIGHT {
+        return Err("total score of Score plugins could overflow".into());
+    }
+    Ok(())
+}
+
 fn apply(
     base: &Profile,
     cfg: &ProfileCfg,
     ctx: &str,
 ) -> Result<(Profile, Vec<Unsupported>), String> {
     let plugins = cfg.plugins.clone().unwrap_or_default();
+    check_weights(&plugins).map_err(|e| format!("{ctx}: {e}"))?;
     let mut points = base.points.clone();
     if let Some(mp) = &plugins.multi_point {
         let mut runnable = mp.clone();

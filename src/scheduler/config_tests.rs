@@ -149,6 +149,10 @@ fn errors_name_the_plugin_and_field() {
             "PrioritySort does not implement filter",
         ),
         (
+            "  plugins:\n    score:\n      enabled:\n      - name: NodeAffinity\n        weight: -3\n",
+            "profiles[0]: plugins.score.enabled[0].weight: Invalid value: -3: plugin NodeAffinity must have a positive weight",
+        ),
+        (
             "  pluginConfig:\n  - name: LoadAwareScheduling\n    args:\n      usageThresholds:\n        cpu: 170\n",
             "usageThresholds[cpu]",
         ),

@@ -80,7 +80,8 @@ pub fn load(cfg: &Config) -> Result<config::SchedulerConfig, String> {
     match &cfg.config_file {
         None => config::default_config(),
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let text =
+                crate::os::files::read_config(p).map_err(|e| format!("{}: {e}", p.display()))?;
             config::resolve(Some((&text, &p.display().to_string())))
         }
     }

@@ -135,3 +135,15 @@ fn crds_prints_every_crd() {
             .all(|d| d["kind"].as_str() == Some("CustomResourceDefinition"))
     );
 }
+
+#[test]
+fn an_endless_config_file_is_refused_not_read_forever() {
+    let started = std::time::Instant::now();
+    let (code, _, err) = koord(&["--config", "/dev/zero", "config", "print"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("/dev/zero") && err.contains("not a configuration file"),
+        "{err}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
