@@ -139,6 +139,7 @@ pub fn spawn_in_cgroups(spec: Spawn) -> io::Result<tokio::process::Child> {
     let raw: Vec<i32> = fds.iter().map(|f| f.as_raw_fd()).collect();
     let identity = spec.identity.clone();
     let last_cap = last_capability();
+    let fd_limit = crate::os::tuning::nofile_soft_limit().min(1 << 20) as i32;
     let mut cmd = std::process::Command::new(&spec.program);
     cmd.args(&spec.args)
         .env_clear()
@@ -164,6 +165,7 @@ pub fn spawn_in_cgroups(spec: Spawn) -> io::Result<tokio::process::Child> {
             if let Some(id) = &identity {
                 become_identity(id, last_cap)?;
             }
+            close_inherited_at_exec(fd_limit);
             Ok(())
         });
     }
@@ -172,6 +174,34 @@ pub fn spawn_in_cgroups(spec: Spawn) -> io::Result<tokio::process::Child> {
         .spawn();
     drop(fds);
     child
+}
+
+/// Marks every descriptor above stdio close-on-exec, as runc does: whatever koord holds
+/// (or inherited from whoever started it) never reaches a container. Runs in the forked
+/// child; std's own exec-error pipe is close-on-exec already.
+///
+/// # Safety
+/// Call only between fork and exec.
+unsafe fn close_inherited_at_exec(fd_limit: i32) {
+    // SAFETY: close_range and fcntl take plain integers; no memory is passed.
+    unsafe {
+        let all = libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        );
+        if all == 0 {
+            return;
+        }
+        // Kernels before 5.11: one descriptor at a time.
+        for fd in 3..fd_limit {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
 }
 
 /// Signals a process.

@@ -111,3 +111,28 @@ async fn containers_run_as_their_security_context_says() {
     );
     rt.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containers_inherit_no_descriptor_beyond_stdio() {
+    let Some(rt) = setup_with(config("fds", false)).await else {
+        return;
+    };
+    // This test process holds descriptors without close-on-exec (cargo's jobserver, say);
+    // one more of its own makes sure there is one to leak.
+    let extra = std::fs::File::open("/dev/null").unwrap();
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&extra);
+    // SAFETY: clears FD_CLOEXEC on a descriptor this test owns.
+    unsafe { libc::fcntl(raw, libc::F_SETFD, 0) };
+    rt.create(pod("fds", "Never", "ls /proc/self/fd/", json!({})))
+        .await;
+    rt.wait("fds", "Succeeded", Duration::from_secs(20), |p| {
+        phase(p) == "Succeeded"
+    })
+    .await;
+    let logs = rt.pods.logs("fds", &Default::default()).await.unwrap();
+    let fds: Vec<&str> = logs.split_whitespace().collect();
+    // 0-2, and the one `ls` opens to read the directory.
+    assert_eq!(fds, ["0", "1", "2", "3"], "{logs}");
+    drop(extra);
+    rt.finish().await;
+}
