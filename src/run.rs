@@ -429,10 +429,12 @@ async fn start_embedded(
     tracing::info!(url = %server.url(), kubeconfig = %path.display(), "embedded API server ready");
     ready.set(true);
     let source = format!("embedded API server at {}", server.url());
-    let rt_cfg = &cfg.embedded.node_runtime;
+    let mut rt_cfg = cfg.embedded.node_runtime.clone();
+    // Containers start under this binary's `__shim`, so their exit survives a restart.
+    rt_cfg.shim = std::env::current_exe().ok();
     let runtime = if rt_cfg.enabled && cfg.embedded.register_local_node {
         match NodeRuntime::start(
-            rt_cfg.clone(),
+            rt_cfg,
             client.clone(),
             &cfg.common.node_name,
             &cfg.common.data_dir,

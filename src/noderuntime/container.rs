@@ -1,12 +1,13 @@
 //! Starting one container attempt as a host process inside its own cgroup.
 
 use std::ffi::OsString;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::resources::{CgroupValues, container_values};
-use crate::os::process::{Spawn, spawn_in_cgroups, start_time};
+use crate::os::process::{Identity, Spawn, spawn_in_cgroups, start_time};
 use crate::os::{CgroupDir, CgroupError, Cgroups, Resource};
 
 pub const RUNTIME_SCHEME: &str = "koord-process";
@@ -150,6 +151,55 @@ pub struct LaunchSpec<'a> {
     pub ip: &'a str,
     /// What the runtime hooks changed (values, cpuset, envs).
     pub hooked: &'a super::hooks::Hooked,
+    /// The koord binary to start the container under (`__shim`), and where the shims
+    /// write exit statuses.
+    pub shim: Option<(&'a Path, &'a Path)>,
+}
+
+/// What to start: the container's command as its identity, or the shim (as root, with
+/// the descriptor of the exit file it writes) starting the command as that identity.
+struct Start {
+    program: OsString,
+    args: Vec<OsString>,
+    identity: Option<Identity>,
+    exit_file: Option<std::fs::File>,
+}
+
+fn under_shim(
+    shim: Option<(&Path, &Path)>,
+    id: &str,
+    program: OsString,
+    args: Vec<OsString>,
+    identity: Identity,
+) -> Result<Start, LaunchError> {
+    let Some((binary, exits)) = shim else {
+        return Ok(Start {
+            program,
+            args,
+            identity: Some(identity),
+            exit_file: None,
+        });
+    };
+    let file = super::shim::exit_file(exits, id);
+    if let Some(dir) = file.parent() {
+        crate::os::files::private_dir(dir)?;
+    }
+    let exit = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&file)?;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&exit);
+    let mut all = super::shim::args(fd, &identity);
+    all.push(program);
+    all.extend(args);
+    Ok(Start {
+        program: binary.as_os_str().to_owned(),
+        args: all,
+        identity: None,
+        exit_file: Some(exit),
+    })
 }
 
 /// Creates the container's cgroup, applies its limits and starts its process in it.
@@ -188,9 +238,11 @@ pub fn launch(s: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
             .clone()
             .unwrap_or_else(|| env_of(s.container, s.pod, s.node, s.ip));
         home_for(&mut env, identity.uid);
+        let start = under_shim(s.shim, &id, program, args, identity)?;
+        let exit_file = start.exit_file;
         let spec = Spawn {
-            program,
-            args,
+            program: start.program,
+            args: start.args,
             env,
             cwd: s
                 .container
@@ -202,10 +254,12 @@ pub fn launch(s: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
             stdout: log.try_clone()?.into(),
             stderr: log.into(),
             cgroup_procs: s.cgroups.procs_files(&dir),
-            identity: Some(identity),
+            identity: start.identity,
+            keep_fd: exit_file.as_ref().map(std::os::fd::AsRawFd::as_raw_fd),
         };
         let oom_before = s.cgroups.oom_kills(&dir);
         let child = spawn_in_cgroups(spec)?;
+        drop(exit_file);
         Ok::<_, LaunchError>((child, oom_before))
     })();
     match started {

@@ -97,6 +97,7 @@ impl Exec {
                 .cgroups
                 .procs_files(&CgroupDir::new(running.dir.clone())),
             identity: Some(identity),
+            keep_fd: None,
         };
         spawn_in_cgroups(spawn).map_err(|err| ExecError::Start {
             cmd: command.join(" "),

@@ -12,6 +12,7 @@ pub mod logstamp;
 pub mod resources;
 pub mod security;
 pub mod server;
+pub mod shim;
 pub mod status;
 pub mod worker;
 
@@ -55,6 +56,11 @@ pub struct Config {
     pub keep_pods_on_exit: bool,
     /// Grace given to pod processes when koord exits and does not keep them.
     pub exit_grace_seconds: u64,
+    /// The koord binary whose `__shim` mode starts each container (so its exit status
+    /// survives a koord restart); set by the koord process itself, `None` in tests that
+    /// run the runtime in their own process (containers are then direct children).
+    #[serde(skip)]
+    pub shim: Option<PathBuf>,
     /// Runtime hook servers to call at container creation, registered as for
     /// koord-runtime-proxy (`*.json`); unset: `<data-dir>/hookserver.d`, where the embedded
     /// koordlet registers.
@@ -71,6 +77,7 @@ impl Default for Config {
             cgroup_parent: String::new(),
             pods_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             hook_server_dir: None,
+            shim: None,
             restart_backoff_seconds: 10,
             max_restart_backoff_seconds: 300,
             keep_pods_on_exit: false,

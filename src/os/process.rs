@@ -22,6 +22,8 @@ pub struct Spawn {
     pub cgroup_procs: Vec<PathBuf>,
     /// Who the process runs as; `None`: as this process does.
     pub identity: Option<Identity>,
+    /// A descriptor of this process the child keeps across exec (at the same number).
+    pub keep_fd: Option<i32>,
 }
 
 /// A process's user, groups and capabilities, as a container runtime sets them.
@@ -36,6 +38,55 @@ pub struct Identity {
     pub capabilities: u64,
     /// `PR_SET_NO_NEW_PRIVS`: setuid binaries and file capabilities grant nothing.
     pub no_new_privs: bool,
+}
+
+impl Identity {
+    /// One argument: `uid:gid:g1,g2:caps-hex:no-new-privs` (how koord hands it to its shim).
+    pub fn to_arg(&self) -> String {
+        let groups: Vec<String> = self.groups.iter().map(u32::to_string).collect();
+        format!(
+            "{}:{}:{}:{:x}:{}",
+            self.uid,
+            self.gid,
+            groups.join(","),
+            self.capabilities,
+            u8::from(self.no_new_privs)
+        )
+    }
+
+    pub fn from_arg(s: &str) -> Option<Identity> {
+        let parts: Vec<&str> = s.split(':').collect();
+        let [uid, gid, groups, caps, nnp] = parts.as_slice() else {
+            return None;
+        };
+        let groups = groups
+            .split(',')
+            .filter(|g| !g.is_empty())
+            .map(str::parse)
+            .collect::<Result<Vec<u32>, _>>()
+            .ok()?;
+        Some(Identity {
+            uid: uid.parse().ok()?,
+            gid: gid.parse().ok()?,
+            groups,
+            capabilities: u64::from_str_radix(caps, 16).ok()?,
+            no_new_privs: *nnp == "1",
+        })
+    }
+}
+
+/// A command that runs as `id` (applied between fork and exec).
+pub fn command_as(program: &std::ffi::OsStr, id: Option<Identity>) -> std::process::Command {
+    let mut cmd = std::process::Command::new(program);
+    if let Some(id) = id {
+        let last_cap = last_capability();
+        // SAFETY: become_identity makes only async-signal-safe system calls on memory the
+        // closure owns, and allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || become_identity(&id, last_cap));
+        }
+    }
+    cmd
 }
 
 /// Every capability this kernel knows (`/proc/sys/kernel/cap_last_cap`).
@@ -140,6 +191,7 @@ pub fn spawn_in_cgroups(spec: Spawn) -> io::Result<tokio::process::Child> {
     let identity = spec.identity.clone();
     let last_cap = last_capability();
     let fd_limit = crate::os::tuning::nofile_soft_limit().min(1 << 20) as i32;
+    let keep_fd = spec.keep_fd;
     let mut cmd = std::process::Command::new(&spec.program);
     cmd.args(&spec.args)
         .env_clear()
@@ -166,6 +218,11 @@ pub fn spawn_in_cgroups(spec: Spawn) -> io::Result<tokio::process::Child> {
                 become_identity(id, last_cap)?;
             }
             close_inherited_at_exec(fd_limit);
+            if let Some(fd) = keep_fd
+                && libc::fcntl(fd, libc::F_SETFD, 0) < 0
+            {
+                return Err(io::Error::last_os_error());
+            }
             Ok(())
         });
     }
@@ -269,6 +326,20 @@ mod tests {
         ));
         assert!(!alive(Path::new("/proc"), me, Some(1)));
         assert!(signal(0, SIGTERM).is_err());
+        let id = Identity {
+            uid: 65534,
+            gid: 7,
+            groups: vec![7, 4000],
+            capabilities: 0xa80425fb,
+            no_new_privs: true,
+        };
+        assert_eq!(Identity::from_arg(&id.to_arg()), Some(id.clone()));
+        let root = Identity {
+            groups: vec![],
+            ..id
+        };
+        assert_eq!(Identity::from_arg(&root.to_arg()), Some(root));
+        assert_eq!(Identity::from_arg("1:2"), None);
         assert_eq!(
             parse_cap_line("CapInh:\t0\nCapPrm:\t000001fffeffffff\n", "CapPrm:"),
             Some(0x1fffeffffff)

@@ -51,6 +51,7 @@ pub fn start(cgroups: &Cgroups, dir: &CgroupDir) -> tokio::process::Child {
         stderr: log.into(),
         cgroup_procs: cgroups.procs_files(dir),
         identity: None,
+        keep_fd: None,
     })
     .unwrap()
 }

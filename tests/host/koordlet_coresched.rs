@@ -40,6 +40,7 @@ fn sleeper(cg: &Cgroups, dir: &CgroupDir) -> tokio::process::Child {
         stderr: std::process::Stdio::null(),
         cgroup_procs: cg.procs_files(dir),
         identity: None,
+        keep_fd: None,
     })
     .unwrap()
 }

@@ -649,3 +649,40 @@ async fn restart_readopts_running_pods_and_cleans_vanished_ones() {
     rt.delete_and_wait_gone("kept").await;
     rt.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adopted_container_reports_its_real_exit_code() {
+    let mut cfg = config("shim", true);
+    cfg.shim = Some(common::koord_bin());
+    let Some(mut rt) = setup_with(cfg).await else {
+        return;
+    };
+    rt.create(pod("ends", "Never", "sleep 3; exit 7", json!({})))
+        .await;
+    rt.wait("ends", "Running", Duration::from_secs(20), |p| {
+        phase(p) == "Running"
+    })
+    .await;
+    // koord restarts while the container runs: the process is no longer its child.
+    rt.restart().await;
+    let done = rt
+        .wait("ends", "Failed", Duration::from_secs(20), |p| {
+            phase(p) == "Failed"
+        })
+        .await;
+    let state = status(&done).container_statuses.unwrap()[0]
+        .state
+        .clone()
+        .unwrap()
+        .terminated
+        .unwrap();
+    assert_eq!(
+        (state.exit_code, state.reason.as_deref()),
+        (7, Some("Error")),
+        "not 137/ContainerStatusUnknown"
+    );
+    rt.cfg.keep_pods_on_exit = false;
+    rt.restart().await;
+    rt.delete_and_wait_gone("ends").await;
+    rt.finish().await;
+}

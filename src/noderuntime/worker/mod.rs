@@ -330,6 +330,12 @@ impl Worker {
                 node: &self.ctx.node,
                 ip: &self.ctx.ip,
                 hooked: &hooked,
+                shim: self
+                    .ctx
+                    .cfg
+                    .shim
+                    .as_deref()
+                    .map(|b| (b, self.ctx.dir.as_path())),
             }),
             Err(e) => Err(e),
         };
@@ -399,6 +405,7 @@ impl Worker {
         run.stamper.tick();
         let oom = self.ctx.cgroups.oom_kills(&run.dir) > run.oom_before;
         reap_cgroup(&self.ctx, &run.dir);
+        let _ = std::fs::remove_file(super::shim::exit_file(&self.ctx.dir, &run.id));
         let (code, reason) = match exit.code {
             _ if oom => (exit.code.unwrap_or(137), "OOMKilled"),
             Some(0) => (0, "Completed"),
@@ -494,6 +501,7 @@ impl Worker {
         for s in &self.slots {
             if let Some(r) = &s.run {
                 reap_cgroup(&self.ctx, &r.dir);
+                let _ = std::fs::remove_file(super::shim::exit_file(&self.ctx.dir, &r.id));
             }
         }
         for child in self.ctx.cgroups.children(&self.pod_dir) {

@@ -153,6 +153,8 @@ impl Worker {
                     c.pid,
                     c.start_time,
                 );
+                // Not our child: its shim (when it ran under one) wrote how it ended.
+                let recorded = super::super::shim::exit_file(&self.ctx.dir, &c.id);
                 self.waiters.spawn(async move {
                     while alive(&proc_root, pid, st) {
                         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -160,7 +162,7 @@ impl Worker {
                     let _ = tx.send(Exit {
                         slot: i,
                         attempt,
-                        code: None,
+                        code: super::super::shim::recorded_exit(&recorded),
                     });
                 });
                 tracing::info!(pod = %self.name, container = %c.name, pid = c.pid, "re-adopted running container");
