@@ -138,9 +138,9 @@ mod tests {
             "finalizers": ["no way"]}});
         let errs = meta_errors(&bad);
         assert!(
-            errs.contains(&format!(
-                "metadata.labels: Invalid value: \"\": name part must be non-empty"
-            )),
+            errs.contains(
+                &"metadata.labels: Invalid value: \"\": name part must be non-empty".to_string()
+            ),
             "{errs:?}"
         );
         assert!(errs.contains(&format!(

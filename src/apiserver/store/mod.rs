@@ -353,11 +353,7 @@ impl Store {
         let current = self.mem.latest(key, ns, name);
         let change = decide(current.as_ref())?;
         let rev = rev_guard.rev + 1;
-        let (kind, stored) =
-            match self.write_db(&mut rev_guard, key, ns, name, change, &current, rev) {
-                Ok(w) => w,
-                Err(e) => return Err(e.into()),
-            };
+        let (kind, stored) = self.write_db(&mut rev_guard, key, ns, name, change, &current, rev)?;
         if let Some(c) = &current {
             self.live_bytes
                 .fetch_sub(c.bytes.len() as u64, Ordering::Relaxed);
