@@ -209,8 +209,8 @@ async fn run_roles(
     let readiness = Readiness::new(&metrics);
     let tasks = Tasks::new(shutdown.clone());
     let _data_dir_lock = if cfg.embedded.enabled || roles.0.iter().any(|r| r.uses_data_dir()) {
-        match claim_data_dir(&cfg.common.data_dir) {
-            Ok(lock) => Some(lock),
+        match claim_data_dir(&cfg.common.data_dir, cfg.embedded.enabled) {
+            Ok(lock) => lock,
             Err(err) => {
                 eprintln!("koord: --data-dir: {err}");
                 return ExitCode::FAILURE;
@@ -333,15 +333,19 @@ async fn run_roles(
     code
 }
 
-/// Makes the data dir this process's own for its life: private (0700, ours, not a link),
-/// below directories no other user can swap it in, and held by no other koord.
+/// Makes the data dir this process's own: private (0700, ours, not a link) and below
+/// directories no other user can swap it in; with `exclusive` (embedded mode: the API
+/// server's and the node runtime's state), held by no other koord for the process's life.
+/// A koordlet and a runtime proxy on one node share the default data dir, each in its own
+/// folder of it.
 fn claim_data_dir(
     dir: &std::path::Path,
-) -> Result<crate::os::files::DirLock, crate::os::files::FileError> {
+    exclusive: bool,
+) -> Result<Option<crate::os::files::DirLock>, crate::os::files::FileError> {
     use crate::os::files;
     files::check_ancestors(dir)?;
     files::private_dir(dir)?;
-    files::lock_dir(dir)
+    exclusive.then(|| files::lock_dir(dir)).transpose()
 }
 
 /// `apiserver` readiness follows the store: not ready while the disk refuses writes.

@@ -165,6 +165,8 @@ pub(crate) fn http_as_nobody(method: &str, url: &str) -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_embedded_koords_side_by_side_keep_their_own_pods() {
+    // Starting koord processes takes the CPU other tests measure.
+    let _cpu = common::cpu_exclusive();
     if !needs_root("the two-instance test") {
         return;
     }
@@ -202,6 +204,8 @@ async fn two_embedded_koords_side_by_side_keep_their_own_pods() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kubelet_api_answers_only_with_the_token() {
+    // Starting koord processes takes the CPU other tests measure.
+    let _cpu = common::cpu_exclusive();
     if !needs_root("the kubelet API test") {
         return;
     }
@@ -357,6 +361,8 @@ fn cpu_seconds(pid: u32) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hook_socket_bounds_its_connections() {
+    // Starting koord processes takes the CPU other tests measure.
+    let _cpu = common::cpu_exclusive();
     if !needs_root("the socket bound test") {
         return;
     }
@@ -440,6 +446,8 @@ async fn the_hook_socket_bounds_its_connections() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_namespace_stops_its_pods_gracefully() {
+    // Starting koord processes takes the CPU other tests measure.
+    let _cpu = common::cpu_exclusive();
     if !needs_root("the namespace deletion test") {
         return;
     }
