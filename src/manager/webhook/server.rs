@@ -177,7 +177,7 @@ struct Resync {
 impl Resync {
     /// Re-checks certificates (reloading changed ones) and, as leader, re-asserts the
     /// configurations; on the way out removes those that call this manager by URL.
-    async fn run(self, mut served: Served, source: TlsSource, shutdown: Shutdown) {
+    async fn run(mut self, mut served: Served, source: TlsSource, shutdown: Shutdown) {
         let period = Duration::from_secs(self.cfg.resync_seconds);
         let mut wrote = false;
         loop {
@@ -190,10 +190,11 @@ impl Resync {
                     }
                 }
             }
-            let mut leadership = self.leadership.clone();
+            // One receiver for the whole loop: a fresh clone would report the same change
+            // again at once, and the loop would spin.
             tokio::select! {
                 _ = tokio::time::sleep(period) => {}
-                _ = leadership.changed() => {}
+                _ = self.leadership.changed() => {}
                 _ = shutdown.draining() => break,
             }
             self.reload(&mut served, &source).await;
