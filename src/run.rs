@@ -246,6 +246,11 @@ async fn run_roles(
         if webhook.bind_address.is_unspecified() {
             webhook.bind_address = std::net::Ipv4Addr::LOCALHOST.into();
         }
+        // Only the in-process API server calls it, at the address it registers: a free
+        // port, so a second embedded koord on the host does not collide on 9876.
+        if webhook.port == crate::manager::webhook::Config::default().port {
+            webhook.port = 0;
+        }
     }
     let cluster = if let Some((_, c, _)) = &embedded {
         Some(c.clone())

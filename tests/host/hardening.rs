@@ -172,7 +172,9 @@ async fn two_embedded_koords_side_by_side_keep_their_own_pods() {
     }
     let parent = format!("koord-test-{}-twins", std::process::id());
     let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = Instance::start(da.path(), &parent, &[]).await;
+    // The manager's default webhook port for both, as with default flags.
+    let defaults = [("KOORD_MANAGER__WEBHOOK__PORT", "9876")];
+    let a = Instance::start(da.path(), &parent, &defaults).await;
     a.pods()
         .create(&PostParams::default(), &sleeper("a-pod"))
         .await
@@ -180,7 +182,7 @@ async fn two_embedded_koords_side_by_side_keep_their_own_pods() {
     let (a_id, a_restarts) = running(&a.pods(), "a-pod").await;
 
     // The second koord starts on the same host and the same kubepods tree.
-    let b = Instance::start(db.path(), &parent, &[]).await;
+    let b = Instance::start(db.path(), &parent, &defaults).await;
     b.pods()
         .create(&PostParams::default(), &sleeper("b-pod"))
         .await

@@ -84,6 +84,9 @@ pub async fn start(mut s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("manager.webhook: binding {addr}: {e}"))?;
+    // Port 0 takes a free one; the configurations register the one taken.
+    let addr = listener.local_addr().unwrap_or(addr);
+    s.cfg.port = addr.port();
     let dirty = Arc::new(Dirty::default());
     let live = Live {
         profiles: reflect(
