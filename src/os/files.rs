@@ -20,7 +20,7 @@ pub enum FileError {
     #[error("{0} is owned by uid {1}, not by this process (uid {2}); refusing to use it")]
     Owner(PathBuf, u32, u32),
     #[error(
-        "{0} can be written by other users (mode {1:o}) and is not sticky; refusing to keep private files below it"
+        "{0} can be written by other users (mode {1:o}); refusing to keep private files in or below it"
     )]
     Writable(PathBuf, u32),
     #[error("{0} is in use by another koord (pid {1}); give each instance its own --data-dir")]
@@ -60,8 +60,8 @@ fn check_own_dir(path: &Path, m: &std::fs::Metadata) -> Result<(), FileError> {
 }
 
 /// Makes `path` a directory only its owner can use (0700): created when missing (with
-/// missing parents, also 0700), narrowed when ours and wider, refused when it is a link or
-/// another user's.
+/// missing parents, also 0700), narrowed when ours and readable by others, refused when it
+/// is a link, another user's, or writable by others (anything could have been put in it).
 pub fn private_dir(path: &Path) -> Result<(), FileError> {
     let m = match lstat(path)? {
         Some(m) => m,
@@ -77,6 +77,9 @@ pub fn private_dir(path: &Path) -> Result<(), FileError> {
         }
     };
     check_own_dir(path, &m)?;
+    if m.mode() & 0o022 != 0 {
+        return Err(FileError::Writable(path.to_path_buf(), m.mode() & 0o7777));
+    }
     if m.mode() & 0o077 != 0 {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(io(path))?;
     }
@@ -304,6 +307,9 @@ mod tests {
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
         private_dir(&d).unwrap();
         assert_eq!(mode(&d), 0o700);
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(matches!(private_dir(&d), Err(FileError::Writable(..))));
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
         let link = t.path().join("link");
         std::os::unix::fs::symlink(&d, &link).unwrap();
         assert!(matches!(private_dir(&link), Err(FileError::Link(_))));

@@ -344,6 +344,14 @@ fn a_data_dir_a_stranger_controls_is_refused() {
     let (code, err) = embedded_exit(&mine);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("owned by uid 65534"), "{err}");
+
+    // root's own data dir, but anyone may write into it.
+    let open = t.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let (code, err) = embedded_exit(&open);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("can be written by other users"), "{err}");
 }
 
 /// CPU seconds a process has used (user + system).

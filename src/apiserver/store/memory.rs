@@ -99,6 +99,9 @@ impl Memory {
     /// against (it can be acknowledged only after every write before it).
     pub fn latest(&self, key: &ResourceKey, ns: &str, name: &str) -> Option<Arc<Stored>> {
         let pending = lock(&self.pending);
+        if pending.latest.is_empty() {
+            return self.get(key, ns, name);
+        }
         let k = (key.clone(), ns.to_string(), name.to_string());
         match pending.latest.get(&k) {
             Some((_, v)) => v.clone(),
