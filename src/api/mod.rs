@@ -7,6 +7,7 @@
 pub mod config;
 pub mod cpuset;
 pub mod crds;
+pub mod decode;
 pub mod duration;
 pub mod extension;
 pub mod input;

@@ -180,7 +180,7 @@ impl QuotaInfo {
     }
 
     pub fn from_value(v: &serde_json::Value) -> Result<QuotaInfo, String> {
-        let q: ElasticQuota = serde_json::from_value(v.clone())
+        let q: ElasticQuota = crate::api::decode::from_value(v.clone())
             .map_err(|e| format!("decoding the ElasticQuota: {e}"))?;
         QuotaInfo::from_quota(&q)
     }

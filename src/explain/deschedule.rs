@@ -24,7 +24,7 @@ pub fn world(snap: &Snapshot) -> Result<World, String> {
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("<unnamed>");
-        let j: PodMigrationJob = serde_json::from_value(v.clone())
+        let j: PodMigrationJob = crate::api::decode::from_value(v.clone())
             .map_err(|e| format!("PodMigrationJob {name}: {e}"))?;
         jobs.push(j);
     }

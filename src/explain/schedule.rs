@@ -13,22 +13,19 @@ use super::Snapshot;
 use crate::api::extension::priority::PriorityClass as KoordClass;
 use crate::api::scheduling::reservation::Reservation;
 use crate::scheduler::config::{self, SchedulerConfig};
-use crate::scheduler::framework::runtime::fit_error;
+use crate::scheduler::cycle::{self, Outcome};
 use crate::scheduler::framework::runtime::{Framework, NodeVerdict, Scope};
-use crate::scheduler::framework::{ClusterState, PodInfo};
-use crate::scheduler::plugins::deviceshare;
+use crate::scheduler::framework::{ClusterState, Code, Nomination, PodInfo, gangs};
 use crate::scheduler::reservation_live;
 
 /// One pending pod's outcome.
 pub struct Placement {
     pub pod: String,
     pub node: Option<String>,
-    /// NodeNUMAResource's cpuset for the pod, as the scheduler would write it.
-    pub cpuset: Option<String>,
-    /// The Reservation the pod was placed into.
-    pub reservation: Option<String>,
-    /// DeviceShare's `device-allocated` for the pod, as the scheduler would write it.
-    pub devices: Option<Value>,
+    /// What the plugins report about the placement (`cpuset`, `devices`, `reservation`).
+    pub details: BTreeMap<&'static str, Value>,
+    /// PostFilter's nomination for an unschedulable pod.
+    pub preemption: Option<Nomination>,
     pub verdicts: BTreeMap<String, NodeVerdict>,
 }
 
@@ -91,7 +88,9 @@ pub fn cluster_of(
         .iter()
         .filter(|v| v.get("kind").and_then(Value::as_str) == Some("NodeResourceTopology"));
     for t in topologies {
-        match serde_json::from_value::<crate::api::topology::NodeResourceTopology>(t.clone()) {
+        match crate::api::decode::from_value::<crate::api::topology::NodeResourceTopology>(
+            t.clone(),
+        ) {
             Ok(nrt) => cluster.upsert_topology(&nrt),
             Err(e) => tracing::warn!(error = %e, "NodeResourceTopology in the snapshot skipped"),
         }
@@ -129,7 +128,7 @@ fn of_kind<T: serde::de::DeserializeOwned>(snap: &Snapshot, kind: &str) -> Vec<T
     snap.other
         .iter()
         .filter(|v| v.get("kind").and_then(Value::as_str) == Some(kind))
-        .filter_map(|v| match serde_json::from_value::<T>(v.clone()) {
+        .filter_map(|v| match crate::api::decode::from_value::<T>(v.clone()) {
             Ok(r) => Some(r),
             Err(e) => {
                 tracing::warn!(kind, error = %e, "object in the snapshot skipped");
@@ -195,167 +194,62 @@ pub fn run(snap: &Snapshot, cfg: &SchedulerConfig, now_ms: i64) -> Result<Vec<Pl
     });
     let mut out = Vec::new();
     for (pod, fw) in queue {
-        if let Err((plugin, s)) = fw.pre_enqueue(&pod, &cluster) {
-            let v = NodeVerdict {
-                feasible: false,
-                plugin: Some(plugin),
-                code: s.code,
-                reason: s.message(),
-                scores: BTreeMap::new(),
-                total: 0,
-            };
-            let verdicts = cluster
-                .nodes
-                .iter()
-                .map(|n| (n.name.clone(), v.clone()))
-                .collect();
-            out.push(Placement {
-                pod: shown(&pod),
-                node: None,
-                cpuset: None,
-                reservation: None,
-                devices: None,
-                verdicts,
-            });
-            continue;
-        }
-        let mut result = fw.schedule(&pod, &cluster, Scope::Everything);
-        let (mut cpuset, mut reservation, mut devices) = (None, None, None);
-        if let (Some(node), Some(name)) = (result.node.clone(), pod.reserve_of.clone()) {
-            if let Some(before) = cluster.reservations.get(&name).map(|r| r.object.clone()) {
-                let alloc = reservation_live::allocatable_of(&pod);
-                let mut annotations = Default::default();
-                if fw.reserve(&mut result.state, &pod, &node, &cluster).is_ok() {
-                    devices = deviceshare::reserved_devices(&result.state);
-                    let modified = fw.pre_bind(&result.state, &pod, &node).ok().flatten();
-                    annotations = reservation_live::prebind_annotations(modified.as_ref());
-                }
-                cluster.upsert_reservation(Arc::new(reservation_live::assumed(
-                    &before,
-                    &node,
-                    &alloc,
-                    &annotations,
-                )));
-            }
-        } else if let Some(node) = result.node.clone() {
-            // Reserve and PreBind as the live scheduler does, so the pod is counted with
-            // what it would be given (its cpuset) before the next pod is scheduled.
-            let assumed = match fw.reserve(&mut result.state, &pod, &node, &cluster) {
-                Err((plugin, s)) => {
-                    tracing::warn!(pod = %pod.key, plugin, reason = %s.message(), "reserve failed");
-                    pod.clone()
-                }
-                Ok(()) => {
-                    cpuset = crate::scheduler::plugins::numa::reserved_cpuset(&result.state);
-                    devices = deviceshare::reserved_devices(&result.state);
-                    reservation =
-                        crate::scheduler::plugins::reservation::plugin::chosen(&result.state);
-                    match fw.pre_bind(&result.state, &pod, &node) {
-                        Ok(Some(m)) => PodInfo::new(Arc::new(m)),
-                        _ => pod.clone(),
-                    }
-                }
-            };
-            cluster.assume(&assumed, &node);
-            if let Err(reason) = permit(fw, &result.state, &pod, &node, &mut cluster) {
-                reject(&mut cluster, &mut result.verdicts, "Coscheduling", &reason);
-                result.node = None;
-            }
-        } else if pod.reserve_of.is_none() {
-            let msg = fit_error(cluster.nodes.len(), &result);
-            gang_failed(&mut cluster, &mut out, &pod.key, &msg);
-        }
-        out.push(Placement {
+        let attempt = cycle::run(fw, &pod, &mut cluster, Scope::Everything);
+        let mut placement = Placement {
             pod: shown(&pod),
-            node: result.node,
-            cpuset,
-            reservation,
-            devices,
-            verdicts: result.verdicts,
-        });
+            node: attempt.node().map(str::to_string),
+            details: attempt.details,
+            preemption: None,
+            verdicts: attempt.result.map(|r| r.verdicts).unwrap_or_default(),
+        };
+        match attempt.outcome {
+            Outcome::Gated { plugin, reason } => {
+                let v = cycle::rejected(plugin, Code::Unschedulable, &reason);
+                placement.verdicts = every_node(&cluster, &v);
+            }
+            Outcome::Unschedulable {
+                nomination,
+                rejected,
+                ..
+            } => {
+                placement.preemption = nomination;
+                unplace(&cluster, &mut out, &rejected.keys, &rejected.message);
+            }
+            Outcome::PermitRejected { rejected, .. } => {
+                unplace(&cluster, &mut out, &rejected.keys, &rejected.message);
+            }
+            _ => {}
+        }
+        out.push(placement);
     }
-    // Gang members still waiting at Permit never complete: none of them is placed.
+    // Gang members still waiting at Permit never complete (the live scheduler's wait
+    // times out): none of them is placed.
     for key in std::mem::take(&mut cluster.gangs.waiting) {
         let id = cluster.gangs.gang_id(&key).unwrap_or_default().to_string();
         let min = cluster.gangs.spec(&id).map(|s| s.min).unwrap_or(0);
-        let reason =
-            format!("Gang {id:?} cannot be completed: fewer than {min} members could be placed");
-        unplace(&mut cluster, &mut out, &key, &reason);
+        cluster.forget(&key);
+        let reason = gangs::incomplete_message(&id, min);
+        unplace(&cluster, &mut out, &[key], &reason);
     }
     Ok(out)
 }
 
-/// Permit as the live loop runs it: a gang member waits (or releases its group).
-fn permit(
-    fw: &Framework,
-    state: &crate::scheduler::framework::CycleState,
-    pod: &PodInfo,
-    node: &str,
-    cluster: &mut ClusterState,
-) -> Result<(), String> {
-    match fw.permit(state, pod, node, cluster) {
-        Ok(None) => {
-            cluster.gangs.release(&pod.key);
-            Ok(())
-        }
-        Ok(Some(_)) => {
-            cluster.gangs.wait(&pod.key);
-            Ok(())
-        }
-        Err((_, s)) => {
-            cluster.forget(&pod.key);
-            Err(s.message())
-        }
-    }
+/// The same verdict on every node.
+fn every_node(cluster: &ClusterState, v: &NodeVerdict) -> BTreeMap<String, NodeVerdict> {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| (n.name.clone(), v.clone()))
+        .collect()
 }
 
-fn reject(
-    cluster: &mut ClusterState,
-    verdicts: &mut BTreeMap<String, NodeVerdict>,
-    plugin: &'static str,
-    reason: &str,
-) {
-    verdicts.clear();
-    for n in &cluster.nodes {
-        let v = NodeVerdict {
-            feasible: false,
-            plugin: Some(plugin),
-            code: crate::scheduler::framework::Code::Unschedulable,
-            reason: reason.to_string(),
-            scores: BTreeMap::new(),
-            total: 0,
-        };
-        verdicts.insert(n.name.clone(), v);
-    }
-}
-
-/// A placed gang member taken back: counted nowhere, reported with the gang's reason.
-fn unplace(cluster: &mut ClusterState, out: &mut [Placement], key: &str, reason: &str) {
-    cluster.forget(key);
-    if let Some(p) = out.iter_mut().find(|p| p.pod == key) {
+/// Placed gang members taken back by the cycle: reported unplaced, with the gang's reason.
+fn unplace(cluster: &ClusterState, out: &mut [Placement], keys: &[String], reason: &str) {
+    let v = cycle::rejected(gangs::PLUGIN, Code::Unschedulable, reason);
+    for p in out.iter_mut().filter(|p| keys.contains(&p.pod)) {
         p.node = None;
-        p.cpuset = None;
-        p.reservation = None;
-        p.devices = None;
-        reject(cluster, &mut p.verdicts, "Coscheduling", reason);
-    }
-}
-
-/// A member found no node: a Strict gang's waiting members are released.
-fn gang_failed(cluster: &mut ClusterState, out: &mut [Placement], key: &str, msg: &str) {
-    let released = cluster.gangs.member_failed(key);
-    if released.is_empty() {
-        return;
-    }
-    let group = cluster
-        .gangs
-        .gang_id(key)
-        .map(|id| cluster.gangs.group_id(id))
-        .unwrap_or_default();
-    let reason =
-        crate::scheduler::plugins::coscheduling::rejected_message(&group, key, msg, released.len());
-    for k in released {
-        unplace(cluster, out, &k, &reason);
+        p.details.clear();
+        p.verdicts = every_node(cluster, &v);
     }
 }
 
@@ -384,14 +278,12 @@ pub fn to_json(placements: &[Placement]) -> Value {
                 })
                 .collect();
             let mut v = json!({"pod": p.pod, "node": p.node, "nodes": nodes});
-            if let Some(c) = &p.cpuset {
-                v["cpuset"] = json!(c);
+            for (k, d) in &p.details {
+                v[*k] = d.clone();
             }
-            if let Some(r) = &p.reservation {
-                v["reservation"] = json!(r);
-            }
-            if let Some(d) = &p.devices {
-                v["devices"] = d.clone();
+            if let Some(n) = &p.preemption {
+                let victims: Vec<&str> = n.victims.iter().map(|v| v.key.as_str()).collect();
+                v["preemption"] = json!({"node": n.node, "victims": victims});
             }
             v
         })
@@ -402,15 +294,18 @@ pub fn to_json(placements: &[Placement]) -> Value {
 pub fn to_text(placements: &[Placement]) -> String {
     let mut out = String::new();
     for p in placements {
-        let cpus = p
-            .cpuset
-            .as_deref()
-            .map(|c| format!(" (cpuset {c})"))
-            .unwrap_or_default()
-            + &p.devices
-                .as_ref()
-                .map(|d| format!(" (devices {d})"))
-                .unwrap_or_default();
+        let mut cpus: String = p
+            .details
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => format!(" ({k} {s})"),
+                v => format!(" ({k} {v})"),
+            })
+            .collect();
+        if let Some(n) = &p.preemption {
+            let victims: Vec<&str> = n.victims.iter().map(|v| v.key.as_str()).collect();
+            cpus += &format!(" (preempting {} on {})", victims.join(" "), n.node);
+        }
         out.push_str(&format!(
             "{} → {}{cpus}\n",
             p.pod,

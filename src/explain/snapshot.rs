@@ -132,8 +132,8 @@ impl Snapshot {
         match kind.as_str() {
             "Node" => self.nodes.push(decode(v).map_err(err)?),
             "Pod" => self.pods.push(decode(v).map_err(err)?),
-            "NodeMetric" => self.node_metrics.push(decode(with_spec(v)).map_err(err)?),
-            "NodeSLO" => self.node_slos.push(decode(with_spec(v)).map_err(err)?),
+            "NodeMetric" => self.node_metrics.push(decode(v).map_err(err)?),
+            "NodeSLO" => self.node_slos.push(decode(v).map_err(err)?),
             "Device" => self.devices.push(decode(v).map_err(err)?),
             "ConfigMap" => {
                 let cm: ConfigMap = decode(v).map_err(err)?;
@@ -163,16 +163,7 @@ impl Snapshot {
 }
 
 fn decode<T: DeserializeOwned>(v: Value) -> Result<T, String> {
-    serde_json::from_value(v).map_err(|e| e.to_string())
-}
-
-/// `kubectl` omits an empty spec; the typed CRDs require one.
-fn with_spec(mut v: Value) -> Value {
-    if let Some(o) = v.as_object_mut() {
-        o.entry("spec")
-            .or_insert_with(|| Value::Object(Default::default()));
-    }
-    v
+    crate::api::decode::from_value(v).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

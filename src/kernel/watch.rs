@@ -51,7 +51,7 @@ impl<'de, K: DeserializeOwned> serde::Deserialize<'de> for Decoded<K> {
         // allocated several times the object's size for every event. (Watch events put
         // `type` before `object`, as Kubernetes writes them, so serde does not buffer it.)
         let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
-        match serde_json::from_str::<K>(raw.get()) {
+        match crate::api::decode::from_str::<K>(raw.get()) {
             Ok(k) => Ok(Decoded::Ok(k)),
             Err(e) => {
                 let meta = serde_json::from_str::<Value>(raw.get())
@@ -211,5 +211,23 @@ where
             said = true;
         }
         tokio::time::sleep(Duration::from_secs(30)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::slo::NodeMetric;
+
+    /// The live scheduler skipped a NodeMetric without `spec` that explain read: every
+    /// watch decodes through `api::decode` now.
+    #[test]
+    fn a_watched_object_without_spec_decodes() {
+        let text = r#"{"apiVersion":"slo.koordinator.sh/v1alpha1","kind":"NodeMetric",
+            "metadata":{"name":"n1"},"status":{"updateTime":"2026-01-01T00:00:00Z"}}"#;
+        match serde_json::from_str::<Decoded<NodeMetric>>(text).unwrap() {
+            Decoded::Ok(m) => assert!(m.status.is_some()),
+            Decoded::Bad { error, .. } => panic!("{error}"),
+        }
     }
 }

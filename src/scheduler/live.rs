@@ -13,7 +13,8 @@ use tokio::task::JoinSet;
 
 use super::binder::{self, BindError};
 use super::config::SchedulerConfig;
-use super::framework::runtime::{Framework, Scope, fit_error};
+use super::cycle;
+use super::framework::runtime::{Framework, Scope};
 use super::framework::{ClusterState, PodInfo};
 use super::metrics::Outcome;
 use super::plugins::coscheduling::status as gang_status;
@@ -45,6 +46,7 @@ async fn binding_cycle(
     state: super::framework::CycleState,
     pod: &PodInfo,
     node: &str,
+    modified: Option<Pod>,
     permit: Option<PermitWait>,
 ) -> Result<(), BindError> {
     let rejected = |plugin: &str, msg: String| BindError::Rejected {
@@ -65,10 +67,9 @@ async fn binding_cycle(
             ));
         }
     }
-    match fw.pre_bind(&state, pod, node) {
-        Err((plugin, s)) => return Err(rejected(plugin, s.message())),
-        Ok(Some(modified)) => binder::patch(client, pod, &modified).await?,
-        Ok(None) => {}
+    // PreBind ran in the scheduling cycle (the pod was assumed with its result).
+    if let Some(modified) = &modified {
+        binder::patch(client, pod, modified).await?;
     }
     binder::bind(client, pod, node).await?;
     fw.post_bind(&state, pod, node);
@@ -333,84 +334,113 @@ impl Scheduler {
         let Some(fi) = self.framework_for(&pod.pod) else {
             return true;
         };
-        let fw = &self.frameworks[fi];
-        if let Err((plugin, s)) = fw.pre_enqueue(&pod, &self.cluster) {
-            tracing::debug!(pod = %pod.key, plugin, reason = %s.message(), "waiting at PreEnqueue");
-            self.queue.gate(pod);
-            return true;
-        }
         self.cluster.now_ms = k8s_openapi::jiff::Timestamp::now().as_millisecond();
         let started = Instant::now();
-        let mut result = fw.schedule(
-            &pod,
-            &self.cluster,
-            Scope::Live {
-                start: self.next_start,
-            },
-        );
-        let total = self.cluster.nodes.len().max(1);
-        self.next_start = (self.next_start + result.processed) % total;
-        let Some(node) = result.node.clone() else {
-            let msg = fit_error(self.cluster.nodes.len(), &result);
-            let nomination = fw.post_filter(&result, &pod, &self.cluster);
-            self.observe_unschedulable(fi, &result, nomination.as_ref(), started);
-            let nominated = nomination.as_ref().map(|n| n.node.clone());
-            tracing::info!(pod = %pod.key, reason = %msg, ?nominated, "unschedulable");
-            self.gang_member_failed(&pod.key, &msg);
-            self.queue
-                .requeue_unschedulable(pod.clone(), Instant::now());
-            let client = self.client.clone();
-            self.binds.spawn(async move {
-                if let Some(name) = &pod.reserve_of {
-                    super::reservation_live::unschedulable(&client, name, &msg).await;
-                    return BindDone {
-                        pod,
-                        node: String::new(),
-                        result: Ok(()),
-                    };
-                }
-                binder::unschedulable(&client, &pod, &msg).await;
-                if let Some(n) = nomination {
-                    binder::preempt(&client, &pod, &n).await;
-                }
-                BindDone {
-                    pod,
-                    node: String::new(),
-                    result: Ok(()),
-                }
-            });
-            return true;
+        let frameworks = self.frameworks.clone();
+        let scope = Scope::Live {
+            start: self.next_start,
         };
-        if let Err((plugin, s)) = fw.reserve(&mut result.state, &pod, &node, &self.cluster) {
-            tracing::warn!(pod = %pod.key, plugin, reason = %s.message(), "reserve failed");
-            self.observe(fi, &result, Outcome::Error, started);
-            self.queue.requeue_backoff(pod, Instant::now());
-            return true;
+        let attempt = cycle::run(&frameworks[fi], &pod, &mut self.cluster, scope);
+        if let Some(r) = &attempt.result {
+            let total = self.cluster.nodes.len().max(1);
+            self.next_start = (self.next_start + r.processed) % total;
         }
-        tracing::debug!(pod = %pod.key, %node, "placed");
-        if let Some(name) = pod.reserve_of.clone() {
-            let modified = fw.pre_bind(&result.state, &pod, &node).ok().flatten();
-            let annotations = super::reservation_live::prebind_annotations(modified.as_ref());
-            self.assume_reservation(&name, pod, &node, annotations);
-            return true;
+        self.act(fi, pod, attempt, started);
+        true
+    }
+
+    /// Turns a cycle's outcome into the queue's next step and the API writes it needs.
+    fn act(&mut self, fi: usize, pod: Arc<PodInfo>, attempt: cycle::Attempt, started: Instant) {
+        let result = attempt.result.as_ref();
+        let now = Instant::now();
+        match attempt.outcome {
+            cycle::Outcome::Gated { plugin, reason } => {
+                tracing::debug!(pod = %pod.key, plugin, %reason, "waiting at PreEnqueue");
+                self.queue.gate(pod);
+            }
+            cycle::Outcome::Unschedulable {
+                message,
+                nomination,
+                rejected,
+            } => {
+                self.observe_unschedulable(fi, result, nomination.as_ref(), started);
+                let nominated = nomination.as_ref().map(|n| n.node.clone());
+                tracing::info!(pod = %pod.key, reason = %message, ?nominated, "unschedulable");
+                self.reject_waiting(rejected);
+                self.queue.requeue_unschedulable(pod.clone(), now);
+                self.write_unschedulable(pod, message, nomination);
+            }
+            cycle::Outcome::Failed { plugin, reason, .. } => {
+                tracing::warn!(pod = %pod.key, plugin, %reason, "reserve or prebind failed");
+                self.observe(fi, result, Outcome::Error, started);
+                self.queue.requeue_backoff(pod, now);
+            }
+            cycle::Outcome::PermitRejected {
+                plugin,
+                reason,
+                rejected,
+                ..
+            } => {
+                tracing::info!(pod = %pod.key, plugin, %reason, "rejected at Permit");
+                self.observe(fi, result, Outcome::Unschedulable, started);
+                self.reject_waiting(rejected);
+                self.queue.requeue_backoff(pod, now);
+            }
+            cycle::Outcome::Reservation {
+                name,
+                node,
+                before,
+                allocatable,
+                annotations,
+            } => {
+                tracing::debug!(reservation = %name, %node, "placed");
+                self.observe(fi, result, Outcome::Scheduled, started);
+                self.assumed_reservations.insert(name.clone(), before);
+                let client = self.client.clone();
+                self.binds.spawn(async move {
+                    let result = super::reservation_live::bind(
+                        &client,
+                        &name,
+                        &node,
+                        &allocatable,
+                        &annotations,
+                    )
+                    .await;
+                    BindDone { pod, node, result }
+                });
+            }
+            cycle::Outcome::Placed {
+                node,
+                modified,
+                permit,
+            } => {
+                tracing::debug!(pod = %pod.key, %node, "placed");
+                self.observe(fi, result, Outcome::Scheduled, started);
+                let state = attempt.result.map(|r| r.state).unwrap_or_default();
+                let permit = self.permit_wait(&pod.key, permit);
+                self.bind(fi, pod, node, state, modified, permit, started);
+            }
         }
-        // The pod is assumed with what PreBind will write (NodeNUMAResource's cpuset), so
-        // the next cycle sees those CPUs taken before the binding lands.
-        let assumed = match fw.pre_bind(&result.state, &pod, &node) {
-            Ok(Some(m)) => PodInfo::new(Arc::new(m)),
-            _ => (*pod).clone(),
-        };
-        self.cluster.assume(&assumed, &node);
-        self.observe(fi, &result, Outcome::Scheduled, started);
-        let Some(permit) = self.permit(fi, &mut result.state, &pod, &node) else {
-            return true;
-        };
+    }
+
+    /// The binding cycle of a placed pod, in the background.
+    #[allow(clippy::too_many_arguments)]
+    fn bind(
+        &mut self,
+        fi: usize,
+        pod: Arc<PodInfo>,
+        node: String,
+        state: super::framework::CycleState,
+        modified: Option<Pod>,
+        permit: Option<PermitWait>,
+        started: Instant,
+    ) {
         let (client, metrics) = (self.client.clone(), self.metrics.clone());
         let (fws, waiting) = (self.frameworks.clone(), self.waiting.clone());
-        let state = std::mem::take(&mut result.state);
         self.binds.spawn(async move {
             let fw = &fws[fi];
-            let result = binding_cycle(fw, &client, &waiting, state, &pod, &node, permit).await;
+            let result =
+                binding_cycle(fw, &client, &waiting, state, &pod, &node, modified, permit).await;
             let outcome = if result.is_ok() {
                 Outcome::Scheduled
             } else {
@@ -419,36 +449,32 @@ impl Scheduler {
             metrics.e2e(&fw.scheduler_name, outcome, started.elapsed().as_secs_f64());
             BindDone { pod, node, result }
         });
-        true
     }
 
-    /// A reservation placed on `node`: counted there at once, written Available in the
-    /// background.
-    fn assume_reservation(
+    /// The unschedulable pod's (or Reservation's) status, and the preemption PostFilter
+    /// nominated, written in the background.
+    fn write_unschedulable(
         &mut self,
-        name: &str,
         pod: Arc<PodInfo>,
-        node: &str,
-        annotations: std::collections::BTreeMap<String, String>,
+        msg: String,
+        nomination: Option<super::framework::Nomination>,
     ) {
-        let Some(before) = self
-            .cluster
-            .reservations
-            .get(name)
-            .map(|r| r.object.clone())
-        else {
-            return;
-        };
-        let allocatable = super::reservation_live::allocatable_of(&pod);
-        let placed = super::reservation_live::assumed(&before, node, &allocatable, &annotations);
-        self.cluster.upsert_reservation(Arc::new(placed));
-        self.assumed_reservations.insert(name.to_string(), before);
-        let (client, name, node) = (self.client.clone(), name.to_string(), node.to_string());
+        let client = self.client.clone();
         self.binds.spawn(async move {
-            let result =
-                super::reservation_live::bind(&client, &name, &node, &allocatable, &annotations)
-                    .await;
-            BindDone { pod, node, result }
+            match &pod.reserve_of {
+                Some(name) => super::reservation_live::unschedulable(&client, name, &msg).await,
+                None => {
+                    binder::unschedulable(&client, &pod, &msg).await;
+                    if let Some(n) = nomination {
+                        binder::preempt(&client, &pod, &n).await;
+                    }
+                }
+            }
+            BindDone {
+                pod,
+                node: String::new(),
+                result: Ok(()),
+            }
         });
     }
 
@@ -466,7 +492,8 @@ impl Scheduler {
         let Err(e) = done.result else { return };
         tracing::warn!(pod = %done.pod.key, node = %done.node, error = %e, "binding failed; forgetting the pod");
         self.cluster.forget(&done.pod.key);
-        self.gang_member_failed(&done.pod.key, &e.to_string());
+        let rejected = cycle::gang_failed(&mut self.cluster, &done.pod.key, &e.to_string());
+        self.reject_waiting(rejected);
         if let Some(msg) = self.gang_rejections.remove(&done.pod.key) {
             let (client, pod) = (self.client.clone(), done.pod.clone());
             self.binds.spawn(async move {

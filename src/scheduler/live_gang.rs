@@ -1,78 +1,37 @@
 //! The scheduling loop's side of Permit and gangs: a pod waits at Permit with a channel
-//! the loop answers; a gang passing Permit releases its waiting members, a Strict gang
-//! whose member fails rejects them.
-
-use std::sync::Arc;
-use std::time::Instant;
+//! the loop answers; the cycle decides which waiting members go on or are rejected, the
+//! loop resolves their channels.
 
 use super::{PermitWait, Scheduler};
-use crate::scheduler::framework::{CycleState, PodInfo};
+use crate::scheduler::cycle::{GangRejection, Permit};
 
 impl Scheduler {
-    /// Permit for an assumed pod: None when rejected (the pod is forgotten and requeued);
-    /// otherwise whether (and how long) its binding waits.
-    pub(super) fn permit(
-        &mut self,
-        fi: usize,
-        state: &mut CycleState,
-        pod: &Arc<PodInfo>,
-        node: &str,
-    ) -> Option<Option<PermitWait>> {
-        let frameworks = self.frameworks.clone();
-        let fw = &frameworks[fi];
-        Some(match fw.permit(state, pod, node, &self.cluster) {
-            Err((plugin, s)) => {
-                tracing::info!(pod = %pod.key, plugin, reason = %s.message(), "rejected at Permit");
-                self.cluster.forget(&pod.key);
-                fw.unreserve(state, pod, node);
-                self.gang_member_failed(&pod.key, &s.message());
-                self.queue.requeue_backoff(pod.clone(), Instant::now());
-                return None;
-            }
-            Ok(None) => {
-                self.release_gang(&pod.key);
+    /// Permit's verdict for a placed pod: how long its binding waits (None: at once).
+    /// Members the pod completed go on now.
+    pub(super) fn permit_wait(&mut self, key: &str, permit: Permit) -> Option<PermitWait> {
+        match permit {
+            Permit::Allowed { released } => {
+                for k in released {
+                    self.resolve_waiting(&k, true);
+                }
                 None
             }
-            Ok(Some(timeout)) => {
+            Permit::Wait(timeout) => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 self.waiting
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .insert(pod.key.clone(), tx);
-                self.cluster.gangs.wait(&pod.key);
+                    .insert(key.to_string(), tx);
                 Some((timeout, rx))
             }
-        })
-    }
-
-    /// A gang member passed Permit: the members of its group waiting there go on.
-    pub(super) fn release_gang(&mut self, key: &str) {
-        for k in self.cluster.gangs.release(key) {
-            self.resolve_waiting(&k, true);
         }
     }
 
-    /// A gang member failed: in Strict mode its group's waiting members are rejected
-    /// (their places released), with Koordinator's message.
-    pub(super) fn gang_member_failed(&mut self, key: &str, reason: &str) {
-        let rejected = self.cluster.gangs.member_failed(key);
-        if rejected.is_empty() {
-            return;
-        }
-        let group = self
-            .cluster
-            .gangs
-            .gang_id(key)
-            .map(|id| self.cluster.gangs.group_id(id))
-            .unwrap_or_default();
-        let msg = crate::scheduler::plugins::coscheduling::rejected_message(
-            &group,
-            key,
-            reason,
-            rejected.len(),
-        );
-        for k in rejected {
-            self.gang_rejections.insert(k.clone(), msg.clone());
+    /// Waiting members a failure took down: their bindings fail with the gang's message.
+    pub(super) fn reject_waiting(&mut self, rejected: GangRejection) {
+        for k in rejected.keys {
+            self.gang_rejections
+                .insert(k.clone(), rejected.message.clone());
             self.resolve_waiting(&k, false);
         }
     }

@@ -9,11 +9,19 @@ use crate::scheduler::metrics::Outcome;
 
 impl Scheduler {
     /// One attempt's extension points and result.
-    pub(super) fn observe(&self, fi: usize, r: &CycleResult, outcome: Outcome, started: Instant) {
+    pub(super) fn observe(
+        &self,
+        fi: usize,
+        r: Option<&CycleResult>,
+        outcome: Outcome,
+        started: Instant,
+    ) {
         let profile = &self.frameworks[fi].scheduler_name;
-        let ok = r.node.is_some();
-        for (point, seconds) in &r.timings {
-            self.metrics.point(profile, *point, ok, *seconds);
+        if let Some(r) = r {
+            let ok = r.node.is_some();
+            for (point, seconds) in &r.timings {
+                self.metrics.point(profile, *point, ok, *seconds);
+            }
         }
         self.metrics
             .attempt(profile, outcome, started.elapsed().as_secs_f64());
@@ -23,7 +31,7 @@ impl Scheduler {
     pub(super) fn observe_unschedulable(
         &self,
         fi: usize,
-        r: &CycleResult,
+        r: Option<&CycleResult>,
         nomination: Option<&Nomination>,
         started: Instant,
     ) {

@@ -7,6 +7,7 @@
 pub mod binder;
 pub mod compat;
 pub mod config;
+pub mod cycle;
 pub mod features;
 pub mod framework;
 pub mod live;

@@ -400,6 +400,21 @@ impl GangState {
     }
 }
 
+/// The plugin a gang's verdicts are reported under.
+pub const PLUGIN: &str = "Coscheduling";
+
+/// Koordinator's message for members released because another failed.
+pub fn rejected_message(group: &str, trigger: &str, reason: &str, waiting: usize) -> String {
+    format!(
+        "GangGroup {group:?} gets rejected due to member Pod {trigger:?} is unschedulable with reason {reason:?}, alreadyWaitForBound: {waiting}"
+    )
+}
+
+/// Members still waiting at Permit when a pass ends (explain): the gang never completed.
+pub fn incomplete_message(id: &str, min: usize) -> String {
+    format!("Gang {id:?} cannot be completed: fewer than {min} members could be placed")
+}
+
 #[cfg(test)]
 #[path = "gangs_tests.rs"]
 mod tests;

@@ -310,6 +310,11 @@ pub trait Plugin: Send + Sync {
     }
     /// PostBind: informational, after a successful binding.
     fn post_bind(&self, _state: &CycleState, _pod: &PodInfo, _node: &str) {}
+    /// What this cycle's Reserve gave the pod, for `koord explain` to show beside the node
+    /// (`cpuset`, `devices`, `reservation`): a key and its value.
+    fn report(&self, _state: &CycleState) -> Option<(&'static str, serde_json::Value)> {
+        None
+    }
 }
 
 pub const MAX_NODE_SCORE: i64 = 100;

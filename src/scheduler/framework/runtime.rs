@@ -528,6 +528,20 @@ impl Framework {
         Ok(())
     }
 
+    /// Every enabled plugin's report on this cycle (each plugin once).
+    pub fn report(&self, state: &CycleState) -> BTreeMap<&'static str, serde_json::Value> {
+        let mut seen = HashSet::new();
+        let mut out = BTreeMap::new();
+        for e in Point::ALL.iter().flat_map(|p| self.enabled(*p)) {
+            if seen.insert(e.plugin.name())
+                && let Some((k, v)) = e.plugin.report(state)
+            {
+                out.insert(k, v);
+            }
+        }
+        out
+    }
+
     pub fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
         for e in self.enabled(Point::Reserve).iter().rev() {
             e.plugin.unreserve(state, pod, node);

@@ -174,7 +174,7 @@ fn annotation_reserved(node: &Node) -> Res {
         .annotations
         .as_ref()
         .and_then(|a| a.get(ANNOTATION_NODE_RESERVATION));
-    let Some(r) = raw.and_then(|r| serde_json::from_str::<Reservation>(r).ok()) else {
+    let Some(r) = raw.and_then(|r| crate::api::decode::from_str::<Reservation>(r).ok()) else {
         return Res::default();
     };
     let mut res = Res::from_list(r.resources.as_ref());

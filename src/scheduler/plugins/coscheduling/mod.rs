@@ -173,9 +173,4 @@ impl Plugin for Coscheduling {
     }
 }
 
-/// Koordinator's message for members released because another failed.
-pub fn rejected_message(group: &str, trigger: &str, reason: &str, waiting: usize) -> String {
-    format!(
-        "GangGroup {group:?} gets rejected due to member Pod {trigger:?} is unschedulable with reason {reason:?}, alreadyWaitForBound: {waiting}"
-    )
-}
+pub use crate::scheduler::framework::gangs::rejected_message;

@@ -99,7 +99,7 @@ struct PreState {
     joint: Option<JointAllocate>,
 }
 
-/// The devices DeviceShare gave the pod in this cycle, as the annotation value (explain).
+/// The devices DeviceShare gave the pod in this cycle, as the annotation value.
 pub fn reserved_devices(state: &CycleState) -> Option<serde_json::Value> {
     let a = state.read::<Allocations>(ALLOC_KEY)?;
     serde_json::from_str(&devices::format(a)).ok()
@@ -198,6 +198,10 @@ impl Plugin for DeviceShare {
                 Status::success()
             }
         }
+    }
+
+    fn report(&self, state: &CycleState) -> Option<(&'static str, serde_json::Value)> {
+        reserved_devices(state).map(|v| ("devices", v))
     }
 
     fn unreserve(&self, state: &mut CycleState, _: &PodInfo, _: &str) {

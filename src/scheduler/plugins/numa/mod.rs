@@ -414,7 +414,7 @@ fn status_json(a: &Allocation) -> String {
     serde_json::to_string(&status).unwrap_or_default()
 }
 
-/// The cpuset NodeNUMAResource gave the pod in this cycle, if any (for explain).
+/// The cpuset NodeNUMAResource gave the pod in this cycle, if any.
 pub fn reserved_cpuset(state: &CycleState) -> Option<String> {
     let r = state.read::<Reserved>(ALLOC_KEY)?;
     let cpus: Vec<u32> = r.alloc.cpus.iter().copied().collect();
@@ -534,6 +534,10 @@ impl Plugin for NodeNUMAResource {
             },
         );
         Status::success()
+    }
+
+    fn report(&self, state: &CycleState) -> Option<(&'static str, serde_json::Value)> {
+        reserved_cpuset(state).map(|c| ("cpuset", c.into()))
     }
 
     fn unreserve(&self, state: &mut CycleState, _: &PodInfo, _: &str) {

@@ -309,6 +309,10 @@ impl Plugin for ReservationPlugin {
         }
     }
 
+    fn report(&self, state: &CycleState) -> Option<(&'static str, serde_json::Value)> {
+        chosen(state).map(|n| ("reservation", n.into()))
+    }
+
     fn unreserve(&self, state: &mut CycleState, _: &PodInfo, _: &str) {
         state.remove(CHOSEN);
     }
@@ -352,7 +356,7 @@ pub fn matched_on(state: &CycleState, node: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The name of the reservation `state` put the pod into, if any (for explain).
+/// The name of the reservation `state` put the pod into, if any.
 pub fn chosen(state: &CycleState) -> Option<String> {
     state.read::<Chosen>(CHOSEN).map(|c| c.name.clone())
 }

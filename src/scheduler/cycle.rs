@@ -1,0 +1,277 @@
+//! One scheduling cycle, the only one: PreEnqueue → PreFilter/Filter/Score → PostFilter →
+//! Reserve → assume → Permit, the Reservation and gang branches included. It changes only
+//! the `ClusterState` it is given and returns what happened; the live scheduler turns the
+//! outcome into API calls, `koord explain schedule` reports it. Two drivers, one decision.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde_json::Value;
+
+use super::framework::gangs;
+use super::framework::runtime::{CycleResult, Framework, NodeVerdict, Scope, fit_error};
+use super::framework::{ClusterState, Code, Nomination, PodInfo, Status};
+use super::reservation_live;
+use crate::api::scheduling::reservation::Reservation;
+
+/// Waiting gang members a failure took down with it (their places already released).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GangRejection {
+    pub keys: Vec<String>,
+    /// Koordinator's "GangGroup … gets rejected …" message, for their PodScheduled condition.
+    pub message: String,
+}
+
+/// What Permit said for a placed pod.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Permit {
+    /// Bind now; these gang members waiting at Permit go on too.
+    Allowed { released: Vec<String> },
+    /// Wait (a gang not yet complete) at most this long.
+    Wait(Duration),
+}
+
+/// How one attempt ended.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// A PreEnqueue plugin keeps the pod out of the active queue.
+    Gated {
+        plugin: &'static str,
+        reason: String,
+    },
+    /// No node fits: kube-scheduler's FitError message, and PostFilter's nomination.
+    Unschedulable {
+        message: String,
+        nomination: Option<Nomination>,
+        rejected: GangRejection,
+    },
+    /// A Reserve or PreBind plugin refused the chosen node; nothing stays assumed.
+    Failed {
+        node: String,
+        plugin: &'static str,
+        reason: String,
+    },
+    /// A pending Reservation's reserve pod placed: the Reservation is counted on `node`
+    /// (Available) in the cluster state; `before` is it as it was.
+    Reservation {
+        name: String,
+        node: String,
+        before: Arc<Reservation>,
+        allocatable: BTreeMap<String, Quantity>,
+        annotations: BTreeMap<String, String>,
+    },
+    /// Assumed on `node` with what PreBind writes (`modified`, when it changes the pod).
+    Placed {
+        node: String,
+        modified: Option<Pod>,
+        permit: Permit,
+    },
+    /// A Permit plugin refused: the pod is forgotten and unreserved.
+    PermitRejected {
+        node: String,
+        plugin: &'static str,
+        reason: String,
+        rejected: GangRejection,
+    },
+}
+
+/// One attempt: the outcome, the framework's per-node result (not for a gated pod), and
+/// what the plugins report about a placement (`cpuset`, `devices`, `reservation`).
+pub struct Attempt {
+    pub outcome: Outcome,
+    pub result: Option<CycleResult>,
+    pub details: BTreeMap<&'static str, Value>,
+}
+
+impl Attempt {
+    fn new(outcome: Outcome, result: Option<CycleResult>) -> Attempt {
+        Attempt {
+            outcome,
+            result,
+            details: BTreeMap::new(),
+        }
+    }
+
+    /// The node the pod ends this attempt assumed on (placed or waiting at Permit).
+    pub fn node(&self) -> Option<&str> {
+        match &self.outcome {
+            Outcome::Placed { node, .. } | Outcome::Reservation { node, .. } => Some(node),
+            _ => None,
+        }
+    }
+}
+
+/// Runs one cycle for `pod` under `fw`, changing `cluster` as the decision requires.
+pub fn run(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState, scope: Scope) -> Attempt {
+    if let Err((plugin, s)) = fw.pre_enqueue(pod, cluster) {
+        let reason = s.message();
+        return Attempt::new(Outcome::Gated { plugin, reason }, None);
+    }
+    let mut result = fw.schedule(pod, cluster, scope);
+    let Some(node) = result.node.clone() else {
+        let message = fit_error(cluster.nodes.len(), &result);
+        let nomination = match pod.reserve_of {
+            None => fw.post_filter(&result, pod, cluster),
+            Some(_) => None,
+        };
+        let rejected = gang_failed(cluster, &pod.key, &message);
+        let outcome = Outcome::Unschedulable {
+            message,
+            nomination,
+            rejected,
+        };
+        return Attempt::new(outcome, Some(result));
+    };
+    if let Err((plugin, s)) = fw.reserve(&mut result.state, pod, &node, cluster) {
+        return failed(result, node, plugin, s);
+    }
+    let details = fw.report(&result.state);
+    // The pod is assumed with what PreBind will write (NodeNUMAResource's cpuset), so the
+    // next cycle sees those CPUs taken before the binding lands.
+    let modified = match fw.pre_bind(&result.state, pod, &node) {
+        Ok(m) => m,
+        Err((plugin, s)) => {
+            fw.unreserve(&mut result.state, pod, &node);
+            return failed(result, node, plugin, s);
+        }
+    };
+    let outcome = match &pod.reserve_of {
+        Some(name) => match assume_reservation(cluster, name, pod, &node, modified.as_ref()) {
+            Some(o) => o,
+            None => {
+                // The Reservation vanished between the queue and this cycle.
+                fw.unreserve(&mut result.state, pod, &node);
+                let s = Status::unresolvable(format!("reservation {name:?} is gone"));
+                return failed(result, node, "Reservation", s);
+            }
+        },
+        None => place(fw, &mut result, pod, node, modified, cluster),
+    };
+    if !matches!(outcome, Outcome::PermitRejected { .. }) {
+        return Attempt {
+            outcome,
+            result: Some(result),
+            details,
+        };
+    }
+    result.node = None;
+    Attempt::new(outcome, Some(result))
+}
+
+/// The chosen node refused at Reserve or PreBind: reported on that node, nothing placed.
+fn failed(mut result: CycleResult, node: String, plugin: &'static str, s: Status) -> Attempt {
+    let reason = s.message();
+    let v = rejected(plugin, s.code, &reason);
+    result.verdicts.insert(node.clone(), v);
+    result.node = None;
+    let outcome = Outcome::Failed {
+        node,
+        plugin,
+        reason,
+    };
+    Attempt::new(outcome, Some(result))
+}
+
+/// Assume, then Permit: a rejection forgets the pod again.
+fn place(
+    fw: &Framework,
+    result: &mut CycleResult,
+    pod: &PodInfo,
+    node: String,
+    modified: Option<Pod>,
+    cluster: &mut ClusterState,
+) -> Outcome {
+    let assumed = match &modified {
+        Some(m) => PodInfo::new(Arc::new(m.clone())),
+        None => pod.clone(),
+    };
+    cluster.assume(&assumed, &node);
+    match fw.permit(&result.state, pod, &node, cluster) {
+        Err((plugin, s)) => {
+            cluster.forget(&pod.key);
+            fw.unreserve(&mut result.state, pod, &node);
+            let reason = s.message();
+            let rejected = gang_failed(cluster, &pod.key, &reason);
+            let v = self::rejected(plugin, s.code, &reason);
+            result.verdicts.insert(node.clone(), v);
+            Outcome::PermitRejected {
+                node,
+                plugin,
+                reason,
+                rejected,
+            }
+        }
+        Ok(None) => {
+            let released = cluster.gangs.release(&pod.key);
+            Outcome::Placed {
+                node,
+                modified,
+                permit: Permit::Allowed { released },
+            }
+        }
+        Ok(Some(timeout)) => {
+            cluster.gangs.wait(&pod.key);
+            Outcome::Placed {
+                node,
+                modified,
+                permit: Permit::Wait(timeout),
+            }
+        }
+    }
+}
+
+/// A reserve pod placed: its Reservation counted on `node` as Available.
+fn assume_reservation(
+    cluster: &mut ClusterState,
+    name: &str,
+    pod: &PodInfo,
+    node: &str,
+    modified: Option<&Pod>,
+) -> Option<Outcome> {
+    let before = cluster.reservations.get(name)?.object.clone();
+    let allocatable = reservation_live::allocatable_of(pod);
+    let annotations = reservation_live::prebind_annotations(modified);
+    let placed = reservation_live::assumed(&before, node, &allocatable, &annotations);
+    cluster.upsert_reservation(Arc::new(placed));
+    Some(Outcome::Reservation {
+        name: name.to_string(),
+        node: node.to_string(),
+        before,
+        allocatable,
+        annotations,
+    })
+}
+
+/// A member failed: in Strict mode its group's waiting members are rejected and their
+/// places released at once, so the next cycle does not count them.
+pub fn gang_failed(cluster: &mut ClusterState, key: &str, reason: &str) -> GangRejection {
+    let keys = cluster.gangs.member_failed(key);
+    if keys.is_empty() {
+        return GangRejection::default();
+    }
+    let group = cluster
+        .gangs
+        .gang_id(key)
+        .map(|id| cluster.gangs.group_id(id))
+        .unwrap_or_default();
+    let message = gangs::rejected_message(&group, key, reason, keys.len());
+    for k in &keys {
+        cluster.forget(k);
+    }
+    GangRejection { keys, message }
+}
+
+/// A node verdict saying `plugin` refused the pod there.
+pub fn rejected(plugin: &'static str, code: Code, reason: &str) -> NodeVerdict {
+    NodeVerdict {
+        feasible: false,
+        plugin: Some(plugin),
+        code,
+        reason: reason.to_string(),
+        scores: BTreeMap::new(),
+        total: 0,
+    }
+}
