@@ -183,6 +183,8 @@ impl Scheduler {
     fn apply_pod(&mut self, pod: Pod, deleted: bool) {
         let key = key_of(&pod.metadata);
         if deleted {
+            // A pod deleted while waiting at Permit stops waiting (kube-scheduler rejects it).
+            self.resolve_waiting(&key, false);
             self.cluster.delete_pod(&key);
             self.queue.remove(&key);
             self.queue.on_cluster_event(Instant::now());
@@ -582,6 +584,10 @@ impl Scheduler {
                 _ = async { match wake { Some(w) => tokio::time::sleep_until(w).await, None => std::future::pending().await } } => {}
                 _ = leadership.changed() => {}
             }
+        }
+        // Pods waiting at Permit would hold the drain for their whole timeout.
+        for key in self.waiting_pods() {
+            self.resolve_waiting(&key, false);
         }
         while self.binds.join_next().await.is_some() {}
     }

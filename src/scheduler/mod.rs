@@ -125,6 +125,50 @@ fn spawn_reservation_controller(
 }
 
 /// Runs the role until the process drains.
+/// Starts the watches the live loop reads (ElasticQuotas and PodGroups only when a
+/// profile uses them); their events arrive on the returned channel.
+pub fn watches(
+    scheduler: &live::Scheduler,
+    client: &kube::Client,
+    tasks: &crate::kernel::Tasks,
+    shutdown: &crate::kernel::Shutdown,
+) -> mpsc::UnboundedReceiver<live::Ev> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let c = || client.clone();
+    live::watch(c(), "pods", live::Ev::Pod, tx.clone(), tasks, shutdown);
+    live::watch(c(), "nodes", live::Ev::Node, tx.clone(), tasks, shutdown);
+    let metrics = live::Ev::Metric;
+    live::watch(c(), "nodemetrics", metrics, tx.clone(), tasks, shutdown);
+    let nrt = live::Ev::Topology;
+    live::watch(
+        c(),
+        "noderesourcetopologies",
+        nrt,
+        tx.clone(),
+        tasks,
+        shutdown,
+    );
+    live::watch(
+        c(),
+        "devices",
+        live::Ev::Device,
+        tx.clone(),
+        tasks,
+        shutdown,
+    );
+    if scheduler.uses_quotas() {
+        let q = live::Ev::Quota;
+        live::watch(c(), "elasticquotas", q, tx.clone(), tasks, shutdown);
+    }
+    if scheduler.uses_gangs() {
+        let g = live::Ev::PodGroup;
+        live::watch(c(), "podgroups", g, tx.clone(), tasks, shutdown);
+    }
+    let r = live::Ev::Reservation;
+    live::watch(c(), "reservations", r, tx, tasks, shutdown);
+    rx
+}
+
 pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     let sched_cfg = load(&cfg).map_err(|e| anyhow::anyhow!("scheduler.configFile: {e}"))?;
     ctx.report_unsupported(&sched_cfg.unsupported);
@@ -149,56 +193,8 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     for fw in scheduler.frameworks.iter() {
         let _ = fw.observer.set(scheduler.metrics.observer());
     }
-    let (tx, rx) = mpsc::unbounded_channel();
-    live::watch(
-        client.clone(),
-        "pods",
-        live::Ev::Pod,
-        tx.clone(),
-        &ctx.tasks,
-        &ctx.shutdown,
-    );
-    live::watch(
-        client.clone(),
-        "nodes",
-        live::Ev::Node,
-        tx.clone(),
-        &ctx.tasks,
-        &ctx.shutdown,
-    );
-    live::watch(
-        client.clone(),
-        "nodemetrics",
-        live::Ev::Metric,
-        tx.clone(),
-        &ctx.tasks,
-        &ctx.shutdown,
-    );
-    live::watch(
-        client.clone(),
-        "noderesourcetopologies",
-        live::Ev::Topology,
-        tx.clone(),
-        &ctx.tasks,
-        &ctx.shutdown,
-    );
-    live::watch(
-        client.clone(),
-        "devices",
-        live::Ev::Device,
-        tx.clone(),
-        &ctx.tasks,
-        &ctx.shutdown,
-    );
+    let rx = watches(&scheduler, &client, &ctx.tasks, &ctx.shutdown);
     if scheduler.uses_quotas() {
-        live::watch(
-            client.clone(),
-            "elasticquotas",
-            live::Ev::Quota,
-            tx.clone(),
-            &ctx.tasks,
-            &ctx.shutdown,
-        );
         use plugins::elasticquota::status as q;
         scheduler.quota_status = status_writer::spawn(
             "elasticquota",
@@ -210,14 +206,6 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         );
     }
     if scheduler.uses_gangs() {
-        live::watch(
-            client.clone(),
-            "podgroups",
-            live::Ev::PodGroup,
-            tx.clone(),
-            &ctx.tasks,
-            &ctx.shutdown,
-        );
         use plugins::coscheduling::status as g;
         scheduler.pod_group_status = status_writer::spawn(
             "podgroup",
@@ -228,14 +216,6 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             status_writer::write_pod_group,
         );
     }
-    live::watch(
-        client.clone(),
-        "reservations",
-        live::Ev::Reservation,
-        tx,
-        &ctx.tasks,
-        &ctx.shutdown,
-    );
     spawn_reservation_controller(client, &sched_cfg, controller_lease, &ctx);
     let ready = ctx.ready.clone();
     tracing::info!(profiles = ?sched_cfg.profiles.iter().map(|p| &p.scheduler_name).collect::<Vec<_>>(), "scheduler starting");

@@ -163,3 +163,43 @@ fn quota_and_gang_reasons_in_koordinators_words() {
             .contains("child pod not collect enough")
     );
 }
+
+/// PostFilter runs in explain's cycle too: the nomination and victims the live scheduler
+/// would act on are reported, nothing is evicted.
+#[test]
+fn an_unschedulable_pod_reports_its_preemption() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap.yaml");
+    std::fs::write(
+        &snap,
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: \"4\", memory: 8Gi, pods: \"10\"}}\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: low, namespace: default}\nspec: {nodeName: n1, priority: 100, containers: [{name: c, resources: {requests: {cpu: \"3\"}}}]}\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: high, namespace: default}\nspec: {schedulerName: koord-scheduler, priority: 1000, containers: [{name: c, resources: {requests: {cpu: \"2\"}}}]}\n",
+    )
+    .unwrap();
+    let cfg = dir.path().join("cfg.yaml");
+    std::fs::write(
+        &cfg,
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: koord-scheduler\n",
+    )
+    .unwrap();
+    let args = ["explain", "schedule", "-f", snap.to_str().unwrap()];
+    let out = Command::new(common::koord_bin())
+        .args(args)
+        .args(["--config", cfg.to_str().unwrap(), "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let high = &v["pods"][0];
+    assert!(high["node"].is_null(), "{high}");
+    assert_eq!(high["nodes"]["n1"]["reason"], "Insufficient cpu");
+    assert_eq!(
+        high["preemption"],
+        serde_json::json!({"node": "n1", "victims": ["default/low"]})
+    );
+}

@@ -23,6 +23,7 @@ mod nvml;
 mod quota;
 mod reservation;
 mod scheduler;
+mod scheduler_diff;
 mod scheduler_props;
 mod second_client;
 mod shutdown;
