@@ -13,13 +13,16 @@
 //! cluster before the run (pending pods count in quota requests and gang children), and
 //! goes through PreEnqueue, the cycle, Reserve, assume and Permit, its gang released when
 //! its tenth member passes.
+//! Every variant drives `scheduler::cycle::run`, the cycle the live scheduler and `koord
+//! explain` share. `BENCH_NODES=5000` and `BENCH_ONLY=<name part>` narrow the run.
 //! Run: `cargo bench --bench scheduler`.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use koord::scheduler::config;
-use koord::scheduler::framework::runtime::Scope;
+use koord::scheduler::cycle::{self, Outcome, Permit};
+use koord::scheduler::framework::runtime::{Framework, Scope};
 use koord::scheduler::framework::{ClusterState, PodInfo};
 use serde_json::json;
 
@@ -130,8 +133,30 @@ fn lsr_pods() -> Vec<PodInfo> {
         .collect()
 }
 
-/// Every pod through Reserve and PreBind too, assumed with what PreBind wrote (its cpuset,
-/// its reservation), as in the live loop.
+/// Every pod through the one scheduling cycle the live scheduler runs (`cycle::run`:
+/// PreEnqueue, Filter/Score, Reserve, PreBind, assume, Permit); returns (placed, released
+/// at Permit).
+fn drive(fw: &Framework, c: &mut ClusterState, pods: &[PodInfo], nodes: usize) -> (usize, usize) {
+    let (mut start, mut placed, mut released) = (0, 0, 0);
+    for p in pods {
+        let a = cycle::run(fw, p, c, Scope::Live { start });
+        if let Some(r) = &a.result {
+            start = (start + r.processed) % nodes;
+        }
+        match a.outcome {
+            Outcome::Placed { permit, .. } => {
+                placed += 1;
+                if let Permit::Allowed { released: r } = permit {
+                    released += r.len();
+                }
+            }
+            Outcome::Reservation { .. } => placed += 1,
+            _ => {}
+        }
+    }
+    (placed, released)
+}
+
 fn run_full(
     name: &str,
     nodes: usize,
@@ -139,27 +164,24 @@ fn run_full(
     mut c: ClusterState,
     pods: &[PodInfo],
 ) {
-    let fw = config::framework(&cfg.profiles[0]).unwrap();
-    let t = Instant::now();
-    let (mut start, mut placed) = (0, 0);
-    for p in pods {
-        let mut r = fw.schedule(p, &c, Scope::Live { start });
-        start = (start + r.processed) % nodes;
-        let Some(n) = r.node.clone() else { continue };
-        fw.reserve(&mut r.state, p, &n, &c).unwrap();
-        let assumed = match fw.pre_bind(&r.state, p, &n) {
-            Ok(Some(m)) => PodInfo::new(Arc::new(m)),
-            _ => p.clone(),
-        };
-        c.assume(&assumed, &n);
-        placed += 1;
+    if skipped(name) {
+        return;
     }
+    let fw = config::framework(&cfg.profiles[0]).unwrap();
+    fw.setup(&mut c);
+    let t = Instant::now();
+    let (placed, released) = drive(&fw, &mut c, pods, nodes);
     let secs = t.elapsed().as_secs_f64();
     println!(
-        "{name:<44} {nodes:>5} nodes: {:>8.0} pods/s ({placed} of {} placed in {secs:.2} s)",
+        "{name:<44} {nodes:>5} nodes: {:>8.0} pods/s ({placed} of {} placed, {released} released at Permit, in {secs:.2} s)",
         pods.len() as f64 / secs,
         pods.len()
     );
+}
+
+/// `BENCH_ONLY=<substring>` runs only the variants whose name contains it.
+fn skipped(name: &str) -> bool {
+    std::env::var("BENCH_ONLY").is_ok_and(|only| !name.contains(&only))
 }
 
 fn run_numa(nodes: usize, cfg: &config::SchedulerConfig) {
@@ -240,6 +262,10 @@ fn quota_gang_pods() -> Vec<Arc<k8s_openapi::api::core::v1::Pod>> {
 }
 
 fn run_quota_gang(nodes: usize, cfg: &config::SchedulerConfig) {
+    let name = "ElasticQuota 100 quotas + 500 gangs";
+    if skipped(name) {
+        return;
+    }
     let fw = config::framework(&cfg.profiles[0]).unwrap();
     let now = k8s_openapi::jiff::Timestamp::now().as_millisecond();
     let mut c = cluster(nodes, false, now);
@@ -264,27 +290,10 @@ fn run_quota_gang(nodes: usize, cfg: &config::SchedulerConfig) {
     }
     let infos: Vec<PodInfo> = pods.into_iter().map(PodInfo::new).collect();
     let t = Instant::now();
-    let (mut start, mut placed, mut released) = (0, 0, 0);
-    for p in &infos {
-        if fw.pre_enqueue(p, &c).is_err() {
-            continue;
-        }
-        let mut r = fw.schedule(p, &c, Scope::Live { start });
-        start = (start + r.processed) % nodes;
-        let Some(n) = r.node.clone() else { continue };
-        fw.reserve(&mut r.state, p, &n, &c).unwrap();
-        c.assume(p, &n);
-        match fw.permit(&r.state, p, &n, &c) {
-            Ok(None) => released += c.gangs.release(&p.key).len(),
-            Ok(Some(_)) => c.gangs.wait(&p.key),
-            Err(_) => c.forget(&p.key),
-        }
-        placed += 1;
-    }
+    let (placed, released) = drive(&fw, &mut c, &infos, nodes);
     let secs = t.elapsed().as_secs_f64();
     println!(
-        "{:<44} {nodes:>5} nodes: {:>8.0} pods/s ({placed} of {PODS} placed, {released} released at Permit, in {secs:.2} s)",
-        "ElasticQuota 100 quotas + 500 gangs",
+        "{name:<44} {nodes:>5} nodes: {:>8.0} pods/s ({placed} of {PODS} placed, {released} released at Permit, in {secs:.2} s)",
         PODS as f64 / secs
     );
 }
@@ -300,33 +309,19 @@ fn pods() -> Vec<PodInfo> {
 }
 
 fn run(name: &str, nodes: usize, cfg: &config::SchedulerConfig, metrics: bool) {
-    let fw = config::framework(&cfg.profiles[0]).unwrap();
     let now = k8s_openapi::jiff::Timestamp::now().as_millisecond();
-    let mut c = cluster(nodes, metrics, now);
-    let pods = pods();
-    let t = Instant::now();
-    let mut start = 0;
-    let mut placed = 0;
-    for p in &pods {
-        let r = fw.schedule(p, &c, Scope::Live { start });
-        start = (start + r.processed) % nodes;
-        if let Some(n) = r.node {
-            c.assume(p, &n);
-            placed += 1;
-        }
-    }
-    let secs = t.elapsed().as_secs_f64();
-    println!(
-        "{name:<44} {nodes:>5} nodes: {:>8.0} pods/s ({placed} of {PODS} placed in {secs:.2} s)",
-        PODS as f64 / secs
-    );
+    run_full(name, nodes, cfg, cluster(nodes, metrics, now), &pods());
 }
 
 fn main() {
     let default = config::default_config().unwrap();
     let loadaware = config::resolve(Some((LOADAWARE, "bench"))).unwrap();
     let no_numa = config::resolve(Some((NO_NUMA, "bench"))).unwrap();
-    for nodes in [500, 5000] {
+    let sizes: Vec<usize> = match std::env::var("BENCH_NODES") {
+        Ok(v) => v.split(',').filter_map(|n| n.parse().ok()).collect(),
+        Err(_) => vec![500, 5000],
+    };
+    for nodes in sizes {
         run("default koord profile", nodes, &default, false);
         run(
             "default profile without NodeNUMAResource",

@@ -32,6 +32,19 @@ pub fn proc_stat(pid: u32) -> (u64, u64) {
     (rss, field(11) + field(12))
 }
 
+/// (VmRSS, VmHWM) of a process in MiB: now and its peak.
+pub fn rss_mib(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
+}
+
 /// Clock ticks per second of /proc/PID/stat times (USER_HZ, 100 on Linux).
 pub const TICKS_PER_SECOND: f64 = 100.0;
 

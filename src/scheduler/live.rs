@@ -208,7 +208,7 @@ impl Scheduler {
             && !bound
             && super::framework::gangs::gang_of(&pod).is_some()
             && self.cluster.gangs.gang_id(&key).is_none();
-        self.cluster.upsert_pod(pod.clone());
+        let info = self.cluster.upsert_pod(pod);
         if new_gang_member {
             // Its siblings may have waited at PreEnqueue for it.
             self.queue.ungate_all();
@@ -220,7 +220,7 @@ impl Scheduler {
         if bound || gone || !ours {
             self.queue.remove(&key);
         } else if !self.cluster.assumed.contains_key(&key) {
-            self.queue.add(Arc::new(PodInfo::new(pod)));
+            self.queue.add(info);
         }
     }
 
@@ -248,10 +248,14 @@ impl Scheduler {
         use watcher::Event::*;
         let now = Instant::now();
         match ev {
-            Ev::Pod(Apply(p) | InitApply(p)) => self.apply_pod(p, false),
+            Ev::Pod(Apply(mut p) | InitApply(mut p)) => {
+                super::live_watch::slim_pod(&mut p);
+                self.apply_pod(p, false)
+            }
             Ev::Pod(Delete(p)) => self.apply_pod(p, true),
             Ev::Pod(InitDone) => self.synced[0] = true,
-            Ev::Node(Apply(n) | InitApply(n)) => {
+            Ev::Node(Apply(mut n) | InitApply(mut n)) => {
+                super::live_watch::slim_node(&mut n);
                 self.cluster.upsert_node(Arc::new(n));
                 self.queue.on_cluster_event(now);
             }

@@ -24,6 +24,54 @@ pub enum Ev {
     PodGroup(watcher::Event<crate::api::quota::PodGroup>),
 }
 
+/// The event without `managedFields`: the scheduler never reads them, and they are often
+/// the largest part of a pod it keeps for as long as the pod lives.
+fn slim<K: kube::Resource>(ev: watcher::Event<K>) -> watcher::Event<K> {
+    use watcher::Event::*;
+    let strip = |mut k: K| {
+        k.meta_mut().managed_fields = None;
+        k
+    };
+    match ev {
+        Apply(k) => Apply(strip(k)),
+        InitApply(k) => InitApply(strip(k)),
+        Delete(k) => Delete(strip(k)),
+        other => other,
+    }
+}
+
+/// A pod as the scheduler keeps it for its whole life: of its status only what the
+/// scheduler reads (phase, the PodScheduled condition, the nominated node, QoS class);
+/// container statuses, IPs and the rest are dropped on arrival.
+pub fn slim_pod(pod: &mut k8s_openapi::api::core::v1::Pod) {
+    if let Some(s) = pod.status.as_mut() {
+        let kept = k8s_openapi::api::core::v1::PodStatus {
+            phase: s.phase.take(),
+            conditions: s
+                .conditions
+                .take()
+                .map(|cs| cs.into_iter().filter(|c| c.type_ == "PodScheduled").collect()),
+            nominated_node_name: s.nominated_node_name.take(),
+            qos_class: s.qos_class.take(),
+            ..Default::default()
+        };
+        *s = kept;
+    }
+}
+
+/// A node as the scheduler keeps it: of its status only capacity and allocatable (its
+/// image list alone can be kilobytes per node).
+pub fn slim_node(node: &mut Node) {
+    if let Some(s) = node.status.as_mut() {
+        let kept = k8s_openapi::api::core::v1::NodeStatus {
+            allocatable: s.allocatable.take(),
+            capacity: s.capacity.take(),
+            ..Default::default()
+        };
+        *s = kept;
+    }
+}
+
 /// Forwards one kind's watch events to the loop.
 pub fn watch<K, F>(
     client: kube::Client,
@@ -48,7 +96,7 @@ pub fn watch<K, F>(
             };
             match ev {
                 Some(Ok(e)) => {
-                    if tx.send(wrap(e)).is_err() {
+                    if tx.send(wrap(slim(e))).is_err() {
                         break;
                     }
                 }

@@ -61,6 +61,31 @@ pub struct Queue {
     /// scheduling context does, whatever else is queued.
     by_gang: HashMap<String, std::collections::BTreeSet<String>>,
     burst: Option<String>,
+    /// Pods per state (Active, Backoff, Unschedulable, Gated), kept with every change so
+    /// the loop's per-iteration checks do not walk every pending pod.
+    counts: [usize; 4],
+    /// No backoff or unschedulable stay ends before this (a lower bound).
+    earliest: Option<Instant>,
+}
+
+impl Where {
+    fn slot(self) -> usize {
+        match self {
+            Where::Active => 0,
+            Where::Backoff(_) => 1,
+            Where::Unschedulable(_) => 2,
+            Where::Gated => 3,
+        }
+    }
+
+    /// When this stay ends by itself.
+    fn due(self) -> Option<Instant> {
+        match self {
+            Where::Backoff(until) => Some(until),
+            Where::Unschedulable(since) => Some(since + MAX_UNSCHEDULABLE),
+            _ => None,
+        }
+    }
 }
 
 impl Queue {
@@ -72,7 +97,33 @@ impl Queue {
             backoff,
             by_gang: HashMap::new(),
             burst: None,
+            counts: [0; 4],
+            earliest: None,
         }
+    }
+
+    /// Counts a pod moving from `old` (if it was queued) to `new` (if it stays).
+    fn moved(&mut self, old: Option<Where>, new: Option<Where>) {
+        if let Some(o) = old {
+            self.counts[o.slot()] -= 1;
+        }
+        if let Some(n) = new {
+            self.counts[n.slot()] += 1;
+            if let Some(due) = n.due() {
+                self.earliest = Some(self.earliest.map_or(due, |e| e.min(due)));
+            }
+        }
+    }
+
+    fn put(&mut self, pod: Arc<PodInfo>, w: Where) {
+        let old = self.pods.insert(pod.key.clone(), (pod, w)).map(|(_, o)| o);
+        self.moved(old, Some(w));
+    }
+
+    fn take(&mut self, key: &str) -> Option<Arc<PodInfo>> {
+        let (p, w) = self.pods.remove(key)?;
+        self.moved(Some(w), None);
+        Some(p)
     }
 
     pub fn len(&self) -> usize {
@@ -85,15 +136,7 @@ impl Queue {
 
     /// Pods per queue, as `scheduler_pending_pods` labels them.
     pub fn counts(&self) -> [(&'static str, usize); 4] {
-        let mut c = [0usize; 4];
-        for (_, w) in self.pods.values() {
-            c[match w {
-                Where::Active => 0,
-                Where::Backoff(_) => 1,
-                Where::Unschedulable(_) => 2,
-                Where::Gated => 3,
-            }] += 1;
-        }
+        let c = self.counts;
         [
             ("active", c[0]),
             ("backoff", c[1]),
@@ -103,7 +146,7 @@ impl Queue {
     }
 
     pub fn has_active(&self) -> bool {
-        self.pods.values().any(|(_, w)| *w == Where::Active)
+        self.counts[0] > 0
     }
 
     /// A pending pod from the watch: new pods go to the active queue; known ones keep their
@@ -118,17 +161,15 @@ impl Queue {
         }
         match self.pods.get(&key).map(|(_, w)| *w) {
             None | Some(Where::Gated) => {
-                self.pods.insert(key, (pod.clone(), Where::Active));
+                self.put(pod.clone(), Where::Active);
                 self.active.push(Entry(pod));
             }
-            Some(w) => {
-                self.pods.insert(key, (pod, w));
-            }
+            Some(w) => self.put(pod, w),
         }
     }
 
     pub fn remove(&mut self, key: &str) {
-        if let Some((p, _)) = self.pods.remove(key)
+        if let Some(p) = self.take(key)
             && let Some(g) = &p.gang
             && let Some(set) = self.by_gang.get_mut(g)
         {
@@ -147,10 +188,9 @@ impl Queue {
             return Some(p);
         }
         while let Some(Entry(p)) = self.active.pop() {
-            if let Some((cur, Where::Active)) = self.pods.get(&p.key) {
-                let cur = cur.clone();
+            if let Some((_, Where::Active)) = self.pods.get(&p.key) {
                 // Popped pods leave the queue until they are requeued.
-                self.pods.remove(&p.key);
+                let cur = self.take(&p.key)?;
                 self.burst = cur.gang.clone();
                 return Some(cur);
             }
@@ -165,7 +205,7 @@ impl Queue {
             .find(|k| matches!(self.pods.get(*k), Some((_, Where::Active))))
             .cloned();
         match key {
-            Some(k) => self.pods.remove(&k).map(|(p, _)| p),
+            Some(k) => self.take(&k),
             None => {
                 self.burst = None;
                 None
@@ -185,25 +225,26 @@ impl Queue {
     pub fn requeue_backoff(&mut self, pod: Arc<PodInfo>, now: Instant) {
         self.bump(&pod.key);
         let until = now + self.backoff_for(&pod.key);
-        self.pods
-            .insert(pod.key.clone(), (pod, Where::Backoff(until)));
+        self.put(pod, Where::Backoff(until));
     }
 
     /// No node fits: wait for a cluster event (or the maximum stay).
     pub fn requeue_unschedulable(&mut self, pod: Arc<PodInfo>, now: Instant) {
         self.bump(&pod.key);
-        self.pods
-            .insert(pod.key.clone(), (pod, Where::Unschedulable(now)));
+        self.put(pod, Where::Unschedulable(now));
     }
 
     /// PreEnqueue refused it: wait for an update of the pod.
     pub fn gate(&mut self, pod: Arc<PodInfo>) {
-        self.pods.insert(pod.key.clone(), (pod, Where::Gated));
+        self.put(pod, Where::Gated);
     }
 
     /// Something PreEnqueue reads changed (a gang's members, a PodGroup): gated pods are
     /// checked again.
     pub fn ungate_all(&mut self) {
+        if self.counts[3] == 0 {
+            return;
+        }
         let mut activate = Vec::new();
         for (pod, w) in self.pods.values_mut() {
             if *w == Where::Gated {
@@ -211,55 +252,78 @@ impl Queue {
                 activate.push(pod.clone());
             }
         }
+        self.counts[3] -= activate.len();
+        self.counts[0] += activate.len();
         self.active.extend(activate.into_iter().map(Entry));
     }
 
     /// A cluster event that may make unschedulable pods fit: they go back to the active
     /// queue, or to backoff while their backoff lasts.
     pub fn on_cluster_event(&mut self, now: Instant) {
+        if self.counts[2] == 0 {
+            return;
+        }
         let mut activate = Vec::new();
+        let mut backoff = Vec::new();
         let (cfg, attempts) = (self.backoff, &self.attempts);
         for (key, (pod, w)) in self.pods.iter_mut() {
             if let Where::Unschedulable(since) = *w {
                 let until = since + backoff_after(cfg, attempts.get(key).copied());
                 if until > now {
                     *w = Where::Backoff(until);
+                    backoff.push(until);
                 } else {
                     *w = Where::Active;
                     activate.push(pod.clone());
                 }
             }
         }
+        for until in backoff {
+            self.moved(Some(Where::Unschedulable(now)), Some(Where::Backoff(until)));
+        }
+        self.counts[2] -= activate.len();
+        self.counts[0] += activate.len();
         self.active.extend(activate.into_iter().map(Entry));
     }
 
     /// Moves finished backoffs and over-long unschedulable stays to the active queue.
+    /// Walks the pods only when a stay may have ended (`earliest`), so the loop's call on
+    /// every iteration is free while nothing is due.
     pub fn flush(&mut self, now: Instant) {
+        if self.counts[1] + self.counts[2] == 0 {
+            self.earliest = None;
+            return;
+        }
+        if self.earliest.is_some_and(|e| now < e) {
+            return;
+        }
         let mut activate = Vec::new();
+        let mut earliest: Option<Instant> = None;
+        let mut moved = [0usize; 4];
         for (pod, w) in self.pods.values_mut() {
-            let due = match *w {
-                Where::Backoff(until) => until <= now,
-                Where::Unschedulable(since) => now.duration_since(since) >= MAX_UNSCHEDULABLE,
-                _ => false,
-            };
-            if due {
-                *w = Where::Active;
-                activate.push(pod.clone());
+            match w.due() {
+                Some(due) if due <= now => {
+                    moved[w.slot()] += 1;
+                    *w = Where::Active;
+                    activate.push(pod.clone());
+                }
+                Some(due) => earliest = Some(earliest.map_or(due, |e| e.min(due))),
+                None => {}
             }
         }
+        self.counts[1] -= moved[1];
+        self.counts[2] -= moved[2];
+        self.counts[0] += activate.len();
+        self.earliest = earliest;
         self.active.extend(activate.into_iter().map(Entry));
     }
 
     /// When the next backoff or maximum stay ends.
     pub fn next_wakeup(&self) -> Option<Instant> {
-        self.pods
-            .values()
-            .filter_map(|(_, w)| match *w {
-                Where::Backoff(until) => Some(until),
-                Where::Unschedulable(since) => Some(since + MAX_UNSCHEDULABLE),
-                _ => None,
-            })
-            .min()
+        if self.counts[1] + self.counts[2] == 0 {
+            return None;
+        }
+        self.earliest
     }
 }
 
@@ -303,6 +367,50 @@ mod tests {
             .map(|p| p.name.clone())
             .collect();
         assert_eq!(order, ["g-a", "g-b", "other"], "g-b follows g-a");
+    }
+
+    /// The kept counts always equal a recount, through every kind of move.
+    #[test]
+    fn counts_follow_every_move() {
+        let mut q = Queue::new(Backoff {
+            initial_seconds: 1,
+            max_seconds: 10,
+        });
+        let recount = |q: &Queue| {
+            let mut c = [0usize; 4];
+            for (_, w) in q.pods.values() {
+                c[w.slot()] += 1;
+            }
+            c
+        };
+        let t0 = Instant::now();
+        let mut rng = 7u64;
+        for step in 0..2000u64 {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let name = format!("p{}", (rng >> 33) % 40);
+            let pod = p(&name, 1, "2026-01-01T00:00:00Z");
+            let now = t0 + Duration::from_millis(step * 37);
+            match (rng >> 20) % 9 {
+                0 | 1 => q.add(pod),
+                2 => q.remove(&pod.key),
+                3 => {
+                    q.pop();
+                }
+                4 => q.requeue_backoff(pod, now),
+                5 => q.requeue_unschedulable(pod, now),
+                6 => q.gate(pod),
+                7 => q.on_cluster_event(now),
+                _ => {
+                    q.flush(now);
+                    q.ungate_all();
+                }
+            }
+            assert_eq!(q.counts, recount(&q), "step {step}");
+            if let Some(e) = q.earliest {
+                let min = q.pods.values().filter_map(|(_, w)| w.due()).min();
+                assert!(min.is_none_or(|m| e <= m), "earliest is a lower bound");
+            }
+        }
     }
 
     #[test]

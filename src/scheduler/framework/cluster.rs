@@ -116,9 +116,10 @@ impl ClusterState {
     }
 
     /// A pod from the watch: counted on its node when bound and not finished; otherwise
-    /// dropped from wherever it was. Confirms an assumed pod.
-    pub fn upsert_pod(&mut self, pod: Arc<Pod>) {
-        let info = PodInfo::new(pod.clone());
+    /// dropped from wherever it was. Confirms an assumed pod. Returns what it made of the
+    /// pod, so the queue does not compute it again.
+    pub fn upsert_pod(&mut self, pod: Arc<Pod>) -> Arc<PodInfo> {
+        let info = Arc::new(PodInfo::new(pod.clone()));
         let finished = pod
             .status
             .as_ref()
@@ -148,11 +149,12 @@ impl ClusterState {
             Some(node) if !finished && !terminating => {
                 self.assumed.remove(&key);
                 self.remove_pod(&key);
-                self.place(Arc::new(info), &node);
+                self.place(info.clone(), &node);
             }
             _ if self.assumed.contains_key(&key) => {}
             _ => self.remove_pod(&key),
         }
+        info
     }
 
     pub(super) fn place(&mut self, info: Arc<PodInfo>, node: &str) {

@@ -13,7 +13,7 @@ pub mod runtime;
 pub mod types;
 
 use std::any::Any;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 pub use cluster::ClusterState;
 pub use types::{NodeInfo, PodInfo};
@@ -134,10 +134,11 @@ impl Status {
     }
 }
 
-/// Data plugins keep for one scheduling cycle, keyed by plugin name.
+/// Data plugins keep for one scheduling cycle, keyed by plugin name. A handful of
+/// entries read for every node: a short list beats hashing the key each time.
 #[derive(Default)]
 pub struct CycleState {
-    data: HashMap<&'static str, Box<dyn Any + Send + Sync>>,
+    data: Vec<(&'static str, Box<dyn Any + Send + Sync>)>,
     /// PreFilter plugins that returned Skip: their Filter does not run.
     pub skip_filter: HashSet<&'static str>,
     /// PreScore plugins that returned Skip: their Score does not run.
@@ -187,13 +188,15 @@ impl CycleState {
 
 impl CycleState {
     pub fn write<T: Any + Send + Sync>(&mut self, key: &'static str, v: T) {
-        self.data.insert(key, Box::new(v));
+        self.remove(key);
+        self.data.push((key, Box::new(v)));
     }
     pub fn read<T: Any + Send + Sync>(&self, key: &'static str) -> Option<&T> {
-        self.data.get(key).and_then(|b| b.downcast_ref())
+        let (_, v) = self.data.iter().find(|(k, _)| *k == key)?;
+        v.downcast_ref()
     }
     pub fn remove(&mut self, key: &'static str) {
-        self.data.remove(key);
+        self.data.retain(|(k, _)| *k != key);
     }
 }
 

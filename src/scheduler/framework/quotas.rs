@@ -89,6 +89,16 @@ impl QuotaState {
         self.runtime = OnceLock::new();
     }
 
+    /// Only `used` of `quota` changed (a pod assumed, bound or forgotten): the runtime
+    /// reads requests, not use — except the default and system quotas' use, which the
+    /// main tree's total leaves out. So an assume does not recompute every quota.
+    fn used_changed(&mut self, quota: &str) {
+        self.version += 1;
+        if quota == QUOTA_DEFAULT || quota == QUOTA_SYSTEM {
+            self.runtime = OnceLock::new();
+        }
+    }
+
     /// The quota a pod is charged to: its label, a quota named like its namespace, one
     /// listing its namespace, else the default quota; an unknown name → the default.
     pub fn resolve(&self, namespace: &str, label: Option<&str>) -> String {
@@ -161,10 +171,23 @@ impl QuotaState {
                 .get(LABEL_QUOTA_PREEMPTIBLE)
                 .is_some_and(|v| v == "false"),
         };
-        self.untrack(&pod.key);
+        let before = self.charges.remove(&pod.key);
+        if let Some(b) = &before {
+            self.apply(b, -1);
+        }
         self.apply(&charge, 1);
+        let only_use = before.as_ref().is_some_and(|b| {
+            b.quota == charge.quota
+                && b.req == charge.req
+                && b.non_preemptible == charge.non_preemptible
+        });
+        let quota = charge.quota.clone();
         self.charges.insert(pod.key.clone(), charge);
-        self.changed();
+        if !only_use {
+            self.changed();
+        } else if before.is_some_and(|b| b.assigned) != self.charges[&pod.key].assigned {
+            self.used_changed(&quota);
+        }
     }
 
     /// A pod that is gone or finished.
@@ -180,13 +203,17 @@ impl QuotaState {
         let Some(mut c) = self.charges.remove(key) else {
             return;
         };
-        if c.assigned != assigned {
+        let changed = c.assigned != assigned;
+        if changed {
             self.apply(&c, -1);
             c.assigned = assigned;
             self.apply(&c, 1);
-            self.changed();
         }
+        let quota = c.quota.clone();
         self.charges.insert(key.to_string(), c);
+        if changed {
+            self.used_changed(&quota);
+        }
     }
 
     /// The quota a tracked pod is charged to.
@@ -300,4 +327,65 @@ fn root_total(root: &QuotaInfo) -> Amounts {
     root.total_resource
         .clone()
         .unwrap_or_else(|| root.min.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::framework::PodInfo;
+    use serde_json::json;
+
+    fn pod(name: &str, quota: &str) -> PodInfo {
+        let p = json!({"metadata": {"name": name, "namespace": "d",
+            "labels": {"quota.scheduling.koordinator.sh/name": quota}},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}});
+        PodInfo::new(Arc::new(serde_json::from_value(p).unwrap()))
+    }
+
+    fn state() -> QuotaState {
+        let mut s = QuotaState {
+            settings: Some(QuotaSettings {
+                enable_min_quota_scale: false,
+                default_max: Amounts::from([("cpu".into(), 1_000_000)]),
+                system_max: Amounts::from([("cpu".into(), 1_000_000)]),
+            }),
+            ..Default::default()
+        };
+        let q: ElasticQuota = serde_json::from_value(json!({"metadata": {"name": "leaf", "namespace": "d"},
+            "spec": {"min": {"cpu": "2"}, "max": {"cpu": "10"}}}))
+        .unwrap();
+        s.upsert(&q).unwrap();
+        s
+    }
+
+    /// Assuming a pod changes only its quota's use: the runtime (from requests) is kept,
+    /// not recomputed for every quota — and equals a fresh computation.
+    #[test]
+    fn an_assume_keeps_the_runtime_a_new_pod_recomputes_it() {
+        let total = || Amounts::from([("cpu".to_string(), 100_000)]);
+        let mut s = state();
+        let p = pod("a", "leaf");
+        s.track(&p, false);
+        let before = s.runtime(total);
+        let version = s.version;
+        s.track(&p, true);
+        s.set_assigned("d/a", false);
+        s.set_assigned("d/a", true);
+        assert!(Arc::ptr_eq(&before, &s.runtime(total)), "kept");
+        assert!(s.version > version, "status writers still see the new use");
+        assert_eq!(s.sums("leaf").used["cpu"], 1000);
+        assert_eq!(*s.runtime(total), s.compute_runtime(total()));
+        s.track(&pod("b", "leaf"), false);
+        assert!(!Arc::ptr_eq(&before, &s.runtime(total)), "a new request recomputes");
+        assert_eq!(*s.runtime(total), s.compute_runtime(total()));
+        // The default quota's use shrinks the main tree's total: that recomputes.
+        let r = s.runtime(total);
+        let d = pod("c", "nope");
+        s.track(&d, false);
+        let r2 = s.runtime(total);
+        assert!(!Arc::ptr_eq(&r, &r2));
+        s.set_assigned("d/c", true);
+        assert!(!Arc::ptr_eq(&r2, &s.runtime(total)));
+        assert_eq!(*s.runtime(total), s.compute_runtime(total()));
+    }
 }

@@ -73,8 +73,20 @@ pub struct CycleResult {
 
 /// Nodes filtered on the calling thread before deciding whether threads pay off.
 const PROBE: usize = 64;
-/// Expected remaining filter time above which the rest is split over threads.
-const PARALLEL_WORTH: std::time::Duration = std::time::Duration::from_micros(200);
+/// Expected remaining filter time above which the rest is split over threads. Threads are
+/// started per cycle, which costs ~50 µs of CPU and more on a busy machine: below a few
+/// milliseconds one thread is cheaper in CPU and hardly slower.
+const PARALLEL_WORTH: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// CPUs this process may use, read once (`available_parallelism` reads cgroup files).
+fn threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    })
+}
 
 fn run_filters(
     filters: &[&Enabled],
@@ -241,9 +253,7 @@ impl Framework {
             return (ok, bad, seen);
         }
         let per_node = t.elapsed() / probe.max(1) as u32;
-        let threads = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
+        let threads = threads();
         if threads < 2 || per_node * rest.len().min(limit) as u32 <= PARALLEL_WORTH {
             let (o, b, n) = check(rest);
             ok.extend(o);
