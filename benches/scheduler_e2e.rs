@@ -7,8 +7,8 @@
 //! Then the deployment shape at scale: `koord --embedded --sim-nodes=5000` and a separate
 //! `koord --role=scheduler` process, 10,000 pods created before the scheduler starts;
 //! measured from the scheduler's readiness to every pod bound (seen through a watch).
-//! Budget: ≥ 2,000 pods/s. `E2E_SCALE_NODES` changes the node count, `E2E_SKIP_SCALE=1`
-//! skips it. Run: `cargo bench --bench scheduler_e2e`.
+//! Budget: ≥ 2,000 pods/s. `E2E_SCALE_NODES` / `E2E_SCALE_PODS` change the node and pod
+//! counts, `E2E_SKIP_SCALE=1` skips it, `E2E_SKIP_IN_PROCESS=1` skips the first part. Run: `cargo bench --bench scheduler_e2e`.
 
 use std::time::{Duration, Instant};
 
@@ -42,13 +42,19 @@ fn bound(server: &ApiServer) -> usize {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    in_process().await;
+    if std::env::var("E2E_SKIP_IN_PROCESS").is_err() {
+        in_process().await;
+    }
     if std::env::var("E2E_SKIP_SCALE").is_err() {
         let nodes = std::env::var("E2E_SCALE_NODES")
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(5000);
-        scale::two_processes(nodes).await;
+        let pods = std::env::var("E2E_SCALE_PODS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(PODS);
+        scale::two_processes(nodes, pods).await;
     }
 }
 
@@ -84,7 +90,7 @@ async fn in_process() {
     }));
     ready_rx.await.unwrap();
     let start = Instant::now();
-    create_pods(client.clone()).await;
+    create_pods(client.clone(), PODS).await;
     let created = start.elapsed().as_secs_f64();
     while bound(&server) < PODS && start.elapsed() < Duration::from_secs(300) {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -103,9 +109,9 @@ async fn in_process() {
 }
 
 /// Creates the bench's pods (100m / 500 Mi, koord-scheduler) with 64 requests in flight.
-async fn create_pods(client: kube::Client) {
+async fn create_pods(client: kube::Client, count: usize) {
     let pods: Api<Pod> = Api::namespaced(client, "default");
-    futures::stream::iter(0..PODS)
+    futures::stream::iter(0..count)
         .for_each_concurrent(64, |i| {
             let pods = pods.clone();
             async move {
@@ -128,13 +134,12 @@ mod scale {
     use kube::Api;
     use kube::runtime::watcher;
 
-    use super::PODS;
     use super::common::{cpu_secs, embedded, free_port, koord, ready, rss_mib};
 
-    pub async fn two_processes(nodes: u32) {
+    pub async fn two_processes(nodes: u32, pods: usize) {
         let dir = tempfile::tempdir().unwrap();
         let (server, kubeconfig, client) = embedded(dir.path(), nodes, "256Gi").await;
-        super::create_pods(client.clone()).await;
+        super::create_pods(client.clone(), pods).await;
         let sched_admin = format!("127.0.0.1:{}", free_port());
         let spawned = Instant::now();
         let sched = koord(
@@ -155,7 +160,7 @@ mod scale {
         let mut cpu0 = (0.0, 0.0);
         let mut checked = Instant::now();
         let deadline = Instant::now() + Duration::from_secs(300);
-        while bound.len() < PODS && Instant::now() < deadline {
+        while bound.len() < pods && Instant::now() < deadline {
             if start.is_none() && checked.elapsed() > Duration::from_millis(20) {
                 checked = Instant::now();
                 if ready(&sched_admin) {
@@ -177,7 +182,7 @@ mod scale {
         let start = start.unwrap_or(spawned);
         let secs = start.elapsed().as_secs_f64();
         println!(
-            "end to end, two processes, {nodes} sim nodes, {PODS} pods created first: {} bound in {secs:.2} s after the scheduler was ready = {:.0} pods/s (start-up to ready {:.2} s)",
+            "end to end, two processes, {nodes} sim nodes, {pods} pods created first: {} bound in {secs:.2} s after the scheduler was ready = {:.0} pods/s (start-up to ready {:.2} s)",
             bound.len(),
             bound.len() as f64 / secs,
             (start - spawned).as_secs_f64()
