@@ -66,7 +66,7 @@ pub enum Outcome {
     /// Assumed on `node` with what PreBind writes (`modified`, when it changes the pod).
     Placed {
         node: String,
-        modified: Option<Pod>,
+        modified: Option<Box<Pod>>,
         permit: Permit,
     },
     /// A Permit plugin refused: the pod is forgotten and unreserved.
@@ -208,7 +208,7 @@ fn place(
             let released = cluster.gangs.release(&pod.key);
             Outcome::Placed {
                 node,
-                modified,
+                modified: modified.map(Box::new),
                 permit: Permit::Allowed { released },
             }
         }
@@ -216,7 +216,7 @@ fn place(
             cluster.gangs.wait(&pod.key);
             Outcome::Placed {
                 node,
-                modified,
+                modified: modified.map(Box::new),
                 permit: Permit::Wait(timeout),
             }
         }

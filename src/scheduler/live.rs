@@ -38,17 +38,28 @@ type Waiting = std::sync::Mutex<HashMap<String, tokio::sync::oneshot::Sender<boo
 /// A pod waiting at Permit: how long, and where the verdict arrives.
 type PermitWait = (std::time::Duration, tokio::sync::oneshot::Receiver<bool>);
 
+/// What the scheduling cycle hands the binding cycle of a placed pod.
+struct Placed {
+    state: super::framework::CycleState,
+    /// The pod as PreBind changed it (written in one patch before Bind).
+    modified: Option<Box<Pod>>,
+    permit: Option<PermitWait>,
+}
+
 /// The binding cycle of one pod: wait at Permit, PreBind (one patch), Bind, PostBind.
 async fn binding_cycle(
     fw: &Framework,
     client: &kube::Client,
     waiting: &Waiting,
-    state: super::framework::CycleState,
     pod: &PodInfo,
     node: &str,
-    modified: Option<Pod>,
-    permit: Option<PermitWait>,
+    placed: Placed,
 ) -> Result<(), BindError> {
+    let Placed {
+        state,
+        modified,
+        permit,
+    } = placed;
     let rejected = |plugin: &str, msg: String| BindError::Rejected {
         pod: pod.key.clone(),
         plugin: plugin.to_string(),
@@ -424,29 +435,30 @@ impl Scheduler {
                 self.observe(fi, result, Outcome::Scheduled, started);
                 let state = attempt.result.map(|r| r.state).unwrap_or_default();
                 let permit = self.permit_wait(&pod.key, permit);
-                self.bind(fi, pod, node, state, modified, permit, started);
+                let placed = Placed {
+                    state,
+                    modified,
+                    permit,
+                };
+                self.bind(fi, pod, node, placed, started);
             }
         }
     }
 
     /// The binding cycle of a placed pod, in the background.
-    #[allow(clippy::too_many_arguments)]
     fn bind(
         &mut self,
         fi: usize,
         pod: Arc<PodInfo>,
         node: String,
-        state: super::framework::CycleState,
-        modified: Option<Pod>,
-        permit: Option<PermitWait>,
+        placed: Placed,
         started: Instant,
     ) {
         let (client, metrics) = (self.client.clone(), self.metrics.clone());
         let (fws, waiting) = (self.frameworks.clone(), self.waiting.clone());
         self.binds.spawn(async move {
             let fw = &fws[fi];
-            let result =
-                binding_cycle(fw, &client, &waiting, state, &pod, &node, modified, permit).await;
+            let result = binding_cycle(fw, &client, &waiting, &pod, &node, placed).await;
             let outcome = if result.is_ok() {
                 Outcome::Scheduled
             } else {

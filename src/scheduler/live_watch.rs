@@ -47,10 +47,11 @@ pub fn slim_pod(pod: &mut k8s_openapi::api::core::v1::Pod) {
     if let Some(s) = pod.status.as_mut() {
         let kept = k8s_openapi::api::core::v1::PodStatus {
             phase: s.phase.take(),
-            conditions: s
-                .conditions
-                .take()
-                .map(|cs| cs.into_iter().filter(|c| c.type_ == "PodScheduled").collect()),
+            conditions: s.conditions.take().map(|cs| {
+                cs.into_iter()
+                    .filter(|c| c.type_ == "PodScheduled")
+                    .collect()
+            }),
             nominated_node_name: s.nominated_node_name.take(),
             qos_class: s.qos_class.take(),
             ..Default::default()

@@ -386,7 +386,9 @@ mod tests {
         let t0 = Instant::now();
         let mut rng = 7u64;
         for step in 0..2000u64 {
-            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let name = format!("p{}", (rng >> 33) % 40);
             let pod = p(&name, 1, "2026-01-01T00:00:00Z");
             let now = t0 + Duration::from_millis(step * 37);

@@ -351,9 +351,10 @@ mod tests {
             }),
             ..Default::default()
         };
-        let q: ElasticQuota = serde_json::from_value(json!({"metadata": {"name": "leaf", "namespace": "d"},
+        let q: ElasticQuota =
+            serde_json::from_value(json!({"metadata": {"name": "leaf", "namespace": "d"},
             "spec": {"min": {"cpu": "2"}, "max": {"cpu": "10"}}}))
-        .unwrap();
+            .unwrap();
         s.upsert(&q).unwrap();
         s
     }
@@ -376,7 +377,10 @@ mod tests {
         assert_eq!(s.sums("leaf").used["cpu"], 1000);
         assert_eq!(*s.runtime(total), s.compute_runtime(total()));
         s.track(&pod("b", "leaf"), false);
-        assert!(!Arc::ptr_eq(&before, &s.runtime(total)), "a new request recomputes");
+        assert!(
+            !Arc::ptr_eq(&before, &s.runtime(total)),
+            "a new request recomputes"
+        );
         assert_eq!(*s.runtime(total), s.compute_runtime(total()));
         // The default quota's use shrinks the main tree's total: that recomputes.
         let r = s.runtime(total);
