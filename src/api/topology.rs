@@ -31,7 +31,6 @@ pub struct NodeResourceTopologyFields {
 
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(default)]
 pub struct Zone {
     pub name: String,
     #[serde(rename = "type")]
@@ -43,21 +42,18 @@ pub struct Zone {
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(default)]
 pub struct CostInfo {
     pub name: String,
     pub value: i64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(default)]
 pub struct AttributeInfo {
     pub name: String,
     pub value: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(default)]
 pub struct ResourceInfo {
     pub name: String,
     pub capacity: Quantity,

@@ -113,7 +113,6 @@ pub struct PodMigrationJobPreemptedReservation {
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
-#[serde(default)]
 pub struct PodMigrationJobCondition {
     #[serde(rename = "type")]
     pub type_: String,
