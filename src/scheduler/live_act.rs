@@ -1,0 +1,150 @@
+//! The live loop's side of a scheduling cycle: its outcome becomes the queue's next step
+//! and, in the background, the API writes it needs (binding, status, preemption).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{BindDone, Placed, Scheduler, binder, binding_cycle};
+use crate::scheduler::cycle;
+use crate::scheduler::framework::PodInfo;
+use crate::scheduler::metrics::Outcome;
+
+impl Scheduler {
+    /// Turns a cycle's outcome into the queue's next step and the API writes it needs.
+    pub(super) fn act(
+        &mut self,
+        fi: usize,
+        pod: Arc<PodInfo>,
+        attempt: cycle::Attempt,
+        started: Instant,
+    ) {
+        let result = attempt.result.as_ref();
+        let now = Instant::now();
+        match attempt.outcome {
+            cycle::Outcome::Gated { plugin, reason } => {
+                tracing::debug!(pod = %pod.key, plugin, %reason, "waiting at PreEnqueue");
+                self.queue.gate(pod);
+            }
+            cycle::Outcome::Unschedulable {
+                message,
+                nomination,
+                rejected,
+            } => {
+                self.observe_unschedulable(fi, result, nomination.as_ref(), started);
+                let nominated = nomination.as_ref().map(|n| n.node.clone());
+                tracing::info!(pod = %pod.key, reason = %message, ?nominated, "unschedulable");
+                self.reject_waiting(rejected);
+                self.queue.requeue_unschedulable(pod.clone(), now);
+                self.write_unschedulable(pod, message, nomination);
+            }
+            cycle::Outcome::Failed { plugin, reason, .. } => {
+                tracing::warn!(pod = %pod.key, plugin, %reason, "reserve or prebind failed");
+                self.observe(fi, result, Outcome::Error, started);
+                self.queue.requeue_backoff(pod, now);
+            }
+            cycle::Outcome::PermitRejected {
+                plugin,
+                reason,
+                rejected,
+                ..
+            } => {
+                tracing::info!(pod = %pod.key, plugin, %reason, "rejected at Permit");
+                self.observe(fi, result, Outcome::Unschedulable, started);
+                self.reject_waiting(rejected);
+                self.queue.requeue_backoff(pod, now);
+            }
+            cycle::Outcome::Reservation {
+                name,
+                node,
+                before,
+                allocatable,
+                annotations,
+            } => {
+                tracing::debug!(reservation = %name, %node, "placed");
+                self.observe(fi, result, Outcome::Scheduled, started);
+                self.assumed_reservations.insert(name.clone(), before);
+                let client = self.client.clone();
+                self.binds.spawn(async move {
+                    let result = crate::scheduler::reservation_live::bind(
+                        &client,
+                        &name,
+                        &node,
+                        &allocatable,
+                        &annotations,
+                    )
+                    .await;
+                    BindDone { pod, node, result }
+                });
+            }
+            cycle::Outcome::Placed {
+                node,
+                modified,
+                permit,
+            } => {
+                tracing::debug!(pod = %pod.key, %node, "placed");
+                self.observe(fi, result, Outcome::Scheduled, started);
+                let state = attempt.result.map(|r| r.state).unwrap_or_default();
+                let permit = self.permit_wait(&pod.key, permit);
+                let placed = Placed {
+                    state,
+                    modified,
+                    permit,
+                };
+                self.bind(fi, pod, node, placed, started);
+            }
+        }
+    }
+
+    /// The binding cycle of a placed pod, in the background.
+    fn bind(
+        &mut self,
+        fi: usize,
+        pod: Arc<PodInfo>,
+        node: String,
+        placed: Placed,
+        started: Instant,
+    ) {
+        let (client, metrics) = (self.client.clone(), self.metrics.clone());
+        let (fws, waiting) = (self.frameworks.clone(), self.waiting.clone());
+        self.binds.spawn(async move {
+            let fw = &fws[fi];
+            let result = binding_cycle(fw, &client, &waiting, &pod, &node, placed).await;
+            let outcome = if result.is_ok() {
+                Outcome::Scheduled
+            } else {
+                Outcome::Error
+            };
+            metrics.e2e(&fw.scheduler_name, outcome, started.elapsed().as_secs_f64());
+            BindDone { pod, node, result }
+        });
+    }
+
+    /// The unschedulable pod's (or Reservation's) status, and the preemption PostFilter
+    /// nominated, written in the background.
+    fn write_unschedulable(
+        &mut self,
+        pod: Arc<PodInfo>,
+        msg: String,
+        nomination: Option<crate::scheduler::framework::Nomination>,
+    ) {
+        let client = self.client.clone();
+        self.binds.spawn(async move {
+            match &pod.reserve_of {
+                Some(name) => {
+                    crate::scheduler::reservation_live::unschedulable(&client, name, &msg).await
+                }
+                None => {
+                    binder::unschedulable(&client, &pod, &msg).await;
+                    if let Some(n) = nomination {
+                        binder::preempt(&client, &pod, &n).await;
+                    }
+                }
+            }
+            BindDone {
+                pod,
+                node: String::new(),
+                result: Ok(()),
+            }
+        });
+    }
+}
