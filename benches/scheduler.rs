@@ -14,7 +14,8 @@
 //! goes through PreEnqueue, the cycle, Reserve, assume and Permit, its gang released when
 //! its tenth member passes.
 //! Every variant drives `scheduler::cycle::run`, the cycle the live scheduler and `koord
-//! explain` share. `BENCH_NODES=5000` and `BENCH_ONLY=<name part>` narrow the run.
+//! explain` share, with the live scheduler's plugin-duration sampling on. Printed: pods/s
+//! and the CPU the process spent per pod (steadier than wall time on a shared machine). `BENCH_NODES=5000` and `BENCH_ONLY=<name part>` narrow the run.
 //! Run: `cargo bench --bench scheduler`.
 
 use std::sync::Arc;
@@ -26,7 +27,14 @@ use koord::scheduler::framework::runtime::{Framework, Scope};
 use koord::scheduler::framework::{ClusterState, PodInfo};
 use serde_json::json;
 
+mod common;
+
 const PODS: usize = 10_000;
+
+/// This process's CPU seconds so far (all threads).
+fn cpu() -> f64 {
+    common::cpu_secs(std::process::id())
+}
 
 const LOADAWARE: &str = r#"apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -167,16 +175,26 @@ fn run_full(
     if skipped(name) {
         return;
     }
-    let fw = config::framework(&cfg.profiles[0]).unwrap();
+    let fw = framework(cfg);
     fw.setup(&mut c);
-    let t = Instant::now();
+    let (t, cpu0) = (Instant::now(), cpu());
     let (placed, released) = drive(&fw, &mut c, pods, nodes);
     let secs = t.elapsed().as_secs_f64();
     println!(
-        "{name:<44} {nodes:>5} nodes: {:>8.0} pods/s ({placed} of {} placed, {released} released at Permit, in {secs:.2} s)",
+        "{name:<44} {nodes:>5} nodes: {:>8.0} pods/s, {:>4.0} µs CPU per pod ({placed} of {} placed, {released} released at Permit, in {secs:.2} s)",
         pods.len() as f64 / secs,
+        (cpu() - cpu0) * 1e6 / pods.len() as f64,
         pods.len()
     );
+}
+
+/// The profile's framework, its sampled plugin timings going to the scheduler's metrics
+/// as in the live scheduler.
+fn framework(cfg: &config::SchedulerConfig) -> Framework {
+    let fw = config::framework(&cfg.profiles[0]).unwrap();
+    let metrics = Arc::new(koord::scheduler::metrics::SchedulerMetrics::default());
+    let _ = fw.observer.set(metrics.observer());
+    fw
 }
 
 /// `BENCH_ONLY=<substring>` runs only the variants whose name contains it.
@@ -266,7 +284,7 @@ fn run_quota_gang(nodes: usize, cfg: &config::SchedulerConfig) {
     if skipped(name) {
         return;
     }
-    let fw = config::framework(&cfg.profiles[0]).unwrap();
+    let fw = framework(cfg);
     let now = k8s_openapi::jiff::Timestamp::now().as_millisecond();
     let mut c = cluster(nodes, false, now);
     fw.setup(&mut c);
@@ -289,12 +307,13 @@ fn run_quota_gang(nodes: usize, cfg: &config::SchedulerConfig) {
         c.upsert_pod(p.clone());
     }
     let infos: Vec<PodInfo> = pods.into_iter().map(PodInfo::new).collect();
-    let t = Instant::now();
+    let (t, cpu0) = (Instant::now(), cpu());
     let (placed, released) = drive(&fw, &mut c, &infos, nodes);
     let secs = t.elapsed().as_secs_f64();
     println!(
-        "{name:<44} {nodes:>5} nodes: {:>8.0} pods/s ({placed} of {PODS} placed, {released} released at Permit, in {secs:.2} s)",
-        PODS as f64 / secs
+        "{name:<44} {nodes:>5} nodes: {:>8.0} pods/s, {:>4.0} µs CPU per pod ({placed} of {PODS} placed, {released} released at Permit, in {secs:.2} s)",
+        PODS as f64 / secs,
+        (cpu() - cpu0) * 1e6 / PODS as f64
     );
 }
 

@@ -134,7 +134,7 @@ mod scale {
     use kube::Api;
     use kube::runtime::watcher;
 
-    use super::common::{cpu_secs, embedded, free_port, koord, ready, rss_mib};
+    use super::common::{admin_get, cpu_secs, embedded, free_port, koord, ready, rss_mib};
 
     pub async fn two_processes(nodes: u32, pods: usize) {
         let dir = tempfile::tempdir().unwrap();
@@ -195,5 +195,13 @@ mod scale {
         );
         let (rss, peak) = rss_mib(sched.pid());
         println!("  scheduler RSS {rss:.1} MiB at the end, peak {peak:.1} MiB");
+        // How many cycles the pods took (a pod scheduled twice costs twice).
+        let metrics = admin_get(&sched_admin, "/metrics").unwrap_or_default();
+        for line in metrics
+            .lines()
+            .filter(|l| l.starts_with("scheduler_schedule_attempts_total"))
+        {
+            println!("  {line}");
+        }
     }
 }

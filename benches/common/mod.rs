@@ -55,21 +55,20 @@ pub fn cpu_secs(pid: u32) -> f64 {
 
 /// `GET /readyz` on a koord admin address answered 200.
 pub fn ready(admin: &str) -> bool {
+    admin_get(admin, "/readyz").is_some_and(|out| out.starts_with("HTTP/1.1 200"))
+}
+
+/// The raw HTTP response to `GET path` on an admin address (None when it cannot connect).
+pub fn admin_get(admin: &str, path: &str) -> Option<String> {
     use std::io::{Read, Write};
-    let Ok(addr) = admin.parse() else {
-        return false;
-    };
-    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else {
-        return false;
-    };
+    let addr = admin.parse().ok()?;
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    let req = format!("GET /readyz HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n");
-    if s.write_all(req.as_bytes()).is_err() {
-        return false;
-    }
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).ok()?;
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
-    out.starts_with("HTTP/1.1 200")
+    Some(out)
 }
 
 /// A child process, stopped when dropped: SIGTERM, up to 10 s to exit, then SIGKILL.

@@ -325,5 +325,32 @@ mod sampling_tests {
         assert_eq!(seen.lock().unwrap().len(), 2 * first.len(), "cycle 11 is");
     }
 
+    #[test]
+    fn a_sampled_cycle_times_a_bounded_number_of_node_calls() {
+        use crate::scheduler::framework::NODE_CALLS_TIMED;
+        let cfg = crate::scheduler::config::default_config().unwrap();
+        let fw = crate::scheduler::config::framework(&cfg.profiles[0]).unwrap();
+        let seen: Arc<Mutex<Vec<Point>>> = Arc::default();
+        let log = seen.clone();
+        let obs: crate::scheduler::framework::PluginObserver = Arc::new(move |p, _, _, _| {
+            log.lock().unwrap().push(p);
+        });
+        assert!(fw.observer.set(obs).is_ok());
+        let nodes = (0..400)
+            .map(|i| node_json(&format!("n{i}"), "8", "32Gi"))
+            .collect();
+        let mut c = cluster(nodes);
+        fw.setup(&mut c);
+        fw.schedule(&simple_pod("p", "1", "1Gi"), &c, Scope::Everything);
+        let seen = seen.lock().unwrap();
+        let count = |p: Point| seen.iter().filter(|x| **x == p).count() as u32;
+        assert_eq!(count(Point::Filter), NODE_CALLS_TIMED);
+        assert_eq!(count(Point::Score), NODE_CALLS_TIMED);
+        assert!(
+            count(Point::PreFilter) > 0,
+            "per-cycle points are all timed"
+        );
+    }
+
     const SAMPLE: usize = 10;
 }

@@ -245,14 +245,21 @@ impl ClusterState {
         self.quotas.runtime(|| self.total_allocatable())
     }
 
+    /// A node's NodeMetric; the node changes with it (plugins derive from both).
     pub fn upsert_metric(&mut self, m: Arc<NodeMetric>) {
         if let Some(name) = m.metadata.name.clone() {
+            if let Some(n) = self.node_mut(&name) {
+                n.changed();
+            }
             self.metrics.insert(name, Arc::new(MetricInfo::new(m)));
         }
     }
 
     pub fn remove_metric(&mut self, name: &str) {
         self.metrics.remove(name);
+        if let Some(n) = self.node_mut(name) {
+            n.changed();
+        }
     }
 
     pub fn topology(&self, node: &str) -> Option<&Arc<TopologyOptions>> {
@@ -265,6 +272,7 @@ impl ClusterState {
             let t = Arc::new(TopologyOptions::from_nrt(nrt));
             if let Some(n) = self.node_mut(&name) {
                 n.topology = Some(t.clone());
+                n.changed();
             }
             self.topologies.insert(name, t);
         }
@@ -286,6 +294,7 @@ impl ClusterState {
         self.topologies.remove(name);
         if let Some(n) = self.node_mut(name) {
             n.topology = None;
+            n.changed();
         }
     }
 }

@@ -3,15 +3,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::res::ResVec;
 use crate::api::pod::amounts;
 use crate::api::slo::NodeMetric;
 
 const DEFAULT_REPORT_INTERVAL_SECONDS: i64 = 60;
-
-static GENERATION: AtomicU64 = AtomicU64::new(1);
 
 /// Seconds of a duration string such as "5m0s"; unset or unparsable is 0 (= the longest).
 pub fn duration_seconds(d: Option<&str>) -> u64 {
@@ -21,10 +18,9 @@ pub fn duration_seconds(d: Option<&str>) -> u64 {
 }
 
 #[derive(Debug, Clone)]
+/// What the scheduler reads of a NodeMetric (the object itself is not kept: its pod list
+/// alone is kilobytes per node).
 pub struct MetricInfo {
-    pub raw: Arc<NodeMetric>,
-    /// Changes whenever a new version of the metric is stored (cache key for plugins).
-    pub generation: u64,
     pub update_ms: Option<i64>,
     pub report_interval_ms: i64,
     pub node_usage: Option<ResVec>,
@@ -72,7 +68,6 @@ impl MetricInfo {
             })
             .collect();
         MetricInfo {
-            generation: GENERATION.fetch_add(1, Ordering::Relaxed),
             update_ms: status
                 .and_then(|s| s.update_time.as_ref())
                 .map(|t| t.0.as_millisecond()),
@@ -91,7 +86,6 @@ impl MetricInfo {
             )),
             aggregated,
             pods,
-            raw: m,
         }
     }
 

@@ -55,6 +55,8 @@ pub struct PodInfo {
     pub gang: Option<String>,
     /// The devices DeviceShare gave it (`device-allocated`).
     pub devices: Option<Arc<crate::scheduler::plugins::deviceshare::devices::Allocations>>,
+    /// What plugins derive from the pod (its usage estimate, …), computed once.
+    pub memo: super::memo::Memo,
 }
 
 fn ts_ms(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> i64 {
@@ -109,6 +111,7 @@ impl PodInfo {
             gang: super::gangs::gang_of(&pod),
             devices: crate::scheduler::plugins::deviceshare::devices::of_annotation(&pod)
                 .map(Arc::new),
+            memo: Default::default(),
             namespace,
             name,
             pod,
@@ -202,6 +205,8 @@ pub struct NodeInfo {
     pub numa_facts: NodeFacts,
     /// The node's NodeResourceTopology as NodeNUMAResource reads it.
     pub topology: Option<Arc<TopologyOptions>>,
+    /// What plugins derive from this state of the node (emptied on every change).
+    pub memo: super::memo::Memo,
 }
 
 static NODE_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -227,6 +232,7 @@ impl NodeInfo {
             generation: 0,
             numa_facts: NodeFacts::default(),
             topology: None,
+            memo: Default::default(),
             node: node.clone(),
         };
         info.set_node(node);
@@ -243,7 +249,14 @@ impl NodeInfo {
         self.alloc = ResVec::from_amounts(&self.allocatable);
         self.numa_facts = NodeFacts::of(&node);
         self.node = node;
+        self.changed();
+    }
+
+    /// A new state of the node (its object, pods, metric or topology): a new generation,
+    /// and what plugins derived from the old state is dropped.
+    pub fn changed(&mut self) {
         self.generation = next_generation();
+        self.memo = Default::default();
     }
 
     pub fn allowed_pods(&self) -> i64 {
@@ -260,7 +273,7 @@ impl NodeInfo {
         self.non_zero_requested.1 += p.non_zero.1;
         self.used_ports.extend(p.host_ports.iter().cloned());
         self.pods.push(p);
-        self.generation = next_generation();
+        self.changed();
     }
 
     /// Removes the pod with `key`; false when it was not here.
@@ -282,7 +295,7 @@ impl NodeInfo {
             .iter()
             .flat_map(|p| p.host_ports.iter().cloned())
             .collect();
-        self.generation = next_generation();
+        self.changed();
         true
     }
 }

@@ -5,12 +5,10 @@
 pub mod args;
 mod usage;
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
-
+use super::super::framework::memo::{self, Memoized};
 use super::super::framework::{ClusterState, CycleState, NodeInfo, Plugin, PodInfo, Point, Status};
 use crate::api::extension::keys::ANNOTATION_USAGE_THRESHOLDS;
 use crate::api::extension::priority::PriorityClass;
@@ -19,7 +17,7 @@ use crate::scheduler::framework::metric::duration_seconds as seconds;
 use crate::scheduler::framework::res::{self, ResId, ResVec};
 use args::{Aggregated, Effective};
 pub use usage::estimate;
-use usage::{Base, Factor, SumsCache};
+use usage::{Base, Factor};
 
 pub const NAME: &str = "LoadAwareScheduling";
 
@@ -36,10 +34,8 @@ pub struct LoadAware {
     prod_thresholds: Limits,
     aggregated_thresholds: Option<Limits>,
     factors: Vec<Factor>,
-    cache: SumsCache,
-    /// The last incoming pod's estimate (filter and score ask for it once per node). The
-    /// pod object is held, so pointer identity is exact and no strings are compared.
-    last: std::sync::RwLock<Option<(Arc<Pod>, Arc<ResVec>)>>,
+    /// This instance's slots in node and pod memos.
+    owner: usize,
 }
 
 fn limits(m: &BTreeMap<String, i64>) -> Limits {
@@ -57,9 +53,69 @@ struct NodeThresholds {
 
 /// Which thresholds apply and how usage is read.
 enum Path<'a> {
-    Normal(Cow<'a, Limits>),
-    Prod(Cow<'a, Limits>),
-    Aggregated(Cow<'a, Limits>, Cow<'a, Aggregated>),
+    Normal(&'a Limits),
+    Prod(&'a Limits),
+    Aggregated(&'a Limits, &'a Aggregated),
+}
+
+/// A node's `usage-thresholds` annotation, resolved to ids (None: that part is not set).
+struct Overrides {
+    prod: Option<Limits>,
+    aggregated: Option<(Limits, Aggregated)>,
+    normal: Option<Limits>,
+}
+
+impl Overrides {
+    fn of(node: &NodeInfo) -> Option<Overrides> {
+        let raw = node.node.metadata.annotations.as_ref()?;
+        let over: NodeThresholds =
+            serde_json::from_str(raw.get(ANNOTATION_USAGE_THRESHOLDS)?).ok()?;
+        let nonempty = |m: Option<BTreeMap<String, i64>>| m.filter(|m| !m.is_empty());
+        let aggregated = over.aggregated_usage.and_then(|a| {
+            let t = a.usage_thresholds.as_ref().filter(|t| !t.is_empty())?;
+            Some((limits(t), a))
+        });
+        Some(Overrides {
+            prod: nonempty(over.prod_usage_thresholds).map(|m| limits(&m)),
+            aggregated,
+            normal: nonempty(over.usage_thresholds).map(|m| limits(&m)),
+        })
+    }
+}
+
+/// What LoadAware reads of one state of a node: its NodeMetric, what its pods add to it,
+/// its allocatable (raw-allocatable applied) and its threshold overrides.
+/// Filter and Score read it for hundreds of nodes per pod: what the common path needs is
+/// inline (one allocation to reach per node, not three).
+pub struct NodeLoad {
+    metric: Option<Arc<MetricInfo>>,
+    update_ms: Option<i64>,
+    /// Reported usage with what pods add that the report cannot show yet (the plain base).
+    plain: ResVec,
+    alloc: ResVec,
+    sums: usage::PodSums,
+    over: Option<Box<Overrides>>,
+}
+
+impl NodeLoad {
+    fn of(la: &LoadAware, node: &NodeInfo, cluster: &ClusterState) -> NodeLoad {
+        let metric = cluster.metrics.get(&node.name).cloned();
+        let sums = metric
+            .as_deref()
+            .map(|m| usage::pod_sums(la, node, m))
+            .unwrap_or_default();
+        NodeLoad {
+            update_ms: metric.as_ref().and_then(|m| m.update_ms),
+            plain: metric
+                .as_deref()
+                .map(|m| usage::plain(m, &sums))
+                .unwrap_or_default(),
+            metric,
+            sums,
+            alloc: usage::allocatable(node).into_owned(),
+            over: Overrides::of(node).map(Box::new),
+        }
+    }
 }
 
 impl LoadAware {
@@ -90,74 +146,62 @@ impl LoadAware {
             factors: usage::factors(&e.factors),
             args: e,
             resources,
-            cache: SumsCache::default(),
-            last: Default::default(),
+            owner: memo::owner_id(),
         })
     }
 
-    /// The incoming pod's estimate, computed once per pod.
-    pub fn incoming(&self, pod: &PodInfo) -> Arc<ResVec> {
-        if let Some((p, e)) = self.last.read().unwrap_or_else(|p| p.into_inner()).as_ref()
-            && Arc::ptr_eq(p, &pod.pod)
-        {
-            return e.clone();
-        }
-        let e = Arc::new(usage::estimate_vec(&self.factors, pod));
-        *self.last.write().unwrap_or_else(|p| p.into_inner()) = Some((pod.pod.clone(), e.clone()));
-        e
+    /// A pod's estimate, computed once per pod.
+    pub fn incoming<'a>(&self, pod: &'a PodInfo) -> Memoized<'a, ResVec> {
+        pod.memo
+            .get_or_init(self.owner, || usage::estimate_vec(&self.factors, pod))
+    }
+
+    /// What this plugin reads of a node, derived once per state of the node.
+    fn load<'a>(&self, node: &'a NodeInfo, cluster: &ClusterState) -> Memoized<'a, NodeLoad> {
+        node.memo
+            .get_or_init(self.owner, || NodeLoad::of(self, node, cluster))
     }
 
     /// Thresholds from the args (no node override).
     fn default_path(&self, pod: &PodInfo) -> Path<'_> {
         if !self.prod_thresholds.is_empty() && pod.class == PriorityClass::Prod {
-            return Path::Prod(Cow::Borrowed(&self.prod_thresholds));
+            return Path::Prod(&self.prod_thresholds);
         }
         match self
             .aggregated_thresholds
             .as_ref()
             .filter(|t| !t.is_empty())
         {
-            Some(t) => Path::Aggregated(Cow::Borrowed(t), Cow::Borrowed(&self.args.aggregated)),
-            None => Path::Normal(Cow::Borrowed(&self.thresholds)),
+            Some(t) => Path::Aggregated(t, &self.args.aggregated),
+            None => Path::Normal(&self.thresholds),
         }
     }
 
     /// Thresholds for this pod on this node: the node's
     /// `scheduling.koordinator.sh/usage-thresholds` parts replace the args'.
-    fn path(&self, pod: &PodInfo, node: &NodeInfo) -> Path<'_> {
-        let raw = node
-            .node
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_USAGE_THRESHOLDS));
-        let Some(over) = raw.and_then(|s| serde_json::from_str::<NodeThresholds>(s).ok()) else {
+    fn path<'a>(&'a self, pod: &PodInfo, load: &'a NodeLoad) -> Path<'a> {
+        let Some(over) = &load.over else {
             return self.default_path(pod);
         };
-        let a = &self.args;
-        let nonempty = |m: Option<BTreeMap<String, i64>>| m.filter(|m| !m.is_empty());
-        let prod = nonempty(over.prod_usage_thresholds)
-            .map_or(Cow::Borrowed(&self.prod_thresholds), |m| {
-                Cow::Owned(limits(&m))
-            });
+        let prod = over.prod.as_ref().unwrap_or(&self.prod_thresholds);
         if !prod.is_empty() && pod.class == PriorityClass::Prod {
             return Path::Prod(prod);
         }
-        let agg = over
-            .aggregated_usage
-            .filter(|x| x.usage_thresholds.as_ref().is_some_and(|t| !t.is_empty()))
-            .map_or(Cow::Borrowed(&a.aggregated), Cow::Owned);
-        if let Some(t) = agg.usage_thresholds.as_ref().filter(|t| !t.is_empty()) {
-            return Path::Aggregated(Cow::Owned(limits(t)), agg);
+        if let Some((t, agg)) = &over.aggregated {
+            return Path::Aggregated(t, agg);
         }
-        Path::Normal(
-            nonempty(over.usage_thresholds)
-                .map_or(Cow::Borrowed(&self.thresholds), |m| Cow::Owned(limits(&m))),
-        )
+        if let Some(t) = self
+            .aggregated_thresholds
+            .as_ref()
+            .filter(|t| !t.is_empty())
+        {
+            return Path::Aggregated(t, &self.args.aggregated);
+        }
+        Path::Normal(over.normal.as_ref().unwrap_or(&self.thresholds))
     }
 
-    fn expired(&self, m: &MetricInfo, now_ms: i64) -> bool {
-        m.update_ms
+    fn expired(&self, load: &NodeLoad, now_ms: i64) -> bool {
+        load.update_ms
             .is_none_or(|t| now_ms - t >= self.args.expiration_seconds * 1000)
     }
 }
@@ -187,17 +231,18 @@ impl Plugin for LoadAware {
         if pod.daemonset {
             return Status::success();
         }
-        let path = self.path(pod, node);
+        let load = self.load(node, cluster);
+        let path = self.path(pod, &load);
         let thresholds: &Limits = match &path {
             Path::Normal(t) | Path::Prod(t) | Path::Aggregated(t, _) => t,
         };
         if thresholds.iter().all(|(_, v)| *v == 0) {
             return Status::success();
         }
-        let Some(metric) = cluster.metrics.get(&node.name) else {
+        let Some(metric) = load.metric.as_deref() else {
             return Status::success();
         };
-        if self.args.filter_expired && self.expired(metric, cluster.now_ms) {
+        if self.args.filter_expired && self.expired(&load, cluster.now_ms) {
             return if self.args.schedule_when_expired {
                 Status::success()
             } else {
@@ -215,8 +260,8 @@ impl Plugin for LoadAware {
                 true,
             ),
         };
-        let used = usage::node_estimated(self, pod, node, metric, base);
-        let alloc = usage::allocatable(node);
+        let used = usage::node_estimated(self, pod, &load, metric, base);
+        let alloc = &load.alloc;
         for &(id, t) in thresholds {
             let total = alloc.get(id);
             if t == 0 || total == 0 {
@@ -246,10 +291,11 @@ impl Plugin for LoadAware {
         if weight_sum == 0 {
             return Ok(0);
         }
-        let Some(metric) = cluster.metrics.get(&node.name) else {
+        let load = self.load(node, cluster);
+        let Some(metric) = load.metric.as_deref() else {
             return Ok(0);
         };
-        if self.expired(metric, cluster.now_ms) {
+        if self.expired(&load, cluster.now_ms) {
             return Ok(0);
         }
         let agg = &self.args.aggregated;
@@ -264,14 +310,13 @@ impl Plugin for LoadAware {
         } else {
             Base::Usage
         };
-        let used = usage::node_estimated(self, pod, node, metric, base);
-        let alloc = usage::allocatable(node);
+        let used = usage::node_estimated(self, pod, &load, metric, base);
         Ok(score_of(
             &self.ids,
             &self.weights,
             self.args.dominant_weight,
             |r| used.get(r),
-            &alloc,
+            &load.alloc,
         ))
     }
 }

@@ -299,3 +299,37 @@ fn args_validation_and_vector() {
         );
     }
 }
+
+/// The plugin keeps what it derives from a node in the node's memo: every change of the
+/// node (its pods, its object, its NodeMetric) must be seen by the next cycle.
+#[test]
+fn what_it_derives_from_a_node_follows_the_node() {
+    let la = plugin(json!({"usageThresholds": {"cpu": 50}}));
+    let mut c = big_node();
+    let check = |c: &ClusterState| {
+        la.filter(
+            &CycleState::default(),
+            &incoming(),
+            c.node("n1").unwrap(),
+            c,
+        )
+        .is_success()
+    };
+    c.upsert_metric(metric("n1", "30", "10Gi", 30, json!([])));
+    assert!(check(&c), "30 + 13.6 = 45% ≤ 50%");
+    let fresh = crate::scheduler::test_util::simple_pod("fresh", "20", "1Gi");
+    c.assume(&fresh, "n1");
+    assert!(
+        !check(&c),
+        "a pod assumed since: 30 + 17 + 13.6 = 63% > 50%"
+    );
+    let mut n = node_json("n1", "96", "512Gi");
+    n["metadata"]["annotations"] =
+        json!({"scheduling.koordinator.sh/usage-thresholds": "{\"usageThresholds\":{\"cpu\":70}}"});
+    c.upsert_node(Arc::new(serde_json::from_value(n).unwrap()));
+    assert!(check(&c), "the node's new override: 63% ≤ 70%");
+    c.upsert_metric(metric("n1", "45", "10Gi", 30, json!([])));
+    assert!(!check(&c), "a new NodeMetric: 45 + 17 + 13.6 = 79% > 70%");
+    c.remove_metric("n1");
+    assert!(check(&c), "no NodeMetric: not penalised");
+}

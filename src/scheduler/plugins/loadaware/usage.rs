@@ -1,14 +1,14 @@
 //! Estimation: what a pod will use (scaling factors over max(request, limit)), and a
 //! node's estimated usage from its NodeMetric plus pods not yet reflected in it.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::RwLock;
+use std::collections::BTreeMap;
 
-use super::LoadAware;
+use super::{LoadAware, NodeLoad};
 use crate::api::extension::keys::ANNOTATION_NODE_RAW_ALLOCATABLE;
 use crate::api::extension::priority::PriorityClass;
 use crate::api::extension::resources::{BATCH_CPU, BATCH_MEMORY, CPU, MEMORY, translate};
 use crate::api::pod::{Amounts, amounts};
+use crate::scheduler::framework::memo::Memoized;
 use crate::scheduler::framework::metric::MetricInfo;
 use crate::scheduler::framework::res::{self, ResId, ResVec};
 use crate::scheduler::framework::{NodeInfo, PodInfo};
@@ -119,6 +119,19 @@ fn add_excess(into: &mut ResVec, e: &ResVec, u: Option<&ResVec>) {
     }
 }
 
+/// The plain base of a node: its reported usage plus what its pods add that the report
+/// cannot show yet, or (nothing reported) the estimates of all its pods.
+pub fn plain(m: &MetricInfo, sums: &PodSums) -> ResVec {
+    match &m.node_usage {
+        Some(u) => {
+            let mut e = u.clone();
+            e.add(&sums.delta);
+            e
+        }
+        None => sums.estimated.clone(),
+    }
+}
+
 /// What the pods on a node add to its NodeMetric (`pkg/scheduler/plugins/loadaware/helper.go`), summed.
 #[derive(Debug, Clone, Default)]
 pub struct PodSums {
@@ -130,19 +143,11 @@ pub struct PodSums {
     pub prod_delta: ResVec,
 }
 
-/// Node generation → (metric generation, sums). A node generation is unique to one state
-/// of one node, so the key needs no name; the map is cleared when stale generations pile up.
-#[derive(Default)]
-pub struct SumsCache(RwLock<HashMap<u64, (u64, std::sync::Arc<PodSums>)>>);
-
-const SUMS_CACHE_MAX: usize = 1 << 16;
-
-fn pod_sums(la: &LoadAware, node: &NodeInfo, m: &MetricInfo) -> PodSums {
-    let factors = &la.factors;
+pub fn pod_sums(la: &LoadAware, node: &NodeInfo, m: &MetricInfo) -> PodSums {
     let update = m.update_ms.unwrap_or(0);
     let mut s = PodSums::default();
     for p in &node.pods {
-        let e = estimate_vec(factors, p);
+        let e = la.incoming(p);
         let reported = m.pods.get(&p.key);
         let u = reported.map(|(u, _)| u);
         let deadline = la
@@ -174,27 +179,6 @@ fn pod_sums(la: &LoadAware, node: &NodeInfo, m: &MetricInfo) -> PodSums {
     s
 }
 
-impl SumsCache {
-    fn get(&self, la: &LoadAware, node: &NodeInfo, m: &MetricInfo) -> std::sync::Arc<PodSums> {
-        if let Some((mg, sums)) = self
-            .0
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&node.generation)
-            && *mg == m.generation
-        {
-            return sums.clone();
-        }
-        let sums = std::sync::Arc::new(pod_sums(la, node, m));
-        let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());
-        if map.len() >= SUMS_CACHE_MAX {
-            map.clear();
-        }
-        map.insert(node.generation, (m.generation, sums.clone()));
-        sums
-    }
-}
-
 /// How usage is read: plain, an aggregated percentile (kind, seconds), or prod-only.
 #[derive(Clone, Copy)]
 pub enum Base<'a> {
@@ -204,6 +188,8 @@ pub enum Base<'a> {
 }
 
 enum Reported<'a> {
+    /// The plain base, reported usage and pods not reflected in it summed up front.
+    Existing(&'a ResVec),
     /// Reported (or aggregated) usage, plus pods not reflected in it yet.
     Usage(&'a ResVec),
     /// Nothing reported: the estimates of all pods.
@@ -214,9 +200,9 @@ enum Reported<'a> {
 
 /// A node's estimated usage with the incoming pod, read per resource without copying maps.
 pub struct Usage<'a> {
-    sums: std::sync::Arc<PodSums>,
+    sums: &'a PodSums,
     reported: Reported<'a>,
-    pod: std::sync::Arc<ResVec>,
+    pod: Memoized<'a, ResVec>,
 }
 
 fn at(m: &ResVec, r: ResId) -> i64 {
@@ -227,6 +213,7 @@ impl Usage<'_> {
     pub fn get(&self, r: ResId) -> i64 {
         let s = &self.sums;
         let existing = match &self.reported {
+            Reported::Existing(e) => at(e, r),
             Reported::Usage(u) => at(u, r).saturating_add(at(&s.delta, r)),
             Reported::Estimated => at(&s.estimated, r),
             Reported::Prod(sys) => at(&s.prod_usage, r)
@@ -241,18 +228,14 @@ impl Usage<'_> {
 /// the part of recently scheduled pods the report cannot show yet, plus the pod itself.
 pub fn node_estimated<'a>(
     la: &LoadAware,
-    pod: &PodInfo,
-    node: &NodeInfo,
+    pod: &'a PodInfo,
+    load: &'a NodeLoad,
     m: &'a MetricInfo,
     base: Base,
 ) -> Usage<'a> {
-    let sums = la.cache.get(la, node, m);
     let reported = match base {
         Base::Prod => Reported::Prod(la.args.prod_include_sys.then_some(&m.system_usage)),
-        Base::Usage => m
-            .node_usage
-            .as_ref()
-            .map_or(Reported::Estimated, Reported::Usage),
+        Base::Usage => Reported::Existing(&load.plain),
         // No aggregate for "the longest duration" falls back to the plain usage.
         Base::Aggregated(kind, secs) => m
             .aggregated(kind, secs)
@@ -264,7 +247,7 @@ pub fn node_estimated<'a>(
             .map_or(Reported::Estimated, Reported::Usage),
     };
     Usage {
-        sums,
+        sums: &load.sums,
         reported,
         pod: la.incoming(pod),
     }
