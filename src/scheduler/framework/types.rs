@@ -11,7 +11,7 @@ use crate::api::extension::priority::{PriorityClass, pod_priority_class_with_def
 use crate::api::extension::resources::{CPU, MEMORY};
 use crate::api::extension::resourcestatus::CpuAlloc;
 use crate::api::pod::{Amounts, amounts, container_requests, pod_limits, pod_requests};
-use crate::scheduler::plugins::numa::topology::{NodeFacts, TopologyOptions};
+use crate::scheduler::plugins::numa::topology::TopologyOptions;
 
 /// Requests a pod without cpu/memory requests counts with when scoring (upstream).
 pub const DEFAULT_MILLI_CPU: i64 = 100;
@@ -201,8 +201,6 @@ pub struct NodeInfo {
     pub used_ports: HashSet<HostPort>,
     /// Changes on every change of the node or its pods (cache key for plugins).
     pub generation: u64,
-    /// NodeNUMAResource's node labels and annotations, parsed once per Node update.
-    pub numa_facts: NodeFacts,
     /// The node's NodeResourceTopology as NodeNUMAResource reads it.
     pub topology: Option<Arc<TopologyOptions>>,
     /// What plugins derive from this state of the node (emptied on every change).
@@ -230,7 +228,6 @@ impl NodeInfo {
             pods: Vec::new(),
             used_ports: HashSet::new(),
             generation: 0,
-            numa_facts: NodeFacts::default(),
             topology: None,
             memo: Default::default(),
             node: node.clone(),
@@ -247,7 +244,6 @@ impl NodeInfo {
         self.unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
         self.allocatable = amounts(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
         self.alloc = ResVec::from_amounts(&self.allocatable);
-        self.numa_facts = NodeFacts::of(&node);
         self.node = node;
         self.changed();
     }

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use alloc::{Allocation, Bind, NodeState, Request};
 use take::{BindPolicy, Exclusive, Strategy};
-use topology::{NumaPolicy, TopologyOptions};
+use topology::{NodeFacts, NumaPolicy, TopologyOptions};
 
 use crate::api::cpuset;
 use crate::api::extension::keys::{ANNOTATION_RESOURCE_SPEC, ANNOTATION_RESOURCE_STATUS};
@@ -26,6 +26,7 @@ use crate::api::extension::priority::PriorityClass;
 use crate::api::extension::qos::{QoSClass, pod_qos_class};
 use crate::api::extension::resourcestatus::{self as rs, NUMANodeResource, ResourceStatus};
 use crate::api::quantity::{cpu_from_milli, from_int};
+use crate::scheduler::framework::memo::{self, Memoized};
 use crate::scheduler::framework::res::{R_CPU, R_MEMORY};
 use crate::scheduler::framework::{
     ClusterState, CycleState, NodeInfo, Plugin, PodInfo, Point, PreFilterResult, Status,
@@ -49,6 +50,8 @@ pub const ERR_INSUFFICIENT_AMPLIFIED_CPU: &str = "Insufficient amplified cpu";
 
 pub struct NodeNUMAResource {
     args: args::Args,
+    /// This instance's slot in node memos (the node's labels and annotations, parsed).
+    owner: usize,
 }
 
 /// What PreFilter learned about the pod.
@@ -88,16 +91,16 @@ fn policy_name(p: BindPolicy) -> &'static str {
 }
 
 /// The node's forced policy: its `cpu-bind-policy` label, or kubelet's full-pcpus-only.
-fn node_bind_policy(node: &NodeInfo, opts: &TopologyOptions) -> Option<BindPolicy> {
-    match node.numa_facts.bind_label {
+fn node_bind_policy(facts: &NodeFacts, opts: &TopologyOptions) -> Option<BindPolicy> {
+    match facts.bind_label {
         Some(p) => p,
         None if opts.kubelet_full_pcpus_only => Some(BindPolicy::FullPcpus),
         None => None,
     }
 }
 
-fn amplification_ratio(node: &NodeInfo) -> Result<f64, Status> {
-    node.numa_facts
+fn amplification_ratio(facts: &NodeFacts) -> Result<f64, Status> {
+    facts
         .cpu_ratio
         .ok_or_else(|| Status::unresolvable(ERR_INVALID_AMPLIFICATION_RATIO))
 }
@@ -121,11 +124,19 @@ impl NodeNUMAResource {
     pub fn new(raw: args::RawArgs) -> Result<NodeNUMAResource, String> {
         Ok(NodeNUMAResource {
             args: args::Args::new(raw)?,
+            owner: memo::owner_id(),
         })
     }
 
+    /// The node's labels and annotations as this plugin reads them, parsed once per state
+    /// of the node.
+    fn facts<'a>(&self, node: &'a NodeInfo) -> Memoized<'a, NodeFacts> {
+        node.memo
+            .get_or_init(self.owner, || NodeFacts::of(&node.node))
+    }
+
     fn strategy(&self, node: &NodeInfo) -> Strategy {
-        node.numa_facts.strategy.unwrap_or(self.args.numa_strategy)
+        self.facts(node).strategy.unwrap_or(self.args.numa_strategy)
     }
 
     fn pre_state(&self, pod: &PodInfo) -> Result<Option<PreState>, Status> {
@@ -193,7 +204,7 @@ impl NodeNUMAResource {
         node: &NodeInfo,
         opts: &TopologyOptions,
     ) -> Result<Request, Status> {
-        let forced = node_bind_policy(node, opts);
+        let forced = node_bind_policy(&self.facts(node), opts);
         let mut bind = st.bind.map(|(policy, required, exclusive)| Bind {
             policy,
             required,
@@ -244,8 +255,8 @@ impl NodeNUMAResource {
         node: &NodeInfo,
         opts: &TopologyOptions,
     ) -> Result<NumaPolicy, Status> {
-        let node_policy = node
-            .numa_facts
+        let node_policy = self
+            .facts(node)
             .numa_label
             .or(opts.policy)
             .filter(|p| *p != NumaPolicy::None);
@@ -308,7 +319,7 @@ impl NodeNUMAResource {
         node: &NodeInfo,
         pod: &PodInfo,
     ) -> Result<(), Status> {
-        let ratio = amplification_ratio(node)?;
+        let ratio = amplification_ratio(&self.facts(node))?;
         if req.cpu_milli == 0 || ratio <= 1.0 {
             return Ok(());
         }
@@ -483,7 +494,7 @@ impl Plugin for NodeNUMAResource {
             return Ok(0);
         };
         if policy == NumaPolicy::None {
-            let ratio = amplification_ratio(node).unwrap_or(1.0);
+            let ratio = amplification_ratio(&self.facts(node)).unwrap_or(1.0);
             // Only an amplified node counts its pinned CPUs differently; skip the pod scan
             // everywhere else (this runs for every pod on every feasible node).
             let pinned = if ratio > 1.0 {
@@ -519,7 +530,7 @@ impl Plugin for NodeNUMAResource {
         let Some((alloc, req)) = planned else {
             return Status::success();
         };
-        let forced = node_bind_policy(n, topology_of(n));
+        let forced = node_bind_policy(&self.facts(n), topology_of(n));
         let bound = if st.has_policy {
             None
         } else {

@@ -412,7 +412,17 @@ fn filter_reasons() {
     let mut c2 = ClusterState::default();
     c2.upsert_node(Arc::new(labeled));
     c2.upsert_topology(&n);
-    assert_eq!(run(&lsr("d", "2", numa), &c2), ERR_NOT_MATCH_NUMA_TOPOLOGY);
+    assert_eq!(
+        run(&lsr("d", "2", numa.clone()), &c2),
+        ERR_NOT_MATCH_NUMA_TOPOLOGY
+    );
+    // The node as it was, then relabelled in place: what the plugin parsed follows the node.
+    let mut c4 = ClusterState::default();
+    c4.upsert_node(c.nodes[0].node.clone());
+    c4.upsert_topology(&n);
+    assert_eq!(run(&lsr("d", "2", numa.clone()), &c4), "");
+    c4.upsert_node(c2.nodes[0].node.clone());
+    assert_eq!(run(&lsr("d", "2", numa), &c4), ERR_NOT_MATCH_NUMA_TOPOLOGY);
     let spread = json!({"scheduling.koordinator.sh/resource-spec": "{\"requiredCPUBindPolicy\":\"SpreadByPCPUs\"}"});
     let mut forced = c.nodes[0].node.as_ref().clone();
     forced
