@@ -87,6 +87,12 @@ async fn binding_cycle(
     Ok(())
 }
 
+/// Binding cycles in flight at most (pods waiting at Permit not counted: a gang larger
+/// than this must still gather). Each holds its pod and an API connection; past this the
+/// loop waits for one to finish before the next cycle, so a slow API server bounds the
+/// scheduler's memory instead of growing it by one connection and pod per cycle.
+pub const MAX_BINDING: usize = 64;
+
 pub struct Scheduler {
     pub client: kube::Client,
     pub frameworks: Arc<Vec<Framework>>,
@@ -177,6 +183,11 @@ impl Scheduler {
 
     pub fn synced(&self) -> bool {
         self.synced.iter().all(|s| *s)
+    }
+
+    /// Fewer than `MAX_BINDING` binding cycles run past Permit.
+    pub fn binding_room(&self) -> bool {
+        self.binds.len().saturating_sub(self.waiting_count()) < MAX_BINDING
     }
 
     fn framework_for(&self, pod: &Pod) -> Option<usize> {
@@ -440,11 +451,13 @@ impl Scheduler {
                 ready();
             }
             self.queue.flush(Instant::now());
-            if self.synced() && self.leadership.is_leader() && self.schedule_one() {
+            let can_schedule = self.synced() && self.leadership.is_leader();
+            if can_schedule && self.binding_room() && self.schedule_one() {
                 tokio::task::yield_now().await;
                 continue;
             }
             self.metrics.pending(self.queue.counts());
+            self.metrics.binding(self.binds.len());
             let now = Instant::now();
             let wake = [
                 self.queue.next_wakeup(),
@@ -484,3 +497,33 @@ mod act;
 mod gang;
 #[path = "live_metrics.rs"]
 mod observe;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn binding_cycles_past_permit_are_bounded() {
+        // Nothing listens there: the test makes no request.
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let cfg = super::super::config::default_config().unwrap();
+        let mut s = Scheduler::new(client, &cfg, Leadership::always()).unwrap();
+        for _ in 0..MAX_BINDING - 1 {
+            s.binds.spawn(std::future::pending());
+        }
+        assert!(s.binding_room());
+        s.binds.spawn(std::future::pending());
+        assert!(
+            !s.binding_room(),
+            "{MAX_BINDING} running: the next cycle waits"
+        );
+        let (tx, _rx) = tokio::sync::oneshot::channel();
+        s.waiting.lock().unwrap().insert("d/member".into(), tx);
+        assert!(
+            s.binding_room(),
+            "a gang member waiting at Permit does not hold the others back"
+        );
+    }
+}

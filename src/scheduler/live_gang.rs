@@ -47,6 +47,11 @@ impl Scheduler {
     }
 
     /// Keys of pods waiting at Permit.
+    /// Pods waiting at Permit now.
+    pub fn waiting_count(&self) -> usize {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     pub fn waiting_pods(&self) -> Vec<String> {
         self.waiting
             .lock()

@@ -39,6 +39,11 @@ struct QueueLabels {
     queue: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabels {
+    operation: &'static str,
+}
+
 type Hist<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// kube-scheduler's buckets: 1 ms doubling 15 times.
@@ -85,6 +90,7 @@ pub struct SchedulerMetrics {
     point_seconds: Hist<PointLabels>,
     plugin_seconds: Hist<PluginLabels>,
     pending: Family<QueueLabels, Gauge>,
+    goroutines: Family<OperationLabels, Gauge>,
     preemption_attempts: Counter,
     preemption_victims: Histogram,
 }
@@ -98,6 +104,7 @@ impl Default for SchedulerMetrics {
             point_seconds: Family::new_with_constructor(point_buckets),
             plugin_seconds: Family::new_with_constructor(plugin_buckets),
             pending: Family::default(),
+            goroutines: Family::default(),
             preemption_attempts: Counter::default(),
             preemption_victims: victim_buckets(),
         }
@@ -136,6 +143,11 @@ impl SchedulerMetrics {
             "scheduler_pending_pods",
             "Number of pending pods, by the queue type",
             m.pending.clone(),
+        );
+        metrics.register(
+            "scheduler_goroutines",
+            "Number of running binding cycles (kube-scheduler's goroutines split by the work they do)",
+            m.goroutines.clone(),
         );
         metrics.register(
             "scheduler_preemption_attempts",
@@ -203,6 +215,14 @@ impl SchedulerMetrics {
             };
             self.pending.get_or_create(&l).set(n as i64);
         }
+    }
+
+    /// Binding cycles (and status writes) running now.
+    pub fn binding(&self, running: usize) {
+        let l = OperationLabels {
+            operation: "binding",
+        };
+        self.goroutines.get_or_create(&l).set(running as i64);
     }
 
     /// A PostFilter preemption that nominated a node, evicting `victims` pods.
