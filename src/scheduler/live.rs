@@ -112,7 +112,13 @@ pub struct Scheduler {
     /// Reservations placed but not yet written Available: name → the object before.
     assumed_reservations: HashMap<String, Arc<Reservation>>,
     pub metrics: Arc<super::metrics::SchedulerMetrics>,
+    /// Pods were scheduled since freed memory was last given back.
+    worked: bool,
+    trimmed_at: Option<Instant>,
 }
+
+/// Freed memory goes back to the system at most this often (after a burst ends).
+const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn key_of(meta: &kube::api::ObjectMeta) -> String {
     format!(
@@ -166,6 +172,8 @@ impl Scheduler {
             gang_rejections: HashMap::new(),
             next_start: 0,
             binds: JoinSet::new(),
+            worked: false,
+            trimmed_at: None,
             assumed_reservations: HashMap::new(),
             metrics: Default::default(),
         }
@@ -183,6 +191,19 @@ impl Scheduler {
 
     pub fn synced(&self) -> bool {
         self.synced.iter().all(|s| *s)
+    }
+
+    /// Once a burst is over (nothing to schedule, every binding done), gives the memory it
+    /// freed back to the system, at most every `TRIM_EVERY`: without it the scheduler keeps
+    /// its high-water mark resident.
+    fn trim_after_burst(&mut self) {
+        let recently = self.trimmed_at.is_some_and(|t| t.elapsed() < TRIM_EVERY);
+        if !self.worked || !self.binds.is_empty() || recently {
+            return;
+        }
+        crate::os::tuning::trim_heap();
+        self.worked = false;
+        self.trimmed_at = Some(Instant::now());
     }
 
     /// Fewer than `MAX_BINDING` binding cycles run past Permit.
@@ -448,14 +469,18 @@ impl Scheduler {
             }
             if self.synced() && !announced {
                 announced = true;
+                // The initial lists were decoded and dropped: a burst to give back.
+                self.worked = true;
                 ready();
             }
             self.queue.flush(Instant::now());
             let can_schedule = self.synced() && self.leadership.is_leader();
             if can_schedule && self.binding_room() && self.schedule_one() {
+                self.worked = true;
                 tokio::task::yield_now().await;
                 continue;
             }
+            self.trim_after_burst();
             self.metrics.pending(self.queue.counts());
             self.metrics.binding(self.binds.len());
             let now = Instant::now();
