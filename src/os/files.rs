@@ -106,8 +106,10 @@ pub fn check_ancestors(path: &Path) -> Result<(), FileError> {
 }
 
 /// Narrows every file under `dir` to 0600 and every directory to 0700 (sled creates its
-/// files with the process umask); links are left alone, never followed.
+/// files with the process umask); links are left alone, never followed. Every directory
+/// also gets a private default ACL, so what sled creates later starts private too.
 pub fn restrict_tree(dir: &Path) -> Result<(), FileError> {
+    private_default_acl(dir);
     for entry in std::fs::read_dir(dir).map_err(io(dir))? {
         let entry = entry.map_err(io(dir))?;
         let path = entry.path();
@@ -126,6 +128,42 @@ pub fn restrict_tree(dir: &Path) -> Result<(), FileError> {
         }
     }
     Ok(())
+}
+
+/// Gives `dir` a default ACL of owner rwx, group and others nothing: what is created below
+/// it starts 0600 (files) or 0700 (directories, which inherit the ACL) whatever the umask —
+/// the kernel applies a default ACL instead of the umask. sled creates files (blobs
+/// included) at any time with the umask; without this they stay readable by the group and
+/// others until the next sweep. False where the filesystem has no ACLs (sweeps still narrow
+/// what was created).
+pub fn private_default_acl(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    // posix_acl_xattr: a version header, then (tag, permissions, id) entries in tag order:
+    // the owning user rwx, the owning group nothing, others nothing.
+    const ACL_USER_OBJ: u16 = 0x01;
+    const ACL_GROUP_OBJ: u16 = 0x04;
+    const ACL_OTHER: u16 = 0x20;
+    let mut acl = 2u32.to_le_bytes().to_vec();
+    for (tag, perm) in [(ACL_USER_OBJ, 7u16), (ACL_GROUP_OBJ, 0), (ACL_OTHER, 0)] {
+        acl.extend_from_slice(&tag.to_le_bytes());
+        acl.extend_from_slice(&perm.to_le_bytes());
+        acl.extend_from_slice(&u32::MAX.to_le_bytes());
+    }
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `path` and the name are valid C strings and `acl` a live buffer of acl.len()
+    // bytes; lsetxattr only reads them, and does not follow a link at `path`.
+    let rc = unsafe {
+        libc::lsetxattr(
+            path.as_ptr(),
+            c"system.posix_acl_default".as_ptr(),
+            acl.as_ptr().cast(),
+            acl.len(),
+            0,
+        )
+    };
+    rc == 0
 }
 
 /// Reads a file koord keeps private (a token, a key): `None` when missing; refused when it
@@ -392,5 +430,35 @@ mod tests {
         );
         drop(first);
         lock_dir(t.path()).unwrap();
+    }
+
+    #[test]
+    fn under_a_private_default_acl_new_files_start_private_whatever_the_umask() {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        if !private_default_acl(dir.path()) {
+            println!("skipped: {} has no POSIX ACLs", dir.path().display());
+            return;
+        }
+        // Asked for 0666 / 0777 (what sled asks for): the default ACL, not the umask, decides.
+        let file = dir.path().join("blob");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o666)
+            .open(&file)
+            .unwrap();
+        assert_eq!(mode(&file), 0o600);
+        let sub = dir.path().join("blobs");
+        std::fs::DirBuilder::new().mode(0o777).create(&sub).unwrap();
+        assert_eq!(mode(&sub), 0o700);
+        let nested = sub.join("1");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o666)
+            .open(&nested)
+            .unwrap();
+        assert_eq!(mode(&nested), 0o600, "a new directory inherits the ACL");
     }
 }
