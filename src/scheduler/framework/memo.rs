@@ -3,7 +3,7 @@
 //! read a field instead of parsing, hashing or locking once per node and pod.
 //!
 //! A slot is computed on first use and emptied whenever its object changes: a node's
-//! memo is replaced with the node's generation, a pod's lives as long as its `PodInfo`.
+//! memo is replaced on every change of the node, a pod's lives as long as its `PodInfo`.
 //! Each plugin instance has an owner id; a slot holds one owner's value, so two
 //! profiles' instances of one plugin (different args) never read each other's.
 

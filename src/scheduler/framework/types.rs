@@ -199,18 +199,10 @@ pub struct NodeInfo {
     pub non_zero_requested: (i64, i64),
     pub pods: Vec<Arc<PodInfo>>,
     pub used_ports: HashSet<HostPort>,
-    /// Changes on every change of the node or its pods (cache key for plugins).
-    pub generation: u64,
     /// The node's NodeResourceTopology as NodeNUMAResource reads it.
     pub topology: Option<Arc<TopologyOptions>>,
     /// What plugins derive from this state of the node (emptied on every change).
     pub memo: super::memo::Memo,
-}
-
-static NODE_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
-fn next_generation() -> u64 {
-    NODE_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl NodeInfo {
@@ -227,7 +219,6 @@ impl NodeInfo {
             non_zero_requested: (0, 0),
             pods: Vec::new(),
             used_ports: HashSet::new(),
-            generation: 0,
             topology: None,
             memo: Default::default(),
             node: node.clone(),
@@ -248,10 +239,9 @@ impl NodeInfo {
         self.changed();
     }
 
-    /// A new state of the node (its object, pods, metric or topology): a new generation,
-    /// and what plugins derived from the old state is dropped.
+    /// A new state of the node (its object, pods, metric or topology): what plugins
+    /// derived from the old state is dropped.
     pub fn changed(&mut self) {
-        self.generation = next_generation();
         self.memo = Default::default();
     }
 

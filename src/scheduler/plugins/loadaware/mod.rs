@@ -162,32 +162,17 @@ impl LoadAware {
             .get_or_init(self.owner, || NodeLoad::of(self, node, cluster))
     }
 
-    /// Thresholds from the args (no node override).
-    fn default_path(&self, pod: &PodInfo) -> Path<'_> {
-        if !self.prod_thresholds.is_empty() && pod.class == PriorityClass::Prod {
-            return Path::Prod(&self.prod_thresholds);
-        }
-        match self
-            .aggregated_thresholds
-            .as_ref()
-            .filter(|t| !t.is_empty())
-        {
-            Some(t) => Path::Aggregated(t, &self.args.aggregated),
-            None => Path::Normal(&self.thresholds),
-        }
-    }
-
     /// Thresholds for this pod on this node: the node's
     /// `scheduling.koordinator.sh/usage-thresholds` parts replace the args'.
     fn path<'a>(&'a self, pod: &PodInfo, load: &'a NodeLoad) -> Path<'a> {
-        let Some(over) = &load.over else {
-            return self.default_path(pod);
-        };
-        let prod = over.prod.as_ref().unwrap_or(&self.prod_thresholds);
+        let over = load.over.as_deref();
+        let prod = over
+            .and_then(|o| o.prod.as_ref())
+            .unwrap_or(&self.prod_thresholds);
         if !prod.is_empty() && pod.class == PriorityClass::Prod {
             return Path::Prod(prod);
         }
-        if let Some((t, agg)) = &over.aggregated {
+        if let Some((t, agg)) = over.and_then(|o| o.aggregated.as_ref()) {
             return Path::Aggregated(t, agg);
         }
         if let Some(t) = self
@@ -197,7 +182,10 @@ impl LoadAware {
         {
             return Path::Aggregated(t, &self.args.aggregated);
         }
-        Path::Normal(over.normal.as_ref().unwrap_or(&self.thresholds))
+        Path::Normal(
+            over.and_then(|o| o.normal.as_ref())
+                .unwrap_or(&self.thresholds),
+        )
     }
 
     fn expired(&self, load: &NodeLoad, now_ms: i64) -> bool {
