@@ -183,7 +183,12 @@ pub fn parse(raw: &str) -> Result<Parsed, QuantityError> {
     }
     let (pow10, pow1024) = suffix_scale(suffix)
         .ok_or_else(|| QuantityError::Suffix(raw.to_string(), suffix.to_string()))?;
-    let digits = format!("{int_part}{frac_part}");
+    // Most quantities ("100m", "4Gi") have no fraction: no allocation for them.
+    let digits: std::borrow::Cow<str> = if frac_part.is_empty() {
+        int_part.into()
+    } else {
+        format!("{int_part}{frac_part}").into()
+    };
     let nano = scaled_nano(&digits, pow10 - frac_part.len() as i64, pow1024);
     Ok(Parsed {
         nano: if neg { -nano } else { nano },

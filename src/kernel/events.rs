@@ -2,7 +2,6 @@
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::Api;
 use kube::api::PostParams;
 
 /// A `type_` (Normal/Warning) event about `involved`, stored in `namespace`, from
@@ -43,14 +42,28 @@ pub fn event(
 /// Writes `e` into its namespace; false (logged at debug) when the API refuses.
 pub async fn record(client: &kube::Client, e: &Event) -> bool {
     let ns = e.metadata.namespace.as_deref().unwrap_or("default");
-    match Api::<Event>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), e)
-        .await
-    {
-        Ok(_) => true,
+    let url = <Event as kube::Resource>::url_path(&(), Some(ns));
+    let sent = async {
+        let body = serde_json::to_vec(e).map_err(kube::Error::SerdeError)?;
+        let req = kube::core::Request::new(url)
+            .create(&PostParams::default(), body)
+            .map_err(kube::Error::BuildRequest)?;
+        post_unread(client, req).await
+    };
+    match sent.await {
+        Ok(()) => true,
         Err(err) => {
             tracing::debug!(reason = ?e.reason, %err, "event not recorded");
             false
         }
     }
+}
+
+/// Sends a write and checks its status without decoding the object the API server echoes
+/// back (the scheduler sends two per pod and never reads the answer).
+pub async fn post_unread(
+    client: &kube::Client,
+    req: hyper::Request<Vec<u8>>,
+) -> Result<(), kube::Error> {
+    client.request_text(req).await.map(|_| ())
 }

@@ -56,19 +56,22 @@ pub async fn patch(client: &kube::Client, pod: &PodInfo, modified: &Pod) -> Resu
 
 /// POSTs the Binding (DefaultBinder).
 pub async fn bind(client: &kube::Client, pod: &PodInfo, node: &str) -> Result<(), BindError> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
     let binding = json!({"apiVersion": "v1", "kind": "Binding",
         "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
         "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
-    api.create_subresource::<serde_json::Value, serde_json::Value>(
-        "binding",
-        &pod.name,
-        &PostParams::default(),
-        &binding,
-    )
-    .await
-    .map(|_| ())
-    .map_err(|source| BindError::Api {
+    let url = <Pod as kube::Resource>::url_path(&(), Some(&pod.namespace));
+    let sent = async {
+        let req = kube::core::Request::new(url)
+            .create_subresource(
+                "binding",
+                &pod.name,
+                &PostParams::default(),
+                binding.to_string().into_bytes(),
+            )
+            .map_err(kube::Error::BuildRequest)?;
+        events::post_unread(client, req).await
+    };
+    sent.await.map_err(|source| BindError::Api {
         pod: pod.key.clone(),
         node: node.to_string(),
         source,

@@ -517,12 +517,10 @@ impl koord::scheduler::framework::Plugin for Gate {
         _: &koord::scheduler::framework::CycleState,
         _: &koord::scheduler::framework::PodInfo,
         node: &str,
-        modified: &mut Pod,
+        modified: &mut koord::scheduler::framework::PodDraft,
     ) -> koord::scheduler::framework::Status {
         modified
-            .metadata
-            .annotations
-            .get_or_insert_with(Default::default)
+            .annotations_mut()
             .insert("test.koord.io/prebind".into(), node.into());
         koord::scheduler::framework::Status::success()
     }

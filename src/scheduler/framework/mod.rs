@@ -11,13 +11,14 @@ pub mod quotas;
 pub mod res;
 pub mod reservations;
 pub mod runtime;
+mod select;
 pub mod types;
 
 use std::any::Any;
 use std::collections::HashSet;
 
 pub use cluster::ClusterState;
-pub use types::{NodeInfo, PodInfo};
+pub use types::{NodeInfo, PodDraft, PodInfo};
 
 /// Extension points, named as in `KubeSchedulerConfiguration.profiles[].plugins`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -212,7 +213,11 @@ impl CycleState {
         self.data.push((key, Box::new(v)));
     }
     pub fn read<T: Any + Send + Sync>(&self, key: &'static str) -> Option<&T> {
-        let (_, v) = self.data.iter().find(|(k, _)| *k == key)?;
+        // Called per node by several plugins: keys are constants, so the same address (or
+        // a different length) usually settles it before the bytes are compared.
+        let same =
+            |k: &str| k.len() == key.len() && (std::ptr::eq(k.as_ptr(), key.as_ptr()) || k == key);
+        let (_, v) = self.data.iter().find(|(k, _)| same(k))?;
         v.downcast_ref()
     }
     pub fn remove(&mut self, key: &'static str) {
@@ -284,7 +289,7 @@ pub trait Plugin: Send + Sync {
         &self,
         _state: &mut CycleState,
         _pod: &PodInfo,
-        _nodes: &[&NodeInfo],
+        _feasible: &[usize],
         _cluster: &ClusterState,
     ) -> Status {
         Status::success()
@@ -297,6 +302,13 @@ pub trait Plugin: Send + Sync {
         _cluster: &ClusterState,
     ) -> Result<i64, String> {
         Ok(0)
+    }
+    /// Whether Score gives every node 0 for this pod (its PreFilter found nothing to
+    /// score): the framework then records 0 for each node without calling Score per node.
+    /// Must agree with `score` and `normalize`; unlike a PreScore Skip it needs no PreScore
+    /// entry in the profile (Koordinator's profiles list their plugins at Score only).
+    fn scores_nothing(&self, _state: &CycleState, _pod: &PodInfo) -> bool {
+        false
     }
     /// NormalizeScore over (node index, score) of the feasible nodes; default: none.
     fn normalize(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [i64]) {}
@@ -320,14 +332,14 @@ pub trait Plugin: Send + Sync {
     ) -> (Status, std::time::Duration) {
         (Status::success(), std::time::Duration::ZERO)
     }
-    /// PreBind: changes to a copy of the pod (annotations, labels); the binder writes them
+    /// PreBind: changes to the pod (annotations, labels) through its draft; the binder writes them
     /// in one patch before binding, as Koordinator's DefaultPreBind does.
     fn pre_bind(
         &self,
         _state: &CycleState,
         _pod: &PodInfo,
         _node: &str,
-        _modified: &mut k8s_openapi::api::core::v1::Pod,
+        _modified: &mut PodDraft,
     ) -> Status {
         Status::success()
     }

@@ -6,12 +6,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::select::{Order, Scratch};
+
 use super::{ClusterState, Code, CycleState, NodeInfo, Plugin, PodInfo, Point, Status};
 
 /// A node rejected by a plugin: (node index, plugin, status).
 pub type Rejection = (usize, &'static str, Status);
-/// One Score plugin's results: (name, weight, normalized score per feasible node).
-pub type PluginScores = (&'static str, i64, Vec<i64>);
 
 /// A plugin enabled at a point, with its score weight.
 #[derive(Clone)]
@@ -44,7 +44,7 @@ pub struct NodeVerdict {
 }
 
 impl NodeVerdict {
-    fn rejected(plugin: &'static str, s: &Status) -> NodeVerdict {
+    pub(super) fn rejected(plugin: &'static str, s: &Status) -> NodeVerdict {
         NodeVerdict {
             feasible: false,
             plugin: Some(plugin),
@@ -71,24 +71,7 @@ pub struct CycleResult {
     pub timings: Vec<(Point, f64)>,
 }
 
-/// Nodes filtered on the calling thread before deciding whether threads pay off.
-const PROBE: usize = 64;
-/// Expected remaining filter time above which the rest is split over threads. Threads are
-/// started per cycle, which costs ~50 µs of CPU and more on a busy machine: below a few
-/// milliseconds one thread is cheaper in CPU and hardly slower.
-const PARALLEL_WORTH: std::time::Duration = std::time::Duration::from_millis(2);
-
-/// CPUs this process may use, read once (`available_parallelism` reads cgroup files).
-fn threads() -> usize {
-    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *THREADS.get_or_init(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    })
-}
-
-fn run_filters(
+pub(super) fn run_filters(
     filters: &[&Enabled],
     state: &CycleState,
     pod: &PodInfo,
@@ -206,111 +189,11 @@ impl Framework {
     }
 
     /// Filter plugins not disabled for this cycle by a PreFilter Skip.
-    fn active_filters<'a>(&'a self, state: &CycleState) -> Vec<&'a Enabled> {
+    pub(super) fn active_filters<'a>(&'a self, state: &CycleState) -> Vec<&'a Enabled> {
         self.enabled(Point::Filter)
             .iter()
             .filter(|e| !state.skip_filter.contains(e.plugin.name()))
             .collect()
-    }
-
-    /// Filters nodes in rotating order, stopping after `limit` feasible ones. A first batch
-    /// runs on this thread; when it shows the rest is worth it, the rest is split over
-    /// threads (spawning costs more than cheap filters on small batches).
-    fn find_feasible(
-        &self,
-        state: &CycleState,
-        pod: &PodInfo,
-        cluster: &ClusterState,
-        order: &[usize],
-        limit: usize,
-    ) -> (Vec<usize>, Vec<Rejection>, usize) {
-        let filters = self.active_filters(state);
-        let found = AtomicUsize::new(0);
-        let check = |chunk: &[usize]| {
-            let mut ok = Vec::new();
-            let mut bad = Vec::new();
-            let mut seen = 0;
-            for &i in chunk {
-                if found.load(Ordering::Relaxed) >= limit {
-                    break;
-                }
-                seen += 1;
-                match run_filters(&filters, state, pod, &cluster.nodes[i], cluster) {
-                    Ok(()) => {
-                        found.fetch_add(1, Ordering::Relaxed);
-                        ok.push(i);
-                    }
-                    Err((p, s)) => bad.push((i, p, s)),
-                }
-            }
-            (ok, bad, seen)
-        };
-        let probe = order.len().min(PROBE);
-        let t = std::time::Instant::now();
-        let (mut ok, mut bad, mut seen) = check(&order[..probe]);
-        let rest = &order[probe..];
-        if rest.is_empty() || ok.len() >= limit {
-            return (ok, bad, seen);
-        }
-        let per_node = t.elapsed() / probe.max(1) as u32;
-        let threads = threads();
-        if threads < 2 || per_node * rest.len().min(limit) as u32 <= PARALLEL_WORTH {
-            let (o, b, n) = check(rest);
-            ok.extend(o);
-            bad.extend(b);
-            return (ok, bad, seen + n);
-        }
-        let size = rest.len().div_ceil(threads);
-        let parts: Vec<_> = std::thread::scope(|s| {
-            let handles: Vec<_> = rest.chunks(size).map(|c| s.spawn(|| check(c))).collect();
-            handles.into_iter().filter_map(|h| h.join().ok()).collect()
-        });
-        for (o, b, n) in parts {
-            ok.extend(o);
-            bad.extend(b);
-            seen += n;
-        }
-        ok.truncate(limit.max(1));
-        (ok, bad, seen)
-    }
-
-    /// Per Score plugin: its name, weight and normalized score of each feasible node.
-    fn score(
-        &self,
-        state: &mut CycleState,
-        pod: &PodInfo,
-        cluster: &ClusterState,
-        feasible: &[usize],
-    ) -> Result<Vec<PluginScores>, (&'static str, Status)> {
-        let nodes: Vec<&NodeInfo> = feasible.iter().map(|i| &cluster.nodes[*i]).collect();
-        for e in self.enabled(Point::PreScore) {
-            let s = e.plugin.pre_score(state, pod, &nodes, cluster);
-            match s.code {
-                Code::Success => {}
-                Code::Skip => {
-                    state.skip_score.insert(e.plugin.name());
-                }
-                _ => return Err((e.plugin.name(), s)),
-            }
-        }
-        let mut out = Vec::new();
-        for e in self.enabled(Point::Score) {
-            let name = e.plugin.name();
-            if state.skip_score.contains(name) {
-                // A plugin that skipped this pod reports 0.
-                out.push((name, e.weight, vec![0; nodes.len()]));
-                continue;
-            }
-            let mut scores = Vec::with_capacity(nodes.len());
-            for n in &nodes {
-                let run = || e.plugin.score(state, pod, n, cluster);
-                let s = state.timed(Point::Score, name, run, Result::is_ok);
-                scores.push(s.map_err(|m| (name, Status::error(m)))?);
-            }
-            e.plugin.normalize(state, pod, &mut scores);
-            out.push((name, e.weight, scores));
-        }
-        Ok(out)
     }
 
     /// One scheduling cycle for `pod`.
@@ -352,8 +235,11 @@ impl Framework {
             ),
             Scope::Everything => (0, total),
         };
-        let mut order: Vec<usize> = (0..total).map(|k| (start + k) % total.max(1)).collect();
+        let mut scratch = Scratch::take();
+        let order = &mut scratch.order;
+        order.clear();
         if let Some(set) = &allowed {
+            order.extend((start..total).chain(0..start));
             order.retain(|i| {
                 let name = &cluster.nodes[*i].name;
                 let keep = set.contains(name);
@@ -372,8 +258,12 @@ impl Framework {
             });
         }
         let clock = std::time::Instant::now();
-        let (feasible, rejected, processed) =
-            self.find_feasible(&state, pod, cluster, &order, limit);
+        let order = match allowed {
+            Some(_) => Order::List(&scratch.order),
+            None => Order::Rotation { start, total },
+        };
+        let (rejected, processed) =
+            self.find_feasible(&state, pod, cluster, order, limit, &mut scratch.feasible);
         timings.push((Point::Filter, clock.elapsed().as_secs_f64()));
         for (i, plugin, s) in rejected {
             verdicts.insert(
@@ -382,8 +272,9 @@ impl Framework {
             );
         }
         let clock = std::time::Instant::now();
-        let node = self.choose(&mut state, pod, cluster, &feasible, scope, &mut verdicts);
+        let node = self.choose(&mut state, pod, cluster, &mut scratch, scope, &mut verdicts);
         timings.push((Point::Score, clock.elapsed().as_secs_f64()));
+        scratch.give_back();
         CycleResult {
             node,
             verdicts,
@@ -392,61 +283,6 @@ impl Framework {
             pre_filter_msg: None,
             timings,
         }
-    }
-
-    fn choose(
-        &self,
-        state: &mut CycleState,
-        pod: &PodInfo,
-        cluster: &ClusterState,
-        feasible: &[usize],
-        scope: Scope,
-        verdicts: &mut BTreeMap<String, NodeVerdict>,
-    ) -> Option<String> {
-        let name = |i: usize| cluster.nodes[i].name.clone();
-        let everything = matches!(scope, Scope::Everything);
-        match feasible {
-            [] => return None,
-            [only] if !everything => return Some(name(*only)),
-            _ => {}
-        }
-        let scored = match self.score(state, pod, cluster, feasible) {
-            Ok(s) => s,
-            Err((plugin, s)) => {
-                for &i in feasible {
-                    verdicts.insert(name(i), NodeVerdict::rejected(plugin, &s));
-                }
-                return None;
-            }
-        };
-        let totals: Vec<i64> = (0..feasible.len())
-            .map(|k| scored.iter().map(|(_, w, s)| s[k] * w).sum())
-            .collect();
-        // The highest total; ties go to the first node by name, so decisions are
-        // reproducible and `koord explain` agrees with the live scheduler.
-        let rank = cluster.name_rank();
-        let mut best = 0;
-        for k in 1..feasible.len() {
-            let (a, b) = (rank[feasible[k]], rank[feasible[best]]);
-            if totals[k] > totals[best] || (totals[k] == totals[best] && a < b) {
-                best = k;
-            }
-        }
-        if everything {
-            for (k, &i) in feasible.iter().enumerate() {
-                let scores = scored.iter().map(|(n, _, s)| (*n, s[k])).collect();
-                let v = NodeVerdict {
-                    feasible: true,
-                    plugin: None,
-                    code: Code::Success,
-                    reason: String::new(),
-                    scores,
-                    total: totals[k],
-                };
-                verdicts.insert(name(i), v);
-            }
-        }
-        Some(name(feasible[best]))
     }
 
     /// Permit: a rejection wins; otherwise the longest Wait (None = allowed now).
@@ -476,7 +312,7 @@ impl Framework {
         pod: &PodInfo,
         node: &str,
     ) -> Result<Option<k8s_openapi::api::core::v1::Pod>, (&'static str, Status)> {
-        let mut modified = (*pod.pod).clone();
+        let mut modified = super::PodDraft::new(&pod.pod);
         for e in self.enabled(Point::PreBind) {
             let run = || e.plugin.pre_bind(state, pod, node, &mut modified);
             let ok = |s: &Status| matches!(s.code, Code::Success | Code::Skip);
@@ -485,7 +321,7 @@ impl Framework {
                 return Err((e.plugin.name(), s));
             }
         }
-        Ok((modified != *pod.pod).then_some(modified))
+        Ok(modified.changed())
     }
 
     pub fn post_bind(&self, state: &CycleState, pod: &PodInfo, node: &str) {

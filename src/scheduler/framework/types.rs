@@ -206,6 +206,17 @@ pub struct NodeInfo {
 }
 
 impl NodeInfo {
+    /// Starts loading what Filter and Score read from behind this node's pointers (its
+    /// memo values, the Node object), a few nodes before the cycle reaches it.
+    #[inline]
+    pub fn prefetch(&self) {
+        self.memo.prefetch();
+        crate::os::tuning::prefetch(&*self.node);
+        if let Some(t) = &self.topology {
+            crate::os::tuning::prefetch(&**t);
+        }
+    }
+
     pub fn new(node: Arc<Node>) -> NodeInfo {
         let mut info = NodeInfo {
             name: node.metadata.name.clone().unwrap_or_default(),
@@ -283,5 +294,75 @@ impl NodeInfo {
             .collect();
         self.changed();
         true
+    }
+}
+
+/// The pod as PreBind plugins leave it: copied on the first change, so the pods no plugin
+/// changes (most of them) cost no copy of the whole object.
+pub struct PodDraft<'a> {
+    original: &'a k8s_openapi::api::core::v1::Pod,
+    copy: Option<k8s_openapi::api::core::v1::Pod>,
+}
+
+impl<'a> PodDraft<'a> {
+    pub fn new(original: &'a k8s_openapi::api::core::v1::Pod) -> PodDraft<'a> {
+        PodDraft {
+            original,
+            copy: None,
+        }
+    }
+
+    /// The pod with the changes so far.
+    pub fn get(&self) -> &k8s_openapi::api::core::v1::Pod {
+        self.copy.as_ref().unwrap_or(self.original)
+    }
+
+    pub fn get_mut(&mut self) -> &mut k8s_openapi::api::core::v1::Pod {
+        let original = self.original;
+        self.copy.get_or_insert_with(|| original.clone())
+    }
+
+    pub fn annotations_mut(&mut self) -> &mut BTreeMap<String, String> {
+        self.get_mut()
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+    }
+
+    /// The changed pod, if it differs from the original.
+    pub fn changed(self) -> Option<k8s_openapi::api::core::v1::Pod> {
+        let original = self.original;
+        self.copy.filter(|c| c != original)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PodDraft;
+
+    #[test]
+    fn a_draft_copies_the_pod_only_when_changed() {
+        let pod: k8s_openapi::api::core::v1::Pod =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}})).unwrap();
+        let draft = PodDraft::new(&pod);
+        assert!(
+            draft.changed().is_none(),
+            "nothing written: no copy, no patch"
+        );
+        let mut draft = PodDraft::new(&pod);
+        draft.annotations_mut().insert("a".into(), "1".into());
+        assert_eq!(draft.get().metadata.annotations.as_ref().unwrap()["a"], "1");
+        let changed = draft.changed().unwrap();
+        assert_eq!(changed.metadata.annotations.unwrap()["a"], "1");
+        assert!(
+            pod.metadata.annotations.is_none(),
+            "the original is untouched"
+        );
+        let mut same = PodDraft::new(&pod);
+        same.get_mut();
+        assert!(
+            same.changed().is_none(),
+            "a copy equal to the original is no change"
+        );
     }
 }

@@ -244,7 +244,7 @@ impl Plugin for InterPodAffinity {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _: &[&NodeInfo],
+        _: &[usize],
         cluster: &ClusterState,
     ) -> Status {
         if state.read::<Facts>(KEY).is_none() {

@@ -265,7 +265,7 @@ impl Plugin for BalancedAllocation {
         &self,
         _: &mut CycleState,
         pod: &PodInfo,
-        _: &[&NodeInfo],
+        _: &[usize],
         _: &ClusterState,
     ) -> Status {
         let requests_any = self.resources.iter().any(|r| pod.req.get(*r) > 0);
@@ -282,23 +282,31 @@ impl Plugin for BalancedAllocation {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<i64, String> {
-        let mut fractions = Vec::with_capacity(self.resources.len());
-        for &r in &self.resources {
+        let fractions = self.resources.iter().filter_map(|&r| {
             let alloc = node.alloc.get(r);
             let want = pod.req.get(r);
             let scalar = r != R_CPU && r != R_MEMORY;
             if alloc == 0 || (scalar && want == 0) {
-                continue;
+                return None;
             }
             let req = node.req.get(r) + want;
-            fractions.push((req as f64 / alloc as f64).min(1.0));
-        }
-        let std = match fractions.len() {
+            Some((req as f64 / alloc as f64).min(1.0))
+        });
+        // Runs for every feasible node of every pod: the fractions are walked twice rather
+        // than collected (an allocation per node was a third of the cycle's mallocs).
+        let (n, sum) = fractions
+            .clone()
+            .fold((0usize, 0.0), |(n, s), f| (n + 1, s + f));
+        let std = match n {
             0 | 1 => 0.0,
-            2 => (fractions[0] - fractions[1]).abs() / 2.0,
+            2 => {
+                let mut two = fractions;
+                let (a, b) = (two.next().unwrap_or(0.0), two.next().unwrap_or(0.0));
+                (a - b).abs() / 2.0
+            }
             n => {
-                let mean = fractions.iter().sum::<f64>() / n as f64;
-                (fractions.iter().map(|f| (f - mean).powi(2)).sum::<f64>() / n as f64).sqrt()
+                let mean = sum / n as f64;
+                (fractions.map(|f| (f - mean).powi(2)).sum::<f64>() / n as f64).sqrt()
             }
         };
         Ok(((1.0 - std) * MAX_NODE_SCORE as f64) as i64)

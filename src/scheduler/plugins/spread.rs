@@ -127,7 +127,7 @@ impl Plugin for PodTopologySpread {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _: &[&NodeInfo],
+        _: &[usize],
         cluster: &ClusterState,
     ) -> Status {
         let soft = constraints(pod, "ScheduleAnyway");

@@ -393,7 +393,7 @@ mod interpod {
             ignore_existing_preferred: false,
         };
         let mut state = CycleState::default();
-        let nodes: Vec<_> = c.nodes.iter().collect();
+        let nodes: Vec<usize> = (0..c.nodes.len()).collect();
         assert!(plugin.pre_score(&mut state, &p, &nodes, &c).is_success());
         let mut scores: Vec<i64> = c
             .nodes
@@ -458,7 +458,7 @@ mod spread {
         );
         let soft = with("ScheduleAnyway");
         let mut state = CycleState::default();
-        let refs: Vec<_> = c.nodes.iter().collect();
+        let refs: Vec<usize> = (0..c.nodes.len()).collect();
         assert!(
             PodTopologySpread
                 .pre_score(&mut state, &soft, &refs, &c)

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::super::framework::gangs::{GangSettings, gang_of};
 use super::super::framework::{
-    ClusterState, Code, CycleState, Plugin, PodInfo, Point, PreFilterResult, Status,
+    ClusterState, Code, CycleState, Plugin, PodDraft, PodInfo, Point, PreFilterResult, Status,
 };
 
 pub const NAME: &str = "Coscheduling";
@@ -74,6 +74,11 @@ struct GangCycle {
 impl Plugin for Coscheduling {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    /// Listed at Score in Koordinator's profile, it scores nothing (every node 0).
+    fn scores_nothing(&self, _: &CycleState, _: &PodInfo) -> bool {
+        true
     }
     fn points(&self) -> &'static [Point] {
         &[
@@ -154,15 +159,12 @@ impl Plugin for Coscheduling {
         state: &CycleState,
         _: &PodInfo,
         _: &str,
-        modified: &mut k8s_openapi::api::core::v1::Pod,
+        modified: &mut PodDraft,
     ) -> Status {
         let Some(c) = state.read::<GangCycle>(NAME) else {
             return Status::skip();
         };
-        let ann = modified
-            .metadata
-            .annotations
-            .get_or_insert_with(Default::default);
+        let ann = modified.annotations_mut();
         for key in [ANN_BIND_GROUP, ANN_BIND_GROUP_OLD] {
             ann.insert(key.into(), c.group_id.clone());
         }

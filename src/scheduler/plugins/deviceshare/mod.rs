@@ -22,7 +22,7 @@ use request::{JointAllocate, Request};
 
 use crate::api::extension::keys::{ANNOTATION_DEVICE_ALLOCATED, LABEL_GPU_MODEL, LABEL_GPU_VENDOR};
 use crate::scheduler::framework::{
-    ClusterState, CycleState, NodeInfo, Plugin, PodInfo, Point, PreFilterResult, Status,
+    ClusterState, CycleState, NodeInfo, Plugin, PodDraft, PodInfo, Point, PreFilterResult, Status,
 };
 
 pub const NAME: &str = "DeviceShare";
@@ -173,6 +173,11 @@ impl Plugin for DeviceShare {
             .unwrap_or(0))
     }
 
+    /// A pod asking for no device (PreFilter skipped) scores 0 on every node.
+    fn scores_nothing(&self, state: &CycleState, _: &PodInfo) -> bool {
+        state.read::<PreState>(NAME).is_none()
+    }
+
     fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [i64]) {
         super::taint::default_normalize(scores, false);
     }
@@ -213,15 +218,13 @@ impl Plugin for DeviceShare {
         state: &CycleState,
         _: &PodInfo,
         _: &str,
-        modified: &mut k8s_openapi::api::core::v1::Pod,
+        modified: &mut PodDraft,
     ) -> Status {
         let Some(a) = state.read::<Allocations>(ALLOC_KEY) else {
             return Status::success();
         };
         modified
-            .metadata
-            .annotations
-            .get_or_insert_with(Default::default)
+            .annotations_mut()
             .insert(ANNOTATION_DEVICE_ALLOCATED.to_string(), devices::format(a));
         Status::success()
     }

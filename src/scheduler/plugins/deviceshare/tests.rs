@@ -361,8 +361,9 @@ fn plugin_allocates_from_what_pods_carry_and_writes_the_annotation() {
     assert_eq!(p.pre_filter(&mut state, &next, &c).0.code, Code::Success);
     assert!(p.filter(&state, &next, &c.nodes[0], &c).is_success());
     assert!(p.reserve(&mut state, &next, "n1", &c).is_success());
-    let mut bound = (*next.pod).clone();
-    assert!(p.pre_bind(&state, &next, "n1", &mut bound).is_success());
+    let mut draft = PodDraft::new(&next.pod);
+    assert!(p.pre_bind(&state, &next, "n1", &mut draft).is_success());
+    let bound = draft.changed().expect("the allocation is written");
     let ann =
         &bound.metadata.annotations.as_ref().unwrap()["scheduling.koordinator.sh/device-allocated"];
     let v: Value = serde_json::from_str(ann).unwrap();

@@ -29,7 +29,7 @@ use crate::api::quantity::{cpu_from_milli, from_int};
 use crate::scheduler::framework::memo::{self, Memoized};
 use crate::scheduler::framework::res::{R_CPU, R_MEMORY};
 use crate::scheduler::framework::{
-    ClusterState, CycleState, NodeInfo, Plugin, PodInfo, Point, PreFilterResult, Status,
+    ClusterState, CycleState, NodeInfo, Plugin, PodDraft, PodInfo, Point, PreFilterResult, Status,
 };
 
 pub const NAME: &str = "NodeNUMAResource";
@@ -135,8 +135,8 @@ impl NodeNUMAResource {
             .get_or_init(self.owner, || NodeFacts::of(&node.node))
     }
 
-    fn strategy(&self, node: &NodeInfo) -> Strategy {
-        self.facts(node).strategy.unwrap_or(self.args.numa_strategy)
+    fn strategy(&self, facts: &NodeFacts) -> Strategy {
+        facts.strategy.unwrap_or(self.args.numa_strategy)
     }
 
     fn pre_state(&self, pod: &PodInfo) -> Result<Option<PreState>, Status> {
@@ -201,10 +201,10 @@ impl NodeNUMAResource {
     fn request(
         &self,
         st: &PreState,
-        node: &NodeInfo,
+        facts: &NodeFacts,
         opts: &TopologyOptions,
     ) -> Result<Request, Status> {
-        let forced = node_bind_policy(&self.facts(node), opts);
+        let forced = node_bind_policy(facts, opts);
         let mut bind = st.bind.map(|(policy, required, exclusive)| Bind {
             policy,
             required,
@@ -252,11 +252,10 @@ impl NodeNUMAResource {
     fn numa_policy(
         &self,
         st: &PreState,
-        node: &NodeInfo,
+        facts: &NodeFacts,
         opts: &TopologyOptions,
     ) -> Result<NumaPolicy, Status> {
-        let node_policy = self
-            .facts(node)
+        let node_policy = facts
             .numa_label
             .or(opts.policy)
             .filter(|p| *p != NumaPolicy::None);
@@ -278,10 +277,11 @@ impl NodeNUMAResource {
         phase: Phase,
     ) -> Result<Option<(Allocation, Request)>, Status> {
         let opts = topology_of(node);
-        let policy = self.numa_policy(st, node, opts)?;
-        let req = self.request(st, node, opts)?;
+        let facts = self.facts(node);
+        let policy = self.numa_policy(st, &facts, opts)?;
+        let req = self.request(st, &facts, opts)?;
         if phase == Phase::Filter {
-            self.filter_amplified(&req, node, pod)?;
+            self.filter_amplified(&req, &facts, node, pod)?;
         }
         if req.bind.is_none() && policy == NumaPolicy::None {
             return Ok(None);
@@ -308,7 +308,7 @@ impl NodeNUMAResource {
             let hs = hints::generate(opts, &ns, &req, policy, exclusive);
             hints::admit(policy, &hs, all).map_err(Status::unschedulable)?
         };
-        let a = alloc::allocate(opts, &ns, &req, hint, self.strategy(node))
+        let a = alloc::allocate(opts, &ns, &req, hint, self.strategy(&facts))
             .map_err(Status::unschedulable)?;
         Ok(Some((a, req)))
     }
@@ -316,10 +316,11 @@ impl NodeNUMAResource {
     fn filter_amplified(
         &self,
         req: &Request,
+        facts: &NodeFacts,
         node: &NodeInfo,
         pod: &PodInfo,
     ) -> Result<(), Status> {
-        let ratio = amplification_ratio(&self.facts(node))?;
+        let ratio = amplification_ratio(facts)?;
         if req.cpu_milli == 0 || ratio <= 1.0 {
             return Ok(());
         }
@@ -490,11 +491,12 @@ impl Plugin for NodeNUMAResource {
             return Ok(0);
         };
         let opts = topology_of(node);
-        let Ok(policy) = self.numa_policy(st, node, opts) else {
+        let facts = self.facts(node);
+        let Ok(policy) = self.numa_policy(st, &facts, opts) else {
             return Ok(0);
         };
         if policy == NumaPolicy::None {
-            let ratio = amplification_ratio(&self.facts(node)).unwrap_or(1.0);
+            let ratio = amplification_ratio(&facts).unwrap_or(1.0);
             // Only an amplified node counts its pinned CPUs differently; skip the pod scan
             // everywhere else (this runs for every pod on every feasible node).
             let pinned = if ratio > 1.0 {
@@ -560,24 +562,21 @@ impl Plugin for NodeNUMAResource {
         state: &CycleState,
         _: &PodInfo,
         _: &str,
-        modified: &mut k8s_openapi::api::core::v1::Pod,
+        modified: &mut PodDraft,
     ) -> Status {
         let Some(r) = state.read::<Reserved>(ALLOC_KEY) else {
             return Status::success();
         };
         // A pod pinned by default policy records it, as Koordinator back-fills resource-spec.
         let spec = r.bound.map(|p| {
-            let mut spec = rs::resource_spec(modified).unwrap_or_default();
+            let mut spec = rs::resource_spec(modified.get()).unwrap_or_default();
             match r.forced {
                 Some(f) => spec.required_cpu_bind_policy = Some(policy_name(f).to_string()),
                 None => spec.preferred_cpu_bind_policy = Some(policy_name(p).to_string()),
             }
             serde_json::to_string(&spec).unwrap_or_default()
         });
-        let ann = modified
-            .metadata
-            .annotations
-            .get_or_insert_with(Default::default);
+        let ann = modified.annotations_mut();
         if let Some(spec) = spec {
             ann.insert(ANNOTATION_RESOURCE_SPEC.to_string(), spec);
         }

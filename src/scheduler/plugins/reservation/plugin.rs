@@ -16,8 +16,8 @@ use super::info::{
 use crate::api::extension::keys::ANNOTATION_RESERVATION_ALLOCATED;
 use crate::scheduler::framework::res::{R_PODS, ResVec};
 use crate::scheduler::framework::{
-    ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point, PreFilterResult,
-    Status,
+    ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodDraft, PodInfo, Point,
+    PreFilterResult, Status,
 };
 
 pub const NAME: &str = "Reservation";
@@ -269,6 +269,12 @@ impl Plugin for ReservationPlugin {
             .unwrap_or(0))
     }
 
+    /// No reservation matched (PreFilter skipped), or the pod ignores reservations: every
+    /// node scores 0.
+    fn scores_nothing(&self, state: &CycleState, _: &PodInfo) -> bool {
+        state.read::<PreState>(NAME).is_none_or(|st| st.ignored)
+    }
+
     /// Koordinator's NormalizeScore: the best node gets 100.
     fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [i64]) {
         let max = scores.iter().copied().max().unwrap_or(0);
@@ -322,16 +328,14 @@ impl Plugin for ReservationPlugin {
         state: &CycleState,
         _: &PodInfo,
         _: &str,
-        modified: &mut k8s_openapi::api::core::v1::Pod,
+        modified: &mut PodDraft,
     ) -> Status {
         let Some(c) = state.read::<Chosen>(CHOSEN) else {
             return Status::success();
         };
         let v = serde_json::json!({"name": c.name, "uid": c.uid});
         modified
-            .metadata
-            .annotations
-            .get_or_insert_with(Default::default)
+            .annotations_mut()
             .insert(ANNOTATION_RESERVATION_ALLOCATED.to_string(), v.to_string());
         Status::success()
     }
