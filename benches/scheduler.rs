@@ -50,8 +50,9 @@ profiles:
     args: {usageThresholds: {cpu: 65, memory: 95}}
 "#;
 
-/// The default profile before NodeNUMAResource joined it, to measure what it costs pods
-/// that are not pinned.
+/// kube-scheduler's defaults with LoadAwareScheduling and none of Koordinator's other
+/// plugins (NodeNUMAResource, Reservation, DeviceShare, ElasticQuota, Coscheduling): what
+/// those cost a plain pod is the difference to the default profile.
 const NO_NUMA: &str = r#"apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 profiles:
@@ -343,7 +344,7 @@ fn main() {
     for nodes in sizes {
         run("default koord profile", nodes, &default, false);
         run(
-            "default profile without NodeNUMAResource",
+            "kube-scheduler defaults + LoadAware only",
             nodes,
             &no_numa,
             false,
