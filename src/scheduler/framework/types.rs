@@ -28,8 +28,8 @@ pub struct PodInfo {
     pub name: String,
     pub uid: String,
     pub requests: Amounts,
-    pub limits: Amounts,
-    /// `requests` and `limits` as dense vectors (what the hot paths read).
+    /// `requests` and the pod's limits as dense vectors (what the hot paths read; the
+    /// limits are kept only in this form: 10,000 pending pods held two maps each).
     pub req: ResVec,
     pub lim: ResVec,
     /// (cpu milli, memory) with upstream's non-zero defaults, for scoring.
@@ -86,7 +86,6 @@ impl PodInfo {
             req: ResVec::from_amounts(&requests),
             lim: ResVec::from_amounts(&limits),
             requests,
-            limits,
             non_zero: non_zero_requests(&pod),
             priority: spec.and_then(|s| s.priority).unwrap_or(0),
             class: pod_priority_class_with_default(&pod),
