@@ -99,7 +99,6 @@ fn prefetch_line(addr: *const u8) {
 }
 
 #[cfg(test)]
-#[cfg(test)]
 mod tests {
     #[test]
     fn trim_after_freeing_a_burst_does_not_disturb_the_heap() {

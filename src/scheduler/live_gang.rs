@@ -46,12 +46,12 @@ impl Scheduler {
         tx.is_some_and(|t| t.send(allow).is_ok())
     }
 
-    /// Keys of pods waiting at Permit.
     /// Pods waiting at Permit now.
     pub fn waiting_count(&self) -> usize {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
+    /// Keys of pods waiting at Permit.
     pub fn waiting_pods(&self) -> Vec<String> {
         self.waiting
             .lock()
