@@ -21,7 +21,7 @@ pub mod scheduler;
 /// The layers, lowest first: a module may use only modules of strictly lower layers, so
 /// there is no import circle and roles never import each other.
 #[cfg(test)]
-mod layering {
+pub(crate) mod layering {
     const LAYERS: &[&[&str]] = &[
         &["api"],
         &["os"],
@@ -45,7 +45,7 @@ mod layering {
         LAYERS.iter().position(|l| l.contains(&m))
     }
 
-    fn sources(path: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    pub(crate) fn sources(path: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
         if path.is_dir() {
             for e in std::fs::read_dir(path).unwrap().flatten() {
                 sources(&e.path(), out);
@@ -64,7 +64,9 @@ mod layering {
                     .chars()
                     .take_while(|c| c.is_ascii_lowercase() || *c == '_')
                     .collect();
-                out.push(name);
+                if !name.is_empty() {
+                    out.push(name);
+                }
             }
         }
         out

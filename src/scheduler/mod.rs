@@ -13,11 +13,14 @@ pub mod framework;
 pub mod live;
 pub mod live_watch;
 pub mod metrics;
+pub mod model;
 pub mod plugins;
 pub mod queue;
 pub mod reservation_live;
 pub mod status_writer;
 
+#[cfg(test)]
+mod layering_tests;
 #[cfg(test)]
 mod test_util;
 

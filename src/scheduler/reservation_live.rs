@@ -17,7 +17,7 @@ use super::framework::PodInfo;
 use super::framework::reservations::reserve_key;
 use crate::api::extension::keys::ANNOTATION_RESERVATION_ALLOCATED;
 use crate::api::scheduling::reservation::Reservation;
-use crate::scheduler::plugins::reservation::info::{
+use crate::scheduler::model::reservation::{
     PHASE_AVAILABLE, PHASE_FAILED, PHASE_PENDING, PHASE_SUCCEEDED, ReservationInfo, reserve_pod,
 };
 

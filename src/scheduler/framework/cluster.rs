@@ -11,7 +11,7 @@ use super::metric::MetricInfo;
 use super::types::{NodeInfo, PodInfo};
 use crate::api::slo::NodeMetric;
 use crate::api::topology::NodeResourceTopology;
-use crate::scheduler::plugins::numa::topology::TopologyOptions;
+use crate::scheduler::model::topology::TopologyOptions;
 
 #[derive(Default)]
 pub struct ClusterState {
@@ -21,15 +21,14 @@ pub struct ClusterState {
     placed: HashMap<String, String>,
     pub metrics: HashMap<String, Arc<MetricInfo>>,
     /// Reservations by name, and what their owners hold (see `reservations.rs`).
-    pub reservations:
-        HashMap<String, crate::scheduler::plugins::reservation::info::ReservationInfo>,
+    pub reservations: HashMap<String, crate::scheduler::model::reservation::ReservationInfo>,
     pub(super) reservation_by_uid: HashMap<String, String>,
     pub(super) reservation_owners:
         HashMap<String, std::collections::BTreeMap<String, crate::api::pod::Amounts>>,
     /// NodeNUMAResource's view of each node's NodeResourceTopology, by node name.
     pub topologies: HashMap<String, Arc<TopologyOptions>>,
     /// DeviceShare's view of each node's Device, by node name.
-    pub devices: HashMap<String, Arc<crate::scheduler::plugins::deviceshare::devices::NodeDevices>>,
+    pub devices: HashMap<String, Arc<crate::scheduler::model::devices::NodeDevices>>,
     /// Pods (and reserve pods) counted on a node the watch has not shown yet.
     orphans: HashMap<String, Vec<Arc<PodInfo>>>,
     /// Pods assumed by this scheduler and not yet confirmed by the watch.
@@ -281,7 +280,9 @@ impl ClusterState {
     /// Parses a Device once, when it changes.
     pub fn upsert_device(&mut self, d: &crate::api::scheduling::device::Device) {
         if let Some(name) = d.metadata.name.clone() {
-            let parsed = crate::scheduler::plugins::deviceshare::node_devices(d);
+            let parsed = Arc::new(crate::scheduler::model::devices::NodeDevices::from_device(
+                d,
+            ));
             self.devices.insert(name, parsed);
         }
     }

@@ -11,7 +11,7 @@ use crate::api::extension::keys::{
 };
 use crate::api::pod::Amounts;
 use crate::api::quota::{ElasticQuota, QuotaInfo};
-use crate::scheduler::plugins::elasticquota::runtime::{self, Quota};
+use crate::scheduler::model::quota::{self as runtime, Quota};
 
 /// What the runtime calculation and pod resolution need from `ElasticQuotaArgs`.
 #[derive(Debug, Clone, PartialEq)]

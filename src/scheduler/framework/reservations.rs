@@ -9,7 +9,7 @@ use super::ClusterState;
 use super::types::PodInfo;
 use crate::api::pod::Amounts;
 use crate::api::scheduling::reservation::Reservation;
-use crate::scheduler::plugins::reservation::info::{ReservationInfo, reserve_pod};
+use crate::scheduler::model::reservation::{ReservationInfo, reserve_pod};
 
 /// The key a reservation's reserve pod is counted under.
 pub fn reserve_key(name: &str) -> String {

@@ -11,7 +11,7 @@ use crate::api::extension::priority::{PriorityClass, pod_priority_class_with_def
 use crate::api::extension::resources::{CPU, MEMORY};
 use crate::api::extension::resourcestatus::CpuAlloc;
 use crate::api::pod::{Amounts, amounts, container_requests, pod_limits, pod_requests};
-use crate::scheduler::plugins::numa::topology::TopologyOptions;
+use crate::scheduler::model::topology::TopologyOptions;
 
 /// Requests a pod without cpu/memory requests counts with when scoring (upstream).
 pub const DEFAULT_MILLI_CPU: i64 = 100;
@@ -54,7 +54,7 @@ pub struct PodInfo {
     /// The gang (`namespace/name`) the pod belongs to, if any.
     pub gang: Option<String>,
     /// The devices DeviceShare gave it (`device-allocated`).
-    pub devices: Option<Arc<crate::scheduler::plugins::deviceshare::devices::Allocations>>,
+    pub devices: Option<Arc<crate::scheduler::model::devices::Allocations>>,
     /// What plugins derive from the pod (its usage estimate, …), computed once.
     pub memo: super::memo::Memo,
 }
@@ -108,8 +108,7 @@ impl PodInfo {
             reservation_allocated: reservation_allocated(&pod),
             reserve_of: None,
             gang: super::gangs::gang_of(&pod),
-            devices: crate::scheduler::plugins::deviceshare::devices::of_annotation(&pod)
-                .map(Arc::new),
+            devices: crate::scheduler::model::devices::of_annotation(&pod).map(Arc::new),
             memo: Default::default(),
             namespace,
             name,

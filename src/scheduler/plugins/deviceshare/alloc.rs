@@ -7,9 +7,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::devices::{Allocations, Dev, DevRes, Granted, NodeDevices, Used};
 use super::request::{JointAllocate, Need, Request};
 use crate::api::extension::resources::{GPU_MEMORY, GPU_MEMORY_RATIO};
+use crate::scheduler::model::devices::{Allocations, Dev, DevRes, Granted, NodeDevices, Used};
 
 pub const ERR_JOINT: &str = "node(s) Device Joint-Allocate rules violation";
 

@@ -8,16 +8,14 @@
 
 pub mod alloc;
 pub mod args;
-pub mod devices;
 pub mod request;
+pub mod used;
 
 #[cfg(test)]
 mod tests;
 
-use std::sync::Arc;
-
+use crate::scheduler::model::devices::{self, Allocations};
 use alloc::{Ctx, Scorer};
-use devices::{Allocations, NodeDevices};
 use request::{JointAllocate, Request};
 
 use crate::api::extension::keys::{ANNOTATION_DEVICE_ALLOCATED, LABEL_GPU_MODEL, LABEL_GPU_VENDOR};
@@ -68,7 +66,7 @@ impl DeviceShare {
     ) -> Option<R> {
         let devs = cluster.devices.get(&node.name)?;
         let usable = crate::scheduler::plugins::reservation::plugin::matched_on(state, &node.name);
-        let (used, reserved) = devices::used_on(node, &usable);
+        let (used, reserved) = used::used_on(node, &usable);
         Some(f(&Ctx {
             devices: devs,
             used: &used,
@@ -228,9 +226,4 @@ impl Plugin for DeviceShare {
             .insert(ANNOTATION_DEVICE_ALLOCATED.to_string(), devices::format(a));
         Status::success()
     }
-}
-
-/// Parses a node's Device once, when it changes (kept on the cluster state).
-pub fn node_devices(d: &crate::api::scheduling::device::Device) -> Arc<NodeDevices> {
-    Arc::new(NodeDevices::from_device(d))
 }

@@ -4,12 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use super::devices::DevRes;
 use crate::api::extension::resources::{
     FPGA, GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, GPU_SHARED, KOORD_GPU, NPU_CORE, NPU_CPU,
     NPU_DVPP, NVIDIA_GPU, RDMA,
 };
 use crate::api::pod::Amounts;
+use crate::scheduler::model::devices::DevRes;
 
 pub const AMD_GPU: &str = "amd.com/gpu";
 pub const HYGON_DCU: &str = "dcu.com/gpu";

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::alloc::{self, Ctx, ERR_JOINT, Scorer};
-use super::devices::{self, DevRes, NodeDevices, Used};
 use super::request::{self, ERR_INVALID, JointAllocate, Need, Request};
 use super::*;
 use crate::api::pod::Amounts;
 use crate::scheduler::framework::Code;
+use crate::scheduler::model::devices::{self, DevRes, NodeDevices, Used};
 use crate::scheduler::test_util::{cluster, node_json, pod};
 
 const GI: i64 = 1 << 30;
@@ -447,13 +447,13 @@ fn a_reservations_devices_are_held_until_its_owner_takes_them() {
         "status": {"phase": "Available", "nodeName": "n1", "allocatable": {"koordinator.sh/gpu-memory-ratio": "100"}}}))
     .unwrap();
     c.upsert_reservation(Arc::new(r));
-    let (held, _) = devices::used_on(&c.nodes[0], &[]);
+    let (held, _) = super::used::used_on(&c.nodes[0], &[]);
     assert_eq!(
         held[&("gpu".to_string(), 0)][GPU_MEMORY_RATIO],
         100,
         "held by r1"
     );
-    let (held, mine) = devices::used_on(&c.nodes[0], &["r1".to_string()]);
+    let (held, mine) = super::used::used_on(&c.nodes[0], &["r1".to_string()]);
     assert!(held.is_empty() && mine[&("gpu".to_string(), 0)][GPU_MEMORY_RATIO] == 100);
     // The owner takes half: the reservation holds the other half, counted once.
     let owner = {
@@ -469,7 +469,7 @@ fn a_reservations_devices_are_held_until_its_owner_takes_them() {
         v
     };
     c.upsert_pod(Arc::new(serde_json::from_value(owner).unwrap()));
-    let (held, _) = devices::used_on(&c.nodes[0], &[]);
+    let (held, _) = super::used::used_on(&c.nodes[0], &[]);
     assert_eq!(held[&("gpu".to_string(), 0)][GPU_MEMORY_RATIO], 100);
     let set: BTreeSet<i32> = c.devices["n1"].by_type["gpu"]
         .iter()

@@ -6,7 +6,6 @@
 
 pub mod args;
 pub mod preempt;
-pub mod runtime;
 pub mod status;
 
 use std::collections::BTreeMap;

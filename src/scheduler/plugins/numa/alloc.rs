@@ -3,9 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::take::{self, BindPolicy, Exclusive, Strategy};
-use super::topology::TopologyOptions;
+use super::take::{self, Exclusive};
 use crate::scheduler::framework::NodeInfo;
+use crate::scheduler::model::topology::TopologyOptions;
+use crate::scheduler::model::topology::{BindPolicy, Strategy};
 
 /// The node's allocations by other pods.
 #[derive(Debug, Default)]

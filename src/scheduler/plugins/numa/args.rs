@@ -2,8 +2,8 @@
 
 use serde::Deserialize;
 
-use super::take::{BindPolicy, Strategy};
 use crate::scheduler::framework::res::{ResId, intern};
+use crate::scheduler::model::topology::{BindPolicy, Strategy};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::alloc::{NodeState, Request, bits, usable};
-use super::topology::{NumaPolicy, TopologyOptions};
+use crate::scheduler::model::topology::{NumaPolicy, TopologyOptions};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hint {

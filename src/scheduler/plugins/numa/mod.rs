@@ -9,7 +9,6 @@ pub mod alloc;
 pub mod args;
 pub mod hints;
 pub mod take;
-pub mod topology;
 
 #[cfg(test)]
 mod tests;
@@ -17,8 +16,7 @@ mod tests;
 use std::collections::BTreeMap;
 
 use alloc::{Allocation, Bind, NodeState, Request};
-use take::{BindPolicy, Exclusive, Strategy};
-use topology::{NodeFacts, NumaPolicy, TopologyOptions};
+use take::Exclusive;
 
 use crate::api::cpuset;
 use crate::api::extension::keys::{ANNOTATION_RESOURCE_SPEC, ANNOTATION_RESOURCE_STATUS};
@@ -31,13 +29,12 @@ use crate::scheduler::framework::res::{R_CPU, R_MEMORY};
 use crate::scheduler::framework::{
     ClusterState, CycleState, NodeInfo, Plugin, PodDraft, PodInfo, Point, PreFilterResult, Status,
 };
+use crate::scheduler::model::topology::{
+    BindPolicy, NodeFacts, NumaPolicy, Strategy, TopologyOptions,
+};
 
 pub const NAME: &str = "NodeNUMAResource";
 const ALLOC_KEY: &str = "NodeNUMAResource/allocation";
-
-pub const LABEL_NODE_CPU_BIND_POLICY: &str = "node.koordinator.sh/cpu-bind-policy";
-pub const LABEL_NODE_NUMA_TOPOLOGY_POLICY: &str = "node.koordinator.sh/numa-topology-policy";
-pub const LABEL_NODE_NUMA_ALLOCATE_STRATEGY: &str = "node.koordinator.sh/numa-allocate-strategy";
 
 pub const ERR_NOT_MATCH_NUMA_TOPOLOGY: &str = "node(s) NUMA Topology policy not match";
 pub const ERR_INVALID_REQUESTED_CPUS: &str = "the requested CPUs must be integer";

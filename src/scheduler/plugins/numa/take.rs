@@ -6,14 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use super::topology::{Cpu, CpuTopology};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum BindPolicy {
-    #[default]
-    FullPcpus,
-    SpreadByPcpus,
-}
+use crate::scheduler::model::topology::{BindPolicy, Cpu, CpuTopology, Strategy};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Exclusive {
@@ -31,14 +24,6 @@ impl Exclusive {
             _ => Exclusive::None,
         }
     }
-}
-
-/// NUMA allocate strategy: which NUMA node / socket to fill first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Strategy {
-    #[default]
-    LeastAllocated,
-    MostAllocated,
 }
 
 pub const ERR_NOT_ENOUGH_CPUS: &str = "not enough cpus available to satisfy request";

@@ -7,10 +7,13 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::alloc::{Bind, NodeState, Request};
-use super::take::{BindPolicy, Exclusive, Strategy, take_cpus};
-use super::topology::{CpuTopology, NumaPolicy, TopologyOptions};
+use super::take::{Exclusive, take_cpus};
 use super::*;
 use crate::scheduler::framework::runtime::Framework;
+use crate::scheduler::model::topology::{
+    BindPolicy, LABEL_NODE_CPU_BIND_POLICY, LABEL_NODE_NUMA_TOPOLOGY_POLICY, Strategy,
+};
+use crate::scheduler::model::topology::{CpuTopology, NumaPolicy, TopologyOptions};
 use crate::scheduler::test_util::{cluster, node_json, pod};
 
 /// CPUs numbered socket → NUMA node → core → thread.

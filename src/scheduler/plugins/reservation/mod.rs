@@ -3,5 +3,4 @@
 //! scheduling of Reservations and owner pods is not wired into the framework yet, so the
 //! plugin name stays refused in configurations.
 
-pub mod info;
 pub mod plugin;

@@ -9,15 +9,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::info::{
-    ANNOTATION_RESERVATION_NODE, AllocatePolicy, ReservationInfo, affinity, ignores_reservations,
-    matches,
-};
 use crate::api::extension::keys::ANNOTATION_RESERVATION_ALLOCATED;
 use crate::scheduler::framework::res::{R_PODS, ResVec};
 use crate::scheduler::framework::{
     ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodDraft, PodInfo, Point,
     PreFilterResult, Status,
+};
+use crate::scheduler::model::reservation::{
+    ANNOTATION_RESERVATION_NODE, AllocatePolicy, ReservationInfo, affinity, ignores_reservations,
+    matches,
 };
 
 pub const NAME: &str = "Reservation";

@@ -234,5 +234,5 @@ pub fn runtime_tree(
 }
 
 #[cfg(test)]
-#[path = "runtime_tests.rs"]
+#[path = "quota_tests.rs"]
 mod tests;

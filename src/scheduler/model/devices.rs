@@ -12,7 +12,6 @@ use crate::api::extension::keys::ANNOTATION_DEVICE_ALLOCATED;
 use crate::api::extension::resources::GPU_MEMORY;
 use crate::api::quantity::{bytes_binary, from_int, q_value};
 use crate::api::scheduling::device::Device;
-use crate::scheduler::framework::NodeInfo;
 
 /// Resource name → integer amount (percent units, bytes for gpu-memory).
 pub type DevRes = BTreeMap<String, i64>;
@@ -195,59 +194,3 @@ pub fn of_annotation(pod: &k8s_openapi::api::core::v1::Pod) -> Option<Allocation
 
 /// (type, minor) → amounts held.
 pub type Used = BTreeMap<(String, i32), DevRes>;
-
-fn add_into(used: &mut Used, a: &Allocations, sign: i64) {
-    for (kind, granted) in a {
-        for g in granted {
-            let e = used.entry((kind.clone(), g.minor)).or_default();
-            for (k, v) in &g.resources {
-                *e.entry(k.clone()).or_default() += sign * v;
-            }
-        }
-    }
-}
-
-/// What is held on `node`, and the devices of the reservations in `usable` (which this
-/// pod may take from: they count as free, and are preferred). A reservation holds its
-/// allocation less what its owners took, so nothing is counted twice.
-pub fn used_on(node: &NodeInfo, usable: &[String]) -> (Used, Used) {
-    let mut used = Used::new();
-    let mut owners: BTreeMap<String, Allocations> = BTreeMap::new();
-    let mut reserved: Vec<(String, String, &Allocations)> = Vec::new();
-    for p in &node.pods {
-        let Some(a) = p.devices.as_deref() else {
-            continue;
-        };
-        if let Some(name) = &p.reserve_of {
-            reserved.push((name.clone(), p.uid.clone(), a));
-            continue;
-        }
-        add_into(&mut used, a, 1);
-        if let Some(uid) = &p.reservation_allocated {
-            let o = owners.entry(uid.clone()).or_default();
-            for (kind, g) in a {
-                o.entry(kind.clone()).or_default().extend(g.iter().cloned());
-            }
-        }
-    }
-    let mut preferred = Used::new();
-    for (name, uid, a) in reserved {
-        let mut held = Used::new();
-        add_into(&mut held, a, 1);
-        if let Some(o) = owners.get(&uid) {
-            add_into(&mut held, o, -1);
-        }
-        let into = if usable.contains(&name) {
-            &mut preferred
-        } else {
-            &mut used
-        };
-        for (key, res) in held {
-            let e = into.entry(key).or_default();
-            for (k, v) in res {
-                *e.entry(k).or_default() += v.max(0);
-            }
-        }
-    }
-    (used, preferred)
-}

@@ -8,6 +8,25 @@ use serde::Deserialize;
 use crate::api::cpuset;
 use crate::api::topology::NodeResourceTopology;
 
+pub const LABEL_NODE_CPU_BIND_POLICY: &str = "node.koordinator.sh/cpu-bind-policy";
+pub const LABEL_NODE_NUMA_TOPOLOGY_POLICY: &str = "node.koordinator.sh/numa-topology-policy";
+pub const LABEL_NODE_NUMA_ALLOCATE_STRATEGY: &str = "node.koordinator.sh/numa-allocate-strategy";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BindPolicy {
+    #[default]
+    FullPcpus,
+    SpreadByPcpus,
+}
+
+/// NUMA allocate strategy: which NUMA node / socket to fill first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Strategy {
+    #[default]
+    LeastAllocated,
+    MostAllocated,
+}
+
 pub const ANNOTATION_CPU_TOPOLOGY: &str = "node.koordinator.sh/cpu-topology";
 pub const ANNOTATION_KUBELET_CPU_MANAGER_POLICY: &str = "kubelet.koordinator.sh/cpu-manager-policy";
 pub const ANNOTATION_POD_CPU_ALLOCS: &str = "node.koordinator.sh/pod-cpu-allocs";
@@ -109,11 +128,11 @@ impl NumaPolicy {
 pub struct NodeFacts {
     /// `node.koordinator.sh/cpu-bind-policy`: absent, or the policy it forces (`None` for
     /// a label that forces nothing).
-    pub bind_label: Option<Option<super::take::BindPolicy>>,
+    pub bind_label: Option<Option<BindPolicy>>,
     /// `node.koordinator.sh/numa-topology-policy`.
     pub numa_label: Option<NumaPolicy>,
     /// `node.koordinator.sh/numa-allocate-strategy`.
-    pub strategy: Option<super::take::Strategy>,
+    pub strategy: Option<Strategy>,
     /// The cpu amplification ratio; `None` when the annotation is malformed.
     pub cpu_ratio: Option<f64>,
 }
@@ -131,7 +150,7 @@ impl Default for NodeFacts {
 
 impl NodeFacts {
     pub fn of(node: &k8s_openapi::api::core::v1::Node) -> NodeFacts {
-        use super::take::{BindPolicy, Strategy};
+        use {BindPolicy, Strategy};
         let label = |k: &str| {
             node.metadata
                 .labels
@@ -139,12 +158,12 @@ impl NodeFacts {
                 .and_then(|l| l.get(k))
                 .map(String::as_str)
         };
-        let bind_label = label(super::LABEL_NODE_CPU_BIND_POLICY).map(|v| match v {
+        let bind_label = label(LABEL_NODE_CPU_BIND_POLICY).map(|v| match v {
             "FullPCPUsOnly" => Some(BindPolicy::FullPcpus),
             "SpreadByPCPUs" => Some(BindPolicy::SpreadByPcpus),
             _ => None,
         });
-        let strategy = match label(super::LABEL_NODE_NUMA_ALLOCATE_STRATEGY) {
+        let strategy = match label(LABEL_NODE_NUMA_ALLOCATE_STRATEGY) {
             Some("MostAllocated") => Some(Strategy::MostAllocated),
             Some("LeastAllocated") => Some(Strategy::LeastAllocated),
             _ => None,
@@ -161,7 +180,7 @@ impl NodeFacts {
         };
         NodeFacts {
             bind_label,
-            numa_label: label(super::LABEL_NODE_NUMA_TOPOLOGY_POLICY).and_then(NumaPolicy::parse),
+            numa_label: label(LABEL_NODE_NUMA_TOPOLOGY_POLICY).and_then(NumaPolicy::parse),
             strategy,
             cpu_ratio,
         }

@@ -10,11 +10,10 @@ use serde::Deserialize;
 use crate::api::extension::keys::{
     ANNOTATION_RESERVATION_AFFINITY, ANNOTATION_RESERVE_POD, LABEL_RESERVATION_IGNORED,
 };
+use crate::api::placement::{term_matches, tolerates};
 use crate::api::pod::{Amounts, amounts, pod_requests};
 use crate::api::scheduling::reservation::{Reservation, ReservationOwner};
 use crate::api::selector::Selector;
-use crate::scheduler::plugins::affinity::term_matches;
-use crate::scheduler::plugins::taint::tolerates;
 
 pub const ANNOTATION_RESERVATION_NAME: &str = "scheduling.koordinator.sh/reservation-name";
 pub const ANNOTATION_RESERVATION_NODE: &str = "scheduling.koordinator.sh/reservation-node";
@@ -334,5 +333,5 @@ pub fn reserve_pod(info: &ReservationInfo, resources: Option<&Amounts>) -> Pod {
 }
 
 #[cfg(test)]
-#[path = "info_tests.rs"]
+#[path = "reservation_tests.rs"]
 mod tests;
