@@ -24,4 +24,5 @@ pub mod slo;
 pub mod sloconfig;
 pub mod time;
 pub mod topology;
+pub mod trim;
 pub mod xpu;

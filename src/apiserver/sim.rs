@@ -98,6 +98,24 @@ fn running_status(pod: &Value, node_ip: &str, pod_ip: &str) -> Value {
     status
 }
 
+/// Whether the pod has a deletionTimestamp, read without building the pod's `Value` tree
+/// (the simulator sees every pod event).
+fn being_deleted(bytes: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(rename = "deletionTimestamp")]
+        deletion: Option<serde::de::IgnoredAny>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Head {
+        metadata: Option<Meta>,
+    }
+    serde_json::from_slice::<Head>(bytes)
+        .ok()
+        .and_then(|h| h.metadata?.deletion)
+        .is_some()
+}
+
 /// What the simulator does for one pod event.
 fn react(store: &Store, sim: &HashSet<String>, obj: &Arc<Stored>, counter: &mut u64) {
     let node = obj.field("spec.nodeName");
@@ -105,8 +123,7 @@ fn react(store: &Store, sim: &HashSet<String>, obj: &Arc<Stored>, counter: &mut 
         return;
     }
     let key = (String::new(), "pods".to_string());
-    let pod = obj.value();
-    let result = if pod.pointer("/metadata/deletionTimestamp").is_some() {
+    let result = if being_deleted(&obj.bytes) {
         store.commit(&key, &obj.namespace, &obj.name, |cur| {
             if cur.is_some_and(|c| c.uid == obj.uid) {
                 Ok(Change::Delete)
@@ -163,6 +180,23 @@ pub async fn run(store: Arc<Store>, nodes: HashSet<String>, stop: CancellationTo
                     None => break,
                 },
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_pod_being_deleted_is_told_apart_without_decoding_it() {
+        let del =
+            br#"{"metadata":{"name":"p","deletionTimestamp":"2026-01-01T00:00:00Z"},"spec":{}}"#;
+        assert!(super::being_deleted(del));
+        for live in [
+            &br#"{"metadata":{"name":"p"},"spec":{"x":{"deletionTimestamp":1}}}"#[..],
+            br#"{"metadata":{"name":"p","deletionTimestamp":null}}"#,
+            br#"not json"#,
+        ] {
+            assert!(!super::being_deleted(live));
         }
     }
 }

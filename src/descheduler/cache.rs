@@ -213,10 +213,9 @@ fn metric_view(m: &NodeMetric) -> Option<(String, MetricView)> {
     Some((ns_name(m), MetricView::from(m)))
 }
 
+/// The object as watched (the watch already left out its managedFields).
 fn whole<K: Resource + Clone>(k: &K) -> Option<(String, K)> {
-    let mut k = k.clone();
-    k.meta_mut().managed_fields = None;
-    Some((ns_name(&k), k))
+    Some((ns_name(k), k.clone()))
 }
 
 /// A workload's expected replicas by its UID.

@@ -115,24 +115,46 @@ fn scheduler_arrows_only_point_down() {
             }
         }
     }
-    assert!(wrong.is_empty(), "arrows pointing up or sideways:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "arrows pointing up or sideways:\n{}",
+        wrong.join("\n")
+    );
 }
 
 #[test]
 fn paths_resolve_from_the_file_that_names_them() {
     let p = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let cluster = p(&["framework", "cluster"]);
-    assert_eq!(named(&cluster, "types::NodeInfo", false), Some("framework".into()));
-    assert_eq!(named(&cluster, "super::plugins::x", false), Some("plugins".into()));
-    assert_eq!(named(&p(&["cycle"]), "framework::X", false), Some("framework".into()));
-    assert_eq!(named(&p(&["framework"]), "plugins::x", false), Some("plugins".into()));
     assert_eq!(
-        uses(&cluster, "use crate::scheduler::plugins::numa;\n// crate::scheduler::live\n"),
+        named(&cluster, "types::NodeInfo", false),
+        Some("framework".into())
+    );
+    assert_eq!(
+        named(&cluster, "super::plugins::x", false),
+        Some("plugins".into())
+    );
+    assert_eq!(
+        named(&p(&["cycle"]), "framework::X", false),
+        Some("framework".into())
+    );
+    assert_eq!(
+        named(&p(&["framework"]), "plugins::x", false),
+        Some("plugins".into())
+    );
+    assert_eq!(
+        uses(
+            &cluster,
+            "use crate::scheduler::plugins::numa;\n// crate::scheduler::live\n"
+        ),
         vec!["plugins".to_string()]
     );
     assert_eq!(
         module_path(std::path::Path::new("plugins/numa/mod.rs")),
         p(&["plugins", "numa"])
     );
-    assert_eq!(module_path(std::path::Path::new("live_act.rs")), p(&["live", "act"]));
+    assert_eq!(
+        module_path(std::path::Path::new("live_act.rs")),
+        p(&["live", "act"])
+    );
 }

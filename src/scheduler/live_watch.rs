@@ -24,22 +24,6 @@ pub enum Ev {
     PodGroup(watcher::Event<crate::api::quota::PodGroup>),
 }
 
-/// The event without `managedFields`: the scheduler never reads them, and they are often
-/// the largest part of a pod it keeps for as long as the pod lives.
-fn slim<K: kube::Resource>(ev: watcher::Event<K>) -> watcher::Event<K> {
-    use watcher::Event::*;
-    let strip = |mut k: K| {
-        k.meta_mut().managed_fields = None;
-        k
-    };
-    match ev {
-        Apply(k) => Apply(strip(k)),
-        InitApply(k) => InitApply(strip(k)),
-        Delete(k) => Delete(strip(k)),
-        other => other,
-    }
-}
-
 /// A pod as the scheduler keeps it for its whole life: of its status only what the
 /// scheduler reads (phase, the PodScheduled condition, the nominated node, QoS class);
 /// container statuses, IPs and the rest are dropped on arrival.
@@ -97,7 +81,7 @@ pub fn watch<K, F>(
             };
             match ev {
                 Some(Ok(e)) => {
-                    if tx.send(wrap(slim(e))).is_err() {
+                    if tx.send(wrap(e)).is_err() {
                         break;
                     }
                 }
