@@ -118,13 +118,21 @@ impl ClusterState {
     /// dropped from wherever it was. Confirms an assumed pod. Returns what it made of the
     /// pod, so the queue does not compute it again.
     pub fn upsert_pod(&mut self, pod: Arc<Pod>) -> Arc<PodInfo> {
-        let info = Arc::new(PodInfo::new(pod.clone()));
+        let mut info = PodInfo::new(pod);
+        let pod = info.pod.clone();
         let finished = pod
             .status
             .as_ref()
             .and_then(|s| s.phase.as_deref())
             .is_some_and(|p| p == "Succeeded" || p == "Failed");
         let terminating = pod.metadata.deletion_timestamp.is_some();
+        let counted = info.node_name.is_some() && !finished && !terminating;
+        if counted {
+            drop(pod);
+            info.forget_containers();
+        }
+        let pod = info.pod.clone();
+        let info = Arc::new(info);
         let key = info.key.clone();
         // A terminating pod still counts against its quota until it is gone (Koordinator,
         // with ElasticQuotaIgnoreTerminatingPod off); a finished one does not.
