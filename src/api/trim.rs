@@ -181,6 +181,66 @@ mod tests {
         assert_eq!(v, json!({"metadata": {"name": "n"}, "x": true}));
     }
 
+    fn json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            "[ -~\"\\\\é\\]\\[{}]{0,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map("[a-zA-Z\"{}]{0,6}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Whatever else the object holds, the cut text decodes to the object without
+        /// `metadata.managedFields` — compact or pretty-printed.
+        #[test]
+        fn the_cut_text_is_the_object_without_managed_fields(
+            top in json(), meta in json(), mf in json(), with in proptest::bool::ANY,
+            pretty in proptest::bool::ANY,
+        ) {
+            let mut obj = match top { Value::Object(m) => Value::Object(m), _ => json!({}) };
+            let mut meta = match meta { Value::Object(m) => Value::Object(m), _ => json!({}) };
+            meta.as_object_mut().unwrap().remove("managedFields");
+            let want_meta = meta.clone();
+            if with {
+                meta["managedFields"] = mf;
+            }
+            obj["metadata"] = meta;
+            let mut want = obj.clone();
+            want["metadata"] = want_meta;
+            let text = if pretty {
+                serde_json::to_string_pretty(&obj).unwrap()
+            } else {
+                obj.to_string()
+            };
+            let cut: Value = serde_json::from_str(&without_managed_fields(&text)).unwrap();
+            proptest::prop_assert_eq!(cut, want);
+        }
+
+        #[test]
+        fn any_text_is_safe(text in "[ -~\n]{0,120}") {
+            let cut = without_managed_fields(&text);
+            if let (Ok(a), Ok(b)) = (
+                serde_json::from_str::<Value>(&text),
+                serde_json::from_str::<Value>(&cut),
+            ) {
+                let mut a = a;
+                if let Some(m) = a.get_mut("metadata").and_then(Value::as_object_mut) {
+                    m.remove("managedFields");
+                }
+                proptest::prop_assert_eq!(a, b);
+            }
+        }
+    }
+
     #[test]
     fn text_it_cannot_follow_is_returned_unchanged() {
         for t in [
