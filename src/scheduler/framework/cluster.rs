@@ -119,16 +119,14 @@ impl ClusterState {
     /// pod, so the queue does not compute it again.
     pub fn upsert_pod(&mut self, pod: Arc<Pod>) -> Arc<PodInfo> {
         let mut info = PodInfo::new(pod);
-        let pod = info.pod.clone();
-        let finished = pod
+        let finished = info
+            .pod
             .status
             .as_ref()
             .and_then(|s| s.phase.as_deref())
             .is_some_and(|p| p == "Succeeded" || p == "Failed");
-        let terminating = pod.metadata.deletion_timestamp.is_some();
-        let counted = info.node_name.is_some() && !finished && !terminating;
-        if counted {
-            drop(pod);
+        let terminating = info.pod.metadata.deletion_timestamp.is_some();
+        if info.node_name.is_some() && !finished && !terminating {
             info.forget_containers();
         }
         let pod = info.pod.clone();
