@@ -59,20 +59,6 @@ pub struct PodInfo {
     pub memo: super::memo::Memo,
 }
 
-impl PodInfo {
-    /// Drops the containers of a pod counted on a node, once everything the scheduler reads
-    /// from them (requests, limits, host ports) is in this PodInfo: nothing reads a placed
-    /// pod's containers, and they were a third of what each placed pod kept (a `Container`
-    /// alone is 2 KiB). Only when this PodInfo holds the pod alone.
-    pub fn forget_containers(&mut self) {
-        if let Some(spec) = Arc::get_mut(&mut self.pod).and_then(|p| p.spec.as_mut()) {
-            spec.containers = Vec::new();
-            spec.init_containers = None;
-            spec.ephemeral_containers = None;
-        }
-    }
-}
-
 fn ts_ms(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> i64 {
     t.0.as_millisecond()
 }
@@ -127,6 +113,18 @@ impl PodInfo {
             namespace,
             name,
             pod,
+        }
+    }
+
+    /// Drops the containers of a pod counted on a node, once everything the scheduler reads
+    /// from them (requests, limits, host ports) is in this PodInfo: nothing reads a placed
+    /// pod's containers, and they were a third of what each placed pod kept (a `Container`
+    /// alone is 2 KiB). Only when this PodInfo holds the pod alone.
+    pub fn forget_containers(&mut self) {
+        if let Some(spec) = Arc::get_mut(&mut self.pod).and_then(|p| p.spec.as_mut()) {
+            spec.containers = Vec::new();
+            spec.init_containers = None;
+            spec.ephemeral_containers = None;
         }
     }
 
