@@ -98,6 +98,24 @@ pub fn cluster_of(
     for d in &snap.devices {
         cluster.upsert_device(d);
     }
+    let vols = &mut cluster.volumes;
+    let storage = &snap.storage;
+    storage
+        .pvs
+        .iter()
+        .for_each(|o| vols.upsert_pv(Arc::new(o.clone())));
+    storage
+        .pvcs
+        .iter()
+        .for_each(|o| vols.upsert_pvc(Arc::new(o.clone())));
+    storage
+        .classes
+        .iter()
+        .for_each(|o| vols.upsert_class(Arc::new(o.clone())));
+    storage
+        .csi_nodes
+        .iter()
+        .for_each(|o| vols.upsert_csi_node(Arc::new(o.clone())));
     for r in reservations(snap) {
         cluster.upsert_reservation(r);
     }

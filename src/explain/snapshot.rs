@@ -33,6 +33,15 @@ pub enum SnapshotError {
     },
 }
 
+/// The storage kinds of a snapshot.
+#[derive(Debug, Default, Clone)]
+pub struct Storage {
+    pub pvs: Vec<k8s_openapi::api::core::v1::PersistentVolume>,
+    pub pvcs: Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
+    pub classes: Vec<k8s_openapi::api::storage::v1::StorageClass>,
+    pub csi_nodes: Vec<k8s_openapi::api::storage::v1::CSINode>,
+}
+
 /// The objects `koord explain` reads; other kinds are kept as raw JSON for later readers.
 #[derive(Debug, Default, Clone)]
 pub struct Snapshot {
@@ -42,6 +51,8 @@ pub struct Snapshot {
     pub node_slos: Vec<NodeSLO>,
     pub slo_config: Option<ConfigMap>,
     pub devices: Vec<crate::api::scheduling::device::Device>,
+    /// PersistentVolumes, claims, StorageClasses and CSINodes (the volume plugins').
+    pub storage: Storage,
     pub other: Vec<Value>,
     pub warnings: Vec<String>,
 }
@@ -135,6 +146,10 @@ impl Snapshot {
             "NodeMetric" => self.node_metrics.push(decode(v).map_err(err)?),
             "NodeSLO" => self.node_slos.push(decode(v).map_err(err)?),
             "Device" => self.devices.push(decode(v).map_err(err)?),
+            "PersistentVolume" => self.storage.pvs.push(decode(v).map_err(err)?),
+            "PersistentVolumeClaim" => self.storage.pvcs.push(decode(v).map_err(err)?),
+            "StorageClass" => self.storage.classes.push(decode(v).map_err(err)?),
+            "CSINode" => self.storage.csi_nodes.push(decode(v).map_err(err)?),
             "ConfigMap" => {
                 let cm: ConfigMap = decode(v).map_err(err)?;
                 let ns = cm.metadata.namespace.as_deref().unwrap_or("default");

@@ -146,17 +146,17 @@ mod tests {
             ),
             (
                 Point::PreBind,
-                vec![("VolumeBinding".into(), 1), ("DefaultPreBind".into(), 1)],
+                vec![("ImageLocality".into(), 1), ("DefaultPreBind".into(), 1)],
             ),
         ]);
         let mut args = BTreeMap::from([
-            ("VolumeBinding".to_string(), json!({})),
+            ("ImageLocality".to_string(), json!({})),
             ("LoadAwareScheduling".to_string(), json!({})),
         ]);
         let u = strip(&mut points, &mut args);
         let names: Vec<&str> = u.iter().map(|u| u.name.as_str()).collect();
-        assert_eq!(names, ["SchedulingHint", "VolumeBinding"]);
-        assert!(u[1].message.contains("enabled at preBind"), "{u:?}");
+        assert_eq!(names, ["ImageLocality", "SchedulingHint"]);
+        assert!(u[0].message.contains("enabled at preBind"), "{u:?}");
         assert_eq!(points[&Point::PreFilter], [("Reservation".into(), 1)]);
         assert_eq!(points[&Point::Bind], [("DefaultBinder".into(), 1)]);
         assert!(points[&Point::PreBind].is_empty());

@@ -22,6 +22,10 @@ fn built_in_default_is_koordinators_profile() {
             "NodeAffinity",
             "NodePorts",
             "NodeResourcesFit",
+            "VolumeRestrictions",
+            "NodeVolumeLimits",
+            "VolumeBinding",
+            "VolumeZone",
             "PodTopologySpread",
             "InterPodAffinity",
             "LoadAwareScheduling",
@@ -33,6 +37,7 @@ fn built_in_default_is_koordinators_profile() {
     assert_eq!(
         names(p, Point::PreBind),
         [
+            "VolumeBinding",
             "NodeNUMAResource",
             "DeviceShare",
             "Reservation",
@@ -51,6 +56,7 @@ fn built_in_default_is_koordinators_profile() {
             ("TaintToleration".to_string(), 3),
             ("NodeAffinity".to_string(), 2),
             ("NodeResourcesFit".to_string(), 1),
+            ("VolumeBinding".to_string(), 1),
             ("PodTopologySpread".to_string(), 2),
             ("InterPodAffinity".to_string(), 2),
             ("NodeResourcesBalancedAllocation".to_string(), 1),
@@ -115,6 +121,7 @@ fn user_config_merges_like_kube_scheduler() {
             ("NodeAffinity".to_string(), 7),
             ("TaintToleration".to_string(), 3),
             ("NodeResourcesFit".to_string(), 1),
+            ("VolumeBinding".to_string(), 1),
             ("PodTopologySpread".to_string(), 2),
             ("InterPodAffinity".to_string(), 2),
             ("LoadAwareScheduling".to_string(), 5)
@@ -201,7 +208,7 @@ fn errors_name_the_plugin_and_field() {
 
 #[test]
 fn unimplemented_plugins_are_skipped_and_named() {
-    let body = "  plugins:\n    filter:\n      enabled:\n      - name: VolumeBinding\n    preBind:\n      enabled:\n      - name: DefaultPreBind\n  pluginConfig:\n  - name: Coscheduling\n    args: {awareNetworkTopology: true}\n";
+    let body = "  plugins:\n    filter:\n      enabled:\n      - name: ImageLocality\n    preBind:\n      enabled:\n      - name: DefaultPreBind\n  pluginConfig:\n  - name: Coscheduling\n    args: {awareNetworkTopology: true}\n";
     let doc = format!(
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: koord-scheduler\n{body}"
     );
@@ -209,7 +216,7 @@ fn unimplemented_plugins_are_skipped_and_named() {
     let names: Vec<&str> = cfg.unsupported.iter().map(|u| u.name.as_str()).collect();
     assert_eq!(
         names,
-        ["VolumeBinding", "Coscheduling.awareNetworkTopology"]
+        ["ImageLocality", "Coscheduling.awareNetworkTopology"]
     );
     assert!(cfg.unsupported[0].message.contains("enabled at filter"));
     let p = &cfg.profiles[0];
@@ -217,7 +224,7 @@ fn unimplemented_plugins_are_skipped_and_named() {
         p.points
             .values()
             .flatten()
-            .all(|(n, _)| n != "VolumeBinding" && n != "DefaultPreBind")
+            .all(|(n, _)| n != "ImageLocality" && n != "DefaultPreBind")
     );
     let default = default_config().unwrap();
     let names: Vec<&str> = default

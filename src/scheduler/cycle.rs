@@ -188,6 +188,10 @@ fn place(
         Some(m) => PodInfo::new(Arc::new(m.clone())),
         None => pod.clone(),
     };
+    // The PVs and claims VolumeBinding chose are taken before the binding cycle writes them.
+    if let Some(v) = super::plugins::volumes::binding::chosen(&result.state) {
+        cluster.volumes.assume(&pod.key, v);
+    }
     cluster.assume(&assumed, &node);
     match fw.permit(&result.state, pod, &node, cluster) {
         Err((plugin, s)) => {

@@ -8,8 +8,13 @@ const LAYERS: &[&[&str]] = &[
     &["framework"],
     &["plugins"],
     &["compat", "binder"],
-    &["config", "status_writer", "reservation_live"],
-    &["metrics", "queue", "cycle", "live_watch"],
+    &[
+        "config",
+        "status_writer",
+        "reservation_live",
+        "volume_binder",
+    ],
+    &["metrics", "queue", "cycle", "live_watch", "live_storage"],
     &["live"],
 ];
 

@@ -77,6 +77,10 @@ async fn binding_cycle(
             ));
         }
     }
+    if let Some(volumes) = crate::scheduler::plugins::volumes::binding::chosen(&state) {
+        let timeout = crate::scheduler::plugins::volumes::binding::bind_timeout(&state);
+        super::volume_binder::bind_pod_volumes(client, pod, node, volumes, timeout).await?;
+    }
     // PreBind ran in the scheduling cycle (the pod was assumed with its result).
     if let Some(modified) = &modified {
         binder::patch(client, pod, modified).await?;
@@ -101,8 +105,9 @@ pub struct Scheduler {
     pub cluster: ClusterState,
     pub queue: Queue,
     pub leadership: Leadership,
-    /// Pods, nodes, NodeMetrics, Reservations, ElasticQuotas (when a profile uses them).
-    synced: [bool; 5],
+    /// Pods, nodes, NodeMetrics, Reservations, ElasticQuotas (when a profile uses them),
+    /// PersistentVolumes, claims, StorageClasses.
+    synced: [bool; 8],
     pub quota_status: Publisher<quota_status::Figures>,
     pub pod_group_status: Publisher<gang_status::Figures>,
     /// Why gang members were released, for their PodScheduled condition.
@@ -166,7 +171,7 @@ impl Scheduler {
             cluster,
             queue: Queue::new(backoff),
             leadership,
-            synced: [false, false, false, false, !quotas],
+            synced: [false, false, false, false, !quotas, false, false, false],
             quota_status: Publisher::detached(quota_status::figures, quota_status::version),
             pod_group_status: Publisher::detached(gang_status::figures, gang_status::version),
             gang_rejections: HashMap::new(),
@@ -371,6 +376,11 @@ impl Scheduler {
             Ev::PodGroup(Delete(g)) => self.cluster.gangs.remove_pod_group(&key_of(&g.metadata)),
             Ev::PodGroup(Init | InitDone) => {}
             Ev::Pod(Init) | Ev::Node(Init) | Ev::Metric(Init) => {}
+            Ev::Storage(ev) => match super::live_storage::apply(&mut self.cluster.volumes, *ev) {
+                super::live_storage::Applied::Synced(kind) => self.synced[5 + kind] = true,
+                super::live_storage::Applied::Changed => self.queue.on_cluster_event(now),
+                super::live_storage::Applied::Nothing => {}
+            },
         }
     }
 

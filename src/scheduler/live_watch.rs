@@ -22,6 +22,17 @@ pub enum Ev {
     Reservation(watcher::Event<Reservation>),
     Quota(watcher::Event<crate::api::quota::ElasticQuota>),
     PodGroup(watcher::Event<crate::api::quota::PodGroup>),
+    /// Rare next to pods: boxed, so they do not widen every pod event.
+    Storage(Box<Storage>),
+}
+
+/// The storage kinds the volume plugins read.
+#[allow(clippy::large_enum_variant)]
+pub enum Storage {
+    Pv(watcher::Event<k8s_openapi::api::core::v1::PersistentVolume>),
+    Pvc(watcher::Event<k8s_openapi::api::core::v1::PersistentVolumeClaim>),
+    Class(watcher::Event<k8s_openapi::api::storage::v1::StorageClass>),
+    CsiNode(watcher::Event<k8s_openapi::api::storage::v1::CSINode>),
 }
 
 /// A pod as the scheduler keeps it for its whole life: of its status only what the

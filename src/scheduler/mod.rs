@@ -11,6 +11,7 @@ pub mod cycle;
 pub mod features;
 pub mod framework;
 pub mod live;
+pub mod live_storage;
 pub mod live_watch;
 pub mod metrics;
 pub mod model;
@@ -18,6 +19,7 @@ pub mod plugins;
 pub mod queue;
 pub mod reservation_live;
 pub mod status_writer;
+pub mod volume_binder;
 
 #[cfg(test)]
 mod layering_tests;
@@ -167,9 +169,36 @@ pub fn watches(
         let g = live::Ev::PodGroup;
         live::watch(c(), "podgroups", g, tx.clone(), tasks, shutdown);
     }
+    storage_watches(client, &tx, tasks, shutdown);
     let r = live::Ev::Reservation;
     live::watch(c(), "reservations", r, tx, tasks, shutdown);
     rx
+}
+
+/// What the volume plugins read: PVs, claims, StorageClasses, CSINodes.
+fn storage_watches(
+    client: &kube::Client,
+    tx: &mpsc::UnboundedSender<live::Ev>,
+    tasks: &crate::kernel::Tasks,
+    shutdown: &crate::kernel::Shutdown,
+) {
+    use live_watch::Storage;
+    let c = || client.clone();
+    let pv = |e| live::Ev::Storage(Box::new(Storage::Pv(e)));
+    live::watch(c(), "persistentvolumes", pv, tx.clone(), tasks, shutdown);
+    let pvc = |e| live::Ev::Storage(Box::new(Storage::Pvc(e)));
+    live::watch(
+        c(),
+        "persistentvolumeclaims",
+        pvc,
+        tx.clone(),
+        tasks,
+        shutdown,
+    );
+    let sc = |e| live::Ev::Storage(Box::new(Storage::Class(e)));
+    live::watch(c(), "storageclasses", sc, tx.clone(), tasks, shutdown);
+    let csi = |e| live::Ev::Storage(Box::new(Storage::CsiNode(e)));
+    live::watch(c(), "csinodes", csi, tx.clone(), tasks, shutdown);
 }
 
 pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {

@@ -27,5 +27,6 @@ mod scheduler_diff;
 mod scheduler_props;
 mod second_client;
 mod shutdown;
+mod volumes;
 mod webhook;
 mod webhook_props;

@@ -204,6 +204,15 @@ pub fn builtins() -> Vec<ResourceInfo> {
             &[],
         ),
         builtin(
+            "storage.k8s.io",
+            "v1",
+            "csinodes",
+            "CSINode",
+            false,
+            &[],
+            &[],
+        ),
+        builtin(
             "apiextensions.k8s.io",
             "v1",
             "customresourcedefinitions",

@@ -40,6 +40,8 @@ pub struct ClusterState {
     pub quotas: super::quotas::QuotaState,
     /// Coscheduling's gangs (empty unless a profile enables Coscheduling).
     pub gangs: super::gangs::GangState,
+    /// PersistentVolumes, claims, StorageClasses and CSINodes, with Reserve's assumptions.
+    pub volumes: crate::scheduler::model::volumes::Volumes,
     /// Each node's position in name order (ties between equal scores go to the first).
     rank: std::sync::OnceLock<Vec<u32>>,
 }
@@ -152,7 +154,9 @@ impl ClusterState {
         }
         match info.node_name.clone() {
             Some(node) if !finished && !terminating => {
-                self.assumed.remove(&key);
+                if self.assumed.remove(&key).is_some() {
+                    self.volumes.settled(&key);
+                }
                 self.remove_pod(&key);
                 self.place(info.clone(), &node);
             }
@@ -221,6 +225,7 @@ impl ClusterState {
 
     /// Undoes [`assume`] after a failed binding: the pod is pending again.
     pub fn forget(&mut self, key: &str) {
+        self.volumes.revert(key);
         if self.assumed.contains_key(key) {
             self.remove_pod(key);
             self.quotas.set_assigned(key, false);
@@ -229,6 +234,7 @@ impl ClusterState {
 
     /// A pod deleted from the API: gone from its node and from every account.
     pub fn delete_pod(&mut self, key: &str) {
+        self.volumes.revert(key);
         self.remove_pod(key);
         self.quotas.untrack(key);
         self.gangs.untrack(key);

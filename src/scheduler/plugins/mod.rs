@@ -13,6 +13,7 @@ pub mod reservation;
 pub mod resources;
 pub mod spread;
 pub mod taint;
+pub mod volumes;
 
 #[cfg(test)]
 mod tests;
@@ -46,6 +47,10 @@ pub const IMPLEMENTED: &[&str] = &[
     "ElasticQuota",
     "Coscheduling",
     "DeviceShare",
+    "VolumeBinding",
+    "VolumeZone",
+    "NodeVolumeLimits",
+    "VolumeRestrictions",
 ];
 
 /// Known to Koordinator / kube-scheduler but not built into koord yet: a configuration
@@ -55,10 +60,6 @@ pub const NOT_YET: &[&str] = &[
     "NodeResourcesFitPlus",
     "ScarceResourceAvoidance",
     "ImageLocality",
-    "VolumeRestrictions",
-    "NodeVolumeLimits",
-    "VolumeBinding",
-    "VolumeZone",
     "DynamicResources",
 ];
 
@@ -130,6 +131,12 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, String>
                 ignore_existing_preferred: a.ignore_preferred_terms_of_existing_pods,
             })
         }
+        "VolumeBinding" => Arc::new(
+            volumes::binding::VolumeBinding::new(strip_meta(args(name, raw)?)).map_err(ctx)?,
+        ),
+        "VolumeZone" => Arc::new(volumes::zone::VolumeZone),
+        "NodeVolumeLimits" => Arc::new(volumes::limits::NodeVolumeLimits),
+        "VolumeRestrictions" => Arc::new(volumes::restrictions::VolumeRestrictions),
         n if NOT_YET.contains(&n) => {
             return Err(format!(
                 "plugin {n} is not implemented by koord yet; disable it"
