@@ -60,6 +60,26 @@ pub fn resolve_priority(pod: &mut Pod, classes: &[PriorityClass]) {
     spec.priority = from_snapshot.or(builtin);
 }
 
+/// The volume plugins' kinds and the PodDisruptionBudgets preemption respects.
+fn load_storage_and_pdbs(cluster: &mut ClusterState, snap: &Snapshot) {
+    let (vols, storage) = (&mut cluster.volumes, &snap.storage);
+    for o in &storage.pvs {
+        vols.upsert_pv(Arc::new(o.clone()));
+    }
+    for o in &storage.pvcs {
+        vols.upsert_pvc(Arc::new(o.clone()));
+    }
+    for o in &storage.classes {
+        vols.upsert_class(Arc::new(o.clone()));
+    }
+    for o in &storage.csi_nodes {
+        vols.upsert_csi_node(Arc::new(o.clone()));
+    }
+    for p in &snap.pdbs {
+        cluster.upsert_pdb(Arc::new(p.clone()));
+    }
+}
+
 /// The cluster state of a snapshot (bound pods counted, NodeMetrics, the clock).
 pub fn cluster_of(
     snap: &Snapshot,
@@ -98,24 +118,7 @@ pub fn cluster_of(
     for d in &snap.devices {
         cluster.upsert_device(d);
     }
-    let vols = &mut cluster.volumes;
-    let storage = &snap.storage;
-    storage
-        .pvs
-        .iter()
-        .for_each(|o| vols.upsert_pv(Arc::new(o.clone())));
-    storage
-        .pvcs
-        .iter()
-        .for_each(|o| vols.upsert_pvc(Arc::new(o.clone())));
-    storage
-        .classes
-        .iter()
-        .for_each(|o| vols.upsert_class(Arc::new(o.clone())));
-    storage
-        .csi_nodes
-        .iter()
-        .for_each(|o| vols.upsert_csi_node(Arc::new(o.clone())));
+    load_storage_and_pdbs(&mut cluster, snap);
     for r in reservations(snap) {
         cluster.upsert_reservation(r);
     }

@@ -53,6 +53,8 @@ pub struct Snapshot {
     pub devices: Vec<crate::api::scheduling::device::Device>,
     /// PersistentVolumes, claims, StorageClasses and CSINodes (the volume plugins').
     pub storage: Storage,
+    /// PodDisruptionBudgets (DefaultPreemption's victims respect them).
+    pub pdbs: Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
     pub other: Vec<Value>,
     pub warnings: Vec<String>,
 }
@@ -150,6 +152,7 @@ impl Snapshot {
             "PersistentVolumeClaim" => self.storage.pvcs.push(decode(v).map_err(err)?),
             "StorageClass" => self.storage.classes.push(decode(v).map_err(err)?),
             "CSINode" => self.storage.csi_nodes.push(decode(v).map_err(err)?),
+            "PodDisruptionBudget" => self.pdbs.push(decode(v).map_err(err)?),
             "ConfigMap" => {
                 let cm: ConfigMap = decode(v).map_err(err)?;
                 let ns = cm.metadata.namespace.as_deref().unwrap_or("default");

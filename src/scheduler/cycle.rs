@@ -117,6 +117,11 @@ pub fn run(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState, scope: Sco
             None => fw.post_filter(&result, pod, cluster),
             Some(_) => None,
         };
+        // The nomination stands until the pod is placed (or the next attempt's replaces it).
+        match &nomination {
+            Some(n) => cluster.nominated.set(Arc::new(pod.clone()), &n.node),
+            None => cluster.nominated.clear(&pod.key),
+        }
         let rejected = gang_failed(cluster, &pod.key, &message);
         let outcome = Outcome::Unschedulable {
             message,

@@ -376,6 +376,15 @@ impl Scheduler {
             Ev::PodGroup(Delete(g)) => self.cluster.gangs.remove_pod_group(&key_of(&g.metadata)),
             Ev::PodGroup(Init | InitDone) => {}
             Ev::Pod(Init) | Ev::Node(Init) | Ev::Metric(Init) => {}
+            Ev::Pdb(ev) => match *ev {
+                Apply(p) | InitApply(p) => self.cluster.upsert_pdb(Arc::new(p)),
+                Delete(p) => {
+                    let key = key_of(&p.metadata);
+                    self.cluster.pdbs.remove(&key);
+                }
+                // Not waited for: without PDBs preemption only chooses its victims worse.
+                Init | InitDone => {}
+            },
             Ev::Storage(ev) => match super::live_storage::apply(&mut self.cluster.volumes, *ev) {
                 super::live_storage::Applied::Synced(kind) => self.synced[5 + kind] = true,
                 super::live_storage::Applied::Changed => self.queue.on_cluster_event(now),

@@ -24,6 +24,7 @@ pub enum Ev {
     PodGroup(watcher::Event<crate::api::quota::PodGroup>),
     /// Rare next to pods: boxed, so they do not widen every pod event.
     Storage(Box<Storage>),
+    Pdb(Box<watcher::Event<k8s_openapi::api::policy::v1::PodDisruptionBudget>>),
 }
 
 /// The storage kinds the volume plugins read.
@@ -36,7 +37,8 @@ pub enum Storage {
 }
 
 /// A pod as the scheduler keeps it for its whole life: of its status only what the
-/// scheduler reads (phase, the PodScheduled condition, the nominated node, QoS class);
+/// scheduler reads (phase, the PodScheduled condition, the nominated node, QoS class, the
+/// start time preemption compares);
 /// container statuses, IPs and the rest are dropped on arrival.
 pub fn slim_pod(pod: &mut k8s_openapi::api::core::v1::Pod) {
     if let Some(s) = pod.status.as_mut() {
@@ -48,6 +50,7 @@ pub fn slim_pod(pod: &mut k8s_openapi::api::core::v1::Pod) {
                     .collect()
             }),
             nominated_node_name: s.nominated_node_name.take(),
+            start_time: s.start_time.take(),
             qos_class: s.qos_class.take(),
             ..Default::default()
         };

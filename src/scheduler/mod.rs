@@ -170,6 +170,15 @@ pub fn watches(
         live::watch(c(), "podgroups", g, tx.clone(), tasks, shutdown);
     }
     storage_watches(client, &tx, tasks, shutdown);
+    let pdb = |e| live::Ev::Pdb(Box::new(e));
+    live::watch(
+        c(),
+        "poddisruptionbudgets",
+        pdb,
+        tx.clone(),
+        tasks,
+        shutdown,
+    );
     let r = live::Ev::Reservation;
     live::watch(c(), "reservations", r, tx, tasks, shutdown);
     rx

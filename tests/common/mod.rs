@@ -76,6 +76,21 @@ pub fn koord_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_koord"))
 }
 
+/// `koord explain schedule -f SNAPSHOT -o json`, which must succeed, as JSON.
+#[allow(dead_code)]
+pub fn explain_schedule(snapshot: &str) -> serde_json::Value {
+    let out = std::process::Command::new(koord_bin())
+        .args(["explain", "schedule", "-f", snapshot, "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// What a test's koord runs under beyond the defaults.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ChildLimits {

@@ -20,6 +20,7 @@ mod kubectl;
 mod manager;
 mod metric_names;
 mod nvml;
+mod preemption;
 mod quota;
 mod reservation;
 mod scheduler;

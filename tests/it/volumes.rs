@@ -6,7 +6,6 @@
 
 use crate::common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::TestApi;
@@ -25,16 +24,7 @@ const SNAP: &str = concat!(
 );
 
 fn explain() -> Value {
-    let out = Command::new(common::koord_bin())
-        .args(["explain", "schedule", "-f", SNAP, "-o", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::explain_schedule(SNAP)
 }
 
 #[test]

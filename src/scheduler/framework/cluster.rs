@@ -40,6 +40,11 @@ pub struct ClusterState {
     pub quotas: super::quotas::QuotaState,
     /// Coscheduling's gangs (empty unless a profile enables Coscheduling).
     pub gangs: super::gangs::GangState,
+    /// Preemptors waiting on the node PostFilter nominated.
+    pub nominated: super::nominated::Nominated,
+    /// PodDisruptionBudgets by `namespace/name` (DefaultPreemption spares what they protect).
+    pub pdbs:
+        std::collections::BTreeMap<String, Arc<k8s_openapi::api::policy::v1::PodDisruptionBudget>>,
     /// PersistentVolumes, claims, StorageClasses and CSINodes, with Reserve's assumptions.
     pub volumes: crate::scheduler::model::volumes::Volumes,
     /// Each node's position in name order (ties between equal scores go to the first).
@@ -152,6 +157,7 @@ impl ClusterState {
             let assigned = info.node_name.is_some() || self.assumed.contains_key(&key);
             self.quotas.track(&info, assigned);
         }
+        self.track_nomination(&info, finished || terminating);
         match info.node_name.clone() {
             Some(node) if !finished && !terminating => {
                 if self.assumed.remove(&key).is_some() {
@@ -212,6 +218,7 @@ impl ClusterState {
 
     /// Counts `pod` on `node` before the binding is confirmed (Reserve).
     pub fn assume(&mut self, pod: &PodInfo, node: &str) {
+        self.nominated.clear(&pod.key);
         let mut info = pod.clone();
         info.node_name = Some(node.to_string());
         info.scheduled_at_ms = Some(self.now_ms);
@@ -235,9 +242,42 @@ impl ClusterState {
     /// A pod deleted from the API: gone from its node and from every account.
     pub fn delete_pod(&mut self, key: &str) {
         self.volumes.revert(key);
+        self.nominated.clear(key);
         self.remove_pod(key);
         self.quotas.untrack(key);
         self.gangs.untrack(key);
+    }
+
+    /// A pending pod's `status.nominatedNodeName` nominates it (an update without one keeps
+    /// what this scheduler nominated: the status write may not have landed yet); a placed,
+    /// finished or terminating pod is nominated nowhere.
+    fn track_nomination(&mut self, info: &Arc<PodInfo>, gone: bool) {
+        if gone || info.node_name.is_some() {
+            self.nominated.clear(&info.key);
+            return;
+        }
+        let from_status = info
+            .pod
+            .status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.as_deref())
+            .filter(|n| !n.is_empty());
+        let node = from_status
+            .or_else(|| self.nominated.node_of(&info.key))
+            .map(str::to_string);
+        if let Some(node) = node {
+            self.nominated.set(info.clone(), &node);
+        }
+    }
+
+    pub fn upsert_pdb(&mut self, pdb: Arc<k8s_openapi::api::policy::v1::PodDisruptionBudget>) {
+        let m = &pdb.metadata;
+        let key = format!(
+            "{}/{}",
+            m.namespace.as_deref().unwrap_or_default(),
+            m.name.as_deref().unwrap_or_default()
+        );
+        self.pdbs.insert(key, pdb);
     }
 
     /// Σ allocatable of every node: what the main quota tree shares.

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod gangs;
 pub mod memo;
 pub mod metric;
+pub mod nominated;
 pub mod quotas;
 pub mod res;
 pub mod reservations;

@@ -71,7 +71,28 @@ pub struct CycleResult {
     pub timings: Vec<(Point, f64)>,
 }
 
+/// The Filter plugins on `node`: with the pods nominated there that this pod must respect
+/// counted, then (if there were any) without them, as kube-scheduler's
+/// `RunFilterPluginsWithNominatedPods` — both must pass.
 pub(super) fn run_filters(
+    filters: &[&Enabled],
+    state: &CycleState,
+    pod: &PodInfo,
+    node: &NodeInfo,
+    cluster: &ClusterState,
+) -> Result<(), (&'static str, Status)> {
+    if !cluster.nominated.is_empty() {
+        let mut nominated = cluster.nominated.counted_for(&node.name, pod).peekable();
+        if nominated.peek().is_some() {
+            let mut with = node.clone();
+            nominated.for_each(|p| with.add_pod(p.clone()));
+            filter_once(filters, state, pod, &with, cluster)?;
+        }
+    }
+    filter_once(filters, state, pod, node, cluster)
+}
+
+fn filter_once(
     filters: &[&Enabled],
     state: &CycleState,
     pod: &PodInfo,

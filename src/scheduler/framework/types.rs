@@ -43,6 +43,8 @@ pub struct PodInfo {
     pub daemonset: bool,
     pub labels: BTreeMap<String, String>,
     pub created_ms: i64,
+    /// `status.startTime` (ms since the epoch): preemption keeps the longest-running pods.
+    pub started_ms: Option<i64>,
     /// The pod has pod affinity or anti-affinity terms (required or preferred).
     pub has_pod_affinity: bool,
     /// The CPUs / NUMA resources NodeNUMAResource gave it (`resource-status`).
@@ -104,6 +106,11 @@ impl PodInfo {
                 .and_then(|s| s.affinity.as_ref())
                 .is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some()),
             created_ms: meta.creation_timestamp.as_ref().map(ts_ms).unwrap_or(0),
+            started_ms: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map(ts_ms),
             cpu_alloc: CpuAlloc::of(&pod).map(Arc::new),
             reservation_allocated: reservation_allocated(&pod),
             reserve_of: None,

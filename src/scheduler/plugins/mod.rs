@@ -16,6 +16,8 @@ pub mod taint;
 pub mod volumes;
 
 #[cfg(test)]
+mod preemption_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;

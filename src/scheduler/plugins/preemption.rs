@@ -1,10 +1,14 @@
-//! DefaultPreemption: when no node fits, find the node where evicting the fewest and
-//! least important lower-priority pods lets the pod fit, and nominate it. Never picks a
-//! victim of equal or higher priority; a pod with `preemptionPolicy: Never` preempts
-//! nothing. PodDisruptionBudgets are not consulted yet.
+//! DefaultPreemption, as kube-scheduler's: when no node fits, find on each node the
+//! lower-priority pods whose eviction lets the pod fit — giving back first the ones a
+//! PodDisruptionBudget protects, then the others, most important first — and nominate the
+//! node with the fewest PDB violations, then the lowest highest-victim priority, the
+//! smallest priority sum, the fewest victims and the latest start of its most important
+//! victims. A pod with `preemptionPolicy: Never` preempts nothing.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::super::framework::runtime::NodeVerdict;
 use super::super::framework::{
@@ -13,13 +17,90 @@ use super::super::framework::{
 
 pub struct DefaultPreemption;
 
-/// Victims on `node` that let `pod` fit: remove every lower-priority pod, then give back
-/// the most important ones while the pod still fits.
+/// One node's victims and how many of them a PDB protects.
+#[derive(Debug, Clone)]
+pub struct Victims {
+    pub pods: Vec<Arc<PodInfo>>,
+    pub pdb_violations: usize,
+}
+
+/// `MoreImportantPod`: higher priority, then the one running longer (a pod not started yet
+/// counts as starting now).
+pub fn more_important(a: &PodInfo, b: &PodInfo, now_ms: i64) -> std::cmp::Ordering {
+    b.priority.cmp(&a.priority).then(
+        a.started_ms
+            .unwrap_or(now_ms)
+            .cmp(&b.started_ms.unwrap_or(now_ms)),
+    )
+}
+
+/// `filterPodsWithPDBViolation`: the pods (in order) whose eviction would take a matching
+/// PDB below its `disruptionsAllowed`, and the rest.
+pub fn split_by_pdb<'a>(
+    pods: Vec<Arc<PodInfo>>,
+    pdbs: impl Iterator<Item = &'a Arc<PodDisruptionBudget>>,
+) -> (Vec<Arc<PodInfo>>, Vec<Arc<PodInfo>>) {
+    let mut budgets: Vec<(&PodDisruptionBudget, i32)> = pdbs
+        .map(|p| {
+            let allowed = p
+                .status
+                .as_ref()
+                .map(|s| s.disruptions_allowed)
+                .unwrap_or(0);
+            (&**p, allowed)
+        })
+        .collect();
+    let (mut violating, mut fine) = (Vec::new(), Vec::new());
+    for pod in pods {
+        let mut violated = false;
+        if !pod.labels.is_empty() {
+            for (pdb, allowed) in budgets.iter_mut() {
+                if !protects(pdb, &pod) {
+                    continue;
+                }
+                *allowed -= 1;
+                violated |= *allowed < 0;
+            }
+        }
+        if violated {
+            violating.push(pod);
+        } else {
+            fine.push(pod);
+        }
+    }
+    (violating, fine)
+}
+
+/// The PDB is in the pod's namespace, its (non-empty) selector matches the pod and the pod
+/// is not already among its disrupted pods.
+fn protects(pdb: &PodDisruptionBudget, pod: &PodInfo) -> bool {
+    if pdb.metadata.namespace.as_deref().unwrap_or_default() != pod.namespace {
+        return false;
+    }
+    let Some(sel) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
+        return false;
+    };
+    let empty = sel.match_labels.as_ref().is_none_or(|m| m.is_empty())
+        && sel.match_expressions.as_ref().is_none_or(|e| e.is_empty());
+    let disrupted = pdb
+        .status
+        .as_ref()
+        .and_then(|s| s.disrupted_pods.as_ref())
+        .is_some_and(|d| d.contains_key(&pod.name));
+    !empty
+        && !disrupted
+        && crate::api::selector::label_selector_matches(Some(sel), Some(&pod.labels))
+}
+
+/// `SelectVictimsOnNode`: remove every lower-priority pod; if the pod then fits, give back
+/// the PDB-protected ones first, then the rest, most important first, keeping as victims
+/// those the pod cannot fit beside.
 pub fn select_victims(
     pod: &PodInfo,
     node: &NodeInfo,
+    cluster: &ClusterState,
     fits: &Fits<'_>,
-) -> Option<Vec<Arc<PodInfo>>> {
+) -> Option<Victims> {
     let mut lower: Vec<Arc<PodInfo>> = node
         .pods
         .iter()
@@ -36,39 +117,68 @@ pub fn select_victims(
     if !fits(&trial) {
         return None;
     }
-    // Most important first, then the longest running (kept in preference).
-    // Upstream drops a node where the pod fits with no victims (its rejection came from
-    // elsewhere, e.g. a quota's PreFilter).
-    lower.sort_by(|a, b| {
-        b.priority
-            .cmp(&a.priority)
-            .then(a.created_ms.cmp(&b.created_ms))
-    });
-    let mut victims = Vec::new();
-    for v in lower {
+    lower.sort_by(|a, b| more_important(a, b, cluster.now_ms));
+    let (violating, fine) = split_by_pdb(lower, cluster.pdbs.values());
+    let mut out = Victims {
+        pods: Vec::new(),
+        pdb_violations: 0,
+    };
+    let mixed = !violating.is_empty() && !fine.is_empty();
+    for (protected, v) in violating
+        .into_iter()
+        .map(|v| (true, v))
+        .chain(fine.into_iter().map(|v| (false, v)))
+    {
         trial.add_pod(v.clone());
         if !fits(&trial) {
             trial.remove_pod(&v.key);
-            victims.push(v);
+            out.pdb_violations += protected as usize;
+            out.pods.push(v);
         }
     }
-    (!victims.is_empty()).then_some(victims)
+    if mixed {
+        out.pods
+            .sort_by(|a, b| more_important(a, b, cluster.now_ms));
+    }
+    // Upstream drops a node where the pod fits with no victims (its rejection came from
+    // elsewhere, e.g. a quota's PreFilter).
+    (!out.pods.is_empty()).then_some(out)
 }
 
-/// kube-scheduler's preference: lowest highest-victim priority, smallest priority sum,
-/// fewest victims, then the first node by name.
-pub fn better(a: &[Arc<PodInfo>], b: &[Arc<PodInfo>]) -> bool {
-    let key = |v: &[Arc<PodInfo>]| {
+/// `GetEarliestPodStartTime`: the earliest start among the most important victims.
+fn earliest_start(v: &Victims, now_ms: i64) -> i64 {
+    let top = v.pods.iter().map(|p| p.priority).max().unwrap_or(i32::MIN);
+    v.pods
+        .iter()
+        .filter(|p| p.priority == top)
+        .map(|p| p.started_ms.unwrap_or(now_ms))
+        .min()
+        .unwrap_or(now_ms)
+}
+
+/// `pickOneNodeForPreemption`'s order: fewest PDB violations, lowest highest-victim
+/// priority, smallest priority sum, fewest victims, latest start of the most important
+/// victims (a tie stays with the node first by name).
+pub fn better(a: &Victims, b: &Victims, now_ms: i64) -> bool {
+    let key = |v: &Victims| {
         let top = v
+            .pods
             .iter()
             .map(|p| p.priority as i64)
             .max()
             .unwrap_or(i64::MIN);
         let sum: i64 = v
+            .pods
             .iter()
             .map(|p| p.priority as i64 + i32::MAX as i64 + 1)
             .sum();
-        (top, sum, v.len())
+        (
+            v.pdb_violations,
+            top,
+            sum,
+            v.pods.len(),
+            std::cmp::Reverse(earliest_start(v, now_ms)),
+        )
     };
     key(a) < key(b)
 }
@@ -94,7 +204,7 @@ impl Plugin for DefaultPreemption {
                 None,
             );
         }
-        let mut best: Option<(String, Vec<Arc<PodInfo>>)> = None;
+        let mut best: Option<(String, Victims)> = None;
         for (name, v) in rejected {
             if v.code != Code::Unschedulable {
                 continue;
@@ -102,15 +212,24 @@ impl Plugin for DefaultPreemption {
             let Some(node) = cluster.node(name) else {
                 continue;
             };
-            let Some(victims) = select_victims(pod, node, fits) else {
+            let Some(victims) = select_victims(pod, node, cluster, fits) else {
                 continue;
             };
-            if best.as_ref().is_none_or(|(_, b)| better(&victims, b)) {
+            if best
+                .as_ref()
+                .is_none_or(|(_, b)| better(&victims, b, cluster.now_ms))
+            {
                 best = Some((name.clone(), victims));
             }
         }
         match best {
-            Some((node, victims)) => (Status::success(), Some(Nomination { node, victims })),
+            Some((node, v)) => (
+                Status::success(),
+                Some(Nomination {
+                    node,
+                    victims: v.pods,
+                }),
+            ),
             None => (
                 Status::unschedulable("No preemption victims found for incoming pod"),
                 None,

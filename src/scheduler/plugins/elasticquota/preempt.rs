@@ -3,8 +3,9 @@
 //! koord adds min reclaim: while the preemptor's quota stays within its min, pods of
 //! quotas using more than their runtime are victims too, whatever their priority — what
 //! Koordinator's revoke controller would evict later (monitorAllQuotas), done at once.
-//! Victim selection is upstream's: remove all, check the pod fits, give back the most
-//! important while it still fits and its quota stays within its limit.
+//! Victim selection is upstream's: remove all, check the pod fits, give back (PDB-protected
+//! pods first, then the rest, most important first) while it still fits and its quota stays
+//! within its limit.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use crate::scheduler::framework::runtime::NodeVerdict;
 use crate::scheduler::framework::{
     ClusterState, Code, Fits, NodeInfo, Nomination, PodInfo, Status,
 };
+use crate::scheduler::plugins::preemption::{self, Victims};
 
 struct Rules<'a> {
     plugin: &'a ElasticQuota,
@@ -67,7 +69,9 @@ impl Rules<'_> {
         exceeded(&sum(&used, &self.cycle.request), &self.cycle.limit).is_empty()
     }
 
-    fn victims_on(&self, node: &NodeInfo, fits: &Fits<'_>) -> Option<Vec<Arc<PodInfo>>> {
+    /// Koordinator's `SelectVictimsOnNode`: kube-scheduler's (PDB-protected pods given
+    /// back first) with the preemptor's quota checked as well.
+    fn victims_on(&self, node: &NodeInfo, fits: &Fits<'_>) -> Option<Victims> {
         let mut candidates: Vec<Arc<PodInfo>> = node
             .pods
             .iter()
@@ -88,13 +92,15 @@ impl Rules<'_> {
         if !fits(&trial) || !self.quota_fits(&freed) {
             return None;
         }
-        candidates.sort_by(|a, b| {
-            b.priority
-                .cmp(&a.priority)
-                .then(a.created_ms.cmp(&b.created_ms))
-        });
-        let mut victims = Vec::new();
-        for v in candidates {
+        let now = self.cluster.now_ms;
+        candidates.sort_by(|a, b| preemption::more_important(a, b, now));
+        let (violating, fine) = preemption::split_by_pdb(candidates, self.cluster.pdbs.values());
+        let mut out = Victims {
+            pods: Vec::new(),
+            pdb_violations: 0,
+        };
+        let tagged = violating.into_iter().map(|v| (true, v));
+        for (protected, v) in tagged.chain(fine.into_iter().map(|v| (false, v))) {
             trial.add_pod(v.clone());
             let own = self.victim_quota(&v) == Some(self.cycle.quota.as_str());
             let mut without = freed.clone();
@@ -107,10 +113,11 @@ impl Rules<'_> {
                 freed = without;
             } else {
                 trial.remove_pod(&v.key);
-                victims.push(v);
+                out.pdb_violations += protected as usize;
+                out.pods.push(v);
             }
         }
-        (!victims.is_empty()).then_some(victims)
+        (!out.pods.is_empty()).then_some(out)
     }
 }
 
@@ -141,7 +148,7 @@ pub fn post_filter(
         reclaim: !min.is_empty() && exceeded(&sum(&cycle.used, &cycle.request), &min).is_empty(),
         runtime: cluster.quota_runtime(),
     };
-    let mut best: Option<(String, Vec<Arc<PodInfo>>)> = None;
+    let mut best: Option<(String, Victims)> = None;
     for (name, v) in rejected {
         if v.code != Code::Unschedulable {
             continue;
@@ -154,13 +161,19 @@ pub fn post_filter(
         };
         if best
             .as_ref()
-            .is_none_or(|(_, b)| crate::scheduler::plugins::preemption::better(&victims, b))
+            .is_none_or(|(_, b)| preemption::better(&victims, b, cluster.now_ms))
         {
             best = Some((name.clone(), victims));
         }
     }
     match best {
-        Some((node, victims)) => (Status::success(), Some(Nomination { node, victims })),
+        Some((node, v)) => (
+            Status::success(),
+            Some(Nomination {
+                node,
+                victims: v.pods,
+            }),
+        ),
         None => (
             Status::unschedulable("preemption: No preemption victims found for incoming pod"),
             None,
