@@ -60,7 +60,8 @@ pub fn resolve_priority(pod: &mut Pod, classes: &[PriorityClass]) {
     spec.priority = from_snapshot.or(builtin);
 }
 
-/// The volume plugins' kinds and the PodDisruptionBudgets preemption respects.
+/// The volume plugins' kinds, the PodDisruptionBudgets preemption respects and the
+/// selectors default topology spreading reads.
 fn load_storage_and_pdbs(cluster: &mut ClusterState, snap: &Snapshot) {
     let (vols, storage) = (&mut cluster.volumes, &snap.storage);
     for o in &storage.pvs {
@@ -77,6 +78,28 @@ fn load_storage_and_pdbs(cluster: &mut ClusterState, snap: &Snapshot) {
     }
     for p in &snap.pdbs {
         cluster.upsert_pdb(Arc::new(p.clone()));
+    }
+    load_owners(cluster, snap);
+}
+
+/// The Services and controllers default topology spreading reads, through the live
+/// scheduler's own handling of their watch events.
+fn load_owners(cluster: &mut ClusterState, snap: &Snapshot) {
+    use crate::scheduler::live_storage::apply_owner;
+    use crate::scheduler::live_watch::Owner;
+    use kube::runtime::watcher::Event::Apply;
+    let owners = &mut cluster.owners;
+    for o in of_kind(snap, "ReplicaSet") {
+        apply_owner(owners, Owner::ReplicaSet(Apply(o)));
+    }
+    for o in of_kind(snap, "StatefulSet") {
+        apply_owner(owners, Owner::StatefulSet(Apply(o)));
+    }
+    for o in of_kind(snap, "ReplicationController") {
+        apply_owner(owners, Owner::Rc(Apply(o)));
+    }
+    for o in of_kind(snap, "Service") {
+        apply_owner(owners, Owner::Service(Apply(o)));
     }
 }
 

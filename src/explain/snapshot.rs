@@ -170,6 +170,7 @@ impl Snapshot {
             | "StatefulSet"
             | "Deployment"
             | "ReplicationController"
+            | "Service"
             | "Job" => self.other.push(v),
             "" => return Err(err("no kind".into())),
             other => self.warnings.push(format!(

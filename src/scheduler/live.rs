@@ -385,6 +385,11 @@ impl Scheduler {
                 // Not waited for: without PDBs preemption only chooses its victims worse.
                 Init | InitDone => {}
             },
+            Ev::Owner(ev) => {
+                if super::live_storage::apply_owner(&mut self.cluster.owners, *ev) {
+                    self.queue.on_cluster_event(now);
+                }
+            }
             Ev::Storage(ev) => match super::live_storage::apply(&mut self.cluster.volumes, *ev) {
                 super::live_storage::Applied::Synced(kind) => self.synced[5 + kind] = true,
                 super::live_storage::Applied::Changed => self.queue.on_cluster_event(now),

@@ -1,10 +1,12 @@
-//! The live scheduler's storage watches applied to the volume model.
+//! The live scheduler's storage watches applied to the volume model, and the Services and
+//! controllers default topology spreading reads.
 
 use std::sync::Arc;
 
 use kube::runtime::watcher::Event;
 
-use super::live_watch::Storage;
+use super::live_watch::{Owner, Storage};
+use crate::scheduler::model::owners::Owners;
 use crate::scheduler::model::volumes::Volumes;
 
 /// What one storage event did.
@@ -46,4 +48,35 @@ pub fn apply(vols: &mut Volumes, ev: Storage) -> Applied {
         Storage::CsiNode(Init | InitDone) => return Applied::Nothing,
     }
     Applied::Changed
+}
+
+/// A Service's or controller's event into the owners' selectors; true when one changed.
+pub fn apply_owner(owners: &mut Owners, ev: Owner) -> bool {
+    use Event::*;
+    let sel = |s: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>| {
+        s.unwrap_or_default()
+    };
+    match ev {
+        Owner::ReplicaSet(Apply(o) | InitApply(o)) => {
+            owners.upsert_controller("ReplicaSet", &o.metadata, sel(o.spec.map(|s| s.selector)))
+        }
+        Owner::StatefulSet(Apply(o) | InitApply(o)) => {
+            owners.upsert_controller("StatefulSet", &o.metadata, sel(o.spec.map(|s| s.selector)))
+        }
+        Owner::Rc(Apply(o) | InitApply(o)) => {
+            let labels = o.spec.and_then(|s| s.selector);
+            let s = k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                match_labels: labels,
+                match_expressions: None,
+            };
+            owners.upsert_controller("ReplicationController", &o.metadata, s)
+        }
+        Owner::Service(Apply(o) | InitApply(o)) => owners.upsert_service(&o),
+        Owner::ReplicaSet(Delete(o)) => owners.remove_controller("ReplicaSet", &o.metadata),
+        Owner::StatefulSet(Delete(o)) => owners.remove_controller("StatefulSet", &o.metadata),
+        Owner::Rc(Delete(o)) => owners.remove_controller("ReplicationController", &o.metadata),
+        Owner::Service(Delete(o)) => owners.remove_service(&o),
+        _ => return false,
+    }
+    true
 }

@@ -25,6 +25,16 @@ pub enum Ev {
     /// Rare next to pods: boxed, so they do not widen every pod event.
     Storage(Box<Storage>),
     Pdb(Box<watcher::Event<k8s_openapi::api::policy::v1::PodDisruptionBudget>>),
+    Owner(Box<Owner>),
+}
+
+/// What default topology spreading reads a pod's selector from.
+#[allow(clippy::large_enum_variant)]
+pub enum Owner {
+    ReplicaSet(watcher::Event<k8s_openapi::api::apps::v1::ReplicaSet>),
+    StatefulSet(watcher::Event<k8s_openapi::api::apps::v1::StatefulSet>),
+    Rc(watcher::Event<k8s_openapi::api::core::v1::ReplicationController>),
+    Service(watcher::Event<k8s_openapi::api::core::v1::Service>),
 }
 
 /// The storage kinds the volume plugins read.

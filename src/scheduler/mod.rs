@@ -184,7 +184,8 @@ pub fn watches(
     rx
 }
 
-/// What the volume plugins read: PVs, claims, StorageClasses, CSINodes.
+/// What the volume plugins read (PVs, claims, StorageClasses, CSINodes) and what default
+/// topology spreading reads (ReplicaSets, StatefulSets, ReplicationControllers, Services).
 fn storage_watches(
     client: &kube::Client,
     tx: &mpsc::UnboundedSender<live::Ev>,
@@ -208,6 +209,22 @@ fn storage_watches(
     live::watch(c(), "storageclasses", sc, tx.clone(), tasks, shutdown);
     let csi = |e| live::Ev::Storage(Box::new(Storage::CsiNode(e)));
     live::watch(c(), "csinodes", csi, tx.clone(), tasks, shutdown);
+    use live_watch::Owner;
+    let rs = |e| live::Ev::Owner(Box::new(Owner::ReplicaSet(e)));
+    live::watch(c(), "replicasets", rs, tx.clone(), tasks, shutdown);
+    let ss = |e| live::Ev::Owner(Box::new(Owner::StatefulSet(e)));
+    live::watch(c(), "statefulsets", ss, tx.clone(), tasks, shutdown);
+    let rc = |e| live::Ev::Owner(Box::new(Owner::Rc(e)));
+    live::watch(
+        c(),
+        "replicationcontrollers",
+        rc,
+        tx.clone(),
+        tasks,
+        shutdown,
+    );
+    let svc = |e| live::Ev::Owner(Box::new(Owner::Service(e)));
+    live::watch(c(), "services", svc, tx.clone(), tasks, shutdown);
 }
 
 pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {

@@ -1,7 +1,7 @@
 //! Volumes, as kube-scheduler places them: `koord explain schedule` on a snapshot with a
-//! local `WaitForFirstConsumer` PV, a zoned PV and a missing claim gives kube-scheduler's
-//! answers and words; the live scheduler binds the local claim's pod to the node its PV
-//! names, writing the PV's `claimRef` at PreBind and binding the pod only once the PV
+//! local `WaitForFirstConsumer` PV, a zoned PV, a missing claim and a ReplicaSet (default
+//! topology spreading) gives kube-scheduler's answers and words; the live scheduler agrees,
+//! and binds the local claim's pod to the node its PV names, writing the PV's `claimRef` at PreBind and binding the pod only once the PV
 //! controller (played here by the test) has completed the claim.
 
 use crate::common;
@@ -12,7 +12,7 @@ use common::TestApi;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use koord::scheduler::live::Ev;
-use koord::scheduler::live_watch::Storage;
+use koord::scheduler::live_watch::{Owner, Storage};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher::Event;
@@ -55,6 +55,14 @@ fn explain_places_claims_where_their_volumes_are() {
         zoned["nodes"]["n2"]["reason"],
         "node(s) had no available volume zone"
     );
+    let third = by("web-5d9-c");
+    assert_eq!(third["node"], "n2", "{third}");
+    let spread = |n: &str| {
+        third["nodes"][n]["scores"]["PodTopologySpread"]
+            .as_i64()
+            .unwrap()
+    };
+    assert!(spread("n2") > spread("n1"), "{third}");
     let orphan = by("orphan");
     assert!(orphan["node"].is_null(), "{orphan}");
     for (_, n) in orphan["nodes"].as_object().unwrap() {
@@ -104,6 +112,12 @@ async fn create_objects(c: &kube::Client) {
                 let api = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
                 api.create(&pp, &obj(v)).await.unwrap();
             }
+            "ReplicaSet" => drop(
+                Api::<k8s_openapi::api::apps::v1::ReplicaSet>::namespaced(c.clone(), ns)
+                    .create(&pp, &obj(v))
+                    .await
+                    .unwrap(),
+            ),
             "Pod" => drop(
                 Api::<Pod>::namespaced(c.clone(), ns)
                     .create(&pp, &obj(v))
@@ -142,9 +156,14 @@ async fn feed(s: &mut koord::scheduler::live::Scheduler, c: &kube::Client) {
     for o in claims.list(&Default::default()).await.unwrap() {
         s.apply(Ev::Storage(Box::new(Storage::Pvc(Event::Apply(o)))));
     }
+    let sets = Api::<k8s_openapi::api::apps::v1::ReplicaSet>::namespaced(c.clone(), "default");
+    for o in sets.list(&Default::default()).await.unwrap() {
+        s.apply(Ev::Owner(Box::new(Owner::ReplicaSet(Event::Apply(o)))));
+    }
     let pods = Api::<Pod>::namespaced(c.clone(), "default");
     for o in pods.list(&Default::default()).await.unwrap() {
-        if o.metadata.name.as_deref() == Some("local-user") {
+        let name = o.metadata.name.as_deref().unwrap_or_default();
+        if name == "local-user" || name.starts_with("web-") {
             s.apply(Ev::Pod(Event::Apply(o)));
         }
     }
@@ -191,7 +210,12 @@ async fn the_live_scheduler_prebinds_the_local_pv_then_binds_the_pod() {
     let mut s = koord::scheduler::live::Scheduler::new(c.clone(), &cfg, leader).unwrap();
     feed(&mut s, &c).await;
     let controller = tokio::spawn(pv_controller(c.clone()));
-    assert!(s.schedule_one());
+    assert!(s.schedule_one() && s.schedule_one());
+    assert_eq!(
+        s.cluster.placement("default/web-5d9-c"),
+        Some("n2"),
+        "spread from its siblings"
+    );
     assert_eq!(
         s.cluster.placement("default/local-user"),
         Some("n2"),

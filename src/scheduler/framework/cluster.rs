@@ -45,6 +45,8 @@ pub struct ClusterState {
     /// PodDisruptionBudgets by `namespace/name` (DefaultPreemption spares what they protect).
     pub pdbs:
         std::collections::BTreeMap<String, Arc<k8s_openapi::api::policy::v1::PodDisruptionBudget>>,
+    /// Services' and controllers' selectors (default topology spreading).
+    pub owners: crate::scheduler::model::owners::Owners,
     /// PersistentVolumes, claims, StorageClasses and CSINodes, with Reserve's assumptions.
     pub volumes: crate::scheduler::model::volumes::Volumes,
     /// Each node's position in name order (ties between equal scores go to the first).

@@ -18,6 +18,8 @@ pub mod volumes;
 #[cfg(test)]
 mod preemption_tests;
 #[cfg(test)]
+mod spread_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
@@ -115,17 +117,7 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, String>
             Arc::new(preemption::DefaultPreemption)
         }
         "PodTopologySpread" => {
-            let a: SpreadArgs = strip_meta(args(name, raw)?);
-            if a.default_constraints
-                .as_ref()
-                .is_some_and(|c| !c.is_empty())
-                || a.defaulting_type.as_deref() == Some("List")
-            {
-                return Err(format!(
-                    "plugin {name}: args: defaultConstraints are not supported yet"
-                ));
-            }
-            Arc::new(spread::PodTopologySpread)
+            Arc::new(spread::PodTopologySpread::new(strip_meta(args(name, raw)?)).map_err(ctx)?)
         }
         "InterPodAffinity" => {
             let a: InterPodArgs = strip_meta(args(name, raw)?);
@@ -200,14 +192,6 @@ struct ReservationArgs {
 struct PreemptionArgs {
     min_candidate_nodes_percentage: Option<i32>,
     min_candidate_nodes_absolute: Option<i32>,
-}
-
-/// `PodTopologySpreadArgs`.
-#[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct SpreadArgs {
-    default_constraints: Option<Vec<Value>>,
-    defaulting_type: Option<String>,
 }
 
 /// A plugin's args without `apiVersion`/`kind`; the defaults when absent.

@@ -1,11 +1,15 @@
-//! PodTopologySpread: `DoNotSchedule` constraints filter on skew, `ScheduleAnyway` ones
-//! score (fewer matching pods in the node's domain is better), with kube-scheduler's
-//! counting: only nodes passing the pod's node affinity count, only pods in the pod's
-//! namespace matching the constraint's selector count, `minDomains` honoured.
+//! PodTopologySpread, as kube-scheduler's: `DoNotSchedule` constraints filter on skew,
+//! `ScheduleAnyway` ones score (fewer matching pods in the node's domain is better). A pod
+//! without constraints of its own gets the defaults — kube-scheduler's system defaults
+//! (hostname, max skew 3; zone, max skew 5; both ScheduleAnyway) or the args'
+//! `defaultConstraints` with `defaultingType: List` — selecting the pods its Services and
+//! controller select (`model/owners.rs`). Counting: only nodes passing the pod's node
+//! affinity count, only pods in the pod's namespace matching the selector, `minDomains`.
 
 use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
+use serde::Deserialize;
 
 use super::super::framework::{
     ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point, Status,
@@ -14,6 +18,146 @@ use super::affinity::required_matches;
 use crate::api::selector::label_selector_matches;
 
 const KEY: &str = "PodTopologySpread";
+const SCORE_KEY: &str = "PodTopologySpread/score";
+const HOSTNAME: &str = "kubernetes.io/hostname";
+const ZONE: &str = "topology.kubernetes.io/zone";
+
+/// `PodTopologySpreadArgs`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Args {
+    #[serde(default)]
+    pub default_constraints: Vec<TopologySpreadConstraint>,
+    /// `System` (the default) or `List`.
+    pub defaulting_type: Option<String>,
+}
+
+pub struct PodTopologySpread {
+    /// The constraints a pod without its own gets (selectors filled per pod).
+    defaults: Vec<TopologySpreadConstraint>,
+    system_defaulted: bool,
+}
+
+fn system_defaults() -> Vec<TopologySpreadConstraint> {
+    let c = |key: &str, skew| TopologySpreadConstraint {
+        topology_key: key.into(),
+        when_unsatisfiable: "ScheduleAnyway".into(),
+        max_skew: skew,
+        ..Default::default()
+    };
+    vec![c(HOSTNAME, 3), c(ZONE, 5)]
+}
+
+impl PodTopologySpread {
+    /// kube-scheduler's `ValidatePodTopologySpreadArgs`, then the defaults it implies.
+    pub fn new(args: Args) -> Result<PodTopologySpread, String> {
+        let list = match args.defaulting_type.as_deref().unwrap_or("System") {
+            "System" if !args.default_constraints.is_empty() => {
+                return Err(
+                    "defaultingType: Invalid value: \"System\": when .defaultConstraints are not empty"
+                        .into(),
+                );
+            }
+            "System" => false,
+            "List" => true,
+            other => {
+                return Err(format!(
+                    "defaultingType: Unsupported value: {other:?}: supported values: \"System\", \"List\""
+                ));
+            }
+        };
+        let mut seen = HashSet::new();
+        for (i, c) in args.default_constraints.iter().enumerate() {
+            let at = format!("defaultConstraints[{i}]");
+            if c.max_skew <= 0 {
+                return Err(format!(
+                    "{at}.maxSkew: Invalid value: {}: must be greater than zero",
+                    c.max_skew
+                ));
+            }
+            if c.topology_key.is_empty() {
+                return Err(format!(
+                    "{at}.topologyKey: Required value: can not be empty"
+                ));
+            }
+            if !matches!(
+                c.when_unsatisfiable.as_str(),
+                "DoNotSchedule" | "ScheduleAnyway"
+            ) {
+                return Err(format!(
+                    "{at}.whenUnsatisfiable: Unsupported value: {:?}: supported values: \"DoNotSchedule\", \"ScheduleAnyway\"",
+                    c.when_unsatisfiable
+                ));
+            }
+            if c.label_selector.is_some() {
+                return Err(format!(
+                    "{at}.labelSelector: Forbidden: constraint must not define a selector, as they deduced for each pod"
+                ));
+            }
+            if !seen.insert((c.topology_key.clone(), c.when_unsatisfiable.clone())) {
+                return Err(format!(
+                    "{at}: Duplicate value: {:?}",
+                    (&c.topology_key, &c.when_unsatisfiable)
+                ));
+            }
+        }
+        Ok(PodTopologySpread {
+            defaults: if list {
+                args.default_constraints
+            } else {
+                system_defaults()
+            },
+            system_defaulted: !list,
+        })
+    }
+
+    /// The pod's constraints for `mode`, or (the pod has none at all) the defaults with
+    /// the pod's default selector; none when nothing selects the pod.
+    fn constraints(
+        &self,
+        pod: &PodInfo,
+        mode: &str,
+        cluster: &ClusterState,
+    ) -> Vec<TopologySpreadConstraint> {
+        let own = pod
+            .spec()
+            .and_then(|s| s.topology_spread_constraints.as_deref())
+            .unwrap_or_default();
+        if !own.is_empty() {
+            return own
+                .iter()
+                .filter(|c| c.when_unsatisfiable == mode)
+                .cloned()
+                .collect();
+        }
+        let wanted: Vec<&TopologySpreadConstraint> = self
+            .defaults
+            .iter()
+            .filter(|c| c.when_unsatisfiable == mode)
+            .collect();
+        if wanted.is_empty() || cluster.owners.is_empty() {
+            return Vec::new();
+        }
+        let Some(selector) = cluster.owners.default_selector(&pod.pod) else {
+            return Vec::new();
+        };
+        wanted
+            .into_iter()
+            .map(|c| TopologySpreadConstraint {
+                label_selector: Some(selector.clone()),
+                ..c.clone()
+            })
+            .collect()
+    }
+
+    fn defaulted(&self, pod: &PodInfo) -> bool {
+        self.system_defaulted
+            && pod
+                .spec()
+                .and_then(|s| s.topology_spread_constraints.as_ref())
+                .is_none_or(|c| c.is_empty())
+    }
+}
 
 /// Per constraint: matching pods per domain value, over eligible nodes.
 struct Counts {
@@ -32,14 +176,19 @@ impl Counts {
     }
 }
 
-fn constraints(pod: &PodInfo, mode: &str) -> Vec<TopologySpreadConstraint> {
-    pod.spec()
-        .and_then(|s| s.topology_spread_constraints.as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|c| c.when_unsatisfiable == mode)
-        .cloned()
-        .collect()
+/// Pods on `node` in the pod's namespace that `c` selects (terminating ones not counted).
+fn matching(pod: &PodInfo, node: &NodeInfo, c: &TopologySpreadConstraint) -> i64 {
+    node.pods
+        .iter()
+        .filter(|p| p.namespace == pod.namespace && p.key != pod.key)
+        .filter(|p| p.pod.metadata.deletion_timestamp.is_none())
+        .filter(|p| label_selector_matches(c.label_selector.as_ref(), Some(&p.labels)))
+        .count() as i64
+}
+
+/// The node counts for the pod (`nodeAffinityPolicy: Honor`, the default).
+fn included(pod: &PodInfo, node: &NodeInfo, c: &TopologySpreadConstraint) -> bool {
+    c.node_affinity_policy.as_deref() == Some("Ignore") || required_matches(pod, node)
 }
 
 fn counts(
@@ -50,21 +199,13 @@ fn counts(
     list.into_iter()
         .map(|c| {
             let mut per_value: HashMap<String, i64> = HashMap::new();
-            let honor_affinity = c.node_affinity_policy.as_deref() != Some("Ignore");
             for node in &cluster.nodes {
                 let Some(v) = node.labels.get(&c.topology_key) else {
                     continue;
                 };
-                if honor_affinity && !required_matches(pod, node) {
-                    continue;
+                if included(pod, node, &c) {
+                    *per_value.entry(v.clone()).or_insert(0) += matching(pod, node, &c);
                 }
-                let n = node
-                    .pods
-                    .iter()
-                    .filter(|p| p.namespace == pod.namespace && p.key != pod.key)
-                    .filter(|p| label_selector_matches(c.label_selector.as_ref(), Some(&p.labels)))
-                    .count() as i64;
-                *per_value.entry(v.clone()).or_insert(0) += n;
             }
             let self_match =
                 label_selector_matches(c.label_selector.as_ref(), Some(&pod.labels)) as i64;
@@ -77,7 +218,84 @@ fn counts(
         .collect()
 }
 
-pub struct PodTopologySpread;
+/// PreScore's state: kube-scheduler's `preScoreState`.
+struct Scoring {
+    constraints: Vec<TopologySpreadConstraint>,
+    /// Feasible nodes missing a constraint's key (only when every key is required).
+    ignored: HashSet<String>,
+    /// Per constraint (not hostname): matching pods per domain among the feasible nodes'.
+    per_value: Vec<HashMap<String, i64>>,
+    /// Per constraint: ln(domains among the feasible nodes + 2).
+    weight: Vec<f64>,
+}
+
+fn has_keys(node: &NodeInfo, cs: &[TopologySpreadConstraint]) -> bool {
+    cs.iter().all(|c| node.labels.contains_key(&c.topology_key))
+}
+
+fn scoring(
+    pod: &PodInfo,
+    constraints: Vec<TopologySpreadConstraint>,
+    require_all: bool,
+    feasible: &[usize],
+    cluster: &ClusterState,
+) -> Scoring {
+    let mut s = Scoring {
+        ignored: HashSet::new(),
+        per_value: vec![HashMap::new(); constraints.len()],
+        weight: vec![0.0; constraints.len()],
+        constraints,
+    };
+    let mut scored = 0usize;
+    for &i in feasible {
+        let node = &cluster.nodes[i];
+        if require_all && !has_keys(node, &s.constraints) {
+            s.ignored.insert(node.name.clone());
+            continue;
+        }
+        scored += 1;
+        for (k, c) in s.constraints.iter().enumerate() {
+            if c.topology_key != HOSTNAME {
+                let v = node
+                    .labels
+                    .get(&c.topology_key)
+                    .cloned()
+                    .unwrap_or_default();
+                s.per_value[k].entry(v).or_insert(0);
+            }
+        }
+    }
+    for (k, c) in s.constraints.iter().enumerate() {
+        let size = if c.topology_key == HOSTNAME {
+            scored
+        } else {
+            s.per_value[k].len()
+        };
+        s.weight[k] = ((size + 2) as f64).ln();
+    }
+    for node in &cluster.nodes {
+        if require_all && !has_keys(node, &s.constraints) {
+            continue;
+        }
+        for (k, c) in s.constraints.iter().enumerate() {
+            if c.topology_key == HOSTNAME || !included(pod, node, c) {
+                continue;
+            }
+            let v = node
+                .labels
+                .get(&c.topology_key)
+                .cloned()
+                .unwrap_or_default();
+            if let Some(n) = s.per_value[k].get_mut(&v) {
+                *n += matching(pod, node, c);
+            }
+        }
+    }
+    s
+}
+
+/// A node PreScore ignored scores this, and 0 after normalizing.
+const IGNORED: i64 = -1;
 
 impl Plugin for PodTopologySpread {
     fn name(&self) -> &'static str {
@@ -97,7 +315,7 @@ impl Plugin for PodTopologySpread {
         pod: &PodInfo,
         cluster: &ClusterState,
     ) -> (Status, Option<HashSet<String>>) {
-        let hard = constraints(pod, "DoNotSchedule");
+        let hard = self.constraints(pod, "DoNotSchedule", cluster);
         if hard.is_empty() {
             return (Status::skip(), None);
         }
@@ -127,45 +345,54 @@ impl Plugin for PodTopologySpread {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _: &[usize],
+        feasible: &[usize],
         cluster: &ClusterState,
     ) -> Status {
-        let soft = constraints(pod, "ScheduleAnyway");
+        let soft = self.constraints(pod, "ScheduleAnyway", cluster);
         if soft.is_empty() {
             return Status::skip();
         }
-        state.write("PodTopologySpread/score", counts(pod, soft, cluster));
+        let require_all = !self.defaulted(pod);
+        state.write(
+            SCORE_KEY,
+            scoring(pod, soft, require_all, feasible, cluster),
+        );
         Status::success()
     }
     fn score(
         &self,
         state: &CycleState,
-        _: &PodInfo,
+        pod: &PodInfo,
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<i64, String> {
-        let Some(all) = state.read::<Vec<Counts>>("PodTopologySpread/score") else {
+        let Some(s) = state.read::<Scoring>(SCORE_KEY) else {
             return Ok(0);
         };
+        if s.ignored.contains(&node.name) {
+            return Ok(IGNORED);
+        }
         let mut score = 0f64;
-        for c in all {
-            let Some(v) = node.labels.get(&c.constraint.topology_key) else {
+        for (k, c) in s.constraints.iter().enumerate() {
+            let Some(v) = node.labels.get(&c.topology_key) else {
                 continue;
             };
-            // Upstream weighs each constraint by log(domains + 2).
-            let weight = ((c.per_value.len() + 2) as f64).ln();
-            score += c.per_value.get(v).copied().unwrap_or(0) as f64 * weight
-                + (c.constraint.max_skew as f64 - 1.0);
+            let count = if c.topology_key == HOSTNAME {
+                matching(pod, node, c)
+            } else {
+                s.per_value[k].get(v).copied().unwrap_or(0)
+            };
+            score += count as f64 * s.weight[k] + (c.max_skew as f64 - 1.0);
         }
         Ok(score.round() as i64)
     }
     fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [i64]) {
-        let (min, max) = (
-            scores.iter().copied().min().unwrap_or(0),
-            scores.iter().copied().max().unwrap_or(0),
-        );
+        let counted = || scores.iter().copied().filter(|s| *s != IGNORED);
+        let (min, max) = (counted().min().unwrap_or(0), counted().max().unwrap_or(0));
         for s in scores.iter_mut() {
-            *s = if max == 0 {
+            *s = if *s == IGNORED {
+                0
+            } else if max == 0 {
                 MAX_NODE_SCORE
             } else {
                 MAX_NODE_SCORE * (max + min - *s) / max

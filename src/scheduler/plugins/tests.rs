@@ -410,11 +410,12 @@ mod spread {
     use serde_json::json;
 
     use crate::scheduler::framework::{CycleState, Plugin};
-    use crate::scheduler::plugins::spread::PodTopologySpread;
+    use crate::scheduler::plugins::spread::{Args, PodTopologySpread};
     use crate::scheduler::test_util::{cluster, node_json, pod};
 
     #[test]
     fn do_not_schedule_skew_and_schedule_anyway_score() {
+        let spread = PodTopologySpread::new(Args::default()).unwrap();
         let mut nodes = Vec::new();
         for (n, z) in [("a1", "a"), ("b1", "b"), ("nolabel", "")] {
             let mut v = node_json(n, "4", "8Gi");
@@ -437,16 +438,11 @@ mod spread {
         };
         let hard = with("DoNotSchedule");
         let mut state = CycleState::default();
-        assert!(
-            PodTopologySpread
-                .pre_filter(&mut state, &hard, &c)
-                .0
-                .is_success()
-        );
+        assert!(spread.pre_filter(&mut state, &hard, &c).0.is_success());
         let msgs: Vec<String> = c
             .nodes
             .iter()
-            .map(|n| PodTopologySpread.filter(&state, &hard, n, &c).message())
+            .map(|n| spread.filter(&state, &hard, n, &c).message())
             .collect();
         assert_eq!(
             msgs,
@@ -459,16 +455,12 @@ mod spread {
         let soft = with("ScheduleAnyway");
         let mut state = CycleState::default();
         let refs: Vec<usize> = (0..c.nodes.len()).collect();
-        assert!(
-            PodTopologySpread
-                .pre_score(&mut state, &soft, &refs, &c)
-                .is_success()
-        );
+        assert!(spread.pre_score(&mut state, &soft, &refs, &c).is_success());
         let mut scores: Vec<i64> = c.nodes[..2]
             .iter()
-            .map(|n| PodTopologySpread.score(&state, &soft, n, &c).unwrap())
+            .map(|n| spread.score(&state, &soft, n, &c).unwrap())
             .collect();
-        PodTopologySpread.normalize(&state, &soft, &mut scores);
+        spread.normalize(&state, &soft, &mut scores);
         assert!(
             scores[1] > scores[0],
             "the emptier zone scores higher: {scores:?}"
@@ -477,7 +469,7 @@ mod spread {
             json!({"metadata": {"name": "x", "namespace": "d"}, "spec": {"containers": [{"name": "c"}]}}),
         );
         assert_eq!(
-            PodTopologySpread
+            spread
                 .pre_filter(&mut CycleState::default(), &none, &c)
                 .0
                 .code,
