@@ -114,6 +114,8 @@ pub struct Scheduler {
     gang_rejections: HashMap<String, String>,
     next_start: usize,
     binds: JoinSet<BindDone>,
+    /// Woken when an event may change a reservation's status (the controller's trigger).
+    pub reservation_kick: Arc<tokio::sync::Notify>,
     /// Reservations placed but not yet written Available: name → the object before.
     assumed_reservations: HashMap<String, Arc<Reservation>>,
     pub metrics: Arc<super::metrics::SchedulerMetrics>,
@@ -180,6 +182,7 @@ impl Scheduler {
             worked: false,
             trimmed_at: None,
             assumed_reservations: HashMap::new(),
+            reservation_kick: Default::default(),
             metrics: Default::default(),
         }
     }
@@ -229,6 +232,13 @@ impl Scheduler {
 
     fn apply_pod(&mut self, pod: Pod, deleted: bool) {
         let key = key_of(&pod.metadata);
+        let allocated = pod.metadata.annotations.as_ref().is_some_and(|a| {
+            a.contains_key(crate::api::extension::keys::ANNOTATION_RESERVATION_ALLOCATED)
+        });
+        if allocated {
+            // An owner bound, finished or gone: its reservation may complete now.
+            self.reservation_kick.notify_one();
+        }
         if deleted {
             // A pod deleted while waiting at Permit stops waiting (kube-scheduler rejects it).
             self.resolve_waiting(&key, false);
@@ -340,6 +350,7 @@ impl Scheduler {
             // Not waited for, like topologies: a node without a Device passes DeviceShare.
             Ev::Device(Init | InitDone) => {}
             Ev::Reservation(Apply(r) | InitApply(r)) => {
+                self.reservation_kick.notify_one();
                 self.apply_reservation(Arc::new(r));
                 self.queue.on_cluster_event(now);
             }

@@ -93,12 +93,15 @@ pub fn load(cfg: &Config) -> Result<config::SchedulerConfig, String> {
     }
 }
 
-/// The reservation controller, on the leader only, every `Reservation` plugin arg
-/// `resyncIntervalSeconds` (Koordinator's default 60 s).
+/// The reservation controller, on the leader only: a round soon after the live scheduler
+/// sees an event that may change a reservation (`kick`: a reservation, or a pod allocated
+/// to one), at the next expiry, and at least every `resyncIntervalSeconds` (Koordinator's
+/// default 60 s) — Koordinator's controller is event-driven with the resync as backstop.
 fn spawn_reservation_controller(
     client: kube::Client,
     cfg: &config::SchedulerConfig,
     leadership: Leadership,
+    kick: std::sync::Arc<tokio::sync::Notify>,
     ctx: &RoleCtx,
 ) {
     let every = cfg
@@ -115,18 +118,37 @@ fn spawn_reservation_controller(
     let shutdown = ctx.shutdown.clone();
     ctx.tasks
         .spawn("scheduler/reservation-controller", async move {
+            let mut next_expiry: Option<i64> = None;
             loop {
+                let wait = controller_wait(every, next_expiry);
                 tokio::select! {
                     _ = shutdown.draining() => return Ok(()),
-                    _ = tokio::time::sleep(std::time::Duration::from_secs(every)) => {}
+                    _ = kick.notified() => {
+                        // Events come in bursts (a binding, then its status): one round.
+                        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    }
+                    _ = tokio::time::sleep(wait) => {}
                 }
-                if leadership.is_leader()
-                    && let Err(e) = reservation_live::reconcile(&client).await
-                {
-                    tracing::warn!(error = %e, "reservation controller round failed");
+                if !leadership.is_leader() {
+                    continue;
+                }
+                match reservation_live::reconcile(&client).await {
+                    Ok(next) => next_expiry = next,
+                    Err(e) => tracing::warn!(error = %e, "reservation controller round failed"),
                 }
             }
         });
+}
+
+/// How long the controller sleeps: until just after the next expiry, at most the resync.
+fn controller_wait(every_s: u64, next_expiry_s: Option<i64>) -> std::time::Duration {
+    let resync = std::time::Duration::from_secs(every_s);
+    let Some(at) = next_expiry_s else {
+        return resync;
+    };
+    let now_ms = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+    let until = (at * 1000 + 50 - now_ms).max(0) as u64;
+    resync.min(std::time::Duration::from_millis(until))
 }
 
 /// Runs the role until the process drains.
@@ -274,7 +296,8 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             status_writer::write_pod_group,
         );
     }
-    spawn_reservation_controller(client, &sched_cfg, controller_lease, &ctx);
+    let kick = scheduler.reservation_kick.clone();
+    spawn_reservation_controller(client, &sched_cfg, controller_lease, kick, &ctx);
     let ready = ctx.ready.clone();
     tracing::info!(profiles = ?sched_cfg.profiles.iter().map(|p| &p.scheduler_name).collect::<Vec<_>>(), "scheduler starting");
     scheduler

@@ -155,6 +155,17 @@ fn ttl_seconds(r: &Reservation) -> Option<i64> {
         .map(|d| d.as_secs() as i64)
 }
 
+/// When a reservation expires (`spec.expires`, else creation + `ttl`; 0 never), in seconds.
+pub fn expiry_s(r: &Reservation) -> Option<i64> {
+    if let Some(t) = &r.spec.expires {
+        return Some(t.0.as_second());
+    }
+    let created = r.metadata.creation_timestamp.as_ref()?.0.as_second();
+    ttl_seconds(r)
+        .filter(|ttl| *ttl > 0)
+        .map(|ttl| created + ttl)
+}
+
 /// What the controller decides for one reservation: (phase, reason) to write, owners.
 pub fn decide(
     r: &Reservation,
@@ -197,8 +208,9 @@ pub fn decide(
     None
 }
 
-/// One controller round over every reservation.
-pub async fn reconcile(client: &kube::Client) -> Result<(), kube::Error> {
+/// One controller round over every reservation; returns the next expiry (seconds) of a
+/// reservation still pending or available, for the controller to wake up then.
+pub async fn reconcile(client: &kube::Client) -> Result<Option<i64>, kube::Error> {
     let rapi: Api<Reservation> = Api::all(client.clone());
     let pods: Api<Pod> = Api::all(client.clone());
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
@@ -241,6 +253,7 @@ pub async fn reconcile(client: &kube::Client) -> Result<(), kube::Error> {
         });
     }
     let now_s = k8s_openapi::jiff::Timestamp::now().as_second();
+    let mut next_expiry: Option<i64> = None;
     for r in rapi.list(&ListParams::default()).await?.items {
         let name = r.metadata.name.clone().unwrap_or_default();
         let uid = r.metadata.uid.clone().unwrap_or_default();
@@ -280,12 +293,18 @@ pub async fn reconcile(client: &kube::Client) -> Result<(), kube::Error> {
         if known != mine {
             status.insert("currentOwners".into(), json!(mine));
         }
-        if let Some((phase, reason)) = decide(
+        let decided = decide(
             &r,
             &mine,
             now_s,
             node.is_empty() || node_names.contains(&node),
-        ) {
+        );
+        if decided.is_none()
+            && let Some(t) = expiry_s(&r).filter(|t| *t > now_s)
+        {
+            next_expiry = Some(next_expiry.map_or(t, |n: i64| n.min(t)));
+        }
+        if let Some((phase, reason)) = decided {
             status.insert("phase".into(), json!(phase));
             status.insert(
                 "conditions".into(),
@@ -302,7 +321,7 @@ pub async fn reconcile(client: &kube::Client) -> Result<(), kube::Error> {
             }
         }
     }
-    Ok(())
+    Ok(next_expiry)
 }
 
 #[cfg(test)]
