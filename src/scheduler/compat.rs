@@ -21,8 +21,6 @@ const FRAMEWORK_DOES: &[(&str, Option<Point>)] = &[
     // Reservation's PostFilter sums its Filter reasons (koord reports those from Filter);
     // its preemption needs `enablePreemption`, named by `unsupported_args` when set.
     ("Reservation", Some(Point::PostFilter)),
-    // Reservation's PreScore ranks reservations; koord's Score does that directly.
-    ("Reservation", Some(Point::PreScore)),
 ];
 
 /// A plugin name koord accepts because its framework does that plugin's work.

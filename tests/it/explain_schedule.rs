@@ -95,9 +95,10 @@ fn pending_reservations_are_scheduled_and_owners_use_them() {
     let by = |name: &str| pods.iter().find(|p| p["pod"] == name).unwrap().clone();
     let pending = by("reservation/r-pending");
     assert_eq!(pending["node"], "node-b", "{pending}");
+    // Koordinator rejects the other nodes at Reservation's Filter, not by a PreFilter result.
     assert_eq!(
         pending["nodes"]["node-a"]["reason"],
-        "node(s) didn't satisfy plugin(s) PreFilter result"
+        "node(s) didn't match the nodeName specified by reservation"
     );
     let web = by("default/web-1");
     assert_eq!(

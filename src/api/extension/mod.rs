@@ -2,6 +2,7 @@
 //! extended resources, priority classes and QoS classes, and how a pod's class is derived.
 
 pub mod keys;
+pub mod nodereservation;
 pub mod priority;
 pub mod qos;
 pub mod resources;

@@ -42,6 +42,11 @@ pub struct ReservationInfo {
     pub node: Option<String>,
     pub labels: BTreeMap<String, String>,
     pub allocatable: Amounts,
+    /// The resources it reserves, sorted (a Restricted one's narrowed by its
+    /// `reservation-restricted-options`): what owners' requests are checked against.
+    pub resource_names: Vec<String>,
+    /// Held back from owners (its `node.koordinator.sh/reservation` annotation).
+    pub reserved: Amounts,
     pub allocate_once: bool,
     pub policy: AllocatePolicy,
     pub unschedulable: bool,
@@ -64,7 +69,21 @@ impl ReservationInfo {
             None => template_requests(&r),
         };
         let labels = r.metadata.labels.clone().unwrap_or_default();
+        let policy = match spec.allocate_policy.as_deref() {
+            Some("Aligned") => AllocatePolicy::Aligned,
+            Some("Restricted") => AllocatePolicy::Restricted,
+            _ => AllocatePolicy::Default,
+        };
+        let resource_names = resource_names(&r, &allocatable, policy);
+        let mut reserved = crate::api::extension::nodereservation::NodeReservation::parse(
+            r.metadata.annotations.as_ref(),
+        )
+        .map(|n| n.resources())
+        .unwrap_or_default();
+        reserved.retain(|k, _| resource_names.contains(k));
         ReservationInfo {
+            resource_names,
+            reserved,
             name: r.metadata.name.clone().unwrap_or_default(),
             uid: r.metadata.uid.clone().unwrap_or_default(),
             phase: status
@@ -80,11 +99,7 @@ impl ReservationInfo {
             labels,
             allocatable,
             allocate_once: spec.allocate_once.unwrap_or(true),
-            policy: match spec.allocate_policy.as_deref() {
-                Some("Aligned") => AllocatePolicy::Aligned,
-                Some("Restricted") => AllocatePolicy::Restricted,
-                _ => AllocatePolicy::Default,
-            },
+            policy,
             unschedulable: spec.unschedulable.unwrap_or(false),
             taints: spec.taints.clone().unwrap_or_default(),
             owner_selectors: spec
@@ -124,6 +139,68 @@ impl ReservationInfo {
         out
     }
 
+    /// What owners may still use: allocatable − reserved − Σ owners' requests, per
+    /// resource, floored at 0 (Koordinator's `GetAvailable`).
+    pub fn available(&self) -> Amounts {
+        let mut out = self.remaining();
+        for (k, v) in &self.reserved {
+            if let Some(a) = out.get_mut(k) {
+                *a = (*a - v).max(0);
+            }
+        }
+        out
+    }
+
+    /// The reservation and the pod ask for at least one common resource.
+    pub fn shares_resource_with(&self, pod_req: &Amounts) -> bool {
+        self.resource_names
+            .iter()
+            .any(|n| pod_req.get(n).is_some_and(|v| *v > 0))
+    }
+
+    /// `fitsReservation` (Restricted): why the pod does not fit what the reservation
+    /// still holds — its pod count, then each reserved resource, in Koordinator's words;
+    /// `detailed` (the pod names this reservation) adds the amounts.
+    pub fn insufficient(&self, pod_req: &Amounts, detailed: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(max) = self.allocatable.get("pods")
+            && self.allocated.len() as i64 + 1 > *max
+        {
+            out.push(if detailed {
+                format!(
+                    "{REASON_PREFIX}Too many pods, requested: 1, used: {}, capacity: {max}",
+                    self.allocated.len()
+                )
+            } else {
+                format!("{REASON_PREFIX}Too many pods")
+            });
+        }
+        for name in &self.resource_names {
+            let requested = pod_req.get(name).copied().unwrap_or(0);
+            if requested <= 0 {
+                continue;
+            }
+            let capacity = self.allocatable.get(name).copied().unwrap_or(0)
+                - self.reserved.get(name).copied().unwrap_or(0);
+            let used: i64 = self
+                .allocated
+                .values()
+                .filter_map(|a| a.get(name))
+                .sum::<i64>()
+                .max(0);
+            if requested > capacity - used {
+                out.push(if detailed {
+                    format!(
+                        "{REASON_PREFIX}Insufficient {name}, requested: {requested}, used: {used}, capacity: {capacity}"
+                    )
+                } else {
+                    format!("{REASON_PREFIX}Insufficient {name}")
+                });
+            }
+        }
+        out
+    }
+
     /// Whether `pod` is one of the owners (owners are ORed; within one, every given part
     /// must hold).
     pub fn owner_matches(&self, pod: &Pod) -> bool {
@@ -132,6 +209,41 @@ impl ReservationInfo {
             .zip(&self.owner_selectors)
             .any(|(o, sel)| owner_matches(o, sel.as_ref(), pod))
     }
+}
+
+/// Reservation-level failure reasons start with this (`reservationutil.ErrReasonPrefix`).
+pub const REASON_PREFIX: &str = "Reservation(s) ";
+
+/// `scheduling.koordinator.sh/reservation-restricted-options`: the resources a Restricted
+/// reservation restricts its owners on (all of them when absent or none match).
+pub const ANNOTATION_RESTRICTED_OPTIONS: &str =
+    "scheduling.koordinator.sh/reservation-restricted-options";
+
+fn resource_names(r: &Reservation, allocatable: &Amounts, policy: AllocatePolicy) -> Vec<String> {
+    #[derive(Deserialize)]
+    struct Options {
+        #[serde(default)]
+        resources: Vec<String>,
+    }
+    let all: Vec<String> = allocatable.keys().cloned().collect();
+    if policy != AllocatePolicy::Restricted {
+        return all;
+    }
+    let options = r
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_RESTRICTED_OPTIONS))
+        .and_then(|raw| serde_json::from_str::<Options>(raw).ok());
+    let Some(o) = options else {
+        return all;
+    };
+    let narrowed: Vec<String> = all
+        .iter()
+        .filter(|n| o.resources.contains(n))
+        .cloned()
+        .collect();
+    if narrowed.is_empty() { all } else { narrowed }
 }
 
 fn template_requests(r: &Reservation) -> Amounts {

@@ -29,6 +29,9 @@ pub const ERR_AFFINITY: &str = "node(s) no reservations match reservation affini
 pub const ERR_NODE_NOT_MATCH: &str = "node(s) didn't match the nodeName specified by reservation";
 pub const ERR_NO_RESERVATION_FITS: &str = "node(s) no reservation(s) to meet the requirements";
 pub const ERR_POLICY_CONFLICT: &str = "node(s) reservation allocate policy conflict";
+/// The Score of the node holding the lowest `reservation-order` (before normalizing).
+const MOST_PREFERRED_SCORE: i64 = 1000;
+const PREFERRED: &str = "Reservation/preferred";
 
 /// Node → (resources, pod slots) of matched reservations, counted as free for this pod.
 #[derive(Default)]
@@ -41,6 +44,8 @@ struct PreState {
     required: bool,
     /// The pod uses reservations' capacity without being placed into one.
     ignored: bool,
+    /// The reservation the pod's affinity names (its reasons then carry amounts).
+    named: Option<String>,
 }
 
 /// A pending Reservation's reserve pod: only its pinned node, if any, and its policy.
@@ -57,8 +62,8 @@ struct Chosen {
 
 pub struct ReservationPlugin;
 
-fn remaining_vec(r: &ReservationInfo) -> ResVec {
-    ResVec::from_amounts(&r.remaining())
+fn available_vec(r: &ReservationInfo) -> ResVec {
+    ResVec::from_amounts(&r.available())
 }
 
 /// MostAllocated-style fit of the pod into the reservation (Koordinator's reservation score).
@@ -84,8 +89,9 @@ fn reservation_score(r: &ReservationInfo, pod: &PodInfo) -> i64 {
 }
 
 impl ReservationPlugin {
-    /// The reservation a pod would use on `node`: lowest non-zero order label, else the
-    /// best score, among the matched ones that can hold it.
+    /// The reservation a pod would use on `node` (Koordinator's `NominateReservation`):
+    /// among the matched ones that can hold it, the lowest non-zero order label, else the
+    /// best score.
     fn nominate<'a>(
         &self,
         st: &PreState,
@@ -93,11 +99,14 @@ impl ReservationPlugin {
         node: &NodeInfo,
         cluster: &'a ClusterState,
     ) -> Option<&'a ReservationInfo> {
-        let names = st.matched.get(&node.name)?;
-        let fits: Vec<&ReservationInfo> = names
-            .iter()
-            .filter_map(|n| cluster.reservations.get(n))
-            .filter(|r| policy_fits(r, pod))
+        let infos = matched_infos(st, node, cluster);
+        let matched = infos.len();
+        let fits: Vec<&ReservationInfo> = infos
+            .into_iter()
+            .filter(|r| {
+                let (by_node, by_res) = check(r, pod, node, matched, st);
+                by_node.is_empty() && by_res.is_empty()
+            })
             .collect();
         let ordered = fits.iter().filter(|r| r.order > 0).min_by_key(|r| r.order);
         ordered.copied().or_else(|| {
@@ -108,16 +117,67 @@ impl ReservationPlugin {
     }
 }
 
-/// Restricted: the pod's request of every reserved resource fits what the reservation
-/// still holds. Default and Aligned: node fit (NodeResourcesFit) decides.
-fn policy_fits(r: &ReservationInfo, pod: &PodInfo) -> bool {
-    if r.policy != AllocatePolicy::Restricted {
-        return true;
+fn matched_infos<'a>(
+    st: &PreState,
+    node: &NodeInfo,
+    cluster: &'a ClusterState,
+) -> Vec<&'a ReservationInfo> {
+    st.matched
+        .get(&node.name)
+        .into_iter()
+        .flatten()
+        .filter_map(|n| cluster.reservations.get(n))
+        .collect()
+}
+
+/// `fitsNodeAndReservation`: the resources the node lacks even with this reservation's
+/// available capacity (and the pod slots of the `matched` reservations) given back, and —
+/// Restricted — why the reservation itself cannot hold the pod.
+fn check(
+    r: &ReservationInfo,
+    pod: &PodInfo,
+    node: &NodeInfo,
+    matched: usize,
+    st: &PreState,
+) -> (Vec<String>, Vec<String>) {
+    let by_node = short_on_node(pod, node, Some(&available_vec(r)), matched as i64);
+    let by_res = if r.policy == AllocatePolicy::Restricted {
+        r.insufficient(&pod.requests, st.named.as_deref() == Some(r.name.as_str()))
+    } else {
+        Vec::new()
+    };
+    (by_node, by_res)
+}
+
+/// `fitsNode`: resources (by name) the pod asks more of than the node has free, with
+/// `restored` given back and `matched` reserve pods not counted as pods.
+fn short_on_node(
+    pod: &PodInfo,
+    node: &NodeInfo,
+    restored: Option<&ResVec>,
+    matched: i64,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if node.req.get(R_PODS) - matched + 1 > node.alloc.get(R_PODS) {
+        out.push("pods".to_string());
     }
-    let remaining = r.remaining();
-    remaining
+    for (id, want) in pod.req.iter() {
+        if id == R_PODS || want <= 0 {
+            continue;
+        }
+        let back = restored.map(|r| r.get(id)).unwrap_or(0);
+        if want > node.alloc.get(id) - node.req.get(id) + back {
+            out.push(crate::scheduler::framework::res::name(id));
+        }
+    }
+    out
+}
+
+fn by_node_reasons(names: &std::collections::BTreeSet<String>) -> Vec<String> {
+    names
         .iter()
-        .all(|(k, v)| pod.requests.get(k).copied().unwrap_or(0) <= *v)
+        .map(|n| format!("Insufficient {n} by node"))
+        .collect()
 }
 
 impl Plugin for ReservationPlugin {
@@ -129,6 +189,7 @@ impl Plugin for ReservationPlugin {
         &[
             Point::PreFilter,
             Point::Filter,
+            Point::PreScore,
             Point::Score,
             Point::Reserve,
             Point::PreBind,
@@ -149,15 +210,15 @@ impl Plugin for ReservationPlugin {
                 .as_ref()
                 .and_then(|a| a.get(ANNOTATION_RESERVATION_NODE))
                 .cloned();
-            let allowed = node.clone().map(|n| [n].into_iter().collect());
             let policy = pod
                 .reserve_of
                 .as_ref()
                 .and_then(|n| cluster.reservations.get(n))
                 .map(|r| r.policy)
                 .unwrap_or_default();
+            // Filter says "didn't match the nodeName specified by reservation" elsewhere.
             state.write(NAME, ReservePod { node, policy });
-            return (Status::success(), allowed);
+            return (Status::success(), None);
         }
         let aff = match affinity(&pod.pod) {
             Ok(a) => a,
@@ -170,16 +231,19 @@ impl Plugin for ReservationPlugin {
         let mut matched: HashMap<String, Vec<String>> = HashMap::new();
         let mut restored = Restored::default();
         for r in cluster.reservations.values().filter(|r| r.is_available()) {
+            // A pod asking none of what a reservation reserves is not placed into it,
+            // unless its reservation affinity asks for one.
             let ok = if ignored {
                 true
             } else {
                 matches(r, &pod.pod, aff.as_ref(), &pod.requests)
+                    && (aff.is_some() || r.shares_resource_with(&pod.requests))
             };
             let Some(node) = r.node.clone().filter(|_| ok) else {
                 continue;
             };
             let e = restored.0.entry(node.clone()).or_default();
-            e.0.add(&remaining_vec(r));
+            e.0.add(&available_vec(r));
             e.1 += 1;
             matched.entry(node).or_default().push(r.name.clone());
         }
@@ -198,6 +262,10 @@ impl Plugin for ReservationPlugin {
                 matched,
                 required,
                 ignored,
+                named: aff
+                    .as_ref()
+                    .and_then(|a| a.name.clone())
+                    .filter(|n| !n.is_empty()),
             },
         );
         (Status::success(), allowed)
@@ -233,21 +301,42 @@ impl Plugin for ReservationPlugin {
         if st.ignored || !st.matched.contains_key(&node.name) {
             return Status::success();
         }
-        match self.nominate(st, pod, node, cluster) {
-            Some(_) => Status::success(),
-            None if st.required => Status::unschedulable(ERR_NO_RESERVATION_FITS),
-            // No reservation holds it: the node alone must, without their capacity.
-            None => {
-                let short = pod.req.iter().any(|(id, want)| {
-                    id != R_PODS && want > 0 && want > node.alloc.get(id) - node.req.get(id)
-                });
-                if short {
-                    Status::unschedulable(ERR_NO_RESERVATION_FITS)
-                } else {
-                    Status::success()
-                }
+        filter_with_reservations(st, pod, node, cluster)
+    }
+
+    /// The node holding the matched reservation with the lowest non-zero order among the
+    /// feasible ones scores most (Koordinator's cross-node `reservation-order` preference).
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        _: &PodInfo,
+        feasible: &[usize],
+        cluster: &ClusterState,
+    ) -> Status {
+        let Some(st) = state.read::<PreState>(NAME) else {
+            return Status::skip();
+        };
+        if st.ignored {
+            return Status::skip();
+        }
+        let mut best: Option<(i64, String)> = None;
+        for &i in feasible {
+            let node = &cluster.nodes[i];
+            let order = matched_infos(st, node, cluster)
+                .iter()
+                .map(|r| r.order)
+                .filter(|o| *o != 0)
+                .min();
+            if let Some(o) = order
+                && best.as_ref().is_none_or(|(b, _)| o < *b)
+            {
+                best = Some((o, node.name.clone()));
             }
         }
+        if let Some((_, node)) = best {
+            state.write(PREFERRED, node);
+        }
+        Status::success()
     }
 
     fn score(
@@ -263,9 +352,12 @@ impl Plugin for ReservationPlugin {
         if st.ignored {
             return Ok(0);
         }
+        if state.read::<String>(PREFERRED) == Some(&node.name) {
+            return Ok(MOST_PREFERRED_SCORE);
+        }
         Ok(self
             .nominate(st, pod, node, cluster)
-            .map(|r| reservation_score(r, pod).max(1))
+            .map(|r| reservation_score(r, pod))
             .unwrap_or(0))
     }
 
@@ -341,6 +433,51 @@ impl Plugin for ReservationPlugin {
     }
 }
 
+/// `filterWithReservations`: the pod fits on the node with one of the matched
+/// reservations; otherwise Koordinator's reasons — what the node lacks ("… by node") and
+/// what the reservations lack ("Reservation(s) …"), or, for a pod that need not use a
+/// reservation, whether the node alone holds it.
+fn filter_with_reservations(
+    st: &PreState,
+    pod: &PodInfo,
+    node: &NodeInfo,
+    cluster: &ClusterState,
+) -> Status {
+    let infos = matched_infos(st, node, cluster);
+    let matched = infos.len();
+    let mut short = std::collections::BTreeSet::new();
+    let mut by_reservation = Vec::new();
+    for r in infos {
+        let (by_node, by_res) = check(r, pod, node, matched, st);
+        if by_node.is_empty() && by_res.is_empty() {
+            return Status::success();
+        }
+        short.extend(by_node);
+        by_reservation.extend(by_res);
+    }
+    let mut reasons = by_node_reasons(&short);
+    if st.required {
+        reasons.extend(by_reservation);
+        if reasons.is_empty() {
+            reasons.push(ERR_NO_RESERVATION_FITS.to_string());
+        }
+    } else if short.is_empty() {
+        let alone: std::collections::BTreeSet<String> =
+            short_on_node(pod, node, None, matched as i64)
+                .into_iter()
+                .collect();
+        reasons = by_node_reasons(&alone);
+    }
+    if reasons.is_empty() {
+        Status::success()
+    } else {
+        Status {
+            code: crate::scheduler::framework::Code::Unschedulable,
+            reasons,
+        }
+    }
+}
+
 fn is_reserve_pod(pod: &PodInfo) -> bool {
     pod.pod
         .metadata
@@ -368,3 +505,7 @@ pub fn chosen(state: &CycleState) -> Option<String> {
 #[cfg(test)]
 #[path = "plugin_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "koord_cases_tests.rs"]
+mod koord_cases;

@@ -110,7 +110,11 @@ fn affinity_and_restricted_policy() {
         r.node, None,
         "5 CPUs do not fit a Restricted 4-CPU reservation"
     );
-    assert_eq!(r.verdicts["n1"].reason, ERR_NO_RESERVATION_FITS);
+    // Koordinator's fitsReservation, detailed as the pod names the reservation.
+    assert_eq!(
+        r.verdicts["n1"].reason,
+        "Reservation(s) Insufficient cpu, requested: 5000, used: 0, capacity: 4000"
+    );
     assert_eq!(
         r.verdicts["n2"].reason,
         "node(s) didn't satisfy plugin(s) PreFilter result"
