@@ -25,9 +25,14 @@ pub struct Dev {
     pub numa: Option<i32>,
     pub pcie: Option<String>,
     pub bus_id: Option<String>,
-    /// RDMA virtual functions (bus id, minor), for `extension.vfs`.
-    pub vfs: Vec<(String, i32)>,
+    /// The Device's labels for this device (what `device-allocate-hint` selectors read).
+    pub labels: BTreeMap<String, String>,
+    /// Its virtual function groups.
+    pub vf_groups: Vec<VfGroup>,
 }
+
+/// A virtual function group: its labels and its VFs (bus id, minor).
+pub type VfGroup = (BTreeMap<String, String>, Vec<(String, i32)>);
 
 /// A node's healthy devices by type (`gpu`, `rdma`, `fpga`), ordered by minor.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -52,12 +57,19 @@ impl NodeDevices {
                 .flatten()
                 .map(|(k, q)| (k.clone(), q_value(q)))
                 .collect();
-            let vfs = info
+            let vf_groups = info
                 .vf_groups
                 .iter()
                 .flatten()
-                .flat_map(|g| g.vfs.iter().flatten())
-                .filter_map(|vf| Some((vf.bus_id.clone()?, vf.minor)))
+                .map(|g| {
+                    let vfs = g
+                        .vfs
+                        .iter()
+                        .flatten()
+                        .filter_map(|vf| Some((vf.bus_id.clone()?, vf.minor)))
+                        .collect();
+                    (g.labels.clone().unwrap_or_default(), vfs)
+                })
                 .collect();
             let t = info.topology.as_ref();
             by_type.entry(kind).or_default().push(Dev {
@@ -67,7 +79,8 @@ impl NodeDevices {
                 numa: t.map(|t| t.node_id).filter(|n| *n >= 0),
                 pcie: t.map(|t| t.pcie_id.clone()).filter(|p| !p.is_empty()),
                 bus_id: t.and_then(|t| t.bus_id.clone()),
-                vfs,
+                labels: info.labels.clone().unwrap_or_default(),
+                vf_groups,
             });
         }
         for devs in by_type.values_mut() {

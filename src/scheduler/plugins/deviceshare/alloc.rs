@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::hint::Hints;
 use super::request::{JointAllocate, Need, Request};
 use crate::api::extension::resources::{GPU_MEMORY, GPU_MEMORY_RATIO};
 use crate::scheduler::model::devices::{Allocations, Dev, DevRes, Granted, NodeDevices, Used};
@@ -67,6 +68,10 @@ pub struct Ctx<'a> {
     pub used: &'a Used,
     pub reserved: &'a Used,
     pub scorer: &'a Scorer,
+    /// The pod's `device-allocate-hint`.
+    pub hints: &'a Hints,
+    /// Virtual functions other pods hold: (type, minor, bus id).
+    pub vfs_used: &'a BTreeSet<(String, i32, String)>,
 }
 
 impl Ctx<'_> {
@@ -84,6 +89,26 @@ impl Ctx<'_> {
 
     fn reserved_here(&self, kind: &str, minor: i32) -> bool {
         self.reserved.contains_key(&(kind.to_string(), minor))
+    }
+
+    /// `allocateVF`: with a `vfSelector` for `kind`, the free VF (lowest bus id) of a group
+    /// it selects on `d` — `Some(None)` when none is needed, `None` when none is left.
+    fn vf(&self, kind: &str, d: &Dev) -> Option<Option<(String, i32)>> {
+        let Some(sel) = self.hints.get(kind).and_then(|h| h.vf_selector.as_ref()) else {
+            return Some(None);
+        };
+        d.vf_groups
+            .iter()
+            .filter(|(labels, _)| sel.matches(labels))
+            .flat_map(|(_, vfs)| vfs.iter())
+            .filter(|(bus, _)| {
+                !self
+                    .vfs_used
+                    .contains(&(kind.to_string(), d.minor, bus.clone()))
+            })
+            .min_by(|a, b| a.0.cmp(&b.0))
+            .cloned()
+            .map(Some)
     }
 }
 
@@ -115,10 +140,11 @@ fn fits(req: &DevRes, free: &DevRes) -> bool {
         .all(|(k, v)| free.get(k).copied().unwrap_or(0) >= *v)
 }
 
-/// A candidate device with its request and order keys.
+/// A candidate device with its request, the VF it would get and order keys.
 struct Cand<'a> {
     dev: &'a Dev,
     req: DevRes,
+    vf: Option<(String, i32)>,
     reserved: bool,
     score: i64,
 }
@@ -127,17 +153,26 @@ fn candidates<'a>(ctx: &Ctx<'a>, kind: &str, need: &Need) -> Vec<Cand<'a>> {
     let Some(devs) = ctx.devices.by_type.get(kind) else {
         return Vec::new();
     };
+    let selector = ctx.hints.get(kind).and_then(|h| h.selector.as_ref());
     let mut out: Vec<Cand> = devs
         .iter()
         .filter(|d| d.total.values().any(|v| *v > 0))
+        .filter(|d| selector.is_none_or(|s| s.matches(&d.labels)))
         .filter_map(|d| {
             let req = fill(kind, &need.per, d);
             let free = ctx.free(kind, d);
-            fits(&req, &free).then(|| Cand {
-                score: ctx.scorer.device(&req, &d.total, &free),
+            if !fits(&req, &free) {
+                return None;
+            }
+            let vf = ctx.vf(kind, d)?;
+            // Scored on the request as the pod gave it (Koordinator does not add the
+            // memory a ratio implies before scoring).
+            Some(Cand {
+                score: ctx.scorer.device(&need.per, &d.total, &free),
                 reserved: ctx.reserved_here(kind, d.minor),
                 dev: d,
                 req,
+                vf,
             })
         })
         .collect();
@@ -202,16 +237,12 @@ fn by_pcie<'a>(cands: Vec<Cand<'a>>, pcies: &BTreeSet<String>) -> Vec<Cand<'a>> 
     order.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 
-fn grant(kind: &str, c: &Cand) -> Granted {
+fn grant(c: &Cand) -> Granted {
     Granted {
         minor: c.dev.minor,
         id: c.dev.uuid.clone(),
         resources: c.req.clone(),
-        vfs: if kind == "rdma" {
-            c.dev.vfs.first().cloned().into_iter().collect()
-        } else {
-            Vec::new()
-        },
+        vfs: c.vf.clone().into_iter().collect(),
     }
 }
 
@@ -223,6 +254,15 @@ fn allocate_type(
     pcies: &BTreeSet<String>,
     at_least: usize,
 ) -> Result<Vec<Granted>, String> {
+    let wants_vf = ctx.hints.get(kind).is_some_and(|h| h.vf_selector.is_some());
+    let has_vfs = ctx
+        .devices
+        .by_type
+        .get(kind)
+        .is_some_and(|d| d.iter().any(|d| !d.vf_groups.is_empty()));
+    if wants_vf && !has_vfs {
+        return Err(format!("Insufficient {kind} VirtualFunctions"));
+    }
     let mut cands = candidates(ctx, kind, need);
     let want = need.count.max(at_least);
     let most = want.max(pcies.len());
@@ -236,7 +276,7 @@ fn allocate_type(
     if cands.len() < want {
         return Err(format!("Insufficient {kind} devices"));
     }
-    Ok(cands.iter().take(most).map(|c| grant(kind, c)).collect())
+    Ok(cands.iter().take(most).map(grant).collect())
 }
 
 fn pcies_of(devices: &NodeDevices, kind: &str, granted: &[Granted]) -> BTreeSet<String> {
@@ -295,10 +335,7 @@ pub fn node_score(ctx: &Ctx, req: &Request) -> i64 {
             };
             let totals: Vec<&DevRes> = devs.iter().map(|d| &d.total).collect();
             let frees: Vec<DevRes> = devs.iter().map(|d| ctx.free(kind, d)).collect();
-            let per = devs
-                .first()
-                .map_or_else(|| need.per.clone(), |d| fill(kind, &need.per, d));
-            ctx.scorer.node(&per, &totals, &frees)
+            ctx.scorer.node(&need.per, &totals, &frees)
         })
         .sum()
 }

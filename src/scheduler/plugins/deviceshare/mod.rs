@@ -8,6 +8,7 @@
 
 pub mod alloc;
 pub mod args;
+pub mod hint;
 pub mod request;
 pub mod used;
 
@@ -67,11 +68,19 @@ impl DeviceShare {
         let devs = cluster.devices.get(&node.name)?;
         let usable = crate::scheduler::plugins::reservation::plugin::matched_on(state, &node.name);
         let (used, reserved) = used::used_on(node, &usable);
+        let st = state.read::<PreState>(NAME)?;
+        let vfs_used = if st.hints.values().any(|h| h.vf_selector.is_some()) {
+            used::vfs_on(node)
+        } else {
+            Default::default()
+        };
         Some(f(&Ctx {
             devices: devs,
             used: &used,
             reserved: &reserved,
             scorer: &self.scorer,
+            hints: &st.hints,
+            vfs_used: &vfs_used,
         }))
     }
 
@@ -95,6 +104,7 @@ impl DeviceShare {
 struct PreState {
     req: Request,
     joint: Option<JointAllocate>,
+    hints: hint::Hints,
 }
 
 /// The devices DeviceShare gave the pod in this cycle, as the annotation value.
@@ -133,7 +143,11 @@ impl Plugin for DeviceShare {
             Err(e) => return (Status::unresolvable(e), None),
             Ok(j) => j,
         };
-        state.write(NAME, PreState { req, joint });
+        let hints = match hint::of(&pod.pod) {
+            Err(e) => return (Status::unresolvable(e), None),
+            Ok(h) => h,
+        };
+        state.write(NAME, PreState { req, joint, hints });
         (Status::success(), None)
     }
 

@@ -13,7 +13,18 @@ use crate::scheduler::model::devices::DevRes;
 
 pub const AMD_GPU: &str = "amd.com/gpu";
 pub const HYGON_DCU: &str = "dcu.com/gpu";
-pub const ERR_INVALID: &str = "invalid resource device requests";
+/// `ValidateDeviceRequest`'s refusal of a combination, naming the requested resources.
+/// (Sorted: Go prints them in map order.)
+fn invalid(names: &[&str]) -> String {
+    let mut sorted = names.to_vec();
+    sorted.sort();
+    format!("invalid resource device requests: [{}]", sorted.join(" "))
+}
+
+/// `ValidateDeviceRequest`'s refusal of a percentage resource's amount.
+fn invalid_unit(name: &str, v: i64) -> String {
+    format!("invalid resource unit {name}: {v}")
+}
 
 /// The GPU-family names, each with its flag bit.
 const GPU_FAMILY: [&str; 11] = [
@@ -98,7 +109,7 @@ fn gpu_total(req: &Amounts) -> Result<Option<DevRes>, String> {
         b if b == flag(KOORD_GPU) => {
             let p = get(KOORD_GPU).unwrap_or(0);
             if !percentage(p) {
-                return Err(ERR_INVALID.into());
+                return Err(invalid_unit(KOORD_GPU, p));
             }
             DevRes::from([(GPU_CORE.into(), p), (GPU_MEMORY_RATIO.into(), p)])
         }
@@ -112,7 +123,7 @@ fn gpu_total(req: &Amounts) -> Result<Option<DevRes>, String> {
         .contains(&b) =>
         {
             if !pct() {
-                return Err(ERR_INVALID.into());
+                return Err(invalid(&present));
             }
             given()
         }
@@ -127,7 +138,7 @@ fn gpu_total(req: &Amounts) -> Result<Option<DevRes>, String> {
         {
             let k = get(GPU_SHARED).unwrap_or(1);
             if !multiple_of(get(GPU_CORE), k) || !multiple_of(get(GPU_MEMORY_RATIO), k) {
-                return Err(ERR_INVALID.into());
+                return Err(invalid(&present));
             }
             given()
         }
@@ -135,11 +146,11 @@ fn gpu_total(req: &Amounts) -> Result<Option<DevRes>, String> {
             || b == flags(&[GPU_SHARED, NPU_CORE, NPU_CPU, NPU_DVPP, GPU_MEMORY]) =>
         {
             if get(GPU_SHARED).unwrap_or(0) > 1 || get(NPU_DVPP).is_some_and(|v| v > 100) {
-                return Err(ERR_INVALID.into());
+                return Err(invalid(&present));
             }
             given()
         }
-        _ => return Err(ERR_INVALID.into()),
+        _ => return Err(invalid(&present)),
     };
     Ok(Some(out))
 }
@@ -177,7 +188,7 @@ pub fn of_requests(req: &Amounts) -> Result<Option<Request>, String> {
             continue;
         };
         if !percentage(v) {
-            return Err(ERR_INVALID.into());
+            return Err(invalid_unit(name, v));
         }
         let count = if v > 100 { (v / 100) as usize } else { 1 };
         let per = DevRes::from([(name.to_string(), v / count as i64)]);

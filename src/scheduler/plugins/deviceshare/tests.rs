@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::alloc::{self, Ctx, ERR_JOINT, Scorer};
-use super::request::{self, ERR_INVALID, JointAllocate, Need, Request};
+use super::request::{self, JointAllocate, Need, Request};
 use super::*;
 use crate::api::pod::Amounts;
 use crate::scheduler::framework::Code;
@@ -69,16 +69,49 @@ fn requests_normalised_as_koordinator() {
         .unwrap()
         .unwrap();
     assert_eq!(rdma.by_type["rdma"], need(&[(RDMA, 100)], 1));
-    for bad in [
-        json!({"koordinator.sh/gpu-core": "150"}),
-        json!({"nvidia.com/gpu": "1", "koordinator.sh/gpu-core": "50"}),
-        json!({"koordinator.sh/gpu.shared": "2", "koordinator.sh/gpu-memory-ratio": "3"}),
-        json!({"koordinator.sh/gpu-core": "50"}),
-        json!({"koordinator.sh/rdma": "250"}),
+    // Koordinator's TestPreFilter "pod has invalid … request" cases and their words.
+    let invalid = |names: &str| format!("invalid resource device requests: [{names}]");
+    for (bad, want) in [
+        (
+            json!({"koordinator.sh/fpga": "101"}),
+            "invalid resource unit koordinator.sh/fpga: 101".to_string(),
+        ),
+        (
+            json!({"koordinator.sh/gpu": "101"}),
+            "invalid resource unit koordinator.sh/gpu: 101".to_string(),
+        ),
+        (
+            json!({"koordinator.sh/gpu-core": "100"}),
+            invalid("koordinator.sh/gpu-core"),
+        ),
+        (
+            json!({"koordinator.sh/gpu-memory-ratio": "101"}),
+            invalid("koordinator.sh/gpu-memory-ratio"),
+        ),
+        (
+            json!({"huawei.com/npu-core": "8"}),
+            invalid("huawei.com/npu-core"),
+        ),
+        (
+            json!({"koordinator.sh/gpu-core": "150"}),
+            invalid("koordinator.sh/gpu-core"),
+        ),
+        (
+            json!({"nvidia.com/gpu": "1", "koordinator.sh/gpu-core": "50"}),
+            invalid("koordinator.sh/gpu-core nvidia.com/gpu"),
+        ),
+        (
+            json!({"koordinator.sh/gpu.shared": "2", "koordinator.sh/gpu-memory-ratio": "3"}),
+            invalid("koordinator.sh/gpu-memory-ratio koordinator.sh/gpu.shared"),
+        ),
+        (
+            json!({"koordinator.sh/rdma": "250"}),
+            "invalid resource unit koordinator.sh/rdma: 250".to_string(),
+        ),
     ] {
         assert_eq!(
             request::of_requests(&amounts(bad.clone())),
-            Err(ERR_INVALID.to_string()),
+            Err(want),
             "{bad}"
         );
     }
@@ -156,12 +189,28 @@ fn run(
     req: &Request,
     joint: Option<&JointAllocate>,
 ) -> Result<devices::Allocations, String> {
+    run_hinted(devs, taken, reserved, most, req, joint, &Default::default())
+}
+
+/// [`run`] with the pod's `device-allocate-hint`.
+fn run_hinted(
+    devs: &NodeDevices,
+    taken: &Used,
+    reserved: &Used,
+    most: bool,
+    req: &Request,
+    joint: Option<&JointAllocate>,
+    hints: &super::hint::Hints,
+) -> Result<devices::Allocations, String> {
     let s = scorer(most);
+    let vfs_used = Default::default();
     let ctx = Ctx {
         devices: devs,
         used: taken,
         reserved,
         scorer: &s,
+        hints,
+        vfs_used: &vfs_used,
     };
     alloc::allocate(&ctx, req, joint)
 }
@@ -266,7 +315,7 @@ fn rdma_is_paired_with_the_gpus_pcie_switch() {
     let a = run(&devs, &busy_p0, &none, false, &req, Some(&joint)).unwrap();
     assert_eq!(minors(&a, "gpu"), [2]);
     assert_eq!(minors(&a, "rdma"), [1], "the NIC on the GPU's switch");
-    assert_eq!(a["rdma"][0].vfs, [("0000:1f:00.2".to_string(), 11)]);
+    assert!(a["rdma"][0].vfs.is_empty(), "no vfSelector: the PF, no VF");
     // Two GPUs on two switches get one NIC on each.
     let spread = used(&[
         ("gpu", 1, &[(GPU_CORE, 100), (GPU_MEMORY_RATIO, 100)]),
@@ -428,7 +477,10 @@ fn plugin_skips_pods_without_devices_and_refuses_unsupported_share() {
     let (s, _) = p.pre_filter(&mut state, &bad, &c);
     assert_eq!(
         (s.code, s.message()),
-        (Code::UnschedulableAndUnresolvable, ERR_INVALID.into())
+        (
+            Code::UnschedulableAndUnresolvable,
+            "invalid resource device requests: [koordinator.sh/gpu-core]".into()
+        )
     );
 }
 
@@ -476,4 +528,70 @@ fn a_reservations_devices_are_held_until_its_owner_takes_them() {
         .map(|d| d.minor)
         .collect();
     assert_eq!(set, BTreeSet::from([0]));
+}
+
+fn hints(v: Value) -> super::hint::Hints {
+    let p: k8s_openapi::api::core::v1::Pod =
+        serde_json::from_value(json!({"metadata": {"annotations": {
+        super::hint::ANNOTATION_DEVICE_ALLOCATE_HINT: v.to_string()}}}))
+        .unwrap();
+    super::hint::of(&p).unwrap()
+}
+
+#[test]
+fn allocate_hints_select_devices_and_virtual_functions() {
+    // Two NICs: minor 0's VF group is labelled for this workload, minor 1's is not.
+    let mut d = device(&[], &[(0, 0, "p0"), (1, 0, "p0")]);
+    let list = d["spec"]["devices"].as_array_mut().unwrap();
+    list[0]["labels"] = json!({"nic": "fast"});
+    list[0]["vfGroups"] = json!([{"labels": {"type": "general"},
+        "vfs": [{"minor": 12, "busID": "0000:0f:00.3"}, {"minor": 11, "busID": "0000:0f:00.2"}]}]);
+    list[1]["vfGroups"] =
+        json!([{"labels": {"type": "other"}, "vfs": [{"minor": 21, "busID": "0000:1f:00.2"}]}]);
+    let devs = node_devices(d);
+    let req = gpu_request(json!({"koordinator.sh/rdma": "1"}));
+    let none = Used::new();
+    let vf = hints(json!({"rdma": {"vfSelector": {"matchLabels": {"type": "general"}}}}));
+    let a = run_hinted(&devs, &none, &none, false, &req, None, &vf).unwrap();
+    assert_eq!(
+        minors(&a, "rdma"),
+        [0],
+        "only NIC 0 has a VF the selector picks"
+    );
+    assert_eq!(
+        a["rdma"][0].vfs,
+        [("0000:0f:00.2".to_string(), 11)],
+        "lowest bus id"
+    );
+    let sel = hints(json!({"rdma": {"selector": {"matchLabels": {"nic": "fast"}}}}));
+    let busy = used(&[("rdma", 0, &[(RDMA, 100)])]);
+    let e = run_hinted(&devs, &busy, &none, false, &req, None, &sel).unwrap_err();
+    assert_eq!(e, "Insufficient rdma devices", "NIC 1 is not selected");
+    let plain = node_devices(device(&[], &[(0, 0, "p0")]));
+    let mut no_vfs = plain.clone();
+    no_vfs.by_type.get_mut("rdma").unwrap()[0].vf_groups.clear();
+    let e = run_hinted(&no_vfs, &none, &none, false, &req, None, &vf).unwrap_err();
+    assert_eq!(e, "Insufficient rdma VirtualFunctions");
+}
+
+#[test]
+fn a_ratio_request_is_scored_as_given() {
+    // LeastAllocated over gpu-memory-ratio, gpu-memory, rdma, fpga: a free 80 Gi GPU asked
+    // for half by ratio scores 50 on the ratio and 100 on memory (not asked) → 75.
+    let devs = node_devices(device(&[(0, 0, "p0")], &[]));
+    let req = gpu_request(
+        json!({"koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory-ratio": "50"}),
+    );
+    let s = scorer(false);
+    let (none, vfs) = (Used::new(), Default::default());
+    let hints = Default::default();
+    let ctx = Ctx {
+        devices: &devs,
+        used: &none,
+        reserved: &none,
+        scorer: &s,
+        hints: &hints,
+        vfs_used: &vfs,
+    };
+    assert_eq!(alloc::node_score(&ctx, &req), 75);
 }

@@ -60,3 +60,19 @@ pub fn used_on(node: &NodeInfo, usable: &[String]) -> (Used, Used) {
     }
     (used, preferred)
 }
+
+/// The virtual functions the pods (and reservations) on `node` hold: (type, minor, bus).
+pub fn vfs_on(node: &NodeInfo) -> std::collections::BTreeSet<(String, i32, String)> {
+    node.pods
+        .iter()
+        .filter_map(|p| p.devices.as_deref())
+        .flat_map(|a| a.iter())
+        .flat_map(|(kind, granted)| {
+            granted.iter().flat_map(move |g| {
+                g.vfs
+                    .iter()
+                    .map(move |(bus, _)| (kind.clone(), g.minor, bus.clone()))
+            })
+        })
+        .collect()
+}
