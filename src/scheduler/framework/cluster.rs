@@ -62,7 +62,11 @@ impl ClusterState {
         self.index.get(name).copied().map(|i| &mut self.nodes[i])
     }
 
-    pub fn upsert_node(&mut self, node: Arc<Node>) {
+    pub fn upsert_node(&mut self, mut node: Arc<Node>) {
+        use crate::scheduler::model::transform;
+        if transform::node_needs(&node) {
+            transform::transform_node(Arc::make_mut(&mut node));
+        }
         let name = node.metadata.name.clone().unwrap_or_default();
         let quotas = self.quotas.enabled();
         match self.node_mut(&name) {
@@ -126,7 +130,11 @@ impl ClusterState {
     /// A pod from the watch: counted on its node when bound and not finished; otherwise
     /// dropped from wherever it was. Confirms an assumed pod. Returns what it made of the
     /// pod, so the queue does not compute it again.
-    pub fn upsert_pod(&mut self, pod: Arc<Pod>) -> Arc<PodInfo> {
+    pub fn upsert_pod(&mut self, mut pod: Arc<Pod>) -> Arc<PodInfo> {
+        use crate::scheduler::model::transform;
+        if transform::pod_needs(&pod) {
+            transform::transform_pod(Arc::make_mut(&mut pod));
+        }
         let mut info = PodInfo::new(pod);
         let finished = info
             .pod

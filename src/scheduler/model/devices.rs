@@ -129,11 +129,16 @@ pub fn parse(raw: &str) -> Option<Allocations> {
                 .map(|e| Granted {
                     minor: e.minor,
                     id: e.id,
-                    resources: e
-                        .resources
-                        .iter()
-                        .map(|(k, q)| (k.clone(), q_value(q)))
-                        .collect(),
+                    resources: {
+                        // Allocations written with deprecated names (`TransformDeprecatedDeviceResources`).
+                        let mut r: DevRes = e
+                            .resources
+                            .iter()
+                            .map(|(k, q)| (k.clone(), q_value(q)))
+                            .collect();
+                        super::transform::rename_deprecated(&mut r);
+                        r
+                    },
                     vfs: e
                         .extension
                         .as_ref()

@@ -10,4 +10,5 @@ pub mod owners;
 pub mod quota;
 pub mod reservation;
 pub mod topology;
+pub mod transform;
 pub mod volumes;
