@@ -144,16 +144,19 @@ mod tests {
             ),
             (
                 Point::PreBind,
-                vec![("ImageLocality".into(), 1), ("DefaultPreBind".into(), 1)],
+                vec![
+                    ("NodeResourcesFitPlus".into(), 1),
+                    ("DefaultPreBind".into(), 1),
+                ],
             ),
         ]);
         let mut args = BTreeMap::from([
-            ("ImageLocality".to_string(), json!({})),
+            ("NodeResourcesFitPlus".to_string(), json!({})),
             ("LoadAwareScheduling".to_string(), json!({})),
         ]);
         let u = strip(&mut points, &mut args);
         let names: Vec<&str> = u.iter().map(|u| u.name.as_str()).collect();
-        assert_eq!(names, ["ImageLocality", "SchedulingHint"]);
+        assert_eq!(names, ["NodeResourcesFitPlus", "SchedulingHint"]);
         assert!(u[0].message.contains("enabled at preBind"), "{u:?}");
         assert_eq!(points[&Point::PreFilter], [("Reservation".into(), 1)]);
         assert_eq!(points[&Point::Bind], [("DefaultBinder".into(), 1)]);

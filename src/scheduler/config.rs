@@ -34,6 +34,7 @@ const MULTI_POINT: &[(&str, i64)] = &[
     ("InterPodAffinity", 2),
     ("DefaultPreemption", 1),
     ("NodeResourcesBalancedAllocation", 1),
+    ("ImageLocality", 1),
     ("DefaultBinder", 1),
 ];
 
@@ -116,14 +117,78 @@ pub struct KubeSchedulerConfiguration {
     pub parallelism: Option<i32>,
     pub pod_initial_backoff_seconds: Option<i64>,
     pub pod_max_backoff_seconds: Option<i64>,
-    /// Accepted for compatibility; koord elects on `scheduler.leaderElection`.
-    pub leader_election: Option<Value>,
+    /// The Lease the scheduler elects on, unless `scheduler.leaderElection` sets one.
+    pub leader_election: Option<FileLeaderElection>,
     pub client_connection: Option<Value>,
     pub delay_cache_until_active: Option<bool>,
     #[serde(default)]
     pub extenders: Vec<Value>,
     #[serde(default)]
     pub profiles: Vec<ProfileCfg>,
+}
+
+/// `leaderElection` of a KubeSchedulerConfiguration (component-base's
+/// `LeaderElectionConfiguration`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FileLeaderElection {
+    pub leader_elect: Option<bool>,
+    pub lease_duration: Option<String>,
+    pub renew_deadline: Option<String>,
+    pub retry_period: Option<String>,
+    /// Only `leases` is supported (the only lock current Kubernetes has).
+    pub resource_lock: Option<String>,
+    pub resource_name: Option<String>,
+    pub resource_namespace: Option<String>,
+}
+
+impl FileLeaderElection {
+    /// The Lease settings this describes, over `base`.
+    pub fn apply(
+        &self,
+        base: &crate::kernel::lease::LeaseConfig,
+    ) -> Result<crate::kernel::lease::LeaseConfig, String> {
+        let mut out = base.clone();
+        let secs = |field: &str, v: &Option<String>, into: &mut u64| -> Result<(), String> {
+            if let Some(raw) = v {
+                let d = crate::api::duration::parse(raw)
+                    .map_err(|e| format!("leaderElection.{field}: {raw:?}: {e}"))?;
+                *into = d.as_secs().max(1);
+            }
+            Ok(())
+        };
+        if let Some(lock) = self.resource_lock.as_deref().filter(|l| *l != "leases") {
+            return Err(format!(
+                "leaderElection.resourceLock: Unsupported value: {lock:?}: supported values: \"leases\""
+            ));
+        }
+        if let Some(e) = self.leader_elect {
+            out.enabled = e;
+        }
+        if let Some(n) = self.resource_name.clone().filter(|n| !n.is_empty()) {
+            out.name = n;
+        }
+        if let Some(n) = self.resource_namespace.clone().filter(|n| !n.is_empty()) {
+            out.namespace = n;
+        }
+        secs(
+            "leaseDuration",
+            &self.lease_duration,
+            &mut out.lease_duration_seconds,
+        )?;
+        secs(
+            "renewDeadline",
+            &self.renew_deadline,
+            &mut out.renew_deadline_seconds,
+        )?;
+        secs(
+            "retryPeriod",
+            &self.retry_period,
+            &mut out.retry_period_seconds,
+        )?;
+        out.validate().map_err(|e| format!("leaderElection: {e}"))?;
+        Ok(out)
+    }
 }
 
 /// One resolved profile: per point the plugin names and weights, and args by plugin.
@@ -146,6 +211,10 @@ pub struct Backoff {
 pub struct SchedulerConfig {
     pub profiles: Vec<Profile>,
     pub backoff: Backoff,
+    /// `parallelism`: at most this many threads filter nodes in one cycle.
+    pub parallelism: Option<usize>,
+    /// The file's `leaderElection`, if it has one.
+    pub leader_election: Option<FileLeaderElection>,
     /// Plugins and args of the configuration koord skips (warned at start; refused in
     /// strict mode).
     pub unsupported: Vec<Unsupported>,
@@ -400,9 +469,23 @@ pub fn resolve(user: Option<(&str, &str)>) -> Result<SchedulerConfig, String> {
             "{source}: podInitialBackoffSeconds/podMaxBackoffSeconds must be > 0 and initial <= max"
         ));
     }
+    let parallelism = match doc.parallelism {
+        Some(p) if p <= 0 => {
+            return Err(format!(
+                "{source}: parallelism: Invalid value: {p}: should be an integer value greater than zero"
+            ));
+        }
+        p => p.map(|p| p as usize),
+    };
+    if let Some(le) = &doc.leader_election {
+        le.apply(&crate::kernel::lease::LeaseConfig::named("koord-scheduler"))
+            .map_err(|e| format!("{source}: {e}"))?;
+    }
     Ok(SchedulerConfig {
         profiles,
         backoff,
+        parallelism,
+        leader_election: doc.leader_election.clone(),
         unsupported,
     })
 }

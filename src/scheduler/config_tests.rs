@@ -60,6 +60,7 @@ fn built_in_default_is_koordinators_profile() {
             ("PodTopologySpread".to_string(), 2),
             ("InterPodAffinity".to_string(), 2),
             ("NodeResourcesBalancedAllocation".to_string(), 1),
+            ("ImageLocality".to_string(), 1),
             ("LoadAwareScheduling".to_string(), 1),
             ("NodeNUMAResource".to_string(), 1),
             ("DeviceShare".to_string(), 1),
@@ -124,6 +125,7 @@ fn user_config_merges_like_kube_scheduler() {
             ("VolumeBinding".to_string(), 1),
             ("PodTopologySpread".to_string(), 2),
             ("InterPodAffinity".to_string(), 2),
+            ("ImageLocality".to_string(), 1),
             ("LoadAwareScheduling".to_string(), 5)
         ]
     );
@@ -208,7 +210,7 @@ fn errors_name_the_plugin_and_field() {
 
 #[test]
 fn unimplemented_plugins_are_skipped_and_named() {
-    let body = "  plugins:\n    filter:\n      enabled:\n      - name: ImageLocality\n    preBind:\n      enabled:\n      - name: DefaultPreBind\n  pluginConfig:\n  - name: Coscheduling\n    args: {awareNetworkTopology: true}\n";
+    let body = "  plugins:\n    filter:\n      enabled:\n      - name: NodeResourcesFitPlus\n    preBind:\n      enabled:\n      - name: DefaultPreBind\n  pluginConfig:\n  - name: Coscheduling\n    args: {awareNetworkTopology: true}\n";
     let doc = format!(
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: koord-scheduler\n{body}"
     );
@@ -216,7 +218,7 @@ fn unimplemented_plugins_are_skipped_and_named() {
     let names: Vec<&str> = cfg.unsupported.iter().map(|u| u.name.as_str()).collect();
     assert_eq!(
         names,
-        ["ImageLocality", "Coscheduling.awareNetworkTopology"]
+        ["NodeResourcesFitPlus", "Coscheduling.awareNetworkTopology"]
     );
     assert!(cfg.unsupported[0].message.contains("enabled at filter"));
     let p = &cfg.profiles[0];
@@ -224,7 +226,7 @@ fn unimplemented_plugins_are_skipped_and_named() {
         p.points
             .values()
             .flatten()
-            .all(|(n, _)| n != "ImageLocality" && n != "DefaultPreBind")
+            .all(|(n, _)| n != "NodeResourcesFitPlus" && n != "DefaultPreBind")
     );
     let default = default_config().unwrap();
     let names: Vec<&str> = default
@@ -244,4 +246,45 @@ fn feasible_nodes_to_find() {
     assert_eq!(n(10000, None), 500, "p floors at 5%");
     assert_eq!(n(1000, Some(5)), 100, "at least 100");
     assert_eq!(n(1000, Some(100)), 1000);
+}
+
+#[test]
+fn parallelism_and_leader_election_from_the_file() {
+    let doc = |extra: &str| {
+        format!(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{extra}profiles:\n- schedulerName: koord-scheduler\n"
+        )
+    };
+    let cfg = resolve(Some((
+        &doc("parallelism: 4\nleaderElection:\n  leaderElect: true\n  resourceName: my-scheduler\n  resourceNamespace: kube-system\n  leaseDuration: 30s\n  renewDeadline: 20s\n  retryPeriod: 5s\n  resourceLock: leases\n"),
+        "f.yaml",
+    )))
+    .unwrap();
+    assert_eq!(cfg.parallelism, Some(4));
+    let base = crate::kernel::lease::LeaseConfig::named("koord-scheduler");
+    let lease = cfg.leader_election.unwrap().apply(&base).unwrap();
+    assert_eq!(
+        (
+            lease.name.as_str(),
+            lease.namespace.as_str(),
+            lease.lease_duration_seconds,
+            lease.renew_deadline_seconds,
+            lease.retry_period_seconds
+        ),
+        ("my-scheduler", "kube-system", 30, 20, 5)
+    );
+    let e = resolve(Some((&doc("parallelism: 0\n"), "f.yaml"))).unwrap_err();
+    assert!(
+        e.contains("parallelism: Invalid value: 0: should be an integer value greater than zero"),
+        "{e}"
+    );
+    let e = resolve(Some((
+        &doc("leaderElection:\n  resourceLock: endpoints\n"),
+        "f.yaml",
+    )))
+    .unwrap_err();
+    assert!(
+        e.contains("leaderElection.resourceLock: Unsupported value"),
+        "{e}"
+    );
 }

@@ -68,13 +68,15 @@ pub fn slim_pod(pod: &mut k8s_openapi::api::core::v1::Pod) {
     }
 }
 
-/// A node as the scheduler keeps it: of its status only capacity and allocatable (its
-/// image list alone can be kilobytes per node).
+/// A node as the scheduler keeps it: of its status only capacity, allocatable and images
+/// (which the cluster state turns into a name → size map).
 pub fn slim_node(node: &mut Node) {
     if let Some(s) = node.status.as_mut() {
         let kept = k8s_openapi::api::core::v1::NodeStatus {
             allocatable: s.allocatable.take(),
             capacity: s.capacity.take(),
+            // ImageLocality's: kept as name → size by the cluster state, then dropped.
+            images: s.images.take(),
             ..Default::default()
         };
         *s = kept;

@@ -249,6 +249,18 @@ fn storage_watches(
     live::watch(c(), "services", svc, tx.clone(), tasks, shutdown);
 }
 
+/// The Lease to elect on: `scheduler.leaderElection` when set, else the configuration
+/// file's `leaderElection` (Koordinator's chart sets it there), else the default.
+fn lease_config(cfg: &Config, sched: &config::SchedulerConfig) -> anyhow::Result<LeaseConfig> {
+    let default = Config::default().leader_election;
+    match &sched.leader_election {
+        Some(file) if cfg.leader_election == default => file
+            .apply(&default)
+            .map_err(|e| anyhow::anyhow!("scheduler.configFile: {e}")),
+        _ => Ok(cfg.leader_election.clone()),
+    }
+}
+
 pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     let sched_cfg = load(&cfg).map_err(|e| anyhow::anyhow!("scheduler.configFile: {e}"))?;
     ctx.report_unsupported(&sched_cfg.unsupported);
@@ -259,9 +271,13 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     }
     let client = cluster.client.clone();
     let identity = format!("{}_{}", ctx.common.node_name, uuid::Uuid::new_v4());
+    if let Some(n) = sched_cfg.parallelism {
+        framework::set_parallelism(n);
+    }
+    let leader_election = lease_config(&cfg, &sched_cfg)?;
     let leadership = lease::start(
         client.clone(),
-        cfg.leader_election.clone(),
+        leader_election,
         identity,
         &ctx.tasks,
         &ctx.shutdown,

@@ -45,6 +45,8 @@ pub struct ClusterState {
     /// PodDisruptionBudgets by `namespace/name` (DefaultPreemption spares what they protect).
     pub pdbs:
         std::collections::BTreeMap<String, Arc<k8s_openapi::api::policy::v1::PodDisruptionBudget>>,
+    /// How many nodes have each image (normalized name; ImageLocality's spread).
+    pub image_nodes: HashMap<String, u32>,
     /// Services' and controllers' selectors (default topology spreading).
     pub owners: crate::scheduler::model::owners::Owners,
     /// PersistentVolumes, claims, StorageClasses and CSINodes, with Reserve's assumptions.
@@ -67,12 +69,27 @@ impl ClusterState {
         if transform::node_needs(&node) {
             transform::transform_node(Arc::make_mut(&mut node));
         }
+        // The image list is kept as name → size in the NodeInfo, not in the object.
+        let images = node
+            .status
+            .as_ref()
+            .and_then(|s| s.images.as_ref())
+            .map(|list| Arc::new(super::types::image_sizes(list)));
+        if images.is_some()
+            && let Some(s) = Arc::make_mut(&mut node).status.as_mut()
+        {
+            s.images = None;
+        }
         let name = node.metadata.name.clone().unwrap_or_default();
         let quotas = self.quotas.enabled();
+        let old_images = self.node(&name).and_then(|n| n.images.clone());
+        count_images(&mut self.image_nodes, old_images.as_deref(), -1);
+        count_images(&mut self.image_nodes, images.as_deref(), 1);
         match self.node_mut(&name) {
             Some(n) => {
                 let before = quotas.then(|| n.allocatable.clone());
                 n.set_node(node);
+                n.images = images;
                 if before.is_some_and(|b| b != n.allocatable) {
                     self.quotas.invalidate();
                 }
@@ -80,6 +97,7 @@ impl ClusterState {
             None => {
                 self.quotas.invalidate();
                 let mut info = NodeInfo::new(node);
+                info.images = images;
                 info.topology = self.topologies.get(&name).cloned();
                 for p in self.orphans.remove(&name).unwrap_or_default() {
                     self.pods_with_affinity += p.has_pod_affinity as usize;
@@ -97,6 +115,7 @@ impl ClusterState {
             return;
         };
         let removed = self.nodes.swap_remove(i);
+        count_images(&mut self.image_nodes, removed.images.as_deref(), -1);
         self.rank = Default::default();
         self.quotas.invalidate();
         if i < self.nodes.len() {
@@ -358,6 +377,16 @@ impl ClusterState {
         if let Some(n) = self.node_mut(name) {
             n.topology = None;
             n.changed();
+        }
+    }
+}
+
+fn count_images(counts: &mut HashMap<String, u32>, images: Option<&HashMap<String, i64>>, by: i32) {
+    for name in images.into_iter().flat_map(|m| m.keys()) {
+        let n = counts.entry(name.clone()).or_default();
+        *n = n.saturating_add_signed(by);
+        if *n == 0 {
+            counts.remove(name);
         }
     }
 }

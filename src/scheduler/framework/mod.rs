@@ -13,6 +13,7 @@ pub mod res;
 pub mod reservations;
 pub mod runtime;
 mod select;
+pub use select::set_parallelism;
 pub mod types;
 
 use std::any::Any;

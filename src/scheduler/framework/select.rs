@@ -24,14 +24,27 @@ const PROBE: usize = 64;
 /// milliseconds one thread is cheaper in CPU and hardly slower.
 const PARALLEL_WORTH: std::time::Duration = std::time::Duration::from_millis(2);
 
-/// CPUs this process may use, read once (`available_parallelism` reads cgroup files).
+/// The configuration's `parallelism` (0: not set).
+static PARALLELISM: AtomicUsize = AtomicUsize::new(0);
+
+/// kube-scheduler's `parallelism`: at most this many threads filter nodes in one cycle.
+pub fn set_parallelism(n: usize) {
+    PARALLELISM.store(n, Ordering::Relaxed);
+}
+
+/// CPUs this process may use, read once (`available_parallelism` reads cgroup files),
+/// capped by the configuration's `parallelism`.
 fn threads() -> usize {
     static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *THREADS.get_or_init(|| {
+    let cpus = *THREADS.get_or_init(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
-    })
+    });
+    match PARALLELISM.load(Ordering::Relaxed) {
+        0 => cpus,
+        n => cpus.min(n),
+    }
 }
 
 /// The nodes in the order Filter visits them: every node from a rotating start (the

@@ -218,6 +218,8 @@ pub struct NodeInfo {
     pub used_ports: HashSet<HostPort>,
     /// The node's NodeResourceTopology as NodeNUMAResource reads it.
     pub topology: Option<Arc<TopologyOptions>>,
+    /// Its images by normalized name → size in bytes (`status.images`; ImageLocality).
+    pub images: Option<Arc<std::collections::HashMap<String, i64>>>,
     /// What plugins derive from this state of the node (emptied on every change).
     pub memo: super::memo::Memo,
 }
@@ -248,6 +250,7 @@ impl NodeInfo {
             pods: Vec::new(),
             used_ports: HashSet::new(),
             topology: None,
+            images: None,
             memo: Default::default(),
             node: node.clone(),
         };
@@ -351,6 +354,31 @@ impl<'a> PodDraft<'a> {
         let original = self.original;
         self.copy.filter(|c| c != original)
     }
+}
+
+/// kube-scheduler's `normalizedImageName`: a name without a tag gets `:latest`.
+pub fn normalized_image_name(name: &str) -> String {
+    let at = |c: char| name.rfind(c).map_or(-1, |i| i as i64);
+    if at(':') <= at('/') {
+        format!("{name}:latest")
+    } else {
+        name.to_string()
+    }
+}
+
+/// Every name of every image on a node, normalized, with the image's size.
+pub fn image_sizes(
+    list: &[k8s_openapi::api::core::v1::ContainerImage],
+) -> std::collections::HashMap<String, i64> {
+    list.iter()
+        .flat_map(|i| {
+            let size = i.size_bytes.unwrap_or(0);
+            i.names
+                .iter()
+                .flatten()
+                .map(move |n| (normalized_image_name(n), size))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! NodeAffinity: `nodeSelector` and required node affinity filter (terms ORed,
 //! expressions ANDed, matchFields on metadata.name); preferred terms score the sum of
-//! matching weights, normalized to 0..100.
+//! matching weights, normalized to 0..100. `NodeAffinityArgs.addedAffinity` applies a
+//! scheduler-enforced node affinity to every pod of the profile on top of its own.
 
 use super::super::framework::{
     ClusterState, CycleState, NodeInfo, Plugin, PodInfo, Point, PreFilterResult, Status,
@@ -14,7 +15,47 @@ pub fn required_matches(pod: &PodInfo, node: &NodeInfo) -> bool {
         .is_none_or(|spec| crate::api::placement::node_matches(spec, &node.labels, &node.name))
 }
 
-pub struct NodeAffinity;
+/// `NodeAffinityArgs`.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Args {
+    pub added_affinity: Option<k8s_openapi::api::core::v1::NodeAffinity>,
+}
+
+#[derive(Default)]
+pub struct NodeAffinity {
+    /// `addedAffinity`'s required terms (every pod must also match them).
+    added_required: Option<k8s_openapi::api::core::v1::NodeSelector>,
+    /// `addedAffinity`'s preferred terms (added to every pod's).
+    added_preferred: Vec<k8s_openapi::api::core::v1::PreferredSchedulingTerm>,
+}
+
+const ERR_ENFORCED: &str = "node(s) didn't match scheduler-enforced node affinity";
+
+impl NodeAffinity {
+    pub fn new(args: Args) -> Result<NodeAffinity, String> {
+        let added = args.added_affinity.unwrap_or_default();
+        if let Some(r) = &added.required_during_scheduling_ignored_during_execution
+            && r.node_selector_terms.is_empty()
+        {
+            return Err("addedAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: Required value: must have at least one node selector term".into());
+        }
+        Ok(NodeAffinity {
+            added_required: added.required_during_scheduling_ignored_during_execution,
+            added_preferred: added
+                .preferred_during_scheduling_ignored_during_execution
+                .unwrap_or_default(),
+        })
+    }
+
+    fn added_matches(&self, node: &NodeInfo) -> bool {
+        self.added_required.as_ref().is_none_or(|r| {
+            r.node_selector_terms
+                .iter()
+                .any(|t| term_matches(t, &node.labels, &node.name))
+        })
+    }
+}
 
 fn node_affinity(pod: &PodInfo) -> Option<&k8s_openapi::api::core::v1::NodeAffinity> {
     pod.spec()
@@ -55,7 +96,10 @@ impl Plugin for NodeAffinity {
             na.required_during_scheduling_ignored_during_execution
                 .as_ref()
         });
-        if selector.is_none_or(|s| s.is_empty()) && required.is_none() {
+        if selector.is_none_or(|s| s.is_empty())
+            && required.is_none()
+            && self.added_required.is_none()
+        {
             return (Status::skip(), None);
         }
         (Status::success(), None)
@@ -68,12 +112,16 @@ impl Plugin for NodeAffinity {
         _: &[usize],
         _: &ClusterState,
     ) -> Status {
-        match preferred(pod) {
-            None => Status::skip(),
-            Some(_) => Status::success(),
+        if preferred(pod).is_none() && self.added_preferred.is_empty() {
+            Status::skip()
+        } else {
+            Status::success()
         }
     }
     fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
+        if !self.added_matches(node) {
+            return Status::unresolvable(ERR_ENFORCED);
+        }
         if required_matches(pod, node) {
             Status::success()
         } else {
@@ -90,6 +138,7 @@ impl Plugin for NodeAffinity {
         Ok(preferred(pod)
             .into_iter()
             .flatten()
+            .chain(&self.added_preferred)
             .filter(|p| p.weight != 0 && term_matches(&p.preference, &node.labels, &node.name))
             .map(|p| p.weight as i64)
             .sum())

@@ -5,6 +5,7 @@ pub mod basic;
 pub mod coscheduling;
 pub mod deviceshare;
 pub mod elasticquota;
+pub mod image;
 pub mod interpod;
 pub mod loadaware;
 pub mod numa;
@@ -55,6 +56,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "VolumeZone",
     "NodeVolumeLimits",
     "VolumeRestrictions",
+    "ImageLocality",
 ];
 
 /// Known to Koordinator / kube-scheduler but not built into koord yet: a configuration
@@ -63,7 +65,6 @@ pub const NOT_YET: &[&str] = &[
     "SchedulingHint",
     "NodeResourcesFitPlus",
     "ScarceResourceAvoidance",
-    "ImageLocality",
     "DynamicResources",
 ];
 
@@ -86,7 +87,9 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, String>
         "NodeName" => Arc::new(basic::NodeName),
         "NodePorts" => Arc::new(basic::NodePorts),
         "TaintToleration" => Arc::new(taint::TaintToleration),
-        "NodeAffinity" => Arc::new(affinity::NodeAffinity),
+        "NodeAffinity" => {
+            Arc::new(affinity::NodeAffinity::new(strip_meta(args(name, raw)?)).map_err(ctx)?)
+        }
         "NodeResourcesFit" => {
             Arc::new(resources::NodeResourcesFit::new(strip_meta(args(name, raw)?)).map_err(ctx)?)
         }
@@ -129,6 +132,7 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, String>
             volumes::binding::VolumeBinding::new(strip_meta(args(name, raw)?)).map_err(ctx)?,
         ),
         "VolumeZone" => Arc::new(volumes::zone::VolumeZone),
+        "ImageLocality" => Arc::new(image::ImageLocality),
         "NodeVolumeLimits" => Arc::new(volumes::limits::NodeVolumeLimits),
         "VolumeRestrictions" => Arc::new(volumes::restrictions::VolumeRestrictions),
         n if NOT_YET.contains(&n) => {

@@ -233,7 +233,7 @@ fn node_affinity_and_name() {
             ok,
         ),
     ] {
-        assert_eq!(filter_msg(&NodeAffinity, &p, n.clone()), want);
+        assert_eq!(filter_msg(&NodeAffinity::default(), &p, n.clone()), want);
     }
     let preferred = with(
         json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
@@ -242,7 +242,7 @@ fn node_affinity_and_name() {
     );
     let c = cluster(vec![n.clone()]);
     assert_eq!(
-        NodeAffinity.score(&CycleState::default(), &preferred, &c.nodes[0], &c),
+        NodeAffinity::default().score(&CycleState::default(), &preferred, &c.nodes[0], &c),
         Ok(10)
     );
     let named = with(json!({"nodeName": "other"}));
@@ -540,4 +540,42 @@ mod preemption {
         );
         let _ = BTreeMap::<(), ()>::new();
     }
+}
+
+/// kube-scheduler's TestNodeAffinity "added affinity" cases.
+#[test]
+fn node_affinity_added_affinity() {
+    let args: super::affinity::Args = serde_json::from_value(json!({"addedAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["foo"]}]}]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 5, "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}}]}}))
+    .unwrap();
+    let na = NodeAffinity::new(args).unwrap();
+    let plain = pod(
+        json!({"metadata": {"name": "p", "namespace": "d"}, "spec": {"containers": [{"name": "c"}]}}),
+    );
+    let mut state = CycleState::default();
+    let c = cluster(vec![node_json("n", "4", "8Gi")]);
+    assert!(
+        na.pre_filter(&mut state, &plain, &c).0.is_success(),
+        "no Skip: the enforced affinity applies to every pod"
+    );
+    let mut foo = node_json("foo", "4", "8Gi");
+    foo["metadata"]["labels"]["zone"] = "foo".into();
+    foo["metadata"]["labels"]["disk"] = "ssd".into();
+    let mut bar = node_json("bar", "4", "8Gi");
+    bar["metadata"]["labels"]["zone"] = "bar".into();
+    assert_eq!(filter_msg(&na, &plain, foo.clone()), "");
+    assert_eq!(
+        filter_msg(&na, &plain, bar),
+        "node(s) didn't match scheduler-enforced node affinity"
+    );
+    let c = cluster(vec![foo]);
+    assert!(na.pre_score(&mut state, &plain, &[0], &c).is_success());
+    assert_eq!(na.score(&state, &plain, &c.nodes[0], &c), Ok(5));
+    let bad: super::affinity::Args = serde_json::from_value(json!({"addedAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}))
+    .unwrap();
+    assert!(NodeAffinity::new(bad).is_err());
 }
