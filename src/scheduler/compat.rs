@@ -144,19 +144,16 @@ mod tests {
             ),
             (
                 Point::PreBind,
-                vec![
-                    ("NodeResourcesFitPlus".into(), 1),
-                    ("DefaultPreBind".into(), 1),
-                ],
+                vec![("DynamicResources".into(), 1), ("DefaultPreBind".into(), 1)],
             ),
         ]);
         let mut args = BTreeMap::from([
-            ("NodeResourcesFitPlus".to_string(), json!({})),
+            ("DynamicResources".to_string(), json!({})),
             ("LoadAwareScheduling".to_string(), json!({})),
         ]);
         let u = strip(&mut points, &mut args);
         let names: Vec<&str> = u.iter().map(|u| u.name.as_str()).collect();
-        assert_eq!(names, ["NodeResourcesFitPlus", "SchedulingHint"]);
+        assert_eq!(names, ["DynamicResources", "SchedulingHint"]);
         assert!(u[0].message.contains("enabled at preBind"), "{u:?}");
         assert_eq!(points[&Point::PreFilter], [("Reservation".into(), 1)]);
         assert_eq!(points[&Point::Bind], [("DefaultBinder".into(), 1)]);

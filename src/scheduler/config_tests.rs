@@ -210,7 +210,7 @@ fn errors_name_the_plugin_and_field() {
 
 #[test]
 fn unimplemented_plugins_are_skipped_and_named() {
-    let body = "  plugins:\n    filter:\n      enabled:\n      - name: NodeResourcesFitPlus\n    preBind:\n      enabled:\n      - name: DefaultPreBind\n  pluginConfig:\n  - name: Coscheduling\n    args: {awareNetworkTopology: true}\n";
+    let body = "  plugins:\n    filter:\n      enabled:\n      - name: DynamicResources\n    preBind:\n      enabled:\n      - name: DefaultPreBind\n  pluginConfig:\n  - name: Coscheduling\n    args: {awareNetworkTopology: true}\n";
     let doc = format!(
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: koord-scheduler\n{body}"
     );
@@ -218,7 +218,7 @@ fn unimplemented_plugins_are_skipped_and_named() {
     let names: Vec<&str> = cfg.unsupported.iter().map(|u| u.name.as_str()).collect();
     assert_eq!(
         names,
-        ["NodeResourcesFitPlus", "Coscheduling.awareNetworkTopology"]
+        ["DynamicResources", "Coscheduling.awareNetworkTopology"]
     );
     assert!(cfg.unsupported[0].message.contains("enabled at filter"));
     let p = &cfg.profiles[0];
@@ -226,7 +226,7 @@ fn unimplemented_plugins_are_skipped_and_named() {
         p.points
             .values()
             .flatten()
-            .all(|(n, _)| n != "NodeResourcesFitPlus" && n != "DefaultPreBind")
+            .all(|(n, _)| n != "DynamicResources" && n != "DefaultPreBind")
     );
     let default = default_config().unwrap();
     let names: Vec<&str> = default

@@ -5,6 +5,7 @@ pub mod basic;
 pub mod coscheduling;
 pub mod deviceshare;
 pub mod elasticquota;
+pub mod fitplus;
 pub mod image;
 pub mod interpod;
 pub mod loadaware;
@@ -12,6 +13,7 @@ pub mod numa;
 pub mod preemption;
 pub mod reservation;
 pub mod resources;
+pub mod scarce;
 pub mod spread;
 pub mod taint;
 pub mod volumes;
@@ -57,16 +59,13 @@ pub const IMPLEMENTED: &[&str] = &[
     "NodeVolumeLimits",
     "VolumeRestrictions",
     "ImageLocality",
+    "NodeResourcesFitPlus",
+    "ScarceResourceAvoidance",
 ];
 
 /// Known to Koordinator / kube-scheduler but not built into koord yet: a configuration
 /// naming one runs without it, with a warning (an error in strict mode; `compat.rs`).
-pub const NOT_YET: &[&str] = &[
-    "SchedulingHint",
-    "NodeResourcesFitPlus",
-    "ScarceResourceAvoidance",
-    "DynamicResources",
-];
+pub const NOT_YET: &[&str] = &["SchedulingHint", "DynamicResources"];
 
 fn args<T: DeserializeOwned + Default>(name: &str, v: Option<&Value>) -> Result<T, String> {
     match v {
@@ -133,6 +132,12 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, String>
         ),
         "VolumeZone" => Arc::new(volumes::zone::VolumeZone),
         "ImageLocality" => Arc::new(image::ImageLocality),
+        "NodeResourcesFitPlus" => Arc::new(fitplus::NodeResourcesFitPlus {
+            args: strip_meta(args(name, raw)?),
+        }),
+        "ScarceResourceAvoidance" => Arc::new(scarce::ScarceResourceAvoidance {
+            args: strip_meta(args(name, raw)?),
+        }),
         "NodeVolumeLimits" => Arc::new(volumes::limits::NodeVolumeLimits),
         "VolumeRestrictions" => Arc::new(volumes::restrictions::VolumeRestrictions),
         n if NOT_YET.contains(&n) => {
