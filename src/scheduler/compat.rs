@@ -1,5 +1,5 @@
 //! Koordinator's scheduler configurations as koord runs them. Plugins koord does not
-//! implement yet (DeviceShare, SchedulingHint, ...) are skipped with a warning; points
+//! implement yet (DynamicResources) are skipped with a warning; points
 //! where a Koordinator plugin does work koord's framework does itself are dropped quietly;
 //! plugin args koord ignores are named. In strict mode each warning is an error instead.
 
@@ -136,7 +136,7 @@ mod tests {
         let mut points = BTreeMap::from([
             (
                 Point::PreFilter,
-                vec![("SchedulingHint".into(), 1), ("Reservation".into(), 1)],
+                vec![("DynamicResources".into(), 1), ("Reservation".into(), 1)],
             ),
             (
                 Point::Bind,
@@ -153,8 +153,11 @@ mod tests {
         ]);
         let u = strip(&mut points, &mut args);
         let names: Vec<&str> = u.iter().map(|u| u.name.as_str()).collect();
-        assert_eq!(names, ["DynamicResources", "SchedulingHint"]);
-        assert!(u[0].message.contains("enabled at preBind"), "{u:?}");
+        assert_eq!(names, ["DynamicResources"]);
+        assert!(
+            u[0].message.contains("enabled at preFilter, preBind"),
+            "{u:?}"
+        );
         assert_eq!(points[&Point::PreFilter], [("Reservation".into(), 1)]);
         assert_eq!(points[&Point::Bind], [("DefaultBinder".into(), 1)]);
         assert!(points[&Point::PreBind].is_empty());

@@ -234,7 +234,10 @@ fn unimplemented_plugins_are_skipped_and_named() {
         .iter()
         .map(|u| u.name.as_str())
         .collect();
-    assert_eq!(names, ["SchedulingHint"], "Koordinator's default names it");
+    assert!(
+        names.is_empty(),
+        "Koordinator's default profile runs without warnings: {names:?}"
+    );
 }
 
 #[test]

@@ -58,7 +58,6 @@ fn chart_configmaps_load_and_name_what_koord_skips() {
     let s = koord::scheduler::load(&cfg.scheduler).unwrap();
     let skipped: Vec<&str> = s.unsupported.iter().map(|u| u.name.as_str()).collect();
     for name in [
-        "SchedulingHint",
         "Coscheduling.awareNetworkTopology",
         "Coscheduling.enablePreemption",
     ] {
@@ -84,7 +83,10 @@ fn chart_configmaps_load_and_name_what_koord_skips() {
 
     let strict = format!("common: {{strict: true}}\n{yaml}");
     let err = load(&strict).unwrap_err().to_string();
-    assert!(err.contains("scheduler plugin SchedulingHint"), "{err}");
+    assert!(
+        err.contains("scheduler plugin Coscheduling: args.awareNetworkTopology"),
+        "{err}"
+    );
     assert!(err.contains("strict mode"), "{err}");
 
     let gates = "common: {strict: true}\nkoordlet: {featureGates: {Libpfm4: true}}\n";
@@ -257,7 +259,10 @@ fn each_role_starts_with_its_koordinator_flags() {
         "scheduler",
         &args,
         port,
-        &["SchedulingHint", "enable-network-topology-manager"],
+        &[
+            "Coscheduling.awareNetworkTopology",
+            "enable-network-topology-manager",
+        ],
     );
 
     // koord-descheduler (chart Deployment args).

@@ -113,7 +113,10 @@ fn metrics_carry_koordinator_and_kube_scheduler_names() {
         .filter(|s| s.metric == "koord_unsupported_config")
         .filter_map(|s| s.labels.get("name"))
         .collect();
-    assert!(unsupported.contains(&"SchedulingHint"), "{unsupported:?}");
+    assert!(
+        !unsupported.contains(&"SchedulingHint"),
+        "Koordinator's default profile runs whole: {unsupported:?}"
+    );
     assert!(
         samples.iter().any(
             |s| s.metric == "scheduler_pending_pods" && s.labels.get("queue") == Some("active")

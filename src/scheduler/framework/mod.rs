@@ -355,3 +355,8 @@ pub trait Plugin: Send + Sync {
 }
 
 pub const MAX_NODE_SCORE: i64 = 100;
+
+/// The cycle-state key under which a PreFilter plugin (SchedulingHint) leaves the nodes to
+/// try first, in order (`Vec<String>`): the first that passes every Filter becomes the
+/// PreFilter result alone (Koordinator's `RunPreferNodesPlugin`).
+pub const PREFERRED_NODES: &str = "PreferNodes";

@@ -248,6 +248,7 @@ impl Framework {
                 };
             }
         };
+        let allowed = self.prefer_nodes(&state, pod, cluster, allowed);
         let total = cluster.nodes.len();
         let (start, limit) = match scope {
             Scope::Live { start } => (
@@ -371,6 +372,30 @@ impl Framework {
             }
         }
         None
+    }
+
+    /// Koordinator's prefer-nodes step: the first preferred node (within PreFilter's
+    /// result) that passes every Filter becomes the only candidate; none: unchanged.
+    fn prefer_nodes(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        cluster: &ClusterState,
+        allowed: super::PreFilterResult,
+    ) -> super::PreFilterResult {
+        let Some(preferred) = state.read::<Vec<String>>(super::PREFERRED_NODES) else {
+            return allowed;
+        };
+        let filters = self.active_filters(state);
+        let chosen = preferred
+            .iter()
+            .filter(|n| allowed.as_ref().is_none_or(|a| a.contains(*n)))
+            .filter_map(|n| cluster.node(n))
+            .find(|n| run_filters(&filters, state, pod, n, cluster).is_ok());
+        match chosen {
+            Some(n) => Some([n.name.clone()].into_iter().collect()),
+            None => allowed,
+        }
     }
 
     /// Reserve in order; on a failure, Unreserve the ones before in reverse.

@@ -6,6 +6,7 @@ pub mod coscheduling;
 pub mod deviceshare;
 pub mod elasticquota;
 pub mod fitplus;
+pub mod hint;
 pub mod image;
 pub mod interpod;
 pub mod loadaware;
@@ -61,11 +62,12 @@ pub const IMPLEMENTED: &[&str] = &[
     "ImageLocality",
     "NodeResourcesFitPlus",
     "ScarceResourceAvoidance",
+    "SchedulingHint",
 ];
 
 /// Known to Koordinator / kube-scheduler but not built into koord yet: a configuration
 /// naming one runs without it, with a warning (an error in strict mode; `compat.rs`).
-pub const NOT_YET: &[&str] = &["SchedulingHint", "DynamicResources"];
+pub const NOT_YET: &[&str] = &["DynamicResources"];
 
 fn args<T: DeserializeOwned + Default>(name: &str, v: Option<&Value>) -> Result<T, String> {
     match v {
@@ -132,6 +134,9 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, String>
         ),
         "VolumeZone" => Arc::new(volumes::zone::VolumeZone),
         "ImageLocality" => Arc::new(image::ImageLocality),
+        "SchedulingHint" => {
+            Arc::new(hint::SchedulingHint::new(strip_meta(args(name, raw)?)).map_err(ctx)?)
+        }
         "NodeResourcesFitPlus" => Arc::new(fitplus::NodeResourcesFitPlus {
             args: strip_meta(args(name, raw)?),
         }),
