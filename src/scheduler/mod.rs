@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod model;
 pub mod plugins;
 pub mod queue;
+pub mod quota_bootstrap;
 pub mod reservation_live;
 pub mod status_writer;
 pub mod volume_binder;
@@ -291,6 +292,17 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     }
     let rx = watches(&scheduler, &client, &ctx.tasks, &ctx.shutdown);
     if scheduler.uses_quotas() {
+        let quota_args = sched_cfg.profiles.iter().find_map(|p| {
+            let raw = p.args.get("ElasticQuota");
+            plugins::elasticquota::args::Args::parse(raw).ok()
+        });
+        if let Some(args) = quota_args {
+            let c = client.clone();
+            ctx.tasks.spawn("scheduler/builtin-quotas", async move {
+                quota_bootstrap::ensure(&c, &args).await;
+                Ok(())
+            });
+        }
         use plugins::elasticquota::status as q;
         scheduler.quota_status = status_writer::spawn(
             "elasticquota",

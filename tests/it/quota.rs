@@ -112,7 +112,30 @@ async fn quota_at_max_waits_and_min_is_reclaimed() {
         .create(&pp, &quota("team-b", "4", "8"))
         .await
         .unwrap();
+    let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(c.clone());
+    let _ = ns
+        .create(
+            &pp,
+            &obj(json!({"metadata": {"name": "koordinator-system"}})),
+        )
+        .await;
     let sched = start_scheduler(dir.path(), port);
+
+    // Koordinator's plugin creates the root, system and default quotas when absent.
+    let system: Api<ElasticQuota> = Api::namespaced(c.clone(), "koordinator-system");
+    let builtin = eventually(Duration::from_secs(20), || async {
+        let mut found = 0;
+        for n in [
+            "koordinator-root-quota",
+            "koordinator-system-quota",
+            "koordinator-default-quota",
+        ] {
+            found += system.get_opt(n).await.ok().flatten().is_some() as usize;
+        }
+        found == 3
+    })
+    .await;
+    assert!(builtin, "{}", sched.logs());
 
     // team-a's max is 4 CPUs: the third 2-CPU pod waits on the quota, not on the nodes.
     for n in ["a1", "a2", "a3"] {
