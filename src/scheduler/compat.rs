@@ -107,11 +107,6 @@ pub fn unsupported_args(name: &str, raw: Option<&Value>) -> Vec<Unsupported> {
             "gpuSharedResourceTemplatesConfig",
             "GPU shared-resource templates are not implemented; shared GPUs are allocated without them",
         ),
-        (
-            "ElasticQuota",
-            "monitorAllQuotas",
-            "the over-use revoke controller is not implemented; quotas over their runtime are reclaimed only when a pod within its min preempts",
-        ),
     ];
     ignored
         .iter()

@@ -13,6 +13,7 @@ const LAYERS: &[&[&str]] = &[
         "status_writer",
         "reservation_live",
         "volume_binder",
+        "quota_bootstrap",
     ],
     &["metrics", "queue", "cycle", "live_watch", "live_storage"],
     &["live"],

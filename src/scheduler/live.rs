@@ -116,6 +116,8 @@ pub struct Scheduler {
     binds: JoinSet<BindDone>,
     /// Woken when an event may change a reservation's status (the controller's trigger).
     pub reservation_kick: Arc<tokio::sync::Notify>,
+    /// ElasticQuota's over-use revoke controller (`monitorAllQuotas`).
+    pub revoke: Option<revoke::Revoke>,
     /// Reservations placed but not yet written Available: name → the object before.
     assumed_reservations: HashMap<String, Arc<Reservation>>,
     pub metrics: Arc<super::metrics::SchedulerMetrics>,
@@ -183,6 +185,7 @@ impl Scheduler {
             trimmed_at: None,
             assumed_reservations: HashMap::new(),
             reservation_kick: Default::default(),
+            revoke: None,
             metrics: Default::default(),
         }
     }
@@ -520,6 +523,7 @@ impl Scheduler {
             self.metrics.binding(self.binds.len());
             let now = Instant::now();
             let wake = [
+                self.revoke_tick(now),
                 self.queue.next_wakeup(),
                 self.quota_status.tick(&self.cluster, now),
                 self.pod_group_status.tick(&self.cluster, now),
@@ -557,6 +561,8 @@ mod act;
 mod gang;
 #[path = "live_metrics.rs"]
 mod observe;
+#[path = "live_revoke.rs"]
+pub mod revoke;
 
 #[cfg(test)]
 mod tests {

@@ -297,6 +297,12 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             plugins::elasticquota::args::Args::parse(raw).ok()
         });
         if let Some(args) = quota_args {
+            if args.monitor_all_quotas && args.enable_runtime_quota {
+                scheduler.revoke = Some(live::revoke::Revoke::new(
+                    args.delay_evict_time,
+                    args.revoke_pod_interval,
+                ));
+            }
             let c = client.clone();
             ctx.tasks.spawn("scheduler/builtin-quotas", async move {
                 quota_bootstrap::ensure(&c, &args).await;

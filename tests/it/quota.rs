@@ -278,3 +278,74 @@ async fn profile_creates_its_root_quota() {
     drop(mgr);
     api.stop().await;
 }
+
+const REVOKE_CONFIG: &str = r#"apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: koord-scheduler
+  plugins:
+    preFilter: {enabled: [{name: ElasticQuota}]}
+    postFilter: {enabled: [{name: ElasticQuota}]}
+    reserve: {enabled: [{name: ElasticQuota}]}
+  pluginConfig:
+  - name: ElasticQuota
+    args: {quotaGroupNamespace: default, monitorAllQuotas: true, delayEvictTime: 1s, revokePodInterval: 1s}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_over_used_quota_gives_back_its_least_important_pod() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut api = two_nodes(port).await;
+    let c = api.client.clone();
+    let pp = PostParams::default();
+    let quotas: Api<ElasticQuota> = Api::namespaced(c.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    quotas
+        .create(&pp, &quota("team-a", "1", "2"))
+        .await
+        .unwrap();
+    let classes: Api<k8s_openapi::api::scheduling::v1::PriorityClass> = Api::all(c.clone());
+    for (name, value) in [("high", 100), ("low", 1)] {
+        let pc = obj(json!({"metadata": {"name": name}, "value": value}));
+        classes.create(&pp, &pc).await.unwrap();
+    }
+    // Placed by someone else: 4 CPUs in a quota whose max is 2.
+    for (name, class) in [("keep", "high"), ("lose", "low")] {
+        let mut p = quota_pod(name, "team-a", "2");
+        let spec = p.spec.as_mut().unwrap();
+        spec.node_name = Some("sim-node-0".into());
+        spec.priority_class_name = Some(class.into());
+        pods.create(&pp, &p).await.unwrap();
+    }
+    let cfg = dir.path().join("sched.yaml");
+    std::fs::write(&cfg, REVOKE_CONFIG).unwrap();
+    let admin = format!("127.0.0.1:{}", free_port());
+    let kc = kubeconfig(dir.path(), port);
+    let sched = Koord::start(
+        &[
+            "--role=scheduler",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--admin-addr",
+            &admin,
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "--node-name",
+            "s1",
+        ],
+        &[("KOORD_SCHEDULER__CONFIG_FILE", cfg.to_str().unwrap())],
+        dir.path(),
+    );
+    let revoked = eventually(Duration::from_secs(20), || async {
+        pods.get_opt("lose").await.ok().flatten().is_none()
+    })
+    .await;
+    assert!(revoked, "{}", sched.logs());
+    assert!(
+        pods.get_opt("keep").await.unwrap().is_some(),
+        "the quota fits again"
+    );
+    drop(sched);
+    api.stop().await;
+}

@@ -216,6 +216,18 @@ impl QuotaState {
         }
     }
 
+    /// The keys of the assigned pods charged to `quota`.
+    pub fn assigned_to(&self, quota: &str) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .charges
+            .iter()
+            .filter(|(_, c)| c.assigned && c.quota == quota)
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.sort();
+        keys
+    }
+
     /// The quota a tracked pod is charged to.
     pub fn quota_of(&self, key: &str) -> Option<&str> {
         self.charges.get(key).map(|c| c.quota.as_str())

@@ -6,6 +6,7 @@
 
 pub mod args;
 pub mod preempt;
+pub mod revoke;
 pub mod status;
 
 use std::collections::BTreeMap;

@@ -193,3 +193,37 @@ fn figures_for_the_status_writer() {
     c.delete_pod("ns/a2");
     assert_eq!(super::status::figures(&c)["a"].request["cpu"], 3000);
 }
+
+/// Koordinator's quota_overuse_revoke_test shape: a quota over its runtime for longer than
+/// the delay gives back its least important preemptible pods until it fits.
+#[test]
+fn over_used_quota_revokes_its_least_important_pods_after_the_delay() {
+    let (mut c, _) = setup();
+    c.quotas.upsert(&quota("a", "2", "4", json!({}))).unwrap();
+    // Bound pods of quota a: 6 CPUs against a max (and so a runtime) of 4.
+    add(&mut c, quota_pod("p1", "a", "2", Some("n1"), 10));
+    add(&mut c, quota_pod("p2", "a", "2", Some("n1"), 5));
+    add(&mut c, quota_pod("p3", "a", "2", Some("n2"), 1));
+    let mut nonpreempt = quota_pod("p0", "a", "1", Some("n2"), 0);
+    nonpreempt["metadata"]["labels"]["quota.scheduling.koordinator.sh/preemptible"] =
+        "false".into();
+    add(&mut c, nonpreempt);
+    let delay = std::time::Duration::from_secs(120);
+    let mut r = super::revoke::Revoker::new(delay);
+    let t0 = std::time::Instant::now();
+    assert!(r.due(&c, t0).is_empty(), "over, but not for long enough");
+    assert!(r.due(&c, t0 + delay).is_empty());
+    let keys: Vec<String> = r
+        .due(&c, t0 + delay + std::time::Duration::from_secs(1))
+        .iter()
+        .map(|p| p.key.clone())
+        .collect();
+    // 7 CPUs used: p0 is not preemptible; p3 (priority 1) then p2 (5) go: 3 ≤ 4. Giving
+    // either back would make 5 again: both are revoked (in Koordinator's give-back order).
+    assert_eq!(keys, ["ns/p2", "ns/p3"]);
+    assert!(
+        r.due(&c, t0 + delay + std::time::Duration::from_secs(2))
+            .is_empty(),
+        "the clock restarts after a revocation"
+    );
+}
