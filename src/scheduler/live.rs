@@ -106,8 +106,8 @@ pub struct Scheduler {
     pub queue: Queue,
     pub leadership: Leadership,
     /// Pods, nodes, NodeMetrics, Reservations, ElasticQuotas (when a profile uses them),
-    /// PersistentVolumes, claims, StorageClasses.
-    synced: [bool; 8],
+    /// PersistentVolumes, claims, StorageClasses, PodDisruptionBudgets.
+    synced: [bool; 9],
     pub quota_status: Publisher<quota_status::Figures>,
     pub pod_group_status: Publisher<gang_status::Figures>,
     /// Why gang members were released, for their PodScheduled condition.
@@ -175,7 +175,9 @@ impl Scheduler {
             cluster,
             queue: Queue::new(backoff),
             leadership,
-            synced: [false, false, false, false, !quotas, false, false, false],
+            synced: [
+                false, false, false, false, !quotas, false, false, false, false,
+            ],
             quota_status: Publisher::detached(quota_status::figures, quota_status::version),
             pod_group_status: Publisher::detached(gang_status::figures, gang_status::version),
             gang_rejections: HashMap::new(),
@@ -396,8 +398,10 @@ impl Scheduler {
                     let key = key_of(&p.metadata);
                     self.cluster.pdbs.remove(&key);
                 }
-                // Not waited for: without PDBs preemption only chooses its victims worse.
-                Init | InitDone => {}
+                // Waited for, as kube-scheduler waits for every informer: a preemption
+                // before the PDBs are known would pick the victims they protect.
+                InitDone => self.synced[8] = true,
+                Init => {}
             },
             Ev::Owner(ev) => {
                 if super::live_storage::apply_owner(&mut self.cluster.owners, *ev) {

@@ -65,7 +65,7 @@ fn pod(i: usize) -> Pod {
 }
 
 /// The real `koord --role=scheduler` against the test API server on `port`.
-fn start_scheduler(dir: &std::path::Path, port: u16, env: &[(&str, &str)]) -> Koord {
+pub(crate) fn start_scheduler(dir: &std::path::Path, port: u16, env: &[(&str, &str)]) -> Koord {
     let admin = format!("127.0.0.1:{}", free_port());
     let kc = kubeconfig(dir, port);
     let args = [
