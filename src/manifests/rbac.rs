@@ -71,8 +71,21 @@ const MANAGER: Account = Account {
         (&[""], &["pods"], &["patch", "delete"]),
         (&[""], &["pods/status"], &["patch"]),
         (&[""], &["pods/binding"], &["create"]),
+        // ElasticQuota's over-use revoke controller.
+        (&[""], &["pods/eviction"], &["create"]),
         EVENTS,
         (&["scheduling.k8s.io"], &["priorityclasses"], READ),
+        // The volume plugins (VolumeBinding writes claimRef / selected-node at PreBind).
+        (
+            &[""],
+            &["persistentvolumes", "persistentvolumeclaims"],
+            &["get", "list", "watch", "update"],
+        ),
+        (&["storage.k8s.io"], &["storageclasses", "csinodes"], READ),
+        // Default topology spreading's selectors; preemption's PodDisruptionBudgets.
+        (&[""], &["services", "replicationcontrollers"], READ),
+        (&["apps"], &["replicasets", "statefulsets"], READ),
+        (&["policy"], &["poddisruptionbudgets"], READ),
         (
             &["admissionregistration.k8s.io"],
             &[
