@@ -74,6 +74,7 @@ pub struct CycleResult {
 /// The Filter plugins on `node`: with the pods nominated there that this pod must respect
 /// counted, then (if there were any) without them, as kube-scheduler's
 /// `RunFilterPluginsWithNominatedPods` — both must pass.
+#[inline]
 pub(super) fn run_filters(
     filters: &[&Enabled],
     state: &CycleState,
@@ -82,16 +83,31 @@ pub(super) fn run_filters(
     cluster: &ClusterState,
 ) -> Result<(), (&'static str, Status)> {
     if !cluster.nominated.is_empty() {
-        let mut nominated = cluster.nominated.counted_for(&node.name, pod).peekable();
-        if nominated.peek().is_some() {
-            let mut with = node.clone();
-            nominated.for_each(|p| with.add_pod(p.clone()));
-            filter_once(filters, state, pod, &with, cluster)?;
-        }
+        with_nominated(filters, state, pod, node, cluster)?;
     }
     filter_once(filters, state, pod, node, cluster)
 }
 
+/// The pass with the nominated pods counted (only while some pod is nominated: the loop
+/// over thousands of nodes stays a plain filter pass otherwise).
+#[cold]
+fn with_nominated(
+    filters: &[&Enabled],
+    state: &CycleState,
+    pod: &PodInfo,
+    node: &NodeInfo,
+    cluster: &ClusterState,
+) -> Result<(), (&'static str, Status)> {
+    let mut nominated = cluster.nominated.counted_for(&node.name, pod).peekable();
+    if nominated.peek().is_none() {
+        return Ok(());
+    }
+    let mut with = node.clone();
+    nominated.for_each(|p| with.add_pod(p.clone()));
+    filter_once(filters, state, pod, &with, cluster)
+}
+
+#[inline(always)]
 fn filter_once(
     filters: &[&Enabled],
     state: &CycleState,
