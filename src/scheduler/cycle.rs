@@ -113,13 +113,17 @@ pub fn run(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState, scope: Sco
     let mut result = fw.schedule(pod, cluster, scope);
     let Some(node) = result.node.clone() else {
         let message = fit_error(cluster.nodes.len(), &result);
+        // While its victims are still leaving the pod waits on its nomination (kube-scheduler:
+        // "not eligible due to a terminating pod on the nominated node").
+        let waiting = cluster.victims_leaving(pod);
         let nomination = match pod.reserve_of {
-            None => fw.post_filter(&result, pod, cluster),
-            Some(_) => None,
+            None if !waiting => fw.post_filter(&result, pod, cluster),
+            _ => None,
         };
         // The nomination stands until the pod is placed (or the next attempt's replaces it).
         match &nomination {
             Some(n) => cluster.nominated.set(Arc::new(pod.clone()), &n.node),
+            None if waiting => {}
             None => cluster.nominated.clear(&pod.key),
         }
         let rejected = gang_failed(cluster, &pod.key, &message);

@@ -81,6 +81,7 @@ async fn the_live_scheduler_spares_the_pdb_protected_pod() {
     .await
     .unwrap();
     let sched = crate::scheduler::start_scheduler(dir.path(), port, &[]);
+    let kubelet = crate::scheduler::kubelet_stand_in(pods.clone());
     pods.create(&pp, &pod("urgent", "urgent", None, "koord-prod", "3"))
         .await
         .unwrap();
@@ -95,7 +96,8 @@ async fn the_live_scheduler_spares_the_pdb_protected_pod() {
     })
     .await;
     assert!(bound, "{}", sched.logs());
-    // Deleted gracefully (no kubelet here to finish it): gone or terminating.
+    kubelet.abort();
+    // The victim is gone (the stand-in kubelet removed it once the preemption deleted it).
     let going = |p: Option<Pod>| p.is_none_or(|p| p.metadata.deletion_timestamp.is_some());
     assert!(going(pods.get_opt("batch-0").await.unwrap()), "the victim");
     assert!(

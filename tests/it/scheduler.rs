@@ -334,10 +334,16 @@ async fn schedules_respecting_constraints_load_and_capacity() {
     })
     .await;
     assert!(unschedulable, "{}", sched.logs());
+    // Removed for good (as once their kubelet has stopped them): a terminating pod still
+    // holds its node, as in kube-scheduler.
+    let now = kube::api::DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
     for (key, n) in &bound {
         if n.as_deref() == Some("node-0") {
             let name = key.trim_start_matches("default/");
-            pods.delete(name, &Default::default()).await.unwrap();
+            pods.delete(name, &now).await.unwrap();
         }
     }
     let placed = eventually(Duration::from_secs(15), || async {
@@ -461,6 +467,7 @@ async fn a_higher_priority_pod_preempts_a_lower_one() {
         "{}",
         sched.logs()
     );
+    let kubelet = kubelet_stand_in(pods.clone());
     pods.create(&pp, &with("prod", "koord-prod", "4"))
         .await
         .unwrap();
@@ -474,6 +481,7 @@ async fn a_higher_priority_pod_preempts_a_lower_one() {
         victim.is_none_or(|p| p.metadata.deletion_timestamp.is_some()),
         "the batch pod was preempted"
     );
+    kubelet.abort();
     let events: Api<Event> = Api::namespaced(c.clone(), "default");
     let list = events.list(&ListParams::default()).await.unwrap();
     assert!(
@@ -484,6 +492,31 @@ async fn a_higher_priority_pod_preempts_a_lower_one() {
     );
     drop(sched);
     api.stop().await;
+}
+
+/// What a kubelet does for a pod being deleted gracefully: it stops it and removes it
+/// (here at once). The scheduler counts a terminating pod on its node until then.
+pub(crate) fn kubelet_stand_in(pods: Api<Pod>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let now = kube::api::DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        };
+        loop {
+            if let Ok(list) = pods.list(&ListParams::default()).await {
+                for p in list
+                    .items
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_some())
+                {
+                    let _ = pods
+                        .delete(p.metadata.name.as_deref().unwrap_or_default(), &now)
+                        .await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
 }
 
 /// A plugin at Permit (waits) and PreBind (annotates), as gang and NUMA plugins will be.

@@ -162,7 +162,7 @@ impl ClusterState {
             .and_then(|s| s.phase.as_deref())
             .is_some_and(|p| p == "Succeeded" || p == "Failed");
         let terminating = info.pod.metadata.deletion_timestamp.is_some();
-        if info.node_name.is_some() && !finished && !terminating {
+        if info.node_name.is_some() && !finished {
             info.forget_containers();
         }
         let pod = info.pod.clone();
@@ -188,7 +188,9 @@ impl ClusterState {
         }
         self.track_nomination(&info, finished || terminating);
         match info.node_name.clone() {
-            Some(node) if !finished && !terminating => {
+            // A terminating pod holds its node's resources until it is gone, as in
+            // kube-scheduler's cache: a preemptor waits for its victims to leave.
+            Some(node) if !finished => {
                 if self.assumed.remove(&key).is_some() {
                     self.volumes.settled(&key);
                 }

@@ -263,3 +263,43 @@ fn a_nominated_pod_keeps_its_room_from_lower_priority_pods() {
         "a higher priority pod does not wait for it"
     );
 }
+
+#[test]
+fn a_preemptor_waits_for_its_terminating_victims() {
+    let fw = config::framework(&config::default_config().unwrap().profiles[0]).unwrap();
+    let mut c = cluster(vec![node_json("n1", "4", "8Gi")]);
+    placed(&mut c, "victim", "n1", "4", json!({}), MID, None);
+    let p = pod(
+        json!({"metadata": {"name": "p", "namespace": "default", "uid": "p"},
+        "spec": {"priority": HIGH, "containers": [{"name": "c", "resources": {"requests": {"cpu": "4"}}}]}}),
+    );
+    let a = crate::scheduler::cycle::run(&fw, &p, &mut c, Scope::Everything);
+    assert!(matches!(
+        a.outcome,
+        crate::scheduler::cycle::Outcome::Unschedulable {
+            nomination: Some(_),
+            ..
+        }
+    ));
+    // The victim is terminating: it still holds the node, and nothing more is preempted.
+    let v = json!({"metadata": {"name": "victim", "namespace": "default", "uid": "victim",
+        "deletionTimestamp": "2026-11-26T00:00:00Z"},
+        "spec": {"nodeName": "n1", "priority": MID, "containers": [{"name": "c", "resources": {"requests": {"cpu": "4"}}}]}});
+    c.upsert_pod(Arc::new(serde_json::from_value(v).unwrap()));
+    let a = crate::scheduler::cycle::run(&fw, &p, &mut c, Scope::Everything);
+    assert!(matches!(
+        a.outcome,
+        crate::scheduler::cycle::Outcome::Unschedulable {
+            nomination: None,
+            ..
+        }
+    ));
+    assert_eq!(
+        c.nominated.node_of("default/p"),
+        Some("n1"),
+        "still nominated"
+    );
+    c.delete_pod("default/victim");
+    let a = crate::scheduler::cycle::run(&fw, &p, &mut c, Scope::Everything);
+    assert_eq!(a.node(), Some("n1"), "placed once the victim is gone");
+}
