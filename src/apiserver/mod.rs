@@ -18,6 +18,7 @@ pub mod podgc;
 #[cfg(test)]
 mod props_tests;
 pub mod proto;
+pub mod pvbinder;
 pub use crate::api::patch;
 pub mod registry;
 pub mod schemas;
@@ -303,6 +304,7 @@ impl ApiServer {
         tasks.spawn(gc_events(store.clone(), stop.clone()));
         tasks.spawn(namespaces::run(state.clone(), stop.clone()));
         tasks.spawn(podgc::run(store.clone(), opts.pod_gc_grace, stop.clone()));
+        tasks.spawn(pvbinder::run(store.clone(), stop.clone()));
         tasks.spawn(maintain(
             store.clone(),
             opts.compaction_interval,

@@ -1,8 +1,9 @@
 //! Volumes, as kube-scheduler places them: `koord explain schedule` on a snapshot with a
 //! local `WaitForFirstConsumer` PV, a zoned PV, a missing claim and a ReplicaSet (default
 //! topology spreading) gives kube-scheduler's answers and words; the live scheduler agrees,
-//! and binds the local claim's pod to the node its PV names, writing the PV's `claimRef` at PreBind and binding the pod only once the PV
-//! controller (played here by the test) has completed the claim.
+//! and binds the local claim's pod to the node its PV names, writing the PV's `claimRef` at
+//! PreBind and binding the pod only once the PV controller (the embedded API server's
+//! `pvbinder`) has completed the claim.
 
 use crate::common;
 
@@ -169,37 +170,6 @@ async fn feed(s: &mut koord::scheduler::live::Scheduler, c: &kube::Client) {
     }
 }
 
-/// What kube-controller-manager's PV controller does once the scheduler has pre-bound a
-/// PV: the claim gets its volume, the bind-completed annotation and phase Bound.
-async fn pv_controller(c: kube::Client) -> PersistentVolume {
-    let pvs = Api::<PersistentVolume>::all(c.clone());
-    let claims = Api::<PersistentVolumeClaim>::namespaced(c, "default");
-    loop {
-        let pv = pvs.get("local-pv").await.unwrap();
-        if pv
-            .spec
-            .as_ref()
-            .and_then(|s| s.claim_ref.as_ref())
-            .is_some()
-        {
-            let patch = json!({"metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
-                "spec": {"volumeName": "local-pv"}});
-            let pp = PatchParams::default();
-            claims
-                .patch("data-local", &pp, &Patch::Merge(patch))
-                .await
-                .unwrap();
-            let s = json!({"status": {"phase": "Bound"}});
-            claims
-                .patch_status("data-local", &pp, &Patch::Merge(s))
-                .await
-                .unwrap();
-            return pv;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_live_scheduler_prebinds_the_local_pv_then_binds_the_pod() {
     let mut api = TestApi::start().await;
@@ -209,7 +179,6 @@ async fn the_live_scheduler_prebinds_the_local_pv_then_binds_the_pod() {
     let leader = koord::kernel::lease::Leadership::always();
     let mut s = koord::scheduler::live::Scheduler::new(c.clone(), &cfg, leader).unwrap();
     feed(&mut s, &c).await;
-    let controller = tokio::spawn(pv_controller(c.clone()));
     assert!(s.schedule_one() && s.schedule_one());
     assert_eq!(
         s.cluster.placement("default/web-5d9-c"),
@@ -229,7 +198,10 @@ async fn the_live_scheduler_prebinds_the_local_pv_then_binds_the_pod() {
     tokio::time::timeout(Duration::from_secs(30), s.settle())
         .await
         .expect("binding cycle finished");
-    let written = controller.await.unwrap();
+    let written = Api::<PersistentVolume>::all(c.clone())
+        .get("local-pv")
+        .await
+        .unwrap();
     let r = written.spec.as_ref().unwrap().claim_ref.as_ref().unwrap();
     let claim = Api::<PersistentVolumeClaim>::namespaced(c.clone(), "default")
         .get("data-local")
