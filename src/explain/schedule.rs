@@ -60,21 +60,24 @@ pub fn resolve_priority(pod: &mut Pod, classes: &[PriorityClass]) {
     spec.priority = from_snapshot.or(builtin);
 }
 
-/// The volume plugins' kinds, the PodDisruptionBudgets preemption respects and the
-/// selectors default topology spreading reads.
+/// The volume plugins' kinds (through the live scheduler's own storage-event handling), the
+/// PodDisruptionBudgets preemption respects and the selectors default topology spreading reads.
 fn load_storage_and_pdbs(cluster: &mut ClusterState, snap: &Snapshot) {
+    use crate::scheduler::live_storage::apply;
+    use crate::scheduler::live_watch::Storage;
+    use kube::runtime::watcher::Event::Apply;
     let (vols, storage) = (&mut cluster.volumes, &snap.storage);
     for o in &storage.pvs {
-        vols.upsert_pv(Arc::new(o.clone()));
+        apply(vols, Storage::Pv(Apply(o.clone())));
     }
     for o in &storage.pvcs {
-        vols.upsert_pvc(Arc::new(o.clone()));
+        apply(vols, Storage::Pvc(Apply(o.clone())));
     }
     for o in &storage.classes {
-        vols.upsert_class(Arc::new(o.clone()));
+        apply(vols, Storage::Class(Apply(o.clone())));
     }
     for o in &storage.csi_nodes {
-        vols.upsert_csi_node(Arc::new(o.clone()));
+        apply(vols, Storage::CsiNode(Apply(o.clone())));
     }
     for p in &snap.pdbs {
         cluster.upsert_pdb(Arc::new(p.clone()));

@@ -20,16 +20,7 @@ fn cpus(s: &str) -> BTreeSet<u32> {
 
 #[test]
 fn pinned_pods_get_disjoint_cpusets_on_nodes_with_a_topology() {
-    let out = Command::new(common::koord_bin())
-        .args(["explain", "schedule", "-f", SNAP, "-o", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::explain_schedule(SNAP);
     let pods = v["pods"].as_array().unwrap();
     let by = |name: &str| {
         pods.iter()
@@ -81,16 +72,7 @@ const RESERVATIONS: &str = concat!(
 
 #[test]
 fn pending_reservations_are_scheduled_and_owners_use_them() {
-    let out = Command::new(common::koord_bin())
-        .args(["explain", "schedule", "-f", RESERVATIONS, "-o", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::explain_schedule(RESERVATIONS);
     let pods = v["pods"].as_array().unwrap();
     let by = |name: &str| pods.iter().find(|p| p["pod"] == name).unwrap().clone();
     let pending = by("reservation/r-pending");
@@ -119,16 +101,7 @@ fn quota_and_gang_reasons_in_koordinators_words() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/quota-gang-snapshot.yaml"
     );
-    let out = Command::new(common::koord_bin())
-        .args(["explain", "schedule", "-f", snap, "-o", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::explain_schedule(snap);
     let by = |name: &str| {
         v["pods"]
             .as_array()

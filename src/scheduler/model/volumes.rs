@@ -290,7 +290,13 @@ pub struct Volumes {
     by_pod: HashMap<String, (Vec<String>, Vec<String>)>,
 }
 
-fn claim_key(pvc: &PersistentVolumeClaim) -> String {
+/// kube-scheduler's wording when a pod names a claim the cluster lacks.
+pub fn claim_not_found(name: &str) -> String {
+    format!("persistentvolumeclaim {name:?} not found")
+}
+
+/// `namespace/name`, the key claims are assumed and reported under.
+pub fn claim_key(pvc: &PersistentVolumeClaim) -> String {
     format!(
         "{}/{}",
         pvc.metadata.namespace.as_deref().unwrap_or_default(),

@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::super::framework::res::{R_CPU, R_MEMORY, R_PODS, name};
+use super::super::framework::res::{R_PODS, name};
 use super::super::framework::{
     ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point,
 };
+use super::resources::{alloc_request, least_allocated, most_allocated};
 
 /// `NodeResourcesFitPlusArgs`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -29,42 +30,6 @@ pub struct ResourceType {
 
 pub struct NodeResourcesFitPlus {
     pub args: Args,
-}
-
-fn most(requested: i64, capacity: i64) -> i64 {
-    if capacity == 0 {
-        return 0;
-    }
-    requested.min(capacity) * MAX_NODE_SCORE / capacity
-}
-
-fn least(requested: i64, capacity: i64) -> i64 {
-    if capacity == 0 || requested > capacity {
-        return 0;
-    }
-    (capacity - requested) * MAX_NODE_SCORE / capacity
-}
-
-impl NodeResourcesFitPlus {
-    /// (allocatable, requested with the pod) of one resource, as `calculateResourceAllocatableRequest`:
-    /// cpu and memory count non-zero requests (kube's defaults for containers asking none).
-    fn amounts(
-        pod: &PodInfo,
-        node: &NodeInfo,
-        id: super::super::framework::res::ResId,
-    ) -> (i64, i64) {
-        match id {
-            R_CPU => (
-                node.alloc.get(R_CPU),
-                node.non_zero_requested.0 + pod.non_zero.0,
-            ),
-            R_MEMORY => (
-                node.alloc.get(R_MEMORY),
-                node.non_zero_requested.1 + pod.non_zero.1,
-            ),
-            id => (node.alloc.get(id), node.req.get(id) + pod.req.get(id)),
-        }
-    }
 }
 
 impl Plugin for NodeResourcesFitPlus {
@@ -89,10 +54,10 @@ impl Plugin for NodeResourcesFitPlus {
             let Some(t) = self.args.resources.get(&name(id)) else {
                 continue;
             };
-            let (capacity, requested) = Self::amounts(pod, node, id);
+            let (capacity, requested) = alloc_request(pod, node, id);
             let s = match t.type_.as_str() {
-                "MostAllocated" => most(requested, capacity),
-                "LeastAllocated" => least(requested, capacity),
+                "MostAllocated" => most_allocated(requested, capacity),
+                "LeastAllocated" => least_allocated(requested, capacity),
                 _ => 0,
             };
             sum += s * t.weight;

@@ -152,8 +152,25 @@ impl NodeResourcesFit {
     }
 }
 
-/// (allocatable, requested incl. the pod) for scoring; (0, 0) skips the resource.
-fn alloc_request(pod: &PodInfo, node: &NodeInfo, id: ResId) -> (i64, i64) {
+/// kube's `mostRequestedScore`: packing, capped at a full node.
+pub(super) fn most_allocated(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 {
+        return 0;
+    }
+    requested.min(capacity) * MAX_NODE_SCORE / capacity
+}
+
+/// kube's `leastRequestedScore`: spreading, 0 once over the node.
+pub(super) fn least_allocated(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 || requested > capacity {
+        return 0;
+    }
+    (capacity - requested) * MAX_NODE_SCORE / capacity
+}
+
+/// (allocatable, requested incl. the pod) for scoring, as `calculateResourceAllocatableRequest`:
+/// cpu and memory count non-zero requests; (0, 0) skips a scalar the pod does not ask for.
+pub(super) fn alloc_request(pod: &PodInfo, node: &NodeInfo, id: ResId) -> (i64, i64) {
     let alloc = node.alloc.get(id);
     match id {
         R_CPU => (alloc, node.non_zero_requested.0 + pod.non_zero.0),
@@ -216,11 +233,9 @@ impl Plugin for NodeResourcesFit {
                 continue;
             }
             let s = if self.most_allocated {
-                req.min(alloc) * MAX_NODE_SCORE / alloc
-            } else if req > alloc {
-                0
+                most_allocated(req, alloc)
             } else {
-                (alloc - req) * MAX_NODE_SCORE / alloc
+                least_allocated(req, alloc)
             };
             total += s * weight;
             weights += weight;

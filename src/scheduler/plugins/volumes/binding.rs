@@ -128,7 +128,7 @@ pub(super) fn check_claim(
                 u.name
             )
         } else {
-            format!("persistentvolumeclaim {:?} not found", u.name)
+            v::claim_not_found(&u.name)
         }));
     };
     if pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Lost") {
@@ -245,11 +245,7 @@ fn provisionable(
 ) -> Result<bool, Status> {
     for pvc in claims {
         let class_name = v::claim_class(pvc);
-        let key = format!(
-            "{}/{}",
-            pvc.metadata.namespace.as_deref().unwrap_or_default(),
-            pvc.metadata.name.as_deref().unwrap_or_default()
-        );
+        let key = v::claim_key(pvc);
         if class_name.is_empty() {
             return Err(Status::error(format!("no class for claim {key:?}")));
         }

@@ -46,8 +46,9 @@ fn attachable(
         let Some(pvc) = vols.pvc(ns, &u.name) else {
             if new_pod {
                 return Err(Status::unresolvable(format!(
-                    "looking up PVC {ns}/{}: persistentvolumeclaim {:?} not found",
-                    u.name, u.name
+                    "looking up PVC {ns}/{}: {}",
+                    u.name,
+                    v::claim_not_found(&u.name)
                 )));
             }
             continue;

@@ -81,10 +81,7 @@ fn rwop_conflicts(pod: &PodInfo, cluster: &ClusterState) -> Result<usize, Status
             continue;
         };
         let Some(pvc) = cluster.volumes.pvc(&pod.namespace, &c.claim_name) else {
-            return Err(Status::unresolvable(format!(
-                "persistentvolumeclaim {:?} not found",
-                c.claim_name
-            )));
+            return Err(Status::unresolvable(v::claim_not_found(&c.claim_name)));
         };
         let modes = pvc.spec.as_ref().and_then(|s| s.access_modes.as_deref());
         let rwop = modes

@@ -47,10 +47,7 @@ fn pv_topologies(pod: &PodInfo, cluster: &ClusterState) -> Result<Vec<PvTopology
             return Err(Status::unresolvable("PersistentVolumeClaim had no name"));
         }
         let Some(pvc) = vols.pvc(&pod.namespace, &c.claim_name) else {
-            return Err(Status::unresolvable(format!(
-                "persistentvolumeclaim {:?} not found",
-                c.claim_name
-            )));
+            return Err(Status::unresolvable(v::claim_not_found(&c.claim_name)));
         };
         let pv_name = v::claim_volume_name(pvc);
         if pv_name.is_empty() {
