@@ -260,7 +260,9 @@ pub fn run(snap: &Snapshot, cfg: &SchedulerConfig, now_ms: i64) -> Result<Vec<Pl
                 ..
             } => {
                 placement.preemption = nomination;
-                unplace(&cluster, &mut out, &rejected.keys, &rejected.message);
+                for r in rejected {
+                    unplace(&cluster, &mut out, &r.keys, &r.message);
+                }
             }
             Outcome::PermitRejected { rejected, .. } => {
                 unplace(&cluster, &mut out, &rejected.keys, &rejected.message);
@@ -331,11 +333,26 @@ pub fn to_json(placements: &[Placement]) -> Value {
             if let Some(n) = &p.preemption {
                 let victims: Vec<&str> = n.victims.iter().map(|v| v.key.as_str()).collect();
                 v["preemption"] = json!({"node": n.node, "victims": victims});
+                if let Some(members) = job_members(n) {
+                    v["preemption"]["nominated"] = members;
+                }
             }
             v
         })
         .collect();
     json!({ "pods": pods })
+}
+
+/// The other members of a preempting job and the node each is nominated to.
+fn job_members(n: &Nomination) -> Option<Value> {
+    let job = n.job.as_ref()?;
+    let members: serde_json::Map<String, Value> = job
+        .pending
+        .iter()
+        .chain(&job.waiting)
+        .map(|(p, node)| (p.key.clone(), json!(node)))
+        .collect();
+    (!members.is_empty()).then_some(Value::Object(members))
 }
 
 pub fn to_text(placements: &[Placement]) -> String {

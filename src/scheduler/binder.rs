@@ -129,30 +129,80 @@ pub async fn unschedulable(client: &kube::Client, pod: &PodInfo, message: &str) 
     }
 }
 
-/// Preemption: `status.nominatedNodeName` on the preemptor, then the victims deleted
-/// (graceful, like kube-scheduler) with a `Preempted` event each.
+/// Preemption: `status.nominatedNodeName` on the preemptor (and on the rest of a
+/// preempting job), then each victim marked with kube-scheduler's `DisruptionTarget`
+/// condition and deleted (graceful) with a `Preempted` event.
 pub async fn preempt(
     client: &kube::Client,
     pod: &PodInfo,
     nomination: &super::framework::Nomination,
 ) {
+    nominate(client, pod, &nomination.node).await;
+    if let Some(job) = &nomination.job {
+        for (member, node) in job.pending.iter().chain(&job.waiting) {
+            let status = member.pod.status.as_ref();
+            if status.and_then(|s| s.nominated_node_name.as_deref()) != Some(node.as_str()) {
+                nominate(client, member, node).await;
+            }
+        }
+    }
+    let scheduler = pod
+        .spec()
+        .and_then(|s| s.scheduler_name.as_deref())
+        .unwrap_or("default-scheduler");
+    let message = format!(
+        "{scheduler}: preempting to accommodate a higher priority pod, preemptor: {}",
+        pod.key
+    );
+    for v in &nomination.victims {
+        evict(client, pod, v, &message).await;
+    }
+}
+
+async fn nominate(client: &kube::Client, pod: &PodInfo, node: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
-    let status = json!({"status": {"nominatedNodeName": nomination.node}});
+    let status = json!({"status": {"nominatedNodeName": node}});
     if let Err(err) = pods
         .patch_status(&pod.name, &PatchParams::default(), &Patch::Merge(status))
         .await
     {
         tracing::debug!(pod = %pod.key, %err, "nominatedNodeName not set");
     }
-    for v in &nomination.victims {
-        let api: Api<Pod> = Api::namespaced(client.clone(), &v.namespace);
-        match api.delete(&v.name, &DeleteParams::default()).await {
-            Ok(_) => {
-                let msg = format!("Preempted by pod {} on node {}", pod.key, nomination.node);
-                let e = event(v, "Normal", "Preempted", msg);
-                events::record(client, &e).await;
-            }
-            Err(err) => tracing::warn!(victim = %v.key, %err, "preemption victim not deleted"),
+}
+
+/// One victim: the DisruptionTarget condition first (so the preemptor can tell its
+/// victims leaving from other deletions), then the graceful delete.
+async fn evict(client: &kube::Client, preemptor: &PodInfo, v: &PodInfo, message: &str) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &v.namespace);
+    let condition = json!({"status": {"conditions": [{
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "message": message,
+        "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+    }]}});
+    if let Err(err) = api
+        .patch_status(
+            &v.name,
+            &PatchParams::default(),
+            &Patch::Strategic(condition),
+        )
+        .await
+    {
+        tracing::debug!(victim = %v.key, %err, "DisruptionTarget condition not added");
+    }
+    let node = v.node_name.as_deref().unwrap_or_default();
+    match api.delete(&v.name, &DeleteParams::default()).await {
+        Ok(_) => {
+            let by = if preemptor.uid.is_empty() {
+                &preemptor.key
+            } else {
+                &preemptor.uid
+            };
+            let msg = format!("Preempted by pod {by} on node {node}");
+            let e = event(v, "Normal", "Preempted", msg);
+            events::record(client, &e).await;
         }
+        Err(err) => tracing::warn!(victim = %v.key, %err, "preemption victim not deleted"),
     }
 }

@@ -93,11 +93,6 @@ pub fn unsupported_args(name: &str, raw: Option<&Value>) -> Vec<Unsupported> {
             "network-topology aware gangs are not implemented; gangs are placed without it",
         ),
         (
-            "Coscheduling",
-            "enablePreemption",
-            "job-level (gang) preemption is not implemented; DefaultPreemption and ElasticQuota preempt per pod",
-        ),
-        (
             "Reservation",
             "enablePreemption",
             "preemption for Reservations is not implemented",

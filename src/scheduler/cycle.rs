@@ -43,10 +43,12 @@ pub enum Outcome {
         reason: String,
     },
     /// No node fits: kube-scheduler's FitError message, and PostFilter's nomination.
+    /// `rejected`: pods waiting at Permit sent back (the gang's failure, the preempting
+    /// job's own members, victims that were waiting), each group with its message.
     Unschedulable {
         message: String,
         nomination: Option<Nomination>,
-        rejected: GangRejection,
+        rejected: Vec<GangRejection>,
     },
     /// A Reserve or PreBind plugin refused the chosen node; nothing stays assumed.
     Failed {
@@ -110,6 +112,7 @@ pub fn run(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState, scope: Sco
         let reason = s.message();
         return Attempt::new(Outcome::Gated { plugin, reason }, None);
     }
+    cluster.gangs.attempt(&pod.key);
     let mut result = fw.schedule(pod, cluster, scope);
     let Some(node) = result.node.clone() else {
         let message = fit_error(cluster.nodes.len(), &result);
@@ -121,12 +124,17 @@ pub fn run(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState, scope: Sco
             _ => None,
         };
         // The nomination stands until the pod is placed (or the next attempt's replaces it).
+        let mut rejected = Vec::new();
         match &nomination {
-            Some(n) => cluster.nominated.set(Arc::new(pod.clone()), &n.node),
+            Some(n) => {
+                cluster.nominated.set(Arc::new(pod.clone()), &n.node);
+                rejected = nominated(cluster, pod, n);
+            }
             None if waiting => {}
             None => cluster.nominated.clear(&pod.key),
         }
-        let rejected = gang_failed(cluster, &pod.key, &message);
+        rejected.push(gang_failed(cluster, &pod.key, &message));
+        rejected.retain(|r| !r.keys.is_empty());
         let outcome = Outcome::Unschedulable {
             message,
             nomination,
@@ -202,6 +210,7 @@ fn place(
         cluster.volumes.assume(&pod.key, v);
     }
     cluster.assume(&assumed, &node);
+    cluster.gangs.placed(&pod.key);
     match fw.permit(&result.state, pod, &node, cluster) {
         Err((plugin, s)) => {
             cluster.forget(&pod.key);
@@ -257,6 +266,53 @@ fn assume_reservation(
         annotations,
     })
 }
+
+/// What a nomination changes beyond the preemptor's own: victims waiting at Permit are
+/// rejected (with their Strict gangs) rather than deleted; a preempting job's pending
+/// members are nominated, its members waiting at Permit go back to the queue nominated where
+/// they waited, and the group's round remembers who preempted.
+fn nominated(cluster: &mut ClusterState, pod: &PodInfo, n: &Nomination) -> Vec<GangRejection> {
+    let mut out = Vec::new();
+    for v in &n.victims {
+        if !cluster.gangs.waiting.contains(&v.key) {
+            continue;
+        }
+        out.push(gang_failed(cluster, &v.key, PREEMPTED));
+        cluster.forget(&v.key);
+        out.push(GangRejection {
+            keys: vec![v.key.clone()],
+            message: PREEMPTED.into(),
+        });
+    }
+    let Some(job) = &n.job else {
+        return out;
+    };
+    for (member, node) in &job.pending {
+        cluster.nominated.set(member.clone(), node);
+    }
+    let mut sent_back = Vec::new();
+    for (member, node) in &job.waiting {
+        cluster.gangs.waiting.remove(&member.key);
+        cluster.forget(&member.key);
+        let mut pending = (**member).clone();
+        pending.node_name = None;
+        cluster.nominated.set(Arc::new(pending), node);
+        sent_back.push(member.key.clone());
+    }
+    out.push(GangRejection {
+        keys: sent_back,
+        message: job.message.clone(),
+    });
+    if cluster.gangs.gang_id(&pod.key).is_some() {
+        cluster
+            .gangs
+            .set_preempted(&job.preemptor, &pod.key, &job.message);
+    }
+    out
+}
+
+/// Why a victim waiting at Permit was sent back (kube-scheduler's word).
+pub const PREEMPTED: &str = "preempted";
 
 /// A member failed: in Strict mode its group's waiting members are rejected and their
 /// places released at once, so the next cycle does not count them.

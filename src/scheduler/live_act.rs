@@ -33,7 +33,15 @@ impl Scheduler {
                 self.observe_unschedulable(fi, result, nomination.as_ref(), started);
                 let nominated = nomination.as_ref().map(|n| n.node.clone());
                 tracing::info!(pod = %pod.key, reason = %message, ?nominated, "unschedulable");
-                self.reject_waiting(rejected);
+                // A victim waiting at Permit is sent back to the queue, not deleted.
+                let sent_back: Vec<String> = rejected.iter().flat_map(|r| r.keys.clone()).collect();
+                let nomination = nomination.map(|mut n| {
+                    n.victims.retain(|v| !sent_back.contains(&v.key));
+                    n
+                });
+                for r in rejected {
+                    self.reject_waiting(r);
+                }
                 self.queue.requeue_unschedulable(pod.clone(), now);
                 self.write_unschedulable(pod, message, nomination);
             }

@@ -79,8 +79,15 @@ pub fn koord_bin() -> PathBuf {
 /// `koord explain schedule -f SNAPSHOT -o json`, which must succeed, as JSON.
 #[allow(dead_code)]
 pub fn explain_schedule(snapshot: &str) -> serde_json::Value {
+    explain_schedule_with(snapshot, &[])
+}
+
+/// `koord explain schedule -f SNAPSHOT -o json ARGS…`, which must succeed, as JSON.
+#[allow(dead_code)]
+pub fn explain_schedule_with(snapshot: &str, args: &[&str]) -> serde_json::Value {
     let out = std::process::Command::new(koord_bin())
         .args(["explain", "schedule", "-f", snapshot, "-o", "json"])
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -238,6 +245,27 @@ impl TestApi {
             server: Some(server),
             client,
         }
+    }
+
+    /// A server on a free loopback port (for a `koord` process to reach) with 4-cpu,
+    /// 8 GiB nodes of these names; the port.
+    #[allow(dead_code)]
+    pub async fn with_nodes(names: &[&str]) -> (TestApi, u16) {
+        let port = free_port();
+        let mut opts = koord::apiserver::Options::for_tests();
+        opts.addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let api = TestApi::start_with(opts).await;
+        let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(api.client.clone());
+        for n in names {
+            let node = serde_json::from_value(
+                serde_json::json!({"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
+                "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                    "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}),
+            )
+            .unwrap();
+            nodes.create(&Default::default(), &node).await.unwrap();
+        }
+        (api, port)
     }
 
     pub fn server(&self) -> &koord::apiserver::ApiServer {

@@ -16,6 +16,7 @@ mod dropin;
 mod explain;
 mod explain_schedule;
 mod gang;
+mod job_preemption;
 mod kubectl;
 mod manager;
 mod metric_names;

@@ -25,31 +25,17 @@ fn explain_nominates_the_node_whose_victims_no_pdb_protects() {
 /// PDB-protected pod alone and binds the preemptor where explain nominated it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_live_scheduler_spares_the_pdb_protected_pod() {
-    use common::{TestApi, eventually, free_port};
-    use k8s_openapi::api::core::v1::{Node, Pod};
+    use common::{TestApi, eventually};
+    use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
     use kube::Api;
     use kube::api::{Patch, PatchParams, PostParams};
     use std::time::Duration;
 
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let mut opts = koord::apiserver::Options::for_tests();
-    opts.addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let mut api = TestApi::start_with(opts).await;
+    let (mut api, port) = TestApi::with_nodes(&["node-a", "node-b"]).await;
     let c = api.client.clone();
     let pp = PostParams::default();
-    for n in ["node-a", "node-b"] {
-        let node: Node = obj_of(
-            json!({"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
-            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-                "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}),
-        );
-        Api::<Node>::all(c.clone())
-            .create(&pp, &node)
-            .await
-            .unwrap();
-    }
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(c.clone(), "default");
     let pdb: PodDisruptionBudget =
         obj_of(json!({"metadata": {"name": "web", "namespace": "default"},

@@ -82,6 +82,10 @@ pub const LABEL_EVICT_POLICY: &str = "koordinator.sh/evict-policy";
 pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
 pub const ANNOTATION_POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 
+// Job preemption (`apis/extension/preemption.go`, `schedule_explanation.go`).
+pub const LABEL_DISABLE_PREEMPTIBLE: &str = "scheduling.koordinator.sh/disable-preemptible";
+pub const LABEL_QUESTIONED_OBJECT_KEY: &str = "scheduling.koordinator.sh/questioned-object-key";
+
 // ElasticQuota tree (`quota.scheduling.koordinator.sh/`).
 pub const QUOTA_PREFIX: &str = "quota.scheduling.koordinator.sh/";
 pub const LABEL_QUOTA_PARENT: &str = "quota.scheduling.koordinator.sh/parent";

@@ -179,6 +179,7 @@ impl ClusterState {
                 failed: phase == Some("Failed"),
             };
             self.gangs.track(&pod, &key, child);
+            self.gangs.keep_unbound(&info);
         }
         if finished {
             self.quotas.untrack(&key);

@@ -4,7 +4,10 @@
 //! when a profile enables Coscheduling.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
+
+use super::types::PodInfo;
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -63,6 +66,11 @@ pub struct GangState {
     /// Pods assumed and waiting at Permit.
     pub waiting: BTreeSet<String>,
     pub version: u64,
+    /// Members not bound, as the scheduler sees them (a job's preemption places them all).
+    unbound: HashMap<String, Arc<PodInfo>>,
+    /// Gang group id → the pod whose job preemption succeeded and its message, until a
+    /// member is placed or that pod tries again (Koordinator's gang scheduling context).
+    preempted: HashMap<String, (String, String)>,
 }
 
 fn ann<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
@@ -214,7 +222,73 @@ impl GangState {
         }
     }
 
+    /// Keeps a tracked member's pod while it is not bound.
+    pub fn keep_unbound(&mut self, info: &Arc<PodInfo>) {
+        if !self.pod_gang.contains_key(&info.key) || info.node_name.is_some() {
+            self.unbound.remove(&info.key);
+        } else {
+            self.unbound.insert(info.key.clone(), info.clone());
+        }
+    }
+
+    /// The members of `id`'s gang group not bound, waiting at Permit or in `assumed`, by key.
+    pub fn pending_members(
+        &self,
+        id: &str,
+        assumed: &HashMap<String, String>,
+    ) -> Vec<Arc<PodInfo>> {
+        let mut out: Vec<Arc<PodInfo>> = self
+            .group(id)
+            .iter()
+            .filter_map(|m| self.gangs.get(m))
+            .flat_map(|g| g.children.keys())
+            .filter(|k| !self.waiting.contains(*k) && !assumed.contains_key(*k))
+            .filter_map(|k| self.unbound.get(k).cloned())
+            .filter(|p| p.pod.metadata.deletion_timestamp.is_none())
+            .collect();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out
+    }
+
+    /// The members of `id`'s gang group waiting at Permit.
+    pub fn waiting_members(&self, id: &str) -> Vec<String> {
+        self.group(id)
+            .iter()
+            .filter_map(|m| self.gangs.get(m))
+            .flat_map(|g| g.children.keys())
+            .filter(|k| self.waiting.contains(*k))
+            .cloned()
+            .collect()
+    }
+
+    /// Who already preempted for `group` in this round, and with what message.
+    pub fn preempted_by(&self, group: &str) -> Option<&(String, String)> {
+        self.preempted.get(group)
+    }
+
+    pub fn set_preempted(&mut self, group: &str, trigger: &str, message: &str) {
+        let v = (trigger.to_string(), message.to_string());
+        self.preempted.insert(group.to_string(), v);
+    }
+
+    /// `key` tries again: what it preempted for its group is over.
+    pub fn attempt(&mut self, key: &str) {
+        if !self.preempted.is_empty() {
+            self.preempted.retain(|_, (t, _)| t != key);
+        }
+    }
+
+    /// A member of `key`'s group is placed: the group's round is over.
+    pub fn placed(&mut self, key: &str) {
+        if let Some(id) = self.gang_id(key) {
+            let group = self.group_id(id);
+            self.preempted.remove(&group);
+        }
+    }
+
     pub fn untrack(&mut self, key: &str) {
+        self.unbound.remove(key);
+        self.preempted.retain(|_, (t, _)| t != key);
         self.waiting.remove(key);
         if let Some(id) = self.pod_gang.remove(key) {
             if let Some(g) = self.gangs.get_mut(&id) {

@@ -230,15 +230,36 @@ impl CycleState {
 /// PreFilter may narrow the candidate nodes.
 pub type PreFilterResult = Option<HashSet<String>>;
 
-/// PostFilter's answer: a node the pod may run on once `victims` are gone.
+/// PostFilter's answer: a node the pod may run on once `victims` (on that node, or for a
+/// job on several) are gone.
 #[derive(Debug, Clone)]
 pub struct Nomination {
     pub node: String,
     pub victims: Vec<std::sync::Arc<PodInfo>>,
+    /// Coscheduling's job preemption: the rest of the preemptor's job, nominated too.
+    pub job: Option<JobNomination>,
+}
+
+/// The members of a job that preempted together, besides the pod whose cycle did it.
+#[derive(Debug, Clone, Default)]
+pub struct JobNomination {
+    /// The preemptor: the gang group id, or the pod's key for a pod outside a gang.
+    pub preemptor: String,
+    /// Koordinator's "preempt success, alreadyWaitingForBound: W/N".
+    pub message: String,
+    /// Pending members and the node each is nominated to.
+    pub pending: Vec<(std::sync::Arc<PodInfo>, String)>,
+    /// Members waiting at Permit: sent back to the queue, nominated where they waited.
+    pub waiting: Vec<(std::sync::Arc<PodInfo>, String)>,
 }
 
 /// Runs the profile's Filter plugins on a (possibly modified) node.
 pub type Fits<'a> = dyn Fn(&NodeInfo) -> bool + 'a;
+
+/// Runs the profile's PreFilter (once per pod) and Filter plugins for any pod on a
+/// (possibly modified) node, counting the pods nominated there except those in the set
+/// (a job's own members); Err: the rejection's reason.
+pub type FitsPod<'a> = dyn Fn(&PodInfo, &NodeInfo, &HashSet<String>) -> Result<(), String> + 'a;
 
 /// A scheduler plugin: implements some extension points, each with a default that does
 /// nothing. `points` says which ones, so configuration can refuse a plugin enabled at a
@@ -284,6 +305,7 @@ pub trait Plugin: Send + Sync {
         _cluster: &ClusterState,
         _rejected: &std::collections::BTreeMap<String, runtime::NodeVerdict>,
         _fits: &Fits<'_>,
+        _fits_pod: &FitsPod<'_>,
     ) -> (Status, Option<Nomination>) {
         (Status::unschedulable(""), None)
     }

@@ -107,6 +107,30 @@ fn with_nominated(
     filter_once(filters, state, pod, &with, cluster)
 }
 
+/// `RunFilterPluginsWithNominatedPods` in a job's preemption dry run: the pods nominated
+/// to the node are counted except the job's own (`MakeNominatedPodsOfTheSameJob`).
+fn filters_except(
+    filters: &[&Enabled],
+    state: &CycleState,
+    pod: &PodInfo,
+    node: &NodeInfo,
+    cluster: &ClusterState,
+    job: &HashSet<String>,
+) -> Result<(), String> {
+    let reason = |(_, s): (&str, Status)| s.message();
+    let mut nominated = cluster
+        .nominated
+        .counted_for(&node.name, pod)
+        .filter(|p| !job.contains(&p.key))
+        .peekable();
+    if nominated.peek().is_some() {
+        let mut with = node.clone();
+        nominated.for_each(|p| with.add_pod(p.clone()));
+        filter_once(filters, state, pod, &with, cluster).map_err(reason)?;
+    }
+    filter_once(filters, state, pod, node, cluster).map_err(reason)
+}
+
 #[inline(always)]
 fn filter_once(
     filters: &[&Enabled],
@@ -375,19 +399,67 @@ impl Framework {
         pod: &PodInfo,
         cluster: &ClusterState,
     ) -> Option<super::Nomination> {
+        self.trial(result, pod, cluster, |fits, fits_pod| {
+            for e in self.enabled(Point::PostFilter) {
+                let (s, nomination) = e.plugin.post_filter(
+                    &result.state,
+                    pod,
+                    cluster,
+                    &result.verdicts,
+                    fits,
+                    fits_pod,
+                );
+                match s.code {
+                    Code::Success => return nomination,
+                    Code::UnschedulableAndUnresolvable => return None,
+                    _ => tracing::trace!(pod = %pod.key, plugin = e.plugin.name(), reason = %s.message(), "PostFilter"),
+                }
+            }
+            None
+        })
+    }
+
+    /// Runs `f` with the filters PostFilter tries placements with: this cycle's for `pod`,
+    /// and any pod's own (its PreFilter run once) for a preempting job's members.
+    pub fn trial<T>(
+        &self,
+        result: &CycleResult,
+        pod: &PodInfo,
+        cluster: &ClusterState,
+        f: impl FnOnce(&super::Fits<'_>, &super::FitsPod<'_>) -> T,
+    ) -> T {
         let filters = self.active_filters(&result.state);
         let fits = |n: &NodeInfo| run_filters(&filters, &result.state, pod, n, cluster).is_ok();
-        for e in self.enabled(Point::PostFilter) {
-            let (s, nomination) =
-                e.plugin
-                    .post_filter(&result.state, pod, cluster, &result.verdicts, &fits);
-            match s.code {
-                Code::Success => return nomination,
-                Code::UnschedulableAndUnresolvable => return None,
-                _ => {}
+        let others = std::cell::RefCell::new(HashMap::new());
+        let fits_pod = |p: &PodInfo, n: &NodeInfo, job: &HashSet<String>| {
+            if p.key == pod.key {
+                return filters_except(&filters, &result.state, p, n, cluster, job);
             }
+            let mut others = others.borrow_mut();
+            let own = others
+                .entry(p.key.clone())
+                .or_insert_with(|| self.own_state(p, cluster));
+            let (state, allowed) = own.as_ref().map_err(String::clone)?;
+            if allowed.as_ref().is_some_and(|a| !a.contains(&n.name)) {
+                return Err("node(s) didn't satisfy plugin(s) PreFilter result".into());
+            }
+            filters_except(&self.active_filters(state), state, p, n, cluster, job)
+        };
+        f(&fits, &fits_pod)
+    }
+
+    /// Another pod's own PreFilter pass (a member of a preempting job): its cycle state
+    /// and the nodes PreFilter allows, or PreFilter's rejection.
+    fn own_state(
+        &self,
+        pod: &PodInfo,
+        cluster: &ClusterState,
+    ) -> Result<(CycleState, super::PreFilterResult), String> {
+        let mut state = CycleState::default();
+        match self.pre_filter(&mut state, pod, cluster) {
+            Ok(allowed) => Ok((state, allowed)),
+            Err((_, s)) => Err(s.message()),
         }
-        None
     }
 
     /// Koordinator's prefer-nodes step: the first preferred node (within PreFilter's
@@ -463,10 +535,15 @@ pub fn fit_error(total: usize, result: &CycleResult) -> String {
     if let Some(m) = &result.pre_filter_msg {
         return format!("0/{total} nodes are available: {m}.");
     }
-    let verdicts = &result.verdicts;
+    let reasons = result.verdicts.values().filter(|v| !v.feasible);
+    nodes_available(total, reasons.map(|v| v.reason.as_str()))
+}
+
+/// "0/N nodes are available: 2 reason, 1 other reason." over each rejected node's reason.
+pub fn nodes_available<'a>(total: usize, reasons: impl Iterator<Item = &'a str>) -> String {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for v in verdicts.values().filter(|v| !v.feasible) {
-        for r in v.reason.split(", ").filter(|r| !r.is_empty()) {
+    for reason in reasons {
+        for r in reason.split(", ").filter(|r| !r.is_empty()) {
             *counts.entry(r).or_insert(0) += 1;
         }
     }

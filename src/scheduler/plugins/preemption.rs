@@ -12,7 +12,8 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::super::framework::runtime::NodeVerdict;
 use super::super::framework::{
-    ClusterState, Code, CycleState, Fits, NodeInfo, Nomination, Plugin, PodInfo, Point, Status,
+    ClusterState, Code, CycleState, Fits, FitsPod, NodeInfo, Nomination, Plugin, PodInfo, Point,
+    Status,
 };
 
 pub struct DefaultPreemption;
@@ -197,6 +198,7 @@ impl Plugin for DefaultPreemption {
         cluster: &ClusterState,
         rejected: &BTreeMap<String, NodeVerdict>,
         fits: &Fits<'_>,
+        _: &FitsPod<'_>,
     ) -> (Status, Option<Nomination>) {
         if pod.spec().and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
             return (
@@ -228,6 +230,7 @@ impl Plugin for DefaultPreemption {
                 Some(Nomination {
                     node,
                     victims: v.pods,
+                    job: None,
                 }),
             ),
             None => (

@@ -2,19 +2,24 @@
 //! enters the queue only when its gang group has min children (PreEnqueue, checked again
 //! at PreFilter); at Permit it waits until every gang of its group has min members
 //! waiting, then the whole group goes on; a Strict gang whose member fails releases every
-//! waiting member. PreBind records the gang group on the pod. The gang cache lives in
+//! waiting member. PreBind records the gang group on the pod. With `enablePreemption`,
+//! PostFilter preempts for the whole job (`preempt.rs`). The gang cache lives in
 //! [`ClusterState::gangs`]; waiting and releasing are driven by the scheduling loop.
 
+pub mod preempt;
 pub mod status;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::super::framework::gangs::{GangSettings, gang_of};
+use super::super::framework::runtime::NodeVerdict;
 use super::super::framework::{
-    ClusterState, Code, CycleState, Plugin, PodDraft, PodInfo, Point, PreFilterResult, Status,
+    ClusterState, Code, CycleState, Fits, FitsPod, Nomination, Plugin, PodDraft, PodInfo, Point,
+    PreFilterResult, Status,
 };
 
 pub const NAME: &str = "Coscheduling";
@@ -38,6 +43,8 @@ struct RawArgs {
 
 pub struct Coscheduling {
     pub settings: GangSettings,
+    /// `enablePreemption`: PostFilter preempts for the whole job (`preempt.rs`).
+    pub enable_preemption: bool,
 }
 
 impl Coscheduling {
@@ -60,6 +67,7 @@ impl Coscheduling {
                 default_timeout,
                 default_match_policy: policy,
             },
+            enable_preemption: a.enable_preemption.unwrap_or(false),
         })
     }
 }
@@ -133,6 +141,20 @@ impl Plugin for Coscheduling {
             },
         );
         (Status::success(), None)
+    }
+    fn post_filter(
+        &self,
+        _: &CycleState,
+        pod: &PodInfo,
+        cluster: &ClusterState,
+        rejected: &BTreeMap<String, NodeVerdict>,
+        _: &Fits<'_>,
+        fits_pod: &FitsPod<'_>,
+    ) -> (Status, Option<Nomination>) {
+        if !self.enable_preemption {
+            return (Status::unschedulable(""), None);
+        }
+        preempt::preempt(pod, cluster, rejected, fits_pod)
     }
     fn permit(
         &self,

@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 
 use super::super::framework::runtime::NodeVerdict;
 use super::super::framework::{
-    ClusterState, CycleState, Fits, Nomination, Plugin, PodInfo, Point, PreFilterResult, Status,
+    ClusterState, CycleState, Fits, FitsPod, Nomination, Plugin, PodInfo, Point, PreFilterResult,
+    Status,
 };
 use crate::api::extension::keys::{LABEL_QUOTA_PREEMPTIBLE, QUOTA_ROOT};
 use crate::api::pod::Amounts;
@@ -199,6 +200,7 @@ impl Plugin for ElasticQuota {
         cluster: &ClusterState,
         rejected: &BTreeMap<String, NodeVerdict>,
         fits: &Fits<'_>,
+        _: &FitsPod<'_>,
     ) -> (Status, Option<Nomination>) {
         let Some(c) = state.read::<QuotaCycle>(NAME) else {
             return (Status::unschedulable(""), None);

@@ -172,6 +172,7 @@ pub fn post_filter(
             Some(Nomination {
                 node,
                 victims: v.pods,
+                job: None,
             }),
         ),
         None => (
