@@ -200,6 +200,13 @@ pub struct Profile {
     pub args: BTreeMap<String, Value>,
 }
 
+impl Profile {
+    /// Whether `plugin` runs at some extension point of this profile.
+    pub fn enables(&self, plugin: &str) -> bool {
+        self.points.values().flatten().any(|(n, _)| n == plugin)
+    }
+}
+
 /// Queue timing from the configuration.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {

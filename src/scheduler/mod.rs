@@ -292,10 +292,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     }
     let rx = watches(&scheduler, &client, &ctx.tasks, &ctx.shutdown);
     if scheduler.uses_quotas() {
-        let quota_args = sched_cfg.profiles.iter().find_map(|p| {
-            let raw = p.args.get("ElasticQuota");
-            plugins::elasticquota::args::Args::parse(raw).ok()
-        });
+        let quota_args = plugins::elasticquota::args::Args::of_profiles(&sched_cfg.profiles);
         if let Some(args) = quota_args {
             if args.monitor_all_quotas && args.enable_runtime_quota {
                 scheduler.revoke = Some(live::revoke::Revoke::new(

@@ -52,6 +52,28 @@ fn add(c: &mut ClusterState, v: Value) {
 }
 
 #[test]
+fn controllers_take_the_args_of_the_profile_running_elasticquota() {
+    let mut quiet = config::default_config().unwrap().profiles.remove(0);
+    quiet.scheduler_name = "configures-only".into();
+    for list in quiet.points.values_mut() {
+        list.retain(|(n, _)| n != "ElasticQuota");
+    }
+    quiet
+        .args
+        .insert("ElasticQuota".into(), json!({"monitorAllQuotas": true}));
+    let mut runs = config::default_config().unwrap().profiles.remove(0);
+    runs.args
+        .insert("ElasticQuota".into(), json!({"delayEvictTime": "30s"}));
+    let a = Args::of_profiles(&[quiet.clone(), runs]).unwrap();
+    assert!(
+        !a.monitor_all_quotas,
+        "the first profile does not run ElasticQuota"
+    );
+    assert_eq!(a.delay_evict_time.as_secs(), 30);
+    assert!(Args::of_profiles(&[quiet]).is_none());
+}
+
+#[test]
 fn args_defaults_and_errors() {
     let a = Args::parse(None).unwrap();
     assert!(a.enable_runtime_quota && a.disable_default_quota_preemption);
