@@ -1,4 +1,4 @@
-# One image for every role: `koord --role=...`.
+# One image for every role: `koord --role=...`, or Koordinator's `/koord-scheduler`, ...
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 # protoc: the k8s-cri crate generates the CRI gRPC bindings at build time.
@@ -19,4 +19,10 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/target/release/koord /usr/local/bin/koord
 COPY config/koord.yaml /etc/koord/koord.yaml
+# Koordinator's entry points, where its chart's `command` runs them: koord run under one
+# of these names is that component (src/kernel/entry.rs).
+RUN for name in koord-scheduler koord-descheduler koord-manager koordlet \
+        koord-runtime-proxy koord-device-daemon; do \
+        ln -s /usr/local/bin/koord "/$name"; \
+    done
 ENTRYPOINT ["/usr/local/bin/koord"]

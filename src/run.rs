@@ -24,6 +24,8 @@ pub fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    let host_mode = std::env::var("agent_mode").is_ok_and(|m| m == "hostMode");
+    let argv = kernel::entry::apply(argv, host_mode);
     let go = config::goflags::translate(argv, &own_flags());
     if !go.errors.is_empty() {
         eprintln!("koord: {}", go.errors.join("\nkoord: "));
@@ -100,6 +102,34 @@ pub fn main() -> ExitCode {
         }
     };
     runtime.block_on(run_roles(cfg, roles, host, go.unsupported))
+}
+
+/// Where else the admin endpoint answers, for the probes of Koordinator's manifests: the
+/// manager's `--health-probe-addr`, the descheduler's `healthzBindAddress` and
+/// `metricsBindAddress` (each once, never the admin address itself).
+fn more_admin_addrs(cfg: &Config, roles: &RoleSet) -> Vec<(&'static str, std::net::SocketAddr)> {
+    let mut out = Vec::new();
+    out.extend(
+        cfg.common
+            .health_probe_addr
+            .map(|a| ("common.healthProbeAddr", a)),
+    );
+    if roles.0.contains(&Role::Descheduler)
+        && let Ok(d) = crate::descheduler::load(&cfg.descheduler)
+    {
+        out.extend(
+            d.serve_on
+                .into_iter()
+                .map(|a| ("descheduler healthzBindAddress", a)),
+        );
+    }
+    let mut seen = vec![cfg.common.admin_addr];
+    out.retain(|(_, a)| {
+        let new = !seen.contains(a);
+        seen.push(*a);
+        new
+    });
+    out
 }
 
 /// koord's own long flags, which Koordinator-flag translation leaves to clap.
@@ -287,18 +317,14 @@ async fn run_roles(
         .iter()
         .map(|r| readiness.register(r.name()))
         .collect();
-    if let Some(addr) = cfg
-        .common
-        .health_probe_addr
-        .filter(|a| *a != cfg.common.admin_addr)
-    {
+    for (what, addr) in more_admin_addrs(&cfg, &roles) {
         match admin::bind(addr).await {
             Ok(l) => {
                 let probe = admin::serve(l, admin_state.clone(), admin_stop.clone());
                 tokio::spawn(probe);
             }
             Err(err) => {
-                eprintln!("koord: common.healthProbeAddr: {err}");
+                eprintln!("koord: {what}: {err}");
                 return ExitCode::FAILURE;
             }
         }

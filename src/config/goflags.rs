@@ -208,12 +208,19 @@ fn convert(conv: Conv, v: &str) -> Result<Option<Value>, String> {
         Conv::Mins => Value::from(dur()?.as_secs() / 60),
         Conv::Hours => Value::from(dur()?.as_secs() / 3600),
         Conv::Addr => Value::from(go_addr(v)?),
-        Conv::Parent => Value::from(
-            std::path::Path::new(v)
-                .parent()
-                .map(|p| p.display().to_string())
-                .ok_or("a file path is needed")?,
-        ),
+        Conv::Port => match v.parse::<u16>() {
+            Ok(0) => return Ok(None),
+            Ok(port) => Value::from(format!("0.0.0.0:{port}")),
+            Err(_) => Value::from(go_addr(v)?),
+        },
+        Conv::Dir => {
+            let path = std::path::Path::new(v);
+            let dir = match path.extension().is_some_and(|e| e == "json") {
+                true => path.parent().ok_or("a directory is needed")?,
+                false => path,
+            };
+            Value::from(dir.display().to_string())
+        }
         Conv::Gates => {
             let map = parse_flag(v)?;
             if map.is_empty() {
@@ -224,16 +231,8 @@ fn convert(conv: Conv, v: &str) -> Result<Option<Value>, String> {
     }))
 }
 
-/// Go's listen address: `:9316` means every interface.
 fn go_addr(v: &str) -> Result<String, String> {
-    let full = if v.starts_with(':') {
-        format!("0.0.0.0{v}")
-    } else {
-        v.to_string()
-    };
-    full.parse::<std::net::SocketAddr>()
-        .map(|a| a.to_string())
-        .map_err(|_| format!("{v:?} is not host:port"))
+    crate::kernel::listen::go_addr(v).map(|a| a.to_string())
 }
 
 /// With several roles in one process, each role's gate map keeps the gates its own table

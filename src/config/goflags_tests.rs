@@ -165,6 +165,23 @@ fn component_config_goes_by_its_kind() {
 }
 
 #[test]
+fn the_schedulers_port_is_a_bare_number_on_every_interface() {
+    let t = run(&["--role=scheduler", "--port=10251"]);
+    assert!(t.errors.is_empty(), "{t:?}");
+    let a = layer(&t, "common.adminAddr");
+    assert_eq!(a[0].as_str(), Some("0.0.0.0:10251"));
+    let t = run(&["--role=scheduler", "--port", "127.0.0.1:9"]);
+    assert_eq!(
+        layer(&t, "common.adminAddr")[0].as_str(),
+        Some("127.0.0.1:9")
+    );
+    let t = run(&["--role=scheduler", "--port=0"]);
+    assert!(layer(&t, "common.adminAddr").is_empty() && t.errors.is_empty());
+    let t = run(&["--role=scheduler", "--port=web"]);
+    assert!(t.errors[0].contains("web"), "{t:?}");
+}
+
+#[test]
 fn bad_values_and_no_role_lines() {
     let t = run(&["--role=koordlet", "-collect-res-used-interval=soon"]);
     assert_eq!(t.errors.len(), 1);

@@ -168,6 +168,9 @@ pub struct DeschedulerConfig {
     pub profiles: Vec<Profile>,
     /// Plugins named that koord does not run yet (warned about once at start).
     pub unsupported: Vec<String>,
+    /// `healthzBindAddress` and `metricsBindAddress` (once when equal): where the
+    /// Koordinator chart's probes ask; each serves koord's admin endpoint.
+    pub serve_on: Vec<std::net::SocketAddr>,
 }
 
 fn defaults(p: Point) -> Vec<String> {
@@ -289,6 +292,19 @@ fn resolve(raw: RawConfig) -> Result<DeschedulerConfig, String> {
     unsupported.sort();
     unsupported.dedup();
     let le = raw.leader_election.unwrap_or_default();
+    let mut serve_on = Vec::new();
+    for (field, v) in [
+        ("healthzBindAddress", &raw.healthz_bind_address),
+        ("metricsBindAddress", &raw.metrics_bind_address),
+    ] {
+        let Some(v) = v.as_deref().filter(|v| !v.is_empty() && *v != "0") else {
+            continue;
+        };
+        let a = crate::kernel::listen::go_addr(v).map_err(|e| format!("{field}: {e}"))?;
+        if !serve_on.contains(&a) {
+            serve_on.push(a);
+        }
+    }
     let cfg = DeschedulerConfig {
         interval,
         dry_run: raw.dry_run.unwrap_or(false),
@@ -302,6 +318,7 @@ fn resolve(raw: RawConfig) -> Result<DeschedulerConfig, String> {
         leader_elect: le.leader_elect,
         profiles,
         unsupported,
+        serve_on,
     };
     // Every plugin's args must build now, so a bad file fails at start.
     crate::descheduler::framework::Plugins::build(&cfg, 0)?;

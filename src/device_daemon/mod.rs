@@ -106,6 +106,10 @@ pub struct Args {
     /// The host's sysfs as seen from here
     #[arg(long, default_value = "/sys")]
     pub sys_root: PathBuf,
+    /// klog's verbosity, as the chart passes it: accepted, unused (koord logs at
+    /// `--log-level`)
+    #[arg(long = "v", hide = true, value_name = "LEVEL")]
+    pub klog_v: Option<String>,
 }
 
 fn scan_and_write(a: &Args) -> Result<usize, String> {

@@ -16,6 +16,15 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+/// A Go listen address (`:9316` means every interface, as in Go's `net.Listen`).
+pub fn go_addr(v: &str) -> Result<std::net::SocketAddr, String> {
+    let full = match v.starts_with(':') {
+        true => format!("0.0.0.0{v}"),
+        false => v.to_string(),
+    };
+    full.parse().map_err(|_| format!("{v:?} is not host:port"))
+}
+
 /// Half the open-file limit, at most 8192: the rest stays for storage, cgroups and clients.
 pub fn default_max_connections() -> usize {
     (crate::os::tuning::nofile_soft_limit() / 2).clamp(64, 8192) as usize

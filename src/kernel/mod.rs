@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod common;
 pub mod compat;
 pub mod cri;
+pub mod entry;
 pub mod events;
 pub mod features;
 pub mod hookproto;

@@ -119,8 +119,29 @@ impl Koord {
         Self::start_limited(args, envs, log_dir, ChildLimits::default())
     }
 
+    /// Like [`Koord::start`], run under another name (a link to koord in `log_dir`), as
+    /// Koordinator's images run `/koord-scheduler`, `/koordlet`, ...
+    #[allow(dead_code)]
+    pub fn start_as(name: &str, args: &[&str], envs: &[(&str, &str)], log_dir: &Path) -> Koord {
+        let link = log_dir.join(name);
+        if !link.exists() {
+            std::os::unix::fs::symlink(koord_bin(), &link).unwrap();
+        }
+        Self::spawn(&link, args, envs, log_dir, ChildLimits::default())
+    }
+
     /// Like [`Koord::start`], under `limits`.
     pub fn start_limited(
+        args: &[&str],
+        envs: &[(&str, &str)],
+        log_dir: &Path,
+        limits: ChildLimits,
+    ) -> Koord {
+        Self::spawn(&koord_bin(), args, envs, log_dir, limits)
+    }
+
+    fn spawn(
+        program: &Path,
         args: &[&str],
         envs: &[(&str, &str)],
         log_dir: &Path,
@@ -129,7 +150,7 @@ impl Koord {
         guard_strays();
         let log = log_dir.join(format!("koord-{}.log", free_port()));
         let file = std::fs::File::create(&log).unwrap();
-        let mut cmd = Command::new(koord_bin());
+        let mut cmd = Command::new(program);
         cmd.args(args)
             .env_remove("KUBECONFIG")
             .env_remove("RUST_LOG")

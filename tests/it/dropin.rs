@@ -159,10 +159,19 @@ fn start_probed(
     owed: &[&str],
 ) {
     let dir = tempfile::tempdir().unwrap();
-    let mut all = vec![format!("--role={role}")];
-    all.extend(args.iter().cloned());
-    let argv: Vec<&str> = all.iter().map(String::as_str).collect();
-    let mut koord = Koord::start(&argv, &[], dir.path());
+    // Run as the chart's `command` runs it: under the component's name, no --role.
+    let component = match role {
+        "koordlet" => "koordlet".to_string(),
+        r => format!("koord-{r}"),
+    };
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    // This machine is not the chart's container: the koordlet runs in Koordinator's host
+    // mode (its DaemonSet paths would be /host-sys, /host-var-run, ...).
+    let env: &[(&str, &str)] = match role {
+        "koordlet" => &[("agent_mode", "hostMode")],
+        _ => &[],
+    };
+    let mut koord = Koord::start_as(&component, &argv, env, dir.path());
     let ready = wait_until(Duration::from_secs(30), || {
         http_get(admin, "/readyz").is_some_and(|(s, _)| s == 200)
     });
@@ -223,7 +232,7 @@ fn each_role_starts_with_its_koordinator_flags() {
         "-feature-gates=AllAlpha=false,AllBeta=true,Libpfm4=true",
         "-runtime-hooks-network=unix",
         &format!("-runtime-hooks-addr={d}/koordlet.sock"),
-        &format!("-runtime-hooks-config-path={d}/hookserver.d/koordlet.json"),
+        &format!("-runtime-hooks-config-path={d}/hookserver.d/"),
         "-runtime-hooks-host-endpoint=/var/run/koordlet//koordlet.sock",
         "--logtostderr=true",
         "--v=4",
@@ -251,7 +260,8 @@ fn each_role_starts_with_its_koordinator_flags() {
     let port = addr();
     let mut args = common(None);
     args.extend(s(&[
-        &format!("--port={port}"),
+        // A bare number, as the chart writes it: every interface.
+        &format!("--port={}", port.port()),
         "--authentication-skip-lookup=true",
         "--v=4",
         "--feature-gates=",
@@ -268,11 +278,15 @@ fn each_role_starts_with_its_koordinator_flags() {
         ],
     );
 
-    // koord-descheduler (chart Deployment args).
-    let admin = addr();
+    // koord-descheduler (chart Deployment args); its config's healthz/metrics bind address
+    // (the chart's 0.0.0.0:10251, here a free loopback port) answers the probe.
+    let (admin, bind) = (addr(), addr());
+    let text = std::fs::read_to_string(&desched).unwrap();
+    assert!(text.contains("0.0.0.0:10251"), "fixture layout changed");
+    std::fs::write(&desched, text.replace("0.0.0.0:10251", &bind.to_string())).unwrap();
     let mut args = common(Some(admin));
     args.extend(s(&["--v=4", &format!("--config={}", desched.display())]));
-    start_with_flags("descheduler", &args, admin, &[]);
+    start_probed("descheduler", &args, admin, Some(bind), &[]);
 
     // koord-runtime-proxy (systemd unit flags).
     let admin = addr();

@@ -18,8 +18,11 @@ pub enum Conv {
     Hours,
     /// A Go listen address (`:9316` = every interface).
     Addr,
-    /// The directory of a file path.
-    Parent,
+    /// kube-scheduler's `--port`: a bare number listens on every interface (0: not set).
+    Port,
+    /// A directory (Koordinator joins `koordlet.json` to it); a `*.json` file path means
+    /// its directory.
+    Dir,
     /// `A=true,B=false` feature gates.
     Gates,
 }
@@ -131,7 +134,7 @@ static SPECS: &[Spec] = &[
         K,
         "runtime-hooks-config-path",
         "koordlet.runtimeHooks.hookServerDir",
-        Parent,
+        Dir,
     ),
     Spec {
         role: K,
@@ -285,7 +288,7 @@ static SPECS: &[Spec] = &[
     key(M, "sync-period", "manager.resyncSeconds", SecsOrDefault),
     key(M, "config-namespace", "manager.configNamespace", Str),
     // koord-scheduler (kube-scheduler's options plus Koordinator's)
-    key(S, "port", "common.adminAddr", Addr),
+    key(S, "port", "common.adminAddr", Port),
     key(S, "feature-gates", "scheduler.featureGates", Gates),
     key(S, "leader-elect", "scheduler.leaderElection.enabled", Bool),
     key(
