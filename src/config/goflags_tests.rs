@@ -182,6 +182,16 @@ fn the_schedulers_port_is_a_bare_number_on_every_interface() {
 }
 
 #[test]
+fn the_managers_controllers() {
+    let t = run(&["--role=manager", "--controllers=*,-nodeslo"]);
+    assert!(t.errors.is_empty() && t.unsupported.is_empty(), "{t:?}");
+    assert_eq!(
+        layer(&t, "manager.controllers")[0].as_str(),
+        Some("*,-nodeslo")
+    );
+}
+
+#[test]
 fn bad_values_and_no_role_lines() {
     let t = run(&["--role=koordlet", "-collect-res-used-interval=soon"]);
     assert_eq!(t.errors.len(), 1);

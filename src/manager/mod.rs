@@ -34,6 +34,8 @@ pub struct Config {
     pub leader_election: LeaseConfig,
     /// Koordinator's `--feature-gates` for koord-manager, by name.
     pub feature_gates: BTreeMap<String, bool>,
+    /// Koordinator's `--controllers`: `*`, `name`, `-name`, comma-separated.
+    pub controllers: String,
     pub webhook: webhook::Config,
 }
 
@@ -45,6 +47,7 @@ impl Default for Config {
             resync_seconds: 60,
             leader_election: LeaseConfig::named("koordinator-manager"),
             feature_gates: BTreeMap::new(),
+            controllers: "*".into(),
             webhook: webhook::Config::default(),
         }
     }
@@ -68,7 +71,21 @@ pub fn validate(cfg: &Config, strict: bool) -> Vec<(String, String)> {
     for (k, e) in cfg.webhook.validate() {
         out.push((format!("webhook.{k}"), e));
     }
+    if let Err(e) = controllers::select::parse(&cfg.controllers) {
+        out.push(("controllers".into(), e));
+    }
+    if strict {
+        for n in controllers::select::unsupported(&cfg.controllers) {
+            out.push(("controllers".into(), not_yet(n).message));
+        }
+    }
     out
+}
+
+fn not_yet(controller: &str) -> crate::kernel::compat::Unsupported {
+    let message =
+        format!("controller {controller} is not implemented by koord yet; it does not run");
+    crate::kernel::compat::Unsupported::new("controller", controller, message)
 }
 
 /// Runs the role until the process drains.
@@ -77,6 +94,12 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         anyhow::bail!("manager.{key}: {msg}");
     }
     ctx.report_unsupported(&features::MANAGER_GATES.unsupported(&cfg.feature_gates));
+    let run = controllers::select::parse(&cfg.controllers).map_err(anyhow::Error::msg)?;
+    let not_yet: Vec<_> = controllers::select::unsupported(&cfg.controllers)
+        .into_iter()
+        .map(not_yet)
+        .collect();
+    ctx.report_unsupported(&not_yet);
     let cluster = ctx.cluster()?.clone();
     if !crate::kernel::cluster::wait_reachable(&cluster.client, &ctx.shutdown).await {
         return Ok(());
@@ -130,13 +153,15 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     tracing::info!("manager caches synced");
     ctx.ready.set(true);
     metrics.is_leader.set(leadership.is_leader() as i64);
-    controllers::quotaprofile::spawn(
-        client.clone(),
-        caches.nodes.clone(),
-        leadership.clone(),
-        &ctx.tasks,
-        &ctx.shutdown,
-    );
+    if run.quotaprofile {
+        controllers::quotaprofile::spawn(
+            client.clone(),
+            caches.nodes.clone(),
+            leadership.clone(),
+            &ctx.tasks,
+            &ctx.shutdown,
+        );
+    }
     let controllers = controllers::Controllers {
         client,
         caches,
@@ -148,6 +173,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         last_sync: Default::default(),
         sync_gpu_shared,
         wakeups: ctx.metrics.loop_counter("manager"),
+        run,
     };
     controllers.run(&ctx.shutdown).await;
     Ok(())

@@ -287,6 +287,7 @@ static SPECS: &[Spec] = &[
     key(M, "feature-gates", "manager.featureGates", Gates),
     key(M, "sync-period", "manager.resyncSeconds", SecsOrDefault),
     key(M, "config-namespace", "manager.configNamespace", Str),
+    key(M, "controllers", "manager.controllers", Str),
     // koord-scheduler (kube-scheduler's options plus Koordinator's)
     key(S, "port", "common.adminAddr", Port),
     key(S, "feature-gates", "scheduler.featureGates", Gates),

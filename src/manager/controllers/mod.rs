@@ -6,6 +6,7 @@ pub mod nodemetric;
 pub mod noderesource;
 pub mod nodeslo;
 pub mod quotaprofile;
+pub mod select;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -38,6 +39,8 @@ pub struct Controllers {
     pub sync_gpu_shared: bool,
     /// Counts the loop's wake-ups (`koord_loop_iterations_total{name="manager"}`).
     pub wakeups: prometheus_client::metrics::counter::Counter,
+    /// Which of the loop's controllers run (`--controllers`).
+    pub run: select::Selection,
 }
 
 /// One write the pass decided on.
@@ -147,24 +150,31 @@ impl Controllers {
     ) {
         let name = node.name_any();
         let metric = self.caches.metrics.get(&ObjectRef::new(&name));
-        let metric_spec = nodemetric::desired_spec(cfg, node);
-        match &metric {
-            None => out.push(Write::CreateMetric(Box::new(NodeMetric::new(
-                &name,
-                metric_spec,
-            )))),
-            Some(m) if m.spec != metric_spec && !cfg.missing => {
-                out.push(Write::PatchMetric(name.clone(), replace_spec(&metric_spec)))
+        if self.run.nodemetric {
+            let metric_spec = nodemetric::desired_spec(cfg, node);
+            match &metric {
+                None => out.push(Write::CreateMetric(Box::new(NodeMetric::new(
+                    &name,
+                    metric_spec,
+                )))),
+                Some(m) if m.spec != metric_spec && !cfg.missing => {
+                    out.push(Write::PatchMetric(name.clone(), replace_spec(&metric_spec)))
+                }
+                Some(_) => {}
             }
-            Some(_) => {}
         }
-        let slo_spec = nodeslo::desired_spec(cfg, node);
-        match self.caches.slos.get(&ObjectRef::new(&name)) {
-            None => out.push(Write::CreateSlo(Box::new(NodeSLO::new(&name, slo_spec)))),
-            Some(s) if s.spec != slo_spec => {
-                out.push(Write::PatchSlo(name.clone(), replace_spec(&slo_spec)))
+        if self.run.nodeslo {
+            let slo_spec = nodeslo::desired_spec(cfg, node);
+            match self.caches.slos.get(&ObjectRef::new(&name)) {
+                None => out.push(Write::CreateSlo(Box::new(NodeSLO::new(&name, slo_spec)))),
+                Some(s) if s.spec != slo_spec => {
+                    out.push(Write::PatchSlo(name.clone(), replace_spec(&slo_spec)))
+                }
+                Some(_) => {}
             }
-            Some(_) => {}
+        }
+        if !self.run.noderesource {
+            return;
         }
         let last = self.lock_sync().get(&name).copied();
         let device = self.caches.devices.get(&ObjectRef::new(&name));
@@ -191,13 +201,13 @@ impl Controllers {
         let concerned = |n: &str| targets.is_none_or(|t| t.contains(n));
         for m in self.caches.metrics.state() {
             let n = m.name_any();
-            if concerned(&n) && !exists(&n) {
+            if self.run.nodemetric && concerned(&n) && !exists(&n) {
                 out.push(Write::DeleteMetric(n));
             }
         }
         for s in self.caches.slos.state() {
             let n = s.name_any();
-            if concerned(&n) && !exists(&n) {
+            if self.run.nodeslo && concerned(&n) && !exists(&n) {
                 out.push(Write::DeleteSlo(n));
             }
         }
