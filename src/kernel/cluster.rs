@@ -131,12 +131,16 @@ pub async fn wait_reachable(client: &kube::Client, shutdown: &Shutdown) -> bool 
 /// 15 attempts) turns an eviction refused by a PodDisruptionBudget into minutes of waiting.
 /// koord's controllers requeue with their own backoff instead.
 /// Requests carry `User-Agent: koord/<version>`, so API servers name koord as the field
-/// manager of its writes (`koord`, as they name kubelet's `kubelet`).
+/// manager of its writes (`koord`, as they name kubelet's `kubelet`), and are counted
+/// under client-go's `rest_client_*` series.
 pub fn client_for(mut config: kube::Config) -> Result<kube::Client, kube::Error> {
     config.default_retry = false;
     let ua = concat!("koord/", env!("CARGO_PKG_VERSION"));
     if let Ok(v) = hyper::header::HeaderValue::from_str(ua) {
         config.headers.push((hyper::header::USER_AGENT, v));
     }
-    kube::Client::try_from(config)
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(builder
+        .with_layer(&super::rest_metrics::RestMetricsLayer)
+        .build())
 }

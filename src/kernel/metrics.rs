@@ -66,6 +66,22 @@ impl Metrics {
             })
             .set(1);
         m.register("koord_build_info", "koord build information", build);
+        super::rest_metrics::register(&m);
+        m.registry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .register_collector(Box::new(super::process_metrics::ProcessCollector));
+        m.names.lock().unwrap_or_else(|p| p.into_inner()).extend(
+            [
+                "process_cpu_seconds",
+                "process_resident_memory_bytes",
+                "process_virtual_memory_bytes",
+                "process_start_time_seconds",
+                "process_open_fds",
+                "process_max_fds",
+            ]
+            .map(String::from),
+        );
         m
     }
 

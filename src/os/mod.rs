@@ -12,6 +12,7 @@ pub mod pci;
 pub mod process;
 pub mod procfs;
 pub mod rdma;
+pub mod selfstat;
 
 pub use cgroup::{CgroupDir, CgroupError, Cgroups, Driver, Resource, Subsystem, Version};
 pub mod system;

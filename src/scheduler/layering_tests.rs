@@ -75,7 +75,7 @@ fn uses(module: &[String], text: &str) -> Vec<String> {
 }
 
 /// `scheduler/plugins/numa/mod.rs` → [plugins, numa]; `live_act.rs` (live's `#[path]`
-/// child) → [live, act].
+/// child) → [live, act]; `metrics_pods.rs` → [metrics, pods].
 fn module_path(rel: &std::path::Path) -> Vec<String> {
     let mut parts: Vec<String> = rel
         .iter()
@@ -89,6 +89,11 @@ fn module_path(rel: &std::path::Path) -> Vec<String> {
         && child != "watch"
     {
         parts = vec!["live".into(), child];
+    }
+    if let Some(child) = parts[0].strip_prefix("metrics_").map(str::to_string)
+        && parts.len() == 1
+    {
+        parts = vec!["metrics".into(), child];
     }
     parts
 }

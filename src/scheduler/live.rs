@@ -45,52 +45,6 @@ struct Placed {
     permit: Option<PermitWait>,
 }
 
-/// The binding cycle of one pod: wait at Permit, PreBind (one patch), Bind, PostBind.
-async fn binding_cycle(
-    fw: &Framework,
-    client: &kube::Client,
-    waiting: &Waiting,
-    pod: &PodInfo,
-    node: &str,
-    placed: Placed,
-) -> Result<(), BindError> {
-    let Placed {
-        state,
-        modified,
-        permit,
-    } = placed;
-    let rejected = |plugin: &str, msg: String| BindError::Rejected {
-        pod: pod.key.clone(),
-        plugin: plugin.to_string(),
-        message: msg,
-    };
-    if let Some((timeout, rx)) = permit {
-        let allowed = matches!(tokio::time::timeout(timeout, rx).await, Ok(Ok(true)));
-        waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&pod.key);
-        if !allowed {
-            return Err(rejected(
-                "Permit",
-                format!("rejected or timed out after {timeout:?} at Permit"),
-            ));
-        }
-    }
-    if let Some(volumes) = crate::scheduler::plugins::volumes::binding::chosen(&state) {
-        let timeout = crate::scheduler::plugins::volumes::binding::bind_timeout(&state);
-        super::volume_binder::bind_pod_volumes(client, pod, node, volumes, timeout).await?;
-    }
-    // PreBind ran in the scheduling cycle (the pod was assumed with its result).
-    if let Some(modified) = &modified {
-        binder::patch(client, pod, modified).await?;
-    }
-    binder::bind(client, pod, node).await?;
-    fw.post_bind(&state, pod, node);
-    binder::scheduled(client, pod, node).await;
-    Ok(())
-}
-
 /// Binding cycles in flight at most (pods waiting at Permit not counted: a gang larger
 /// than this must still gather). Each holds its pod and an API connection; past this the
 /// loop waits for one to finish before the next cycle, so a slow API server bounds the
@@ -121,6 +75,9 @@ pub struct Scheduler {
     /// Reservations placed but not yet written Available: name → the object before.
     assumed_reservations: HashMap<String, Arc<Reservation>>,
     pub metrics: Arc<super::metrics::SchedulerMetrics>,
+    /// The queue's unschedulable-set and the quotas' versions last published.
+    unschedulable_published: u64,
+    quotas_published: Option<u64>,
     /// Pods were scheduled since freed memory was last given back.
     worked: bool,
     trimmed_at: Option<Instant>,
@@ -183,6 +140,8 @@ impl Scheduler {
             gang_rejections: HashMap::new(),
             next_start: 0,
             binds: JoinSet::new(),
+            unschedulable_published: 0,
+            quotas_published: None,
             worked: false,
             trimmed_at: None,
             assumed_reservations: HashMap::new(),
@@ -523,8 +482,7 @@ impl Scheduler {
                 continue;
             }
             self.trim_after_burst();
-            self.metrics.pending(self.queue.counts());
-            self.metrics.binding(self.binds.len());
+            self.publish();
             let now = Instant::now();
             let wake = [
                 self.revoke_tick(now),
@@ -561,6 +519,8 @@ impl Scheduler {
 
 #[path = "live_act.rs"]
 mod act;
+#[path = "live_bind.rs"]
+mod bind;
 #[path = "live_gang.rs"]
 mod gang;
 #[path = "live_metrics.rs"]

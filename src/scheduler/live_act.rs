@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{BindDone, Placed, Scheduler, binder, binding_cycle};
+use super::bind::binding_cycle;
+use super::{BindDone, Placed, Scheduler, binder};
 use crate::scheduler::cycle;
 use crate::scheduler::framework::PodInfo;
 use crate::scheduler::metrics::Outcome;
@@ -31,6 +32,7 @@ impl Scheduler {
                 rejected,
             } => {
                 self.observe_unschedulable(fi, result, nomination.as_ref(), started);
+                self.note_unschedulable(fi, &pod.key, result);
                 let nominated = nomination.as_ref().map(|n| n.node.clone());
                 tracing::info!(pod = %pod.key, reason = %message, ?nominated, "unschedulable");
                 // A victim waiting at Permit is sent back to the queue, not deleted.
@@ -98,7 +100,8 @@ impl Scheduler {
                     modified,
                     permit,
                 };
-                self.bind(fi, pod, node, placed, started);
+                let history = self.queue.history(&pod.key);
+                self.bind(fi, pod, node, placed, (started, history));
             }
         }
     }
@@ -110,14 +113,16 @@ impl Scheduler {
         pod: Arc<PodInfo>,
         node: String,
         placed: Placed,
-        started: Instant,
+        (started, (attempts, first)): (Instant, (u32, Option<Instant>)),
     ) {
         let (client, metrics) = (self.client.clone(), self.metrics.clone());
         let (fws, waiting) = (self.frameworks.clone(), self.waiting.clone());
         self.binds.spawn(async move {
             let fw = &fws[fi];
-            let result = binding_cycle(fw, &client, &waiting, &pod, &node, placed).await;
+            let result = binding_cycle(fw, &client, &waiting, &pod, &node, placed, &metrics).await;
             let outcome = if result.is_ok() {
+                let since = first.unwrap_or(started).elapsed().as_secs_f64();
+                metrics.pods.scheduled(attempts, since);
                 Outcome::Scheduled
             } else {
                 Outcome::Error

@@ -12,6 +12,9 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use super::framework::Point;
 use crate::kernel::Metrics;
 
+#[path = "metrics_pods.rs"]
+pub mod pods;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: String,
@@ -93,6 +96,8 @@ pub struct SchedulerMetrics {
     goroutines: Family<OperationLabels, Gauge>,
     preemption_attempts: Counter,
     preemption_victims: Histogram,
+    /// The rest of the dashboard's series (`metrics_pods.rs`).
+    pub pods: pods::PodSeries,
 }
 
 impl Default for SchedulerMetrics {
@@ -107,6 +112,7 @@ impl Default for SchedulerMetrics {
             goroutines: Family::default(),
             preemption_attempts: Counter::default(),
             preemption_victims: victim_buckets(),
+            pods: Default::default(),
         }
     }
 }
@@ -159,6 +165,7 @@ impl SchedulerMetrics {
             "Number of selected preemption victims",
             m.preemption_victims.clone(),
         );
+        m.pods.register(metrics);
         m
     }
 

@@ -292,7 +292,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     }
     let rx = watches(&scheduler, &client, &ctx.tasks, &ctx.shutdown);
     if scheduler.uses_quotas() {
-        let quota_args = plugins::elasticquota::args::Args::of_profiles(&sched_cfg.profiles);
+        let quota_args = quota_args_of(&sched_cfg.profiles);
         if let Some(args) = quota_args {
             if args.monitor_all_quotas && args.enable_runtime_quota {
                 scheduler.revoke = Some(live::revoke::Revoke::new(
@@ -313,7 +313,19 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             leadership.clone(),
             (&ctx.tasks, &ctx.shutdown),
             (q::figures, q::version),
-            status_writer::write_quota,
+            {
+                let metrics = scheduler.metrics.clone();
+                move |c, name, f| {
+                    let metrics = metrics.clone();
+                    async move {
+                        let started = std::time::Instant::now();
+                        let written = status_writer::write_quota(c, name, f).await;
+                        let seconds = started.elapsed().as_secs_f64();
+                        metrics.pods.quota_status_update.observe(seconds);
+                        written
+                    }
+                }
+            },
         );
     }
     if scheduler.uses_gangs() {
@@ -340,4 +352,16 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         )
         .await;
     Ok(())
+}
+
+/// The ElasticQuota args of the first profile that runs the plugin (one that only
+/// configures it does not count), for the controllers outside the cycle (revoke, the
+/// built-in quotas).
+pub(crate) fn quota_args_of(
+    profiles: &[config::Profile],
+) -> Option<plugins::elasticquota::args::Args> {
+    use plugins::elasticquota::NAME;
+    use plugins::elasticquota::args::Args;
+    let p = profiles.iter().find(|p| p.enables(NAME))?;
+    Args::parse(p.args.get(NAME)).ok()
 }

@@ -66,6 +66,13 @@ pub struct Queue {
     counts: [usize; 4],
     /// No backoff or unschedulable stay ends before this (a lower bound).
     earliest: Option<Instant>,
+    /// For the metrics: each pod's first attempt, pods moved in by (queue, event) since
+    /// the last drain, the plugins that left each pod unschedulable (profile, plugins),
+    /// and a version bumped whenever the unschedulable set changes.
+    first_attempt: HashMap<String, Instant>,
+    incoming: HashMap<(&'static str, &'static str), u64>,
+    unschedulable_by: HashMap<String, (String, Vec<&'static str>)>,
+    pub unschedulable_version: u64,
 }
 
 impl Where {
@@ -99,11 +106,57 @@ impl Queue {
             burst: None,
             counts: [0; 4],
             earliest: None,
+            first_attempt: HashMap::new(),
+            incoming: HashMap::new(),
+            unschedulable_by: HashMap::new(),
+            unschedulable_version: 0,
         }
+    }
+
+    fn note(&mut self, queue: &'static str, event: &'static str, n: usize) {
+        if n > 0 {
+            *self.incoming.entry((queue, event)).or_insert(0) += n as u64;
+        }
+    }
+
+    /// Pods moved in by (queue, event) since the last call.
+    pub fn drain_incoming(&mut self) -> Vec<((&'static str, &'static str), u64)> {
+        self.incoming.drain().collect()
+    }
+
+    /// How many attempts `key` has had (this one counted) and when the first began.
+    pub fn history(&self, key: &str) -> (u32, Option<Instant>) {
+        let attempts = self.attempts.get(key).copied().unwrap_or(0) + 1;
+        (attempts, self.first_attempt.get(key).copied())
+    }
+
+    /// Why `key` is unschedulable: its profile and the plugins that rejected it.
+    pub fn set_unschedulable_by(&mut self, key: &str, profile: &str, plugins: Vec<&'static str>) {
+        self.unschedulable_by
+            .insert(key.to_string(), (profile.to_string(), plugins));
+        self.unschedulable_version += 1;
+    }
+
+    /// Unschedulable pods per (plugin, profile) (pods no longer unschedulable forgotten).
+    pub fn unschedulable_by_plugin(&mut self) -> HashMap<(&'static str, String), i64> {
+        let pods = &self.pods;
+        self.unschedulable_by
+            .retain(|k, _| matches!(pods.get(k), Some((_, Where::Unschedulable(_)))));
+        let mut out = HashMap::new();
+        for (profile, plugins) in self.unschedulable_by.values() {
+            for p in plugins {
+                *out.entry((*p, profile.clone())).or_insert(0) += 1;
+            }
+        }
+        out
     }
 
     /// Counts a pod moving from `old` (if it was queued) to `new` (if it stays).
     fn moved(&mut self, old: Option<Where>, new: Option<Where>) {
+        let unschedulable = |w: Option<Where>| matches!(w, Some(Where::Unschedulable(_)));
+        if unschedulable(old) || unschedulable(new) {
+            self.unschedulable_version += 1;
+        }
         if let Some(o) = old {
             self.counts[o.slot()] -= 1;
         }
@@ -161,6 +214,7 @@ impl Queue {
         }
         match self.pods.get(&key).map(|(_, w)| *w) {
             None | Some(Where::Gated) => {
+                self.note("active", "PodAdd", 1);
                 self.put(pod.clone(), Where::Active);
                 self.active.push(Entry(pod));
             }
@@ -179,11 +233,20 @@ impl Queue {
             }
         }
         self.attempts.remove(key);
+        self.first_attempt.remove(key);
     }
 
     /// The next pod to schedule: an active sibling of the last gang pod first, else the
     /// head of the heap (stale heap entries are skipped).
     pub fn pop(&mut self) -> Option<Arc<PodInfo>> {
+        let p = self.pop_next()?;
+        self.first_attempt
+            .entry(p.key.clone())
+            .or_insert_with(Instant::now);
+        Some(p)
+    }
+
+    fn pop_next(&mut self) -> Option<Arc<PodInfo>> {
         if let Some(p) = self.burst.clone().and_then(|g| self.pop_sibling(&g)) {
             return Some(p);
         }
@@ -225,12 +288,14 @@ impl Queue {
     pub fn requeue_backoff(&mut self, pod: Arc<PodInfo>, now: Instant) {
         self.bump(&pod.key);
         let until = now + self.backoff_for(&pod.key);
+        self.note("backoff", "ScheduleAttemptFailure", 1);
         self.put(pod, Where::Backoff(until));
     }
 
     /// No node fits: wait for a cluster event (or the maximum stay).
     pub fn requeue_unschedulable(&mut self, pod: Arc<PodInfo>, now: Instant) {
         self.bump(&pod.key);
+        self.note("unschedulable", "ScheduleAttemptFailure", 1);
         self.put(pod, Where::Unschedulable(now));
     }
 
@@ -254,6 +319,7 @@ impl Queue {
         }
         self.counts[3] -= activate.len();
         self.counts[0] += activate.len();
+        self.note("active", "PodUpdate", activate.len());
         self.active.extend(activate.into_iter().map(Entry));
     }
 
@@ -278,11 +344,14 @@ impl Queue {
                 }
             }
         }
+        self.note("backoff", "ClusterEvent", backoff.len());
         for until in backoff {
             self.moved(Some(Where::Unschedulable(now)), Some(Where::Backoff(until)));
         }
         self.counts[2] -= activate.len();
         self.counts[0] += activate.len();
+        self.unschedulable_version += 1;
+        self.note("active", "ClusterEvent", activate.len());
         self.active.extend(activate.into_iter().map(Entry));
     }
 
@@ -314,6 +383,9 @@ impl Queue {
         self.counts[1] -= moved[1];
         self.counts[2] -= moved[2];
         self.counts[0] += activate.len();
+        self.note("active", "BackoffComplete", moved[1]);
+        self.note("active", "UnschedulableTimeout", moved[2]);
+        self.unschedulable_version += (moved[2] > 0) as u64;
         self.earliest = earliest;
         self.active.extend(activate.into_iter().map(Entry));
     }
@@ -345,6 +417,48 @@ mod tests {
             json!({"metadata": {"name": name, "namespace": "d", "creationTimestamp": created},
             "spec": {"priority": prio, "containers": [{"name": "c"}]}}),
         ))
+    }
+
+    #[test]
+    fn the_metrics_view_of_the_queue() {
+        let mut q = Queue::new(Backoff {
+            initial_seconds: 1,
+            max_seconds: 10,
+        });
+        let now = Instant::now();
+        q.add(p("a", 0, "2026-01-01T00:00:00Z"));
+        q.add(p("b", 0, "2026-01-01T00:00:01Z"));
+        let a = q.pop().unwrap();
+        assert_eq!(q.history("d/a").0, 1, "the first attempt");
+        let first = q.history("d/a").1.expect("first attempt noted");
+        let v = q.unschedulable_version;
+        q.requeue_unschedulable(a, now);
+        assert!(q.unschedulable_version > v);
+        q.set_unschedulable_by("d/a", "koord-scheduler", vec!["NodeResourcesFit"]);
+        let by = q.unschedulable_by_plugin();
+        assert_eq!(by[&("NodeResourcesFit", "koord-scheduler".to_string())], 1);
+        let mut incoming = q.drain_incoming();
+        incoming.sort();
+        assert_eq!(
+            incoming,
+            [
+                (("active", "PodAdd"), 2),
+                (("unschedulable", "ScheduleAttemptFailure"), 1)
+            ]
+        );
+        q.on_cluster_event(now + Duration::from_secs(5));
+        assert!(
+            q.unschedulable_by_plugin().is_empty(),
+            "no longer unschedulable"
+        );
+        assert_eq!(q.drain_incoming(), [(("active", "ClusterEvent"), 1)]);
+        let a = q.pop().unwrap();
+        assert_eq!(a.name, "a");
+        assert_eq!(
+            q.history("d/a"),
+            (2, Some(first)),
+            "the first attempt is kept"
+        );
     }
 
     #[test]

@@ -38,6 +38,16 @@ const SAMPLED: &[&str] = &[
     "scheduler_framework_extension_point_duration_seconds_count",
     "scheduler_plugin_execution_duration_seconds_count",
     "scheduler_pending_pods",
+    "scheduler_scheduling_algorithm_duration_seconds_count",
+    "scheduler_pod_scheduling_evaluated_nodes_count",
+    "scheduler_pod_scheduling_attempts_count",
+    "scheduler_pod_scheduling_duration_seconds_count",
+    "scheduler_queue_incoming_pods_total",
+    "scheduler_scheduler_goroutines",
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+    "rest_client_requests_total",
+    "rest_client_request_duration_seconds_count",
 ];
 
 /// Families koord names itself carry the `koord_` prefix; the rest are upstream names.
@@ -47,6 +57,8 @@ const UPSTREAM_PREFIXES: &[&str] = &[
     "slo_controller_",
     "descheduler_",
     "koord_",
+    "process_",
+    "rest_client_",
 ];
 
 fn families(text: &str) -> (BTreeSet<String>, Vec<prometheus_parse::Sample>) {
@@ -126,4 +138,76 @@ fn metrics_carry_koordinator_and_kube_scheduler_names() {
     koord.signal("TERM");
     koord.wait_exit(Duration::from_secs(30)).expect("exit");
     rt.block_on(api.stop());
+}
+
+/// Every series Koordinator's Grafana dashboards query (`dashboards/scheduling.json`,
+/// `dashboards/descheduling.json` of Koordinator's repository, copied into
+/// tests/fixtures/koordinator/dashboards) is a family koord's scheduler or descheduler
+/// registers. (A family shows in `/metrics` once it has a sample; the registry lists them
+/// all.)
+#[test]
+fn koordinators_dashboards_find_koords_series() {
+    let m = koord::kernel::Metrics::new();
+    koord::scheduler::metrics::SchedulerMetrics::register(&m);
+    let _ = koord::descheduler::live::register_pods_evicted(&m);
+    let names: BTreeSet<String> = m.names().into_iter().collect();
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/koordinator/dashboards"
+    );
+    let mut queried = BTreeSet::new();
+    for file in ["scheduling.json", "descheduling.json"] {
+        let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        exprs(&v, &mut |e| queried.extend(series_in(e)));
+    }
+    assert!(queried.len() > 30, "{queried:?}");
+    let missing: Vec<&String> = queried
+        .iter()
+        .filter(|q| {
+            let family = ["_bucket", "_sum", "_count", "_total"]
+                .iter()
+                .find_map(|s| q.strip_suffix(s))
+                .unwrap_or(q);
+            !names.contains(family) && !names.contains(q.as_str())
+        })
+        .collect();
+    assert!(missing.is_empty(), "not registered: {missing:?}");
+}
+
+fn exprs(v: &serde_json::Value, f: &mut dyn FnMut(&str)) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                match (k.as_str(), x) {
+                    ("expr", serde_json::Value::String(e)) => f(e),
+                    _ => exprs(x, f),
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| exprs(x, f)),
+        _ => {}
+    }
+}
+
+/// The metric names in a PromQL expression: identifiers with a selector (`{` or `[`).
+fn series_in(e: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let b = e.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_alphabetic() || b[i] == b'_' {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b':') {
+                i += 1;
+            }
+            let word = &e[start..i];
+            if matches!(b.get(i), Some(b'{') | Some(b'[')) && word.contains('_') {
+                out.push(word.to_string());
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
 }

@@ -54,13 +54,6 @@ fn duration(field: &str, raw: Option<&str>, default: Duration) -> Result<Duratio
 }
 
 impl Args {
-    /// The args of the first profile that runs ElasticQuota (one that only configures it
-    /// does not count), for the controllers outside the cycle (revoke, built-in quotas).
-    pub fn of_profiles(profiles: &[crate::scheduler::config::Profile]) -> Option<Args> {
-        let p = profiles.iter().find(|p| p.enables(super::NAME))?;
-        Args::parse(p.args.get(super::NAME)).ok()
-    }
-
     pub fn parse(v: Option<&Value>) -> Result<Args, String> {
         let raw: Raw = crate::scheduler::plugins::plain_args(v)?;
         if raw.hook_plugins.as_ref().is_some_and(|h| !h.is_empty()) {

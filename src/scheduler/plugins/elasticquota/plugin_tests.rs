@@ -64,13 +64,13 @@ fn controllers_take_the_args_of_the_profile_running_elasticquota() {
     let mut runs = config::default_config().unwrap().profiles.remove(0);
     runs.args
         .insert("ElasticQuota".into(), json!({"delayEvictTime": "30s"}));
-    let a = Args::of_profiles(&[quiet.clone(), runs]).unwrap();
+    let a = crate::scheduler::quota_args_of(&[quiet.clone(), runs]).unwrap();
     assert!(
         !a.monitor_all_quotas,
         "the first profile does not run ElasticQuota"
     );
     assert_eq!(a.delay_evict_time.as_secs(), 30);
-    assert!(Args::of_profiles(&[quiet]).is_none());
+    assert!(crate::scheduler::quota_args_of(&[quiet]).is_none());
 }
 
 #[test]
