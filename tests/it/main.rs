@@ -9,6 +9,7 @@ mod apiserver_crud;
 mod apiserver_sim;
 mod apiserver_subresources;
 mod apiserver_watch;
+mod chart;
 mod cli;
 mod crd_drift;
 mod descheduler;
