@@ -36,6 +36,18 @@ pub struct Floors {
     pub min_aggregate: Duration,
 }
 
+/// Koordinator's `usageWithPageCache`: node and pod memory reported with page cache.
+/// (`usageWithHotPageCache` needs kidled's cold-page scan, which koord does not run; like
+/// Koordinator without it, that policy reports `usageWithoutPageCache`.)
+pub const WITH_PAGE_CACHE: &str = "usageWithPageCache";
+
+/// Whether the node's NodeMetric asks for memory with page cache.
+pub fn with_page_cache(nm: Option<&NodeMetric>) -> bool {
+    nm.and_then(|n| n.spec.metric_collect_policy.as_ref())
+        .and_then(|s| s.node_memory_collect_policy.as_deref())
+        == Some(WITH_PAGE_CACHE)
+}
+
 pub fn policy(nm: Option<&NodeMetric>, floors: Floors) -> Policy {
     let spec = nm.and_then(|n| n.spec.metric_collect_policy.as_ref());
     let secs = |v: Option<i64>, default: u64| {
@@ -148,9 +160,16 @@ pub fn build_status(
     prediction: Option<(BTreeMap<String, Quantity>, BTreeMap<String, Quantity>)>,
 ) -> Result<NodeMetricStatus, StoreError> {
     let start = now - policy.aggregate.as_millis() as i64;
+    let (node_mem, pod_mem) = match policy.memory_policy == WITH_PAGE_CACHE {
+        true => (
+            MetricKind::NodeMemoryWithPageCache,
+            MetricKind::PodMemoryWithPageCache,
+        ),
+        false => (MetricKind::NodeMemoryUsage, MetricKind::PodMemoryUsage),
+    };
     let (ncpu, nmem) = (
         SeriesKey::node(MetricKind::NodeCpuUsage),
-        SeriesKey::node(MetricKind::NodeMemoryUsage),
+        SeriesKey::node(node_mem),
     );
     let (scpu, smem) = (
         SeriesKey::node(MetricKind::SysCpuUsage),
@@ -171,7 +190,7 @@ pub fn build_status(
     for p in states.pods.iter() {
         let (c, m) = (
             SeriesKey::pod(MetricKind::PodCpuUsage, &p.uid),
-            SeriesKey::pod(MetricKind::PodMemoryUsage, &p.uid),
+            SeriesKey::pod(pod_mem, &p.uid),
         );
         let Some(usage) = avg_of(store, &c, &m, start, now)? else {
             continue;
@@ -407,6 +426,14 @@ mod tests {
                 SeriesKey::pod(MetricKind::PodMemoryUsage, "u1"),
                 Point { ts, value: 1e8 },
             ));
+            samples.push((
+                SeriesKey::node(MetricKind::NodeMemoryWithPageCache),
+                Point { ts, value: 3e9 },
+            ));
+            samples.push((
+                SeriesKey::pod(MetricKind::PodMemoryWithPageCache, "u1"),
+                Point { ts, value: 4e8 },
+            ));
             use crate::koordlet::collectors::gpu::key;
             for (kind, value) in [
                 (MetricKind::NodeGpuCoreUsage, 30.0 + (i % 2) as f64 * 20.0),
@@ -494,6 +521,17 @@ mod tests {
             (Some("web"), Some("LS"), Some("koord-prod"))
         );
         assert_eq!(pods[0].pod_usage.get("cpu").unwrap().0, "250m");
+        assert_eq!(pods[0].pod_usage.get("memory").unwrap().0, "100000000");
         assert!(st.update_time.is_some());
+        // nodeMemoryCollectPolicy: usageWithPageCache reports the series with page cache.
+        let cached = Policy {
+            memory_policy: WITH_PAGE_CACHE.into(),
+            ..p
+        };
+        let st = build_status(&store, &states, &cached, now, None).unwrap();
+        let node = st.node_metric.unwrap().node_usage;
+        assert_eq!(node.get("memory").unwrap().0, "3000000000");
+        let pods = st.pods_metric.unwrap();
+        assert_eq!(pods[0].pod_usage.get("memory").unwrap().0, "400000000");
     }
 }

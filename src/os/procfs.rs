@@ -26,6 +26,15 @@ fn failed(what: &str, e: procfs_core::ProcError) -> ParseError {
     ParseError::Line(format!("{what}: {e}"))
 }
 
+/// `MemTotal - MemFree` of `/proc/meminfo`, in bytes: the node's memory usage with page
+/// cache (Koordinator's `usageWithPageCache`).
+pub fn memory_used_with_cache(content: &str) -> Result<u64, ParseError> {
+    ascii(content, "meminfo")?;
+    let m =
+        procfs_core::Meminfo::from_read(content.as_bytes()).map_err(|e| failed("meminfo", e))?;
+    Ok(m.mem_total.saturating_sub(m.mem_free))
+}
+
 /// `MemTotal - MemAvailable` of `/proc/meminfo`, in bytes: Koordinator's node memory
 /// usage without page cache.
 pub fn memory_used(content: &str) -> Result<u64, ParseError> {
@@ -82,6 +91,7 @@ mod tests {
     fn reads_the_kernel_formats() {
         let mem = "MemTotal:       16384 kB\nMemFree:  1 kB\nMemAvailable:   4096 kB\nBuffers: 0 kB\nCached: 0 kB\nSwapCached: 0 kB\nActive: 0 kB\nInactive: 0 kB\nActive(anon): 0 kB\nInactive(anon): 0 kB\nActive(file): 0 kB\nInactive(file): 0 kB\nUnevictable: 0 kB\nMlocked: 0 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\nDirty: 0 kB\nWriteback: 0 kB\nAnonPages: 0 kB\nMapped: 0 kB\nShmem: 0 kB\nSlab: 0 kB\nSReclaimable: 0 kB\nSUnreclaim: 0 kB\nKernelStack: 0 kB\nPageTables: 0 kB\nNFS_Unstable: 0 kB\nBounce: 0 kB\nWritebackTmp: 0 kB\nCommitLimit: 0 kB\nCommitted_AS: 0 kB\nVmallocTotal: 0 kB\nVmallocUsed: 0 kB\nVmallocChunk: 0 kB\n";
         assert_eq!(memory_used(mem).unwrap(), (16384 - 4096) * 1024);
+        assert_eq!(memory_used_with_cache(mem).unwrap(), (16384 - 1) * 1024);
         let cpu = "processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu rdt_a cat_l3\n\nprocessor\t: 1\nvendor_id\t: GenuineIntel\nflags\t\t: fpu rdt_a cat_l3\n";
         let (vendor, flags) = cpu_flags(cpu).unwrap();
         assert_eq!(vendor, "GenuineIntel");

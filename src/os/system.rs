@@ -71,6 +71,13 @@ impl Host {
             .map_err(|source| HostError::Parse { path, source })
     }
 
+    /// `MemTotal - MemFree` of `/proc/meminfo`, in bytes (page cache counted).
+    pub fn memory_used_with_cache(&self) -> Result<u64, HostError> {
+        let path = self.proc_root.join("meminfo");
+        super::procfs::memory_used_with_cache(&read(&path)?)
+            .map_err(|source| HostError::Parse { path, source })
+    }
+
     /// Online CPUs with their core, socket and NUMA node, from
     /// `<sys>/devices/system/{cpu,node}`. A missing NUMA directory means one node.
     pub fn cpu_topology(&self) -> Result<Vec<CpuInfo>, HostError> {

@@ -95,6 +95,15 @@ impl Collector for NodeResource {
             },
         ));
         shared.node_memory = Some(memory);
+        if crate::koordlet::reporter::with_page_cache(env.states.node_metric.as_deref()) {
+            out.push((
+                SeriesKey::node(MetricKind::NodeMemoryWithPageCache),
+                Point {
+                    ts: env.now_ms,
+                    value: env.host.memory_used_with_cache()? as f64,
+                },
+            ));
+        }
         if let Some(ticks_per_sec) = self
             .rates
             .per_second(None, total.busy() as f64, env.mono_ns)

@@ -61,6 +61,8 @@ impl Collector for PodResource {
         out: &mut Samples,
     ) -> Result<(), CollectError> {
         let (mut cpu_sum, mut mem_sum) = (0.0, 0.0);
+        let with_cache =
+            crate::koordlet::reporter::with_page_cache(env.states.node_metric.as_deref());
         for pod in env.states.pods.iter() {
             let (cpu, mem) = match self.usage(env, format!("pod/{}", pod.uid), &pod.dir) {
                 Ok(u) => u,
@@ -77,6 +79,15 @@ impl Collector for PodResource {
                 SeriesKey::pod(MetricKind::PodMemoryUsage, &pod.uid),
                 Point { ts, value: mem },
             ));
+            if with_cache && let Ok(v) = env.cgroups.read_i64(Resource::MemoryUsage, &pod.dir) {
+                out.push((
+                    SeriesKey::pod(MetricKind::PodMemoryWithPageCache, &pod.uid),
+                    Point {
+                        ts,
+                        value: v as f64,
+                    },
+                ));
+            }
             mem_sum += mem;
             if let Some(c) = cpu {
                 out.push((

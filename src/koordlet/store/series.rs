@@ -24,6 +24,9 @@ pub enum MetricKind {
     NodeGpuCoreUsage,
     NodeGpuMemoryUsage,
     NodeGpuMemoryTotal,
+    /// `usageWithPageCache` (NodeMetric `nodeMemoryCollectPolicy`): collected only then.
+    NodeMemoryWithPageCache,
+    PodMemoryWithPageCache,
 }
 
 impl MetricKind {
@@ -51,6 +54,8 @@ impl MetricKind {
             Self::NodeGpuCoreUsage => "node_gpu_core_usage",
             Self::NodeGpuMemoryUsage => "node_gpu_memory_usage",
             Self::NodeGpuMemoryTotal => "node_gpu_memory_total",
+            Self::NodeMemoryWithPageCache => "node_memory_usage_with_page_cache",
+            Self::PodMemoryWithPageCache => "pod_memory_usage_with_page_cache",
         }
     }
 }
