@@ -84,6 +84,7 @@ fn pass(
             pods,
             by_name.get(name).copied(),
             &Default::default(),
+            None,
             cfg,
             now_ms,
             None,

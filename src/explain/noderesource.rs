@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::snapshot::Snapshot;
 use crate::api::sloconfig::SloConfig;
+use crate::api::topology::NodeResourceTopology;
 use crate::manager::controllers::noderesource::{DeviceInputs, Plan, plan};
 
 /// One plan per node, sorted by node name; config warnings go to the second value.
@@ -41,6 +42,13 @@ pub fn run(snap: &Snapshot, now_ms: i64) -> (Vec<Plan>, Vec<String>) {
         .iter()
         .filter_map(|d| Some((d.metadata.name.as_deref()?, d)))
         .collect();
+    let topologies: HashMap<String, NodeResourceTopology> = snap
+        .other
+        .iter()
+        .filter(|v| v.get("kind").and_then(Value::as_str) == Some("NodeResourceTopology"))
+        .filter_map(|v| crate::api::decode::from_value::<NodeResourceTopology>(v.clone()).ok())
+        .filter_map(|t| Some((t.metadata.name.clone()?, t)))
+        .collect();
     let mut nodes: Vec<_> = snap.nodes.iter().collect();
     nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let plans = nodes
@@ -57,6 +65,7 @@ pub fn run(snap: &Snapshot, now_ms: i64) -> (Vec<Plan>, Vec<String>) {
                 pods,
                 metrics.get(name).copied(),
                 &devices,
+                topologies.get(name),
                 &cfg,
                 now_ms,
                 None,

@@ -60,6 +60,26 @@ pub struct Inputs<'a> {
     pub cpus: &'a [CpuInfo],
     pub numa_mem: &'a BTreeMap<u32, i64>,
     pub kubelet: &'a KubeletCpuState,
+    pub basic: &'a crate::os::system::CpuBasicInfo,
+}
+
+/// `node.koordinator.sh/cpu-basic-info` as Koordinator's koordlet writes it (Go's
+/// `omitempty`: false and empty fields left out).
+fn basic_info(b: &crate::os::system::CpuBasicInfo) -> String {
+    let mut m = serde_json::Map::new();
+    if !b.model.is_empty() {
+        m.insert("cpuModel".into(), json!(b.model));
+    }
+    if b.hyper_thread {
+        m.insert("hyperThreadEnabled".into(), json!(true));
+    }
+    if b.turbo {
+        m.insert("turboEnabled".into(), json!(true));
+    }
+    if !b.vendor.is_empty() {
+        m.insert("vendorID".into(), json!(b.vendor));
+    }
+    serde_json::Value::Object(m).to_string()
 }
 
 fn node_annotation<'a>(node: &'a Node, key: &str) -> Option<&'a String> {
@@ -185,6 +205,10 @@ fn annotations(inp: &Inputs) -> BTreeMap<String, String> {
             ANNOTATION_POD_CPU_ALLOCS.to_string(),
             serde_json::Value::Array(allocs).to_string(),
         ),
+        (
+            crate::api::extension::keys::ANNOTATION_NODE_CPU_BASIC_INFO.to_string(),
+            basic_info(inp.basic),
+        ),
     ]);
     for k in [
         ANNOTATION_NODE_RESERVATION,
@@ -283,12 +307,14 @@ pub async fn report_loop(
         if let (Some(node), Ok(cpus)) = (states.node.as_deref(), host.cpu_topology()) {
             let numa_mem = host.numa_mem_total();
             let kubelet = KubeletCpuState::read(&kubelet_state);
+            let basic = host.cpu_basic_info(&cpus);
             let want = build(&Inputs {
                 node,
                 pods: &states.pods,
                 cpus: &cpus,
                 numa_mem: &numa_mem,
                 kubelet: &kubelet,
+                basic: &basic,
             });
             if last.as_ref().is_none_or(|l| !same(l, &want)) {
                 match write(&api, want.clone()).await {
@@ -342,12 +368,19 @@ mod tests {
         let kubelet: KubeletCpuState =
             serde_json::from_value(json!({"policyName": "static", "entries": {}})).unwrap();
         let mem = BTreeMap::from([(0, 8 << 30), (1, 8 << 30)]);
+        let basic = crate::os::system::CpuBasicInfo {
+            model: "Intel(R) Xeon(R) Platinum 8369B CPU @ 2.90GHz".into(),
+            vendor: "GenuineIntel".into(),
+            hyper_thread: true,
+            turbo: false,
+        };
         let nrt = build(&Inputs {
             node: &node,
             pods: &pods,
             cpus: &cpus,
             numa_mem: &mem,
             kubelet: &kubelet,
+            basic: &basic,
         });
         let ann = nrt.metadata.annotations.as_ref().unwrap();
         assert_eq!(
@@ -375,5 +408,9 @@ mod tests {
             "4"
         );
         assert_eq!(nrt.metadata.owner_references.as_ref().unwrap()[0].uid, "u1");
+        assert_eq!(
+            ann["node.koordinator.sh/cpu-basic-info"],
+            r#"{"cpuModel":"Intel(R) Xeon(R) Platinum 8369B CPU @ 2.90GHz","hyperThreadEnabled":true,"vendorID":"GenuineIntel"}"#
+        );
     }
 }

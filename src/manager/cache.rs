@@ -57,6 +57,8 @@ pub struct Caches {
     pub slos: Store<NodeSLO>,
     /// Each node's Device (GPUDeviceResource / RDMADeviceResource).
     pub devices: Store<Device>,
+    /// Each node's NodeResourceTopology (CPUNormalization reads its `cpu-basic-info`).
+    pub topologies: Store<crate::api::topology::NodeResourceTopology>,
 }
 
 impl Caches {
@@ -71,6 +73,7 @@ impl Caches {
         let metric_node = |m: &NodeMetric| m.metadata.name.clone();
         let slo_node = |m: &NodeSLO| m.metadata.name.clone();
         let device_node = |d: &Device| d.metadata.name.clone();
+        let nrt_node = |t: &crate::api::topology::NodeResourceTopology| t.metadata.name.clone();
         Caches {
             nodes: reflect(client.clone(), "nodes", by_name, dirty, tasks, shutdown),
             pods: reflect(client.clone(), "pods", pod_node, dirty, tasks, shutdown),
@@ -91,6 +94,14 @@ impl Caches {
                 tasks,
                 shutdown,
             ),
+            topologies: reflect(
+                client.clone(),
+                "noderesourcetopologies",
+                nrt_node,
+                dirty,
+                tasks,
+                shutdown,
+            ),
         }
     }
 
@@ -102,6 +113,7 @@ impl Caches {
             let _ = self.metrics.wait_until_ready().await;
             let _ = self.slos.wait_until_ready().await;
             let _ = self.devices.wait_until_ready().await;
+            let _ = self.topologies.wait_until_ready().await;
         };
         tokio::select! {
             _ = all => true,

@@ -36,6 +36,15 @@ pub struct CpuInfo {
     pub numa: u32,
 }
 
+/// What Koordinator's CPUNormalization reads of a node's CPUs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CpuBasicInfo {
+    pub model: String,
+    pub vendor: String,
+    pub hyper_thread: bool,
+    pub turbo: bool,
+}
+
 /// The proc and sys roots (`/proc`, `/sys`, or a DaemonSet's `/host-sys`).
 #[derive(Debug, Clone)]
 pub struct Host {
@@ -76,6 +85,33 @@ impl Host {
         let path = self.proc_root.join("meminfo");
         super::procfs::memory_used_with_cache(&read(&path)?)
             .map_err(|source| HostError::Parse { path, source })
+    }
+
+    /// Koordinator's `cpu-basic-info`: the CPU model and vendor (`/proc/cpuinfo`),
+    /// Hyper-Threading (`smt/active`, else more than one thread on a core of `cpus`) and
+    /// Turbo (Intel's `intel_pstate/no_turbo` is 0; other vendors: off, as Koordinator).
+    pub fn cpu_basic_info(&self, cpus: &[CpuInfo]) -> CpuBasicInfo {
+        let info = read(&self.proc_root.join("cpuinfo")).unwrap_or_default();
+        let field = |names: &[&str]| {
+            info.lines()
+                .filter_map(|l| l.split_once(':'))
+                .find(|(k, _)| names.contains(&k.trim()))
+                .map(|(_, v)| v.trim().to_string())
+                .unwrap_or_default()
+        };
+        let cpu = self.sys_root.join("devices/system/cpu");
+        let flag = |rel: &str| read(&cpu.join(rel)).ok().map(|v| v.trim() == "1");
+        let mut per_core: std::collections::BTreeMap<(u32, u32), usize> = Default::default();
+        for c in cpus {
+            *per_core.entry((c.socket, c.core)).or_default() += 1;
+        }
+        let no_turbo = read(&cpu.join("intel_pstate/no_turbo")).ok();
+        CpuBasicInfo {
+            model: field(&["model name", "Model Name"]),
+            vendor: field(&["vendor_id"]),
+            hyper_thread: flag("smt/active").unwrap_or_else(|| per_core.values().any(|n| *n > 1)),
+            turbo: no_turbo.is_some_and(|v| v.trim() == "0"),
+        }
     }
 
     /// Online CPUs with their core, socket and NUMA node, from
@@ -276,4 +312,50 @@ pub fn clock_ticks() -> u64 {
     // SAFETY: sysconf(3) takes an integer name and returns an integer; no memory is shared.
     let v = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if v > 0 { v as u64 } else { 100 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_basic_info_from_a_host_tree() {
+        let d = tempfile::tempdir().unwrap();
+        let (proc_root, sys) = (d.path().join("proc"), d.path().join("sys"));
+        let cpu = sys.join("devices/system/cpu");
+        std::fs::create_dir_all(cpu.join("intel_pstate")).unwrap();
+        std::fs::create_dir_all(&proc_root).unwrap();
+        std::fs::write(
+            proc_root.join("cpuinfo"),
+            "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Xeon X\n",
+        )
+        .unwrap();
+        std::fs::write(cpu.join("intel_pstate/no_turbo"), "0\n").unwrap();
+        let host = Host::new(&proc_root, &sys);
+        let two_threads = [
+            CpuInfo {
+                id: 0,
+                core: 0,
+                socket: 0,
+                numa: 0,
+            },
+            CpuInfo {
+                id: 1,
+                core: 0,
+                socket: 0,
+                numa: 0,
+            },
+        ];
+        let b = host.cpu_basic_info(&two_threads);
+        assert_eq!(
+            (b.model.as_str(), b.vendor.as_str()),
+            ("Xeon X", "GenuineIntel")
+        );
+        assert!(b.hyper_thread && b.turbo);
+        std::fs::create_dir_all(cpu.join("smt")).unwrap();
+        std::fs::write(cpu.join("smt/active"), "0\n").unwrap();
+        std::fs::write(cpu.join("intel_pstate/no_turbo"), "1\n").unwrap();
+        let b = host.cpu_basic_info(&two_threads);
+        assert!(!b.hyper_thread && !b.turbo, "smt/active and no_turbo win");
+    }
 }

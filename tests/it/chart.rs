@@ -273,6 +273,16 @@ async fn the_charts_workloads_run_koord_unchanged() {
     })
     .await;
     assert!(rendered, "no NodeSLO:\n{}", logs(&running));
+    // ... and, CPU normalization being off by default, the node's ratio "1.00".
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(c.clone());
+    let key = "node.koordinator.sh/cpu-normalization-ratio";
+    let ratio = eventually(Duration::from_secs(30), || async {
+        let n = nodes.get(NODE).await.ok();
+        let a = n.and_then(|n| n.metadata.annotations);
+        a.and_then(|a| a.get(key).cloned()).as_deref() == Some("1.00")
+    })
+    .await;
+    assert!(ratio, "no {key}:\n{}", logs(&running));
     // koord-scheduler: a pod that names it is bound.
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "web", "namespace": "default"},

@@ -3,6 +3,7 @@
 //! controllers, its ConfigMap webhook and `koord explain`.
 
 pub mod colocation;
+pub mod normalization;
 pub mod strategies;
 pub mod validate;
 
@@ -35,6 +36,8 @@ pub const KEY_HOST_APPLICATION: &str = "host-application-config";
 /// Event reasons Koordinator emits on the ConfigMap.
 pub const REASON_COLOCATION_FAILED: &str = "ColocationCfgUnmarshalFailed";
 pub const REASON_SLO_FAILED: &str = "SLOCfgUnmarshalFailed";
+pub const REASON_CPU_NORMALIZATION_FAILED: &str = "CPUNormalizationCfgUnmarshalFailed";
+pub const REASON_AMPLIFICATION_FAILED: &str = "ResourceAmplificationCfgUnmarshalFailed";
 
 /// Koordinator's JSON overlay (`MergeCfg`): present scalars replace, objects merge
 /// recursively, arrays are replaced wholesale.
@@ -82,6 +85,9 @@ pub struct SloConfig {
     pub cpu_burst: StrategyCfg<CPUBurstStrategy>,
     pub system: StrategyCfg<SystemStrategy>,
     pub host_applications: HostApplicationCfg,
+    /// CPUNormalization and ResourceAmplification (the NodeResource controller's plugins).
+    pub cpu_normalization: normalization::CPUNormalizationCfg,
+    pub amplification: normalization::ResourceAmplificationCfg,
     /// The ConfigMap was absent (colocation is then off).
     pub missing: bool,
 }
@@ -101,6 +107,11 @@ impl Default for SloConfig {
             ),
             system: StrategyCfg::merged(StrategyCfg::default(), &strategies::default_system()),
             host_applications: HostApplicationCfg::default(),
+            cpu_normalization: normalization::NodeScoped::merged(
+                Default::default(),
+                &normalization::default_cpu_normalization(),
+            ),
+            amplification: Default::default(),
             missing: true,
         }
     }
@@ -174,6 +185,24 @@ impl SloConfig {
                 previous.host_applications.clone()
             }
         };
+        use normalization::{KEY_CPU_NORMALIZATION, KEY_RESOURCE_AMPLIFICATION, NodeScoped};
+        let cpu_normalization = match parse_key(data, KEY_CPU_NORMALIZATION) {
+            Ok(user) => NodeScoped::merged(
+                user.unwrap_or_default(),
+                &normalization::default_cpu_normalization(),
+            ),
+            Err(e) => {
+                fail(KEY_CPU_NORMALIZATION, REASON_CPU_NORMALIZATION_FAILED, e);
+                previous.cpu_normalization.clone()
+            }
+        };
+        let amplification = match parse_key(data, KEY_RESOURCE_AMPLIFICATION) {
+            Ok(user) => NodeScoped::merged(user.unwrap_or_default(), &Default::default()),
+            Err(e) => {
+                fail(KEY_RESOURCE_AMPLIFICATION, REASON_AMPLIFICATION_FAILED, e);
+                previous.amplification.clone()
+            }
+        };
         let cfg = SloConfig {
             colocation,
             threshold,
@@ -181,6 +210,8 @@ impl SloConfig {
             cpu_burst,
             system,
             host_applications,
+            cpu_normalization,
+            amplification,
             missing: false,
         };
         (cfg, errors)

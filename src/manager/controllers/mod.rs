@@ -182,7 +182,17 @@ impl Controllers {
             device: device.as_deref(),
             sync_gpu_shared: self.sync_gpu_shared,
         };
-        let plan = noderesource::plan(node, pods, metric.as_deref(), &devices, cfg, now, last);
+        let nrt = self.caches.topologies.get(&ObjectRef::new(&name));
+        let plan = noderesource::plan(
+            node,
+            pods,
+            metric.as_deref(),
+            &devices,
+            nrt.as_deref(),
+            cfg,
+            now,
+            last,
+        );
         for r in noderesource::prepare::MANAGED {
             let v = plan.want.get(r).copied();
             self.metrics.set_node_resource(&name, r, v);

@@ -2,6 +2,7 @@
 
 pub mod calc;
 pub mod device;
+pub mod normalization;
 pub mod prepare;
 
 #[cfg(test)]
@@ -30,11 +31,13 @@ pub struct Plan {
 /// Decides one node: the calculation, then the diff/forced-refresh rules (`NeedSync` in
 /// `pkg/slo-controller/noderesource/`).
 /// `last_sync_ms` is when this node's status was last written successfully.
+#[allow(clippy::too_many_arguments)]
 pub fn plan(
     node: &Node,
     pods: &[&Pod],
     metric: Option<&NodeMetric>,
     devices: &DeviceInputs,
+    nrt: Option<&crate::api::topology::NodeResourceTopology>,
     cfg: &SloConfig,
     now_ms: i64,
     last_sync_ms: Option<i64>,
@@ -57,6 +60,7 @@ pub fn plan(
     let meta = meta_patch(
         origin_annotation(node, &origin),
         device::labels_to_set(devices, node),
+        normalization::meta_changes(node, nrt, cfg),
     );
     Plan {
         calc,
@@ -66,19 +70,25 @@ pub fn plan(
     }
 }
 
+/// The node's metadata merge patch: annotations set (or removed: null) and labels.
 fn meta_patch(
     origin: Option<String>,
     labels: std::collections::BTreeMap<String, String>,
+    annotations: std::collections::BTreeMap<&'static str, Option<String>>,
 ) -> Option<serde_json::Value> {
-    if origin.is_none() && labels.is_empty() {
+    if origin.is_none() && labels.is_empty() && annotations.is_empty() {
         return None;
     }
     let mut meta = serde_json::Map::new();
+    let mut set: serde_json::Map<String, serde_json::Value> = annotations
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+        .collect();
     if let Some(v) = origin {
-        meta.insert(
-            "annotations".into(),
-            serde_json::json!({ ANNOTATION_NODE_ORIGIN_EXTENDED_ALLOCATABLE: v }),
-        );
+        set.insert(ANNOTATION_NODE_ORIGIN_EXTENDED_ALLOCATABLE.into(), v.into());
+    }
+    if !set.is_empty() {
+        meta.insert("annotations".into(), serde_json::Value::Object(set));
     }
     if !labels.is_empty() {
         meta.insert("labels".into(), serde_json::json!(labels));

@@ -95,7 +95,7 @@ fn config(colocation: Value) -> SloConfig {
 fn run(n: &Node, m: Option<&NodeMetric>, cfg: &SloConfig) -> Plan {
     let pods = pods();
     let refs: Vec<&Pod> = pods.iter().collect();
-    plan(n, &refs, m, &Default::default(), cfg, NOW, None)
+    plan(n, &refs, m, &Default::default(), None, cfg, NOW, None)
 }
 
 #[test]
@@ -297,6 +297,7 @@ fn pods_without_metrics_and_terminated_pods() {
         &refs,
         Some(&m),
         &Default::default(),
+        None,
         &cfg,
         NOW,
         None,
@@ -363,6 +364,7 @@ fn diff_threshold_and_forced_refresh() {
         &refs,
         Some(&m),
         &Default::default(),
+        None,
         &cfg,
         NOW,
         Some(NOW - 299_000),
@@ -376,6 +378,7 @@ fn diff_threshold_and_forced_refresh() {
         &refs,
         Some(&m),
         &Default::default(),
+        None,
         &cfg,
         NOW,
         Some(NOW - 301_000),
