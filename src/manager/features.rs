@@ -18,7 +18,7 @@ pub const MANAGER_GATES: GateTable = GateTable {
         gate("NodeMutatingWebhook", false, true),
         gate("NodeValidatingWebhook", false, true),
         gate("ConfigMapValidatingWebhook", false, true),
-        gate("ReservationMutatingWebhook", false, false),
+        gate("ReservationMutatingWebhook", false, true),
         gate("BindingAdmissionWebhook", false, false),
         gate("ColocationProfileSkipMutatingResources", false, true),
         gate("ColocationProfileSkipValidatingPriority", false, true),

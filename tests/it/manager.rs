@@ -176,7 +176,14 @@ async fn noderesource_nodeslo_nodemetric_follow_config_and_metrics() {
         Some("36077725287")
     );
     assert!(allocatable(&c, "kubernetes.io/mid-cpu").await.is_some());
-    let slo = Api::<NodeSLO>::all(c.clone()).get("n1").await.unwrap();
+    // The NodeSLO is written in the same pass as the status, not necessarily before it.
+    let slos = Api::<NodeSLO>::all(c.clone());
+    let made = eventually(Duration::from_secs(10), || async {
+        slos.get_opt("n1").await.ok().flatten().is_some()
+    })
+    .await;
+    assert!(made, "{}", mgr.logs());
+    let slo = slos.get("n1").await.unwrap();
     assert_eq!(
         slo.spec
             .resource_used_threshold_with_be

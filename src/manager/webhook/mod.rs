@@ -12,6 +12,7 @@ pub mod node;
 pub mod pod_mutate;
 pub mod pod_validate;
 pub mod quota;
+pub mod reservation_mutate;
 pub mod review;
 pub mod server;
 
@@ -155,6 +156,11 @@ const ROUTES: &[(&str, &str, Handler)] = &[
         "/validate-configmap",
         "ConfigMapValidatingWebhook",
         configmap::handle,
+    ),
+    (
+        "/mutate-reservation",
+        "ReservationMutatingWebhook",
+        reservation_mutate::handle,
     ),
 ];
 

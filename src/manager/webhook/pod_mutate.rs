@@ -51,7 +51,7 @@ pub fn mutate(h: &Handlers, req: &Request, pod: &mut Value) -> Result<(), Verdic
     Ok(())
 }
 
-fn selector_matches(
+pub fn selector_matches(
     sel: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
     labels: Option<&std::collections::BTreeMap<String, String>>,
 ) -> bool {
@@ -115,7 +115,7 @@ fn apply_profiles(h: &Handlers, ns: &str, pod: &mut Value) -> Result<(), Verdict
             .map_err(|e| Verdict::internal(format!("ClusterColocationProfile {name}: spec.{e}")))?;
         let skip = percent <= 0 || (percent < 100 && i64::from((h.roll)() % 100) > percent);
         if !skip {
-            apply_profile(h, p, pod)?;
+            apply_profile(h, p, pod, Some(&["spec"]))?;
         }
     }
     if !skip_resources {
@@ -131,10 +131,13 @@ fn malformed() -> Verdict {
     Verdict::deny("pod metadata is malformed")
 }
 
-fn apply_profile(
+/// One profile onto an object: its metadata, and — at `spec_at`, when given and present
+/// (a pod's `spec`, a Reservation's `spec.template.spec`) — the scheduler name and priority.
+pub fn apply_profile(
     h: &Handlers,
     p: &ClusterColocationProfile,
     pod: &mut Value,
+    spec_at: Option<&[&str]>,
 ) -> Result<(), Verdict> {
     let spec = &p.spec;
     let name = p.metadata.name.as_deref().unwrap_or("");
@@ -160,7 +163,46 @@ fn apply_profile(
             }
         }
     }
-    let pod_spec = j::child(pod, "spec").ok_or_else(malformed)?;
+    if let Some(at) = spec_at {
+        set_scheduling(h, p, pod, at)?;
+    }
+    let labels = j::path(pod, &["metadata", "labels"]).ok_or_else(malformed)?;
+    if let Some(q) = spec.qos_class.as_deref().filter(|s| !s.is_empty()) {
+        labels.insert(LABEL_POD_QOS.into(), q.into());
+    }
+    if let Some(prio) = spec.koordinator_priority {
+        labels.insert(LABEL_POD_PRIORITY.into(), prio.to_string().into());
+    }
+    if let Some(patch) = spec.patch.as_ref().filter(|p| p.is_object()) {
+        let bytes = serde_json::to_vec(patch).unwrap_or_default();
+        *pod = apply(PatchType::Strategic, pod, &bytes).map_err(|e| {
+            Verdict::internal(format!("ClusterColocationProfile {name}: spec.patch: {e}"))
+        })?;
+    }
+    Ok(())
+}
+
+/// The profile's scheduler name and PriorityClass on the pod spec at `at` (a
+/// Reservation without a template has none to set).
+fn set_scheduling(
+    h: &Handlers,
+    p: &ClusterColocationProfile,
+    obj: &mut Value,
+    at: &[&str],
+) -> Result<(), Verdict> {
+    let (spec, name) = (&p.spec, p.metadata.name.as_deref().unwrap_or(""));
+    let pod_spec = if at.len() == 1 {
+        j::child(obj, at[0]).ok_or_else(malformed)?
+    } else {
+        let mut cur = &mut *obj;
+        for k in at {
+            match cur.get_mut(*k) {
+                Some(v) if v.is_object() => cur = v,
+                _ => return Ok(()),
+            }
+        }
+        cur.as_object_mut().ok_or_else(malformed)?
+    };
     if let Some(s) = spec.scheduler_name.as_deref().filter(|s| !s.is_empty()) {
         pod_spec.insert("schedulerName".into(), s.into());
     }
@@ -180,19 +222,6 @@ fn apply_profile(
             Some(pp) => pod_spec.insert("preemptionPolicy".into(), pp.clone().into()),
             None => pod_spec.remove("preemptionPolicy"),
         };
-    }
-    let labels = j::path(pod, &["metadata", "labels"]).ok_or_else(malformed)?;
-    if let Some(q) = spec.qos_class.as_deref().filter(|s| !s.is_empty()) {
-        labels.insert(LABEL_POD_QOS.into(), q.into());
-    }
-    if let Some(prio) = spec.koordinator_priority {
-        labels.insert(LABEL_POD_PRIORITY.into(), prio.to_string().into());
-    }
-    if let Some(patch) = spec.patch.as_ref().filter(|p| p.is_object()) {
-        let bytes = serde_json::to_vec(patch).unwrap_or_default();
-        *pod = apply(PatchType::Strategic, pod, &bytes).map_err(|e| {
-            Verdict::internal(format!("ClusterColocationProfile {name}: spec.patch: {e}"))
-        })?;
     }
     Ok(())
 }
