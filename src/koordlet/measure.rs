@@ -262,6 +262,9 @@ pub(super) async fn report_loop(
             return Ok(());
         }
         let states = l.informer.snapshot();
+        if let Some(node) = states.node.as_deref() {
+            l.metrics.set_allocatable(node);
+        }
         if !cfg.enable_node_metric_report || states.node_metric.is_none() {
             continue;
         }
@@ -272,10 +275,12 @@ pub(super) async fn report_loop(
         } else {
             None
         };
-        if let Some((reclaimable, _)) = &prediction {
-            let family = &l.metrics.predicted_reclaimable;
+        if let Some((reclaimable, peak)) = &prediction {
             let extra = [("predictor", "minPredictor")];
+            let family = &l.metrics.predicted_reclaimable;
             KoordletMetrics::set_resources(family, &l.node, &extra, reclaimable);
+            let family = &l.metrics.predicted_peak;
+            KoordletMetrics::set_resources(family, &l.node, &extra, peak);
         }
         let (store, st, pol) = (l.store.clone(), states.clone(), policy.clone());
         let status = tokio::task::spawn_blocking(move || {
@@ -307,6 +312,14 @@ fn publish_report(l: &LoopCtx, status: &crate::api::slo::NodeMetricStatus) {
     ] {
         if let Some(r) = &map.resources {
             KoordletMetrics::set_resources(family, &l.node, &[], r);
+        }
+    }
+    for numa in info.numa_usages.iter().flatten() {
+        let id = numa.numa_node_id.to_string();
+        let extra = [("numa_node_id", id.as_str())];
+        if let Some(r) = &numa.node_usage.resources {
+            let family = &l.metrics.node_metric_numa_usage;
+            KoordletMetrics::set_resources(family, &l.node, &extra, r);
         }
     }
 }

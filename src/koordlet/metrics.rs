@@ -67,6 +67,13 @@ pub struct KoordletMetrics {
     pub node_used_memory: Family<NodeOnly, FGauge>,
     pub be_suppress_cores: Family<Pairs, FGauge>,
     pub be_suppress_ls_used: Family<NodeOnly, FGauge>,
+    pub be_suppress_be_used: Family<NodeOnly, FGauge>,
+    /// `{node,resource,unit}`: batch and mid allocatable as the node shows them.
+    pub node_allocatable: Family<Pairs, FGauge>,
+    /// `{node,predictor,resource,unit}`.
+    pub predicted_peak: Family<Pairs, FGauge>,
+    /// `{node,numa_node_id,resource,unit}`: the last report's per-NUMA usage.
+    pub node_metric_numa_usage: Family<Pairs, FGauge>,
     /// `{node,resource,unit}`: what the last NodeMetric report said.
     pub node_metric_node_usage: Family<Pairs, FGauge>,
     pub node_metric_system_usage: Family<Pairs, FGauge>,
@@ -130,6 +137,26 @@ impl KoordletMetrics {
             "koordlet_be_suppress_ls_used_cpu_cores",
             "Number of cpu cores used by LS. We consider non-BE pods and podMeta-missing pods as LS.",
             m.be_suppress_ls_used.clone(),
+        );
+        metrics.register(
+            "koordlet_be_suppress_be_used_cpu_cores",
+            "Number of cpu cores used by BE.",
+            m.be_suppress_be_used.clone(),
+        );
+        metrics.register(
+            "koordlet_node_resource_allocatable",
+            "the node allocatable of resources updated by koordinator",
+            m.node_allocatable.clone(),
+        );
+        metrics.register(
+            "koordlet_node_predicted_resource_peak",
+            "the node peak resources predicted by koordinator",
+            m.predicted_peak.clone(),
+        );
+        metrics.register(
+            "koordlet_node_metric_numa_node_usage",
+            "the per-NUMA node usage reported in the NodeMetric",
+            m.node_metric_numa_usage.clone(),
         );
         metrics.register(
             "koordlet_node_metric_node_usage",
@@ -251,6 +278,29 @@ impl KoordletMetrics {
         }
     }
 
+    /// `koordlet_node_resource_allocatable`: batch and mid cpu (`integer`, milli-cores as
+    /// the extended resource counts them) and memory (`byte`), 0 when the node has none.
+    pub fn set_allocatable(&self, node: &k8s_openapi::api::core::v1::Node) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let alloc = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
+        for (resource, unit) in [
+            ("kubernetes.io/batch-cpu", "integer"),
+            ("kubernetes.io/batch-memory", "byte"),
+            ("kubernetes.io/mid-cpu", "integer"),
+            ("kubernetes.io/mid-memory", "byte"),
+        ] {
+            let v = alloc
+                .and_then(|a| a.get(resource))
+                .map_or(0, crate::api::quantity::q_value);
+            let l: Pairs = vec![
+                ("node", name.clone()),
+                ("resource", resource.to_string()),
+                ("unit", unit.to_string()),
+            ];
+            self.node_allocatable.get_or_create(&l).set(v as f64);
+        }
+    }
+
     /// `koordlet_pod_eviction{node,reason}`.
     pub fn evicted(&self, node: &str, reason: &str) {
         let l = vec![("node", node.to_string()), ("reason", reason.to_string())];
@@ -312,6 +362,45 @@ impl KoordletMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_and_mid_allocatable() {
+        let registry = Metrics::new();
+        let m = KoordletMetrics::register(&registry);
+        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1"},
+            "status": {"allocatable": {"kubernetes.io/batch-cpu": "6600", "kubernetes.io/batch-memory": "1Gi"}}}))
+        .unwrap();
+        m.set_allocatable(&node);
+        let scrape = registry.scrape();
+        let get = |r: &str| {
+            scrape
+                .samples
+                .iter()
+                .find(|s| {
+                    s.metric == "koordlet_node_resource_allocatable"
+                        && s.labels.get("resource") == Some(r)
+                })
+                .map(|s| {
+                    (
+                        s.labels.get("unit").unwrap().to_string(),
+                        format!("{:?}", s.value),
+                    )
+                })
+        };
+        assert_eq!(
+            get("kubernetes.io/batch-cpu"),
+            Some(("integer".into(), "Gauge(6600.0)".into()))
+        );
+        assert_eq!(
+            get("kubernetes.io/batch-memory"),
+            Some(("byte".into(), "Gauge(1073741824.0)".into()))
+        );
+        assert_eq!(
+            get("kubernetes.io/mid-cpu"),
+            Some(("integer".into(), "Gauge(0.0)".into()))
+        );
+    }
 
     #[test]
     fn koordinator_names_and_labels() {

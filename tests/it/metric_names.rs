@@ -24,6 +24,10 @@ const KOORDLET: &[&str] = &[
     "koordlet_node_predicted_resource_reclaimable",
     "koordlet_container_resource_requests",
     "koordlet_container_resource_limits",
+    "koordlet_be_suppress_be_used_cpu_cores",
+    "koordlet_node_resource_allocatable",
+    "koordlet_node_predicted_resource_peak",
+    "koordlet_node_metric_numa_node_usage",
 ];
 
 /// Series this scenario must produce (an empty family is not exposed), with the
@@ -210,4 +214,15 @@ fn series_in(e: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Every koordlet series this file claims (Koordinator's names) stays registered.
+#[test]
+fn the_koordlet_series_koord_claims_are_registered() {
+    let m = koord::kernel::Metrics::new();
+    koord::koordlet::metrics::KoordletMetrics::register(&m);
+    let names = m.names();
+    for n in KOORDLET {
+        assert!(names.iter().any(|x| x == n), "{n} is gone");
+    }
 }

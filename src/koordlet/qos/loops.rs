@@ -131,6 +131,9 @@ impl Strategy for CpuSuppress {
                 let node = crate::koordlet::metrics::node_only(&l[0].1);
                 let ls = ctx.metrics.be_suppress_ls_used.get_or_create(&node);
                 ls.set(i.non_be_pods_milli as f64 / 1000.0);
+                let be = usage.pods.values().sum::<i64>() - i.non_be_pods_milli;
+                let be_used = ctx.metrics.be_suppress_be_used.get_or_create(&node);
+                be_used.set(be.max(0) as f64 / 1000.0);
             }
             let changes = suppress::pass(states, &usage, &self.topo, &self.ex, &mut self.mem);
             for c in &changes {
