@@ -39,7 +39,40 @@ pub struct ManagerMetrics {
     /// Koordinator's `slo_controller_node_extended_resource_allocatable_internal{node,
     /// resource,unit}`: cpu in cores (`integer`), memory in bytes.
     pub allocatable_internal: Family<Vec<(&'static str, String)>, FGauge>,
+    /// Koordinator's `slo_controller_*_count{status,reason}` (counts kept in gauges: its
+    /// Go counters are named without `_total`), by name.
+    pub counts: std::collections::BTreeMap<&'static str, Family<CountLabels, Gauge>>,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CountLabels {
+    pub status: &'static str,
+    pub reason: &'static str,
+}
+
+/// Koordinator's SLO controller count series (`pkg/slo-controller/metrics`).
+const COUNTS: &[(&str, &str)] = &[
+    (
+        "slo_controller_nodemetric_reconcile_count",
+        "the status count of reconciling NodeMetric",
+    ),
+    (
+        "slo_controller_nodemetric_spec_parse_count",
+        "the count of parsing NodeMetric spec",
+    ),
+    (
+        "slo_controller_nodeslo_reconcile_count",
+        "the status count of reconciling NodeSLO",
+    ),
+    (
+        "slo_controller_nodeslo_spec_parse_count",
+        "the count of parsing NodeSLO spec",
+    ),
+    (
+        "slo_controller_node_resource_reconcile_count",
+        "the status count of reconciling node resource",
+    ),
+];
 
 type FGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
@@ -82,7 +115,14 @@ impl ManagerMetrics {
             config_errors: Family::default(),
             is_leader: Gauge::default(),
             allocatable_internal: Family::default(),
+            counts: COUNTS
+                .iter()
+                .map(|(n, _)| (*n, Family::default()))
+                .collect(),
         });
+        for (name, help) in COUNTS {
+            metrics.register(name, help, m.counts[name].clone());
+        }
         let reg = [
             (
                 "koord_manager_node_extended_resource",
@@ -120,6 +160,21 @@ impl ManagerMetrics {
         m
     }
 
+    /// One reconcile step of `controller` (`nodemetric`, `nodeslo`, `noderesource`) as
+    /// Koordinator counts it: `{status: succeeded|failed, reason: <step>}`.
+    pub fn reconciled(&self, controller: &str, ok: bool, reason: &'static str) {
+        let name = match controller {
+            "nodemetric" => "slo_controller_nodemetric_reconcile_count",
+            "nodeslo" => "slo_controller_nodeslo_reconcile_count",
+            _ => "slo_controller_node_resource_reconcile_count",
+        };
+        let status = if ok { "succeeded" } else { "failed" };
+        let l = CountLabels { status, reason };
+        if let Some(f) = self.counts.get(name) {
+            f.get_or_create(&l).inc();
+        }
+    }
+
     pub fn wrote(&self, controller: &str, ok: bool) {
         let l = ControllerLabels {
             controller: controller.to_string(),
@@ -129,5 +184,29 @@ impl ManagerMetrics {
         } else {
             self.write_errors.get_or_create(&l).inc()
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn koordinators_slo_controller_counts() {
+        let registry = Metrics::new();
+        let m = ManagerMetrics::register(&registry);
+        m.reconciled("nodeslo", true, "createNodeSLO");
+        m.reconciled("noderesource", false, "updateNodeStatus");
+        let scrape = registry.scrape();
+        let find = |name: &str| scrape.samples.iter().find(|s| s.metric == name);
+        let slo = find("slo_controller_nodeslo_reconcile_count").expect("nodeslo count");
+        assert_eq!(slo.labels.get("status"), Some("succeeded"));
+        assert_eq!(slo.labels.get("reason"), Some("createNodeSLO"));
+        let nr = find("slo_controller_node_resource_reconcile_count").unwrap();
+        assert_eq!(nr.labels.get("status"), Some("failed"));
+        let names = registry.names();
+        for (n, _) in COUNTS {
+            assert!(names.iter().any(|x| x == n), "{n}");
+        }
     }
 }

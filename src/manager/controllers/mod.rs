@@ -56,6 +56,25 @@ enum Write {
     NodeMeta(String, serde_json::Value),
 }
 
+/// A write's node, controller and result.
+type Written = (String, &'static str, Result<(), kube::Error>);
+
+impl Write {
+    /// Koordinator's reason for the step in its `*_reconcile_count` series.
+    fn reason(&self) -> &'static str {
+        match self {
+            Write::CreateMetric(_) => "createNodeMetric",
+            Write::PatchMetric(..) => "updateNodeMetric",
+            Write::DeleteMetric(_) => "deleteNodeMetric",
+            Write::CreateSlo(_) => "createNodeSLO",
+            Write::PatchSlo(..) => "updateNodeSLO",
+            Write::DeleteSlo(_) => "deleteNodeSLO",
+            Write::NodeStatus(..) => "updateNodeStatus",
+            Write::NodeMeta(..) => "updateNodeMeta",
+        }
+    }
+}
+
 /// A JSON patch that replaces the whole spec, so fields that became unset disappear.
 fn replace_spec(spec: &impl serde::Serialize) -> serde_json::Value {
     serde_json::json!([{"op": "add", "path": "/spec", "value": spec}])
@@ -228,13 +247,13 @@ impl Controllers {
     }
 
     async fn execute(&self, writes: Vec<Write>, now: i64) {
-        let results: Vec<(String, &'static str, Result<(), kube::Error>)> =
-            futures::stream::iter(writes)
-                .map(|w| self.write(w))
-                .buffer_unordered(16)
-                .collect()
-                .await;
-        for (node, controller, r) in results {
+        let results: Vec<(&'static str, Written)> = futures::stream::iter(writes)
+            .map(|w| async move { (w.reason(), self.write(w).await) })
+            .buffer_unordered(16)
+            .collect()
+            .await;
+        for (reason, (node, controller, r)) in results {
+            self.metrics.reconciled(controller, r.is_ok(), reason);
             match r {
                 Ok(()) => {
                     if controller == "noderesource" {
@@ -254,7 +273,7 @@ impl Controllers {
         }
     }
 
-    async fn write(&self, w: Write) -> (String, &'static str, Result<(), kube::Error>) {
+    async fn write(&self, w: Write) -> Written {
         let metrics: Api<NodeMetric> = Api::all(self.client.clone());
         let slos: Api<NodeSLO> = Api::all(self.client.clone());
         let nodes: Api<Node> = Api::all(self.client.clone());
