@@ -74,6 +74,12 @@ pub struct KoordletMetrics {
     pub predicted_peak: Family<Pairs, FGauge>,
     /// `{node,numa_node_id,resource,unit}`: the last report's per-NUMA usage.
     pub node_metric_numa_usage: Family<Pairs, FGauge>,
+    /// `{node,status}` counts (gauges: Koordinator's counters have no `_total`).
+    pub cpu_info_status: Family<Pairs, Gauge>,
+    pub numa_info_status: Family<Pairs, Gauge>,
+    /// CPUs in the LS and BE share pools the topology report computed.
+    pub share_pool_cores: Family<NodeOnly, FGauge>,
+    pub be_share_pool_cores: Family<NodeOnly, FGauge>,
     /// `{node,resource,unit}`: what the last NodeMetric report said.
     pub node_metric_node_usage: Family<Pairs, FGauge>,
     pub node_metric_system_usage: Family<Pairs, FGauge>,
@@ -157,6 +163,26 @@ impl KoordletMetrics {
             "koordlet_node_metric_numa_node_usage",
             "the per-NUMA node usage reported in the NodeMetric",
             m.node_metric_numa_usage.clone(),
+        );
+        metrics.register(
+            "koordlet_collect_node_cpu_info_status",
+            "the count of CollectNodeCPUInfo status",
+            m.cpu_info_status.clone(),
+        );
+        metrics.register(
+            "koordlet_collect_node_numa_info_status",
+            "the count of CollectNodeNUMAInfo status",
+            m.numa_info_status.clone(),
+        );
+        metrics.register(
+            "koordlet_cpuset_share_pool_cpu_cores",
+            "Number of share pool cores",
+            m.share_pool_cores.clone(),
+        );
+        metrics.register(
+            "koordlet_cpuset_be_share_pool_cpu_cores",
+            "Number of be share pool cores",
+            m.be_share_pool_cores.clone(),
         );
         metrics.register(
             "koordlet_node_metric_node_usage",
@@ -301,6 +327,46 @@ impl KoordletMetrics {
         }
     }
 
+    /// One pass reading the node's CPU and NUMA information.
+    pub fn collected_node_info(&self, node: &str, cpu_ok: bool, numa_ok: bool) {
+        for (family, ok) in [
+            (&self.cpu_info_status, cpu_ok),
+            (&self.numa_info_status, numa_ok),
+        ] {
+            let status = if ok { "succeeded" } else { "failed" };
+            let l: Pairs = vec![("node", node.to_string()), ("status", status.to_string())];
+            family.get_or_create(&l).inc();
+        }
+    }
+
+    /// The share pools' sizes from a NodeResourceTopology report's annotations.
+    pub fn share_pools(&self, nrt: &crate::api::topology::NodeResourceTopology) {
+        let node = node_only(nrt.metadata.name.as_deref().unwrap_or_default());
+        let ann = nrt.metadata.annotations.as_ref();
+        for (key, family) in [
+            (
+                "node.koordinator.sh/cpu-shared-pools",
+                &self.share_pool_cores,
+            ),
+            (
+                "node.koordinator.sh/be-cpu-shared-pools",
+                &self.be_share_pool_cores,
+            ),
+        ] {
+            let Some(raw) = ann.and_then(|a| a.get(key)) else {
+                continue;
+            };
+            let pools: Vec<serde_json::Value> = serde_json::from_str(raw).unwrap_or_default();
+            let cores: usize = pools
+                .iter()
+                .filter_map(|p| p.get("cpuset")?.as_str())
+                .filter_map(|c| crate::api::cpuset::parse(c).ok())
+                .map(|c| c.len())
+                .sum();
+            family.get_or_create(&node).set(cores as f64);
+        }
+    }
+
     /// `koordlet_pod_eviction{node,reason}`.
     pub fn evicted(&self, node: &str, reason: &str) {
         let l = vec![("node", node.to_string()), ("reason", reason.to_string())];
@@ -362,6 +428,43 @@ impl KoordletMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn share_pools_and_node_info_status() {
+        let registry = Metrics::new();
+        let m = KoordletMetrics::register(&registry);
+        let nrt: crate::api::topology::NodeResourceTopology = serde_json::from_value(serde_json::json!({
+            "apiVersion": "topology.node.k8s.io/v1alpha1", "kind": "NodeResourceTopology",
+            "metadata": {"name": "n1", "annotations": {
+                "node.koordinator.sh/cpu-shared-pools": r#"[{"cpuset":"2-3","node":0,"socket":0},{"cpuset":"5-6","node":1,"socket":1}]"#,
+                "node.koordinator.sh/be-cpu-shared-pools": r#"[{"cpuset":"2-6","node":0,"socket":0}]"#}},
+            "topologyPolicies": ["None"], "zones": []}))
+        .unwrap();
+        m.share_pools(&nrt);
+        m.collected_node_info("n1", true, false);
+        let scrape = registry.scrape();
+        let value = |name: &str| {
+            scrape
+                .samples
+                .iter()
+                .find(|s| s.metric == name)
+                .map(|s| format!("{:?}", s.value))
+        };
+        assert_eq!(
+            value("koordlet_cpuset_share_pool_cpu_cores").as_deref(),
+            Some("Gauge(4.0)")
+        );
+        assert_eq!(
+            value("koordlet_cpuset_be_share_pool_cpu_cores").as_deref(),
+            Some("Gauge(5.0)")
+        );
+        let numa = scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == "koordlet_collect_node_numa_info_status")
+            .unwrap();
+        assert_eq!(numa.labels.get("status"), Some("failed"));
+    }
 
     #[test]
     fn batch_and_mid_allocatable() {

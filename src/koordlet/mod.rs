@@ -125,8 +125,9 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             cfg.kubelet.cpu_manager_state_file.clone(),
             ctx.shutdown.clone(),
         );
+        let m = metrics.clone();
         ctx.tasks.spawn("koordlet/node-topology", async move {
-            topology::report_loop(c, i, h, f, s).await;
+            topology::report_loop(c, i, h, (f, m), s).await;
             Ok(())
         });
     }

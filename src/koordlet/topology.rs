@@ -296,7 +296,10 @@ pub async fn report_loop(
     client: kube::Client,
     informer: Informer,
     host: Host,
-    kubelet_state: std::path::PathBuf,
+    (kubelet_state, metrics): (
+        std::path::PathBuf,
+        std::sync::Arc<crate::koordlet::metrics::KoordletMetrics>,
+    ),
     shutdown: Shutdown,
 ) {
     let api: Api<NodeResourceTopology> = Api::all(client);
@@ -304,8 +307,16 @@ pub async fn report_loop(
     let mut failing = false;
     loop {
         let states = informer.snapshot();
-        if let (Some(node), Ok(cpus)) = (states.node.as_deref(), host.cpu_topology()) {
-            let numa_mem = host.numa_mem_total();
+        let cpu_topology = host.cpu_topology();
+        let numa_mem = host.numa_mem_total();
+        if let Some(node) = states
+            .node
+            .as_deref()
+            .and_then(|n| n.metadata.name.as_deref())
+        {
+            metrics.collected_node_info(node, cpu_topology.is_ok(), !numa_mem.is_empty());
+        }
+        if let (Some(node), Ok(cpus)) = (states.node.as_deref(), cpu_topology) {
             let kubelet = KubeletCpuState::read(&kubelet_state);
             let basic = host.cpu_basic_info(&cpus);
             let want = build(&Inputs {
@@ -316,6 +327,7 @@ pub async fn report_loop(
                 kubelet: &kubelet,
                 basic: &basic,
             });
+            metrics.share_pools(&want);
             if last.as_ref().is_none_or(|l| !same(l, &want)) {
                 match write(&api, want.clone()).await {
                     Ok(_) => {

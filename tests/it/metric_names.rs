@@ -28,6 +28,10 @@ const KOORDLET: &[&str] = &[
     "koordlet_node_resource_allocatable",
     "koordlet_node_predicted_resource_peak",
     "koordlet_node_metric_numa_node_usage",
+    "koordlet_collect_node_cpu_info_status",
+    "koordlet_collect_node_numa_info_status",
+    "koordlet_cpuset_share_pool_cpu_cores",
+    "koordlet_cpuset_be_share_pool_cpu_cores",
 ];
 
 /// Series this scenario must produce (an empty family is not exposed), with the
