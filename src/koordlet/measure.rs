@@ -127,6 +127,20 @@ fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples) {
         l.metrics.node_usage.get_or_create(&nl("memory")).set(m);
         l.metrics.node_used_memory.get_or_create(&node).set(m);
     }
+    let apps = &states.slo().host_applications;
+    let mut usage = Vec::new();
+    for app in apps {
+        let name = app.name.clone().unwrap_or_default();
+        for (kind, res) in [
+            (MetricKind::HostAppCpuUsage, "cpu"),
+            (MetricKind::HostAppMemoryUsage, "memory"),
+        ] {
+            if let Some(v) = get(&SeriesKey::host_app(kind, &name)) {
+                usage.push((app, res, v));
+            }
+        }
+    }
+    l.metrics.set_host_apps(&l.node, usage);
     let mut pods = Vec::new();
     let mut ctrs = Vec::new();
     for p in states.pods.iter() {

@@ -77,6 +77,8 @@ pub struct KoordletMetrics {
     /// `{node,status}` counts (gauges: Koordinator's counters have no `_total`).
     pub cpu_info_status: Family<Pairs, Gauge>,
     pub numa_info_status: Family<Pairs, Gauge>,
+    /// `{node,host_application_name,resource,priority_class,qos}`.
+    pub host_app_usage: Family<Pairs, FGauge>,
     /// CPUs in the LS and BE share pools the topology report computed.
     pub share_pool_cores: Family<NodeOnly, FGauge>,
     pub be_share_pool_cores: Family<NodeOnly, FGauge>,
@@ -173,6 +175,11 @@ impl KoordletMetrics {
             "koordlet_collect_node_numa_info_status",
             "the count of CollectNodeNUMAInfo status",
             m.numa_info_status.clone(),
+        );
+        metrics.register(
+            "koordlet_host_application_resource_usage",
+            "Host application resource usage collected by koordlet",
+            m.host_app_usage.clone(),
         );
         metrics.register(
             "koordlet_cpuset_share_pool_cpu_cores",
@@ -327,6 +334,33 @@ impl KoordletMetrics {
         }
     }
 
+    /// `koordlet_host_application_resource_usage`: this pass's (application, resource,
+    /// value); applications no longer measured disappear.
+    pub fn set_host_apps(
+        &self,
+        node: &str,
+        usage: Vec<(
+            &crate::api::slo::nodeslo::HostApplicationSpec,
+            &'static str,
+            f64,
+        )>,
+    ) {
+        self.host_app_usage.clear();
+        for (app, resource, v) in usage {
+            let labels: Pairs = vec![
+                ("node", node.to_string()),
+                (
+                    "host_application_name",
+                    app.name.clone().unwrap_or_default(),
+                ),
+                ("resource", resource.to_string()),
+                ("priority_class", app.priority.clone().unwrap_or_default()),
+                ("qos", app.qos.clone().unwrap_or_default()),
+            ];
+            self.host_app_usage.get_or_create(&labels).set(v);
+        }
+    }
+
     /// One pass reading the node's CPU and NUMA information.
     pub fn collected_node_info(&self, node: &str, cpu_ok: bool, numa_ok: bool) {
         for (family, ok) in [
@@ -464,6 +498,37 @@ mod tests {
             .find(|s| s.metric == "koordlet_collect_node_numa_info_status")
             .unwrap();
         assert_eq!(numa.labels.get("status"), Some("failed"));
+    }
+
+    #[test]
+    fn host_application_usage() {
+        let registry = Metrics::new();
+        let m = KoordletMetrics::register(&registry);
+        let app: crate::api::slo::nodeslo::HostApplicationSpec = serde_json::from_value(
+            serde_json::json!({"name": "nginx", "priority": "koord-prod", "qos": "LS"}),
+        )
+        .unwrap();
+        m.set_host_apps("n1", vec![(&app, "cpu", 0.5), (&app, "memory", 1e8)]);
+        let scrape = registry.scrape();
+        let s = scrape
+            .samples
+            .iter()
+            .find(|s| {
+                s.metric == "koordlet_host_application_resource_usage"
+                    && s.labels.get("resource") == Some("cpu")
+            })
+            .unwrap();
+        assert_eq!(s.labels.get("host_application_name"), Some("nginx"));
+        assert_eq!(s.labels.get("priority_class"), Some("koord-prod"));
+        assert_eq!(s.labels.get("qos"), Some("LS"));
+        m.set_host_apps("n1", vec![]);
+        let gone = registry.scrape();
+        assert!(
+            !gone
+                .samples
+                .iter()
+                .any(|s| s.metric == "koordlet_host_application_resource_usage")
+        );
     }
 
     #[test]

@@ -32,6 +32,7 @@ const KOORDLET: &[&str] = &[
     "koordlet_collect_node_numa_info_status",
     "koordlet_cpuset_share_pool_cpu_cores",
     "koordlet_cpuset_be_share_pool_cpu_cores",
+    "koordlet_host_application_resource_usage",
 ];
 
 /// Series this scenario must produce (an empty family is not exposed), with the
