@@ -98,6 +98,15 @@ pub fn probability(p: Option<&IntOrString>) -> Result<i64, String> {
     }
 }
 
+/// Whether the profile applies this time, by its `probability` (Koordinator: skipped when
+/// the roll in [0, 100) is above it).
+pub fn rolls_in(h: &Handlers, p: &ClusterColocationProfile) -> Result<bool, Verdict> {
+    let name = p.metadata.name.as_deref().unwrap_or("");
+    let percent = probability(p.spec.probability.as_ref())
+        .map_err(|e| Verdict::internal(format!("ClusterColocationProfile {name}: spec.{e}")))?;
+    Ok(!(percent <= 0 || (percent < 100 && i64::from((h.roll)() % 100) > percent)))
+}
+
 fn apply_profiles(h: &Handlers, ns: &str, pod: &mut Value) -> Result<(), Verdict> {
     let profiles = matching_profiles(h, ns, pod);
     if profiles.is_empty() {
@@ -105,16 +114,12 @@ fn apply_profiles(h: &Handlers, ns: &str, pod: &mut Value) -> Result<(), Verdict
     }
     let mut skip_resources = h.gates.enabled("ColocationProfileSkipMutatingResources");
     for p in &profiles {
-        let name = p.metadata.name.as_deref().unwrap_or("");
         skip_resources |= p
             .metadata
             .annotations
             .as_ref()
             .is_some_and(|a| a.contains_key(ANNOTATION_SKIP_UPDATE_RESOURCES));
-        let percent = probability(p.spec.probability.as_ref())
-            .map_err(|e| Verdict::internal(format!("ClusterColocationProfile {name}: spec.{e}")))?;
-        let skip = percent <= 0 || (percent < 100 && i64::from((h.roll)() % 100) > percent);
-        if !skip {
+        if rolls_in(h, p)? {
             apply_profile(h, p, pod, Some(&["spec"]))?;
         }
     }

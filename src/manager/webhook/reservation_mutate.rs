@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::Handlers;
 use super::json as j;
-use super::pod_mutate::{apply_profile, probability, selector_matches};
+use super::pod_mutate::{apply_profile, rolls_in, selector_matches};
 use super::review::{Operation, Request, Verdict};
 use crate::api::scheduling::reservation::Reservation;
 
@@ -40,11 +40,7 @@ fn mutate(h: &Handlers, r: &mut Value) -> Result<(), Verdict> {
         .collect();
     profiles.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for p in &profiles {
-        let name = p.metadata.name.as_deref().unwrap_or("");
-        let percent = probability(p.spec.probability.as_ref())
-            .map_err(|e| Verdict::internal(format!("ClusterColocationProfile {name}: spec.{e}")))?;
-        let skip = percent <= 0 || (percent < 100 && i64::from((h.roll)() % 100) > percent);
-        if !skip {
+        if rolls_in(h, p)? {
             apply_profile(h, p, r, Some(&["spec", "template", "spec"]))?;
         }
     }

@@ -83,7 +83,7 @@ pub(super) fn run_filters(
     cluster: &ClusterState,
 ) -> Result<(), (&'static str, Status)> {
     if !cluster.nominated.is_empty() {
-        with_nominated(filters, state, pod, node, cluster)?;
+        with_nominated(filters, state, pod, node, cluster, &HashSet::new())?;
     }
     filter_once(filters, state, pod, node, cluster)
 }
@@ -97,8 +97,13 @@ fn with_nominated(
     pod: &PodInfo,
     node: &NodeInfo,
     cluster: &ClusterState,
+    except: &HashSet<String>,
 ) -> Result<(), (&'static str, Status)> {
-    let mut nominated = cluster.nominated.counted_for(&node.name, pod).peekable();
+    let mut nominated = cluster
+        .nominated
+        .counted_for(&node.name, pod)
+        .filter(|p| !except.contains(&p.key))
+        .peekable();
     if nominated.peek().is_none() {
         return Ok(());
     }
@@ -118,16 +123,7 @@ fn filters_except(
     job: &HashSet<String>,
 ) -> Result<(), String> {
     let reason = |(_, s): (&str, Status)| s.message();
-    let mut nominated = cluster
-        .nominated
-        .counted_for(&node.name, pod)
-        .filter(|p| !job.contains(&p.key))
-        .peekable();
-    if nominated.peek().is_some() {
-        let mut with = node.clone();
-        nominated.for_each(|p| with.add_pod(p.clone()));
-        filter_once(filters, state, pod, &with, cluster).map_err(reason)?;
-    }
+    with_nominated(filters, state, pod, node, cluster, job).map_err(reason)?;
     filter_once(filters, state, pod, node, cluster).map_err(reason)
 }
 
