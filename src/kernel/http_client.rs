@@ -130,10 +130,13 @@ where
             .to_bytes();
         Ok(Response { status, body })
     };
-    tokio::pin!(driver);
+    tokio::pin!(driver, request);
     tokio::select! {
-        r = request => r,
-        _ = &mut driver => Err(ClientError::Http("connection closed before the response".into())),
+        r = &mut request => r,
+        // A server that closes after its response (`connection: close`) ends the
+        // connection first; the response is already with the request future, and without
+        // one that future fails rather than waits (and `send` bounds it anyway).
+        _ = &mut driver => request.await,
     }
 }
 

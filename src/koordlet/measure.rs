@@ -180,11 +180,94 @@ fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples) {
         }
     }
     l.metrics.set_pods(pods, ctrs);
+    publish_cpi_psi(l, states, samples);
     let (requests, limits) = container_specs(&l.node, states);
     l.metrics.set_container_specs(requests, limits);
 }
 
 type Specs = Vec<(super::metrics::Pairs, f64)>;
+
+/// Koordinator's `koordlet_container_cpi`, `koordlet_pod_psi` and `koordlet_container_psi`
+/// from this pass's samples (their collectors are gated; no samples, no series).
+fn publish_cpi_psi(l: &LoopCtx, states: &States, samples: &collectors::Samples) {
+    let label = |k: &SeriesKey, name: &str| {
+        let v = k.labels.iter().find(|(n, _)| *n == name);
+        v.map(|(_, v)| v.clone()).unwrap_or_default()
+    };
+    // The pod's and container's identity, as Koordinator's series carry them.
+    let who = |k: &SeriesKey, container: bool| -> Option<super::metrics::Pairs> {
+        let uid = label(k, "pod_uid");
+        let pod = states.pods.iter().find(|p| p.uid == uid)?;
+        let mut l: Vec<(&'static str, String)> = vec![("node", l.node.clone())];
+        if container {
+            let id = label(k, "container_id");
+            let c = pod
+                .containers
+                .iter()
+                .find(|c| informer::PodMeta::container_id(c) == id)?;
+            l.extend([("container_id", id), ("container_name", c.name.clone())]);
+        }
+        l.extend([
+            ("pod_uid", uid),
+            ("pod_name", pod.name.clone()),
+            ("pod_namespace", pod.namespace.clone()),
+        ]);
+        Some(l)
+    };
+    // Whether a "full" line was read for a (series, resource): cpu's exists from Linux 5.13.
+    let full: std::collections::HashSet<(MetricKind, String, String)> = samples
+        .iter()
+        .filter(|(k, _)| label(k, "psi_degree") == "full")
+        .map(|(k, _)| {
+            (
+                k.kind,
+                label(k, "pod_uid") + &label(k, "container_id"),
+                label(k, "psi_resource"),
+            )
+        })
+        .collect();
+    let (mut cpi, mut pod_psi, mut ctr_psi) = (Vec::new(), Vec::new(), Vec::new());
+    for (k, p) in samples {
+        match k.kind {
+            MetricKind::ContainerCpi => {
+                let Some(mut l) = who(k, true) else { continue };
+                let field = match label(k, "cpi_resource").as_str() {
+                    "cycle" => "cycles",
+                    _ => "instructions",
+                };
+                l.push(("cpi_field", field.to_string()));
+                cpi.push((l, p.value));
+            }
+            MetricKind::PodPsi | MetricKind::ContainerPsi => {
+                let container = k.kind == MetricKind::ContainerPsi;
+                let Some(mut l) = who(k, container) else {
+                    continue;
+                };
+                let res = label(k, "psi_resource");
+                let id = label(k, "pod_uid") + &label(k, "container_id");
+                let supported = full.contains(&(k.kind, id, res.clone()));
+                l.extend([
+                    ("psi_resource_type", res),
+                    ("psi_precision", label(k, "psi_precision")),
+                    ("psi_degree", label(k, "psi_degree")),
+                    ("cpu_full_supported", supported.to_string()),
+                ]);
+                if container {
+                    &mut ctr_psi
+                } else {
+                    &mut pod_psi
+                }
+                .push((l, p.value));
+            }
+            _ => {}
+        }
+    }
+    // CPI comes once per window; keep the last values between windows.
+    if !cpi.is_empty() {
+        l.metrics.ops.set_cpi(cpi);
+    }
+    l.metrics.ops.set_psi(pod_psi, ctr_psi);
+}
 
 /// Koordinator's `koordlet_container_resource_{requests,limits}`: cpu in cores, memory and
 /// batch memory in bytes, batch CPU in its integer milli-core units.
@@ -289,6 +372,14 @@ pub(super) async fn report_loop(
         } else {
             None
         };
+        if predict {
+            use crate::api::quantity::{q_milli, q_value};
+            let prod = prediction.as_ref().map(|(r, _)| {
+                let cpu = r.get("cpu").map_or(0.0, |q| q_milli(q) as f64 / 1000.0);
+                (cpu, r.get("memory").map_or(0.0, |q| q_value(q) as f64))
+            });
+            l.metrics.ops.set_prod_reclaimable(&l.node, prod);
+        }
         if let Some((reclaimable, peak)) = &prediction {
             let extra = [("predictor", "minPredictor")];
             let family = &l.metrics.predicted_reclaimable;

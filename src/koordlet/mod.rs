@@ -65,12 +65,14 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     );
     // sled creates its files with the umask.
     crate::os::files::restrict_tree(&store_dir)?;
+    let metrics = KoordletMetrics::register(&ctx.metrics);
     let source = match &cfg.kubelet.pods_url {
         Some(url) => PodSource::Kubelet(informer::pods::KubeletPods {
             url: url.clone(),
             token_file: Some(cfg.kubelet.token_file.clone()),
             sync_interval: Duration::from_secs(cfg.kubelet.sync_interval_seconds.max(1)),
             timeout: Duration::from_secs(cfg.kubelet.timeout_seconds.max(1)),
+            requests: Some(metrics.ops.kubelet_requests.clone()),
         }),
         None => PodSource::Api,
     };
@@ -83,7 +85,6 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         &ctx.tasks,
         &ctx.shutdown,
     );
-    let metrics = KoordletMetrics::register(&ctx.metrics);
     metrics.started(&node);
     let gates = features::KOORDLET_GATES.from_user(&cfg.feature_gates);
     ctx.report_unsupported(&features::KOORDLET_GATES.unsupported(&cfg.feature_gates));
@@ -96,10 +97,9 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             .then_some(cfg.devices.nvml_library.as_str()),
     );
     let qos_host = host.clone();
-    let executor = Arc::new(qos::executor::Executor::new(
-        cgroups.clone(),
-        Duration::from_secs(60),
-    ));
+    let mut executor = qos::executor::Executor::new(cgroups.clone(), Duration::from_secs(60));
+    executor.observed = Some(metrics.clone());
+    let executor = Arc::new(executor);
     let kinds = devices::Kinds {
         gpus: gates.enabled("Accelerators"),
         rdma: gates.enabled("RDMADevices"),
@@ -132,7 +132,16 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         });
     }
     if cfg.runtime_hooks.enabled {
-        start_runtime_hooks(&cfg, &gates, &host, &cgroups, informer.clone(), &ctx);
+        let observed = (metrics.clone(), node.clone());
+        start_runtime_hooks(
+            &cfg,
+            &gates,
+            &host,
+            &cgroups,
+            informer.clone(),
+            &ctx,
+            observed,
+        );
     }
     let advisor = Advisor::new(collectors, host, cgroups);
     let predictor = Arc::new(Mutex::new(Predictor::new(cfg.prediction.clone())));
@@ -203,6 +212,7 @@ fn start_runtime_hooks(
     cgroups: &Cgroups,
     informer: informer::Informer,
     ctx: &RoleCtx,
+    observed: (Arc<KoordletMetrics>, String),
 ) {
     let rules = runtimehooks::rules::Rules {
         batch_resource: gates.enabled("BatchResource"),
@@ -217,6 +227,7 @@ fn start_runtime_hooks(
         .unwrap_or_default();
     let mut hooks = runtimehooks::server::Hooks::new(informer, rules, cgroups.clone(), online);
     hooks.device_roots.sys = host.sys_root.clone();
+    hooks.observed = Some(observed);
     let hooks = Arc::new(hooks);
     let (hc, shutdown) = (cfg.runtime_hooks.clone(), ctx.shutdown.clone());
     ctx.tasks.spawn("koordlet/runtime-hooks", async move {

@@ -42,6 +42,8 @@ pub struct ManagerMetrics {
     /// Koordinator's `slo_controller_*_count{status,reason}` (counts kept in gauges: its
     /// Go counters are named without `_total`), by name.
     pub counts: std::collections::BTreeMap<&'static str, Family<CountLabels, Gauge>>,
+    /// Koordinator's `slo_controller_node_resource_run_plugin_status{plugin,status,reason}`.
+    pub plugin_status: Family<Vec<(&'static str, String)>, Gauge>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -119,7 +121,13 @@ impl ManagerMetrics {
                 .iter()
                 .map(|(n, _)| (*n, Family::default()))
                 .collect(),
+            plugin_status: Family::default(),
         });
+        metrics.register(
+            "slo_controller_node_resource_run_plugin_status",
+            "the status count of running node resource plugins",
+            m.plugin_status.clone(),
+        );
         for (name, help) in COUNTS {
             metrics.register(name, help, m.counts[name].clone());
         }
@@ -175,6 +183,18 @@ impl ManagerMetrics {
         }
     }
 
+    /// One node resource plugin stage (Koordinator's plugin names: `BatchResource`,
+    /// `MidResource`, ...; stages `ResourceCalculate`, `ResourceReset`, ...).
+    pub fn plugin_ran(&self, plugin: &str, ok: bool, reason: &str) {
+        let status = if ok { "succeeded" } else { "failed" };
+        let l = vec![
+            ("plugin", plugin.to_string()),
+            ("status", status.to_string()),
+            ("reason", reason.to_string()),
+        ];
+        self.plugin_status.get_or_create(&l).inc();
+    }
+
     pub fn wrote(&self, controller: &str, ok: bool) {
         let l = ControllerLabels {
             controller: controller.to_string(),
@@ -197,7 +217,16 @@ mod tests {
         let m = ManagerMetrics::register(&registry);
         m.reconciled("nodeslo", true, "createNodeSLO");
         m.reconciled("noderesource", false, "updateNodeStatus");
+        m.plugin_ran("BatchResource", true, "ResourceCalculate");
         let scrape = registry.scrape();
+        let run = scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == "slo_controller_node_resource_run_plugin_status")
+            .unwrap();
+        assert_eq!(run.labels.get("plugin"), Some("BatchResource"));
+        assert_eq!(run.labels.get("reason"), Some("ResourceCalculate"));
+        assert_eq!(run.labels.get("status"), Some("succeeded"));
         let find = |name: &str| scrape.samples.iter().find(|s| s.metric == name);
         let slo = find("slo_controller_nodeslo_reconcile_count").expect("nodeslo count");
         assert_eq!(slo.labels.get("status"), Some("succeeded"));

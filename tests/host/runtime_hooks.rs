@@ -97,12 +97,11 @@ async fn the_koordlets_hooks_give_be_containers_their_values_before_they_run() {
         gpu_env_inject: true,
         rdma_device_inject: true,
     };
-    let hooks = Arc::new(Hooks::new(
-        Informer::fixed(states),
-        rules,
-        cg,
-        online.clone(),
-    ));
+    let mut hooks = Hooks::new(Informer::fixed(states), rules, cg, online.clone());
+    let registry = koord::kernel::Metrics::new();
+    let metrics = koord::koordlet::metrics::KoordletMetrics::register(&registry);
+    hooks.observed = Some((metrics, "hooks-node".into()));
+    let hooks = Arc::new(hooks);
     let cfg = runtimehooks::Config {
         socket: dir.path().join("koordlet.sock"),
         hook_server_dir: hook_dir.clone(),
@@ -147,6 +146,29 @@ async fn the_koordlets_hooks_give_be_containers_their_values_before_they_run() {
     );
     assert_eq!(seen[4], "gpu=1", "GPUEnvInject from the device allocation");
     remove_sandbox(&mut rt, &sandbox).await;
+    // Each hook call is timed under Koordinator's hook and stage names.
+    let text = registry.encode();
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+    let timed: std::collections::BTreeSet<(String, String)> = scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "koordlet_runtime_hook_invoked_duration_milliseconds")
+        .map(|s| {
+            let l = |k: &str| s.labels.get(k).unwrap_or_default().to_string();
+            (l("hook"), l("stage"))
+        })
+        .collect();
+    for (hook, stage) in [
+        ("BatchResource", "PreCreateContainer"),
+        ("CPUSetAllocator", "PreCreateContainer"),
+        ("gpu env inject", "PreCreateContainer"),
+        ("GroupIdentity", "PreRunPodSandbox"),
+    ] {
+        assert!(
+            timed.contains(&(hook.to_string(), stage.to_string())),
+            "{hook} at {stage} not timed: {timed:?}"
+        );
+    }
 
     // GroupIdentity: an LS pod's cgroup gets bvt 2 when its sandbox is created, where the
     // kernel has cpu.bvt_warp_ns (Alibaba Cloud Linux); elsewhere the check is skipped.

@@ -33,6 +33,21 @@ const KOORDLET: &[&str] = &[
     "koordlet_cpuset_share_pool_cpu_cores",
     "koordlet_cpuset_be_share_pool_cpu_cores",
     "koordlet_host_application_resource_usage",
+    "koordlet_runtime_hook_invoked_duration_milliseconds",
+    "koordlet_runtime_hook_reconciler_invoked_duration_milliseconds",
+    "koordlet_resource_update_duration_milliseconds",
+    "koordlet_pod_eviction_detail",
+    "koordlet_container_oom_score_adj",
+    "koordlet_container_scaled_cfs_burst_us",
+    "koordlet_container_scaled_cfs_quota_us",
+    "koordlet_cpuset_share_pool_info",
+    "koordlet_cpuset_be_share_pool_info",
+    "koordlet_container_cpi",
+    "koordlet_pod_psi",
+    "koordlet_container_psi",
+    "koordlet_node_priority_resource_reclaimable",
+    "koordlet_node_resource_priority_reclaimable_status",
+    "koordlet_kubelet_request_duration_seconds",
 ];
 
 /// Series this scenario must produce (an empty family is not exposed), with the
@@ -221,13 +236,25 @@ fn series_in(e: &str) -> Vec<String> {
     out
 }
 
-/// Every koordlet series this file claims (Koordinator's names) stays registered.
+/// Koordinator's slo-controller series (pkg/slo-controller/metrics) koord's manager exports.
+const MANAGER: &[&str] = &[
+    "slo_controller_nodemetric_reconcile_count",
+    "slo_controller_nodemetric_spec_parse_count",
+    "slo_controller_nodeslo_reconcile_count",
+    "slo_controller_nodeslo_spec_parse_count",
+    "slo_controller_node_resource_reconcile_count",
+    "slo_controller_node_resource_run_plugin_status",
+    "slo_controller_node_extended_resource_allocatable_internal",
+];
+
+/// Every koordlet and manager series this file claims (Koordinator's names) stays registered.
 #[test]
-fn the_koordlet_series_koord_claims_are_registered() {
+fn the_series_koord_claims_are_registered() {
     let m = koord::kernel::Metrics::new();
     koord::koordlet::metrics::KoordletMetrics::register(&m);
+    koord::manager::metrics::ManagerMetrics::register(&m);
     let names = m.names();
-    for n in KOORDLET {
+    for n in KOORDLET.iter().chain(MANAGER) {
         assert!(names.iter().any(|x| x == n), "{n} is gone");
     }
 }

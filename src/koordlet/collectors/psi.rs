@@ -1,5 +1,5 @@
-//! Pressure stall information (gate `PSICollector`): `avg10` of the some/full lines of
-//! cpu, memory and io pressure for the node, pods and containers.
+//! Pressure stall information (gate `PSICollector`): `avg10`, `avg60` and `avg300` of the
+//! some/full lines of cpu, memory and io pressure for the node, pods and containers.
 
 use std::time::Duration;
 
@@ -35,18 +35,20 @@ fn emit(
     full: Option<PsiLine>,
     ts: i64,
 ) {
-    let mut push = |degree: &str, v: f64| {
-        let mut labels = base.to_vec();
-        labels.extend([
-            ("psi_resource", res),
-            ("psi_precision", "10"),
-            ("psi_degree", degree),
-        ]);
-        out.push((SeriesKey::new(kind, &labels), Point { ts, value: v }));
+    let mut push = |degree: &str, line: PsiLine| {
+        for (precision, v) in [("10", line.avg10), ("60", line.avg60), ("300", line.avg300)] {
+            let mut labels = base.to_vec();
+            labels.extend([
+                ("psi_resource", res),
+                ("psi_precision", precision),
+                ("psi_degree", degree),
+            ]);
+            out.push((SeriesKey::new(kind, &labels), Point { ts, value: v }));
+        }
     };
-    push("some", some.avg10);
+    push("some", some);
     if let Some(f) = full {
-        push("full", f.avg10);
+        push("full", f);
     }
 }
 

@@ -22,6 +22,8 @@ pub struct KubeletPods {
     pub token_file: Option<PathBuf>,
     pub sync_interval: Duration,
     pub timeout: Duration,
+    /// `koordlet_kubelet_request_duration_seconds{verb,path,code}`.
+    pub requests: Option<crate::koordlet::metrics::KubeletRequests>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +54,7 @@ pub async fn fetch(k: &KubeletPods) -> Result<Vec<Pod>, KubeletError> {
     if let Some(a) = &auth {
         headers.push(("authorization", a.as_str()));
     }
+    let start = std::time::Instant::now();
     let resp = http_client::send(
         Method::GET,
         &k.url,
@@ -61,6 +64,14 @@ pub async fn fetch(k: &KubeletPods) -> Result<Vec<Pod>, KubeletError> {
         k.timeout,
     )
     .await?;
+    if let Some(h) = &k.requests {
+        let l: crate::koordlet::metrics::Pairs = vec![
+            ("verb", "get".into()),
+            ("path", "/pods".into()),
+            ("code", resp.status.as_u16().to_string()),
+        ];
+        h.get_or_create(&l).observe(start.elapsed().as_secs_f64());
+    }
     if !resp.status.is_success() {
         return Err(KubeletError::Status(resp.status.as_u16()));
     }
@@ -139,5 +150,60 @@ pub async fn watch_api(
             }
             None => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A kubelet that answers one `/pods` request with an empty PodList.
+    async fn one_answer() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            // Read the whole request first: closing with unread bytes resets the connection.
+            let (mut buf, mut got) = ([0u8; 4096], Vec::new());
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            let body = r#"{"kind":"PodList","apiVersion":"v1","items":[]}"#;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            s.write_all(head.as_bytes()).await.unwrap();
+            s.write_all(body.as_bytes()).await.unwrap();
+            s.shutdown().await.unwrap();
+        });
+        format!("http://{addr}/pods")
+    }
+
+    #[tokio::test]
+    async fn each_kubelet_request_is_timed_as_koordinators() {
+        let registry = crate::kernel::Metrics::new();
+        let m = crate::koordlet::metrics::KoordletMetrics::register(&registry);
+        let k = KubeletPods {
+            url: one_answer().await,
+            token_file: None,
+            sync_interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(5),
+            requests: Some(m.ops.kubelet_requests.clone()),
+        };
+        assert!(fetch(&k).await.unwrap().is_empty());
+        let scrape = registry.scrape();
+        let s = scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == "koordlet_kubelet_request_duration_seconds")
+            .expect("the request is timed");
+        assert_eq!(s.labels.get("verb"), Some("get"));
+        assert_eq!(s.labels.get("path"), Some("/pods"));
+        assert_eq!(s.labels.get("code"), Some("200"));
     }
 }

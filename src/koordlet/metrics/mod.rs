@@ -106,6 +106,8 @@ pub struct KoordletMetrics {
     /// `{node,resource,unit,pod_uid,pod_name,pod_namespace,container_id,container_name}`.
     pub container_requests: Family<Pairs, FGauge>,
     pub container_limits: Family<Pairs, FGauge>,
+    /// What the koordlet did: hook and executor durations, per-container knobs, ...
+    pub ops: ops::OpSeries,
     live_container_specs: Mutex<HashSet<Pairs>>,
     live_pods: Mutex<HashSet<PodLabels>>,
     live_containers: Mutex<HashSet<ContainerLabels>>,
@@ -276,6 +278,7 @@ impl KoordletMetrics {
             "CPU (milli-cores) best-effort pods may use, as cpusuppress computed it last",
             m.be_suppress_milli.clone(),
         );
+        m.ops.register(metrics);
         m
     }
 
@@ -373,16 +376,20 @@ impl KoordletMetrics {
         }
     }
 
-    /// The share pools' sizes from a NodeResourceTopology report's annotations.
+    /// The share pools' sizes and CPUs from a NodeResourceTopology report's annotations.
     pub fn share_pools(&self, nrt: &crate::api::topology::NodeResourceTopology) {
-        let node = node_only(nrt.metadata.name.as_deref().unwrap_or_default());
+        let name = nrt.metadata.name.as_deref().unwrap_or_default();
+        let node = node_only(name);
         let ann = nrt.metadata.annotations.as_ref();
-        for (key, family) in [
+        let mut cpus: [Vec<u32>; 2] = Default::default();
+        for (i, key, family) in [
             (
+                0,
                 "node.koordinator.sh/cpu-shared-pools",
                 &self.share_pool_cores,
             ),
             (
+                1,
                 "node.koordinator.sh/be-cpu-shared-pools",
                 &self.be_share_pool_cores,
             ),
@@ -391,14 +398,15 @@ impl KoordletMetrics {
                 continue;
             };
             let pools: Vec<serde_json::Value> = serde_json::from_str(raw).unwrap_or_default();
-            let cores: usize = pools
+            cpus[i] = pools
                 .iter()
                 .filter_map(|p| p.get("cpuset")?.as_str())
                 .filter_map(|c| crate::api::cpuset::parse(c).ok())
-                .map(|c| c.len())
-                .sum();
-            family.get_or_create(&node).set(cores as f64);
+                .flatten()
+                .collect();
+            family.get_or_create(&node).set(cpus[i].len() as f64);
         }
+        self.ops.set_share_pools(name, &cpus[0], &cpus[1]);
     }
 
     /// `koordlet_pod_eviction{node,reason}`.
@@ -458,6 +466,9 @@ impl KoordletMetrics {
         *live = now;
     }
 }
+
+mod ops;
+pub use ops::{KubeletRequests, ScaledCfs};
 
 #[cfg(test)]
 mod tests;

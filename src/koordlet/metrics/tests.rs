@@ -182,3 +182,125 @@ fn koordinator_names_and_labels() {
         assert_eq!(find(n).labels.get("node"), Some("n1"));
     }
 }
+
+fn samples_of<'a>(
+    scrape: &'a prometheus_parse::Scrape,
+    name: &str,
+) -> Vec<&'a prometheus_parse::Sample> {
+    scrape.samples.iter().filter(|s| s.metric == name).collect()
+}
+
+#[test]
+fn share_pool_info_lists_each_cpu_and_drops_cpus_that_left() {
+    let registry = Metrics::new();
+    let m = KoordletMetrics::register(&registry);
+    m.ops.set_share_pools("n1", &[2, 3], &[2, 3, 4]);
+    m.ops.set_share_pools("n1", &[3], &[2, 3, 4]);
+    let scrape = registry.scrape();
+    let ls = samples_of(&scrape, "koordlet_cpuset_share_pool_info");
+    let cpus: Vec<_> = ls.iter().filter_map(|s| s.labels.get("cpu")).collect();
+    assert_eq!(cpus, vec!["3"], "CPU 2 left the LS pool");
+    assert_eq!(
+        ls[0].labels.get("pool"),
+        None,
+        "labels are Koordinator's {{node,cpu}}"
+    );
+    assert_eq!(
+        samples_of(&scrape, "koordlet_cpuset_be_share_pool_info").len(),
+        3
+    );
+}
+
+#[test]
+fn hook_reconciler_and_executor_durations_in_milliseconds() {
+    let registry = Metrics::new();
+    let m = KoordletMetrics::register(&registry);
+    let d = std::time::Duration::from_micros(1500);
+    m.ops
+        .hook_invoked("n1", "BatchResource", "PreCreateContainer", true, d);
+    m.ops.reconciled("n1", "pod", "cpu.bvt_warp_ns", false, d);
+    m.ops.updated("cgroup", true, d);
+    let scrape = registry.scrape();
+    let sum = |name: &str| {
+        samples_of(&scrape, name)
+            .into_iter()
+            .find(|s| matches!(s.value, prometheus_parse::Value::Histogram(_)))
+            .map(|s| (s.labels.clone(), format!("{:?}", s.value)))
+            .unwrap_or_else(|| panic!("{name} missing"))
+    };
+    let (l, v) = sum("koordlet_runtime_hook_invoked_duration_milliseconds");
+    assert_eq!(l.get("hook"), Some("BatchResource"));
+    assert_eq!(l.get("stage"), Some("PreCreateContainer"));
+    assert_eq!(l.get("status"), Some("succeeded"));
+    assert!(
+        v.contains("less_than: 0.64, count: 0.0 }, HistogramCount { less_than: 2.56, count: 1.0"),
+        "1.5 ms falls in Koordinator's (0.64, 2.56] ms bucket: {v}"
+    );
+    let (l, _) = sum("koordlet_runtime_hook_reconciler_invoked_duration_milliseconds");
+    assert_eq!(l.get("level"), Some("pod"));
+    assert_eq!(l.get("resource_type"), Some("cpu.bvt_warp_ns"));
+    assert_eq!(l.get("status"), Some("failed"));
+    let (l, _) = sum("koordlet_resource_update_duration_milliseconds");
+    assert_eq!(l.get("type"), Some("cgroup"));
+    assert_eq!(l.get("status"), Some("success"));
+}
+
+#[test]
+fn per_container_knobs_follow_their_containers() {
+    let registry = Metrics::new();
+    let m = KoordletMetrics::register(&registry);
+    let cfs = |id: &str, burst: bool, value: f64| ScaledCfs {
+        namespace: "d".into(),
+        pod: "p".into(),
+        container_id: id.into(),
+        container: "c".into(),
+        burst,
+        value,
+    };
+    m.ops.set_scaled_cfs(
+        "n1",
+        vec![cfs("a", true, 50_000.0), cfs("b", false, 120_000.0)],
+        ["a".to_string(), "b".to_string()].into(),
+    );
+    // b's quota is not rewritten this pass but b still runs: its series stays; a is gone.
+    m.ops.set_scaled_cfs("n1", vec![], ["b".to_string()].into());
+    let scrape = registry.scrape();
+    assert!(samples_of(&scrape, "koordlet_container_scaled_cfs_burst_us").is_empty());
+    let q = samples_of(&scrape, "koordlet_container_scaled_cfs_quota_us");
+    assert_eq!(q.len(), 1);
+    assert_eq!(q[0].labels.get("container_id"), Some("b"));
+    assert_eq!(format!("{:?}", q[0].value), "Gauge(120000.0)");
+    m.ops.evicted("n1", "d", "p", "evictPodByNodeMemoryUsage");
+    m.ops.evicted("n1", "d", "p", "evictPodByNodeMemoryUsage");
+    let scrape = registry.scrape();
+    let e = samples_of(&scrape, "koordlet_pod_eviction_detail");
+    assert_eq!(format!("{:?}", e[0].value), "Gauge(2.0)");
+    assert_eq!(e[0].labels.get("reason"), Some("evictPodByNodeMemoryUsage"));
+}
+
+#[test]
+fn prod_reclaimable_and_its_status() {
+    let registry = Metrics::new();
+    let m = KoordletMetrics::register(&registry);
+    m.ops.set_prod_reclaimable("n1", Some((1.5, 2e9)));
+    let scrape = registry.scrape();
+    let r = samples_of(&scrape, "koordlet_node_priority_resource_reclaimable");
+    let cpu = r
+        .iter()
+        .find(|s| s.labels.get("resource") == Some("cpu"))
+        .unwrap();
+    assert_eq!(cpu.labels.get("priority"), Some("koord-prod"));
+    assert_eq!(cpu.labels.get("unit"), Some("core"));
+    assert_eq!(format!("{:?}", cpu.value), "Gauge(1.5)");
+    m.ops.set_prod_reclaimable("n1", None);
+    let scrape = registry.scrape();
+    let st = samples_of(
+        &scrape,
+        "koordlet_node_resource_priority_reclaimable_status",
+    );
+    assert_eq!(
+        format!("{:?}", st[0].value),
+        "Gauge(1.0)",
+        "no prediction: failed"
+    );
+}

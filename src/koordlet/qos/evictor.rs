@@ -179,6 +179,7 @@ impl Evictor {
         );
         events::record(client, &event).await;
         self.metrics.evicted(node, feature);
+        self.metrics.ops.evicted(node, ns, name, feature);
         tracing::info!(pod = %format!("{ns}/{name}"), feature, message, "evicted");
         true
     }

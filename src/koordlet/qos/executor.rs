@@ -100,6 +100,8 @@ pub struct Executor {
     /// Path → (value written, when).
     cache: Mutex<HashMap<String, (String, Instant)>>,
     force_update: Duration,
+    /// Where write durations are recorded.
+    pub observed: Option<std::sync::Arc<crate::koordlet::metrics::KoordletMetrics>>,
 }
 
 fn key(u: &Update) -> String {
@@ -127,6 +129,14 @@ impl Executor {
             cgroups,
             cache: Mutex::new(HashMap::new()),
             force_update,
+            observed: None,
+        }
+    }
+
+    /// `koordlet_resource_update_duration_milliseconds` for one write attempt.
+    fn observe(&self, kind: &'static str, ok: bool, start: Instant) {
+        if let Some(m) = &self.observed {
+            m.ops.updated(kind, ok, start.elapsed());
         }
     }
 
@@ -186,7 +196,13 @@ impl Executor {
             remember(want);
             return Ok(Outcome::Unchanged);
         }
-        match self.cgroups.write(u.resource, &u.dir, &want) {
+        let start = Instant::now();
+        let written = self.cgroups.write(u.resource, &u.dir, &want);
+        // A file or cgroup that is gone is not a failure (Koordinator ignores it too).
+        if !matches!(&written, Err(e) if e.is_not_found()) {
+            self.observe("cgroup", written.is_ok(), start);
+        }
+        match written {
             Ok(()) => {}
             Err(e) if e.is_not_found() => return Ok(Outcome::Missing),
             Err(e) => return Err(e.into()),
@@ -226,7 +242,13 @@ impl Executor {
         if current.is_some_and(|c| c.trim() == value.trim()) {
             return Ok(false);
         }
-        match std::fs::write(path, value) {
+        let start = Instant::now();
+        let written = std::fs::write(path, value);
+        let missing = matches!(&written, Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+        if !missing {
+            self.observe("default", written.is_ok(), start);
+        }
+        match written {
             Ok(()) => {
                 tracing::info!(file = %shown, old = current.unwrap_or(""), new = %value, "kernel file updated");
                 Ok(true)

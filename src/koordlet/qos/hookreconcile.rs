@@ -20,6 +20,36 @@ use crate::os::{CgroupDir, Resource};
 
 const EVERY: Duration = Duration::from_secs(5);
 
+/// One pod's updates of one level, recorded as a QoS change and timed as Koordinator's
+/// `koordlet_runtime_hook_reconciler_invoked_duration_milliseconds{level,resource_type}`.
+fn reconcile(
+    ctx: &QosCtx,
+    states: &States,
+    (strategy, level, resource): (&'static str, &str, Resource),
+    ex: &Executor,
+    pod: &str,
+    updates: Vec<Update>,
+) {
+    if updates.is_empty() {
+        return;
+    }
+    let start = std::time::Instant::now();
+    let results = ex.leveled(&[updates]);
+    let ok = results.iter().all(Result::is_ok);
+    let node = states
+        .node
+        .as_ref()
+        .and_then(|n| n.metadata.name.as_deref());
+    ctx.metrics.ops.reconciled(
+        node.unwrap_or_default(),
+        level,
+        resource.v1_name(),
+        ok,
+        start.elapsed(),
+    );
+    record(ctx, strategy, pod, results);
+}
+
 /// CPUSetAllocator on running containers.
 pub struct Cpusets {
     pub ex: Arc<Executor>,
@@ -65,7 +95,8 @@ impl Strategy for Cpusets {
                     Some(Update::new(Resource::CpusetCpus, c.dir.clone(), v.cpuset?))
                 })
                 .collect();
-            record(ctx, "cpuset", &pod.name, self.ex.leveled(&[updates]));
+            let what = ("cpuset", "container", Resource::CpusetCpus);
+            reconcile(ctx, states, what, &self.ex, &pod.name, updates);
         }
         futures::future::ready(Round::DONE).boxed()
     }
@@ -110,7 +141,8 @@ impl Strategy for Bvt {
                 continue;
             };
             let u = Update::new(Resource::BvtWarpNs, pod.dir.clone(), bvt.to_string());
-            record(ctx, "groupidentity", &pod.name, self.ex.leveled(&[vec![u]]));
+            let what = ("groupidentity", "pod", Resource::BvtWarpNs);
+            reconcile(ctx, states, what, &self.ex, &pod.name, vec![u]);
         }
         futures::future::ready(Round::DONE).boxed()
     }

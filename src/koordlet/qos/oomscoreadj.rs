@@ -47,12 +47,23 @@ impl Strategy for OomScoreAdj {
         Duration::from_secs(5)
     }
 
-    fn tick<'a>(&'a mut self, _ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        let node = states.node.as_ref().and_then(|n| n.metadata.name.clone());
+        let node = node.unwrap_or_default();
+        let mut series = Vec::new();
         for pod in states.pods.iter() {
             for c in &pod.containers {
                 let Some(want) = target(pod.pod.metadata.annotations.as_ref(), &c.name) else {
                     continue;
                 };
+                let labels: crate::koordlet::metrics::Pairs = vec![
+                    ("node", node.clone()),
+                    ("pod_name", pod.name.clone()),
+                    ("pod_namespace", pod.namespace.clone()),
+                    ("pod_uid", pod.uid.clone()),
+                    ("container_name", c.name.clone()),
+                ];
+                series.push((labels, want as f64));
                 for pid in self.ex.cgroups().procs(&c.dir).unwrap_or_default() {
                     let file = self.proc_root.join(pid.to_string()).join("oom_score_adj");
                     let now = std::fs::read_to_string(&file).ok();
@@ -65,6 +76,7 @@ impl Strategy for OomScoreAdj {
                 }
             }
         }
+        ctx.metrics.ops.set_oom_score_adj(series);
         futures::future::ready(Round::DONE).boxed()
     }
 }

@@ -67,38 +67,47 @@ impl Rules {
         online: &[u32],
     ) -> ContainerValues {
         let mut out = ContainerValues::default();
-        let qos = pod_qos_class_with_default(pod);
-        let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        if self.batch_resource {
+            Rules::batch(pod, container, states, &mut out);
+        }
+        if self.cpuset {
+            out.cpuset = Rules::cpuset(pod, states, online);
+        }
+        out
+    }
+
+    /// BatchResource: a BE container's cpu.shares, CFS quota and memory limit.
+    pub fn batch(pod: &Pod, container: &str, states: &States, out: &mut ContainerValues) {
         let spec = pod
             .spec
             .as_ref()
             .and_then(|s| s.containers.iter().find(|c| c.name == container));
-        if self.batch_resource
-            && qos == QoSClass::Be
-            && let Some(c) = spec
-        {
-            let ratio = normalization_ratio(states.node.as_deref());
-            for (r, v) in container_values(c, ratio) {
-                match r {
-                    Resource::CpuShares => out.cpu_shares = Some(v),
-                    Resource::CfsQuota => out.cfs_quota = Some(v),
-                    Resource::MemoryLimit => out.memory_limit = Some(v),
-                    _ => {}
-                }
+        let Some(c) = spec.filter(|_| pod_qos_class_with_default(pod) == QoSClass::Be) else {
+            return;
+        };
+        let ratio = normalization_ratio(states.node.as_deref());
+        for (r, v) in container_values(c, ratio) {
+            match r {
+                Resource::CpuShares => out.cpu_shares = Some(v),
+                Resource::CfsQuota => out.cfs_quota = Some(v),
+                Resource::MemoryLimit => out.memory_limit = Some(v),
+                _ => {}
             }
         }
-        if self.cpuset {
-            out.cpuset = match qos {
-                QoSClass::Lse | QoSClass::Lsr => {
-                    let own = pinned(pod);
-                    (!own.is_empty()).then(|| cpuset::format(&own))
-                }
-                QoSClass::Ls => pool(online, &held(states, &[QoSClass::Lse, QoSClass::Lsr], uid)),
-                QoSClass::Be => pool(online, &held(states, &[QoSClass::Lse], uid)),
-                _ => None,
-            };
+    }
+
+    /// CPUSetAllocator: the container's cpuset by its pod's QoS class.
+    pub fn cpuset(pod: &Pod, states: &States, online: &[u32]) -> Option<String> {
+        let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        match pod_qos_class_with_default(pod) {
+            QoSClass::Lse | QoSClass::Lsr => {
+                let own = pinned(pod);
+                (!own.is_empty()).then(|| cpuset::format(&own))
+            }
+            QoSClass::Ls => pool(online, &held(states, &[QoSClass::Lse, QoSClass::Lsr], uid)),
+            QoSClass::Be => pool(online, &held(states, &[QoSClass::Lse], uid)),
+            _ => None,
         }
-        out
     }
 
     /// GPUEnvInject: `NVIDIA_VISIBLE_DEVICES` from the GPUs the scheduler allocated

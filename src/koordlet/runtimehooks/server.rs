@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use tonic::{Request, Response, Status};
 
@@ -17,6 +18,7 @@ use crate::kernel::hookproto::{
     PodSandboxHookRequest, PodSandboxHookResponse,
 };
 use crate::koordlet::informer::{Informer, PodMeta, States};
+use crate::koordlet::metrics::KoordletMetrics;
 use crate::os::{Cgroups, Resource};
 
 pub struct Hooks {
@@ -27,6 +29,9 @@ pub struct Hooks {
     pub online: Vec<u32>,
     /// Where RDMADeviceInject finds the devices.
     pub device_roots: super::rdma::Roots,
+    /// Where each hook's duration goes (`koordlet_runtime_hook_invoked_duration_milliseconds`)
+    /// and the node it is labelled with.
+    pub observed: Option<(Arc<KoordletMetrics>, String)>,
     bvt_missing: AtomicBool,
 }
 
@@ -38,6 +43,7 @@ impl Hooks {
             cgroups,
             online,
             device_roots: Default::default(),
+            observed: None,
             bvt_missing: AtomicBool::new(false),
         }
     }
@@ -49,16 +55,46 @@ impl Hooks {
         Some((states, pod))
     }
 
+    /// Runs one hook and records its duration under Koordinator's hook and stage names.
+    fn timed<T>(
+        &self,
+        hook: &str,
+        stage: &str,
+        run: impl FnOnce() -> Result<T, Status>,
+    ) -> Result<T, Status> {
+        let start = Instant::now();
+        let out = run();
+        if let Some((m, node)) = &self.observed {
+            m.ops
+                .hook_invoked(node, hook, stage, out.is_ok(), start.elapsed());
+        }
+        out
+    }
+
     /// The container's resources with the hooks' values in (the proxy expects complete
     /// resources back: cpusets are always replaced).
     pub fn container_answer(
         &self,
         req: &ContainerResourceHookRequest,
+        stage: &str,
     ) -> Option<LinuxContainerResources> {
         let uid = req.pod_meta.as_ref()?.uid.as_str();
         let name = req.container_meta.as_ref()?.name.as_str();
         let (states, pod) = self.pod(uid)?;
-        let v: ContainerValues = self.rules.container(&pod.pod, name, &states, &self.online);
+        let mut v = ContainerValues::default();
+        if self.rules.batch_resource {
+            let _ = self.timed("BatchResource", stage, || {
+                Rules::batch(&pod.pod, name, &states, &mut v);
+                Ok(())
+            });
+        }
+        if self.rules.cpuset {
+            v.cpuset = self
+                .timed("CPUSetAllocator", stage, || {
+                    Ok(Rules::cpuset(&pod.pod, &states, &self.online))
+                })
+                .unwrap_or_default();
+        }
         let mut r = req.container_resources.clone().unwrap_or_default();
         if let Some(s) = v.cpu_shares {
             r.cpu_shares = s;
@@ -85,35 +121,43 @@ impl Hooks {
     pub fn container_response(
         &self,
         req: &ContainerResourceHookRequest,
+        stage: &str,
     ) -> Result<ContainerResourceHookResponse, Status> {
         let mut resp = ContainerResourceHookResponse {
-            container_resources: self.container_answer(req),
+            container_resources: self.container_answer(req, stage),
             ..Default::default()
         };
-        if let Some((k, v)) = self.rules.gpu_env(&req.pod_annotations) {
-            resp.container_envs = req.container_envs.clone();
-            resp.container_envs.insert(k, v);
+        if self.rules.gpu_env_inject && stage == "PreCreateContainer" {
+            let env = self.timed("gpu env inject", stage, || {
+                Ok(self.rules.gpu_env(&req.pod_annotations))
+            })?;
+            if let Some((k, v)) = env {
+                resp.container_envs = req.container_envs.clone();
+                resp.container_envs.insert(k, v);
+            }
         }
-        if self.rules.rdma_device_inject {
-            resp.container_devices = super::rdma::devices(&req.pod_annotations, &self.device_roots)
-                .map_err(|e| Status::failed_precondition(format!("RDMADeviceInject: {e}")))?;
+        if self.rules.rdma_device_inject && stage == "PreCreateContainer" {
+            resp.container_devices = self.timed("rdma device inject", stage, || {
+                super::rdma::devices(&req.pod_annotations, &self.device_roots)
+                    .map_err(|e| Status::failed_precondition(format!("RDMADeviceInject: {e}")))
+            })?;
         }
         Ok(resp)
     }
 
     /// GroupIdentity: the pod cgroup's bvt, where the kernel has it.
-    fn set_bvt(&self, req: &PodSandboxHookRequest) {
+    fn set_bvt(&self, req: &PodSandboxHookRequest) -> Result<(), Status> {
         let Some(uid) = req.pod_meta.as_ref().map(|m| m.uid.as_str()) else {
-            return;
+            return Ok(());
         };
         let Some((states, pod)) = self.pod(uid) else {
-            return;
+            return Ok(());
         };
         let Some(bvt) = self
             .rules
             .bvt(pod_qos_class_with_default(&pod.pod), &states)
         else {
-            return;
+            return Ok(());
         };
         // The runtime's cgroup parent for the sandbox (cgroupfs paths); else where the
         // kubelet puts pods.
@@ -126,14 +170,14 @@ impl Hooks {
             if !self.bvt_missing.swap(true, Ordering::Relaxed) {
                 tracing::warn!(file = %file.display(), "GroupIdentity: this kernel has no cpu.bvt_warp_ns; bvt is not set");
             }
-            return;
+            return Ok(());
         }
-        if let Err(e) = self
-            .cgroups
+        self.cgroups
             .write(Resource::BvtWarpNs, &pod.dir, &bvt.to_string())
-        {
-            tracing::warn!(pod = %pod.name, error = %e, "GroupIdentity: writing bvt failed");
-        }
+            .map_err(|e| {
+                tracing::warn!(pod = %pod.name, error = %e, "GroupIdentity: writing bvt failed");
+                Status::internal(format!("GroupIdentity: {e}"))
+            })
     }
 }
 
@@ -145,7 +189,12 @@ impl RuntimeHookService for Arc<Hooks> {
         &self,
         r: Request<PodSandboxHookRequest>,
     ) -> R<PodSandboxHookResponse> {
-        self.set_bvt(r.get_ref());
+        if self.rules.group_identity {
+            // Failure policy Ignore, as Koordinator's default: the sandbox still runs.
+            let _ = self.timed("GroupIdentity", "PreRunPodSandbox", || {
+                self.set_bvt(r.get_ref())
+            });
+        }
         Ok(Response::new(PodSandboxHookResponse::default()))
     }
     async fn post_stop_pod_sandbox_hook(
@@ -158,7 +207,8 @@ impl RuntimeHookService for Arc<Hooks> {
         &self,
         r: Request<ContainerResourceHookRequest>,
     ) -> R<ContainerResourceHookResponse> {
-        self.container_response(r.get_ref()).map(Response::new)
+        self.container_response(r.get_ref(), "PreCreateContainer")
+            .map(Response::new)
     }
     async fn pre_start_container_hook(
         &self,
@@ -182,7 +232,8 @@ impl RuntimeHookService for Arc<Hooks> {
         &self,
         r: Request<ContainerResourceHookRequest>,
     ) -> R<ContainerResourceHookResponse> {
-        self.container_response(r.get_ref()).map(Response::new)
+        self.container_response(r.get_ref(), "PreUpdateContainerResources")
+            .map(Response::new)
     }
 }
 

@@ -216,6 +216,19 @@ impl Controllers {
             let v = plan.want.get(r).copied();
             self.metrics.set_node_resource(&name, r, v);
         }
+        // Koordinator's calculate plugins; a degraded node (no fresh NodeMetric) is reset.
+        let stage = if plan.calc.degraded {
+            "ResourceReset"
+        } else {
+            "ResourceCalculate"
+        };
+        for plugin in ["BatchResource", "MidResource"] {
+            self.metrics.plugin_ran(plugin, true, stage);
+        }
+        if device.is_some() {
+            self.metrics
+                .plugin_ran("GPUDeviceResource", true, "ResourceCalculate");
+        }
         if let Some(p) = plan.status {
             out.push(Write::NodeStatus(name.clone(), p));
         }

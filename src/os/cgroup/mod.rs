@@ -121,6 +121,11 @@ pub enum Resource {
 }
 
 impl Resource {
+    /// The cgroup v1 file name, as Koordinator names resource types (`cpuset.cpus`).
+    pub fn v1_name(self) -> &'static str {
+        self.files().1
+    }
+
     /// (v1 subsystem, v1 file, v2 file).
     fn files(self) -> (Subsystem, &'static str, &'static str) {
         use Resource::*;
