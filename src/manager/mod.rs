@@ -138,6 +138,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     }
     let gates = features::MANAGER_GATES.from_user(&cfg.feature_gates);
     let sync_gpu_shared = gates.enabled("EnableSyncGPUSharedResource");
+    let colocation_profiles = gates.enabled("ColocationProfileController");
     if gates.enabled("WebhookFramework") {
         let start = webhook::server::Start {
             client: client.clone(),
@@ -153,6 +154,15 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     tracing::info!("manager caches synced");
     ctx.ready.set(true);
     metrics.is_leader.set(leadership.is_leader() as i64);
+    if run.colocationprofile && colocation_profiles {
+        controllers::colocationprofile::spawn(
+            client.clone(),
+            caches.pods.clone(),
+            leadership.clone(),
+            &ctx.tasks,
+            &ctx.shutdown,
+        );
+    }
     if run.quotaprofile {
         controllers::quotaprofile::spawn(
             client.clone(),

@@ -24,22 +24,34 @@ async fn api_on(port: u16) -> TestApi {
 }
 
 pub fn manager(dir: &std::path::Path, api_port: u16, name: &str) -> (Koord, SocketAddr) {
+    manager_with(dir, api_port, name, &[])
+}
+
+fn manager_with(
+    dir: &std::path::Path,
+    api_port: u16,
+    name: &str,
+    extra: &[&str],
+) -> (Koord, SocketAddr) {
     let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let data = dir.join(name);
     std::fs::create_dir_all(&data).unwrap();
     let kc = kubeconfig(&data, api_port);
+    let admin_s = admin.to_string();
+    let mut args = vec![
+        "--role=manager",
+        "--kubeconfig",
+        kc.to_str().unwrap(),
+        "--admin-addr",
+        &admin_s,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--node-name",
+        name,
+    ];
+    args.extend_from_slice(extra);
     let koord = Koord::start(
-        &[
-            "--role=manager",
-            "--kubeconfig",
-            kc.to_str().unwrap(),
-            "--admin-addr",
-            &admin.to_string(),
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--node-name",
-            name,
-        ],
+        &args,
         &[
             ("KOORD_MANAGER__RESYNC_SECONDS", "2"),
             (
@@ -424,5 +436,72 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     ) > 0.0));
     drop(a);
     drop(b);
+    api.stop().await;
+}
+
+/// The colocationprofile controller (gate `ColocationProfileController`): a pending pod
+/// created before a controller-managed profile gets the profile's labels and annotations;
+/// a pod already scheduled does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn colocation_profile_controller_updates_pending_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut api = api_on(port).await;
+    let c = api.client.clone();
+    seed(&c, json!({"enable": true})).await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let pp = PostParams::default();
+    for (name, node) in [("late", None), ("placed", Some("n1"))] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": "batch"}},
+            "spec": {"nodeName": node, "schedulerName": "nobody",
+                "containers": [{"name": "c", "image": "x"}]}}))
+        .unwrap();
+        pods.create(&pp, &pod).await.unwrap();
+        let pending = json!({"status": {"phase": "Pending"}});
+        pods.patch_status(name, &PatchParams::default(), &Patch::Merge(pending))
+            .await
+            .unwrap();
+    }
+    let gate = "--feature-gates=ColocationProfileController=true";
+    let (mgr, _admin) = manager_with(dir.path(), port, "m1", &[gate]);
+    let profiles: Api<koord::api::config::ClusterColocationProfile> = Api::all(c.clone());
+    let profile = serde_json::from_value(json!({
+        "apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
+        "metadata": {"name": "tag-batch", "labels": {"config.koordinator.sh/controller-managed": "true"}},
+        "spec": {"selector": {"matchLabels": {"app": "batch"}},
+            "labels": {"team": "batch"}, "annotations": {"note": "from-profile"}}}))
+    .unwrap();
+    profiles.create(&pp, &profile).await.unwrap();
+    let tagged = eventually(Duration::from_secs(20), || async {
+        let p = pods.get("late").await.unwrap();
+        p.metadata
+            .labels
+            .unwrap_or_default()
+            .get("team")
+            .map(String::as_str)
+            == Some("batch")
+    })
+    .await;
+    assert!(tagged, "{}", mgr.logs());
+    let late = pods.get("late").await.unwrap();
+    assert_eq!(
+        late.metadata
+            .annotations
+            .unwrap_or_default()
+            .get("note")
+            .map(String::as_str),
+        Some("from-profile")
+    );
+    let placed = pods.get("placed").await.unwrap();
+    assert!(
+        !placed
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key("team"),
+        "a scheduled pod is left alone"
+    );
+    drop(mgr);
     api.stop().await;
 }

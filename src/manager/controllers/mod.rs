@@ -2,6 +2,7 @@
 //! (plus a periodic full pass), run only by the leader. Each node's NodeMetric, NodeSLO
 //! and extended resources are decided by pure functions, then written.
 
+pub mod colocationprofile;
 pub mod nodemetric;
 pub mod noderesource;
 pub mod nodeslo;

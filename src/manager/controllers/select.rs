@@ -12,10 +12,12 @@ pub const NAMES: &[&str] = &[
 ];
 
 /// Controllers koord does not run yet: named explicitly, they are warned about.
-pub const NOT_YET: &[&str] = &["colocationprofile"];
+pub const NOT_YET: &[&str] = &[];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Selection {
+    /// Runs only with the `ColocationProfileController` gate, as Koordinator's.
+    pub colocationprofile: bool,
     pub nodemetric: bool,
     pub noderesource: bool,
     pub nodeslo: bool,
@@ -46,6 +48,7 @@ pub fn parse(spec: &str) -> Result<Selection, String> {
         }
     }
     Ok(Selection {
+        colocationprofile: enabled(spec, "colocationprofile"),
         nodemetric: enabled(spec, "nodemetric"),
         noderesource: enabled(spec, "noderesource"),
         nodeslo: enabled(spec, "nodeslo"),
@@ -80,7 +83,10 @@ mod tests {
         let s = parse("*,-noderesource").unwrap();
         assert!(s.nodemetric && s.nodeslo && s.quotaprofile && !s.noderesource);
         assert!(parse("nodeslo,bogus").unwrap_err().contains("\"bogus\""));
-        assert_eq!(unsupported("*,colocationprofile"), ["colocationprofile"]);
+        assert!(
+            unsupported("*,colocationprofile").is_empty(),
+            "every controller runs"
+        );
         assert!(unsupported("*").is_empty());
     }
 }

@@ -9,6 +9,7 @@ pub mod configs;
 pub mod json;
 pub mod lookup;
 pub mod node;
+pub mod pod_device;
 pub mod pod_mutate;
 pub mod pod_validate;
 pub mod quota;

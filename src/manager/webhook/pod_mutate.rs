@@ -120,7 +120,7 @@ fn apply_profiles(h: &Handlers, ns: &str, pod: &mut Value) -> Result<(), Verdict
             .as_ref()
             .is_some_and(|a| a.contains_key(ANNOTATION_SKIP_UPDATE_RESOURCES));
         if rolls_in(h, p)? {
-            apply_profile(h, p, pod, Some(&["spec"]))?;
+            apply_profile(p, pod, Some((h, &["spec"])))?;
         }
     }
     if !skip_resources {
@@ -136,13 +136,14 @@ fn malformed() -> Verdict {
     Verdict::deny("pod metadata is malformed")
 }
 
-/// One profile onto an object: its metadata, and — at `spec_at`, when given and present
-/// (a pod's `spec`, a Reservation's `spec.template.spec`) — the scheduler name and priority.
+/// One profile onto an object: its metadata, and — with `scheduling`, at the spec path
+/// given when present (a pod's `spec`, a Reservation's `spec.template.spec`) — the
+/// scheduler name and priority (the webhooks; the colocationprofile controller leaves
+/// them alone, as Koordinator's).
 pub fn apply_profile(
-    h: &Handlers,
     p: &ClusterColocationProfile,
     pod: &mut Value,
-    spec_at: Option<&[&str]>,
+    scheduling: Option<(&Handlers, &[&str])>,
 ) -> Result<(), Verdict> {
     let spec = &p.spec;
     let name = p.metadata.name.as_deref().unwrap_or("");
@@ -168,7 +169,7 @@ pub fn apply_profile(
             }
         }
     }
-    if let Some(at) = spec_at {
+    if let Some((h, at)) = scheduling {
         set_scheduling(h, p, pod, at)?;
     }
     let labels = j::path(pod, &["metadata", "labels"]).ok_or_else(malformed)?;

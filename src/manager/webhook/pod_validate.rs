@@ -1,5 +1,6 @@
 //! `/validate-pod` (`pkg/webhook/pod/validating/`): reserve-pod annotation, QoS/priority
-//! combinations, LSR/LSE CPU shape, batch resources only for BE, and quota rules.
+//! combinations, LSR/LSE CPU shape, batch resources only for BE, quota rules and (gate
+//! `ValidatePodDeviceResource`) device requests.
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -31,6 +32,9 @@ pub fn handle(h: &Handlers, req: &Request) -> Verdict {
     errs.extend(reserve_pod(&pod));
     errs.extend(colocation(h, &pod, old.as_ref()));
     errs.extend(quota(h, &pod, old.as_ref(), &req.namespace));
+    if h.gates.enabled("ValidatePodDeviceResource") {
+        errs.extend(super::pod_device::validate(&pod));
+    }
     if errs.is_empty() {
         Verdict::Allow
     } else {

@@ -253,3 +253,28 @@ fn pods_may_not_use_parent_quotas() {
             .contains("preemptible")
     );
 }
+
+#[test]
+fn device_requests_are_checked_only_with_the_gate() {
+    let shared_without_memory = json!({"metadata": {"name": "p", "namespace": "team"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"koordinator.sh/gpu.shared": "2"}}}]}});
+    let off = handlers(Fixed::default());
+    assert_eq!(
+        check(&off, "CREATE", shared_without_memory.clone(), None),
+        Ok(())
+    );
+    let gates = crate::manager::features::defaults().with("ValidatePodDeviceResource", true);
+    let on = handlers_with(Fixed::default(), gates, 0);
+    let denied = check(&on, "CREATE", shared_without_memory.clone(), None).unwrap_err();
+    assert_eq!(
+        denied,
+        "pod.spec.containers[*].resources.requests: Forbidden: GPU memory and GPU memory ratio all is zero"
+    );
+    let update = check(
+        &on,
+        "UPDATE",
+        shared_without_memory.clone(),
+        Some(shared_without_memory),
+    );
+    assert!(update.is_err(), "updates are checked too");
+}

@@ -41,7 +41,7 @@ fn mutate(h: &Handlers, r: &mut Value) -> Result<(), Verdict> {
     profiles.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for p in &profiles {
         if rolls_in(h, p)? {
-            apply_profile(h, p, r, Some(&["spec", "template", "spec"]))?;
+            apply_profile(p, r, Some((h, &["spec", "template", "spec"])))?;
         }
     }
     Ok(())
