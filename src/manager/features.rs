@@ -23,7 +23,7 @@ pub const MANAGER_GATES: GateTable = GateTable {
         gate("ColocationProfileSkipMutatingResources", false, true),
         gate("ColocationProfileSkipValidatingPriority", false, true),
         gate("ColocationProfileController", false, true),
-        gate("MultiQuotaTree", false, false),
+        gate("MultiQuotaTree", false, true),
         gate("ElasticQuotaIgnorePodOverhead", false, false),
         gate("ElasticQuotaGuaranteeUsage", false, false),
         gate("ElasticQuotaEnableUpdateResourceKey", false, true),

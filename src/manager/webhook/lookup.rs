@@ -10,7 +10,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::config::ClusterColocationProfile;
-use crate::api::quota::ElasticQuota;
+use crate::api::quota::{ElasticQuota, ElasticQuotaProfile};
 use crate::api::sloconfig::SloConfig;
 use crate::manager::sloconfig_watch::ConfigRx;
 
@@ -24,6 +24,8 @@ pub trait Lookup: Send + Sync {
     fn nodes(&self) -> Vec<Arc<Node>>;
     /// The parsed slo-controller-config the manager runs with.
     fn slo_config(&self) -> Option<Arc<SloConfig>>;
+    /// ElasticQuotaProfiles (watched only with the `MultiQuotaTree` gate).
+    fn quota_profiles(&self) -> Vec<Arc<ElasticQuotaProfile>>;
 }
 
 /// Reflector-backed caches of the running manager.
@@ -35,6 +37,7 @@ pub struct Live {
     pub pods: Store<Pod>,
     pub nodes: Store<Node>,
     pub slo: ConfigRx,
+    pub quota_profiles: Option<Store<ElasticQuotaProfile>>,
 }
 
 impl Lookup for Live {
@@ -61,6 +64,12 @@ impl Lookup for Live {
     fn slo_config(&self) -> Option<Arc<SloConfig>> {
         self.slo.borrow().clone()
     }
+    fn quota_profiles(&self) -> Vec<Arc<ElasticQuotaProfile>> {
+        self.quota_profiles
+            .as_ref()
+            .map(|s| s.state())
+            .unwrap_or_default()
+    }
 }
 
 /// Fixed objects: unit tests, property tests, benchmarks, `koord explain`-style runs.
@@ -73,6 +82,7 @@ pub struct Fixed {
     pub pods: Vec<Arc<Pod>>,
     pub nodes: Vec<Arc<Node>>,
     pub slo: Option<Arc<SloConfig>>,
+    pub quota_profiles: Vec<Arc<ElasticQuotaProfile>>,
 }
 
 impl Fixed {
@@ -116,5 +126,8 @@ impl Lookup for Fixed {
     }
     fn slo_config(&self) -> Option<Arc<SloConfig>> {
         self.slo.clone()
+    }
+    fn quota_profiles(&self) -> Vec<Arc<ElasticQuotaProfile>> {
+        self.quota_profiles.clone()
     }
 }

@@ -48,6 +48,9 @@ pub fn mutate(h: &Handlers, req: &Request, pod: &mut Value) -> Result<(), Verdic
     if !h.gates.enabled("DisableDeviceResourceSpec") {
         device_resource_spec(pod);
     }
+    if req.operation == Operation::Create && h.gates.enabled("MultiQuotaTree") {
+        super::quota::tree_affinity::add(h, pod, &ns);
+    }
     Ok(())
 }
 

@@ -124,6 +124,16 @@ pub async fn start(mut s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::
         pods: s.caches.pods.clone(),
         nodes: s.caches.nodes.clone(),
         slo: s.slo.clone(),
+        quota_profiles: s.gates.enabled("MultiQuotaTree").then(|| {
+            reflect(
+                s.client.clone(),
+                "elasticquotaprofiles",
+                |_| None,
+                &dirty,
+                tasks,
+                shutdown,
+            )
+        }),
     };
     let served = loop {
         match certs::ensure(&s.cfg, &s.client).await {

@@ -2,6 +2,7 @@
 //! create/update, deletion guards.
 
 pub mod topology;
+pub mod tree_affinity;
 mod validate;
 
 use std::collections::HashMap;
