@@ -34,7 +34,7 @@ pub const MANAGER_GATES: GateTable = GateTable {
         gate("EnableQuotaAdmissionOnUpdate", false, false),
         gate("EnableSyncGPUSharedResource", false, true),
         gate("ValidatePodDeviceResource", false, true),
-        gate("EnablePodEnhancedValidator", false, false),
+        gate("EnablePodEnhancedValidator", false, true),
         gate("DisableExtendedResourceSpec", false, true),
         gate("DisableDeviceResourceSpec", false, true),
         gate("PriorityTransformer", false, false),

@@ -17,7 +17,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-const CONFIG: &str = "manager:\n  featureGates:\n    ConfigMapValidatingWebhook: true\n    NodeValidatingWebhook: true\n    NodeMutatingWebhook: true\n";
+const CONFIG: &str = "manager:\n  featureGates:\n    ConfigMapValidatingWebhook: true\n    NodeValidatingWebhook: true\n    NodeMutatingWebhook: true\n    EnablePodEnhancedValidator: true\n";
 
 fn start_manager(dir: &std::path::Path, api_port: u16, webhook_port: u16) -> Koord {
     start_manager_with(dir, api_port, webhook_port, &[])
@@ -457,6 +457,97 @@ async fn provided_certificates_are_reloaded_when_they_change() {
         "{}",
         mgr.logs()
     );
+    drop(mgr);
+    api.stop().await;
+}
+
+/// PodEnhancedValidator: once `pod-enhanced-validator-config` asks for a label, a pod
+/// without it is refused with Koordinator's reason; whitelisted namespaces and the skip
+/// label pass; deleting the ConfigMap lifts the rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_enhanced_validator_follows_its_configmap() {
+    let dir = tempfile::tempdir().unwrap();
+    let api_port = free_port();
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.addr = SocketAddr::from(([127, 0, 0, 1], api_port));
+    let mut api = TestApi::start_with(opts).await;
+    let c = api.client.clone();
+    let pp = PostParams::default();
+    let mgr = start_manager(dir.path(), api_port, free_port());
+    assert!(
+        eventually(Duration::from_secs(30), || webhooks_ready(&c)).await,
+        "{}",
+        mgr.logs()
+    );
+    let nss: Api<Namespace> = Api::all(c.clone());
+    let _ = nss
+        .create(
+            &pp,
+            &obj(json!({"metadata": {"name": "koordinator-system"}})),
+        )
+        .await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "koordinator-system");
+    cms.create(
+        &pp,
+        &obj(
+            json!({"metadata": {"name": "pod-enhanced-validator-config"},
+            "data": {"enable": "true", "rules": r#"[{"name": "quota-label-required",
+                "requiredLabels": ["quota.scheduling.koordinator.sh/name"],
+                "namespaceWhitelist": ["kube-system"]}]"#}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let mut n = 0;
+    let mut next = || {
+        n += 1;
+        format!("p{n}")
+    };
+    let refused = eventually(Duration::from_secs(10), || {
+        let name = next();
+        let pods = pods.clone();
+        async move {
+            pods.create(&PostParams::default(), &plain_pod(&name, "default"))
+                .await
+                .is_err()
+        }
+    })
+    .await;
+    assert!(refused, "{}", mgr.logs());
+    let why = denial(pods.create(&pp, &plain_pod("unlabelled", "default")).await);
+    assert!(
+        why.contains("validation rule 'quota-label-required' failed: required label 'quota.scheduling.koordinator.sh/name' is missing"),
+        "{why}"
+    );
+    let mut skip = plain_pod("skipped", "default");
+    skip.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(
+            "koordinator.sh/skip-enhanced-validation".into(),
+            "true".into(),
+        );
+    pods.create(&pp, &skip).await.unwrap();
+    let system: Api<Pod> = Api::namespaced(c.clone(), "kube-system");
+    system
+        .create(&pp, &plain_pod("system", "kube-system"))
+        .await
+        .unwrap();
+    cms.delete("pod-enhanced-validator-config", &Default::default())
+        .await
+        .unwrap();
+    let lifted = eventually(Duration::from_secs(10), || {
+        let name = format!("after-{}", next());
+        let pods = pods.clone();
+        async move {
+            pods.create(&PostParams::default(), &plain_pod(&name, "default"))
+                .await
+                .is_ok()
+        }
+    })
+    .await;
+    assert!(lifted, "{}", mgr.logs());
     drop(mgr);
     api.stop().await;
 }

@@ -6,6 +6,7 @@
 pub mod certs;
 pub mod configmap;
 pub mod configs;
+pub mod enhanced;
 pub mod json;
 pub mod lookup;
 pub mod node;
@@ -174,6 +175,8 @@ pub struct Handlers {
     pub quota_overlay: quota::Overlay,
     /// (namespace, name) of slo-controller-config.
     pub slo_config: (String, String),
+    /// PodEnhancedValidator's rules (kept current by a watch when its gate is on).
+    pub enhanced: enhanced::Shared,
 }
 
 impl Handlers {
@@ -189,6 +192,7 @@ impl Handlers {
             roll: Box::new(move || splitmix(&state)),
             quota_overlay: quota::Overlay::default(),
             slo_config,
+            enhanced: Default::default(),
         }
     }
 

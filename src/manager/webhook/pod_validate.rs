@@ -1,6 +1,7 @@
 //! `/validate-pod` (`pkg/webhook/pod/validating/`): reserve-pod annotation, QoS/priority
 //! combinations, LSR/LSE CPU shape, batch resources only for BE, quota rules and (gate
-//! `ValidatePodDeviceResource`) device requests.
+//! `ValidatePodDeviceResource`) device requests and (`EnablePodEnhancedValidator`) the
+//! required labels of `pod-enhanced-validator-config`.
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -34,6 +35,15 @@ pub fn handle(h: &Handlers, req: &Request) -> Verdict {
     errs.extend(quota(h, &pod, old.as_ref(), &req.namespace));
     if h.gates.enabled("ValidatePodDeviceResource") {
         errs.extend(super::pod_device::validate(&pod));
+    }
+    if h.gates.enabled("EnablePodEnhancedValidator") {
+        let rules = h.enhanced.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let ns = pod.metadata.namespace.as_deref().filter(|s| !s.is_empty());
+        errs.extend(super::enhanced::validate(
+            &rules,
+            &pod,
+            ns.unwrap_or(&req.namespace),
+        ));
     }
     if errs.is_empty() {
         Verdict::Allow

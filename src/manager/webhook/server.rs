@@ -156,7 +156,13 @@ pub async fn start(mut s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::
         _ = synced => {}
         _ = shutdown.draining() => return Ok(()),
     }
-    let handlers = Arc::new(Handlers::new(s.gates, Arc::new(live), s.slo_config));
+    let handlers = Handlers::new(s.gates, Arc::new(live), s.slo_config);
+    if handlers.gates.enabled("EnablePodEnhancedValidator") {
+        let ns = handlers.slo_config.0.clone();
+        let shared = handlers.enhanced.clone();
+        super::enhanced::spawn_watch(s.client.clone(), ns, shared, tasks, shutdown);
+    }
+    let handlers = Arc::new(handlers);
     let enabled = handlers.enabled_paths();
     let stop = shutdown.drain_token();
     let h = handlers.clone();
