@@ -78,6 +78,22 @@ async fn webhooks_ready(c: &kube::Client) -> bool {
     })
 }
 
+/// An API server and a manager whose webhooks are registered.
+async fn api_and_manager(dir: &std::path::Path) -> (TestApi, u16, Koord) {
+    let api_port = free_port();
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.addr = SocketAddr::from(([127, 0, 0, 1], api_port));
+    let api = TestApi::start_with(opts).await;
+    let mgr = start_manager(dir, api_port, free_port());
+    let c = api.client.clone();
+    assert!(
+        eventually(Duration::from_secs(30), || webhooks_ready(&c)).await,
+        "{}",
+        mgr.logs()
+    );
+    (api, api_port, mgr)
+}
+
 fn plain_pod(name: &str, ns: &str) -> Pod {
     obj(
         json!({"metadata": {"name": name, "namespace": ns, "labels": {"app": "spark"}},
@@ -89,18 +105,9 @@ fn plain_pod(name: &str, ns: &str) -> Pod {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhooks_mutate_validate_and_honour_failure_policies() {
     let dir = tempfile::tempdir().unwrap();
-    let api_port = free_port();
-    let mut opts = koord::apiserver::Options::for_tests();
-    opts.addr = SocketAddr::from(([127, 0, 0, 1], api_port));
-    let mut api = TestApi::start_with(opts).await;
+    let (mut api, api_port, mut mgr) = api_and_manager(dir.path()).await;
     let c = api.client.clone();
     let pp = PostParams::default();
-    let mut mgr = start_manager(dir.path(), api_port, free_port());
-    assert!(
-        eventually(Duration::from_secs(30), || webhooks_ready(&c)).await,
-        "{}",
-        mgr.logs()
-    );
 
     // 1. A profile matching the namespace turns a plain pod into a BE batch pod.
     let nss: Api<Namespace> = Api::all(c.clone());
@@ -467,18 +474,9 @@ async fn provided_certificates_are_reloaded_when_they_change() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_enhanced_validator_follows_its_configmap() {
     let dir = tempfile::tempdir().unwrap();
-    let api_port = free_port();
-    let mut opts = koord::apiserver::Options::for_tests();
-    opts.addr = SocketAddr::from(([127, 0, 0, 1], api_port));
-    let mut api = TestApi::start_with(opts).await;
+    let (mut api, _, mgr) = api_and_manager(dir.path()).await;
     let c = api.client.clone();
     let pp = PostParams::default();
-    let mgr = start_manager(dir.path(), api_port, free_port());
-    assert!(
-        eventually(Duration::from_secs(30), || webhooks_ready(&c)).await,
-        "{}",
-        mgr.logs()
-    );
     let nss: Api<Namespace> = Api::all(c.clone());
     let _ = nss
         .create(
