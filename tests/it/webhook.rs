@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 const CONFIG: &str = "manager:\n  featureGates:\n    ConfigMapValidatingWebhook: true\n    NodeValidatingWebhook: true\n    NodeMutatingWebhook: true\n    EnablePodEnhancedValidator: true\n";
 
 fn start_manager(dir: &std::path::Path, api_port: u16, webhook_port: u16) -> Koord {
-    start_manager_with(dir, api_port, webhook_port, &[])
+    start_manager_with(dir, api_port, webhook_port, &[], &[])
 }
 
 fn start_manager_with(
@@ -28,11 +28,16 @@ fn start_manager_with(
     api_port: u16,
     webhook_port: u16,
     envs: &[(&str, &str)],
+    more_gates: &[&str],
 ) -> Koord {
     let admin = format!("127.0.0.1:{}", free_port());
     let kc = kubeconfig(dir, api_port);
     let cfg = dir.join("koord.yaml");
-    std::fs::write(&cfg, CONFIG).unwrap();
+    let more: String = more_gates
+        .iter()
+        .map(|g| format!("    {g}: true\n"))
+        .collect();
+    std::fs::write(&cfg, format!("{CONFIG}{more}")).unwrap();
     let port = webhook_port.to_string();
     Koord::start(
         &[
@@ -79,12 +84,12 @@ async fn webhooks_ready(c: &kube::Client) -> bool {
 }
 
 /// An API server and a manager whose webhooks are registered.
-async fn api_and_manager(dir: &std::path::Path) -> (TestApi, u16, Koord) {
+async fn api_and_manager(dir: &std::path::Path, more_gates: &[&str]) -> (TestApi, u16, Koord) {
     let api_port = free_port();
     let mut opts = koord::apiserver::Options::for_tests();
     opts.addr = SocketAddr::from(([127, 0, 0, 1], api_port));
     let api = TestApi::start_with(opts).await;
-    let mgr = start_manager(dir, api_port, free_port());
+    let mgr = start_manager_with(dir, api_port, free_port(), &[], more_gates);
     let c = api.client.clone();
     assert!(
         eventually(Duration::from_secs(30), || webhooks_ready(&c)).await,
@@ -105,7 +110,7 @@ fn plain_pod(name: &str, ns: &str) -> Pod {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhooks_mutate_validate_and_honour_failure_policies() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut api, api_port, mut mgr) = api_and_manager(dir.path()).await;
+    let (mut api, api_port, mut mgr) = api_and_manager(dir.path(), &[]).await;
     let c = api.client.clone();
     let pp = PostParams::default();
 
@@ -340,14 +345,14 @@ async fn replicas_do_not_fight_over_the_configurations_and_a_plain_manager_finds
         ("KOORD_MANAGER__WEBHOOK__RESYNC_SECONDS", "1"),
         ("KOORD_MANAGER__WEBHOOK__HOST", ""),
     ];
-    let m1 = start_manager_with(dir.path(), api_port, p1, &fast);
+    let m1 = start_manager_with(dir.path(), api_port, p1, &fast, &[]);
     assert!(
         eventually(Duration::from_secs(30), || webhooks_ready(&c)).await,
         "{}",
         m1.logs()
     );
     let first = pod_hook_url(&c).await.unwrap();
-    let m2 = start_manager_with(dir.path(), api_port, p2, &fast);
+    let m2 = start_manager_with(dir.path(), api_port, p2, &fast, &[]);
     for _ in 0..25 {
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(
@@ -474,7 +479,7 @@ async fn provided_certificates_are_reloaded_when_they_change() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_enhanced_validator_follows_its_configmap() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut api, _, mgr) = api_and_manager(dir.path()).await;
+    let (mut api, _, mgr) = api_and_manager(dir.path(), &[]).await;
     let c = api.client.clone();
     let pp = PostParams::default();
     let nss: Api<Namespace> = Api::all(c.clone());
@@ -546,6 +551,64 @@ async fn pod_enhanced_validator_follows_its_configmap() {
     })
     .await;
     assert!(lifted, "{}", mgr.logs());
+    drop(mgr);
+    api.stop().await;
+}
+
+/// ElasticQuota admission (`EnableQuotaAdmission`): pods are admitted while the quota's
+/// `child-request` plus their requests stays within its max, and each admitted pod is
+/// added to `child-request` at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quota_admission_counts_admitted_pods_against_max() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut api, _, mgr) = api_and_manager(dir.path(), &["EnableQuotaAdmission"]).await;
+    let c = api.client.clone();
+    let pp = PostParams::default();
+    let quotas: Api<ElasticQuota> = Api::namespaced(c.clone(), "default");
+    quotas
+        .create(
+            &pp,
+            &obj(json!({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
+                "metadata": {"name": "team-a", "namespace": "default"},
+                "spec": {"min": {"cpu": "1", "memory": "1Gi"}, "max": {"cpu": "1200m", "memory": "4Gi"}}})),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let quota_pod = |name: &str| -> Pod {
+        let mut p = plain_pod(name, "default");
+        p.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(
+                "quota.scheduling.koordinator.sh/name".into(),
+                "team-a".into(),
+            );
+        p
+    };
+    // The webhook's quota cache sees the new quota within moments.
+    let first = eventually(Duration::from_secs(10), || {
+        let pods = pods.clone();
+        let p = quota_pod("first");
+        async move { pods.create(&PostParams::default(), &p).await.is_ok() }
+    })
+    .await;
+    assert!(first, "{}", mgr.logs());
+    pods.create(&pp, &quota_pod("second")).await.unwrap();
+    let why = denial(pods.create(&pp, &quota_pod("third")).await);
+    assert!(
+        why.ends_with(
+            "denied the request: exceeded quota: default/team-a, requested: cpu=500m, used: cpu=1, limited: cpu=1200m"
+        ),
+        "{why}\n{}",
+        mgr.logs()
+    );
+    let q = quotas.get("team-a").await.unwrap();
+    let child: Value = serde_json::from_str(
+        &q.metadata.annotations.unwrap()["quota.scheduling.koordinator.sh/child-request"],
+    )
+    .unwrap();
+    assert_eq!(child, json!({"cpu": "1", "memory": "512Mi"}));
     drop(mgr);
     api.stop().await;
 }

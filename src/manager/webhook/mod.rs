@@ -177,6 +177,8 @@ pub struct Handlers {
     pub slo_config: (String, String),
     /// PodEnhancedValidator's rules (kept current by a watch when its gate is on).
     pub enhanced: enhanced::Shared,
+    /// ElasticQuota admission (`EnableQuotaAdmission`): set by the running manager.
+    pub quota_admission: Option<quota::admission::Evaluator>,
 }
 
 impl Handlers {
@@ -193,6 +195,7 @@ impl Handlers {
             quota_overlay: quota::Overlay::default(),
             slo_config,
             enhanced: Default::default(),
+            quota_admission: None,
         }
     }
 
@@ -230,21 +233,46 @@ impl Handlers {
     /// Answers one AdmissionReview body: (HTTP status, JSON body). Unknown paths are 404,
     /// malformed reviews 400; every 200 carries a well-formed AdmissionReview.
     pub fn serve(&self, path: &str, body: &[u8]) -> (u16, Value) {
+        match self.decide(path, body) {
+            Ok((req, verdict)) => self.answer(path, &req, &verdict),
+            Err(e) => e,
+        }
+    }
+
+    /// As [`Handlers::serve`], with the checks that write to the API server (ElasticQuota
+    /// admission of `/validate-pod`).
+    pub async fn serve_async(&self, path: &str, body: &[u8]) -> (u16, Value) {
+        let (req, mut verdict) = match self.decide(path, body) {
+            Ok(d) => d,
+            Err(e) => return e,
+        };
+        if path == "/validate-pod"
+            && matches!(verdict, Verdict::Allow)
+            && let Some(q) = &self.quota_admission
+            && let Err(why) = pod_validate::evaluate_quota(self, q, &req).await
+        {
+            verdict = Verdict::deny(why);
+        }
+        self.answer(path, &req, &verdict)
+    }
+
+    fn decide(&self, path: &str, body: &[u8]) -> Result<(Request, Verdict), (u16, Value)> {
         let Some(handler) = self.route(path) else {
-            return (
+            return Err((
                 404,
                 json!({"error": format!("no webhook is served at {path}")}),
-            );
+            ));
         };
-        let req = match Request::parse(body) {
-            Ok(r) => r,
-            Err(e) => return (400, json!({"error": e.to_string()})),
-        };
+        let req = Request::parse(body).map_err(|e| (400, json!({"error": e.to_string()})))?;
         let verdict = handler(self, &req);
-        if let Verdict::Deny { message, .. } = &verdict {
+        Ok((req, verdict))
+    }
+
+    fn answer(&self, path: &str, req: &Request, verdict: &Verdict) -> (u16, Value) {
+        if let Verdict::Deny { message, .. } = verdict {
             tracing::info!(path, kind = %req.kind, namespace = %req.namespace, name = %req.name, reason = %message, "admission denied");
         }
-        (200, review::response(&req, &verdict))
+        (200, review::response(req, verdict))
     }
 }
 

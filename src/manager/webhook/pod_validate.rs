@@ -174,6 +174,25 @@ fn quota(h: &Handlers, pod: &Pod, old: Option<&Pod>, req_ns: &str) -> Vec<String
     errs
 }
 
+/// ElasticQuota admission for an otherwise admitted pod (see `quota::admission`).
+pub async fn evaluate_quota(
+    h: &Handlers,
+    q: &super::quota::admission::Evaluator,
+    req: &Request,
+) -> Result<(), String> {
+    let decode = |v: Option<&serde_json::Value>| {
+        v.and_then(|v| serde_json::from_value::<Pod>(v.clone()).ok())
+    };
+    let Some(pod) = decode(req.object.as_ref()) else {
+        return Ok(());
+    };
+    let old = decode(req.old_object.as_ref());
+    match super::quota::admission::quota_of(h, req, &pod, old.as_ref()) {
+        Some(name) => q.evaluate(h, &name, &pod).await,
+        None => Ok(()),
+    }
+}
+
 /// The quota a pod is charged to: label, namespace-named quota, annotated namespaces,
 /// then the default quota.
 pub fn quota_name_of(topo: &Topology, pod: &Pod, ns: &str, by_namespace: bool) -> String {

@@ -40,7 +40,7 @@ pub async fn route(h: Arc<Handlers>, req: Request<Incoming>) -> Response<Body> {
                     );
                 }
             };
-            let (code, value) = h.serve(&path, &body);
+            let (code, value) = h.serve_async(&path, &body).await;
             http::json(StatusCode::from_u16(code).unwrap_or(StatusCode::OK), &value)
         }
         _ => http::text(
@@ -156,7 +156,10 @@ pub async fn start(mut s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::
         _ = synced => {}
         _ = shutdown.draining() => return Ok(()),
     }
-    let handlers = Handlers::new(s.gates, Arc::new(live), s.slo_config);
+    let mut handlers = Handlers::new(s.gates, Arc::new(live), s.slo_config);
+    if handlers.gates.enabled("EnableQuotaAdmission") {
+        handlers.quota_admission = Some(super::quota::admission::Evaluator::new(s.client.clone()));
+    }
     if handlers.gates.enabled("EnablePodEnhancedValidator") {
         let ns = handlers.slo_config.0.clone();
         let shared = handlers.enhanced.clone();

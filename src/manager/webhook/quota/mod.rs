@@ -1,6 +1,7 @@
 //! ElasticQuota webhooks (`pkg/webhook/elasticquota/`): defaulting on create, tree rules on
 //! create/update, deletion guards.
 
+pub mod admission;
 pub mod topology;
 pub mod tree_affinity;
 mod validate;
