@@ -192,6 +192,21 @@ fn the_managers_controllers() {
 }
 
 #[test]
+fn the_managers_binding_admission_flags() {
+    let t = run(&[
+        "--role=manager",
+        "--binding-admission-user-name=koord-scheduler",
+        "--binding-admission-dry-run=true",
+        "--binding-admission-namespaces=*",
+    ]);
+    assert!(t.errors.is_empty() && t.unsupported.is_empty(), "{t:?}");
+    let at = |k: &str| layer(&t, &format!("manager.webhook.bindingAdmission.{k}"))[0].clone();
+    assert_eq!(at("userName").as_str(), Some("koord-scheduler"));
+    assert_eq!(at("dryRun").to_bool(), Some(true));
+    assert_eq!(at("namespaces").as_str(), Some("*"));
+}
+
+#[test]
 fn bad_values_and_no_role_lines() {
     let t = run(&["--role=koordlet", "-collect-res-used-interval=soon"]);
     assert_eq!(t.errors.len(), 1);

@@ -19,7 +19,7 @@ pub const MANAGER_GATES: GateTable = GateTable {
         gate("NodeValidatingWebhook", false, true),
         gate("ConfigMapValidatingWebhook", false, true),
         gate("ReservationMutatingWebhook", false, true),
-        gate("BindingAdmissionWebhook", false, false),
+        gate("BindingAdmissionWebhook", false, true),
         gate("ColocationProfileSkipMutatingResources", false, true),
         gate("ColocationProfileSkipValidatingPriority", false, true),
         gate("ColocationProfileController", false, true),

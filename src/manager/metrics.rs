@@ -44,6 +44,8 @@ pub struct ManagerMetrics {
     pub counts: std::collections::BTreeMap<&'static str, Family<CountLabels, Gauge>>,
     /// Koordinator's `slo_controller_node_resource_run_plugin_status{plugin,status,reason}`.
     pub plugin_status: Family<Vec<(&'static str, String)>, Gauge>,
+    /// Koordinator's `koord_manager_webhook_binding_admission_decisions_total{decision}`.
+    pub binding_decisions: Family<Vec<(&'static str, String)>, Counter>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -122,7 +124,13 @@ impl ManagerMetrics {
                 .map(|(n, _)| (*n, Family::default()))
                 .collect(),
             plugin_status: Family::default(),
+            binding_decisions: Family::default(),
         });
+        metrics.register(
+            "koord_manager_webhook_binding_admission_decisions",
+            "Total number of binding admission decisions.",
+            m.binding_decisions.clone(),
+        );
         metrics.register(
             "slo_controller_node_resource_run_plugin_status",
             "the status count of running node resource plugins",

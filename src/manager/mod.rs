@@ -148,6 +148,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             caches: caches.clone(),
             slo: config.clone(),
             slo_config: (cfg.config_namespace.clone(), cfg.slo_config_name.clone()),
+            binding_decisions: metrics.binding_decisions.clone(),
         };
         webhook::start(start, &ctx.tasks, &ctx.shutdown).await?;
     }

@@ -85,11 +85,19 @@ async fn webhooks_ready(c: &kube::Client) -> bool {
 
 /// An API server and a manager whose webhooks are registered.
 async fn api_and_manager(dir: &std::path::Path, more_gates: &[&str]) -> (TestApi, u16, Koord) {
+    api_and_manager_with(dir, more_gates, &[]).await
+}
+
+async fn api_and_manager_with(
+    dir: &std::path::Path,
+    more_gates: &[&str],
+    envs: &[(&str, &str)],
+) -> (TestApi, u16, Koord) {
     let api_port = free_port();
     let mut opts = koord::apiserver::Options::for_tests();
     opts.addr = SocketAddr::from(([127, 0, 0, 1], api_port));
     let api = TestApi::start_with(opts).await;
-    let mgr = start_manager_with(dir, api_port, free_port(), &[], more_gates);
+    let mgr = start_manager_with(dir, api_port, free_port(), envs, more_gates);
     let c = api.client.clone();
     assert!(
         eventually(Duration::from_secs(30), || webhooks_ready(&c)).await,
@@ -609,6 +617,63 @@ async fn quota_admission_counts_admitted_pods_against_max() {
     )
     .unwrap();
     assert_eq!(child, json!({"cpu": "1", "memory": "512Mi"}));
+    drop(mgr);
+    api.stop().await;
+}
+
+/// `/validate-pod-binding` (`BindingAdmissionWebhook`): with only koord-scheduler allowed
+/// to bind, the embedded API server's `system:admin` is refused, a pod with the bypass
+/// label is bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binding_admission_lets_only_the_named_schedulers_bind() {
+    let dir = tempfile::tempdir().unwrap();
+    let envs = [
+        (
+            "KOORD_MANAGER__WEBHOOK__BINDING_ADMISSION__USER_NAME",
+            "koord-scheduler",
+        ),
+        ("KOORD_MANAGER__WEBHOOK__BINDING_ADMISSION__NAMESPACES", "*"),
+    ];
+    let (mut api, _, mgr) =
+        api_and_manager_with(dir.path(), &["BindingAdmissionWebhook"], &envs).await;
+    let c = api.client.clone();
+    let pp = PostParams::default();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let mut bypass = plain_pod("bypass", "default");
+    bypass
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(
+            "koordinator.sh/binding-admission-bypass".into(),
+            String::new(),
+        );
+    for p in [plain_pod("plain", "default"), bypass] {
+        pods.create(&pp, &p).await.unwrap();
+    }
+    let bind = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name}, "target": {"kind": "Node", "name": "n1"}})
+    };
+    // The manager's pod cache catches up within moments; until then the pod is unknown
+    // and passes, so wait for the first refusal.
+    let refused = eventually(Duration::from_secs(10), || {
+        let pods = pods.clone();
+        let body = bind("plain");
+        async move {
+            matches!(
+                pods.create_subresource::<Value, Value>("binding", "plain", &PostParams::default(), &body).await,
+                Err(kube::Error::Api(ref e)) if e.message.contains("binding denied: username is not in the allowed list")
+            )
+        }
+    })
+    .await;
+    assert!(refused, "{}", mgr.logs());
+    pods.create_subresource::<Value, Value>("binding", "bypass", &pp, &bind("bypass"))
+        .await
+        .unwrap();
+    let bound = pods.get("bypass").await.unwrap();
+    assert_eq!(bound.spec.unwrap().node_name.as_deref(), Some("n1"));
     drop(mgr);
     api.stop().await;
 }

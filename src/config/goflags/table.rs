@@ -288,6 +288,42 @@ static SPECS: &[Spec] = &[
     key(M, "sync-period", "manager.resyncSeconds", SecsOrDefault),
     key(M, "config-namespace", "manager.configNamespace", Str),
     key(M, "controllers", "manager.controllers", Str),
+    key(
+        M,
+        "binding-admission-user-name",
+        "manager.webhook.bindingAdmission.userName",
+        Str,
+    ),
+    key(
+        M,
+        "binding-admission-dry-run",
+        "manager.webhook.bindingAdmission.dryRun",
+        Bool,
+    ),
+    key(
+        M,
+        "binding-admission-namespaces",
+        "manager.webhook.bindingAdmission.namespaces",
+        Str,
+    ),
+    key(
+        M,
+        "binding-admission-exclude-namespaces",
+        "manager.webhook.bindingAdmission.excludeNamespaces",
+        Str,
+    ),
+    key(
+        M,
+        "binding-admission-bypass-labels",
+        "manager.webhook.bindingAdmission.bypassLabels",
+        Str,
+    ),
+    key(
+        M,
+        "binding-admission-bypass-annotations",
+        "manager.webhook.bindingAdmission.bypassAnnotations",
+        Str,
+    ),
     // koord-scheduler (kube-scheduler's options plus Koordinator's)
     key(S, "port", "common.adminAddr", Port),
     key(S, "feature-gates", "scheduler.featureGates", Gates),

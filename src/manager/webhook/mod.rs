@@ -3,6 +3,7 @@
 //! provided certificates, and the Mutating/ValidatingWebhookConfigurations kept pointing
 //! at it.
 
+pub mod binding;
 pub mod certs;
 pub mod configmap;
 pub mod configs;
@@ -52,6 +53,8 @@ pub struct Config {
     /// How often certificates are checked (files reloaded, Secret re-read) and the
     /// webhook configurations re-asserted.
     pub resync_seconds: u64,
+    /// `/validate-pod-binding` (gate `BindingAdmissionWebhook`).
+    pub binding_admission: binding::Settings,
 }
 
 impl Default for Config {
@@ -68,6 +71,7 @@ impl Default for Config {
             mutating_configuration_name: "koordinator-mutating-webhook-configuration".into(),
             validating_configuration_name: "koordinator-validating-webhook-configuration".into(),
             resync_seconds: 10,
+            binding_admission: binding::Settings::default(),
         }
     }
 }
@@ -164,6 +168,11 @@ const ROUTES: &[(&str, &str, Handler)] = &[
         "ReservationMutatingWebhook",
         reservation_mutate::handle,
     ),
+    (
+        "/validate-pod-binding",
+        "BindingAdmissionWebhook",
+        binding::handle,
+    ),
 ];
 
 /// Everything a handler needs; cheap to share across connections.
@@ -179,7 +188,16 @@ pub struct Handlers {
     pub enhanced: enhanced::Shared,
     /// ElasticQuota admission (`EnableQuotaAdmission`): set by the running manager.
     pub quota_admission: Option<quota::admission::Evaluator>,
+    /// `/validate-pod-binding`'s settings and its decision counts.
+    pub binding: binding::Settings,
+    pub binding_decisions: Option<BindingDecisions>,
 }
+
+/// `koord_manager_webhook_binding_admission_decisions_total{decision}`.
+pub type BindingDecisions = prometheus_client::metrics::family::Family<
+    Vec<(&'static str, String)>,
+    prometheus_client::metrics::counter::Counter,
+>;
 
 impl Handlers {
     pub fn new(gates: Gates, lookup: Arc<dyn Lookup>, slo_config: (String, String)) -> Handlers {
@@ -196,6 +214,15 @@ impl Handlers {
             slo_config,
             enhanced: Default::default(),
             quota_admission: None,
+            binding: binding::Settings::default(),
+            binding_decisions: None,
+        }
+    }
+
+    fn count_binding(&self, d: binding::Decision) {
+        if let Some(f) = &self.binding_decisions {
+            f.get_or_create(&vec![("decision", d.label().to_string())])
+                .inc();
         }
     }
 

@@ -62,6 +62,7 @@ pub struct Start {
     pub slo: ConfigRx,
     /// (namespace, name) of slo-controller-config.
     pub slo_config: (String, String),
+    pub binding_decisions: super::BindingDecisions,
 }
 
 fn tls_of(s: &Served) -> Result<Arc<rustls::ServerConfig>, tls::TlsError> {
@@ -157,6 +158,8 @@ pub async fn start(mut s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::
         _ = shutdown.draining() => return Ok(()),
     }
     let mut handlers = Handlers::new(s.gates, Arc::new(live), s.slo_config);
+    handlers.binding = s.cfg.binding_admission.clone();
+    handlers.binding_decisions = Some(s.binding_decisions.clone());
     if handlers.gates.enabled("EnableQuotaAdmission") {
         handlers.quota_admission = Some(super::quota::admission::Evaluator::new(s.client.clone()));
     }
