@@ -217,8 +217,40 @@ async fn apply(api: &TestApi, cms: &BTreeMap<String, ConfigMap>) {
     }
 }
 
+/// Where the chart's device daemon writes (its hostPath, the koordlet's default).
+const DEVICE_FILE: &str = "/var/run/koordlet/xpu-device-infos/ic-device";
+
+/// The device daemon, run as the chart runs it, writes the host's devices where the
+/// koordlet reads them (root only: the path is the host's /var/run).
+fn check_device_daemon(koord: &Koord) {
+    if !nix_is_root() {
+        eprintln!("skipped the device daemon's file check: {DEVICE_FILE} needs root");
+        return;
+    }
+    let written = wait_until(Duration::from_secs(20), || {
+        std::fs::read_to_string(DEVICE_FILE)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Vec<Value>>(&t).ok())
+            .is_some()
+    });
+    assert!(
+        written,
+        "no device list at {DEVICE_FILE}:\n{}",
+        koord.logs()
+    );
+}
+
+fn nix_is_root() -> bool {
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_charts_workloads_run_koord_unchanged() {
+    // The device daemon writes into the host's /var/run; remove what it leaves.
+    let device_dir = Path::new(DEVICE_FILE).parent().unwrap();
+    let made = [device_dir, device_dir.parent().unwrap()].map(|d| (d, !d.exists()));
     let dir = tempfile::tempdir().unwrap();
     let (mut api, port) = TestApi::with_nodes(&[NODE]).await;
     let cms = config_maps();
@@ -241,6 +273,12 @@ async fn the_charts_workloads_run_koord_unchanged() {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         let koord = Koord::start_as(&name, &args, &env, &wdir);
+        if name == "koord-device-daemon" {
+            // No probe and no port: its job is the device file the koordlet reads.
+            check_device_daemon(&koord);
+            running.push((w.name.clone(), koord));
+            continue;
+        }
         // The chart's readiness probe, on the port it names; the koordlet (no probe in
         // the chart) on its `-addr`.
         let (path, port) = match w.probe() {
@@ -305,5 +343,9 @@ async fn the_charts_workloads_run_koord_unchanged() {
     .await;
     assert!(reported, "no NodeMetric report:\n{}", logs(&running));
     drop(running);
+    let _ = std::fs::remove_file(DEVICE_FILE);
+    for (d, _) in made.iter().filter(|(_, new)| *new) {
+        let _ = std::fs::remove_dir(d);
+    }
     api.stop().await;
 }
