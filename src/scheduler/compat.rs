@@ -88,11 +88,6 @@ pub fn unsupported_args(name: &str, raw: Option<&Value>) -> Vec<Unsupported> {
     };
     let ignored: &[(&str, &str, &str)] = &[
         (
-            "Coscheduling",
-            "awareNetworkTopology",
-            "network-topology aware gangs are not implemented; gangs are placed without it",
-        ),
-        (
             "Reservation",
             "enablePreemption",
             "preemption for Reservations is not implemented",
@@ -156,11 +151,14 @@ mod tests {
 
     #[test]
     fn names_ignored_args() {
-        let raw = json!({"awareNetworkTopology": true, "enablePreemption": false});
-        let u = unsupported_args("Coscheduling", Some(&raw));
+        let raw = json!({"enablePreemption": true, "awareNetworkTopology": true});
+        let u = unsupported_args("Reservation", Some(&raw));
         assert_eq!(u.len(), 1);
-        assert_eq!(u[0].name, "Coscheduling.awareNetworkTopology");
+        assert_eq!(u[0].name, "Reservation.enablePreemption");
+        // Koordinator's chart sets awareNetworkTopology; it runs without a warning (a gang
+        // that asks for a topology is warned about when it is scheduled).
+        assert!(unsupported_args("Coscheduling", Some(&raw)).is_empty());
         assert!(unsupported_args("LoadAwareScheduling", Some(&raw)).is_empty());
-        assert!(unsupported_args("Coscheduling", None).is_empty());
+        assert!(unsupported_args("Reservation", None).is_empty());
     }
 }

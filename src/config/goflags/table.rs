@@ -350,10 +350,10 @@ static SPECS: &[Spec] = &[
         "authorization-always-allow-paths",
         "koord's admin endpoint needs no authorization",
     ),
-    unsupported(
+    note(
         S,
         "enable-network-topology-manager",
-        "network-topology aware scheduling is not implemented",
+        "koord has no network-topology manager; a gang whose pods ask for a network topology is placed without it (warned when it is scheduled)",
     ),
     unsupported(
         S,

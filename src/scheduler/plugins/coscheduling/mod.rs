@@ -45,7 +45,15 @@ pub struct Coscheduling {
     pub settings: GangSettings,
     /// `enablePreemption`: PostFilter preempts for the whole job (`preempt.rs`).
     pub enable_preemption: bool,
+    /// `awareNetworkTopology` (Koordinator's chart sets it): it changes nothing for gangs
+    /// without a network-topology spec, as in Koordinator; a gang with one is placed
+    /// without its topology (koord has no network-topology planner), warned once.
+    pub aware_network_topology: bool,
+    warned_topology: std::sync::Mutex<std::collections::HashSet<String>>,
 }
+
+/// Koordinator's `AnnotationGangNetworkTopologySpec`.
+pub const ANN_NETWORK_TOPOLOGY_SPEC: &str = "gang.scheduling.koordinator.sh/network-topology-spec";
 
 impl Coscheduling {
     pub fn new(raw: Option<&Value>) -> Result<Coscheduling, String> {
@@ -68,7 +76,30 @@ impl Coscheduling {
                 default_match_policy: policy,
             },
             enable_preemption: a.enable_preemption.unwrap_or(false),
+            aware_network_topology: a.aware_network_topology.unwrap_or(false),
+            warned_topology: Default::default(),
         })
+    }
+
+    /// Warns once per gang whose pods ask for a network topology koord cannot honour.
+    fn note_topology(&self, gang: &str, pod: &PodInfo) {
+        let asks = pod.pod.metadata.annotations.as_ref().is_some_and(|a| {
+            a.get(ANN_NETWORK_TOPOLOGY_SPEC)
+                .is_some_and(|s| !s.is_empty())
+        });
+        if !(self.aware_network_topology && asks) {
+            return;
+        }
+        let mut warned = self
+            .warned_topology
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if warned.len() < 10_000 && warned.insert(gang.to_string()) {
+            tracing::warn!(
+                gang,
+                "awareNetworkTopology: koord has no network-topology planner; this gang's {ANN_NETWORK_TOPOLOGY_SPEC} is not honoured and its members are placed without it"
+            );
+        }
     }
 }
 
@@ -119,6 +150,7 @@ impl Plugin for Coscheduling {
         let Some(id) = gang_of(&pod.pod) else {
             return (Status::skip(), None);
         };
+        self.note_topology(&id, pod);
         if let Err(m) = cluster.gangs.check(&pod.key, &pod.pod) {
             return (Status::unresolvable(m), None);
         }
@@ -198,3 +230,40 @@ impl Plugin for Coscheduling {
 }
 
 pub use crate::scheduler::framework::gangs::rejected_message;
+
+#[cfg(test)]
+mod topology_tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn pod(spec: Option<&str>) -> PodInfo {
+        let mut ann = serde_json::Map::new();
+        if let Some(s) = spec {
+            ann.insert(ANN_NETWORK_TOPOLOGY_SPEC.into(), s.into());
+        }
+        PodInfo::new(Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "d", "annotations": ann},
+                "spec": {"containers": []}}))
+            .unwrap(),
+        ))
+    }
+
+    /// Koordinator's chart turns awareNetworkTopology on: nothing changes for gangs
+    /// without a topology spec; a gang with one is noted once.
+    #[test]
+    fn only_gangs_asking_for_a_topology_are_noted_once() {
+        let on =
+            Coscheduling::new(Some(&serde_json::json!({"awareNetworkTopology": true}))).unwrap();
+        on.note_topology("d/g1", &pod(None));
+        assert!(on.warned_topology.lock().unwrap().is_empty());
+        let spec = r#"{"gatherStrategy":[{"layer":"spineLayer","strategy":"PreferGather"}]}"#;
+        on.note_topology("d/g1", &pod(Some(spec)));
+        on.note_topology("d/g1", &pod(Some(spec)));
+        assert_eq!(on.warned_topology.lock().unwrap().len(), 1);
+        let off = Coscheduling::new(None).unwrap();
+        off.note_topology("d/g1", &pod(Some(spec)));
+        assert!(off.warned_topology.lock().unwrap().is_empty());
+    }
+}
