@@ -48,6 +48,8 @@ const KOORDLET: &[&str] = &[
     "koordlet_node_priority_resource_reclaimable",
     "koordlet_node_resource_priority_reclaimable_status",
     "koordlet_kubelet_request_duration_seconds",
+    "koordlet_container_core_sched_cookie",
+    "koordlet_core_sched_cookie_manage_status",
 ];
 
 /// Series this scenario must produce (an empty family is not exposed), with the

@@ -1,6 +1,6 @@
 //! Koordinator's koordlet series about what the koordlet did rather than what it measured
 //! (`pkg/koordlet/metrics`: kubelet.go, runtime_hook.go, resource_executor.go, oom_score_adj.go,
-//! cpu_burst.go, cpu_cpuset.go, common.go's eviction detail,
+//! cpu_burst.go, core_sched.go, cpu_cpuset.go, common.go's eviction detail,
 //! resource_summary.go's priority reclaimable) and the per-container collector series
 //! (cpi.go, psi.go).
 
@@ -54,6 +54,11 @@ pub struct OpSeries {
     /// `{node,pod_namespace,pod_name,container_id,container_name}`.
     pub scaled_cfs_burst: Family<Pairs, FGauge>,
     pub scaled_cfs_quota: Family<Pairs, FGauge>,
+    /// `{node,pod_name,pod_namespace,pod_uid,container_name,container_id,core_sched_group,core_sched_cookie}` = 1.
+    pub core_sched_cookie: Family<Pairs, FGauge>,
+    /// `{node,core_sched_group,status}`: per CoreSched round and group, whether all its
+    /// processes share one cookie; Go's counter, a gauge holding the count.
+    pub core_sched_status: Family<Pairs, Gauge>,
     /// `{node,cpu}` = 1 for each CPU of the pool.
     pub share_pool_info: Family<Pairs, Gauge>,
     pub be_share_pool_info: Family<Pairs, Gauge>,
@@ -88,6 +93,7 @@ struct Live {
     cpi: HashSet<Pairs>,
     psi: HashSet<Pairs>,
     pools: HashSet<Pairs>,
+    cookies: HashSet<Pairs>,
 }
 
 impl Default for OpSeries {
@@ -101,6 +107,8 @@ impl Default for OpSeries {
             oom_score_adj: Family::default(),
             scaled_cfs_burst: Family::default(),
             scaled_cfs_quota: Family::default(),
+            core_sched_cookie: Family::default(),
+            core_sched_status: Family::default(),
             share_pool_info: Family::default(),
             be_share_pool_info: Family::default(),
             container_cpi: Family::default(),
@@ -171,6 +179,16 @@ impl OpSeries {
             "koordlet_container_scaled_cfs_quota_us",
             "Run-time replenished within a period (in microseconds) in container-level set by koordlet",
             self.scaled_cfs_quota.clone(),
+        );
+        m.register(
+            "koordlet_container_core_sched_cookie",
+            "the core scheduling cookie of the container",
+            self.core_sched_cookie.clone(),
+        );
+        m.register(
+            "koordlet_core_sched_cookie_manage_status",
+            "the manage status of the core scheduling cookie",
+            self.core_sched_status.clone(),
         );
         m.register(
             "koordlet_cpuset_share_pool_info",
@@ -324,6 +342,23 @@ impl OpSeries {
             family.get_or_create(&l).set(v);
         }
         live.psi = keys;
+    }
+
+    /// This round's grouped containers and their cookies; gone ones are dropped.
+    pub fn set_core_sched_cookies(&self, now: Vec<(Pairs, f64)>) {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        replace(&self.core_sched_cookie, &mut live.cookies, now, |g, v| {
+            g.set(v);
+        });
+    }
+
+    pub fn core_sched_managed(&self, node: &str, group: &str, ok: bool) {
+        let l: Pairs = vec![
+            ("node", node.to_string()),
+            ("core_sched_group", group.to_string()),
+            ("status", status(ok)),
+        ];
+        self.core_sched_status.get_or_create(&l).inc();
     }
 
     /// The pools' CPUs, one series per CPU id, as Koordinator's `cpuset_*_info`.

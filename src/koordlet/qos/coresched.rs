@@ -28,6 +28,7 @@ use super::runner::{Round, Strategy};
 use crate::api::extension::qos::{KubeQoS, QoSClass, kube_qos, pod_qos_class};
 use crate::api::slo::nodeslo::{CPUQOSCfg, ResourceQOS, ResourceQOSStrategy};
 use crate::koordlet::informer::{PodMeta, States};
+use crate::koordlet::metrics::Pairs;
 use crate::os::coresched::CookieOps;
 use crate::os::{CgroupDir, Resource};
 
@@ -117,6 +118,9 @@ impl Rule {
         Some(group)
     }
 }
+
+/// (container series with their value, (group, all processes share one cookie)).
+pub type CookieReport = (Vec<(Pairs, f64)>, Vec<(String, bool)>);
 
 /// (pid, cookie) of a pod's processes.
 type Cookies = Vec<(u32, u64)>;
@@ -295,6 +299,59 @@ impl CoreSched {
         (idle, assign(self.ops.as_ref(), &rule, &with_pids))
     }
 
+    /// After a round: each grouped container's cookie, as Koordinator's
+    /// `koordlet_container_core_sched_cookie` labels, and per group whether every process
+    /// of its pods holds one shared, non-default cookie (`core_sched_cookie_manage_status`).
+    pub fn cookie_report(&self, states: &States, node: &str) -> CookieReport {
+        let rule = Rule::new(&states.slo().resource_qos);
+        if !rule.enabled() || !self.probed || self.unsupported.is_some() {
+            return (Vec::new(), Vec::new());
+        }
+        let cg = self.ex.cgroups();
+        let mut series = Vec::new();
+        let mut groups: HashMap<String, HashSet<u64>> = HashMap::new();
+        for pod in states.pods.iter() {
+            let Some(group) = rule.group(&pod.pod) else {
+                continue;
+            };
+            let held = groups.entry(group.clone()).or_default();
+            for pid in self.pids(pod) {
+                held.insert(self.ops.get(pid).unwrap_or(0));
+            }
+            for c in &pod.containers {
+                let first = cg.procs(&c.dir).unwrap_or_default().into_iter().next();
+                let cookie = first
+                    .and_then(|p| u32::try_from(p).ok())
+                    .and_then(|p| self.ops.get(p).ok())
+                    .filter(|c| *c != 0);
+                let Some(cookie) = cookie else {
+                    continue;
+                };
+                let labels: Pairs = vec![
+                    ("node", node.to_string()),
+                    ("pod_name", pod.name.clone()),
+                    ("pod_namespace", pod.namespace.clone()),
+                    ("pod_uid", pod.uid.clone()),
+                    ("container_name", c.name.clone()),
+                    ("container_id", PodMeta::container_id(c).to_string()),
+                    ("core_sched_group", group.clone()),
+                    ("core_sched_cookie", cookie.to_string()),
+                ];
+                series.push((labels, 1.0));
+            }
+        }
+        let mut status: Vec<(String, bool)> = groups
+            .into_iter()
+            .filter(|(_, held)| !held.is_empty())
+            .map(|(g, held)| {
+                let ok = held.len() == 1 && !held.contains(&0);
+                (g, ok)
+            })
+            .collect();
+        status.sort();
+        (series, status)
+    }
+
     fn pids(&self, pod: &PodMeta) -> Vec<u32> {
         let cg = self.ex.cgroups();
         let mut dirs = vec![pod.dir.clone()];
@@ -324,6 +381,13 @@ impl Strategy for CoreSched {
         record(ctx, "coresched", "kubepods", idle);
         for (pod, msg) in cookies {
             tracing::info!(pod = %pod, "CoreSched: {msg}");
+        }
+        let node = states.node.as_ref().and_then(|n| n.metadata.name.clone());
+        let node = node.unwrap_or_default();
+        let (series, groups) = self.cookie_report(states, &node);
+        ctx.metrics.ops.set_core_sched_cookies(series);
+        for (group, ok) in groups {
+            ctx.metrics.ops.core_sched_managed(&node, &group, ok);
         }
         futures::future::ready(Round::DONE).boxed()
     }

@@ -180,3 +180,78 @@ fn cpu_idle_goes_on_the_kube_qos_cgroups_that_have_it() {
             .exists()
     );
 }
+
+/// Koordinator's `container_core_sched_cookie` and `core_sched_cookie_manage_status`: each
+/// grouped container's cookie, and per group whether its processes share one cookie.
+#[test]
+fn cookie_report_names_each_containers_cookie_and_each_groups_state() {
+    use crate::koordlet::informer::PodMeta;
+    use crate::os::{Cgroups, Driver, Version};
+    let dir = tempfile::tempdir().unwrap();
+    let cg = Cgroups::new(dir.path().join("cg"), Version::V1, Driver::Cgroupfs, "");
+    let meta = |name: &str, group: &str, pid: u32| {
+        let mut p = pod(
+            name,
+            "LS",
+            json!({"koordinator.sh/core-sched-group-id": group}),
+        );
+        p.spec = Some(serde_json::from_value(json!({"containers": [{"name": "c"}]})).unwrap());
+        p.status = Some(
+            serde_json::from_value(
+                json!({"qosClass": "Burstable", "containerStatuses": [{"name": "c",
+                "containerID": format!("containerd://{name}"), "image": "i", "imageID": "",
+                "ready": true, "restartCount": 0}]}),
+            )
+            .unwrap(),
+        );
+        let m = PodMeta::new(p, &cg).unwrap();
+        for d in [&m.dir, &m.containers[0].dir] {
+            let at = dir.path().join("cg/cpu").join(d.as_str());
+            std::fs::create_dir_all(&at).unwrap();
+            std::fs::write(at.join("cgroup.procs"), format!("{pid}\n")).unwrap();
+        }
+        m
+    };
+    let slo: crate::api::slo::NodeSLO = serde_json::from_value(json!({
+        "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeSLO", "metadata": {"name": "n1"},
+        "spec": {"resourceQOSStrategy": {"policies": {"cpuPolicy": "coreSched"},
+            "lsClass": {"cpuQOS": {"enable": true}}}}}))
+    .unwrap();
+    let states = States {
+        pods: Arc::new(vec![
+            meta("a", "g1", 11),
+            meta("b", "g1", 12),
+            meta("c", "g2", 13),
+        ]),
+        node_slo: Some(Arc::new(slo)),
+        ..Default::default()
+    };
+    let kernel = FakeKernel::default();
+    kernel
+        .cookies
+        .lock()
+        .unwrap()
+        .extend([(11, 500), (12, 500), (13, 0)]);
+    let ex = Arc::new(Executor::new(cg.clone(), Duration::from_secs(60)));
+    let mut s = CoreSched::new(ex, dir.path().join("proc"), Arc::new(kernel));
+    s.probed = true;
+    let (series, groups) = s.cookie_report(&states, "n1");
+    let cookie_of = |pod: &str| {
+        series
+            .iter()
+            .find(|(l, _)| l.iter().any(|(k, v)| *k == "pod_name" && v == pod))
+            .map(|(l, _)| {
+                l.iter()
+                    .find(|(k, _)| *k == "core_sched_cookie")
+                    .unwrap()
+                    .1
+                    .clone()
+            })
+    };
+    assert_eq!(cookie_of("a").as_deref(), Some("500"));
+    assert_eq!(cookie_of("b").as_deref(), Some("500"));
+    assert_eq!(cookie_of("c"), None, "the default cookie is no cookie");
+    // LS pods expel BE ones by default: their groups carry the `-expeller` suffix.
+    let want = [("g1-expeller", true), ("g2-expeller", false)].map(|(g, ok)| (g.to_string(), ok));
+    assert_eq!(groups, want);
+}
