@@ -281,6 +281,15 @@ async fn run_roles(
         if webhook.port == crate::manager::webhook::Config::default().port {
             webhook.port = 0;
         }
+        // No kube-scheduler here: koord-scheduler also takes pods without a schedulerName.
+        cfg.scheduler.serve_default_scheduler = true;
+        // No metrics-server either: `kubectl top` reads the NodeMetric reports, so they
+        // come every 15 s (metrics-server's resolution) rather than every minute.
+        let reporter = &mut cfg.koordlet.reporter;
+        reporter.max_report_interval_seconds = Some(EMBEDDED_REPORT_SECONDS);
+        reporter.min_report_interval_seconds = reporter
+            .min_report_interval_seconds
+            .min(EMBEDDED_REPORT_SECONDS);
     }
     let cluster = if let Some((_, c, _)) = &embedded {
         Some(c.clone())
@@ -431,6 +440,9 @@ fn wire_koordlet_to_runtime(cfg: &mut Config, rt: &NodeRuntime) {
             .unwrap_or_else(|| data.join("hookserver.d"));
     }
 }
+
+/// How often the embedded koordlet reports usage (what `kubectl top` shows).
+const EMBEDDED_REPORT_SECONDS: u64 = 15;
 
 /// The in-process control plane of `--embedded`.
 type Embedded = (ApiServer, kernel::Cluster, Option<NodeRuntime>);

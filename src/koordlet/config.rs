@@ -139,6 +139,10 @@ pub struct ReporterConfig {
     pub min_report_interval_seconds: u64,
     /// Floor under `aggregateDurationSeconds`.
     pub min_aggregate_duration_seconds: u64,
+    /// Set by `--embedded` (not a configuration key): a ceiling over the report interval,
+    /// so `kubectl top` sees a new pod within seconds, as metrics-server users do.
+    #[serde(skip)]
+    pub max_report_interval_seconds: Option<u64>,
 }
 
 impl Default for ReporterConfig {
@@ -147,6 +151,7 @@ impl Default for ReporterConfig {
             enable_node_metric_report: true,
             min_report_interval_seconds: 30,
             min_aggregate_duration_seconds: 60,
+            max_report_interval_seconds: None,
         }
     }
 }

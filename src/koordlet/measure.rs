@@ -331,6 +331,7 @@ pub(super) async fn report_loop(
     let floors = reporter::Floors {
         min_interval: Duration::from_secs(cfg.min_report_interval_seconds.max(1)),
         min_aggregate: Duration::from_secs(cfg.min_aggregate_duration_seconds.max(1)),
+        max_interval: cfg.max_report_interval_seconds.map(Duration::from_secs),
     };
     if !l.informer.wait_synced(&l.shutdown).await {
         return Ok(());

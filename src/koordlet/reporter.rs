@@ -34,6 +34,8 @@ pub struct Policy {
 pub struct Floors {
     pub min_interval: Duration,
     pub min_aggregate: Duration,
+    /// A ceiling over the report interval (embedded mode), above the floor.
+    pub max_interval: Option<Duration>,
 }
 
 /// Koordinator's `usageWithPageCache`: node and pod memory reported with page cache.
@@ -72,7 +74,13 @@ pub fn policy(nm: Option<&NodeMetric>, floors: Floors) -> Policy {
     Policy {
         aggregate: secs(spec.and_then(|s| s.aggregate_duration_seconds), 300)
             .max(floors.min_aggregate),
-        interval: secs(spec.and_then(|s| s.report_interval_seconds), 60).max(floors.min_interval),
+        interval: {
+            let i = secs(spec.and_then(|s| s.report_interval_seconds), 60);
+            floors
+                .max_interval
+                .map_or(i, |m| i.min(m))
+                .max(floors.min_interval)
+        },
         durations,
         memory_policy: spec
             .and_then(|s| s.node_memory_collect_policy.clone())
@@ -379,6 +387,7 @@ mod tests {
 
     const FLOORS: Floors = Floors {
         min_interval: Duration::from_secs(30),
+        max_interval: None,
         min_aggregate: Duration::from_secs(60),
     };
 
@@ -398,6 +407,18 @@ mod tests {
             "floors apply"
         );
         assert_eq!(p.durations, vec![Duration::from_secs(60)]);
+        // Embedded mode: a 15 s ceiling over the manager's 60 s, the floor lowered to it.
+        let embedded = Floors {
+            min_interval: Duration::from_secs(15),
+            max_interval: Some(Duration::from_secs(15)),
+            ..FLOORS
+        };
+        assert_eq!(policy(None, embedded).interval.as_secs(), 15);
+        assert_eq!(
+            policy(Some(&custom), embedded).interval.as_secs(),
+            15,
+            "the floor wins"
+        );
     }
 
     #[test]

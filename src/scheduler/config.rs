@@ -386,6 +386,21 @@ fn apply(
     Ok((profile, unsupported))
 }
 
+/// A copy of the first profile named `default-scheduler`, unless one exists: pods without a
+/// `schedulerName` are scheduled like the first profile's (embedded mode has no
+/// kube-scheduler).
+pub fn serve_default_scheduler(cfg: &mut SchedulerConfig) {
+    const NAME: &str = "default-scheduler";
+    if cfg.profiles.iter().any(|p| p.scheduler_name == NAME) {
+        return;
+    }
+    if let Some(first) = cfg.profiles.first() {
+        let mut copy = first.clone();
+        copy.scheduler_name = NAME.into();
+        cfg.profiles.push(copy);
+    }
+}
+
 fn upstream_default() -> Result<Profile, String> {
     let multi: Vec<(String, i64)> = MULTI_POINT
         .iter()

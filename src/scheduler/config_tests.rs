@@ -288,3 +288,20 @@ fn parallelism_and_leader_election_from_the_file() {
         "{e}"
     );
 }
+
+/// `--embedded` has no kube-scheduler: the first profile also serves `default-scheduler`,
+/// unless the configuration names a profile so.
+#[test]
+fn embedded_mode_serves_default_scheduler_with_the_first_profile() {
+    let mut cfg = default_config().unwrap();
+    serve_default_scheduler(&mut cfg);
+    let names: Vec<&str> = cfg
+        .profiles
+        .iter()
+        .map(|p| p.scheduler_name.as_str())
+        .collect();
+    assert_eq!(names, ["koord-scheduler", "default-scheduler"]);
+    assert_eq!(cfg.profiles[1].points, cfg.profiles[0].points);
+    serve_default_scheduler(&mut cfg);
+    assert_eq!(cfg.profiles.len(), 2, "once");
+}

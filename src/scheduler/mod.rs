@@ -46,6 +46,11 @@ pub struct Config {
     pub leader_election: LeaseConfig,
     /// Koordinator's scheduler feature gates (`--feature-gates`).
     pub feature_gates: BTreeMap<String, bool>,
+    /// Set by `--embedded` (not a configuration key): there is no kube-scheduler, so the
+    /// first profile also serves pods of `default-scheduler` (a pod without a
+    /// `schedulerName`), unless a profile of that name is configured.
+    #[serde(skip)]
+    pub serve_default_scheduler: bool,
 }
 
 impl Default for Config {
@@ -54,6 +59,7 @@ impl Default for Config {
             config_file: None,
             leader_election: LeaseConfig::named("koord-scheduler"),
             feature_gates: BTreeMap::new(),
+            serve_default_scheduler: false,
         }
     }
 }
@@ -84,14 +90,18 @@ pub fn validate(cfg: &Config, strict: bool) -> Vec<(String, String)> {
 
 /// The scheduler configuration this role runs with.
 pub fn load(cfg: &Config) -> Result<config::SchedulerConfig, String> {
-    match &cfg.config_file {
+    let mut sched = match &cfg.config_file {
         None => config::default_config(),
         Some(p) => {
             let text =
                 crate::os::files::read_config(p).map_err(|e| format!("{}: {e}", p.display()))?;
             config::resolve(Some((&text, &p.display().to_string())))
         }
+    }?;
+    if cfg.serve_default_scheduler {
+        config::serve_default_scheduler(&mut sched);
     }
+    Ok(sched)
 }
 
 /// The reservation controller, on the leader only: a round soon after the live scheduler

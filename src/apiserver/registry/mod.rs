@@ -259,17 +259,25 @@ impl Registry {
             })
     }
 
+    /// Named groups in kube-apiserver's discovery order: built-in groups, then CRD groups
+    /// (group priority 1000), then the aggregated `metrics.k8s.io` (100) — so kubectl
+    /// resolves `nodemetrics` to Koordinator's NodeMetric, not metrics.k8s.io's NodeMetrics.
     fn groups(&self) -> Vec<(String, Vec<String>)> {
-        let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut groups: BTreeMap<(u8, String), Vec<String>> = BTreeMap::new();
         for info in self.all().iter().filter(|i| !i.group.is_empty()) {
-            let versions = groups.entry(info.group.clone()).or_default();
+            let rank = match (info.group.as_str(), info.builtin) {
+                (crate::apiserver::metrics::GROUP, _) => 2,
+                (_, true) => 0,
+                (_, false) => 1,
+            };
+            let versions = groups.entry((rank, info.group.clone())).or_default();
             for v in &info.versions {
                 if !versions.contains(v) {
                     versions.push(v.clone());
                 }
             }
         }
-        groups.into_iter().collect()
+        groups.into_iter().map(|((_, g), vs)| (g, vs)).collect()
     }
 
     /// `/api/v1` or `/apis/{group}/{version}`.
@@ -368,12 +376,19 @@ mod tests {
         let list = r.resource_list("slo.koordinator.sh", "v1alpha1").unwrap();
         assert_eq!(list["resources"][0]["name"], "nodemetrics");
         assert_eq!(list["resources"][1]["name"], "nodemetrics/status");
+        let groups: Vec<String> = r.group_list()["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap().to_string())
+            .collect();
+        let at = |name: &str| groups.iter().position(|g| g == name).unwrap();
+        // kube-apiserver's order: built-in groups, CRD groups (priority 1000), then the
+        // aggregated metrics.k8s.io (100).
+        assert!(at("apps") < at("slo.koordinator.sh"), "{groups:?}");
         assert!(
-            r.group_list()["groups"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|g| g["name"] == "slo.koordinator.sh")
+            at("slo.koordinator.sh") < at("metrics.k8s.io"),
+            "{groups:?}"
         );
     }
 
