@@ -269,6 +269,10 @@ async fn run_roles(
     // The embedded API server calls the webhooks by URL over loopback: there is no
     // Service to resolve, and nobody else needs to reach them.
     if embedded.is_some() {
+        // A second embedded koord on this machine: the admin endpoint moves to a free
+        // port when its default is taken (the log line and `koord status` say where).
+        let default_admin = crate::kernel::common::CommonConfig::default().admin_addr;
+        cfg.common.admin_addr = free_if_default_taken(cfg.common.admin_addr, default_admin);
         let webhook = &mut cfg.manager.webhook;
         if webhook.host.is_empty() {
             webhook.host = "127.0.0.1".into();
@@ -314,6 +318,13 @@ async fn run_roles(
             return ExitCode::FAILURE;
         }
     };
+    // Port 0 (a free one): say which was taken.
+    if let Ok(bound) = listener.local_addr()
+        && bound != cfg.common.admin_addr
+    {
+        eprintln!("koord: admin endpoint at http://{bound}");
+        cfg.common.admin_addr = bound;
+    }
     let admin_stop = CancellationToken::new();
     let admin_state = admin::AdminState {
         readiness: readiness.clone(),
@@ -441,6 +452,26 @@ fn wire_koordlet_to_runtime(cfg: &mut Config, rt: &NodeRuntime) {
     }
 }
 
+/// `addr`, or a free port on the same interface when `addr` is its `default` and another
+/// process holds it (embedded mode: two instances side by side with default flags). An
+/// address asked for explicitly is never moved: taken, it is an error where it is bound.
+fn free_if_default_taken(
+    addr: std::net::SocketAddr,
+    default: std::net::SocketAddr,
+) -> std::net::SocketAddr {
+    if addr != default || addr.port() == 0 {
+        return addr;
+    }
+    match std::net::TcpListener::bind(addr) {
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            let free = std::net::SocketAddr::new(addr.ip(), 0);
+            tracing::info!(%addr, "taken by another process; using a free port instead");
+            free
+        }
+        _ => addr,
+    }
+}
+
 /// How often the embedded koordlet reports usage (what `kubectl top` shows).
 const EMBEDDED_REPORT_SECONDS: u64 = 15;
 
@@ -454,9 +485,11 @@ async fn start_embedded(
     is_root: bool,
 ) -> anyhow::Result<Embedded> {
     let ready = readiness.register("apiserver");
-    let opts = cfg
+    let mut opts = cfg
         .embedded
         .options(&cfg.common.data_dir, &cfg.common.node_name);
+    let default_addr = crate::apiserver::Config::default().addr;
+    opts.addr = free_if_default_taken(opts.addr, default_addr);
     let server = ApiServer::start(opts)
         .await
         .map_err(|e| anyhow::anyhow!("embedded API server: {e}"))?;

@@ -30,6 +30,7 @@ mod scheduler_diff;
 mod scheduler_props;
 mod second_client;
 mod shutdown;
+mod side_by_side;
 mod volumes;
 mod webhook;
 mod webhook_props;
