@@ -5,6 +5,7 @@ pub mod api;
 pub mod apiserver;
 pub mod cli;
 pub mod config;
+pub mod controllers;
 pub mod descheduler;
 pub mod device_daemon;
 pub mod explain;
@@ -33,6 +34,7 @@ pub(crate) mod layering {
             "descheduler",
             "runtime_proxy",
             "device_daemon",
+            "controllers",
         ],
         &["noderuntime"],
         &["apiserver", "explain", "manifests"],

@@ -296,6 +296,8 @@ async fn run_roles(
             .min(EMBEDDED_REPORT_SECONDS);
     }
     let cluster = if let Some((_, c, _)) = &embedded {
+        // No kube-controller-manager here: koord runs the workload controllers.
+        crate::controllers::spawn(c.client.clone(), &tasks, &shutdown);
         Some(c.clone())
     } else if roles.0.iter().any(|r| r.needs_cluster()) {
         match cluster::resolve(cfg.common.kubeconfig.as_deref(), &host).await {

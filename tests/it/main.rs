@@ -34,3 +34,4 @@ mod side_by_side;
 mod volumes;
 mod webhook;
 mod webhook_props;
+mod workloads;

@@ -1,0 +1,166 @@
+//! kubectl's everyday workload commands against `koord --role=all --embedded` with
+//! simulated nodes, as against a kind cluster: create deployment, rollout status, scale,
+//! set image, rollout undo and restart, delete with its ReplicaSets and pods collected.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Koord, free_port, wait_until};
+
+struct Kubectl {
+    kubeconfig: PathBuf,
+    cache: PathBuf,
+}
+
+impl Kubectl {
+    fn run(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .args(args)
+            .output()
+            .expect("run kubectl");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    }
+
+    fn ok(&self, args: &[&str], koord: &Koord) -> String {
+        let (ok, text) = self.run(args);
+        assert!(ok, "kubectl {args:?}:\n{text}\n--- koord\n{}", koord.logs());
+        text
+    }
+
+    fn count(&self, args: &[&str]) -> usize {
+        self.run(args).1.split_whitespace().count()
+    }
+}
+
+fn has_kubectl() -> bool {
+    Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_ok()
+}
+
+fn start(dir: &Path) -> (Koord, Kubectl) {
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let koord = Koord::start(
+        &[
+            "--role=all",
+            "--embedded",
+            "--embedded-addr",
+            &format!("127.0.0.1:{}", free_port()),
+            "--admin-addr",
+            &format!("127.0.0.1:{}", free_port()),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--sim-nodes=2",
+        ],
+        // Only the simulated nodes (they run what is bound to them); this machine is not one.
+        &[
+            ("KOORD_EMBEDDED__NODE_RUNTIME__ENABLED", "false"),
+            ("KOORD_EMBEDDED__REGISTER_LOCAL_NODE", "false"),
+        ],
+        dir,
+    );
+    let k = Kubectl {
+        kubeconfig: data.join("kubeconfig"),
+        cache: dir.join("kcache"),
+    };
+    (koord, k)
+}
+
+#[test]
+fn deployments_roll_out_scale_undo_and_delete_as_in_a_cluster() {
+    if !has_kubectl() {
+        eprintln!("skipped: no kubectl on PATH");
+        return;
+    }
+    let _cpu = common::cpu_exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let (koord, k) = start(dir.path());
+    assert!(
+        wait_until(Duration::from_secs(30), || k.run(&["get", "nodes"]).0),
+        "{}",
+        koord.logs()
+    );
+    k.ok(
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1",
+            "--replicas=2",
+        ],
+        &koord,
+    );
+    let status = ["rollout", "status", "deployment/web", "--timeout=60s"];
+    let out = k.ok(&status, &koord);
+    assert!(out.contains("successfully rolled out"), "{out}");
+    let pods = ["get", "pods", "-l", "app=web", "-o", "name"];
+    assert_eq!(k.count(&pods), 2);
+
+    k.ok(&["scale", "deployment/web", "--replicas=3"], &koord);
+    k.ok(&status, &koord);
+    assert!(wait_until(Duration::from_secs(20), || k.count(&pods) == 3));
+
+    k.ok(&["set", "image", "deployment/web", "nginx=nginx:2"], &koord);
+    k.ok(&status, &koord);
+    let sets = ["get", "rs", "-l", "app=web", "-o", "name"];
+    assert_eq!(k.count(&sets), 2, "one ReplicaSet per template");
+    let image = [
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].image}",
+    ];
+    assert_eq!(k.ok(&image, &koord), "nginx:2");
+    let history = k.ok(&["rollout", "history", "deployment/web"], &koord);
+    assert!(history.contains('1') && history.contains('2'), "{history}");
+
+    k.ok(&["rollout", "undo", "deployment/web"], &koord);
+    k.ok(&status, &koord);
+    assert_eq!(k.ok(&image, &koord), "nginx:1");
+    let images = [
+        "get",
+        "pods",
+        "-l",
+        "app=web",
+        "-o",
+        "jsonpath={.items[*].spec.containers[0].image}",
+    ];
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let (_, out) = k.run(&images);
+            out.split_whitespace().count() == 3 && out.split_whitespace().all(|i| i == "nginx:1")
+        }),
+        "{}",
+        k.run(&images).1
+    );
+
+    k.ok(&["rollout", "restart", "deployment/web"], &koord);
+    k.ok(&status, &koord);
+    assert_eq!(k.count(&sets), 3, "a restart is a new template");
+
+    k.ok(&["delete", "deployment", "web"], &koord);
+    assert!(
+        wait_until(Duration::from_secs(30), || k.count(&pods) == 0
+            && k.count(&sets) == 0),
+        "ReplicaSets and pods collected:\n{}\n{}",
+        k.run(&["get", "rs,pods", "-A"]).1,
+        koord.logs()
+    );
+    drop(koord);
+}
