@@ -1,9 +1,10 @@
 //! The workload controllers of `--embedded` (a real cluster has kube-controller-manager):
-//! ReplicaSet, Deployment and the garbage collector's background deletion of dependents
-//! whose ReplicaSet or Deployment owner is gone. One loop, woken by any change of what it
+//! ReplicaSet, Deployment, Job and the garbage collector's background deletion of
+//! dependents whose ReplicaSet, Deployment or Job owner is gone. One loop, woken by any change of what it
 //! watches and every few seconds; it writes through the API like any client.
 
 pub mod deployment;
+pub mod job;
 pub mod replicaset;
 
 use std::collections::HashSet;
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::Store;
@@ -62,6 +64,7 @@ struct Caches {
     pods: Store<Pod>,
     sets: Store<ReplicaSet>,
     deployments: Store<Deployment>,
+    jobs: Store<Job>,
 }
 
 /// Starts the controllers; they stop when the process drains.
@@ -71,12 +74,14 @@ pub fn spawn(client: Client, tasks: &Tasks, shutdown: &Shutdown) {
         pods: watch_into(&client, &kick, tasks, shutdown, "pods"),
         sets: watch_into(&client, &kick, tasks, shutdown, "replicasets"),
         deployments: watch_into(&client, &kick, tasks, shutdown, "deployments"),
+        jobs: watch_into(&client, &kick, tasks, shutdown, "jobs"),
     };
     let shutdown = shutdown.clone();
     tasks.spawn("controllers", async move {
         let _ = caches.pods.wait_until_ready().await;
         let _ = caches.sets.wait_until_ready().await;
         let _ = caches.deployments.wait_until_ready().await;
+        let _ = caches.jobs.wait_until_ready().await;
         loop {
             pass(&client, &caches).await;
             tokio::select! {
@@ -105,7 +110,69 @@ async fn pass(client: &Client, c: &Caches) {
     for rs in &sets {
         apply_replica_set(client, rs, replicaset::plan(rs, &all_pods)).await;
     }
-    collect_garbage(client, &deployments, &sets, &pods).await;
+    let jobs = c.jobs.state();
+    let (now, now_s) = (
+        crate::api::time::now(),
+        k8s_openapi::jiff::Timestamp::now().as_second(),
+    );
+    for j in &jobs {
+        let uid = j.metadata.uid.as_deref();
+        let owned: Vec<&Pod> = all_pods
+            .iter()
+            .copied()
+            .filter(|p| replicaset::controller_of(&p.metadata).map(|o| o.uid.as_str()) == uid)
+            .collect();
+        apply_job(client, j, job::plan(j, &owned, &now, now_s)).await;
+    }
+    let owners = Owners {
+        deployments: &deployments,
+        sets: &sets,
+        jobs: &jobs,
+    };
+    collect_garbage(client, &owners, &pods).await;
+}
+
+async fn apply_job(client: &Client, j: &Job, plan: job::Plan) {
+    let ns = j.metadata.namespace.clone().unwrap_or_default();
+    let name = j.metadata.name.clone().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    if plan.create > 0
+        && let Some(template) = job::pod_from(j)
+        && let Ok(pod) = serde_json::from_value::<Pod>(template)
+    {
+        for _ in 0..plan.create.min(MAX_CREATES) {
+            report(
+                "pod",
+                &name,
+                pods.create(&PostParams::default(), &pod).await,
+            );
+        }
+    }
+    for p in &plan.delete {
+        report("pod", p, pods.delete(p, &DeleteParams::default()).await);
+    }
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+    if let Some(status) = plan.status {
+        let p = json!({"status": status});
+        let r = jobs
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(p))
+            .await;
+        report("job", &name, r);
+    }
+    if plan.expire {
+        report(
+            "job",
+            &name,
+            jobs.delete(&name, &DeleteParams::background()).await,
+        );
+    }
+}
+
+/// The owners whose dependents the garbage collector looks after.
+struct Owners<'a> {
+    deployments: &'a [Arc<Deployment>],
+    sets: &'a [Arc<ReplicaSet>],
+    jobs: &'a [Arc<Job>],
 }
 
 fn report<T>(what: &str, name: &str, r: Result<T, kube::Error>) {
@@ -211,22 +278,16 @@ async fn apply_replica_set(client: &Client, rs: &ReplicaSet, plan: replicaset::P
 }
 
 /// Background deletion: ReplicaSets whose controlling Deployment is gone, and pods whose
-/// controlling ReplicaSet is gone (kube's garbage collector for these kinds).
-async fn collect_garbage(
-    client: &Client,
-    deployments: &[Arc<Deployment>],
-    sets: &[Arc<ReplicaSet>],
-    pods: &[Arc<Pod>],
-) {
-    let uids = |items: &mut dyn Iterator<Item = Option<&String>>| -> HashSet<String> {
-        items.flatten().cloned().collect()
-    };
-    let live_d = uids(&mut deployments.iter().map(|d| d.metadata.uid.as_ref()));
-    let live_rs = uids(&mut sets.iter().map(|r| r.metadata.uid.as_ref()));
-    for rs in sets {
-        if let Some(o) = replicaset::controller_of(&rs.metadata)
-            && o.kind == "Deployment"
-            && !live_d.contains(&o.uid)
+/// controlling ReplicaSet or Job is gone (kube's garbage collector for these kinds).
+async fn collect_garbage(client: &Client, o: &Owners<'_>, pods: &[Arc<Pod>]) {
+    fn uids<K: kube::Resource>(items: &[Arc<K>]) -> HashSet<String> {
+        items.iter().filter_map(|i| i.meta().uid.clone()).collect()
+    }
+    let (live_d, live_rs, live_j) = (uids(o.deployments), uids(o.sets), uids(o.jobs));
+    for rs in o.sets {
+        if let Some(owner) = replicaset::controller_of(&rs.metadata)
+            && owner.kind == "Deployment"
+            && !live_d.contains(&owner.uid)
             && rs.metadata.deletion_timestamp.is_none()
         {
             let ns = rs.metadata.namespace.clone().unwrap_or_default();
@@ -240,11 +301,13 @@ async fn collect_garbage(
         }
     }
     for p in pods {
-        if let Some(o) = replicaset::controller_of(&p.metadata)
-            && o.kind == "ReplicaSet"
-            && !live_rs.contains(&o.uid)
-            && p.metadata.deletion_timestamp.is_none()
-        {
+        let gone =
+            replicaset::controller_of(&p.metadata).is_some_and(|owner| match owner.kind.as_str() {
+                "ReplicaSet" => !live_rs.contains(&owner.uid),
+                "Job" => !live_j.contains(&owner.uid),
+                _ => false,
+            });
+        if gone && p.metadata.deletion_timestamp.is_none() {
             let ns = p.metadata.namespace.clone().unwrap_or_default();
             let name = p.metadata.name.clone().unwrap_or_default();
             let api: Api<Pod> = Api::namespaced(client.clone(), &ns);

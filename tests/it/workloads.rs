@@ -1,6 +1,7 @@
 //! kubectl's everyday workload commands against `koord --role=all --embedded` with
 //! simulated nodes, as against a kind cluster: create deployment, rollout status, scale,
-//! set image, rollout undo and restart, delete with its ReplicaSets and pods collected.
+//! set image, rollout undo and restart, delete with its ReplicaSets and pods collected;
+//! create job, its completion, and delete.
 
 use crate::common;
 
@@ -161,6 +162,70 @@ fn deployments_roll_out_scale_undo_and_delete_as_in_a_cluster() {
         "ReplicaSets and pods collected:\n{}\n{}",
         k.run(&["get", "rs,pods", "-A"]).1,
         koord.logs()
+    );
+    drop(koord);
+}
+
+#[test]
+fn jobs_run_complete_and_take_their_pods_along() {
+    if !has_kubectl() {
+        eprintln!("skipped: no kubectl on PATH");
+        return;
+    }
+    let _cpu = common::cpu_exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let (koord, k) = start(dir.path());
+    assert!(
+        wait_until(Duration::from_secs(30), || k.run(&["get", "nodes"]).0),
+        "{}",
+        koord.logs()
+    );
+    k.ok(
+        &["create", "job", "pi", "--image=busybox", "--", "true"],
+        &koord,
+    );
+    let pods = ["get", "pods", "-l", "job-name=pi", "-o", "name"];
+    assert!(
+        wait_until(Duration::from_secs(20), || k.count(&pods) == 1),
+        "{}",
+        koord.logs()
+    );
+    let active = ["get", "job", "pi", "-o", "jsonpath={.status.active}"];
+    assert!(wait_until(Duration::from_secs(10), || k.run(&active).1 == "1"));
+    // The simulated node runs the pod; here it finishes.
+    let pod = k.ok(&pods, &koord);
+    let pod = pod.trim().trim_start_matches("pod/");
+    k.ok(
+        &[
+            "patch",
+            "pod",
+            pod,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"phase":"Succeeded"}}"#,
+        ],
+        &koord,
+    );
+    k.ok(
+        &[
+            "wait",
+            "--for=condition=complete",
+            "job/pi",
+            "--timeout=30s",
+        ],
+        &koord,
+    );
+    let succeeded = k.ok(
+        &["get", "job", "pi", "-o", "jsonpath={.status.succeeded}"],
+        &koord,
+    );
+    assert_eq!(succeeded, "1");
+    k.ok(&["delete", "job", "pi"], &koord);
+    assert!(
+        wait_until(Duration::from_secs(20), || k.count(&pods) == 0),
+        "the Job's pod is collected:\n{}",
+        k.run(&["get", "pods", "-A"]).1
     );
     drop(koord);
 }
