@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod bootstrap;
+mod defaults;
 pub mod exec;
 pub mod fieldmanager;
 pub mod http;

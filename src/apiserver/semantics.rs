@@ -63,44 +63,13 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, store: &Store) -> Re
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => accept_crd(info, &name, obj)?,
         ("", "persistentvolumes" | "persistentvolumeclaims")
-        | ("storage.k8s.io", "storageclasses") => storage_defaults(&info.resource, obj),
+        | ("storage.k8s.io", "storageclasses") => super::defaults::storage(&info.resource, obj),
+        ("apps", "deployments" | "daemonsets") | ("batch", "jobs") => {
+            super::defaults::workload(&info.resource, obj)
+        }
         _ => {}
     }
     Ok(())
-}
-
-/// kube-apiserver's defaults for storage objects (the volume plugins read them): a class
-/// binds Immediate and deletes; PVs retain; both PVs and claims are Filesystem volumes and
-/// start Pending.
-fn storage_defaults(resource: &str, obj: &mut Value) {
-    let set = |obj: &mut Value, path: &[&str], v: &str| {
-        let mut at = &mut *obj;
-        for p in &path[..path.len() - 1] {
-            if !at.get(*p).is_some_and(Value::is_object) {
-                at[*p] = json!({});
-            }
-            at = &mut at[*p];
-        }
-        let last = path[path.len() - 1];
-        if at.get(last).is_none_or(Value::is_null) {
-            at[last] = v.into();
-        }
-    };
-    match resource {
-        "storageclasses" => {
-            set(obj, &["reclaimPolicy"], "Delete");
-            set(obj, &["volumeBindingMode"], "Immediate");
-        }
-        "persistentvolumes" => {
-            set(obj, &["spec", "persistentVolumeReclaimPolicy"], "Retain");
-            set(obj, &["spec", "volumeMode"], "Filesystem");
-            set(obj, &["status", "phase"], "Pending");
-        }
-        _ => {
-            set(obj, &["spec", "volumeMode"], "Filesystem");
-            set(obj, &["status", "phase"], "Pending");
-        }
-    }
 }
 
 /// Carries over what an update may not change and applies the status-subresource rules.

@@ -1,8 +1,9 @@
 //! The workload controllers of `--embedded` (a real cluster has kube-controller-manager):
-//! ReplicaSet, Deployment, Job and the garbage collector's background deletion of
-//! dependents whose ReplicaSet, Deployment or Job owner is gone. One loop, woken by any change of what it
+//! ReplicaSet, Deployment, Job, DaemonSet and the garbage collector's background deletion
+//! of dependents whose owner of those kinds is gone. One loop, woken by any change of what it
 //! watches and every few seconds; it writes through the API like any client.
 
+pub mod daemonset;
 pub mod deployment;
 pub mod job;
 pub mod replicaset;
@@ -12,9 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::Store;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -65,6 +66,8 @@ struct Caches {
     sets: Store<ReplicaSet>,
     deployments: Store<Deployment>,
     jobs: Store<Job>,
+    daemons: Store<DaemonSet>,
+    nodes: Store<Node>,
 }
 
 /// Starts the controllers; they stop when the process drains.
@@ -75,6 +78,8 @@ pub fn spawn(client: Client, tasks: &Tasks, shutdown: &Shutdown) {
         sets: watch_into(&client, &kick, tasks, shutdown, "replicasets"),
         deployments: watch_into(&client, &kick, tasks, shutdown, "deployments"),
         jobs: watch_into(&client, &kick, tasks, shutdown, "jobs"),
+        daemons: watch_into(&client, &kick, tasks, shutdown, "daemonsets"),
+        nodes: watch_into(&client, &kick, tasks, shutdown, "nodes"),
     };
     let shutdown = shutdown.clone();
     tasks.spawn("controllers", async move {
@@ -82,6 +87,8 @@ pub fn spawn(client: Client, tasks: &Tasks, shutdown: &Shutdown) {
         let _ = caches.sets.wait_until_ready().await;
         let _ = caches.deployments.wait_until_ready().await;
         let _ = caches.jobs.wait_until_ready().await;
+        let _ = caches.daemons.wait_until_ready().await;
+        let _ = caches.nodes.wait_until_ready().await;
         loop {
             pass(&client, &caches).await;
             tokio::select! {
@@ -124,42 +131,42 @@ async fn pass(client: &Client, c: &Caches) {
             .collect();
         apply_job(client, j, job::plan(j, &owned, &now, now_s)).await;
     }
+    let daemons = c.daemons.state();
+    let nodes = c.nodes.state();
+    let node_refs: Vec<&Node> = nodes.iter().map(|n| n.as_ref()).collect();
+    for ds in &daemons {
+        let uid = ds.metadata.uid.as_deref();
+        let owned: Vec<&Pod> = all_pods
+            .iter()
+            .copied()
+            .filter(|p| replicaset::controller_of(&p.metadata).map(|o| o.uid.as_str()) == uid)
+            .collect();
+        apply_daemon_set(client, ds, daemonset::plan(ds, &node_refs, &owned)).await;
+    }
     let owners = Owners {
         deployments: &deployments,
         sets: &sets,
         jobs: &jobs,
+        daemons: &daemons,
     };
     collect_garbage(client, &owners, &pods).await;
 }
 
 async fn apply_job(client: &Client, j: &Job, plan: job::Plan) {
-    let ns = j.metadata.namespace.clone().unwrap_or_default();
-    let name = j.metadata.name.clone().unwrap_or_default();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    if plan.create > 0
-        && let Some(template) = job::pod_from(j)
-        && let Ok(pod) = serde_json::from_value::<Pod>(template)
-    {
-        for _ in 0..plan.create.min(MAX_CREATES) {
-            report(
-                "pod",
-                &name,
-                pods.create(&PostParams::default(), &pod).await,
-            );
-        }
-    }
-    for p in &plan.delete {
-        report("pod", p, pods.delete(p, &DeleteParams::default()).await);
-    }
-    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
-    if let Some(status) = plan.status {
-        let p = json!({"status": status});
-        let r = jobs
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(p))
-            .await;
-        report("job", &name, r);
-    }
+    let template = job::pod_from(j).and_then(|v| serde_json::from_value::<Pod>(v).ok());
+    let new = template.map(|p| vec![p; plan.create.min(MAX_CREATES)]);
+    write_pods_and_status::<Job>(
+        client,
+        &j.metadata,
+        new.unwrap_or_default(),
+        &plan.delete,
+        plan.status,
+    )
+    .await;
     if plan.expire {
+        let ns = j.metadata.namespace.clone().unwrap_or_default();
+        let name = j.metadata.name.clone().unwrap_or_default();
+        let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
         report(
             "job",
             &name,
@@ -168,11 +175,56 @@ async fn apply_job(client: &Client, j: &Job, plan: job::Plan) {
     }
 }
 
+/// Creates `new` pods and deletes `gone` ones in the owner's namespace, then merges
+/// `status` into the owner's status.
+async fn write_pods_and_status<K>(
+    client: &Client,
+    owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    new: Vec<Pod>,
+    gone: &[String],
+    status: Option<Value>,
+) where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let ns = owner.namespace.clone().unwrap_or_default();
+    let name = owner.name.clone().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    for pod in &new {
+        report("pod", &name, pods.create(&PostParams::default(), pod).await);
+    }
+    for p in gone {
+        report("pod", p, pods.delete(p, &DeleteParams::default()).await);
+    }
+    if let Some(status) = status {
+        let api: Api<K> = Api::namespaced(client.clone(), &ns);
+        let p = json!({"status": status});
+        let r = api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(p))
+            .await;
+        report("status", &name, r);
+    }
+}
+
 /// The owners whose dependents the garbage collector looks after.
 struct Owners<'a> {
     deployments: &'a [Arc<Deployment>],
     sets: &'a [Arc<ReplicaSet>],
     jobs: &'a [Arc<Job>],
+    daemons: &'a [Arc<DaemonSet>],
+}
+
+async fn apply_daemon_set(client: &Client, ds: &DaemonSet, plan: daemonset::Plan) {
+    let new: Vec<Pod> = plan
+        .create
+        .iter()
+        .take(MAX_CREATES)
+        .filter_map(|node| daemonset::pod_for(ds, node))
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect();
+    write_pods_and_status::<DaemonSet>(client, &ds.metadata, new, &plan.delete, plan.status).await;
 }
 
 fn report<T>(what: &str, name: &str, r: Result<T, kube::Error>) {
@@ -239,7 +291,6 @@ async fn apply_deployment(client: &Client, d: &Deployment, plan: deployment::Pla
 
 async fn apply_replica_set(client: &Client, rs: &ReplicaSet, plan: replicaset::Plan) {
     let ns = rs.metadata.namespace.clone().unwrap_or_default();
-    let name = rs.metadata.name.clone().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let pp = PatchParams::default();
     for p in &plan.adopt {
@@ -251,30 +302,16 @@ async fn apply_replica_set(client: &Client, rs: &ReplicaSet, plan: replicaset::P
         let patch = json!({"metadata": {"ownerReferences": Value::Null}});
         report("pod", p, pods.patch(p, &pp, &Patch::Merge(patch)).await);
     }
-    if plan.create > 0
-        && let Some(template) = replicaset::pod_from(rs)
-        && let Ok(pod) = serde_json::from_value::<Pod>(template)
-    {
-        for _ in 0..plan.create.min(MAX_CREATES) {
-            report(
-                "pod",
-                &name,
-                pods.create(&PostParams::default(), &pod).await,
-            );
-        }
-    }
-    for p in &plan.delete {
-        report("pod", p, pods.delete(p, &DeleteParams::default()).await);
-    }
-    if let Some(status) = plan.status {
-        let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), &ns);
-        let p = json!({"status": status});
-        report(
-            "replicaset",
-            &name,
-            sets.patch_status(&name, &pp, &Patch::Merge(p)).await,
-        );
-    }
+    let template = replicaset::pod_from(rs).and_then(|v| serde_json::from_value::<Pod>(v).ok());
+    let new = template.map(|p| vec![p; plan.create.min(MAX_CREATES)]);
+    write_pods_and_status::<ReplicaSet>(
+        client,
+        &rs.metadata,
+        new.unwrap_or_default(),
+        &plan.delete,
+        plan.status,
+    )
+    .await;
 }
 
 /// Background deletion: ReplicaSets whose controlling Deployment is gone, and pods whose
@@ -284,6 +321,7 @@ async fn collect_garbage(client: &Client, o: &Owners<'_>, pods: &[Arc<Pod>]) {
         items.iter().filter_map(|i| i.meta().uid.clone()).collect()
     }
     let (live_d, live_rs, live_j) = (uids(o.deployments), uids(o.sets), uids(o.jobs));
+    let live_ds = uids(o.daemons);
     for rs in o.sets {
         if let Some(owner) = replicaset::controller_of(&rs.metadata)
             && owner.kind == "Deployment"
@@ -305,6 +343,7 @@ async fn collect_garbage(client: &Client, o: &Owners<'_>, pods: &[Arc<Pod>]) {
             replicaset::controller_of(&p.metadata).is_some_and(|owner| match owner.kind.as_str() {
                 "ReplicaSet" => !live_rs.contains(&owner.uid),
                 "Job" => !live_j.contains(&owner.uid),
+                "DaemonSet" => !live_ds.contains(&owner.uid),
                 _ => false,
             });
         if gone && p.metadata.deletion_timestamp.is_none() {

@@ -82,13 +82,12 @@ fn start(dir: &Path) -> (Koord, Kubectl) {
     (koord, k)
 }
 
-#[test]
-fn deployments_roll_out_scale_undo_and_delete_as_in_a_cluster() {
+/// koord with simulated nodes whose API server answers, or `None` (skipped) without kubectl.
+fn up() -> Option<(tempfile::TempDir, Koord, Kubectl)> {
     if !has_kubectl() {
         eprintln!("skipped: no kubectl on PATH");
-        return;
+        return None;
     }
-    let _cpu = common::cpu_exclusive();
     let dir = tempfile::tempdir().unwrap();
     let (koord, k) = start(dir.path());
     assert!(
@@ -96,6 +95,15 @@ fn deployments_roll_out_scale_undo_and_delete_as_in_a_cluster() {
         "{}",
         koord.logs()
     );
+    Some((dir, koord, k))
+}
+
+#[test]
+fn deployments_roll_out_scale_undo_and_delete_as_in_a_cluster() {
+    let _cpu = common::cpu_exclusive();
+    let Some((_dir, koord, k)) = up() else {
+        return;
+    };
     k.ok(
         &[
             "create",
@@ -168,18 +176,10 @@ fn deployments_roll_out_scale_undo_and_delete_as_in_a_cluster() {
 
 #[test]
 fn jobs_run_complete_and_take_their_pods_along() {
-    if !has_kubectl() {
-        eprintln!("skipped: no kubectl on PATH");
-        return;
-    }
     let _cpu = common::cpu_exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let (koord, k) = start(dir.path());
-    assert!(
-        wait_until(Duration::from_secs(30), || k.run(&["get", "nodes"]).0),
-        "{}",
-        koord.logs()
-    );
+    let Some((_dir, koord, k)) = up() else {
+        return;
+    };
     k.ok(
         &["create", "job", "pi", "--image=busybox", "--", "true"],
         &koord,
@@ -227,5 +227,74 @@ fn jobs_run_complete_and_take_their_pods_along() {
         "the Job's pod is collected:\n{}",
         k.run(&["get", "pods", "-A"]).1
     );
+    drop(koord);
+}
+
+const AGENT: &str = r#"apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: default}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      containers: [{name: agent, image: busybox, command: [sleep, "3600"]}]
+"#;
+
+#[test]
+fn a_daemon_set_puts_one_pod_on_every_node() {
+    let _cpu = common::cpu_exclusive();
+    let Some((dir, koord, k)) = up() else {
+        return;
+    };
+    let file = dir.path().join("agent.yaml");
+    std::fs::write(&file, AGENT).unwrap();
+    k.ok(&["apply", "-f", file.to_str().unwrap()], &koord);
+    let out = k.ok(
+        &["rollout", "status", "daemonset/agent", "--timeout=60s"],
+        &koord,
+    );
+    assert!(out.contains("successfully rolled out"), "{out}");
+    let nodes = k.ok(
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=agent",
+            "-o",
+            "jsonpath={.items[*].spec.nodeName}",
+        ],
+        &koord,
+    );
+    let mut nodes: Vec<&str> = nodes.split_whitespace().collect();
+    nodes.sort();
+    assert_eq!(nodes, ["sim-node-0", "sim-node-1"]);
+    k.ok(
+        &["set", "image", "daemonset/agent", "agent=busybox:2"],
+        &koord,
+    );
+    k.ok(
+        &["rollout", "status", "daemonset/agent", "--timeout=60s"],
+        &koord,
+    );
+    let images = [
+        "get",
+        "pods",
+        "-l",
+        "app=agent",
+        "-o",
+        "jsonpath={.items[*].spec.containers[0].image}",
+    ];
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let (_, out) = k.run(&images);
+            out.split_whitespace().collect::<Vec<_>>() == ["busybox:2", "busybox:2"]
+        }),
+        "{}",
+        k.run(&images).1
+    );
+    k.ok(&["delete", "daemonset", "agent"], &koord);
+    let pods = ["get", "pods", "-l", "app=agent", "-o", "name"];
+    assert!(wait_until(Duration::from_secs(20), || k.count(&pods) == 0));
     drop(koord);
 }
