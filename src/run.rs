@@ -296,8 +296,11 @@ async fn run_roles(
             .min(EMBEDDED_REPORT_SECONDS);
     }
     let cluster = if let Some((_, c, _)) = &embedded {
-        // No kube-controller-manager here: koord runs the workload controllers.
-        crate::controllers::spawn(c.client.clone(), &tasks, &shutdown);
+        // No kube-controller-manager here: koord runs the workload controllers (not when
+        // only the API server is served, e.g. under a separately run scheduler).
+        if !roles.0.is_empty() {
+            crate::controllers::spawn(c.client.clone(), &tasks, &shutdown);
+        }
         Some(c.clone())
     } else if roles.0.iter().any(|r| r.needs_cluster()) {
         match cluster::resolve(cfg.common.kubeconfig.as_deref(), &host).await {
