@@ -20,6 +20,7 @@ pub mod podgc;
 mod props_tests;
 pub mod proto;
 pub mod pvbinder;
+mod table_workloads;
 pub use crate::api::patch;
 pub mod registry;
 pub mod schemas;

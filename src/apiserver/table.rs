@@ -206,6 +206,11 @@ pub fn table(
                 ],
                 values.iter().map(pod_row).collect(),
             ),
+            (g, r) if super::table_workloads::rows(g, r, &[]).is_some() => {
+                let (cols, rows) = super::table_workloads::rows(g, r, &values).unwrap_or_default();
+                let columns = cols.iter().map(|(n, t, d)| col(n, t, 0, d)).collect();
+                (columns, rows)
+            }
             ("", "nodes") => (
                 vec![
                     col("Name", "string", 0, "Name of the node"),

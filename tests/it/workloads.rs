@@ -119,6 +119,12 @@ fn deployments_roll_out_scale_undo_and_delete_as_in_a_cluster() {
     assert!(out.contains("successfully rolled out"), "{out}");
     let pods = ["get", "pods", "-l", "app=web", "-o", "name"];
     assert_eq!(k.count(&pods), 2);
+    // kubectl's columns, as a cluster prints them.
+    let table = k.ok(&["get", "deployment", "web"], &koord);
+    assert!(
+        table.contains("READY") && table.contains("UP-TO-DATE") && table.contains("2/2"),
+        "{table}"
+    );
 
     k.ok(&["scale", "deployment/web", "--replicas=3"], &koord);
     k.ok(&status, &koord);
