@@ -12,7 +12,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
-use super::replicaset::{active, owner_ref, ready};
+use super::replicaset::{active, owned_pod, ready};
 use crate::api::placement::{node_matches, tolerates};
 
 pub const LABEL_REVISION: &str = "controller-revision-hash";
@@ -158,21 +158,12 @@ pub fn plan(ds: &DaemonSet, nodes: &[&Node], owned: &[&Pod]) -> Plan {
 
 /// The DaemonSet's pod for `node`: pinned there by required node affinity.
 pub fn pod_for(ds: &DaemonSet, node: &str) -> Option<Value> {
-    let name = ds.metadata.name.as_deref()?;
-    let mut pod = serde_json::to_value(&ds.spec.as_ref()?.template).ok()?;
-    let meta = pod
-        .as_object_mut()?
-        .entry("metadata")
-        .or_insert_with(|| json!({}));
-    meta["generateName"] = format!("{name}-").into();
-    meta["namespace"] = ds.metadata.namespace.clone().unwrap_or_default().into();
-    meta["ownerReferences"] = json!([owner_ref("apps/v1", "DaemonSet", &ds.metadata)]);
-    meta["labels"][LABEL_REVISION] = revision_of(ds).into();
+    let spec = ds.spec.as_ref()?;
+    let mut pod = owned_pod(&spec.template, "apps/v1", "DaemonSet", &ds.metadata)?;
+    pod["metadata"]["labels"][LABEL_REVISION] = revision_of(ds).into();
     pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = json!({
         "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
     });
-    pod["apiVersion"] = "v1".into();
-    pod["kind"] = "Pod".into();
     Some(pod)
 }
 

@@ -9,7 +9,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use super::replicaset::{active, owner_ref, ready};
+use super::replicaset::{active, owned_pod, ready};
 
 #[derive(Debug, Default, PartialEq)]
 pub struct Plan {
@@ -133,27 +133,18 @@ pub fn plan(job: &Job, owned: &[&Pod], now: &str, now_s: i64) -> Plan {
 
 /// A pod of the Job: its template, Kubernetes' job labels, owned by the Job.
 pub fn pod_from(job: &Job) -> Option<Value> {
-    let tmpl = job.spec.as_ref()?.template.clone();
-    let name = job.metadata.name.as_deref()?;
+    let spec = job.spec.as_ref()?;
+    let mut pod = owned_pod(&spec.template, "batch/v1", "Job", &job.metadata)?;
+    let name = job.metadata.name.clone().unwrap_or_default();
     let uid = job.metadata.uid.clone().unwrap_or_default();
-    let mut pod = serde_json::to_value(tmpl).ok()?;
-    let meta = pod
-        .as_object_mut()?
-        .entry("metadata")
-        .or_insert_with(|| json!({}));
-    meta["generateName"] = format!("{name}-").into();
-    meta["namespace"] = job.metadata.namespace.clone().unwrap_or_default().into();
-    meta["ownerReferences"] = json!([owner_ref("batch/v1", "Job", &job.metadata)]);
     for (k, v) in [
-        ("batch.kubernetes.io/job-name", name.to_string()),
-        ("job-name", name.to_string()),
+        ("batch.kubernetes.io/job-name", name.clone()),
+        ("job-name", name),
         ("batch.kubernetes.io/controller-uid", uid.clone()),
         ("controller-uid", uid),
     ] {
-        meta["labels"][k] = v.into();
+        pod["metadata"]["labels"][k] = v.into();
     }
-    pod["apiVersion"] = "v1".into();
-    pod["kind"] = "Pod".into();
     Some(pod)
 }
 

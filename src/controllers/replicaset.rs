@@ -144,15 +144,25 @@ pub fn plan(rs: &ReplicaSet, pods: &[&Pod]) -> Plan {
 /// A pod from the ReplicaSet's template, owned by it.
 pub fn pod_from(rs: &ReplicaSet) -> Option<Value> {
     let tmpl = rs.spec.as_ref()?.template.as_ref()?;
-    let name = rs.metadata.name.as_deref()?;
-    let mut pod = serde_json::to_value(tmpl).ok()?;
+    owned_pod(tmpl, "apps/v1", "ReplicaSet", &rs.metadata)
+}
+
+/// A pod from a workload's `template`, named after and controlled by its owner.
+pub fn owned_pod(
+    template: &k8s_openapi::api::core::v1::PodTemplateSpec,
+    api_version: &str,
+    kind: &str,
+    owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<Value> {
+    let name = owner.name.as_deref()?;
+    let mut pod = serde_json::to_value(template).ok()?;
     let meta = pod
         .as_object_mut()?
         .entry("metadata")
         .or_insert_with(|| json!({}));
     meta["generateName"] = format!("{name}-").into();
-    meta["namespace"] = rs.metadata.namespace.clone().unwrap_or_default().into();
-    meta["ownerReferences"] = json!([owner_ref("apps/v1", "ReplicaSet", &rs.metadata)]);
+    meta["namespace"] = owner.namespace.clone().unwrap_or_default().into();
+    meta["ownerReferences"] = json!([owner_ref(api_version, kind, owner)]);
     if let Some(m) = meta.as_object_mut() {
         m.remove("name");
     }

@@ -223,6 +223,36 @@ pub fn cfs_updates(
     out
 }
 
+/// The container-level burst and quota values among `updates`, as
+/// (container id, container name, pod, resource, value).
+pub fn scaled_values<'a>(
+    pod: &'a crate::koordlet::informer::PodMeta,
+    updates: impl IntoIterator<Item = &'a super::executor::Update>,
+) -> Vec<crate::koordlet::metrics::ScaledCfs> {
+    use crate::os::Resource;
+    let mut out = Vec::new();
+    for u in updates {
+        let (Resource::CfsBurst | Resource::CfsQuota) = u.resource else {
+            continue;
+        };
+        let Some(c) = pod.containers.iter().find(|c| c.dir == u.dir) else {
+            continue;
+        };
+        let Ok(value) = u.value.trim().parse::<f64>() else {
+            continue;
+        };
+        out.push(crate::koordlet::metrics::ScaledCfs {
+            namespace: pod.namespace.clone(),
+            pod: pod.name.clone(),
+            container_id: crate::koordlet::informer::PodMeta::container_id(c).to_string(),
+            container: c.name.clone(),
+            burst: u.resource == Resource::CfsBurst,
+            value,
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

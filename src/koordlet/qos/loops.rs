@@ -260,7 +260,7 @@ impl Strategy for CpuBurst {
         for pod in states.pods.iter() {
             let burst = super::cpuburst::updates(states, pod, &quota);
             let mut results = self.ex.leveled(&burst);
-            scaled.extend(scaled_values(pod, burst.iter().flatten()));
+            scaled.extend(super::cpuburst::scaled_values(pod, burst.iter().flatten()));
             for u in super::cpuburst::cfs_updates(states, pod, &env, &mut self.limiters) {
                 let r = self.ex.update(&u);
                 let failed = r.is_err();
@@ -268,7 +268,7 @@ impl Strategy for CpuBurst {
                 if failed {
                     break; // later steps rely on this one (parent ≥ child, burst ≤ quota)
                 }
-                scaled.extend(scaled_values(pod, [&u]));
+                scaled.extend(super::cpuburst::scaled_values(pod, [&u]));
             }
             record(ctx, "cpuburst", &pod.name, results);
         }
@@ -298,36 +298,6 @@ pub(super) fn record(
             Err(e) => tracing::warn!(strategy, pod, error = %e, "cgroup value rejected"),
         }
     }
-}
-
-/// The container-level burst and quota values among `updates`, as
-/// (container id, container name, pod, resource, value).
-fn scaled_values<'a>(
-    pod: &'a crate::koordlet::informer::PodMeta,
-    updates: impl IntoIterator<Item = &'a super::executor::Update>,
-) -> Vec<crate::koordlet::metrics::ScaledCfs> {
-    use crate::os::Resource;
-    let mut out = Vec::new();
-    for u in updates {
-        let (Resource::CfsBurst | Resource::CfsQuota) = u.resource else {
-            continue;
-        };
-        let Some(c) = pod.containers.iter().find(|c| c.dir == u.dir) else {
-            continue;
-        };
-        let Ok(value) = u.value.trim().parse::<f64>() else {
-            continue;
-        };
-        out.push(crate::koordlet::metrics::ScaledCfs {
-            namespace: pod.namespace.clone(),
-            pod: pod.name.clone(),
-            container_id: crate::koordlet::informer::PodMeta::container_id(c).to_string(),
-            container: c.name.clone(),
-            burst: u.resource == Resource::CfsBurst,
-            value,
-        });
-    }
-    out
 }
 
 fn node_cpus(states: &States) -> usize {
