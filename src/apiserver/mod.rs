@@ -272,6 +272,7 @@ impl ApiServer {
             bookmark_interval: opts.bookmark_interval,
             pod_logs: opts.pod_logs.clone(),
             exec: Default::default(),
+            collected: Default::default(),
         });
         let stop = CancellationToken::new();
         let mut tasks = JoinSet::new();
@@ -354,6 +355,13 @@ impl ApiServer {
     /// Serves `pods/exec` through this node runtime (set once, when the runtime starts).
     pub fn attach_exec(&self, exec: crate::noderuntime::exec::Exec) {
         let _ = self.state.exec.set(exec);
+    }
+
+    /// A garbage collector in this process looks after dependents of these
+    /// `(group, resource)`s: DELETE honours `Orphan` / `Foreground` propagation for them.
+    pub fn attach_garbage_collector(&self, kinds: &[(&str, &str)]) {
+        let kinds = kinds.iter().map(|(g, r)| (g.to_string(), r.to_string()));
+        let _ = self.state.collected.set(kinds.collect());
     }
 
     /// The storage, for in-process use (simulation, tests, benchmarks).

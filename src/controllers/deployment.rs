@@ -136,6 +136,12 @@ pub fn plan(d: &Deployment, owned: &[&ReplicaSet]) -> Plan {
         out.status = status(d, owned, None, want);
         return out;
     };
+    if d.metadata.deletion_timestamp.is_some() {
+        // Being deleted: status only (kube's syncStatusOnly); the garbage collector
+        // orphans or deletes the ReplicaSets.
+        out.status = status(d, owned, Some(new), want);
+        return out;
+    }
     let new_name = new.metadata.name.clone().unwrap_or_default();
     let mut new_rev = revision(new);
     if new_rev < max_rev || new_rev == 0 {

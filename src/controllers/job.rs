@@ -85,7 +85,7 @@ pub fn plan(job: &Job, owned: &[&Pod], now: &str, now_s: i64) -> Plan {
         parallelism
     };
     let wanted = if suspended { 0 } else { wanted } as usize;
-    if running.len() < wanted {
+    if running.len() < wanted && job.metadata.deletion_timestamp.is_none() {
         out.create = wanted - running.len();
     } else if running.len() > wanted && (condition.is_some() || suspended || completions.is_some())
     {

@@ -1,14 +1,14 @@
 //! The workload controllers of `--embedded` (a real cluster has kube-controller-manager):
-//! ReplicaSet, Deployment, Job, DaemonSet and the garbage collector's background deletion
-//! of dependents whose owner of those kinds is gone. One loop, woken by any change of what it
+//! ReplicaSet, Deployment, Job, DaemonSet and the garbage collector (background, foreground
+//! and orphan deletion for those kinds). One loop, woken by any change of what it
 //! watches and every few seconds; it writes through the API like any client.
 
 pub mod daemonset;
 pub mod deployment;
+pub mod gc;
 pub mod job;
 pub mod replicaset;
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -143,13 +143,24 @@ async fn pass(client: &Client, c: &Caches) {
             .collect();
         apply_daemon_set(client, ds, daemonset::plan(ds, &node_refs, &owned)).await;
     }
-    let owners = Owners {
-        deployments: &deployments,
-        sets: &sets,
-        jobs: &jobs,
-        daemons: &daemons,
-    };
-    collect_garbage(client, &owners, &pods).await;
+    let mut objs = Vec::new();
+    gc_objs(&mut objs, &gc::DEPLOYMENT, &deployments);
+    gc_objs(&mut objs, &gc::REPLICA_SET, &sets);
+    gc_objs(&mut objs, &gc::JOB, &jobs);
+    gc_objs(&mut objs, &gc::DAEMON_SET, &daemons);
+    gc_objs(&mut objs, &gc::POD, &pods);
+    gc::apply(client, gc::plan(&objs)).await;
+}
+
+fn gc_objs<'a, K: kube::Resource>(
+    out: &mut Vec<gc::Obj<'a>>,
+    kind: &'static gc::Kind,
+    items: &'a [Arc<K>],
+) {
+    out.extend(items.iter().map(|i| gc::Obj {
+        kind,
+        meta: i.meta(),
+    }));
 }
 
 async fn apply_job(client: &Client, j: &Job, plan: job::Plan) {
@@ -206,14 +217,6 @@ async fn write_pods_and_status<K>(
             .await;
         report("status", &name, r);
     }
-}
-
-/// The owners whose dependents the garbage collector looks after.
-struct Owners<'a> {
-    deployments: &'a [Arc<Deployment>],
-    sets: &'a [Arc<ReplicaSet>],
-    jobs: &'a [Arc<Job>],
-    daemons: &'a [Arc<DaemonSet>],
 }
 
 async fn apply_daemon_set(client: &Client, ds: &DaemonSet, plan: daemonset::Plan) {
@@ -312,49 +315,4 @@ async fn apply_replica_set(client: &Client, rs: &ReplicaSet, plan: replicaset::P
         plan.status,
     )
     .await;
-}
-
-/// Background deletion: ReplicaSets whose controlling Deployment is gone, and pods whose
-/// controlling ReplicaSet or Job is gone (kube's garbage collector for these kinds).
-async fn collect_garbage(client: &Client, o: &Owners<'_>, pods: &[Arc<Pod>]) {
-    fn uids<K: kube::Resource>(items: &[Arc<K>]) -> HashSet<String> {
-        items.iter().filter_map(|i| i.meta().uid.clone()).collect()
-    }
-    let (live_d, live_rs, live_j) = (uids(o.deployments), uids(o.sets), uids(o.jobs));
-    let live_ds = uids(o.daemons);
-    for rs in o.sets {
-        if let Some(owner) = replicaset::controller_of(&rs.metadata)
-            && owner.kind == "Deployment"
-            && !live_d.contains(&owner.uid)
-            && rs.metadata.deletion_timestamp.is_none()
-        {
-            let ns = rs.metadata.namespace.clone().unwrap_or_default();
-            let name = rs.metadata.name.clone().unwrap_or_default();
-            let api: Api<ReplicaSet> = Api::namespaced(client.clone(), &ns);
-            report(
-                "replicaset",
-                &name,
-                api.delete(&name, &DeleteParams::background()).await,
-            );
-        }
-    }
-    for p in pods {
-        let gone =
-            replicaset::controller_of(&p.metadata).is_some_and(|owner| match owner.kind.as_str() {
-                "ReplicaSet" => !live_rs.contains(&owner.uid),
-                "Job" => !live_j.contains(&owner.uid),
-                "DaemonSet" => !live_ds.contains(&owner.uid),
-                _ => false,
-            });
-        if gone && p.metadata.deletion_timestamp.is_none() {
-            let ns = p.metadata.namespace.clone().unwrap_or_default();
-            let name = p.metadata.name.clone().unwrap_or_default();
-            let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-            report(
-                "pod",
-                &name,
-                api.delete(&name, &DeleteParams::default()).await,
-            );
-        }
-    }
 }

@@ -271,10 +271,11 @@ async fn run_roles(
     if embedded.is_some() {
         embedded::configure(&mut cfg);
     }
-    let cluster = if let Some((_, c, _)) = &embedded {
+    let cluster = if let Some((server, c, _)) = &embedded {
         // No kube-controller-manager here: koord runs the workload controllers (not when
         // only the API server is served, e.g. under a separately run scheduler).
         if !roles.0.is_empty() {
+            server.attach_garbage_collector(&crate::controllers::gc::OWNERS);
             crate::controllers::spawn(c.client.clone(), &tasks, &shutdown);
         }
         Some(c.clone())

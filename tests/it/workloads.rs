@@ -1,7 +1,7 @@
 //! kubectl's everyday workload commands against `koord --role=all --embedded` with
 //! simulated nodes, as against a kind cluster: create deployment, rollout status, scale,
-//! set image, rollout undo and restart, delete with its ReplicaSets and pods collected;
-//! create job, its completion, and delete.
+//! set image, rollout undo and restart, delete with its ReplicaSets and pods collected,
+//! delete with `--cascade=orphan|foreground`; create job, its completion, and delete.
 
 use crate::common;
 
@@ -233,6 +233,56 @@ fn jobs_run_complete_and_take_their_pods_along() {
         "the Job's pod is collected:\n{}",
         k.run(&["get", "pods", "-A"]).1
     );
+    drop(koord);
+}
+
+#[test]
+fn delete_with_cascade_orphan_and_foreground() {
+    let _cpu = common::cpu_exclusive();
+    let Some((_dir, koord, k)) = up() else {
+        return;
+    };
+    let create = [
+        "create",
+        "deployment",
+        "api",
+        "--image=nginx",
+        "--replicas=2",
+    ];
+    k.ok(&create, &koord);
+    k.ok(
+        &["rollout", "status", "deployment/api", "--timeout=60s"],
+        &koord,
+    );
+    let pods = ["get", "pods", "-l", "app=api", "-o", "name"];
+    let sets = ["get", "rs", "-l", "app=api", "-o", "name"];
+    let owners = [
+        "get",
+        "rs",
+        "-l",
+        "app=api",
+        "-o",
+        "jsonpath={.items[*].metadata.ownerReferences}",
+    ];
+    assert!(!k.ok(&owners, &koord).is_empty());
+
+    // Orphan: the Deployment goes (kubectl waits for it), its ReplicaSet and pods stay,
+    // released from it.
+    k.ok(&["delete", "deployment", "api", "--cascade=orphan"], &koord);
+    let (gone, _) = k.run(&["get", "deployment", "api"]);
+    assert!(!gone, "the Deployment is gone once kubectl returns");
+    assert_eq!(k.count(&sets), 1, "{}", koord.logs());
+    assert_eq!(k.ok(&owners, &koord), "", "the ReplicaSet is released");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(k.count(&pods), 2, "the orphaned ReplicaSet keeps its pods");
+
+    // Foreground: the ReplicaSet stays until its pods are gone; kubectl waits for it.
+    k.ok(
+        &["delete", "rs", "-l", "app=api", "--cascade=foreground"],
+        &koord,
+    );
+    assert_eq!(k.count(&sets), 0);
+    assert_eq!(k.count(&pods), 0, "pods went before their ReplicaSet");
     drop(koord);
 }
 

@@ -22,6 +22,41 @@ pub(crate) struct DeleteOptions {
     pub grace_period_seconds: Option<i64>,
     pub dry_run: Option<Vec<String>>,
     pub preconditions: Option<Preconditions>,
+    pub propagation_policy: Option<String>,
+    pub orphan_dependents: Option<bool>,
+}
+
+/// kube's finalizers that hold an owner while the garbage collector orphans or deletes its
+/// dependents.
+pub const ORPHAN: &str = "orphan";
+pub const FOREGROUND: &str = "foregroundDeletion";
+
+impl DeleteOptions {
+    /// `propagationPolicy` (or the deprecated `orphanDependents`), checked as
+    /// kube-apiserver's validation does.
+    fn propagation(&self) -> Result<Option<&'static str>, ApiError> {
+        if self.orphan_dependents.is_some() && self.propagation_policy.is_some() {
+            return Err(ApiError::invalid_option(
+                "DeleteOptions",
+                "propagationPolicy: Invalid value: \"\": orphanDependents and deletionPropagation cannot be both set",
+            ));
+        }
+        if let Some(o) = self.orphan_dependents {
+            return Ok(Some(if o { "Orphan" } else { "Background" }));
+        }
+        match self.propagation_policy.as_deref() {
+            None => Ok(None),
+            Some("Orphan") => Ok(Some("Orphan")),
+            Some("Foreground") => Ok(Some("Foreground")),
+            Some("Background") => Ok(Some("Background")),
+            Some(other) => Err(ApiError::invalid_option(
+                "DeleteOptions",
+                format!(
+                    "propagationPolicy: Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
+                ),
+            )),
+        }
+    }
 }
 
 #[derive(Default, serde::Deserialize)]
@@ -47,6 +82,13 @@ pub async fn delete(
     if let Some(g) = q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()) {
         opts.grace_period_seconds = Some(g);
     }
+    if let Some(p) = q.get("propagationPolicy") {
+        opts.propagation_policy = Some(p.to_string());
+    }
+    if let Some(o) = q.get("orphanDependents") {
+        opts.orphan_dependents = Some(o == "true");
+    }
+    opts.propagation()?;
     if let Some(d) = opts.dry_run.as_ref().and_then(|d| d.first())
         && d != "All"
     {
@@ -67,8 +109,50 @@ pub async fn delete(
     Ok(object_response(StatusCode::OK, &obj, &rr.api_version()))
 }
 
+/// The finalizers `cur` keeps on deletion under `policy` (kube-apiserver's
+/// `deletionFinalizersForGarbageCollection`): `None` when they stay as they are. batch/v1
+/// Jobs orphan their pods unless told otherwise, as kube's Job strategy does.
+fn gc_finalizers(info: &ResourceInfo, cur: &Value, policy: Option<&str>) -> Option<Value> {
+    let policy =
+        policy.or((info.group == "batch" && info.resource == "jobs").then_some("Orphan"))?;
+    let mut f: Vec<Value> = cur
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    f.retain(|x| x != ORPHAN && x != FOREGROUND);
+    match policy {
+        "Orphan" => f.push(ORPHAN.into()),
+        "Foreground" => f.push(FOREGROUND.into()),
+        _ => {}
+    }
+    Some(Value::Array(f))
+}
+
 /// What deleting `cur` means right now.
-fn deletion(info: &ResourceInfo, cur: &Value, grace: Option<i64>) -> Option<Value> {
+fn deletion(
+    info: &ResourceInfo,
+    cur: &Value,
+    grace: Option<i64>,
+    finalizers: Option<Value>,
+) -> Option<Value> {
+    let mut held;
+    let cur = match finalizers {
+        Some(f) if cur.pointer("/metadata/finalizers") != Some(&f) => {
+            held = cur.clone();
+            held["metadata"]["finalizers"] = f;
+            if held["metadata"]["finalizers"]
+                .as_array()
+                .is_some_and(|a| a.is_empty())
+            {
+                held["metadata"]
+                    .as_object_mut()
+                    .map(|m| m.remove("finalizers"));
+            }
+            &held
+        }
+        _ => cur,
+    };
     if info.group.is_empty() && info.resource == "namespaces" {
         // Always through Terminating: the namespace controller empties it first.
         let mut v = cur.clone();
@@ -169,7 +253,16 @@ pub(crate) async fn delete_one(
             };
             state.admission.validate(&a, None).await?;
         }
-        let next = deletion(info, &old, opts.grace_period_seconds);
+        let collected = state.collected.get().is_some_and(|k| {
+            k.iter()
+                .any(|(g, r)| *g == info.group && *r == info.resource)
+        });
+        let finalizers = if collected {
+            gc_finalizers(info, &old, opts.propagation()?)
+        } else {
+            None
+        };
+        let next = deletion(info, &old, opts.grace_period_seconds, finalizers);
         if next.as_ref() == Some(&old) {
             return Ok(cur);
         }
@@ -224,4 +317,80 @@ pub async fn delete_collection(
         }
     }
     Ok(json_response(StatusCode::OK, &success(200)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::registry::Registry;
+    use serde_json::json;
+
+    fn opts(policy: Option<&str>, orphan: Option<bool>) -> DeleteOptions {
+        DeleteOptions {
+            propagation_policy: policy.map(str::to_string),
+            orphan_dependents: orphan,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn propagation_options_as_kube_apiserver_checks_them() {
+        assert_eq!(opts(None, None).propagation().unwrap(), None);
+        assert_eq!(
+            opts(Some("Foreground"), None).propagation().unwrap(),
+            Some("Foreground")
+        );
+        assert_eq!(
+            opts(None, Some(true)).propagation().unwrap(),
+            Some("Orphan")
+        );
+        let e = opts(Some("Sideways"), None).propagation().unwrap_err();
+        assert_eq!(e.code, 422);
+        assert!(
+            e.message.contains("Unsupported value: \"Sideways\""),
+            "{}",
+            e.message
+        );
+        let both = opts(Some("Orphan"), Some(true)).propagation().unwrap_err();
+        assert!(
+            both.message.contains("cannot be both set"),
+            "{}",
+            both.message
+        );
+    }
+
+    #[test]
+    fn gc_finalizers_per_policy_and_the_job_default() {
+        let reg = Registry::with_builtins();
+        let rs = reg.get("apps", "replicasets").unwrap();
+        let job = reg.get("batch", "jobs").unwrap();
+        let cur = json!({"metadata": {"name": "a", "finalizers": ["example.com/x", "orphan"]}});
+        assert_eq!(gc_finalizers(&rs, &cur, None), None, "kept as they are");
+        assert_eq!(
+            gc_finalizers(&rs, &cur, Some("Foreground")),
+            Some(json!(["example.com/x", "foregroundDeletion"]))
+        );
+        assert_eq!(
+            gc_finalizers(&rs, &cur, Some("Background")),
+            Some(json!(["example.com/x"]))
+        );
+        let plain = json!({"metadata": {"name": "a"}});
+        assert_eq!(
+            gc_finalizers(&job, &plain, None),
+            Some(json!(["orphan"])),
+            "batch/v1 Jobs orphan their pods by default"
+        );
+        // Held by the finalizer: marked deleted, not removed.
+        let held = deletion(&job, &plain, None, gc_finalizers(&job, &plain, None)).unwrap();
+        assert!(held.pointer("/metadata/deletionTimestamp").is_some());
+        assert_eq!(
+            deletion(
+                &rs,
+                &plain,
+                None,
+                gc_finalizers(&rs, &plain, Some("Background"))
+            ),
+            None
+        );
+    }
 }

@@ -42,6 +42,10 @@ pub struct ServerState {
     pub pod_logs: Option<std::path::PathBuf>,
     /// The embedded node runtime, for `pods/exec`.
     pub exec: std::sync::OnceLock<crate::noderuntime::exec::Exec>,
+    /// The `(group, resource)`s a garbage collector in this process looks after: only for
+    /// them does a DELETE with `Orphan` or `Foreground` propagation hold the object with
+    /// kube's `orphan` / `foregroundDeletion` finalizer (nothing would ever release others).
+    pub collected: std::sync::OnceLock<Vec<(String, String)>>,
 }
 
 /// Snapshots behind `continue` tokens, so every page of a list is served at the
