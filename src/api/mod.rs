@@ -25,4 +25,5 @@ pub mod sloconfig;
 pub mod time;
 pub mod topology;
 pub mod trim;
+pub mod volumes;
 pub mod xpu;

@@ -1,9 +1,18 @@
-//! The part of kube-controller-manager's PersistentVolume controller a small cluster needs:
-//! a new PV without a claim becomes Available, and a PV whose `claimRef` names an unbound
-//! claim (the scheduler pre-binds one at VolumeBinding's PreBind) completes the binding —
-//! the claim gets `volumeName`, `pv.kubernetes.io/bind-completed` and phase Bound, the PV
-//! phase Bound. Without it, `--embedded` pods with `WaitForFirstConsumer` claims would wait
-//! at PreBind for ever. Dynamic provisioning is not done.
+//! The part of kube-controller-manager's PersistentVolume controller a small cluster needs,
+//! for pre-provisioned PVs:
+//! - a new PV without a claim becomes Available;
+//! - a pending claim that binds immediately (no class, or a class without
+//!   `WaitForFirstConsumer`) gets the best matching Available PV (`FindMatchingVolume`
+//!   without a node, as kube's `syncUnboundClaim`): the PV's `claimRef` names it, with
+//!   `pv.kubernetes.io/bound-by-controller`;
+//! - a PV whose `claimRef` names an unbound claim (set above, or by the scheduler at
+//!   VolumeBinding's PreBind for `WaitForFirstConsumer` claims) completes the binding — the
+//!   claim gets `volumeName`, `pv.kubernetes.io/bind-completed` and phase Bound, the PV
+//!   phase Bound;
+//! - a Bound PV whose claim is gone is Released (`Retain`, `Recycle`) or Failed (`Delete`:
+//!   no deleter for pre-provisioned volumes here).
+//!
+//! Dynamic provisioning is not done.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +20,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::store::{Change, Filter, Skippable, Store};
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
+
+use super::store::{Change, Filter, Skippable, Store, Stored};
+use crate::api::volumes;
 
 fn key(kind: &str) -> (String, String) {
     (String::new(), kind.to_string())
@@ -37,8 +52,77 @@ fn update(store: &Store, kind: &str, ns: &str, name: &str, edit: impl FnOnce(&mu
         .is_ok()
 }
 
-/// One pass over the PVs; returns the claims it bound (`namespace/name`).
+fn typed<T: serde::de::DeserializeOwned>(items: &[Arc<Stored>]) -> Vec<Arc<T>> {
+    let typed = items.iter().map(|i| serde_json::from_value(i.value()));
+    typed.filter_map(Result::ok).map(Arc::new).collect()
+}
+
+/// Immediate claims get a PV: its `claimRef` is set (the completion follows).
+fn match_immediate(store: &Store) {
+    let (_, claims) = store.list(&key("persistentvolumeclaims"), &Filter::default());
+    let claims: Vec<Arc<PersistentVolumeClaim>> = typed(&claims);
+    let waiting = claims.iter().filter(|c| {
+        volumes::claim_volume_name(c).is_empty()
+            && c.status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .unwrap_or("Pending")
+                == "Pending"
+            && c.metadata.deletion_timestamp.is_none()
+    });
+    let mut waiting = waiting.peekable();
+    if waiting.peek().is_none() {
+        return;
+    }
+    let classes_key = ("storage.k8s.io".to_string(), "storageclasses".to_string());
+    let (_, classes) = store.list(&classes_key, &Filter::default());
+    let classes: HashMap<String, Arc<StorageClass>> = typed::<StorageClass>(&classes)
+        .into_iter()
+        .map(|c| (c.metadata.name.clone().unwrap_or_default(), c))
+        .collect();
+    let (_, pvs) = store.list(&key("persistentvolumes"), &Filter::default());
+    let pvs: Vec<Arc<PersistentVolume>> = typed(&pvs);
+    let mut taken: Vec<String> = Vec::new();
+    for pvc in waiting.filter(|c| !volumes::delay_binding(c, &classes)) {
+        let refs: Vec<&str> = taken.iter().map(String::as_str).collect();
+        let Some(pv) = volumes::find_matching_volume(pvc, pvs.iter(), None, &refs) else {
+            continue;
+        };
+        let name = pv.metadata.name.clone().unwrap_or_default();
+        if let Some(bound) = volumes::bind_volume_to_claim(&pv, pvc) {
+            let bound = serde_json::to_value(bound).unwrap_or_default();
+            update(store, "persistentvolumes", "", &name, |o| {
+                o["spec"]["claimRef"] = bound["spec"]["claimRef"].clone();
+                o["metadata"]["annotations"] = bound["metadata"]["annotations"].clone();
+            });
+        }
+        taken.push(name);
+    }
+}
+
+/// A Bound PV whose claim is gone: kube's phase for its reclaim policy.
+fn release(store: &Store, pv: &Stored, v: &Value) {
+    let policy = v
+        .pointer("/spec/persistentVolumeReclaimPolicy")
+        .and_then(Value::as_str)
+        .unwrap_or("Retain");
+    let name = pv.name.clone();
+    update(store, "persistentvolumes", "", &pv.name, |o| {
+        if policy == "Delete" {
+            o["status"]["phase"] = "Failed".into();
+            o["status"]["message"] = format!(
+                "error getting deleter volume plugin for volume {name:?}: no deletable volume plugin matched"
+            )
+            .into();
+        } else {
+            o["status"]["phase"] = "Released".into();
+        }
+    });
+}
+
+/// One pass over the claims and PVs; returns the claims it bound (`namespace/name`).
 pub fn pass(store: &Store) -> Vec<String> {
+    match_immediate(store);
     let (_, pvs) = store.list(&key("persistentvolumes"), &Filter::default());
     let mut bound = Vec::new();
     for pv in &pvs {
@@ -52,12 +136,20 @@ pub fn pass(store: &Store) -> Vec<String> {
             }
             continue;
         };
-        if phase(&v) == "Bound" {
-            continue;
-        }
         let ns = claim["namespace"].as_str().unwrap_or("default").to_string();
         let name = claim["name"].as_str().unwrap_or_default().to_string();
-        let Some(pvc) = store.get(&key("persistentvolumeclaims"), &ns, &name) else {
+        let pvc = store.get(&key("persistentvolumeclaims"), &ns, &name);
+        if phase(&v) == "Bound" {
+            let uid = claim.get("uid").and_then(Value::as_str).unwrap_or_default();
+            if pvc.is_none_or(|c| !uid.is_empty() && c.uid != uid) {
+                release(store, pv, &v);
+            }
+            continue;
+        }
+        if matches!(phase(&v), "Released" | "Failed") {
+            continue;
+        }
+        let Some(pvc) = pvc else {
             continue;
         };
         let c = pvc.value();
@@ -162,5 +254,101 @@ mod tests {
         );
         assert_eq!(claim["status"]["capacity"]["storage"], "5Gi");
         assert!(pass(&s).is_empty(), "nothing left to do");
+    }
+
+    #[test]
+    fn immediate_claims_get_the_smallest_fit_and_released_volumes_follow_their_policy() {
+        let s = Store::temporary(StoreOptions::default()).unwrap();
+        let pv = |name: &str, size: &str, policy: &str| {
+            json!({"metadata": {"name": name, "uid": format!("u-{name}")},
+                "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": policy},
+                "status": {"phase": "Available"}})
+        };
+        put(
+            &s,
+            "persistentvolumes",
+            "",
+            "big",
+            pv("big", "10Gi", "Retain"),
+        );
+        put(
+            &s,
+            "persistentvolumes",
+            "",
+            "small",
+            pv("small", "2Gi", "Delete"),
+        );
+        put(
+            &s,
+            "persistentvolumes",
+            "",
+            "tiny",
+            pv("tiny", "1Mi", "Retain"),
+        );
+        let claim = |name: &str, class: Option<&str>| {
+            let mut c = json!({"metadata": {"name": name, "namespace": "d", "uid": format!("c-{name}")},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+                "status": {"phase": "Pending"}});
+            if let Some(class) = class {
+                c["spec"]["storageClassName"] = class.into();
+            }
+            c
+        };
+        put(
+            &s,
+            "persistentvolumeclaims",
+            "d",
+            "data",
+            claim("data", None),
+        );
+        // A class that waits for the first consumer: the scheduler chooses, not this.
+        let sc_key = ("storage.k8s.io".to_string(), "storageclasses".to_string());
+        s.commit::<StoreError>(&sc_key, "", "local", |_| {
+            Ok(Change::Put(
+                json!({"metadata": {"name": "local"}, "provisioner": "kubernetes.io/no-provisioner",
+                "volumeBindingMode": "WaitForFirstConsumer"}),
+            ))
+        })
+        .unwrap();
+        put(
+            &s,
+            "persistentvolumeclaims",
+            "d",
+            "later",
+            claim("later", Some("local")),
+        );
+        assert_eq!(pass(&s), ["d/data"]);
+        let get = |k: &str, ns: &str, n: &str| s.get(&key(k), ns, n).unwrap().value();
+        let small = get("persistentvolumes", "", "small");
+        assert_eq!(phase(&small), "Bound", "the smallest PV large enough");
+        assert_eq!(small["spec"]["claimRef"]["uid"], "c-data");
+        assert_eq!(
+            small["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"],
+            "yes"
+        );
+        let data = get("persistentvolumeclaims", "d", "data");
+        assert_eq!(data["spec"]["volumeName"], "small");
+        assert_eq!(phase(&data), "Bound");
+        assert_eq!(
+            phase(&get("persistentvolumeclaims", "d", "later")),
+            "Pending"
+        );
+
+        // The claim goes: a Delete volume has no deleter here, so it fails as kube's does.
+        s.commit::<StoreError>(&key("persistentvolumeclaims"), "d", "data", |_| {
+            Ok(Change::Delete)
+        })
+        .unwrap();
+        pass(&s);
+        let small = get("persistentvolumes", "", "small");
+        assert_eq!(phase(&small), "Failed");
+        assert!(
+            small["status"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no deletable volume plugin")
+        );
+        assert_eq!(phase(&get("persistentvolumes", "", "big")), "Available");
     }
 }

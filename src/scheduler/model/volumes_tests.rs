@@ -55,13 +55,13 @@ fn find_matching_volume_follows_upstream() {
             pv(v)
         },
     ];
-    let m = find_matching_volume(&claim, pvs.iter(), &labels, &[]).unwrap();
+    let m = find_matching_volume(&claim, pvs.iter(), Some(&labels), &[]).unwrap();
     assert_eq!(
         m.metadata.name.as_deref(),
         Some("fits"),
         "the smallest that fits"
     );
-    let m = find_matching_volume(&claim, pvs.iter(), &labels, &["fits"]).unwrap();
+    let m = find_matching_volume(&claim, pvs.iter(), Some(&labels), &["fits"]).unwrap();
     assert_eq!(
         m.metadata.name.as_deref(),
         Some("big"),
@@ -73,7 +73,7 @@ fn find_matching_volume_follows_upstream() {
     pre["status"]["phase"] = "Pending".into();
     let mut with = pvs.clone();
     with.push(pv(pre));
-    let m = find_matching_volume(&claim, with.iter(), &labels, &[]).unwrap();
+    let m = find_matching_volume(&claim, with.iter(), Some(&labels), &[]).unwrap();
     assert_eq!(m.metadata.name.as_deref(), Some("prebound"));
     // ... unless its node affinity fails: then there is no match at all on this node.
     let mut pinned = available("prebound", "50Gi", "local");
@@ -82,7 +82,7 @@ fn find_matching_volume_follows_upstream() {
         {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n2"]}]}]}});
     let mut with = pvs.clone();
     with.push(pv(pinned));
-    assert!(find_matching_volume(&claim, with.iter(), &labels, &[]).is_none());
+    assert!(find_matching_volume(&claim, with.iter(), Some(&labels), &[]).is_none());
 }
 
 #[test]

@@ -205,7 +205,7 @@ fn find_pod_volumes(
             .iter()
             .filter_map(|b| b.pv.metadata.name.as_deref())
             .collect();
-        match v::find_matching_volume(&pvc, vols.all_pvs(), &node.labels, &taken) {
+        match v::find_matching_volume(&pvc, vols.all_pvs(), Some(&node.labels), &taken) {
             Some(pv) => out.bindings.push(StaticBinding { pv, pvc }),
             None => {
                 satisfied = false;
