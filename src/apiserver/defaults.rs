@@ -43,7 +43,7 @@ pub fn storage(resource: &str, obj: &mut Value) {
     }
 }
 
-/// apps/v1 Deployment and DaemonSet, batch/v1 Job.
+/// apps/v1 Deployment, DaemonSet and StatefulSet, batch/v1 Job.
 pub fn workload(resource: &str, obj: &mut Value) {
     match resource {
         "deployments" => {
@@ -75,6 +75,31 @@ pub fn workload(resource: &str, obj: &mut Value) {
                 let ru = ["spec", "updateStrategy", "rollingUpdate"];
                 set(obj, &[ru[0], ru[1], ru[2], "maxUnavailable"], 1.into());
                 set(obj, &[ru[0], ru[1], ru[2], "maxSurge"], 0.into());
+            }
+        }
+        "statefulsets" => {
+            set(obj, &["spec", "replicas"], 1.into());
+            set(obj, &["spec", "revisionHistoryLimit"], 10.into());
+            set(obj, &["spec", "podManagementPolicy"], "OrderedReady".into());
+            set(
+                obj,
+                &["spec", "updateStrategy", "type"],
+                "RollingUpdate".into(),
+            );
+            if obj.pointer("/spec/updateStrategy/type") == Some(&json!("RollingUpdate")) {
+                let ru = ["spec", "updateStrategy", "rollingUpdate", "partition"];
+                set(obj, &ru, 0.into());
+            }
+            let policy = ["spec", "persistentVolumeClaimRetentionPolicy"];
+            set(obj, &[policy[0], policy[1], "whenDeleted"], "Retain".into());
+            set(obj, &[policy[0], policy[1], "whenScaled"], "Retain".into());
+            let templates = obj.pointer_mut("/spec/volumeClaimTemplates");
+            for t in templates
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                storage("persistentvolumeclaims", t);
             }
         }
         "jobs" => {
@@ -117,6 +142,22 @@ mod tests {
                 j["spec"]["backoffLimit"].clone()
             ),
             (json!(1), json!(6))
+        );
+        let mut sts =
+            json!({"spec": {"volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {}}]}});
+        workload("statefulsets", &mut sts);
+        assert_eq!(sts["spec"]["podManagementPolicy"], "OrderedReady");
+        assert_eq!(
+            sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"],
+            0
+        );
+        assert_eq!(
+            sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"],
+            "Retain"
+        );
+        assert_eq!(
+            sts["spec"]["volumeClaimTemplates"][0]["spec"]["volumeMode"],
+            "Filesystem"
         );
         let mut pv = json!({"spec": {}});
         storage("persistentvolumes", &mut pv);

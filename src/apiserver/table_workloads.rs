@@ -17,6 +17,16 @@ fn age(v: &Value) -> Value {
 
 type Columns = Vec<(&'static str, &'static str, &'static str)>;
 
+/// READY: ready replicas of the desired.
+fn ready_of(v: &Value) -> Value {
+    format!(
+        "{}/{}",
+        n(v, "/status/readyReplicas"),
+        n(v, "/spec/replicas")
+    )
+    .into()
+}
+
 /// (columns as (name, type, description), rows) for a workload resource; `None` for others.
 pub fn rows(group: &str, resource: &str, values: &[Value]) -> Option<(Columns, Vec<Vec<Value>>)> {
     let name = |v: &Value| {
@@ -38,14 +48,9 @@ pub fn rows(group: &str, resource: &str, values: &[Value]) -> Option<(Columns, V
             values
                 .iter()
                 .map(|v| {
-                    let ready = format!(
-                        "{}/{}",
-                        n(v, "/status/readyReplicas"),
-                        n(v, "/spec/replicas")
-                    );
                     vec![
                         name(v),
-                        ready.into(),
+                        ready_of(v),
                         n(v, "/status/updatedReplicas").into(),
                         n(v, "/status/availableReplicas").into(),
                         age(v),
@@ -112,6 +117,17 @@ pub fn rows(group: &str, resource: &str, values: &[Value]) -> Option<(Columns, V
                         age(v),
                     ]
                 })
+                .collect(),
+        ),
+        ("apps", "statefulsets") => (
+            vec![
+                ("Name", "string", "Name of the stateful set"),
+                ("Ready", "string", "Ready replicas of the desired"),
+                ("Age", "string", "Time since creation"),
+            ],
+            values
+                .iter()
+                .map(|v| vec![name(v), ready_of(v), age(v)])
                 .collect(),
         ),
         ("batch", "jobs") => (

@@ -1,5 +1,5 @@
 //! The workload controllers of `--embedded` (a real cluster has kube-controller-manager):
-//! ReplicaSet, Deployment, Job, DaemonSet and the garbage collector (background, foreground
+//! ReplicaSet, Deployment, Job, DaemonSet, StatefulSet and the garbage collector (background, foreground
 //! and orphan deletion for those kinds). One loop, woken by any change of what it
 //! watches and every few seconds; it writes through the API like any client.
 
@@ -8,14 +8,15 @@ pub mod deployment;
 pub mod gc;
 pub mod job;
 pub mod replicaset;
+pub mod statefulset;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::Store;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -67,6 +68,7 @@ struct Caches {
     deployments: Store<Deployment>,
     jobs: Store<Job>,
     daemons: Store<DaemonSet>,
+    stateful: Store<StatefulSet>,
     nodes: Store<Node>,
 }
 
@@ -79,6 +81,7 @@ pub fn spawn(client: Client, tasks: &Tasks, shutdown: &Shutdown) {
         deployments: watch_into(&client, &kick, tasks, shutdown, "deployments"),
         jobs: watch_into(&client, &kick, tasks, shutdown, "jobs"),
         daemons: watch_into(&client, &kick, tasks, shutdown, "daemonsets"),
+        stateful: watch_into(&client, &kick, tasks, shutdown, "statefulsets"),
         nodes: watch_into(&client, &kick, tasks, shutdown, "nodes"),
     };
     let shutdown = shutdown.clone();
@@ -88,6 +91,7 @@ pub fn spawn(client: Client, tasks: &Tasks, shutdown: &Shutdown) {
         let _ = caches.deployments.wait_until_ready().await;
         let _ = caches.jobs.wait_until_ready().await;
         let _ = caches.daemons.wait_until_ready().await;
+        let _ = caches.stateful.wait_until_ready().await;
         let _ = caches.nodes.wait_until_ready().await;
         loop {
             pass(&client, &caches).await;
@@ -123,33 +127,62 @@ async fn pass(client: &Client, c: &Caches) {
         k8s_openapi::jiff::Timestamp::now().as_second(),
     );
     for j in &jobs {
-        let uid = j.metadata.uid.as_deref();
-        let owned: Vec<&Pod> = all_pods
-            .iter()
-            .copied()
-            .filter(|p| replicaset::controller_of(&p.metadata).map(|o| o.uid.as_str()) == uid)
-            .collect();
+        let owned = controlled_by(&all_pods, j.metadata.uid.as_deref());
         apply_job(client, j, job::plan(j, &owned, &now, now_s)).await;
     }
     let daemons = c.daemons.state();
     let nodes = c.nodes.state();
     let node_refs: Vec<&Node> = nodes.iter().map(|n| n.as_ref()).collect();
     for ds in &daemons {
-        let uid = ds.metadata.uid.as_deref();
-        let owned: Vec<&Pod> = all_pods
-            .iter()
-            .copied()
-            .filter(|p| replicaset::controller_of(&p.metadata).map(|o| o.uid.as_str()) == uid)
-            .collect();
+        let owned = controlled_by(&all_pods, ds.metadata.uid.as_deref());
         apply_daemon_set(client, ds, daemonset::plan(ds, &node_refs, &owned)).await;
+    }
+    let stateful = c.stateful.state();
+    for s in &stateful {
+        let owned = controlled_by(&all_pods, s.metadata.uid.as_deref());
+        apply_stateful_set(client, s, statefulset::plan(s, &owned)).await;
     }
     let mut objs = Vec::new();
     gc_objs(&mut objs, &gc::DEPLOYMENT, &deployments);
     gc_objs(&mut objs, &gc::REPLICA_SET, &sets);
     gc_objs(&mut objs, &gc::JOB, &jobs);
     gc_objs(&mut objs, &gc::DAEMON_SET, &daemons);
+    gc_objs(&mut objs, &gc::STATEFUL_SET, &stateful);
     gc_objs(&mut objs, &gc::POD, &pods);
     gc::apply(client, gc::plan(&objs)).await;
+}
+
+/// The pods whose controller has this uid.
+fn controlled_by<'a>(pods: &[&'a Pod], uid: Option<&str>) -> Vec<&'a Pod> {
+    pods.iter()
+        .copied()
+        .filter(|p| replicaset::controller_of(&p.metadata).map(|o| o.uid.as_str()) == uid)
+        .collect()
+}
+
+/// Claims first (one that exists stays as it is), then the pod that mounts them.
+async fn apply_stateful_set(client: &Client, s: &StatefulSet, plan: statefulset::Plan) {
+    let ns = s.metadata.namespace.clone().unwrap_or_default();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let mut new = Vec::new();
+    for (pod, needs) in plan.create.into_iter().take(MAX_CREATES) {
+        for c in needs {
+            let name = c["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            match serde_json::from_value::<PersistentVolumeClaim>(c) {
+                Ok(c) => report(
+                    "claim",
+                    &name,
+                    claims.create(&PostParams::default(), &c).await,
+                ),
+                Err(e) => tracing::warn!(claim = %name, error = %e, "claim from template"),
+            }
+        }
+        new.extend(serde_json::from_value::<Pod>(pod).ok());
+    }
+    write_pods_and_status::<StatefulSet>(client, &s.metadata, new, &plan.delete, plan.status).await;
 }
 
 fn gc_objs<'a, K: kube::Resource>(

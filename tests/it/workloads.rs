@@ -286,6 +286,108 @@ fn delete_with_cascade_orphan_and_foreground() {
     drop(koord);
 }
 
+const DB: &str = r#"apiVersion: v1
+kind: PersistentVolume
+metadata: {name: vol-a}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  hostPath: {path: /tmp/koord-it-vol-a}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: vol-b}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  hostPath: {path: /tmp/koord-it-vol-b}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: default}
+spec:
+  serviceName: db
+  replicas: 2
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers: [{name: db, image: postgres:16}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 1Gi}}
+"#;
+
+#[test]
+fn a_stateful_set_starts_in_order_with_its_own_claims() {
+    let _cpu = common::cpu_exclusive();
+    let Some((dir, koord, k)) = up() else {
+        return;
+    };
+    let file = dir.path().join("db.yaml");
+    std::fs::write(&file, DB).unwrap();
+    k.ok(&["apply", "-f", file.to_str().unwrap()], &koord);
+    let status = ["rollout", "status", "statefulset/db", "--timeout=60s"];
+    let out = k.ok(&status, &koord);
+    // What kubectl prints against a cluster too: kube defaults `partition: 0`.
+    assert!(
+        out.contains("partitioned roll out complete: 2 new pods have been updated"),
+        "{out}"
+    );
+    let pods = ["get", "pods", "-l", "app=db", "-o", "name"];
+    assert_eq!(k.ok(&pods, &koord), "pod/db-0\npod/db-1\n");
+    let claims = [
+        "get",
+        "pvc",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}",
+    ];
+    assert_eq!(k.ok(&claims, &koord), "data-db-0=Bound data-db-1=Bound ");
+    let table = k.ok(&["get", "statefulset", "db"], &koord);
+    assert!(table.contains("2/2"), "{table}");
+
+    k.ok(&["scale", "statefulset/db", "--replicas=1"], &koord);
+    assert!(
+        wait_until(Duration::from_secs(30), || k.count(&pods) == 1),
+        "{}",
+        k.run(&pods).1
+    );
+    assert_eq!(
+        k.ok(&pods, &koord),
+        "pod/db-0\n",
+        "the highest ordinal goes"
+    );
+    assert!(
+        k.ok(&claims, &koord).contains("data-db-1=Bound"),
+        "claims are retained"
+    );
+
+    k.ok(
+        &["set", "image", "statefulset/db", "db=postgres:17"],
+        &koord,
+    );
+    k.ok(&status, &koord);
+    let image = [
+        "get",
+        "pod",
+        "db-0",
+        "-o",
+        "jsonpath={.spec.containers[0].image}",
+    ];
+    assert!(wait_until(Duration::from_secs(30), || k.run(&image).1 == "postgres:17"));
+
+    k.ok(&["delete", "statefulset", "db"], &koord);
+    assert!(wait_until(Duration::from_secs(30), || k.count(&pods) == 0));
+    assert_eq!(
+        k.count(&["get", "pvc", "-o", "name"]),
+        2,
+        "claims outlive the set"
+    );
+    drop(koord);
+}
+
 const AGENT: &str = r#"apiVersion: apps/v1
 kind: DaemonSet
 metadata: {name: agent, namespace: default}
