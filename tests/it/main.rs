@@ -11,6 +11,7 @@ mod apiserver_subresources;
 mod apiserver_watch;
 mod chart;
 mod cli;
+mod client_workloads;
 mod crd_drift;
 mod descheduler;
 mod dropin;

@@ -15,7 +15,7 @@ use common::TestApi;
 const PACKAGES: &[&str] = &["kubernetes==37.0.2", "protobuf==7.36.2"];
 
 /// The venv with the pinned packages, made once per target dir; `Err` says why not.
-fn venv() -> Result<PathBuf, String> {
+pub(crate) fn venv() -> Result<PathBuf, String> {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pyclient-venv");
     let python = dir.join("bin/python");
     let stamp = dir.join(".installed");

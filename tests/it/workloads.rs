@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use common::{Koord, free_port, wait_until};
 
-struct Kubectl {
-    kubeconfig: PathBuf,
+pub(crate) struct Kubectl {
+    pub(crate) kubeconfig: PathBuf,
     cache: PathBuf,
 }
 
@@ -83,7 +83,7 @@ fn start(dir: &Path) -> (Koord, Kubectl) {
 }
 
 /// koord with simulated nodes whose API server answers, or `None` (skipped) without kubectl.
-fn up() -> Option<(tempfile::TempDir, Koord, Kubectl)> {
+pub(crate) fn up() -> Option<(tempfile::TempDir, Koord, Kubectl)> {
     if !has_kubectl() {
         eprintln!("skipped: no kubectl on PATH");
         return None;
