@@ -22,6 +22,7 @@ mod job_preemption;
 mod kubectl;
 mod manager;
 mod metric_names;
+mod migration_loop;
 mod nvml;
 mod preemption;
 mod quota;
