@@ -283,7 +283,17 @@ fn status(
     let new_name = new
         .and_then(|n| n.metadata.name.clone())
         .unwrap_or_default();
-    let progressing = if complete {
+    let cur = serde_json::to_value(d.status.clone().unwrap_or_default()).unwrap_or_default();
+    let counts_now = [replicas, updated, ready, available];
+    let progressed = counts_now != counts_of(&cur);
+    let progressing = if !complete && !progressed && past_deadline(d, &cur) {
+        cond(
+            "Progressing",
+            false,
+            "ProgressDeadlineExceeded",
+            format!("ReplicaSet \"{new_name}\" has timed out progressing."),
+        )
+    } else if complete {
         cond(
             "Progressing",
             true,
@@ -320,7 +330,6 @@ fn status(
         "availableReplicas": available, "unavailableReplicas": (want - available).max(0),
         "conditions": [available_cond, progressing],
     });
-    let cur = serde_json::to_value(d.status.clone().unwrap_or_default()).unwrap_or_default();
     let counts = [
         "observedGeneration",
         "replicas",
@@ -343,6 +352,46 @@ fn status(
         .iter()
         .all(|t| reason(&cur, t) == reason(&status, t));
     (!(same_counts && same_conds)).then_some(status)
+}
+
+/// replicas, updated, ready and available as the stored status has them.
+fn counts_of(status: &Value) -> [i32; 4] {
+    [
+        "replicas",
+        "updatedReplicas",
+        "readyReplicas",
+        "availableReplicas",
+    ]
+    .map(|k| status.get(k).and_then(Value::as_i64).unwrap_or(0) as i32)
+}
+
+/// No progress for `progressDeadlineSeconds` since the Progressing condition last changed
+/// (or the deadline was already reported); never while paused.
+fn past_deadline(d: &Deployment, cur: &Value) -> bool {
+    let spec = d.spec.as_ref();
+    let Some(deadline) = spec.and_then(|s| s.progress_deadline_seconds) else {
+        return false;
+    };
+    if spec.and_then(|s| s.paused).unwrap_or(false) {
+        return false;
+    }
+    let conds = cur.get("conditions").and_then(Value::as_array);
+    let Some(p) = conds
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Progressing")
+    else {
+        return false;
+    };
+    if p["reason"] == "ProgressDeadlineExceeded" {
+        return true;
+    }
+    let since = p["lastUpdateTime"]
+        .as_str()
+        .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
+    since.is_some_and(|t| {
+        k8s_openapi::jiff::Timestamp::now().as_second() - t.as_second() > i64::from(deadline)
+    })
 }
 
 fn resolve_unavailable(d: &Deployment, want: i32) -> i32 {

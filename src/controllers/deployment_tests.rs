@@ -134,3 +134,40 @@ fn old_replica_sets_beyond_the_history_limit_go() {
         "oldest first"
     );
 }
+
+#[test]
+fn no_progress_within_the_deadline_is_reported_as_kubectl_expects() {
+    let mut d = deployment(2, "nginx:1", json!({}));
+    let rs = rs_for(&d, 1, 2, 0);
+    d.spec.as_mut().unwrap().progress_deadline_seconds = Some(60);
+    let long_ago = "2020-01-01T00:00:00Z";
+    d.status = Some(
+        serde_json::from_value(json!({"replicas": 2, "updatedReplicas": 2, "readyReplicas": 0,
+            "availableReplicas": 0, "conditions": [{"type": "Progressing", "status": "True",
+            "reason": "ReplicaSetUpdated", "lastUpdateTime": long_ago, "lastTransitionTime": long_ago}]}))
+        .unwrap(),
+    );
+    let status = plan(&d, &[&rs]).status.unwrap();
+    let progressing = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Progressing")
+        .unwrap();
+    assert_eq!(progressing["status"], "False");
+    assert_eq!(progressing["reason"], "ProgressDeadlineExceeded");
+    // Progress resets it.
+    let moved = rs_for(&d, 1, 2, 1);
+    let status = plan(&d, &[&moved]).status.unwrap();
+    assert!(
+        status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Progressing" && c["reason"] == "ReplicaSetUpdated")
+    );
+    // Paused: no deadline.
+    d.spec.as_mut().unwrap().paused = Some(true);
+    let status = plan(&d, &[&rs]).status;
+    assert!(status.is_none_or(|s| !s.to_string().contains("ProgressDeadlineExceeded")));
+}
