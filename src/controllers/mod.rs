@@ -197,16 +197,17 @@ fn gc_objs<'a, K: kube::Resource>(
 }
 
 async fn apply_job(client: &Client, j: &Job, plan: job::Plan) {
-    let template = job::pod_from(j).and_then(|v| serde_json::from_value::<Pod>(v).ok());
-    let new = template.map(|p| vec![p; plan.create.min(MAX_CREATES)]);
-    write_pods_and_status::<Job>(
-        client,
-        &j.metadata,
-        new.unwrap_or_default(),
-        &plan.delete,
-        plan.status,
-    )
-    .await;
+    let from = |i| job::pod_from(j, i).and_then(|v| serde_json::from_value::<Pod>(v).ok());
+    let new: Vec<Pod> = if plan.indexes.is_empty() {
+        from(None).map_or_else(Vec::new, |p| vec![p; plan.create.min(MAX_CREATES)])
+    } else {
+        plan.indexes
+            .iter()
+            .take(MAX_CREATES)
+            .filter_map(|i| from(Some(*i)))
+            .collect()
+    };
+    write_pods_and_status::<Job>(client, &j.metadata, new, &plan.delete, plan.status).await;
     if plan.expire {
         let ns = j.metadata.namespace.clone().unwrap_or_default();
         let name = j.metadata.name.clone().unwrap_or_default();

@@ -80,12 +80,18 @@ pub fn command_of(c: &Container) -> Result<(OsString, Vec<OsString>), LaunchErro
 /// The container's environment: literal values and the downward-API fields koord knows.
 pub fn env_of(c: &Container, pod: &Pod, node: &str, ip: &str) -> Vec<(String, String)> {
     let name = pod.metadata.name.clone().unwrap_or_default();
+    // The kubelet's: `spec.hostname` when set (StatefulSet and Indexed Job pods).
+    let hostname = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.hostname.clone())
+        .unwrap_or_else(|| name.clone());
     let mut env = vec![
         (
             "PATH".to_string(),
             "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
         ),
-        ("HOSTNAME".to_string(), name.clone()),
+        ("HOSTNAME".to_string(), hostname),
         ("HOME".to_string(), "/root".to_string()),
     ];
     for e in c.env.iter().flatten() {
@@ -100,7 +106,15 @@ pub fn env_of(c: &Container, pod: &Pod, node: &str, ip: &str) -> Vec<(String, St
                 "metadata.uid" => pod.metadata.uid.clone(),
                 "spec.nodeName" => Some(node.to_string()),
                 "status.podIP" | "status.hostIP" => Some(ip.to_string()),
-                _ => None,
+                path => {
+                    keyed(path, "metadata.labels", pod.metadata.labels.as_ref()).or_else(|| {
+                        keyed(
+                            path,
+                            "metadata.annotations",
+                            pod.metadata.annotations.as_ref(),
+                        )
+                    })
+                }
             },
             (None, None) => Some(String::new()),
         };
@@ -115,6 +129,19 @@ pub fn env_of(c: &Container, pod: &Pod, node: &str, ip: &str) -> Vec<(String, St
         }
     }
     env
+}
+
+/// `metadata.labels['key']` (or annotations) from `map`: the value, "" when unset.
+fn keyed(
+    path: &str,
+    field: &str,
+    map: Option<&std::collections::BTreeMap<String, String>>,
+) -> Option<String> {
+    let key = path
+        .strip_prefix(field)?
+        .strip_prefix("['")?
+        .strip_suffix("']")?;
+    Some(map.and_then(|m| m.get(key)).cloned().unwrap_or_default())
 }
 
 /// A user other than root has no /root: HOME is `/` for it (containerd's fallback for a
@@ -289,14 +316,23 @@ mod tests {
     fn command_and_env() {
         let c: Container = serde_json::from_value(serde_json::json!({"name": "c", "command": ["sh", "-c"], "args": ["echo hi"],
             "env": [{"name": "A", "value": "1"}, {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                    {"name": "PATH", "value": "/bin"}]})).unwrap();
+                    {"name": "PATH", "value": "/bin"},
+                    {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
+                    {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}}]})).unwrap();
         let (p, a) = command_of(&c).unwrap();
         assert_eq!(p, "sh");
         assert_eq!(a, vec![OsString::from("-c"), OsString::from("echo hi")]);
-        let pod: Pod =
-            serde_json::from_value(serde_json::json!({"metadata": {"name": "web"}})).unwrap();
+        let pod: Pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "web",
+            "annotations": {"batch.kubernetes.io/job-completion-index": "3"}}, "spec": {"hostname": "pi-3", "containers": []}}))
+        .unwrap();
         let env = env_of(&c, &pod, "n", "127.0.0.1");
         assert!(env.contains(&("POD".into(), "web".into())));
+        assert!(env.contains(&("JOB_COMPLETION_INDEX".into(), "3".into())));
+        assert!(
+            env.contains(&("APP".into(), String::new())),
+            "unset label: empty"
+        );
+        assert!(env.contains(&("HOSTNAME".into(), "pi-3".into())));
         assert!(
             env.contains(&("PATH".into(), "/bin".into())),
             "the pod's PATH wins"

@@ -183,7 +183,7 @@ fn deployments_roll_out_scale_undo_and_delete_as_in_a_cluster() {
 #[test]
 fn jobs_run_complete_and_take_their_pods_along() {
     let _cpu = common::cpu_exclusive();
-    let Some((_dir, koord, k)) = up() else {
+    let Some((dir, koord, k)) = up() else {
         return;
     };
     k.ok(
@@ -233,8 +233,74 @@ fn jobs_run_complete_and_take_their_pods_along() {
         "the Job's pod is collected:\n{}",
         k.run(&["get", "pods", "-A"]).1
     );
+
+    // Indexed: one pod per index, `completedIndexes` as the pods finish.
+    let file = dir.path().join("indexed.yaml");
+    std::fs::write(&file, INDEXED).unwrap();
+    k.ok(&["apply", "-f", file.to_str().unwrap()], &koord);
+    let indexed = ["get", "pods", "-l", "job-name=shards", "-o", "name"];
+    assert!(wait_until(Duration::from_secs(20), || k.count(&indexed) == 2));
+    let indexes = k.ok(
+        &[
+            "get",
+            "pods",
+            "-l",
+            "job-name=shards",
+            "-o",
+            "jsonpath={.items[*].metadata.annotations.batch\\.kubernetes\\.io/job-completion-index}",
+        ],
+        &koord,
+    );
+    let mut indexes: Vec<&str> = indexes.split_whitespace().collect();
+    indexes.sort();
+    assert_eq!(indexes, ["0", "1"]);
+    for pod in k.ok(&indexed, &koord).split_whitespace() {
+        let pod = pod.trim_start_matches("pod/");
+        k.ok(
+            &[
+                "patch",
+                "pod",
+                pod,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                r#"{"status":{"phase":"Succeeded"}}"#,
+            ],
+            &koord,
+        );
+    }
+    k.ok(
+        &[
+            "wait",
+            "--for=condition=complete",
+            "job/shards",
+            "--timeout=30s",
+        ],
+        &koord,
+    );
+    let done = [
+        "get",
+        "job",
+        "shards",
+        "-o",
+        "jsonpath={.status.completedIndexes}",
+    ];
+    assert_eq!(k.ok(&done, &koord), "0-1");
     drop(koord);
 }
+
+const INDEXED: &str = r#"apiVersion: batch/v1
+kind: Job
+metadata: {name: shards, namespace: default}
+spec:
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: work, image: busybox, command: ["true"]}]
+"#;
 
 #[test]
 fn delete_with_cascade_orphan_and_foreground() {
