@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::replicaset::{active, owned_pod, ready};
 use crate::api::placement::{node_matches, tolerates};
 
-pub const LABEL_REVISION: &str = "controller-revision-hash";
+pub use super::revisions::LABEL_HASH as LABEL_REVISION;
 
 #[derive(Debug, Default, PartialEq)]
 pub struct Plan {

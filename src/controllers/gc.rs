@@ -52,8 +52,11 @@ pub const DAEMON_SET: Kind = kind("apps", "v1", "DaemonSet", "daemonsets");
 pub const STATEFUL_SET: Kind = kind("apps", "v1", "StatefulSet", "statefulsets");
 pub const JOB: Kind = kind("batch", "v1", "Job", "jobs");
 pub const POD: Kind = kind("", "v1", "Pod", "pods");
+pub const CONTROLLER_REVISION: Kind =
+    kind("apps", "v1", "ControllerRevision", "controllerrevisions");
 
-const KINDS: [&Kind; 6] = [
+const KINDS: [&Kind; 7] = [
+    &CONTROLLER_REVISION,
     &DEPLOYMENT,
     &REPLICA_SET,
     &DAEMON_SET,

@@ -8,13 +8,16 @@ pub mod deployment;
 pub mod gc;
 pub mod job;
 pub mod replicaset;
+pub mod revisions;
 pub mod statefulset;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{
+    ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
+};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -69,6 +72,7 @@ struct Caches {
     jobs: Store<Job>,
     daemons: Store<DaemonSet>,
     stateful: Store<StatefulSet>,
+    revisions: Store<ControllerRevision>,
     nodes: Store<Node>,
 }
 
@@ -82,6 +86,7 @@ pub fn spawn(client: Client, tasks: &Tasks, shutdown: &Shutdown) {
         jobs: watch_into(&client, &kick, tasks, shutdown, "jobs"),
         daemons: watch_into(&client, &kick, tasks, shutdown, "daemonsets"),
         stateful: watch_into(&client, &kick, tasks, shutdown, "statefulsets"),
+        revisions: watch_into(&client, &kick, tasks, shutdown, "controllerrevisions"),
         nodes: watch_into(&client, &kick, tasks, shutdown, "nodes"),
     };
     let shutdown = shutdown.clone();
@@ -92,6 +97,7 @@ pub fn spawn(client: Client, tasks: &Tasks, shutdown: &Shutdown) {
         let _ = caches.jobs.wait_until_ready().await;
         let _ = caches.daemons.wait_until_ready().await;
         let _ = caches.stateful.wait_until_ready().await;
+        let _ = caches.revisions.wait_until_ready().await;
         let _ = caches.nodes.wait_until_ready().await;
         loop {
             pass(&client, &caches).await;
@@ -133,14 +139,39 @@ async fn pass(client: &Client, c: &Caches) {
     let daemons = c.daemons.state();
     let nodes = c.nodes.state();
     let node_refs: Vec<&Node> = nodes.iter().map(|n| n.as_ref()).collect();
+    let revs = c.revisions.state();
     for ds in &daemons {
         let owned = controlled_by(&all_pods, ds.metadata.uid.as_deref());
+        if let Some(spec) = &ds.spec {
+            let owner = revisions::Owner {
+                api_version: "apps/v1",
+                kind: "DaemonSet",
+                meta: &ds.metadata,
+                template: &spec.template,
+                history_limit: spec.revision_history_limit.unwrap_or(10),
+            };
+            let name = |hash: &str| revisions::name_for(&ds.metadata, hash);
+            let hash = daemonset::revision_of(ds);
+            keep_history(client, &owner, &hash, &revs, &owned, name).await;
+        }
         apply_daemon_set(client, ds, daemonset::plan(ds, &node_refs, &owned)).await;
     }
     let stateful = c.stateful.state();
     for s in &stateful {
         let owned = controlled_by(&all_pods, s.metadata.uid.as_deref());
-        apply_stateful_set(client, s, statefulset::plan(s, &owned)).await;
+        let history = owned_revisions(&revs, s.metadata.uid.as_deref());
+        if let Some(spec) = &s.spec {
+            let owner = revisions::Owner {
+                api_version: "apps/v1",
+                kind: "StatefulSet",
+                meta: &s.metadata,
+                template: &spec.template,
+                history_limit: spec.revision_history_limit.unwrap_or(10),
+            };
+            let hash = statefulset::template_hash(s);
+            keep_history(client, &owner, &hash, &revs, &owned, str::to_string).await;
+        }
+        apply_stateful_set(client, s, statefulset::plan(s, &owned, &history)).await;
     }
     let mut objs = Vec::new();
     gc_objs(&mut objs, &gc::DEPLOYMENT, &deployments);
@@ -148,8 +179,66 @@ async fn pass(client: &Client, c: &Caches) {
     gc_objs(&mut objs, &gc::JOB, &jobs);
     gc_objs(&mut objs, &gc::DAEMON_SET, &daemons);
     gc_objs(&mut objs, &gc::STATEFUL_SET, &stateful);
+    gc_objs(&mut objs, &gc::CONTROLLER_REVISION, &revs);
     gc_objs(&mut objs, &gc::POD, &pods);
     gc::apply(client, gc::plan(&objs)).await;
+}
+
+fn owned_revisions<'a>(
+    all: &'a [Arc<ControllerRevision>],
+    uid: Option<&str>,
+) -> Vec<&'a ControllerRevision> {
+    let mine = all.iter().map(|r| r.as_ref());
+    mine.filter(|r| replicaset::controller_of(&r.metadata).map(|o| o.uid.as_str()) == uid)
+        .collect()
+}
+
+/// The owner's template history kept as kube keeps it; `name` turns a pod's revision
+/// label into the revision's name.
+async fn keep_history(
+    client: &Client,
+    owner: &revisions::Owner<'_>,
+    hash: &str,
+    all: &[Arc<ControllerRevision>],
+    pods: &[&Pod],
+    name: impl Fn(&str) -> String,
+) {
+    let owned = owned_revisions(all, owner.meta.uid.as_deref());
+    let in_use = pods
+        .iter()
+        .filter(|p| replicaset::active(p))
+        .filter_map(|p| p.metadata.labels.as_ref()?.get(revisions::LABEL_HASH))
+        .map(|l| name(l))
+        .collect();
+    let plan = revisions::plan(owner, hash, &owned, &in_use);
+    let ns = owner.meta.namespace.clone().unwrap_or_default();
+    let api: Api<ControllerRevision> = Api::namespaced(client.clone(), &ns);
+    if let Some(cr) = plan.create {
+        match serde_json::from_value::<ControllerRevision>(cr) {
+            Ok(cr) => report(
+                "revision",
+                hash,
+                api.create(&PostParams::default(), &cr).await,
+            ),
+            Err(e) => tracing::warn!(error = %e, "controller revision"),
+        }
+    }
+    if let Some((n, rev)) = plan.renumber {
+        let p = json!({"revision": rev});
+        report(
+            "revision",
+            &n,
+            api.patch(&n, &PatchParams::default(), &Patch::Merge(p))
+                .await,
+        );
+    }
+    for n in plan.delete {
+        report(
+            "revision",
+            &n,
+            api.delete(&n, &DeleteParams::default()).await,
+        );
+    }
 }
 
 /// The pods whose controller has this uid.

@@ -5,19 +5,20 @@
 //! ordinal order, each once its predecessors run and are ready, and removes from the
 //! highest ordinal, one at a time; `Parallel` does all at once. A new template rolls out
 //! from the highest ordinal down to `partition`, one pod at a time (`RollingUpdate`), or
-//! when pods are deleted (`OnDelete`). Failed pods are replaced. The status carries what
+//! when pods are deleted (`OnDelete`); a pod below the partition is recreated at the
+//! current revision (its template from the set's ControllerRevisions). Failed pods are replaced. The status carries what
 //! `kubectl rollout status statefulset` reads (ready, updated, current and update
 //! revisions).
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use serde_json::{Value, json};
 
 use super::replicaset::{active, owned_pod, ready};
 
-pub const LABEL_REVISION: &str = "controller-revision-hash";
+pub use super::revisions::LABEL_HASH as LABEL_REVISION;
 pub const LABEL_POD_NAME: &str = "statefulset.kubernetes.io/pod-name";
 pub const LABEL_POD_INDEX: &str = "apps.kubernetes.io/pod-index";
 
@@ -35,11 +36,16 @@ fn name_of(s: &StatefulSet) -> &str {
     s.metadata.name.as_deref().unwrap_or_default()
 }
 
-/// `<set>-<hash of the template>`, the revision the pods carry in their label.
-pub fn update_revision(s: &StatefulSet) -> String {
+/// The hash of the set's template.
+pub fn template_hash(s: &StatefulSet) -> String {
     let t = s.spec.as_ref().map(|s| &s.template);
-    let t = serde_json::to_value(t).unwrap_or_default();
-    format!("{}-{}", name_of(s), super::deployment::template_hash(&t))
+    super::deployment::template_hash(&serde_json::to_value(t).unwrap_or_default())
+}
+
+/// `<set>-<hash>`: the name of the template's ControllerRevision, and the label its pods
+/// carry.
+pub fn update_revision(s: &StatefulSet) -> String {
+    super::revisions::name_for(&s.metadata, &template_hash(s))
 }
 
 fn revision(p: &Pod) -> Option<&str> {
@@ -93,10 +99,17 @@ fn claims_for(s: &StatefulSet, ord: i32) -> Vec<Value> {
         .collect()
 }
 
-/// Pod `ord` of the set at the update revision, with its identity and claims mounted.
-pub fn pod_for(s: &StatefulSet, ord: i32, revision: &str) -> Option<Value> {
+/// Pod `ord` of the set from `template` (the set's own when `None`) at `revision`, with
+/// its identity and claims mounted.
+pub fn pod_for(
+    s: &StatefulSet,
+    ord: i32,
+    revision: &str,
+    template: Option<&PodTemplateSpec>,
+) -> Option<Value> {
     let spec = s.spec.as_ref()?;
-    let mut pod = owned_pod(&spec.template, "apps/v1", "StatefulSet", &s.metadata)?;
+    let template = template.unwrap_or(&spec.template);
+    let mut pod = owned_pod(template, "apps/v1", "StatefulSet", &s.metadata)?;
     let name = format!("{}-{ord}", name_of(s));
     let meta = pod["metadata"].as_object_mut()?;
     meta.remove("generateName");
@@ -124,8 +137,40 @@ pub fn pod_for(s: &StatefulSet, ord: i32, revision: &str) -> Option<Value> {
     Some(pod)
 }
 
-/// One pass for one StatefulSet over the pods it controls.
-pub fn plan(s: &StatefulSet, owned: &[&Pod]) -> Plan {
+/// The revision and template pod `ord` is created at: below the partition of a rolling
+/// update, the current revision's (kept in its ControllerRevision), else the update's.
+fn version_for(
+    s: &StatefulSet,
+    ord: i32,
+    start: i32,
+    update_rev: &str,
+    history: &[&ControllerRevision],
+) -> (String, Option<PodTemplateSpec>) {
+    let spec = s.spec.as_ref();
+    let strategy = spec.and_then(|s| s.update_strategy.as_ref());
+    let rolling = strategy.and_then(|u| u.type_.as_deref()) != Some("OnDelete");
+    let partition = strategy
+        .and_then(|u| u.rolling_update.as_ref())
+        .and_then(|r| r.partition)
+        .unwrap_or(0);
+    let current = s
+        .status
+        .as_ref()
+        .and_then(|st| st.current_revision.as_deref());
+    if let Some(cur) = current.filter(|c| rolling && *c != update_rev && ord < start + partition) {
+        let kept = history
+            .iter()
+            .find(|r| r.metadata.name.as_deref() == Some(cur))
+            .and_then(|r| super::revisions::template_of(r));
+        if kept.is_some() {
+            return (cur.to_string(), kept);
+        }
+    }
+    (update_rev.to_string(), None)
+}
+
+/// One pass for one StatefulSet over the pods it controls and its template history.
+pub fn plan(s: &StatefulSet, owned: &[&Pod], history: &[&ControllerRevision]) -> Plan {
     let mut out = Plan::default();
     let Some(spec) = s.spec.as_ref() else {
         return out;
@@ -153,7 +198,8 @@ pub fn plan(s: &StatefulSet, owned: &[&Pod]) -> Plan {
     for ord in range.clone() {
         match by_ord.get(&ord) {
             None => {
-                if let Some(pod) = pod_for(s, ord, &update_rev) {
+                let (rev, template) = version_for(s, ord, start, &update_rev, history);
+                if let Some(pod) = pod_for(s, ord, &rev, template.as_ref()) {
                     out.create.push((pod, claims_for(s, ord)));
                 }
                 if !parallel {

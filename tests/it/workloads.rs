@@ -444,6 +444,12 @@ fn a_stateful_set_starts_in_order_with_its_own_claims() {
     ];
     assert!(wait_until(Duration::from_secs(30), || k.run(&image).1 == "postgres:17"));
 
+    let history = k.ok(&["rollout", "history", "statefulset/db"], &koord);
+    assert!(history.contains('2'), "{history}");
+    k.ok(&["rollout", "undo", "statefulset/db"], &koord);
+    k.ok(&status, &koord);
+    assert!(wait_until(Duration::from_secs(30), || k.run(&image).1 == "postgres:16"));
+
     k.ok(&["delete", "statefulset", "db"], &koord);
     assert!(wait_until(Duration::from_secs(30), || k.count(&pods) == 0));
     assert_eq!(
@@ -515,6 +521,25 @@ fn a_daemon_set_puts_one_pod_on_every_node() {
             out.split_whitespace().collect::<Vec<_>>() == ["busybox:2", "busybox:2"]
         }),
         "{}",
+        k.run(&images).1
+    );
+    // The template history kubectl reads and rolls back through (ControllerRevisions).
+    let history = k.ok(&["rollout", "history", "daemonset/agent"], &koord);
+    assert!(
+        history.contains("REVISION") && history.contains('2'),
+        "{history}"
+    );
+    k.ok(&["rollout", "undo", "daemonset/agent"], &koord);
+    k.ok(
+        &["rollout", "status", "daemonset/agent", "--timeout=60s"],
+        &koord,
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let (_, out) = k.run(&images);
+            out.split_whitespace().collect::<Vec<_>>() == ["busybox", "busybox"]
+        }),
+        "undone: {}",
         k.run(&images).1
     );
     k.ok(&["delete", "daemonset", "agent"], &koord);

@@ -150,6 +150,15 @@ pub fn builtins() -> Vec<ResourceInfo> {
         builtin(
             "apps",
             "v1",
+            "controllerrevisions",
+            "ControllerRevision",
+            true,
+            &[],
+            &[],
+        ),
+        builtin(
+            "apps",
+            "v1",
             "statefulsets",
             "StatefulSet",
             true,
