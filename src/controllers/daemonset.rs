@@ -3,8 +3,9 @@
 //! NoExecute taints it tolerates (a DaemonSet pod tolerates the `node.kubernetes.io/*`
 //! condition taints, as kube adds them), simulated nodes included. Each pod is pinned
 //! with required node affinity on `metadata.name` and left to the scheduler, as kube does;
-//! a changed template replaces pods one at a time (RollingUpdate, the
-//! `controller-revision-hash` label) unless the strategy is OnDelete.
+//! a changed template (the `controller-revision-hash` label) rolls out within
+//! `maxUnavailable`, or `maxSurge` pods beside the old ones (RollingUpdate), or waits for
+//! deletions (OnDelete). Available means ready for `minReadySeconds`.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +13,9 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
-use super::replicaset::{active, owned_pod, ready};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::replicaset::{active, available, owned_pod, ready};
 use crate::api::placement::{node_matches, tolerates};
 
 pub use super::revisions::LABEL_HASH as LABEL_REVISION;
@@ -74,75 +77,91 @@ pub fn revision_of(ds: &DaemonSet) -> String {
     super::deployment::template_hash(&t)
 }
 
+fn name(p: &Pod) -> String {
+    p.metadata.name.clone().unwrap_or_default()
+}
+
+/// A wanted node's pods by revision: the newest of each kind kept, extras to delete.
+struct OnNode<'a> {
+    node: String,
+    new: Option<&'a Pod>,
+    old: Option<&'a Pod>,
+}
+
+impl OnNode<'_> {
+    fn available(&self, min_ready: i32, now_s: i64) -> bool {
+        [self.new, self.old]
+            .into_iter()
+            .flatten()
+            .any(|p| available(p, min_ready, now_s))
+    }
+}
+
 pub fn plan(ds: &DaemonSet, nodes: &[&Node], owned: &[&Pod]) -> Plan {
     let mut out = Plan::default();
     let rev = revision_of(ds);
-    let on_delete = ds
-        .spec
-        .as_ref()
-        .and_then(|s| s.update_strategy.as_ref())
-        .and_then(|u| u.type_.as_deref())
-        == Some("OnDelete");
+    let spec = ds.spec.as_ref();
+    let min_ready = spec.and_then(|s| s.min_ready_seconds).unwrap_or(0);
+    let now_s = k8s_openapi::jiff::Timestamp::now().as_second();
     let mut by_node: BTreeMap<String, Vec<&Pod>> = BTreeMap::new();
     for p in owned.iter().copied().filter(|p| active(p)) {
         if let Some(n) = target_node(p) {
             by_node.entry(n).or_default().push(p);
         }
     }
-    let (mut desired, mut current, mut misscheduled, mut readies, mut updated) = (0, 0, 0, 0, 0);
-    let mut replacing = false;
-    for node in nodes {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let pods = by_node.remove(&name).unwrap_or_default();
-        let wanted = eligible(ds, node) && ds.metadata.deletion_timestamp.is_none();
-        if wanted {
-            desired += 1;
+    let (mut misscheduled, mut on_nodes) = (0, Vec::new());
+    for n in nodes {
+        let node = node_name(n);
+        let pods = by_node.remove(&node).unwrap_or_default();
+        let wanted = eligible(ds, n) && ds.metadata.deletion_timestamp.is_none();
+        if !wanted {
+            misscheduled += i32::from(!pods.is_empty());
+            out.delete.extend(pods.iter().map(|p| name(p)));
+            continue;
         }
-        match (wanted, pods.as_slice()) {
-            (true, []) => out.create.push(name),
-            (true, [first, rest @ ..]) => {
-                current += 1;
-                readies += i32::from(ready(first));
-                let fresh = |p: &Pod| {
-                    p.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(LABEL_REVISION))
-                        == Some(&rev)
-                };
-                if fresh(first) {
-                    updated += 1;
-                } else if !on_delete && !replacing {
-                    // One at a time (maxUnavailable 1): the next pass brings the new one.
-                    replacing = true;
-                    out.delete
-                        .push(first.metadata.name.clone().unwrap_or_default());
-                }
-                out.delete.extend(
-                    rest.iter()
-                        .map(|p| p.metadata.name.clone().unwrap_or_default()),
-                );
-            }
-            (false, pods) => {
-                misscheduled += i32::from(!pods.is_empty());
-                out.delete.extend(
-                    pods.iter()
-                        .map(|p| p.metadata.name.clone().unwrap_or_default()),
-                );
-            }
+        let fresh = |p: &&Pod| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_REVISION))
+                == Some(&rev)
+        };
+        let (new, old): (Vec<&Pod>, Vec<&Pod>) = pods.into_iter().partition(fresh);
+        out.delete.extend(
+            new.iter()
+                .skip(1)
+                .chain(old.iter().skip(1))
+                .map(|p| name(p)),
+        );
+        if new.is_empty() && old.is_empty() {
+            out.create.push(node.clone());
         }
+        on_nodes.push(OnNode {
+            node,
+            new: new.first().copied(),
+            old: old.first().copied(),
+        });
     }
     // Pods for nodes that no longer exist.
-    for pods in by_node.values() {
-        out.delete.extend(
-            pods.iter()
-                .map(|p| p.metadata.name.clone().unwrap_or_default()),
-        );
+    out.delete
+        .extend(by_node.values().flatten().map(|p| name(p)));
+    let on_delete = spec
+        .and_then(|s| s.update_strategy.as_ref())
+        .and_then(|u| u.type_.as_deref())
+        == Some("OnDelete");
+    if !on_delete {
+        rolling_update(ds, &on_nodes, min_ready, now_s, &mut out);
     }
+    let desired = on_nodes.len() as i32;
+    let count = |f: &dyn Fn(&OnNode) -> bool| on_nodes.iter().filter(|n| f(n)).count() as i32;
+    let current = count(&|n| n.new.is_some() || n.old.is_some());
+    let readies = count(&|n| [n.new, n.old].into_iter().flatten().any(ready));
+    let availables = count(&|n| n.available(min_ready, now_s));
+    let updated = count(&|n| n.new.is_some());
     let status = json!({
         "desiredNumberScheduled": desired, "currentNumberScheduled": current,
-        "numberMisscheduled": misscheduled, "numberReady": readies, "numberAvailable": readies,
-        "numberUnavailable": (desired - readies).max(0), "updatedNumberScheduled": updated,
+        "numberMisscheduled": misscheduled, "numberReady": readies, "numberAvailable": availables,
+        "numberUnavailable": (desired - availables).max(0), "updatedNumberScheduled": updated,
         "observedGeneration": ds.metadata.generation.unwrap_or(0),
     });
     let cur = serde_json::to_value(ds.status.clone().unwrap_or_default()).unwrap_or_default();
@@ -154,6 +173,74 @@ pub fn plan(ds: &DaemonSet, nodes: &[&Node], owned: &[&Pod]) -> Plan {
         out.status = Some(status);
     }
     out
+}
+
+fn node_name(n: &Node) -> String {
+    n.metadata.name.clone().unwrap_or_default()
+}
+
+/// kube's DaemonSet RollingUpdate. Without surge, old pods are deleted — unavailable ones
+/// at once, available ones while fewer than `maxUnavailable` nodes lack an available pod;
+/// the next pass creates the new ones. With `maxSurge`, a new pod starts beside the old
+/// one on up to `maxSurge` nodes at a time, and the old one goes once the new is
+/// available.
+fn rolling_update(ds: &DaemonSet, on_nodes: &[OnNode], min_ready: i32, now_s: i64, out: &mut Plan) {
+    let desired = on_nodes.len() as i32;
+    let ru = ds
+        .spec
+        .as_ref()
+        .and_then(|s| s.update_strategy.as_ref())
+        .and_then(|u| u.rolling_update.as_ref());
+    let int = |v: Option<&IntOrString>, default: i32| {
+        v.map_or(default, |v| {
+            super::deployment::resolve(Some(v), desired, true)
+        })
+    };
+    let max_surge = int(ru.and_then(|r| r.max_surge.as_ref()), 0).max(0);
+    let max_unavailable = int(ru.and_then(|r| r.max_unavailable.as_ref()), 1).max(0);
+    let is_available = |p: &Pod| available(p, min_ready, now_s);
+    // Nodes with only an old pod, and that pod.
+    let stale: Vec<(&OnNode, &Pod)> = on_nodes
+        .iter()
+        .filter(|n| n.new.is_none())
+        .filter_map(|n| Some((n, n.old?)))
+        .collect();
+    if max_surge == 0 {
+        let mut budget = max_unavailable
+            - on_nodes
+                .iter()
+                .filter(|n| !n.available(min_ready, now_s))
+                .count() as i32;
+        for (_, old) in stale {
+            if !is_available(old) {
+                out.delete.push(name(old));
+            } else if budget > 0 {
+                budget -= 1;
+                out.delete.push(name(old));
+            }
+        }
+        return;
+    }
+    for n in on_nodes {
+        if let (Some(new), Some(old)) = (n.new, n.old)
+            && is_available(new)
+        {
+            out.delete.push(name(old));
+        }
+    }
+    let mut room = max_surge
+        - on_nodes
+            .iter()
+            .filter(|n| n.old.is_some() && n.new.is_some_and(|p| !is_available(p)))
+            .count() as i32;
+    for (n, old) in stale {
+        if !is_available(old) {
+            out.delete.push(name(old));
+        } else if room > 0 {
+            room -= 1;
+            out.create.push(n.node.clone());
+        }
+    }
 }
 
 /// The DaemonSet's pod for `node`: pinned there by required node affinity.
@@ -234,11 +321,63 @@ mod tests {
         let (old_a, old_b) = (pod_on(&d, "a", false), pod_on(&d, "b", false));
         let gone = pod_on(&d, "vanished", true);
         let p = plan(&d, &[&a, &b], &[&old_a, &old_b, &gone]);
-        assert_eq!(p.delete, vec!["agent-a", "agent-vanished"]);
+        assert_eq!(p.delete, vec!["agent-vanished", "agent-a"]);
         assert!(p.create.is_empty());
         let fresh = pod_on(&d, "a", true);
         let p = plan(&d, &[&a, &b], &[&fresh, &old_b]);
         assert_eq!(p.delete, vec!["agent-b"]);
         assert_eq!(p.status.unwrap()["updatedNumberScheduled"], 1);
+        // The new pod on a is not ready yet: b waits (maxUnavailable 1 is used up).
+        let mut starting = pod_on(&d, "a", true);
+        starting.status = None;
+        let p = plan(&d, &[&a, &b], &[&starting, &old_b]);
+        assert!(p.delete.is_empty(), "{:?}", p.delete);
+    }
+
+    #[test]
+    fn max_surge_starts_the_new_pod_beside_the_old_one() {
+        let mut d = ds(json!({}));
+        d.spec.as_mut().unwrap().update_strategy = serde_json::from_value(
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}),
+        )
+        .unwrap();
+        let (a, b) = (
+            node("a", json!({}), json!([])),
+            node("b", json!({}), json!([])),
+        );
+        let (old_a, old_b) = (pod_on(&d, "a", false), pod_on(&d, "b", false));
+        let p = plan(&d, &[&a, &b], &[&old_a, &old_b]);
+        assert_eq!(p.create, ["a"], "one node at a time");
+        assert!(p.delete.is_empty());
+        // The new pod on a is available: the old one there goes, and b surges.
+        let mut new_a = pod_on(&d, "a", true);
+        new_a.metadata.name = Some("agent-a-new".into());
+        let p = plan(&d, &[&a, &b], &[&old_a, &new_a, &old_b]);
+        assert_eq!(p.delete, ["agent-a"]);
+        assert_eq!(p.create, ["b"]);
+    }
+
+    #[test]
+    fn available_waits_for_min_ready_seconds() {
+        let mut d = ds(json!({}));
+        d.spec.as_mut().unwrap().min_ready_seconds = Some(3600);
+        let a = node("a", json!({}), json!([]));
+        let mut p_a = pod_on(&d, "a", true);
+        p_a.status = serde_json::from_value(json!({"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"}]}))
+        .unwrap();
+        assert_eq!(
+            plan(&d, &[&a], &[&p_a]).status.unwrap()["numberAvailable"],
+            1
+        );
+        let now = k8s_openapi::jiff::Timestamp::now().to_string();
+        p_a.status = serde_json::from_value(json!({"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]}))
+        .unwrap();
+        let s = plan(&d, &[&a], &[&p_a]).status.unwrap();
+        assert_eq!(
+            (s["numberReady"].clone(), s["numberAvailable"].clone()),
+            (json!(1), json!(0))
+        );
     }
 }

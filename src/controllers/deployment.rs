@@ -81,7 +81,7 @@ fn status_of(
 }
 
 /// `25%` of `total`, rounded up (surge) or down (unavailable).
-fn resolve(v: Option<&IntOrString>, total: i32, up: bool) -> i32 {
+pub(super) fn resolve(v: Option<&IntOrString>, total: i32, up: bool) -> i32 {
     match v {
         None => resolve(Some(&IntOrString::String("25%".into())), total, up),
         Some(IntOrString::Int(i)) => *i,

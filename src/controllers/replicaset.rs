@@ -47,6 +47,22 @@ pub fn ready(p: &Pod) -> bool {
         .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
+/// Ready for at least `min_ready` seconds (the Ready condition's transition time) at
+/// `now_s`: kube's available.
+pub fn available(p: &Pod, min_ready: i32, now_s: i64) -> bool {
+    if min_ready <= 0 {
+        return ready(p);
+    }
+    let conds = p.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conds.into_iter().flatten().any(|c| {
+        c.type_ == "Ready"
+            && c.status == "True"
+            && c.last_transition_time
+                .as_ref()
+                .is_some_and(|t| t.0.as_second() + i64::from(min_ready) <= now_s)
+    })
+}
+
 /// Deletion order: unscheduled first, then not ready, then the newest.
 fn deletion_rank(p: &Pod) -> (bool, bool, std::cmp::Reverse<Option<String>>) {
     let scheduled = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
@@ -116,11 +132,17 @@ pub fn plan(rs: &ReplicaSet, pods: &[&Pod]) -> Plan {
         })
     };
     let readies = live.iter().filter(|p| ready(p)).count() as i32;
+    let min_ready = spec.and_then(|s| s.min_ready_seconds).unwrap_or(0);
+    let now_s = k8s_openapi::jiff::Timestamp::now().as_second();
+    let availables = live
+        .iter()
+        .filter(|p| available(p, min_ready, now_s))
+        .count();
     let status = json!({
         "replicas": live.len(),
         "fullyLabeledReplicas": live.iter().filter(labels_match).count(),
         "readyReplicas": readies,
-        "availableReplicas": readies,
+        "availableReplicas": availables,
         "observedGeneration": rs.metadata.generation.unwrap_or(0),
     });
     let current = serde_json::to_value(rs.status.clone().unwrap_or_default()).unwrap_or_default();

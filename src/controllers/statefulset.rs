@@ -16,7 +16,7 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use serde_json::{Value, json};
 
-use super::replicaset::{active, owned_pod, ready};
+use super::replicaset::{active, available, owned_pod, ready};
 
 pub use super::revisions::LABEL_HASH as LABEL_REVISION;
 pub const LABEL_POD_NAME: &str = "statefulset.kubernetes.io/pod-name";
@@ -276,6 +276,16 @@ fn status(
         .filter(|p| revision(p) == Some(update_rev))
         .count() as i32;
     let readies = live.iter().filter(|p| ready(p)).count() as i32;
+    let min_ready = s
+        .spec
+        .as_ref()
+        .and_then(|s| s.min_ready_seconds)
+        .unwrap_or(0);
+    let now_s = k8s_openapi::jiff::Timestamp::now().as_second();
+    let availables = live
+        .iter()
+        .filter(|p| available(p, min_ready, now_s))
+        .count();
     let cur = s.status.as_ref();
     let previous = cur.and_then(|c| c.current_revision.clone());
     let done = updated == replicas && live.len() as i32 == replicas;
@@ -290,7 +300,7 @@ fn status(
     let status = json!({
         "replicas": live.len(),
         "readyReplicas": readies,
-        "availableReplicas": readies,
+        "availableReplicas": availables,
         "currentReplicas": current,
         "updatedReplicas": updated,
         "currentRevision": current_rev,
