@@ -55,8 +55,12 @@ pub const POD: Kind = kind("", "v1", "Pod", "pods");
 pub const CONTROLLER_REVISION: Kind =
     kind("apps", "v1", "ControllerRevision", "controllerrevisions");
 
-const KINDS: [&Kind; 7] = [
+pub const PERSISTENT_VOLUME_CLAIM: Kind =
+    kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims");
+
+const KINDS: [&Kind; 8] = [
     &CONTROLLER_REVISION,
+    &PERSISTENT_VOLUME_CLAIM,
     &DEPLOYMENT,
     &REPLICA_SET,
     &DAEMON_SET,

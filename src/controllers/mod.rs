@@ -73,6 +73,7 @@ struct Caches {
     daemons: Store<DaemonSet>,
     stateful: Store<StatefulSet>,
     revisions: Store<ControllerRevision>,
+    claims: Store<PersistentVolumeClaim>,
     nodes: Store<Node>,
 }
 
@@ -87,6 +88,7 @@ pub fn spawn(client: Client, tasks: &Tasks, shutdown: &Shutdown) {
         daemons: watch_into(&client, &kick, tasks, shutdown, "daemonsets"),
         stateful: watch_into(&client, &kick, tasks, shutdown, "statefulsets"),
         revisions: watch_into(&client, &kick, tasks, shutdown, "controllerrevisions"),
+        claims: watch_into(&client, &kick, tasks, shutdown, "persistentvolumeclaims"),
         nodes: watch_into(&client, &kick, tasks, shutdown, "nodes"),
     };
     let shutdown = shutdown.clone();
@@ -98,6 +100,7 @@ pub fn spawn(client: Client, tasks: &Tasks, shutdown: &Shutdown) {
         let _ = caches.daemons.wait_until_ready().await;
         let _ = caches.stateful.wait_until_ready().await;
         let _ = caches.revisions.wait_until_ready().await;
+        let _ = caches.claims.wait_until_ready().await;
         let _ = caches.nodes.wait_until_ready().await;
         loop {
             pass(&client, &caches).await;
@@ -157,6 +160,7 @@ async fn pass(client: &Client, c: &Caches) {
         apply_daemon_set(client, ds, daemonset::plan(ds, &node_refs, &owned)).await;
     }
     let stateful = c.stateful.state();
+    let claims = c.claims.state();
     for s in &stateful {
         let owned = controlled_by(&all_pods, s.metadata.uid.as_deref());
         let history = owned_revisions(&revs, s.metadata.uid.as_deref());
@@ -171,7 +175,15 @@ async fn pass(client: &Client, c: &Caches) {
             let hash = statefulset::template_hash(s);
             keep_history(client, &owner, &hash, &revs, &owned, str::to_string).await;
         }
-        apply_stateful_set(client, s, statefulset::plan(s, &owned, &history)).await;
+        let mut plan = statefulset::plan(s, &owned, &history);
+        let ns = s.metadata.namespace.as_deref();
+        let mine: Vec<&PersistentVolumeClaim> = claims
+            .iter()
+            .map(|c| c.as_ref())
+            .filter(|c| c.metadata.namespace.as_deref() == ns)
+            .collect();
+        plan.claim_owners = statefulset::claim_owners(s, &owned, &mine);
+        apply_stateful_set(client, s, plan).await;
     }
     let mut objs = Vec::new();
     gc_objs(&mut objs, &gc::DEPLOYMENT, &deployments);
@@ -180,6 +192,7 @@ async fn pass(client: &Client, c: &Caches) {
     gc_objs(&mut objs, &gc::DAEMON_SET, &daemons);
     gc_objs(&mut objs, &gc::STATEFUL_SET, &stateful);
     gc_objs(&mut objs, &gc::CONTROLLER_REVISION, &revs);
+    gc_objs(&mut objs, &gc::PERSISTENT_VOLUME_CLAIM, &claims);
     gc_objs(&mut objs, &gc::POD, &pods);
     gc::apply(client, gc::plan(&objs)).await;
 }
@@ -253,6 +266,13 @@ fn controlled_by<'a>(pods: &[&'a Pod], uid: Option<&str>) -> Vec<&'a Pod> {
 async fn apply_stateful_set(client: &Client, s: &StatefulSet, plan: statefulset::Plan) {
     let ns = s.metadata.namespace.clone().unwrap_or_default();
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    for (name, owners) in &plan.claim_owners {
+        let p = json!({"metadata": {"ownerReferences": owners}});
+        let r = claims
+            .patch(name, &PatchParams::default(), &Patch::Merge(p))
+            .await;
+        report("claim", name, r);
+    }
     let mut new = Vec::new();
     for (pod, needs) in plan.create.into_iter().take(MAX_CREATES) {
         for c in needs {

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use serde_json::{Value, json};
 
 use super::replicaset::{active, available, owned_pod, ready};
@@ -30,6 +30,8 @@ pub struct Plan {
     /// Pods to delete (name).
     pub delete: Vec<String>,
     pub status: Option<Value>,
+    /// Claims whose `ownerReferences` change (name, the new list), before any deletion.
+    pub claim_owners: Vec<(String, Value)>,
 }
 
 fn name_of(s: &StatefulSet) -> &str {
@@ -227,6 +229,96 @@ pub fn plan(s: &StatefulSet, owned: &[&Pod], history: &[&ControllerRevision]) ->
         return out;
     }
     rolling_update(spec, &by_ord, &range, &update_rev, &mut out);
+    out
+}
+
+/// kube's claim ownership under `persistentVolumeClaimRetentionPolicy`, for the claims of
+/// pods that exist: a condemned pod's (scaled away) is owned by that pod when
+/// `whenScaled: Delete`, any other by the set when `whenDeleted: Delete`, else by neither —
+/// the garbage collector then deletes it with its owner. Other owners are left alone.
+pub fn claim_owners(
+    s: &StatefulSet,
+    owned: &[&Pod],
+    claims: &[&PersistentVolumeClaim],
+) -> Vec<(String, Value)> {
+    let Some(spec) = s.spec.as_ref() else {
+        return Vec::new();
+    };
+    let policy = spec.persistent_volume_claim_retention_policy.as_ref();
+    let deletes =
+        |f: fn(
+            &k8s_openapi::api::apps::v1::StatefulSetPersistentVolumeClaimRetentionPolicy,
+        ) -> Option<&String>| { policy.and_then(f).map(String::as_str) == Some("Delete") };
+    let (when_deleted, when_scaled) = (
+        deletes(|p| p.when_deleted.as_ref()),
+        deletes(|p| p.when_scaled.as_ref()),
+    );
+    let set = name_of(s);
+    let start = spec.ordinals.as_ref().and_then(|o| o.start).unwrap_or(0);
+    let range = start..start + spec.replicas.unwrap_or(1).max(0);
+    let templates: Vec<String> = spec
+        .volume_claim_templates
+        .iter()
+        .flatten()
+        .filter_map(|t| t.metadata.name.clone())
+        .collect();
+    let set_uid = s.metadata.uid.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    for c in claims {
+        let cname = c.metadata.name.as_deref().unwrap_or_default();
+        let Some(ord) = templates.iter().find_map(|t| {
+            cname
+                .strip_prefix(t.as_str())?
+                .strip_prefix('-')?
+                .strip_prefix(set)?
+                .strip_prefix('-')?
+                .parse::<i32>()
+                .ok()
+        }) else {
+            continue;
+        };
+        let pod_name = format!("{set}-{ord}");
+        // As kube, only the claims of pods that exist are updated.
+        let Some(pod) = owned
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(pod_name.as_str()))
+        else {
+            continue;
+        };
+        let wanted = if when_scaled && !range.contains(&ord) {
+            Some(json!({"apiVersion": "v1", "kind": "Pod", "name": pod_name,
+                "uid": pod.metadata.uid.clone().unwrap_or_default()}))
+        } else if when_deleted {
+            Some(super::replicaset::owner_ref(
+                "apps/v1",
+                "StatefulSet",
+                &s.metadata,
+            ))
+        } else {
+            None
+        };
+        let current: Vec<Value> = c
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|r| serde_json::to_value(r).unwrap_or_default())
+            .collect();
+        let mut next: Vec<Value> = current
+            .iter()
+            .filter(|r| {
+                r["uid"] != json!(set_uid) && !(r["kind"] == "Pod" && r["name"] == json!(pod_name))
+            })
+            .cloned()
+            .collect();
+        next.extend(wanted);
+        let same_uids = |a: &[Value], b: &[Value]| {
+            a.len() == b.len() && a.iter().all(|x| b.iter().any(|y| y["uid"] == x["uid"]))
+        };
+        if !same_uids(&current, &next) {
+            out.push((cname.to_string(), Value::Array(next)));
+        }
+    }
     out
 }
 

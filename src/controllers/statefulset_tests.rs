@@ -158,3 +158,47 @@ fn a_pod_below_the_partition_comes_back_at_the_current_revision() {
         "postgres:17"
     );
 }
+
+#[test]
+fn claim_owners_follow_the_retention_policy() {
+    let claim = |ord: i32| -> PersistentVolumeClaim {
+        serde_json::from_value(
+            json!({"metadata": {"name": format!("data-db-{ord}"), "namespace": "d"}}),
+        )
+        .unwrap()
+    };
+    let (c0, c1) = (claim(0), claim(1));
+    let owners = |policy: Value| {
+        let s = set(
+            1,
+            json!({"spec": {"persistentVolumeClaimRetentionPolicy": policy}}),
+        );
+        let mut pods: Vec<Pod> = (0..2).map(|o| pod(&s, o, "Running", true)).collect();
+        pods[1].metadata.uid = Some("pod-1".into());
+        let refs: Vec<&Pod> = pods.iter().collect();
+        claim_owners(&s, &refs, &[&c0, &c1])
+            .into_iter()
+            .map(|(n, o)| {
+                let kinds: Vec<String> = o
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["kind"].as_str().unwrap().to_string())
+                    .collect();
+                format!("{n}:{}", kinds.join(","))
+            })
+            .collect::<Vec<_>>()
+    };
+    let retain = json!({"whenDeleted": "Retain", "whenScaled": "Retain"});
+    assert!(owners(retain).is_empty());
+    let on_delete = json!({"whenDeleted": "Delete", "whenScaled": "Retain"});
+    assert_eq!(
+        owners(on_delete),
+        ["data-db-0:StatefulSet", "data-db-1:StatefulSet"]
+    );
+    // db-1 is beyond replicas 1: its claim goes with its pod.
+    let on_scale = json!({"whenDeleted": "Retain", "whenScaled": "Delete"});
+    assert_eq!(owners(on_scale), ["data-db-1:Pod"]);
+    let both = json!({"whenDeleted": "Delete", "whenScaled": "Delete"});
+    assert_eq!(owners(both), ["data-db-0:StatefulSet", "data-db-1:Pod"]);
+}

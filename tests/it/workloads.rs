@@ -450,12 +450,28 @@ fn a_stateful_set_starts_in_order_with_its_own_claims() {
     k.ok(&status, &koord);
     assert!(wait_until(Duration::from_secs(30), || k.run(&image).1 == "postgres:16"));
 
+    // whenDeleted: Delete — the running pod's claim goes with the set; db-1's (no pod) stays.
+    let policy = r#"{"spec":{"persistentVolumeClaimRetentionPolicy":{"whenDeleted":"Delete"}}}"#;
+    k.ok(
+        &["patch", "statefulset", "db", "--type=merge", "-p", policy],
+        &koord,
+    );
+    let owner = [
+        "get",
+        "pvc",
+        "data-db-0",
+        "-o",
+        "jsonpath={.metadata.ownerReferences[0].kind}",
+    ];
+    assert!(wait_until(Duration::from_secs(20), || k.run(&owner).1 == "StatefulSet"));
     k.ok(&["delete", "statefulset", "db"], &koord);
     assert!(wait_until(Duration::from_secs(30), || k.count(&pods) == 0));
-    assert_eq!(
-        k.count(&["get", "pvc", "-o", "name"]),
-        2,
-        "claims outlive the set"
+    let left = ["get", "pvc", "-o", "name"];
+    assert!(
+        wait_until(Duration::from_secs(20), || k.run(&left).1.trim()
+            == "persistentvolumeclaim/data-db-1"),
+        "{}",
+        k.run(&left).1
     );
     drop(koord);
 }
