@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use koord::api::slo::NodeMetric;
-use koord::descheduler::config;
+use koord::descheduler::configfile as config;
 use koord::descheduler::framework::Plugins;
 use koord::descheduler::framework::podview::PodView;
 use koord::descheduler::framework::world::World;

@@ -10,7 +10,7 @@ use base64::Engine;
 use hyper::Method;
 use serde_json::{Value, json};
 
-use super::http::status::ApiError;
+use super::error::ApiError;
 use super::registry::ResourceInfo;
 use super::store::{Filter, Store};
 use crate::api::selector::Selector;

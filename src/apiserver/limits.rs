@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::http::status::ApiError;
+use super::error::ApiError;
 use super::registry::ResourceInfo;
 use crate::api::quantity;
 

@@ -5,12 +5,13 @@
 pub mod admission;
 pub mod bootstrap;
 mod defaults;
-pub mod exec;
+pub mod error;
 pub mod fieldmanager;
 pub mod http;
+mod humanize;
+#[cfg(test)]
+mod layering_tests;
 pub mod limits;
-pub mod logs;
-pub mod metrics;
 pub mod namespaces;
 pub mod node;
 pub mod objectmeta;

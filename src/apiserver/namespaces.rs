@@ -15,19 +15,10 @@ use super::http::delete::{DeleteOptions, delete_one};
 use super::store::{Change, Filter, Skippable, WatchItem};
 use crate::apiserver::semantics::now;
 
-/// The finalizer kube-apiserver puts into every namespace's `spec.finalizers`.
-pub const FINALIZER: &str = "kubernetes";
+pub use super::semantics::NAMESPACE_FINALIZER as FINALIZER;
 
 fn ns_key() -> (String, String) {
     (String::new(), "namespaces".to_string())
-}
-
-/// Whether `ns` exists and is being deleted.
-pub fn terminating(state: &ServerState, ns: &str) -> bool {
-    state
-        .store
-        .get(&ns_key(), "", ns)
-        .is_some_and(|n| n.value().pointer("/metadata/deletionTimestamp").is_some())
 }
 
 /// What one namespace still holds: objects, and those of them held by finalizers.

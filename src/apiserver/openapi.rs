@@ -11,7 +11,7 @@ use std::hash::{Hash, Hasher};
 use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::http::status::ApiError;
+use super::error::ApiError;
 use super::registry::{Registry, ResourceInfo};
 use crate::kernel::http::{Body, json as json_response};
 

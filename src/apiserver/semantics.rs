@@ -4,12 +4,23 @@
 
 use serde_json::{Map, Value, json};
 
-use super::http::status::ApiError;
+use super::error::ApiError;
 use super::registry::{ResourceInfo, from_crd};
 use super::store::Store;
 use crate::api::extension::qos::kube_qos;
 
 pub use crate::api::time::now;
+
+/// The finalizer kube-apiserver puts into every namespace's `spec.finalizers`.
+pub const NAMESPACE_FINALIZER: &str = "kubernetes";
+
+/// Whether namespace `ns` exists and is being deleted (nothing new may be created in it).
+pub fn namespace_terminating(store: &Store, ns: &str) -> bool {
+    let key = (String::new(), "namespaces".to_string());
+    store
+        .get(&key, "", ns)
+        .is_some_and(|n| n.value().pointer("/metadata/deletionTimestamp").is_some())
+}
 
 pub fn new_uid() -> String {
     uuid::Uuid::new_v4().to_string()
@@ -58,7 +69,7 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, store: &Store) -> Re
         ("", "namespaces") => {
             obj["status"] = json!({"phase": "Active"});
             if obj.pointer("/spec/finalizers").is_none() {
-                obj["spec"]["finalizers"] = json!([crate::apiserver::namespaces::FINALIZER]);
+                obj["spec"]["finalizers"] = json!([NAMESPACE_FINALIZER]);
             }
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => accept_crd(info, &name, obj)?,

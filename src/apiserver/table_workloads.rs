@@ -8,7 +8,7 @@ fn n(v: &Value, ptr: &str) -> i64 {
 }
 
 fn age(v: &Value) -> Value {
-    super::table::human_age(
+    super::humanize::human_age(
         v.pointer("/metadata/creationTimestamp")
             .and_then(Value::as_str),
     )
@@ -193,7 +193,7 @@ fn duration(v: &Value) -> String {
         return String::new();
     };
     let end = t("/status/completionTime").unwrap_or_else(k8s_openapi::jiff::Timestamp::now);
-    super::table::human_seconds((end - start).get_seconds())
+    super::humanize::human_seconds((end - start).get_seconds())
 }
 
 #[cfg(test)]

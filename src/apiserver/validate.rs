@@ -6,8 +6,7 @@
 use hyper::Response;
 use serde_json::Value;
 
-use super::http::Query;
-use super::http::status::ApiError;
+use super::error::ApiError;
 use super::registry::ResourceInfo;
 use crate::kernel::http::Body;
 
@@ -19,9 +18,9 @@ pub enum FieldValidation {
 }
 
 impl FieldValidation {
-    /// The `fieldValidation` parameter; Warn when absent, as in kube-apiserver.
-    pub fn parse(q: &Query) -> Result<Self, ApiError> {
-        match q.get("fieldValidation") {
+    /// The `fieldValidation` parameter's value; Warn when absent, as in kube-apiserver.
+    pub fn parse(value: Option<&str>) -> Result<Self, ApiError> {
+        match value {
             None | Some("Warn") => Ok(FieldValidation::Warn),
             Some("Ignore") => Ok(FieldValidation::Ignore),
             Some("Strict") => Ok(FieldValidation::Strict),

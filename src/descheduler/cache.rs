@@ -107,7 +107,7 @@ impl<V> Views<V> {
         }
         if relisted {
             // A full list leaves its decoding garbage between the kept views.
-            crate::kernel::memory::trim();
+            crate::os::memory::trim();
         }
     }
 }

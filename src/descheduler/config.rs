@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 use serde_json::Value;
 
-const KOORD_DEFAULT: &str = include_str!("../../config/koord-descheduler-config.yaml");
+pub(super) const KOORD_DEFAULT: &str = include_str!("../../config/koord-descheduler-config.yaml");
 
 /// Plugins koord runs, by the extension points they serve.
 const BUILT: &[(&str, &[Point])] = &[
@@ -246,7 +246,9 @@ fn profile(raw: &RawProfile, i: usize, unsupported: &mut Vec<String>) -> Result<
 }
 
 /// Parses and validates a configuration; `source` names it in errors.
-pub fn parse(text: &str, source: &str) -> Result<DeschedulerConfig, String> {
+/// The configuration in `text`, its plugins' args not yet built (`configfile::parse` does
+/// both).
+pub fn parse_unchecked(text: &str, source: &str) -> Result<DeschedulerConfig, String> {
     crate::api::input::prescan_yaml(text.as_bytes()).map_err(|e| format!("{source}: {e}"))?;
     let raw: RawConfig = serde_yaml::from_str(text).map_err(|e| format!("{source}: {e}"))?;
     resolve(raw).map_err(|e| format!("{source}: {e}"))
@@ -320,31 +322,8 @@ fn resolve(raw: RawConfig) -> Result<DeschedulerConfig, String> {
         unsupported,
         serve_on,
     };
-    // Every plugin's args must build now, so a bad file fails at start.
-    crate::descheduler::framework::Plugins::build(&cfg, 0)?;
     Ok(cfg)
 }
 
 /// The shortest interval between passes.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
-
-/// koord's built-in configuration.
-pub fn default_config() -> Result<DeschedulerConfig, String> {
-    parse(KOORD_DEFAULT, "built-in koord-descheduler-config")
-}
-
-/// The configuration in `path`, or the built-in one.
-pub fn load(path: Option<&std::path::Path>) -> Result<DeschedulerConfig, String> {
-    match path {
-        None => default_config(),
-        Some(p) => {
-            let text =
-                crate::os::files::read_config(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            parse(&text, &p.display().to_string())
-        }
-    }
-}
-
-#[cfg(test)]
-#[path = "config_tests.rs"]
-mod tests;

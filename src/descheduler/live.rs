@@ -164,7 +164,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         return Ok(());
     }
     // The first lists leave their decoding garbage behind.
-    crate::kernel::memory::trim();
+    crate::os::memory::trim();
     let mut role = Role {
         client,
         cache,
@@ -199,8 +199,8 @@ async fn pass_loop(
             role.pass(&wake).await;
             ran = true;
             // Each pass frees its world; without a trim those holes stay resident.
-            crate::kernel::memory::trim();
-            if let Some((used, free)) = crate::kernel::memory::heap() {
+            crate::os::memory::trim();
+            if let Some((used, free)) = crate::os::memory::heap() {
                 tracing::debug!(
                     heap_used_mib = used >> 20,
                     heap_free_mib = free >> 20,

@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod config;
+pub mod configfile;
 pub mod framework;
 pub mod live;
 pub mod lownodeload;
@@ -71,7 +72,7 @@ pub fn unsupported(d: &config::DeschedulerConfig) -> Vec<crate::kernel::compat::
 
 /// The descheduler configuration this role runs with.
 pub fn load(cfg: &Config) -> Result<config::DeschedulerConfig, String> {
-    config::load(cfg.config_file.as_deref())
+    configfile::load(cfg.config_file.as_deref())
 }
 
 /// Runs the role until the process drains.

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::Snapshot;
 use crate::api::scheduling::migration::PodMigrationJob;
-use crate::descheduler::config;
+use crate::descheduler::configfile as config;
 use crate::descheduler::framework::podview::PodView;
 use crate::descheduler::framework::world::World;
 use crate::descheduler::framework::{Plugins, Report};

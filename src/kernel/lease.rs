@@ -1,7 +1,7 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, as client-go's leaderelection does:
 //! the holder renews every retry period; others take over once they have seen no renewal
 //! for a lease duration (measured on their own clock, so clock skew does not matter).
-//! Every replica keeps running; only the leader writes (DESIGN rule 10).
+//! Every replica keeps running (warm caches, fast takeover); only the leader writes.
 
 use std::time::{Duration, Instant};
 

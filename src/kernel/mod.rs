@@ -15,7 +15,6 @@ pub mod http;
 pub mod http_client;
 pub mod lease;
 pub mod listen;
-pub mod memory;
 pub mod metrics;
 pub mod process_metrics;
 pub mod readiness;

@@ -21,8 +21,8 @@ fn now_ms() -> i64 {
 }
 
 impl LoopCtx {
-    pub(super) fn qos(&self) -> qos::loops::QosCtx {
-        qos::loops::QosCtx {
+    pub(super) fn qos(&self) -> qos::context::QosCtx {
+        qos::context::QosCtx {
             informer: self.informer.clone(),
             store: self.store.clone(),
             metrics: self.metrics.clone(),

@@ -1,5 +1,5 @@
-//! Warm caches of the objects the controllers read (every replica keeps them; DESIGN rule
-//! 10), and the set of nodes whose inputs changed since the last pass.
+//! Warm caches of the objects the controllers read (every replica keeps them, so a new
+//! leader starts warm), and the set of nodes whose inputs changed since the last pass.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

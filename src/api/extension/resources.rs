@@ -28,6 +28,18 @@ pub const NPU_CORE: &str = "huawei.com/npu-core";
 pub const NPU_CPU: &str = "huawei.com/npu-cpu";
 pub const NPU_DVPP: &str = "huawei.com/npu-dvpp";
 
+/// The GPU plugin's resources, in upstream's order (the noderesource GPU plugin).
+pub const GPU_RESOURCES: [&str; 8] = [
+    KOORD_GPU,
+    GPU_CORE,
+    NPU_CORE,
+    NPU_CPU,
+    NPU_DVPP,
+    GPU_MEMORY,
+    GPU_MEMORY_RATIO,
+    GPU_SHARED,
+];
+
 /// Whether the resource is one of Koordinator's CPU-like resources (milli-core integers).
 pub fn is_cpu_like(name: &str) -> bool {
     matches!(name, CPU | BATCH_CPU | MID_CPU)

@@ -1,6 +1,7 @@
 //! `scheduling.koordinator.sh/v1alpha1`: Reservation, PodMigrationJob, Device.
 
 pub mod device;
+pub mod gang;
 pub mod migration;
 pub mod reservation;
 

@@ -8,9 +8,9 @@ use hyper::body::Incoming;
 use hyper::{Request, Response};
 use serde_json::{Value, json};
 
-use super::status::ApiError;
 use super::write::{body_bytes, create_object, guaranteed_update, parse_object};
 use super::{Query, ResourceRequest, ServerState};
+use crate::apiserver::error::ApiError;
 use crate::apiserver::fieldmanager::{self, Conflicts, Manager};
 use crate::kernel::http::Body;
 
@@ -46,7 +46,7 @@ pub async fn apply(
     // YAML is a superset of JSON, so one parser reads both forms of an apply body.
     let mut applied = parse_object("application/yaml", bytes).await?;
     check_applied(rr, &applied)?;
-    let fv = crate::apiserver::validate::FieldValidation::parse(q)?;
+    let fv = crate::apiserver::validate::FieldValidation::parse(q.get("fieldValidation"))?;
     let warnings = crate::apiserver::validate::builtin(&rr.info, &rr.version, &mut applied, fv)?;
     let name = rr.name.clone().unwrap_or_default();
     let has_status = rr.info.has_status();

@@ -7,10 +7,10 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use serde_json::Value;
 
-use super::status::{ApiError, success};
 use super::write::{MAX_ATTEMPTS, WriteError, after_write, body_bytes};
 use super::{Query, ResourceRequest, ServerState, dry_run, object_response};
 use crate::apiserver::admission::Attributes;
+use crate::apiserver::error::{ApiError, success};
 use crate::apiserver::registry::ResourceInfo;
 use crate::apiserver::semantics::now;
 use crate::apiserver::store::{Change, Stored};

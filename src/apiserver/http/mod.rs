@@ -3,10 +3,13 @@
 
 pub mod apply;
 pub mod delete;
+pub mod exec;
+pub mod logs;
+pub mod metrics;
 pub mod negotiate;
+pub mod patch;
 pub mod read;
 pub mod scale;
-pub mod status;
 pub mod subresource;
 pub mod write;
 
@@ -22,8 +25,8 @@ use serde_json::{Value, json};
 use super::admission::Admission;
 use super::registry::{Registry, ResourceInfo};
 use super::store::{Store, Stored};
+use crate::apiserver::error::ApiError;
 use crate::kernel::http::{Body, json as json_response, respond, text};
-use status::ApiError;
 
 /// Largest request body accepted (kube-apiserver's limit is about 3 MiB).
 pub const MAX_BODY: usize = 3 << 20;
@@ -229,9 +232,12 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
             .map_or_else(|| Err(ApiError::route_not_found()), |d| ok(&d)),
         ["api", "v1"] => discovery(&state, "", "v1").map(Routed::Done),
         ["apis", g, v] => discovery(&state, g, v).map(Routed::Done),
-        ["apis", super::metrics::GROUP, "v1beta1", rest @ ..] if !rest.is_empty() => {
-            super::metrics::serve(&state, rest, &query).map(Routed::Done)
-        }
+        [
+            "apis",
+            crate::apiserver::registry::METRICS_GROUP,
+            "v1beta1",
+            rest @ ..,
+        ] if !rest.is_empty() => metrics::serve(&state, rest, &query).map(Routed::Done),
         ["openapi", rest @ ..] => super::openapi::serve(&state.registry, rest).map(Routed::Done),
         ["api", "v1", rest @ ..] => resolve(&state, "", "v1", rest).map(Routed::Resource),
         ["apis", g, v, rest @ ..] => resolve(&state, g, v, rest).map(Routed::Resource),
@@ -344,13 +350,11 @@ async fn dispatch(
             read_rv(&state.store, q).await?;
             read::list(state, &rr, q, accept)
         }
-        (&Method::GET, true, Some("log")) => super::logs::serve(state, &rr, q).await,
+        (&Method::GET, true, Some("log")) => logs::serve(state, &rr, q).await,
         (&Method::GET | &Method::PUT | &Method::PATCH, true, Some("scale")) => {
             scale::serve(state, &rr, req, q).await
         }
-        (&Method::GET | &Method::POST, true, Some("exec")) => {
-            super::exec::serve(state, &rr, req).await
-        }
+        (&Method::GET | &Method::POST, true, Some("exec")) => exec::serve(state, &rr, req).await,
         (&Method::GET, true, None | Some("status")) => {
             read_rv(&state.store, q).await?;
             read::get(state, &rr, accept)
@@ -361,7 +365,7 @@ async fn dispatch(
         (&Method::PUT, true, None | Some("status") | Some("finalize")) => {
             write::update(state, &rr, req, q).await
         }
-        (&Method::PATCH, true, None | Some("status")) => write::patch(state, &rr, req, q).await,
+        (&Method::PATCH, true, None | Some("status")) => patch::patch(state, &rr, req, q).await,
         (&Method::DELETE, true, None) => delete::delete(state, &rr, req, q).await,
         (&Method::DELETE, false, None) => delete::delete_collection(state, &rr, q).await,
         _ => Err(ApiError::method_not_allowed(&format!(

@@ -7,7 +7,7 @@ use http_body_util::BodyExt;
 use hyper::{Response, StatusCode};
 use serde_json::Value;
 
-use super::status::ApiError;
+use crate::apiserver::error::ApiError;
 use crate::apiserver::proto;
 use crate::kernel::http::{Body, respond};
 

@@ -12,8 +12,8 @@ use hyper::body::Frame;
 use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::status::ApiError;
 use super::{Query, ResourceRequest, ServerState, object_response, render};
+use crate::apiserver::error::ApiError;
 use crate::apiserver::store::{Filter, Stored, WatchItem};
 use crate::apiserver::table;
 use crate::kernel::http::{Body, respond};

@@ -8,10 +8,10 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::status::ApiError;
 use super::write::{body_bytes, guaranteed_update, parse_object};
 use super::{Query, ResourceRequest, ServerState, dry_run};
 use crate::api::patch::{self, PatchType};
+use crate::apiserver::error::ApiError;
 use crate::kernel::http::{Body, json as json_response};
 
 /// The Scale view of a scalable object.

@@ -7,11 +7,11 @@ use hyper::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::delete::{DeleteOptions, delete_one};
-use super::status::{ApiError, success};
 use super::write::WriteError;
 use super::{ResourceRequest, ServerState};
 use crate::api::selector::Selector;
 use crate::apiserver::admission::Attributes;
+use crate::apiserver::error::{ApiError, success};
 use crate::apiserver::semantics::now;
 use crate::apiserver::store::{Change, Filter};
 use crate::kernel::http::{Body, json as json_response};

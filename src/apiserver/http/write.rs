@@ -1,4 +1,5 @@
-//! Create, update (PUT), patch and delete, with kube-apiserver's optimistic concurrency:
+//! Create and update (PUT) with kube-apiserver's optimistic concurrency, and the write
+//! primitives PATCH, apply and DELETE share:
 //! compute the new object from the revision read, admit it, and commit only if nothing
 //! changed in between (retrying otherwise, unless the client pinned a resourceVersion).
 
@@ -8,12 +9,11 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::status::ApiError;
 use super::{MAX_BODY, Query, ResourceRequest, ServerState, dry_run, object_response};
 use crate::apiserver::admission::Attributes;
+use crate::apiserver::error::ApiError;
 use crate::apiserver::fieldmanager::{self, Manager};
 use crate::apiserver::limits;
-use crate::apiserver::patch::{self, PatchType};
 use crate::apiserver::registry::ResourceInfo;
 use crate::apiserver::semantics;
 use crate::apiserver::store::{Change, Committed, Filter, StoreError};
@@ -41,7 +41,7 @@ impl From<ApiError> for WriteError {
     }
 }
 
-fn content_type(req: &Request<Incoming>) -> String {
+pub(super) fn content_type(req: &Request<Incoming>) -> String {
     req.headers()
         .get(hyper::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -116,7 +116,7 @@ fn check_type(rr: &ResourceRequest, obj: &mut Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn name_of(v: &Value) -> String {
+pub(super) fn name_of(v: &Value) -> String {
     v.pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("")
@@ -187,7 +187,7 @@ pub async fn create(
 ) -> Result<Response<Body>, ApiError> {
     let dry = dry_run(q, "CreateOptions")?;
     let m = manager(rr, &req, q)?;
-    let fv = FieldValidation::parse(q)?;
+    let fv = FieldValidation::parse(q.get("fieldValidation"))?;
     let (ct, bytes) = body_bytes(req).await?;
     let mut obj = parse_object(&ct, bytes).await?;
     let warnings = validate::builtin(&rr.info, &rr.version, &mut obj, fv)?;
@@ -230,7 +230,7 @@ pub(super) async fn create_object(
                 .ok_or_else(ApiError::route_not_found)?;
             return Err(ApiError::not_found(&info, &ns));
         }
-        if crate::apiserver::namespaces::terminating(state, &ns) {
+        if crate::apiserver::semantics::namespace_terminating(&state.store, &ns) {
             let what = format!("{} {:?}", rr.info.qualified(), name_of(&obj));
             return Err(ApiError::forbidden(format!(
                 "{what} is forbidden: unable to create new content in namespace {ns} because it is being terminated"
@@ -297,7 +297,7 @@ pub async fn update(
 ) -> Result<Response<Body>, ApiError> {
     let dry = dry_run(q, "UpdateOptions")?;
     let m = manager(rr, &req, q)?;
-    let fv = FieldValidation::parse(q)?;
+    let fv = FieldValidation::parse(q.get("fieldValidation"))?;
     let (ct, bytes) = body_bytes(req).await?;
     let mut body = parse_object(&ct, bytes).await?;
     check_type(rr, &mut body)?;
@@ -325,53 +325,6 @@ pub async fn update(
     let finish =
         |old: &Value, new: &mut Value| fieldmanager::record_update(Some(old), new, &m, has_status);
     let resp = guaranteed_update(state, rr, pinned, dry, |_| Ok(body.clone()), finish).await?;
-    Ok(validate::with_warnings(resp, &warnings))
-}
-
-pub async fn patch(
-    state: &Arc<ServerState>,
-    rr: &ResourceRequest,
-    req: Request<Incoming>,
-    q: &Query,
-) -> Result<Response<Body>, ApiError> {
-    let dry = dry_run(q, "PatchOptions")?;
-    let ct = content_type(&req);
-    let kind = PatchType::from_content_type(&ct).ok_or_else(|| {
-        ApiError::unsupported_media_type(format!(
-            "the body of the request was in an unknown format ({ct}) - accepted media types include: \
-             application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
-        ))
-    })?;
-    let m = manager(rr, &req, q)?;
-    match kind {
-        PatchType::Apply => return super::apply::apply(state, rr, req, q, m, dry).await,
-        PatchType::Strategic if !rr.info.builtin => {
-            return Err(ApiError::unsupported_media_type(
-                "strategic merge patch is not supported for custom resources; use application/merge-patch+json",
-            ));
-        }
-        _ => {}
-    }
-    let fv = FieldValidation::parse(q)?;
-    let (_, bytes) = body_bytes(req).await?;
-    let has_status = rr.info.has_status();
-    let finish =
-        |old: &Value, new: &mut Value| fieldmanager::record_update(Some(old), new, &m, has_status);
-    let warnings = std::sync::Mutex::new(Vec::new());
-    let compute = |old: &Value| {
-        let mut new =
-            patch::apply(kind, old, &bytes).map_err(|e| ApiError::bad_request(e.to_string()))?;
-        limits::check_result(&rr.info, &name_of(old), &new)?;
-        let w = validate::builtin(&rr.info, &rr.version, &mut new, fv)?;
-        *warnings.lock().unwrap_or_else(|p| p.into_inner()) = w;
-        let rv = |v: &Value| v.pointer("/metadata/resourceVersion").cloned();
-        if rv(&new).is_some_and(|r| !r.is_null()) && rv(&new) != rv(old) {
-            return Err(ApiError::stale(&rr.info, &name_of(old)));
-        }
-        Ok(new)
-    };
-    let resp = guaranteed_update(state, rr, None, dry, compute, finish).await?;
-    let warnings = warnings.into_inner().unwrap_or_else(|p| p.into_inner());
     Ok(validate::with_warnings(resp, &warnings))
 }
 

@@ -108,7 +108,8 @@ impl Walk<'_> {
     }
 
     fn message(&mut self, v: &Value, desc: &MessageDescriptor) -> Result<(), TypeError> {
-        if let Some(done) = special::to_message(v, desc, "").transpose() {
+        if let Some(done) = special::to_message(v, desc, "", &super::transcode::GENERIC).transpose()
+        {
             return done.map(|_| ()).map_err(|_| TypeError {
                 got: json_type(v),
                 field: self.path.join("."),

@@ -8,6 +8,7 @@
 //! `meta.v1.WatchEvent` (without the prefix) whose `object.raw` holds an enveloped object.
 
 mod check;
+mod mismatch;
 pub mod pool;
 mod special;
 pub mod transcode;

@@ -6,7 +6,14 @@ use k8s_openapi::jiff::Timestamp;
 use prost_reflect::{DynamicMessage, MessageDescriptor, ReflectMessage, Value as Pv};
 use serde_json::Value;
 
-use super::transcode::{Mismatch, mismatch, to_json as generic_json, to_message as generic};
+use super::mismatch::{Mismatch, mismatch};
+
+/// The generic transcoders, for the messages nested in special ones (passed in by the
+/// generic code, which calls this module first).
+pub(super) struct Generic {
+    pub to_message: fn(&Value, &MessageDescriptor, &str) -> Result<DynamicMessage, Mismatch>,
+    pub to_json: fn(&DynamicMessage) -> Value,
+}
 
 const QUANTITY: &str = "apimachinery.pkg.api.resource.Quantity";
 const TIME: &str = "apimachinery.pkg.apis.meta.v1.Time";
@@ -42,6 +49,7 @@ pub(super) fn to_message(
     v: &Value,
     desc: &MessageDescriptor,
     path: &str,
+    g: &Generic,
 ) -> Result<Option<DynamicMessage>, Mismatch> {
     let name = desc.full_name();
     if let Some(field) = raw_field(name) {
@@ -113,7 +121,7 @@ pub(super) fn to_message(
                 .ok_or_else(|| mismatch(path, "expected an array of strings"))?;
             with(desc, &[("items", Pv::List(items))])
         }
-        _ if name.starts_with(SCHEMA_PKG) => return schema_union(v, desc, path),
+        _ if name.starts_with(SCHEMA_PKG) => return schema_union(v, desc, path, g),
         _ => return Ok(None),
     };
     Ok(Some(m))
@@ -124,6 +132,7 @@ fn schema_union(
     v: &Value,
     desc: &MessageDescriptor,
     path: &str,
+    g: &Generic,
 ) -> Result<Option<DynamicMessage>, Mismatch> {
     let schema = |v: &Value| -> Result<Pv, Mismatch> {
         let field = desc
@@ -132,7 +141,7 @@ fn schema_union(
         let prost_reflect::Kind::Message(m) = field.kind() else {
             return Err(mismatch(path, "schema is not a message"));
         };
-        Ok(Pv::Message(generic(v, &m, path)?))
+        Ok(Pv::Message((g.to_message)(v, &m, path)?))
     };
     let m = match (desc.name(), v) {
         ("JSONSchemaPropsOrBool", Value::Bool(b)) => with(desc, &[("allows", Pv::Bool(*b))]),
@@ -148,7 +157,7 @@ fn schema_union(
             };
             let list = items
                 .iter()
-                .map(|i| generic(i, &m, path).map(Pv::Message))
+                .map(|i| (g.to_message)(i, &m, path).map(Pv::Message))
                 .collect::<Result<Vec<_>, _>>()?;
             with(desc, &[("jSONSchemas", Pv::List(list))])
         }
@@ -172,7 +181,7 @@ fn field<'a>(m: &'a DynamicMessage, name: &str) -> Option<std::borrow::Cow<'a, P
         .flatten()
 }
 
-pub(super) fn to_json(m: &DynamicMessage) -> Option<Value> {
+pub(super) fn to_json(m: &DynamicMessage, g: &Generic) -> Option<Value> {
     let desc = m.descriptor();
     let name = desc.full_name();
     if let Some(f) = raw_field(name) {
@@ -211,15 +220,15 @@ pub(super) fn to_json(m: &DynamicMessage) -> Option<Value> {
                 .collect(),
             _ => Value::Array(Vec::new()),
         },
-        _ if name.starts_with(SCHEMA_PKG) => return schema_union_json(m),
+        _ if name.starts_with(SCHEMA_PKG) => return schema_union_json(m, g),
         _ => return None,
     })
 }
 
-fn schema_union_json(m: &DynamicMessage) -> Option<Value> {
+fn schema_union_json(m: &DynamicMessage, g: &Generic) -> Option<Value> {
     let desc = m.descriptor();
     let message = |f: &str| match field(m, f).as_deref() {
-        Some(Pv::Message(s)) => Some(generic_json(s)),
+        Some(Pv::Message(s)) => Some((g.to_json)(s)),
         _ => None,
     };
     let list = |f: &str| match field(m, f).as_deref() {
@@ -227,7 +236,7 @@ fn schema_union_json(m: &DynamicMessage) -> Option<Value> {
             items
                 .iter()
                 .map(|i| match i {
-                    Pv::Message(s) => generic_json(s),
+                    Pv::Message(s) => (g.to_json)(s),
                     Pv::String(s) => s.clone().into(),
                     _ => Value::Null,
                 })

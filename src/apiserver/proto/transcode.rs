@@ -13,25 +13,13 @@ use serde_json::{Map, Value};
 
 use super::special;
 
-/// A JSON value that does not fit the message: the field's path and what was wrong.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Mismatch {
-    pub path: String,
-    pub message: String,
-}
+pub use super::mismatch::{Mismatch, mismatch};
 
-impl std::fmt::Display for Mismatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
-    }
-}
-
-pub(super) fn mismatch(path: &str, message: impl Into<String>) -> Mismatch {
-    Mismatch {
-        path: path.to_string(),
-        message: message.into(),
-    }
-}
+/// The generic transcoders, handed to the special cases for the messages nested in them.
+pub(super) const GENERIC: special::Generic = special::Generic {
+    to_message,
+    to_json,
+};
 
 /// Encodes `v` as the message `desc`. JSON fields the message lacks are dropped, as
 /// kube-apiserver's decoder drops unknown fields.
@@ -40,7 +28,7 @@ pub fn to_message(
     desc: &MessageDescriptor,
     path: &str,
 ) -> Result<DynamicMessage, Mismatch> {
-    if let Some(m) = special::to_message(v, desc, path)? {
+    if let Some(m) = special::to_message(v, desc, path, &GENERIC)? {
         return Ok(m);
     }
     let Value::Object(obj) = v else {
@@ -319,7 +307,7 @@ fn droppable(field: &FieldDescriptor, v: &Value) -> bool {
 
 /// The JSON form of `m`, leaving out what Go's JSON encoder would (see above).
 pub fn to_json(m: &DynamicMessage) -> Value {
-    if let Some(v) = special::to_json(m) {
+    if let Some(v) = special::to_json(m, &GENERIC) {
         return v;
     }
     let mut out = Map::new();

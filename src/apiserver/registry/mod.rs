@@ -12,6 +12,9 @@ use serde_json::{Value, json};
 /// `(group, resource)`: storage is shared by all versions of a resource.
 pub type ResourceKey = (String, String);
 
+/// The aggregated resource-metrics group (served by `http::metrics`).
+pub const METRICS_GROUP: &str = "metrics.k8s.io";
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResourceInfo {
     /// `""` for the core group.
@@ -266,7 +269,7 @@ impl Registry {
         let mut groups: BTreeMap<(u8, String), Vec<String>> = BTreeMap::new();
         for info in self.all().iter().filter(|i| !i.group.is_empty()) {
             let rank = match (info.group.as_str(), info.builtin) {
-                (crate::apiserver::metrics::GROUP, _) => 2,
+                (METRICS_GROUP, _) => 2,
                 (_, true) => 0,
                 (_, false) => 1,
             };
@@ -299,7 +302,7 @@ impl Registry {
                 "kind": i.kind,
                 "verbs": if i.is_review() {
                     json!(["create"])
-                } else if i.group == crate::apiserver::metrics::GROUP {
+                } else if i.group == METRICS_GROUP {
                     json!(["get", "list"])
                 } else {
                     json!(["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"])

@@ -213,49 +213,12 @@ impl LowNodeLoad {
         processed: &mut HashSet<String>,
     ) {
         let expiration = self.args.node_metric_expiration.as_millis() as i64;
-        let mut loads: Vec<(NodeLoad, &NodeInput)> = Vec::new();
-        for i in members {
-            match usage_of(i.metric.as_deref(), now_ms, expiration) {
-                Err(why) => {
-                    if !out.nodes.iter().any(|r| r.node == name(&i.node)) {
-                        out.nodes.push(NodeReport {
-                            node: name(&i.node),
-                            class: "unknown",
-                            prod_class: None,
-                            usage: BTreeMap::new(),
-                            low: BTreeMap::new(),
-                            high: BTreeMap::new(),
-                            abnormal: None,
-                            reason: Some(why.clone()),
-                        });
-                    }
-                    out.skipped.push((name(&i.node), why))
-                }
-                Ok((usage, prod)) => loads.push((
-                    NodeLoad {
-                        name: name(&i.node),
-                        allocatable: allocatable_of(&i.node),
-                        usage,
-                        prod_usage: prod,
-                        low: Amounts::new(),
-                        high: Amounts::new(),
-                        prod_low: Amounts::new(),
-                        prod_high: Amounts::new(),
-                        schedulable: !i
-                            .node
-                            .spec
-                            .as_ref()
-                            .and_then(|s| s.unschedulable)
-                            .unwrap_or(false),
-                        prod: false,
-                    },
-                    *i,
-                )),
-            }
-        }
         // The loads and their inputs side by side: a pass at 1,000 nodes made five copies
         // of every NodeLoad (~4 KiB each) before.
-        let (mut nl, loads): (Vec<NodeLoad>, Vec<&NodeInput>) = loads.into_iter().unzip();
+        let (mut nl, loads): (Vec<NodeLoad>, Vec<&NodeInput>) =
+            node_loads(members, now_ms, expiration, out)
+                .into_iter()
+                .unzip();
         thresholds(pool, &mut nl);
         let classes: Vec<Class> = nl.iter().map(classify).collect();
         let cond = Condition {
@@ -275,14 +238,7 @@ impl LowNodeLoad {
             .copied()
             .filter(|k| self.prod.abnormal(&nl[*k].name, now_ms, &cond))
             .collect();
-        for (k, n) in nl.iter().enumerate() {
-            if out.nodes.iter().any(|r| r.node == n.name) {
-                continue;
-            }
-            let count = (cond.consecutive_abnormalities > 1)
-                .then(|| self.nodes.count(&n.name).max(self.prod.count(&n.name)));
-            out.nodes.push(report(n, classes[k], count));
-        }
+        self.report_nodes(&nl, &classes, &cond, out);
         if high.is_empty() && prod_high.is_empty() {
             return;
         }
@@ -300,82 +256,40 @@ impl LowNodeLoad {
         {
             return;
         }
-        let res = resources(pool);
-        let target = |k: usize, load: NodeLoad| Target {
-            load,
-            node: loads[k].node.clone(),
-            requested: requested(loads[k]),
+        let view = PoolView {
+            pool,
+            nl: &nl,
+            loads: &loads,
+            classes: &classes,
+            res: resources(pool),
+            node_fit: self.args.node_fit,
         };
         // Node-level pass: hot nodes onto low and bothLow ones.
-        let mut sources: Vec<(NodeLoad, Vec<Candidate>)> = abnormal
+        let sources: Vec<(NodeLoad, Vec<Candidate>)> = abnormal
             .iter()
             .map(|k| (nl[*k].clone(), candidates(loads[*k])))
             .collect();
-        sources.sort_by_key(|(n, _)| std::cmp::Reverse(source_score(n, &pool.weights)));
-        let node_targets: Vec<usize> = (0..nl.len())
-            .filter(|k| matches!(classes[*k], Class::Low | Class::BothLow))
-            .collect();
-        let mut targets: Vec<Target> = node_targets
-            .iter()
-            .map(|k| target(*k, nl[*k].clone()))
-            .collect();
-        let mut node_budget = room(targets.iter().map(|t| &t.load), &res);
-        out.evicted.extend(balance_with(
-            &mut sources,
-            &mut targets,
-            &res,
-            self.args.node_fit,
+        let targets = |k: usize| matches!(classes[k], Class::Low | Class::BothLow);
+        let mut budget = view.targets_room(&targets, &|k| nl[k].clone());
+        let sources = view.move_pods(
+            sources,
+            &targets,
+            &|k| nl[k].clone(),
+            &mut budget,
             filter,
             evict,
-            &mut node_budget,
-        ));
-        for (n, _) in &sources {
-            if over_nothing(n) {
-                self.nodes.reset(&n.name);
-            } else {
-                self.nodes.normal(&n.name, now_ms, &cond);
-            }
-        }
+            out,
+        );
+        settle(&mut self.nodes, &sources, now_ms, &cond);
         // Prod pass: prod pods off prodHigh nodes onto prodLow and bothLow ones, within the
         // prod room left, bothLow nodes giving no more than the node pass left them.
         processed.extend(high.iter().chain(&prod_high).map(|k| nl[*k].name.clone()));
         if prod_abnormal.is_empty() {
             return;
         }
-        let both: Vec<usize> = (0..nl.len())
-            .filter(|k| classes[*k] == Class::BothLow)
-            .collect();
-        let both_room = room(both.iter().map(|k| &nl[*k]), &res);
-        let both_budget: Amounts = res
-            .iter()
-            .map(|r| {
-                (
-                    r.clone(),
-                    both_room
-                        .get(r)
-                        .copied()
-                        .unwrap_or(0)
-                        .min(node_budget.get(r).copied().unwrap_or(0)),
-                )
-            })
-            .collect();
         let views: Vec<NodeLoad> = nl.iter().map(prod_view).collect();
-        let mut prod_budget = room(
-            (0..nl.len())
-                .filter(|k| classes[*k] == Class::ProdLow)
-                .map(|k| &views[k]),
-            &res,
-        );
-        let both_prod = room(both.iter().map(|k| &views[*k]), &res);
-        for r in &res {
-            let add = both_prod
-                .get(r)
-                .copied()
-                .unwrap_or(0)
-                .min(both_budget.get(r).copied().unwrap_or(0));
-            *prod_budget.entry(r.clone()).or_default() += add;
-        }
-        let mut prod_sources: Vec<(NodeLoad, Vec<Candidate>)> = prod_abnormal
+        let mut prod_budget = view.prod_budget(&views, &budget);
+        let prod_sources: Vec<(NodeLoad, Vec<Candidate>)> = prod_abnormal
             .iter()
             .map(|k| {
                 let prod: Vec<Candidate> = candidates(loads[*k])
@@ -385,28 +299,186 @@ impl LowNodeLoad {
                 (views[*k].clone(), prod)
             })
             .collect();
-        let mut prod_targets: Vec<Target> = (0..nl.len())
-            .filter(|k| matches!(classes[*k], Class::ProdLow | Class::BothLow))
-            .map(|k| target(k, views[k].clone()))
+        let prod_targets = |k: usize| matches!(classes[k], Class::ProdLow | Class::BothLow);
+        let prod_sources = view.move_pods(
+            prod_sources,
+            &prod_targets,
+            &|k| views[k].clone(),
+            &mut prod_budget,
+            filter,
+            evict,
+            out,
+        );
+        settle(&mut self.prod, &prod_sources, now_ms, &cond);
+    }
+
+    /// A report per node of the pool not yet reported (by an earlier pool).
+    fn report_nodes(
+        &self,
+        nl: &[NodeLoad],
+        classes: &[Class],
+        cond: &Condition,
+        out: &mut Outcome,
+    ) {
+        for (k, n) in nl.iter().enumerate() {
+            if out.nodes.iter().any(|r| r.node == n.name) {
+                continue;
+            }
+            let count = (cond.consecutive_abnormalities > 1)
+                .then(|| self.nodes.count(&n.name).max(self.prod.count(&n.name)));
+            out.nodes.push(report(n, classes[k], count));
+        }
+    }
+}
+
+/// The members' loads from their NodeMetrics; a node without a usable one is reported
+/// `unknown` and skipped.
+fn node_loads<'i>(
+    members: &[&'i NodeInput],
+    now_ms: i64,
+    expiration: i64,
+    out: &mut Outcome,
+) -> Vec<(NodeLoad, &'i NodeInput)> {
+    let mut loads = Vec::new();
+    for i in members {
+        match usage_of(i.metric.as_deref(), now_ms, expiration) {
+            Err(why) => {
+                if !out.nodes.iter().any(|r| r.node == name(&i.node)) {
+                    out.nodes.push(NodeReport {
+                        node: name(&i.node),
+                        class: "unknown",
+                        prod_class: None,
+                        usage: BTreeMap::new(),
+                        low: BTreeMap::new(),
+                        high: BTreeMap::new(),
+                        abnormal: None,
+                        reason: Some(why.clone()),
+                    });
+                }
+                out.skipped.push((name(&i.node), why))
+            }
+            Ok((usage, prod)) => loads.push((
+                NodeLoad {
+                    name: name(&i.node),
+                    allocatable: allocatable_of(&i.node),
+                    usage,
+                    prod_usage: prod,
+                    low: Amounts::new(),
+                    high: Amounts::new(),
+                    prod_low: Amounts::new(),
+                    prod_high: Amounts::new(),
+                    schedulable: !i
+                        .node
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.unschedulable)
+                        .unwrap_or(false),
+                    prod: false,
+                },
+                *i,
+            )),
+        }
+    }
+    loads
+}
+
+/// After a pass, each source's detector: reset once it is over nothing, else one more
+/// normal round.
+fn settle(
+    d: &mut Detectors,
+    sources: &[(NodeLoad, Vec<Candidate>)],
+    now_ms: i64,
+    cond: &Condition,
+) {
+    for (n, _) in sources {
+        if over_nothing(n) {
+            d.reset(&n.name);
+        } else {
+            d.normal(&n.name, now_ms, cond);
+        }
+    }
+}
+
+/// One pool's classified nodes, what the node and prod passes read.
+struct PoolView<'a> {
+    pool: &'a Pool,
+    nl: &'a [NodeLoad],
+    loads: &'a [&'a NodeInput],
+    classes: &'a [Class],
+    res: Vec<String>,
+    node_fit: bool,
+}
+
+impl PoolView<'_> {
+    /// The room the targets (`is_target`) have, their loads as `load_of` gives them.
+    fn targets_room(
+        &self,
+        is_target: &dyn Fn(usize) -> bool,
+        load_of: &dyn Fn(usize) -> NodeLoad,
+    ) -> Amounts {
+        let loads: Vec<NodeLoad> = (0..self.nl.len())
+            .filter(|k| is_target(*k))
+            .map(load_of)
             .collect();
-        if !prod_sources.is_empty() {
+        room(loads.iter(), &self.res)
+    }
+
+    /// Moves candidates off `sources` onto the targets within `budget`; the sources as the
+    /// pass left them.
+    #[allow(clippy::too_many_arguments)]
+    fn move_pods(
+        &self,
+        mut sources: Vec<(NodeLoad, Vec<Candidate>)>,
+        is_target: &dyn Fn(usize) -> bool,
+        load_of: &dyn Fn(usize) -> NodeLoad,
+        budget: &mut Amounts,
+        filter: &dyn Fn(&PodView) -> bool,
+        evict: &mut dyn FnMut(&Candidate, &NodeLoad, &str) -> bool,
+        out: &mut Outcome,
+    ) -> Vec<(NodeLoad, Vec<Candidate>)> {
+        sources.sort_by_key(|(n, _)| std::cmp::Reverse(source_score(n, &self.pool.weights)));
+        let mut targets: Vec<Target> = (0..self.nl.len())
+            .filter(|k| is_target(*k))
+            .map(|k| Target {
+                load: load_of(k),
+                node: self.loads[k].node.clone(),
+                requested: requested(self.loads[k]),
+            })
+            .collect();
+        if !sources.is_empty() {
             out.evicted.extend(balance_with(
-                &mut prod_sources,
-                &mut prod_targets,
-                &res,
-                self.args.node_fit,
+                &mut sources,
+                &mut targets,
+                &self.res,
+                self.node_fit,
                 filter,
                 evict,
-                &mut prod_budget,
+                budget,
             ));
         }
-        for (n, _) in &prod_sources {
-            if over_nothing(n) {
-                self.prod.reset(&n.name);
-            } else {
-                self.prod.normal(&n.name, now_ms, &cond);
-            }
+        sources
+    }
+
+    /// The prod pass's room: prodLow nodes' prod room, plus bothLow nodes' — no more than
+    /// they have left after the node pass (`node_left`).
+    fn prod_budget(&self, views: &[NodeLoad], node_left: &Amounts) -> Amounts {
+        let both: Vec<usize> = (0..self.nl.len())
+            .filter(|k| self.classes[*k] == Class::BothLow)
+            .collect();
+        let both_room = room(both.iter().map(|k| &self.nl[*k]), &self.res);
+        let mut prod_budget = room(
+            (0..self.nl.len())
+                .filter(|k| self.classes[*k] == Class::ProdLow)
+                .map(|k| &views[k]),
+            &self.res,
+        );
+        let both_prod = room(both.iter().map(|k| &views[*k]), &self.res);
+        for r in &self.res {
+            let get = |a: &Amounts| a.get(r).copied().unwrap_or(0);
+            let both_budget = get(&both_room).min(get(node_left));
+            *prod_budget.entry(r.clone()).or_default() += get(&both_prod).min(both_budget);
         }
+        prod_budget
     }
 }
 

@@ -140,7 +140,7 @@ fn max_of_resolves_like_koordinator() {
 
 #[test]
 fn the_workload_object_limiter_spaces_migrations_out() {
-    use crate::descheduler::config::parse;
+    use crate::descheduler::configfile::parse;
     use crate::descheduler::framework::Plugins;
     // Two hot pods of one workload on two nodes; workload limiter: 1 per 10 minutes.
     let cfg = parse(

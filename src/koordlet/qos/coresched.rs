@@ -22,8 +22,8 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 
+use super::context::{QosCtx, record};
 use super::executor::{ExecError, Executor, Outcome, Update};
-use super::loops::{QosCtx, record};
 use super::runner::{Round, Strategy};
 use crate::api::extension::qos::{KubeQoS, QoSClass, kube_qos, pod_qos_class};
 use crate::api::slo::nodeslo::{CPUQOSCfg, ResourceQOS, ResourceQOSStrategy};

@@ -9,8 +9,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
+use super::context::{LAST, QosCtx, count, last_cpu, last_memory, now_ms};
 use super::evict::{self, Evictor};
-use super::loops::{LAST, QosCtx, count, last_cpu, last_memory, now_ms};
 use super::runner::{Round, Strategy};
 use super::suppress;
 use crate::koordlet::informer::States;

@@ -9,8 +9,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
+use super::context::{QosCtx, record};
 use super::executor::{Executor, Update};
-use super::loops::{QosCtx, record};
 use super::runner::{Round, Strategy};
 use crate::api::extension::qos::pod_qos_class_with_default;
 use crate::koordlet::informer::States;

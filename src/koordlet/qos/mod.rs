@@ -6,6 +6,7 @@ pub mod batchresource;
 pub mod blkio;
 pub mod cfsquotaburst;
 pub mod cgreconcile;
+pub mod context;
 pub mod coresched;
 pub mod cpuburst;
 pub mod cpuevict;

@@ -11,8 +11,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
+use super::context::QosCtx;
 use super::executor::Executor;
-use super::loops::QosCtx;
 use super::runner::{Round, Strategy};
 use crate::koordlet::informer::States;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::loops::{QosCtx, pause};
+use super::context::{QosCtx, pause};
 use crate::koordlet::informer::States;
 
 /// What a round asks of the runner.

@@ -6,7 +6,7 @@
 use k8s_openapi::api::core::v1::Pod;
 
 use super::Handlers;
-use super::quota::topology::Topology;
+pub use super::quota::topology::quota_name_of;
 use super::review::{Operation, Request, Verdict};
 use crate::api::extension::keys::*;
 use crate::api::extension::priority::{PriorityClass, pod_priority_class};
@@ -191,21 +191,6 @@ pub async fn evaluate_quota(
         Some(name) => q.evaluate(h, &name, &pod).await,
         None => Ok(()),
     }
-}
-
-/// The quota a pod is charged to: label, namespace-named quota, annotated namespaces,
-/// then the default quota.
-pub fn quota_name_of(topo: &Topology, pod: &Pod, ns: &str, by_namespace: bool) -> String {
-    if let Some(n) = label(pod, LABEL_QUOTA_NAME).filter(|s| !s.is_empty()) {
-        return n.to_string();
-    }
-    if by_namespace && topo.get(ns).is_some() {
-        return ns.to_string();
-    }
-    if let Some(q) = topo.bound_to_namespace(ns) {
-        return q.name.clone();
-    }
-    QUOTA_DEFAULT.to_string()
 }
 
 #[cfg(test)]

@@ -13,9 +13,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::api::quota::PodGroup;
 
-pub const ANN_PREFIX: &str = "gang.scheduling.koordinator.sh/";
-pub const LABEL_POD_GROUP: &str = "pod-group.scheduling.sigs.k8s.io";
-const LABEL_POD_GROUP_NAME: &str = "pod-group.scheduling.sigs.k8s.io/name";
+pub use crate::api::scheduling::gang::{ANN_PREFIX, LABEL_POD_GROUP, gang_of};
+use crate::api::scheduling::gang::{ann, label};
 const LABEL_POD_GROUP_MIN: &str = "pod-group.scheduling.sigs.k8s.io/min-available";
 
 #[derive(Debug, Clone, PartialEq)]
@@ -71,29 +70,6 @@ pub struct GangState {
     /// Gang group id → the pod whose job preemption succeeded and its message, until a
     /// member is placed or that pod tries again (Koordinator's gang scheduling context).
     preempted: HashMap<String, (String, String)>,
-}
-
-fn ann<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
-    pod.metadata
-        .annotations
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
-}
-
-fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
-    pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-/// The gang id (`namespace/name`) a pod belongs to: PodGroup label, the deprecated name
-/// label, then the annotation.
-pub fn gang_of(pod: &Pod) -> Option<String> {
-    let name = label(pod, LABEL_POD_GROUP)
-        .or_else(|| label(pod, LABEL_POD_GROUP_NAME))
-        .or_else(|| ann(pod, &format!("{ANN_PREFIX}name")))
-        .filter(|n| !n.is_empty())?;
-    let ns = pod.metadata.namespace.as_deref().unwrap_or("");
-    Some(format!("{ns}/{name}"))
 }
 
 fn parse_spec(

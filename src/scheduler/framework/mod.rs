@@ -12,6 +12,7 @@ pub mod quotas;
 pub mod res;
 pub mod reservations;
 pub mod runtime;
+mod scratch;
 mod select;
 pub use select::set_parallelism;
 pub mod types;

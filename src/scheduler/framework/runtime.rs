@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::select::{Order, Scratch};
+use super::scratch::{Order, Scratch};
 
 use super::{ClusterState, Code, CycleState, NodeInfo, Plugin, PodInfo, Point, Status};
 

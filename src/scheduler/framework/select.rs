@@ -5,12 +5,12 @@
 //! buffers kept on the thread between cycles: at 5,000 nodes each is kilobytes, and
 //! allocating them afresh every cycle made glibc consolidate its free lists every cycle.
 
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::runtime::{Framework, NodeVerdict, Rejection, Scope, run_filters};
+use super::scratch::{Order, Scratch};
 use super::{ClusterState, Code, CycleState, PodInfo, Point, Status};
 
 /// How many nodes ahead of the one being filtered its state is prefetched: far enough for
@@ -44,61 +44,6 @@ fn threads() -> usize {
     match PARALLELISM.load(Ordering::Relaxed) {
         0 => cpus,
         n => cpus.min(n),
-    }
-}
-
-/// The nodes in the order Filter visits them: every node from a rotating start (the
-/// usual case: no list is built), or the ones a PreFilter result allows.
-#[derive(Clone, Copy)]
-pub(super) enum Order<'a> {
-    Rotation { start: usize, total: usize },
-    List(&'a [usize]),
-}
-
-impl Order<'_> {
-    fn len(&self) -> usize {
-        match self {
-            Order::Rotation { total, .. } => *total,
-            Order::List(l) => l.len(),
-        }
-    }
-
-    /// The node index at position `k` (< len).
-    #[inline]
-    fn at(&self, k: usize) -> usize {
-        match self {
-            Order::Rotation { start, total } => {
-                let i = start + k;
-                if i >= *total { i - total } else { i }
-            }
-            Order::List(l) => l[k],
-        }
-    }
-}
-
-/// One cycle's lists, reused by the next cycle on the same thread.
-#[derive(Default)]
-pub(super) struct Scratch {
-    /// The nodes a PreFilter result allows, in the order Filter visits them.
-    pub order: Vec<usize>,
-    /// Indices of the feasible nodes.
-    pub feasible: Vec<usize>,
-    /// Score plugin `p`'s score of feasible node `k` at `p * feasible.len() + k`.
-    scores: Vec<i64>,
-}
-
-thread_local! {
-    static SCRATCH: Cell<Scratch> = Cell::new(Scratch::default());
-}
-
-impl Scratch {
-    /// This thread's buffers (empty ones if a cycle on this thread holds them already).
-    pub fn take() -> Scratch {
-        SCRATCH.with(Cell::take)
-    }
-
-    pub fn give_back(self) {
-        SCRATCH.with(|c| c.set(self));
     }
 }
 

@@ -114,7 +114,7 @@ impl PodInfo {
             cpu_alloc: CpuAlloc::of(&pod).map(Arc::new),
             reservation_allocated: reservation_allocated(&pod),
             reserve_of: None,
-            gang: super::gangs::gang_of(&pod),
+            gang: crate::api::scheduling::gang::gang_of(&pod),
             devices: crate::scheduler::model::devices::of_annotation(&pod).map(Arc::new),
             memo: Default::default(),
             namespace,

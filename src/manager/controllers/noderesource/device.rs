@@ -9,24 +9,11 @@ use k8s_openapi::api::core::v1::Node;
 
 use super::prepare::Desired;
 use crate::api::extension::keys::{LABEL_GPU_DRIVER_VERSION, LABEL_GPU_MODEL, LABEL_GPU_VENDOR};
-use crate::api::extension::resources::{
-    GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, GPU_SHARED, KOORD_GPU, NPU_CORE, NPU_CPU, NPU_DVPP,
-    RDMA,
-};
+use crate::api::extension::resources::{GPU_CORE, GPU_SHARED, KOORD_GPU, RDMA};
 use crate::api::quantity::q_value;
 use crate::api::scheduling::device::{Device, DeviceInfo};
 
-/// The GPU plugin's resources, in upstream's order.
-pub const GPU_RESOURCES: [&str; 8] = [
-    KOORD_GPU,
-    GPU_CORE,
-    NPU_CORE,
-    NPU_CPU,
-    NPU_DVPP,
-    GPU_MEMORY,
-    GPU_MEMORY_RATIO,
-    GPU_SHARED,
-];
+pub use crate::api::extension::resources::GPU_RESOURCES;
 
 pub const GPU_LABELS: [&str; 3] = [LABEL_GPU_VENDOR, LABEL_GPU_MODEL, LABEL_GPU_DRIVER_VERSION];
 
@@ -103,6 +90,7 @@ pub fn labels_to_set(input: &DeviceInputs, node: &Node) -> BTreeMap<String, Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::extension::resources::{GPU_MEMORY, GPU_MEMORY_RATIO};
     use serde_json::json;
 
     fn device(vendor: Option<&str>, health: [bool; 3]) -> Device {

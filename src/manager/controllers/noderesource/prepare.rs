@@ -8,11 +8,12 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::calc::Calculation;
-use super::device::GPU_RESOURCES;
 use crate::api::extension::keys::{
     ANNOTATION_NODE_CPU_NORMALIZATION_RATIO, ANNOTATION_NODE_THIRD_PARTY_ALLOCATIONS,
 };
-use crate::api::extension::resources::{BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY, RDMA};
+use crate::api::extension::resources::{
+    BATCH_CPU, BATCH_MEMORY, GPU_RESOURCES, MID_CPU, MID_MEMORY, RDMA,
+};
 use crate::api::quantity::q_milli;
 
 /// The extended resources the controller manages: batch, mid, then the device plugins'.

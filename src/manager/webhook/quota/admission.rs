@@ -136,14 +136,13 @@ pub fn quota_of(h: &Handlers, req: &Request, pod: &Pod, old: Option<&Pod>) -> Op
         .unwrap_or(&req.namespace);
     let topo = h.quota_topology();
     let by_ns = !h.gates.enabled("DisableDefaultQuota");
-    let name = crate::manager::webhook::pod_validate::quota_name_of(&topo, pod, ns, by_ns);
+    let name = super::topology::quota_name_of(&topo, pod, ns, by_ns);
     match req.operation {
         Operation::Create => {}
         Operation::Update if h.gates.enabled("EnableQuotaAdmissionOnUpdate") => {
             let old = old?;
             let old_ns = old.metadata.namespace.as_deref().unwrap_or(ns);
-            let before =
-                crate::manager::webhook::pod_validate::quota_name_of(&topo, old, old_ns, by_ns);
+            let before = super::topology::quota_name_of(&topo, old, old_ns, by_ns);
             if before == name {
                 return None;
             }

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::api::extension::keys::QUOTA_ROOT;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::api::extension::keys::{LABEL_QUOTA_NAME, QUOTA_DEFAULT, QUOTA_ROOT};
 pub use crate::api::quota::QuotaInfo;
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -46,4 +48,25 @@ impl Topology {
         bound.sort_by(|a, b| a.name.cmp(&b.name));
         bound.into_iter().next()
     }
+}
+
+/// The quota a pod is charged to: label, namespace-named quota, annotated namespaces,
+/// then the default quota.
+pub fn quota_name_of(topo: &Topology, pod: &Pod, ns: &str, by_namespace: bool) -> String {
+    if let Some(n) = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_QUOTA_NAME))
+        .filter(|s| !s.is_empty())
+    {
+        return n.to_string();
+    }
+    if by_namespace && topo.get(ns).is_some() {
+        return ns.to_string();
+    }
+    if let Some(q) = topo.bound_to_namespace(ns) {
+        return q.name.clone();
+    }
+    QUOTA_DEFAULT.to_string()
 }

@@ -1,6 +1,7 @@
 //! Reservation (`pkg/scheduler/plugins/reservation`): capacity booked ahead for its owners.
-//! Work in progress (issue 21): the model, owner matching and the reserve pod are here;
-//! scheduling of Reservations and owner pods is not wired into the framework yet, so the
-//! plugin name stays refused in configurations.
+//! The plugin (`plugin.rs`) runs at PreFilter, Filter, Score, Reserve and PreBind: a
+//! Reservation is scheduled as its reserve pod, and an owner pod is placed into a matching
+//! Reservation's capacity (the model of reservations and owner matching is
+//! `scheduler/model/`; the Reservation controller is `scheduler/reservation_live.rs`).
 
 pub mod plugin;

@@ -20,8 +20,8 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 
-use super::http::status::ApiError;
-use super::http::{ResourceRequest, ServerState};
+use super::{ResourceRequest, ServerState};
+use crate::apiserver::error::ApiError;
 use crate::kernel::http::{Body, full};
 
 const PROTOCOLS: [&str; 2] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::http::status::ApiError;
-use super::http::{Query, ServerState};
-use super::store::{Filter, Stored};
+use super::{Query, ServerState};
+use crate::apiserver::error::ApiError;
+use crate::apiserver::store::{Filter, Stored};
 use crate::kernel::http::{Body, json as json_response};
 
-pub const GROUP: &str = "metrics.k8s.io";
+pub use crate::apiserver::registry::METRICS_GROUP as GROUP;
 const API_VERSION: &str = "metrics.k8s.io/v1beta1";
 const DEFAULT_WINDOW_SECONDS: i64 = 300;
 
@@ -29,7 +29,7 @@ fn window(nm: &Value) -> String {
         .and_then(Value::as_i64)
         .filter(|s| *s > 0)
         .unwrap_or(DEFAULT_WINDOW_SECONDS);
-    super::proto::format_duration(secs * 1_000_000_000)
+    crate::apiserver::proto::format_duration(secs * 1_000_000_000)
 }
 
 fn usage(resources: Option<&Value>) -> Value {

@@ -11,8 +11,8 @@ use bytes::Bytes;
 use hyper::{Response, StatusCode};
 use serde_json::Value;
 
-use super::http::status::ApiError;
-use super::http::{Query, ResourceRequest, ServerState};
+use super::{Query, ResourceRequest, ServerState};
+use crate::apiserver::error::ApiError;
 use crate::kernel::http::{Body, respond};
 use crate::noderuntime::logstamp;
 use k8s_openapi::jiff::Timestamp;
@@ -225,7 +225,7 @@ fn follow(
             }
         }
     };
-    super::http::read::streaming_as("text/plain", stream)
+    super::read::streaming_as("text/plain", stream)
 }
 
 #[cfg(test)]

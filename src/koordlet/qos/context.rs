@@ -1,0 +1,100 @@
+//! What every QoS strategy shares: the context it runs in (informer, metric store,
+//! metrics, shutdown), the last samples it decides from, and how it counts what it changed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::kernel::Shutdown;
+use crate::koordlet::informer::{Informer, States};
+use crate::koordlet::metrics::{KoordletMetrics, QosLabels};
+use crate::koordlet::store::{MetricKind, MetricStore, SeriesKey};
+
+pub struct QosCtx {
+    pub informer: Informer,
+    pub store: Arc<MetricStore>,
+    pub metrics: Arc<KoordletMetrics>,
+    pub shutdown: Shutdown,
+}
+
+/// Samples at most this old count as "last".
+pub(super) const LAST: i64 = 2_000;
+
+pub(super) fn now_ms() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_millisecond()
+}
+
+pub(super) async fn pause(shutdown: &Shutdown, d: Duration) -> bool {
+    tokio::select! {
+        _ = shutdown.draining() => false,
+        _ = tokio::time::sleep(d) => true,
+    }
+}
+
+/// The last node sample and per-pod samples of two kinds, scaled (1000 for cores → milli).
+pub(super) fn last_samples(
+    ctx: &QosCtx,
+    states: &States,
+    node: MetricKind,
+    pod: MetricKind,
+    scale: f64,
+) -> (Option<i64>, HashMap<String, i64>) {
+    let now = now_ms();
+    let last = |key: &SeriesKey| -> Option<i64> {
+        let points = ctx.store.query(key, now - LAST, now).ok()?;
+        points.last().map(|p| (p.value * scale).round() as i64)
+    };
+    let pods = states
+        .pods
+        .iter()
+        .filter_map(|p| last(&SeriesKey::pod(pod, &p.uid)).map(|v| (p.uid.clone(), v)))
+        .collect();
+    (last(&SeriesKey::node(node)), pods)
+}
+
+/// The last node and per-pod CPU samples, in milli-cores.
+pub(super) fn last_cpu(ctx: &QosCtx, states: &States) -> (Option<i64>, HashMap<String, i64>) {
+    last_samples(
+        ctx,
+        states,
+        MetricKind::NodeCpuUsage,
+        MetricKind::PodCpuUsage,
+        1000.0,
+    )
+}
+
+/// The last node and per-pod memory samples, in bytes.
+pub(super) fn last_memory(ctx: &QosCtx, states: &States) -> (Option<i64>, HashMap<String, i64>) {
+    last_samples(
+        ctx,
+        states,
+        MetricKind::NodeMemoryUsage,
+        MetricKind::PodMemoryUsage,
+        1.0,
+    )
+}
+
+pub(super) fn count(ctx: &QosCtx, strategy: &str, resource: String, n: u64) {
+    let labels = QosLabels {
+        strategy: strategy.into(),
+        resource,
+    };
+    ctx.metrics.qos_changes.get_or_create(&labels).inc_by(n);
+}
+
+pub(super) fn record(
+    ctx: &QosCtx,
+    strategy: &'static str,
+    pod: &str,
+    results: Vec<Result<super::executor::Outcome, super::executor::ExecError>>,
+) {
+    for r in results {
+        match r {
+            Ok(super::executor::Outcome::Written(c)) => {
+                count(ctx, strategy, format!("{:?}", c.resource), 1)
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(strategy, pod, error = %e, "cgroup value rejected"),
+        }
+    }
+}
