@@ -149,13 +149,19 @@ pub fn parse_flag(text: &str) -> Result<BTreeMap<String, bool>, String> {
 }
 
 impl Gates {
-    pub fn enabled(&self, name: &str) -> bool {
+    /// Whether `gate` is on: gates are named by their component's constants, so a
+    /// misspelt gate does not compile.
+    pub fn on(&self, gate: Gate) -> bool {
+        self.enabled(gate.name)
+    }
+
+    fn enabled(&self, name: &str) -> bool {
         self.0.get(name).copied().unwrap_or(false)
     }
 
     /// A copy with one gate set (tests, benches).
-    pub fn with(mut self, name: &'static str, on: bool) -> Gates {
-        self.0.insert(name, on);
+    pub fn with(mut self, gate: Gate, on: bool) -> Gates {
+        self.0.insert(gate.name, on);
         self
     }
 }

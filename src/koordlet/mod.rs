@@ -90,10 +90,10 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     ctx.report_unsupported(&features::KOORDLET_GATES.unsupported(&cfg.feature_gates));
     let collectors = collectors::registry(
         &cfg.collectors,
-        gates.enabled("PSICollector"),
-        gates.enabled("CPICollector"),
+        gates.on(features::PSI_COLLECTOR),
+        gates.on(features::CPI_COLLECTOR),
         gates
-            .enabled("Accelerators")
+            .on(features::ACCELERATORS)
             .then_some(cfg.devices.nvml_library.as_str()),
     );
     let qos_host = host.clone();
@@ -101,8 +101,8 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     executor.observed = Some(metrics.clone());
     let executor = Arc::new(executor);
     let kinds = devices::Kinds {
-        gpus: gates.enabled("Accelerators"),
-        rdma: gates.enabled("RDMADevices"),
+        gpus: gates.on(features::ACCELERATORS),
+        rdma: gates.on(features::RDMA_DEVICES),
     };
     if kinds.gpus || kinds.rdma {
         let (c, i, h, d, s) = (
@@ -117,7 +117,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             Ok(())
         });
     }
-    if gates.enabled("NodeTopologyReport") {
+    if gates.on(features::NODE_TOPOLOGY_REPORT) {
         let (c, i, h, f, s) = (
             cluster.client.clone(),
             informer.clone(),
@@ -215,11 +215,11 @@ fn start_runtime_hooks(
     observed: (Arc<KoordletMetrics>, String),
 ) {
     let rules = runtimehooks::rules::Rules {
-        batch_resource: gates.enabled("BatchResource"),
-        cpuset: gates.enabled("CPUSetAllocator"),
-        group_identity: gates.enabled("GroupIdentity"),
-        gpu_env_inject: gates.enabled("GPUEnvInject"),
-        rdma_device_inject: gates.enabled("RDMADeviceInject"),
+        batch_resource: gates.on(features::BATCH_RESOURCE),
+        cpuset: gates.on(features::CPU_SET_ALLOCATOR),
+        group_identity: gates.on(features::GROUP_IDENTITY),
+        gpu_env_inject: gates.on(features::GPU_ENV_INJECT),
+        rdma_device_inject: gates.on(features::RDMA_DEVICE_INJECT),
     };
     let online = host
         .cpu_topology()

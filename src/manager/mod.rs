@@ -137,9 +137,9 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         _ = ctx.shutdown.draining() => return Ok(()),
     }
     let gates = features::MANAGER_GATES.from_user(&cfg.feature_gates);
-    let sync_gpu_shared = gates.enabled("EnableSyncGPUSharedResource");
-    let colocation_profiles = gates.enabled("ColocationProfileController");
-    if gates.enabled("WebhookFramework") {
+    let sync_gpu_shared = gates.on(features::ENABLE_SYNC_GPU_SHARED_RESOURCE);
+    let colocation_profiles = gates.on(features::COLOCATION_PROFILE_CONTROLLER);
+    if gates.on(features::WEBHOOK_FRAMEWORK) {
         let start = webhook::server::Start {
             client: client.clone(),
             cfg: cfg.webhook.clone(),

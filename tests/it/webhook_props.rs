@@ -30,10 +30,13 @@ fn handlers() -> Handlers {
         ..Fixed::default()
     }
     .with_koord_priority_classes();
+    use koord::manager::features::{
+        CONFIG_MAP_VALIDATING_WEBHOOK, NODE_MUTATING_WEBHOOK, NODE_VALIDATING_WEBHOOK,
+    };
     let gates = [
-        "NodeMutatingWebhook",
-        "NodeValidatingWebhook",
-        "ConfigMapValidatingWebhook",
+        NODE_MUTATING_WEBHOOK,
+        NODE_VALIDATING_WEBHOOK,
+        CONFIG_MAP_VALIDATING_WEBHOOK,
     ]
     .into_iter()
     .fold(koord::manager::features::defaults(), |g, n| g.with(n, true));

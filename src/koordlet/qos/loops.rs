@@ -15,6 +15,8 @@ use futures::future::BoxFuture;
 use super::executor::Executor;
 use super::runner::{Round, Strategy};
 use super::{cpusuppress, evict, suppress};
+use crate::kernel::features::Gate;
+use crate::koordlet::features;
 
 use super::context::{LAST, QosCtx, count, last_cpu, now_ms, record};
 
@@ -373,7 +375,7 @@ pub struct Deps {
 }
 
 /// Every QoS strategy with the koordlet feature gate that switches it on.
-pub fn registry(d: &Deps) -> Vec<(&'static str, Box<dyn Strategy>)> {
+pub fn registry(d: &Deps) -> Vec<(Gate, Box<dyn Strategy>)> {
     use super::evictloops::{AllocatableEvict, CpuEvict, MemoryEvict, UsageEvict};
     let ex = || d.executor.clone();
     let (client, evictor) = (|| d.client.clone(), || d.evictor.clone());
@@ -385,10 +387,13 @@ pub fn registry(d: &Deps) -> Vec<(&'static str, Box<dyn Strategy>)> {
         mem: suppress::Memory::default(),
     };
     vec![
-        ("BECPUSuppress", Box::new(suppress) as Box<dyn Strategy>),
-        ("BatchResource", Box::new(batchresource(ex()))),
         (
-            "CPUSetAllocator",
+            features::BECPU_SUPPRESS,
+            Box::new(suppress) as Box<dyn Strategy>,
+        ),
+        (features::BATCH_RESOURCE, Box::new(batchresource(ex()))),
+        (
+            features::CPU_SET_ALLOCATOR,
             Box::new(super::hookreconcile::Cpusets {
                 ex: ex(),
                 host: d.host.clone(),
@@ -396,11 +401,11 @@ pub fn registry(d: &Deps) -> Vec<(&'static str, Box<dyn Strategy>)> {
             }),
         ),
         (
-            "GroupIdentity",
+            features::GROUP_IDENTITY,
             Box::new(super::hookreconcile::Bvt { ex: ex() }),
         ),
         (
-            "CPUNormalization",
+            features::CPU_NORMALIZATION,
             Box::new(Reconcile {
                 ex: ex(),
                 name: "cpunormalization",
@@ -408,7 +413,7 @@ pub fn registry(d: &Deps) -> Vec<(&'static str, Box<dyn Strategy>)> {
             }),
         ),
         (
-            "CoreSched",
+            features::CORE_SCHED,
             Box::new(super::coresched::CoreSched::new(
                 ex(),
                 d.host.proc_root.clone(),
@@ -416,36 +421,42 @@ pub fn registry(d: &Deps) -> Vec<(&'static str, Box<dyn Strategy>)> {
             )),
         ),
         (
-            "OOMScoreAdj",
+            features::OOM_SCORE_ADJ,
             Box::new(super::oomscoreadj::OomScoreAdj {
                 ex: ex(),
                 proc_root: d.host.proc_root.clone(),
             }),
         ),
-        ("CPUBurst", Box::new(CpuBurst::new(ex(), d.host.clone()))),
-        ("CgroupReconcile", Box::new(CgReconcile { ex: ex() })),
         (
-            "RdtResctrl",
+            features::CPU_BURST,
+            Box::new(CpuBurst::new(ex(), d.host.clone())),
+        ),
+        (
+            features::CGROUP_RECONCILE,
+            Box::new(CgReconcile { ex: ex() }),
+        ),
+        (
+            features::RDT_RESCTRL,
             Box::new(Resctrl {
                 host: d.host.clone(),
                 ex: ex(),
             }),
         ),
         (
-            "BlkIOReconcile",
+            features::BLK_IO_RECONCILE,
             Box::new(Blkio {
                 host: d.host.clone(),
                 ex: ex(),
             }),
         ),
         (
-            "SystemConfig",
+            features::SYSTEM_CONFIG,
             Box::new(SysReconcile {
                 host: d.host.clone(),
             }),
         ),
         (
-            "BECPUEvict",
+            features::BECPU_EVICT,
             Box::new(CpuEvict {
                 client: client(),
                 evictor: evictor(),
@@ -453,14 +464,14 @@ pub fn registry(d: &Deps) -> Vec<(&'static str, Box<dyn Strategy>)> {
             }),
         ),
         (
-            "BEMemoryEvict",
+            features::BE_MEMORY_EVICT,
             Box::new(MemoryEvict {
                 client: client(),
                 evictor: evictor(),
             }),
         ),
         (
-            "CPUEvict",
+            features::CPU_EVICT,
             Box::new(UsageEvict {
                 client: client(),
                 evictor: evictor(),
@@ -468,7 +479,7 @@ pub fn registry(d: &Deps) -> Vec<(&'static str, Box<dyn Strategy>)> {
             }),
         ),
         (
-            "MemoryEvict",
+            features::MEMORY_EVICT,
             Box::new(UsageEvict {
                 client: client(),
                 evictor: evictor(),
@@ -476,7 +487,7 @@ pub fn registry(d: &Deps) -> Vec<(&'static str, Box<dyn Strategy>)> {
             }),
         ),
         (
-            "CPUAllocatableEvict",
+            features::CPU_ALLOCATABLE_EVICT,
             Box::new(AllocatableEvict {
                 client: client(),
                 evictor: evictor(),
@@ -484,7 +495,7 @@ pub fn registry(d: &Deps) -> Vec<(&'static str, Box<dyn Strategy>)> {
             }),
         ),
         (
-            "MemoryAllocatableEvict",
+            features::MEMORY_ALLOCATABLE_EVICT,
             Box::new(AllocatableEvict {
                 client: client(),
                 evictor: evictor(),
@@ -502,7 +513,7 @@ pub fn spawn(
     tasks: &crate::kernel::Tasks,
 ) {
     for (gate, strategy) in registry(&d) {
-        if gates.enabled(gate) {
+        if gates.on(gate) {
             let name = format!("koordlet/qos/{}", strategy.name());
             tasks.spawn(name, super::runner::run(ctx(), strategy));
         }

@@ -19,6 +19,8 @@ pub mod reservation_mutate;
 pub mod review;
 pub mod server;
 
+use crate::kernel::features::Gate;
+use crate::manager::features;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -135,42 +137,50 @@ impl Config {
 type Handler = fn(&Handlers, &Request) -> Verdict;
 
 /// (path, gate, handler) — Koordinator's paths; the WebhookFramework gate covers all.
-const ROUTES: &[(&str, &str, Handler)] = &[
-    ("/mutate-pod", "PodMutatingWebhook", pod_mutate::handle),
+const ROUTES: &[(&str, Gate, Handler)] = &[
+    (
+        "/mutate-pod",
+        features::POD_MUTATING_WEBHOOK,
+        pod_mutate::handle,
+    ),
     (
         "/validate-pod",
-        "PodValidatingWebhook",
+        features::POD_VALIDATING_WEBHOOK,
         pod_validate::handle,
     ),
     (
         "/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota",
-        "ElasticMutatingWebhook",
+        features::ELASTIC_MUTATING_WEBHOOK,
         quota::mutate,
     ),
     (
         "/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota",
-        "ElasticValidatingWebhook",
+        features::ELASTIC_VALIDATING_WEBHOOK,
         quota::validate,
     ),
     (
         "/mutate-node-status",
-        "NodeMutatingWebhook",
+        features::NODE_MUTATING_WEBHOOK,
         node::mutate_status,
     ),
-    ("/validate-node", "NodeValidatingWebhook", node::validate),
+    (
+        "/validate-node",
+        features::NODE_VALIDATING_WEBHOOK,
+        node::validate,
+    ),
     (
         "/validate-configmap",
-        "ConfigMapValidatingWebhook",
+        features::CONFIG_MAP_VALIDATING_WEBHOOK,
         configmap::handle,
     ),
     (
         "/mutate-reservation",
-        "ReservationMutatingWebhook",
+        features::RESERVATION_MUTATING_WEBHOOK,
         reservation_mutate::handle,
     ),
     (
         "/validate-pod-binding",
-        "BindingAdmissionWebhook",
+        features::BINDING_ADMISSION_WEBHOOK,
         binding::handle,
     ),
 ];
@@ -239,12 +249,12 @@ impl Handlers {
     }
 
     fn route(&self, path: &str) -> Option<Handler> {
-        if !self.gates.enabled("WebhookFramework") {
+        if !self.gates.on(features::WEBHOOK_FRAMEWORK) {
             return None;
         }
         ROUTES
             .iter()
-            .find(|(p, gate, _)| *p == path && self.gates.enabled(gate))
+            .find(|(p, gate, _)| *p == path && self.gates.on(*gate))
             .map(|(_, _, h)| *h)
     }
 

@@ -1,6 +1,7 @@
 //! `/mutate-pod`: ClusterColocationProfile, then ExtendedResourceSpec and
 //! DeviceResourceSpec (`pkg/webhook/pod/mutating/`). Create only; update is a no-op.
 
+use crate::manager::features;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Map, Value, json};
@@ -42,13 +43,13 @@ pub fn mutate(h: &Handlers, req: &Request, pod: &mut Value) -> Result<(), Verdic
         .unwrap_or(&req.namespace)
         .to_string();
     apply_profiles(h, &ns, pod)?;
-    if !h.gates.enabled("DisableExtendedResourceSpec") {
+    if !h.gates.on(features::DISABLE_EXTENDED_RESOURCE_SPEC) {
         extended_resource_spec(pod)?;
     }
-    if !h.gates.enabled("DisableDeviceResourceSpec") {
+    if !h.gates.on(features::DISABLE_DEVICE_RESOURCE_SPEC) {
         device_resource_spec(pod);
     }
-    if req.operation == Operation::Create && h.gates.enabled("MultiQuotaTree") {
+    if req.operation == Operation::Create && h.gates.on(features::MULTI_QUOTA_TREE) {
         super::quota::tree_affinity::add(h, pod, &ns);
     }
     Ok(())
@@ -115,7 +116,9 @@ fn apply_profiles(h: &Handlers, ns: &str, pod: &mut Value) -> Result<(), Verdict
     if profiles.is_empty() {
         return Ok(());
     }
-    let mut skip_resources = h.gates.enabled("ColocationProfileSkipMutatingResources");
+    let mut skip_resources = h
+        .gates
+        .on(features::COLOCATION_PROFILE_SKIP_MUTATING_RESOURCES);
     for p in &profiles {
         skip_resources |= p
             .metadata

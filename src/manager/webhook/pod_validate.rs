@@ -3,6 +3,7 @@
 //! `ValidatePodDeviceResource`) device requests and (`EnablePodEnhancedValidator`) the
 //! required labels of `pod-enhanced-validator-config`.
 
+use crate::manager::features;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::Handlers;
@@ -33,10 +34,10 @@ pub fn handle(h: &Handlers, req: &Request) -> Verdict {
     errs.extend(reserve_pod(&pod));
     errs.extend(colocation(h, &pod, old.as_ref()));
     errs.extend(quota(h, &pod, old.as_ref(), &req.namespace));
-    if h.gates.enabled("ValidatePodDeviceResource") {
+    if h.gates.on(features::VALIDATE_POD_DEVICE_RESOURCE) {
         errs.extend(super::pod_device::validate(&pod));
     }
-    if h.gates.enabled("EnablePodEnhancedValidator") {
+    if h.gates.on(features::ENABLE_POD_ENHANCED_VALIDATOR) {
         let rules = h.enhanced.read().unwrap_or_else(|p| p.into_inner()).clone();
         let ns = pod.metadata.namespace.as_deref().filter(|s| !s.is_empty());
         errs.extend(super::enhanced::validate(
@@ -89,7 +90,9 @@ pub fn colocation(h: &Handlers, pod: &Pod, old: Option<&Pod>) -> Vec<String> {
                 pod_priority_class(pod).name()
             ));
         }
-        if !h.gates.enabled("ColocationProfileSkipValidatingPriority")
+        if !h
+            .gates
+            .on(features::COLOCATION_PROFILE_SKIP_VALIDATING_PRIORITY)
             && label(old, LABEL_POD_PRIORITY) != label(pod, LABEL_POD_PRIORITY)
         {
             errs.push(format!(
@@ -153,7 +156,7 @@ fn quota(h: &Handlers, pod: &Pod, old: Option<&Pod>, req_ns: &str) -> Vec<String
             label(pod, LABEL_QUOTA_PREEMPTIBLE).unwrap_or("")
         ));
     }
-    if h.gates.enabled("SupportParentQuotaSubmitPod") {
+    if h.gates.on(features::SUPPORT_PARENT_QUOTA_SUBMIT_POD) {
         return errs;
     }
     let ns = pod
@@ -163,7 +166,7 @@ fn quota(h: &Handlers, pod: &Pod, old: Option<&Pod>, req_ns: &str) -> Vec<String
         .filter(|s| !s.is_empty())
         .unwrap_or(req_ns);
     let topo = h.quota_topology();
-    let name = quota_name_of(&topo, pod, ns, !h.gates.enabled("DisableDefaultQuota"));
+    let name = quota_name_of(&topo, pod, ns, !h.gates.on(features::DISABLE_DEFAULT_QUOTA));
     if let Some(q) = topo.get(&name)
         && q.is_parent
     {

@@ -1,5 +1,6 @@
 use std::sync::Arc;
 
+use crate::manager::features;
 use serde_json::{Value, json};
 
 use super::*;
@@ -147,7 +148,8 @@ fn immutable_fields_on_update() {
     assert!(e.contains("koordinator.sh/priority"), "{e}");
     let lax = handlers_with(
         Fixed::default(),
-        crate::manager::features::defaults().with("ColocationProfileSkipValidatingPriority", true),
+        crate::manager::features::defaults()
+            .with(features::COLOCATION_PROFILE_SKIP_VALIDATING_PRIORITY, true),
         0,
     );
     assert!(
@@ -215,13 +217,13 @@ fn pods_may_not_use_parent_quotas() {
     assert!(check(&h, "CREATE", pod(json!({}), None, json!({})), None).is_err());
     let no_default = handlers_with(
         f.clone(),
-        crate::manager::features::defaults().with("DisableDefaultQuota", true),
+        crate::manager::features::defaults().with(features::DISABLE_DEFAULT_QUOTA, true),
         0,
     );
     assert!(check(&no_default, "CREATE", pod(json!({}), None, json!({})), None).is_ok());
     let allowed = handlers_with(
         f.clone(),
-        crate::manager::features::defaults().with("SupportParentQuotaSubmitPod", true),
+        crate::manager::features::defaults().with(features::SUPPORT_PARENT_QUOTA_SUBMIT_POD, true),
         0,
     );
     assert!(
@@ -263,7 +265,8 @@ fn device_requests_are_checked_only_with_the_gate() {
         check(&off, "CREATE", shared_without_memory.clone(), None),
         Ok(())
     );
-    let gates = crate::manager::features::defaults().with("ValidatePodDeviceResource", true);
+    let gates =
+        crate::manager::features::defaults().with(features::VALIDATE_POD_DEVICE_RESOURCE, true);
     let on = handlers_with(Fixed::default(), gates, 0);
     let denied = check(&on, "CREATE", shared_without_memory.clone(), None).unwrap_err();
     assert_eq!(

@@ -1,6 +1,7 @@
 //! The HTTPS endpoint (`/healthz`, `/elasticQuota` debug view, and one POST path per
 //! webhook) and the loop that keeps certificates and webhook configurations current.
 
+use crate::manager::features;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -125,7 +126,7 @@ pub async fn start(mut s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::
         pods: s.caches.pods.clone(),
         nodes: s.caches.nodes.clone(),
         slo: s.slo.clone(),
-        quota_profiles: s.gates.enabled("MultiQuotaTree").then(|| {
+        quota_profiles: s.gates.on(features::MULTI_QUOTA_TREE).then(|| {
             reflect(
                 s.client.clone(),
                 "elasticquotaprofiles",
@@ -160,10 +161,10 @@ pub async fn start(mut s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::
     let mut handlers = Handlers::new(s.gates, Arc::new(live), s.slo_config);
     handlers.binding = s.cfg.binding_admission.clone();
     handlers.binding_decisions = Some(s.binding_decisions.clone());
-    if handlers.gates.enabled("EnableQuotaAdmission") {
+    if handlers.gates.on(features::ENABLE_QUOTA_ADMISSION) {
         handlers.quota_admission = Some(super::quota::admission::Evaluator::new(s.client.clone()));
     }
-    if handlers.gates.enabled("EnablePodEnhancedValidator") {
+    if handlers.gates.on(features::ENABLE_POD_ENHANCED_VALIDATOR) {
         let ns = handlers.slo_config.0.clone();
         let shared = handlers.enhanced.clone();
         super::enhanced::spawn_watch(s.client.clone(), ns, shared, tasks, shutdown);

@@ -7,6 +7,7 @@
 //! rewrites it with the true sum later). Writes to one quota are serialised in this
 //! replica and retried on conflicts, as Koordinator's evaluator does.
 
+use crate::manager::features;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -135,11 +136,11 @@ pub fn quota_of(h: &Handlers, req: &Request, pod: &Pod, old: Option<&Pod>) -> Op
         .filter(|s| !s.is_empty())
         .unwrap_or(&req.namespace);
     let topo = h.quota_topology();
-    let by_ns = !h.gates.enabled("DisableDefaultQuota");
+    let by_ns = !h.gates.on(features::DISABLE_DEFAULT_QUOTA);
     let name = super::topology::quota_name_of(&topo, pod, ns, by_ns);
     match req.operation {
         Operation::Create => {}
-        Operation::Update if h.gates.enabled("EnableQuotaAdmissionOnUpdate") => {
+        Operation::Update if h.gates.on(features::ENABLE_QUOTA_ADMISSION_ON_UPDATE) => {
             let old = old?;
             let old_ns = old.metadata.namespace.as_deref().unwrap_or(ns);
             let before = super::topology::quota_name_of(&topo, old, old_ns, by_ns);

@@ -1,6 +1,7 @@
 //! Koordinator's `TestEvaluateQuota` (evaluate_quota_test.go) and the evaluator's
 //! `cpu exceed` / `gpu exceed` cases, with their names and reasons.
 
+use crate::manager::features;
 use serde_json::{Value, json};
 
 use super::*;
@@ -200,7 +201,8 @@ fn quota_not_found_and_which_requests_are_evaluated() {
     // pod moves to another quota.
     let update = request("Pod", "UPDATE", "ns1", Some(p.clone()), Some(p.clone()));
     assert_eq!(quota_of(&h, &update, &typed, Some(&typed)), None);
-    let gates = crate::manager::features::defaults().with("EnableQuotaAdmissionOnUpdate", true);
+    let gates =
+        crate::manager::features::defaults().with(features::ENABLE_QUOTA_ADMISSION_ON_UPDATE, true);
     let h = handlers_with(fixed, gates, 0);
     assert_eq!(
         quota_of(&h, &update, &typed, Some(&typed)),

@@ -188,7 +188,8 @@ mod tests {
     }
 
     fn mutate(pod: Value) -> Value {
-        let gates = crate::manager::features::defaults().with("MultiQuotaTree", true);
+        let gates = crate::manager::features::defaults()
+            .with(crate::manager::features::MULTI_QUOTA_TREE, true);
         let h = handlers_with(fixed(), gates, 0);
         let ns = pod["metadata"]["namespace"].as_str().unwrap().to_string();
         let v = handle(&h, &request("Pod", "CREATE", &ns, Some(pod.clone()), None));
@@ -274,7 +275,8 @@ mod tests {
             patched(&p, &v)["spec"].get("affinity").is_none(),
             "gate off"
         );
-        let gates = crate::manager::features::defaults().with("MultiQuotaTree", true);
+        let gates = crate::manager::features::defaults()
+            .with(crate::manager::features::MULTI_QUOTA_TREE, true);
         let h = handlers_with(fixed(), gates, 0);
         let v = handle(
             &h,

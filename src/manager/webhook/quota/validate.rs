@@ -1,6 +1,7 @@
 //! `/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota`: self checks, tree checks,
 //! namespace binding conflicts and deletion guards.
 
+use crate::manager::features;
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -295,7 +296,9 @@ fn key_checks(
     parent: Option<&QuotaInfo>,
     children: &[&QuotaInfo],
 ) -> Result<(), String> {
-    let subset_ok = h.gates.enabled("ElasticQuotaEnableUpdateResourceKey");
+    let subset_ok = h
+        .gates
+        .on(features::ELASTIC_QUOTA_ENABLE_UPDATE_RESOURCE_KEY);
     let keys_ok = |child: &Amounts, parent: &Amounts| {
         if subset_ok {
             keys(child).is_subset(&keys(parent))
