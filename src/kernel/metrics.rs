@@ -67,6 +67,7 @@ impl Metrics {
             .set(1);
         m.register("koord_build_info", "koord build information", build);
         super::rest_metrics::register(&m);
+        super::watch::register(&m);
         m.registry
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -101,6 +101,26 @@ impl<K: Resource<DynamicType = ()>> Resource for Decoded<K> {
     }
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
+/// Every watch's decode failures in this process, by kind (`/metrics`): the family is
+/// process-wide, as a watch may start before the role's registry exists.
+static DECODE_FAILURES: std::sync::LazyLock<
+    prometheus_client::metrics::family::Family<KindLabels, prometheus_client::metrics::counter::Counter>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// Registers `koord_watch_decode_errors_total` on a process's registry.
+pub fn register(m: &super::metrics::Metrics) {
+    m.register(
+        "koord_watch_decode_errors",
+        "Watched objects skipped because they do not decode (the others are used), by kind",
+        DECODE_FAILURES.clone(),
+    );
+}
+
 /// Decode failures seen so far, for `/metrics` and tests.
 #[derive(Clone, Default)]
 pub struct DecodeErrors {
@@ -116,6 +136,11 @@ impl DecodeErrors {
     fn record(&self, kind: &str, meta: &ObjectMeta, error: &str) {
         self.count
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        DECODE_FAILURES
+            .get_or_create(&KindLabels {
+                kind: kind.to_string(),
+            })
+            .inc();
         let key = (
             format!(
                 "{}/{}",
@@ -222,6 +247,24 @@ where
 mod tests {
     use super::*;
     use crate::api::slo::NodeMetric;
+
+    #[test]
+    fn decode_failures_reach_metrics() {
+        let errors = DecodeErrors::default();
+        let meta = ObjectMeta {
+            name: Some("bad".into()),
+            namespace: Some("d".into()),
+            resource_version: Some("7".into()),
+            ..Default::default()
+        };
+        errors.record("ConfigMapProbe", &meta, "spec: invalid type");
+        assert_eq!(errors.count(), 1);
+        let text = super::super::metrics::Metrics::new().encode();
+        assert!(
+            text.contains("koord_watch_decode_errors_total{kind=\"ConfigMapProbe\"} 1"),
+            "{text}"
+        );
+    }
 
     /// The live scheduler skipped a NodeMetric without `spec` that explain read: every
     /// watch decodes through `api::decode` now.
