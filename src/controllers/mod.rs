@@ -14,7 +14,6 @@ pub mod statefulset;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{
     ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
 };
@@ -22,12 +21,12 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::Store;
-use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use crate::kernel::{Shutdown, Tasks};
+use crate::kernel::{Shutdown, Tasks, pump};
 
 const RESYNC: Duration = Duration::from_secs(5);
 /// Pods created per ReplicaSet per pass (kube's slow start caps bursts similarly).
@@ -40,28 +39,11 @@ fn watch_into<K: crate::kernel::watch::Watchable>(
     shutdown: &Shutdown,
     what: &'static str,
 ) -> Store<K> {
-    let (reader, writer) = reflector::store();
-    let stream = crate::kernel::watch::watch::<K>(
-        client.clone(),
-        None,
-        watcher::Config::default(),
-        Default::default(),
-    )
-    .reflect(writer);
-    let (kick, shutdown) = (kick.clone(), shutdown.clone());
-    tasks.spawn(format!("controllers/watch/{what}"), async move {
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            tokio::select! {
-                _ = shutdown.draining() => return Ok(()),
-                ev = stream.next() => match ev {
-                    None => return Ok(()),
-                    Some(Ok(_)) => kick.notify_one(),
-                    Some(Err(e)) => tracing::debug!(what, error = %e, "watch error; retrying"),
-                },
-            }
-        }
-    });
+    let kick = kick.clone();
+    let (reader, index) = pump::reflect::<K, _>(move |_| kick.notify_one());
+    let name = format!("controllers/watch/{what}");
+    let cfg = watcher::Config::default();
+    pump::spawn::<K, _>(tasks, name, client.clone(), None, cfg, index, shutdown);
     reader
 }
 

@@ -67,7 +67,11 @@ impl Metrics {
             .set(1);
         m.register("koord_build_info", "koord build information", build);
         super::rest_metrics::register(&m);
-        super::watch::register(&m);
+        m.register(
+            "koord_watch_decode_errors",
+            "Watched objects skipped because they do not decode (the others are used), by kind",
+            super::watch::decode_failures(),
+        );
         m.registry
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -17,6 +17,7 @@ pub mod lease;
 pub mod listen;
 pub mod metrics;
 pub mod process_metrics;
+pub mod pump;
 pub mod readiness;
 pub mod rest_metrics;
 pub mod role;

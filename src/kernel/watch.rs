@@ -102,23 +102,26 @@ impl<K: Resource<DynamicType = ()>> Resource for Decoded<K> {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
-struct KindLabels {
+pub struct KindLabels {
     kind: String,
 }
 
 /// Every watch's decode failures in this process, by kind (`/metrics`): the family is
 /// process-wide, as a watch may start before the role's registry exists.
 static DECODE_FAILURES: std::sync::LazyLock<
-    prometheus_client::metrics::family::Family<KindLabels, prometheus_client::metrics::counter::Counter>,
+    prometheus_client::metrics::family::Family<
+        KindLabels,
+        prometheus_client::metrics::counter::Counter,
+    >,
 > = std::sync::LazyLock::new(Default::default);
 
-/// Registers `koord_watch_decode_errors_total` on a process's registry.
-pub fn register(m: &super::metrics::Metrics) {
-    m.register(
-        "koord_watch_decode_errors",
-        "Watched objects skipped because they do not decode (the others are used), by kind",
-        DECODE_FAILURES.clone(),
-    );
+/// The process-wide decode-failure family (`koord_watch_decode_errors_total`, registered
+/// by every process's `Metrics`).
+pub fn decode_failures() -> prometheus_client::metrics::family::Family<
+    KindLabels,
+    prometheus_client::metrics::counter::Counter,
+> {
+    DECODE_FAILURES.clone()
 }
 
 /// Decode failures seen so far, for `/metrics` and tests.

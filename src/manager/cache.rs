@@ -4,11 +4,10 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
 use tokio::sync::Notify;
 
 use crate::api::scheduling::device::Device;
@@ -134,31 +133,17 @@ pub(crate) fn reflect<K>(
 where
     K: crate::kernel::watch::Watchable,
 {
-    let (reader, writer) = reflector::store();
-    let cfg = watcher::Config::default().page_size(500);
-    let stream =
-        crate::kernel::watch::watch::<K>(client, None, cfg, Default::default()).reflect(writer);
-    let (dirty, shutdown) = (dirty.clone(), shutdown.clone());
-    tasks.spawn(format!("manager/cache/{what}"), async move {
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            let ev = tokio::select! {
-                _ = shutdown.draining() => break,
-                ev = stream.next() => ev,
-            };
-            match ev {
-                Some(Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o))) => {
-                    if let Some(n) = node_of(&o) {
-                        dirty.mark(&n);
-                    }
-                }
-                Some(Ok(watcher::Event::InitDone)) => dirty.mark_all(),
-                Some(Ok(_)) => {}
-                Some(Err(e)) => tracing::debug!(what, error = %e, "watch error; retrying"),
-                None => break,
+    let dirty = dirty.clone();
+    let (reader, index) = crate::kernel::pump::reflect::<K, _>(move |o| match o {
+        Some(o) => {
+            if let Some(n) = node_of(o) {
+                dirty.mark(&n);
             }
         }
-        Ok(())
+        None => dirty.mark_all(),
     });
+    let cfg = watcher::Config::default().page_size(500);
+    let name = format!("manager/cache/{what}");
+    crate::kernel::pump::spawn::<K, _>(tasks, name, client, None, cfg, index, shutdown);
     reader
 }

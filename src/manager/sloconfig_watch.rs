@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::runtime::watcher;
 use tokio::sync::watch;
@@ -31,26 +30,33 @@ pub type ConfigRx = watch::Receiver<Option<Arc<SloConfig>>>;
 
 pub fn start(w: Watch, tasks: &Tasks, shutdown: &Shutdown) -> ConfigRx {
     let (tx, rx) = watch::channel(None);
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={}", w.name));
+    // The pump owns the watch; events come here, where applying them may await.
+    let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let index =
+        crate::kernel::pump::forward(move |e: watcher::Event<ConfigMap>| events_tx.send(e).is_ok());
+    let ns = Some(w.namespace.clone());
+    crate::kernel::pump::spawn::<ConfigMap, _>(
+        tasks,
+        "manager/slo-config/watch",
+        w.client.clone(),
+        ns,
+        cfg,
+        index,
+        shutdown,
+    );
     let shutdown = shutdown.clone();
     tasks.spawn("manager/slo-config", async move {
-        let cfg = watcher::Config::default().fields(&format!("metadata.name={}", w.name));
-        let stream = crate::kernel::watch::watch::<ConfigMap>(
-            w.client.clone(),
-            Some(&w.namespace),
-            cfg,
-            Default::default(),
-        );
-        let mut stream = std::pin::pin!(stream);
         let mut last_data: Option<BTreeMap<String, String>> = None;
         let mut seen_in_init = false;
         loop {
             let ev = tokio::select! {
                 _ = shutdown.draining() => break,
-                ev = stream.next() => ev,
+                ev = events.recv() => ev,
             };
             match ev {
-                Some(Ok(watcher::Event::Init)) => seen_in_init = false,
-                Some(Ok(watcher::Event::InitApply(cm) | watcher::Event::Apply(cm))) => {
+                Some(watcher::Event::Init) => seen_in_init = false,
+                Some(watcher::Event::InitApply(cm) | watcher::Event::Apply(cm)) => {
                     seen_in_init = true;
                     let data = cm.data.clone().unwrap_or_default();
                     if last_data.as_ref() != Some(&data) || tx.borrow().is_none() {
@@ -58,12 +64,11 @@ pub fn start(w: Watch, tasks: &Tasks, shutdown: &Shutdown) -> ConfigRx {
                         last_data = Some(data);
                     }
                 }
-                Some(Ok(watcher::Event::InitDone)) if !seen_in_init && tx.borrow().is_none() => {
+                Some(watcher::Event::InitDone) if !seen_in_init && tx.borrow().is_none() => {
                     tx.send_replace(Some(Arc::new(SloConfig::default())));
                     w.dirty.mark_all();
                 }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => tracing::debug!(error = %e, "slo-controller-config watch error"),
+                Some(_) => {}
                 None => break,
             }
         }

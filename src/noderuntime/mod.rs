@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher;
 use serde::{Deserialize, Serialize};
@@ -318,9 +317,14 @@ async fn manage(
     stop: CancellationToken,
 ) {
     let cfg = watcher::Config::default().fields(&format!("spec.nodeName={}", ctx.node));
-    let mut events =
-        crate::kernel::watch::watch::<Pod>(ctx.client.clone(), None, cfg, Default::default())
-            .boxed();
+    let (tx, mut events) = mpsc::unbounded_channel();
+    let (client, done) = (ctx.client.clone(), stop.clone());
+    tokio::spawn(async move {
+        let mut index =
+            crate::kernel::pump::forward(move |e: watcher::Event<Pod>| tx.send(e).is_ok());
+        crate::kernel::pump::pump::<Pod, _>(client, None, cfg, &mut index, done.cancelled_owned())
+            .await;
+    });
     let mut checkpoints: HashMap<String, checkpoint::PodCheckpoint> =
         checkpoint::load_all(&ctx.checkpoints())
             .into_iter()
@@ -348,14 +352,14 @@ async fn manage(
                     None => { let _ = req.reply.send(None); }
                 }
             }
-            ev = events.next() => match ev {
-                Some(Ok(watcher::Event::Init)) => listed.clear(),
-                Some(Ok(watcher::Event::InitApply(p))) => {
+            ev = events.recv() => match ev {
+                Some(watcher::Event::Init) => listed.clear(),
+                Some(watcher::Event::InitApply(p)) => {
                     listed.insert(p.metadata.uid.clone().unwrap_or_default());
                     dispatch(&ctx, &mut workers, &mut running, &mut checkpoints, p).await;
                 }
-                Some(Ok(watcher::Event::Apply(p))) => dispatch(&ctx, &mut workers, &mut running, &mut checkpoints, p).await,
-                Some(Ok(watcher::Event::InitDone)) => {
+                Some(watcher::Event::Apply(p)) => dispatch(&ctx, &mut workers, &mut running, &mut checkpoints, p).await,
+                Some(watcher::Event::InitDone) => {
                     for (uid, h) in &workers {
                         if !listed.contains(uid) {
                             let _ = h.tx.send(Msg::Deleted).await;
@@ -363,12 +367,11 @@ async fn manage(
                     }
                     clean_orphans(&ctx, &listed, &mut checkpoints);
                 }
-                Some(Ok(watcher::Event::Delete(p))) => {
+                Some(watcher::Event::Delete(p)) => {
                     if let Some(h) = p.metadata.uid.as_ref().and_then(|u| workers.get(u)) {
                         let _ = h.tx.send(Msg::Deleted).await;
                     }
                 }
-                Some(Err(e)) => tracing::debug!(error = %e, "pod watch error (retrying)"),
                 None => break,
             },
         }

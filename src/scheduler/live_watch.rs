@@ -1,6 +1,5 @@
 //! The live scheduler's watches: each kind's events forwarded, unchanged, to the loop.
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
@@ -95,26 +94,8 @@ pub fn watch<K, F>(
     K: crate::kernel::watch::Watchable,
     F: Fn(watcher::Event<K>) -> Ev + Send + 'static,
 {
-    let shutdown = shutdown.clone();
-    tasks.spawn(format!("scheduler/watch/{what}"), async move {
-        let cfg = watcher::Config::default().page_size(500);
-        let stream = crate::kernel::watch::watch::<K>(client, None, cfg, Default::default());
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            let ev = tokio::select! {
-                _ = shutdown.draining() => break,
-                ev = stream.next() => ev,
-            };
-            match ev {
-                Some(Ok(e)) => {
-                    if tx.send(wrap(e)).is_err() {
-                        break;
-                    }
-                }
-                Some(Err(e)) => tracing::debug!(what, error = %e, "watch error; retrying"),
-                None => break,
-            }
-        }
-        Ok(())
-    });
+    let cfg = watcher::Config::default().page_size(500);
+    let index = crate::kernel::pump::forward(move |e: watcher::Event<K>| tx.send(wrap(e)).is_ok());
+    let name = format!("scheduler/watch/{what}");
+    crate::kernel::pump::spawn::<K, _>(tasks, name, client, None, cfg, index, shutdown);
 }

@@ -6,9 +6,7 @@ pub mod pods;
 pub mod slo;
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::watcher;
 use tokio::sync::watch;
@@ -263,29 +261,20 @@ async fn watch_one<K>(
 ) where
     K: crate::kernel::watch::Watchable,
 {
-    let cfg = watcher::Config::default().fields(field);
-    let mut stream =
-        crate::kernel::watch::watch::<K>(client, None, cfg, Default::default()).boxed();
     let mut pending: Option<K> = None;
-    loop {
-        let ev = tokio::select! {
-            _ = shutdown.draining() => return,
-            ev = stream.next() => ev,
-        };
+    let cfg = watcher::Config::default().fields(field);
+    let mut index = crate::kernel::pump::forward(move |ev: watcher::Event<K>| {
         match ev {
-            Some(Ok(watcher::Event::Init)) => pending = None,
-            Some(Ok(watcher::Event::InitApply(o))) => pending = Some(o),
-            Some(Ok(watcher::Event::InitDone)) => {
+            watcher::Event::Init => pending = None,
+            watcher::Event::InitApply(o) => pending = Some(o),
+            watcher::Event::InitDone => {
                 set(pending.take());
                 synced();
             }
-            Some(Ok(watcher::Event::Apply(o))) => set(Some(o)),
-            Some(Ok(watcher::Event::Delete(_))) => set(None),
-            Some(Err(e)) => {
-                tracing::debug!(error = %e, "watch error; retrying");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            None => return,
+            watcher::Event::Apply(o) => set(Some(o)),
+            watcher::Event::Delete(_) => set(None),
         }
-    }
+        true
+    });
+    crate::kernel::pump::pump::<K, _>(client, None, cfg, &mut index, shutdown.draining()).await;
 }

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use futures::StreamExt;
 use hyper::Method;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher;
@@ -117,40 +116,31 @@ pub async fn watch_api(
     mut publish: impl FnMut(Vec<Pod>),
 ) {
     let cfg = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
-    let mut stream =
-        crate::kernel::watch::watch::<Pod>(client, None, cfg, Default::default()).boxed();
+    let key = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
     let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
     let mut init: BTreeMap<String, Pod> = BTreeMap::new();
-    loop {
-        let ev = tokio::select! {
-            _ = shutdown.draining() => return,
-            ev = stream.next() => ev,
-        };
-        let key = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
+    let mut index = crate::kernel::pump::forward(move |ev: watcher::Event<Pod>| {
         match ev {
-            Some(Ok(watcher::Event::Init)) => init.clear(),
-            Some(Ok(watcher::Event::InitApply(p))) => {
+            watcher::Event::Init => init.clear(),
+            watcher::Event::InitApply(p) => {
                 init.insert(key(&p), p);
             }
-            Some(Ok(watcher::Event::InitDone)) => {
+            watcher::Event::InitDone => {
                 pods = std::mem::take(&mut init);
                 publish(pods.values().cloned().collect());
             }
-            Some(Ok(watcher::Event::Apply(p))) => {
+            watcher::Event::Apply(p) => {
                 pods.insert(key(&p), p);
                 publish(pods.values().cloned().collect());
             }
-            Some(Ok(watcher::Event::Delete(p))) => {
+            watcher::Event::Delete(p) => {
                 pods.remove(&key(&p));
                 publish(pods.values().cloned().collect());
             }
-            Some(Err(e)) => {
-                tracing::debug!(error = %e, "pod watch error; retrying");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            None => return,
         }
-    }
+        true
+    });
+    crate::kernel::pump::pump::<Pod, _>(client, None, cfg, &mut index, shutdown.draining()).await;
 }
 
 #[cfg(test)]

@@ -13,10 +13,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Patch, PatchParams};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::runtime::{reflector, watcher};
 use kube::{Api, Client};
 use serde_json::Value;
 
@@ -226,14 +225,20 @@ pub fn spawn(
     tasks: &Tasks,
     shutdown: &Shutdown,
 ) {
-    let (reader, writer) = reflector::store();
-    let stream = crate::kernel::watch::watch::<ClusterColocationProfile>(
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let kick = changed.clone();
+    let (reader, index) =
+        crate::kernel::pump::reflect::<ClusterColocationProfile, _>(move |_| kick.notify_one());
+    let cfg = watcher::Config::default();
+    crate::kernel::pump::spawn::<ClusterColocationProfile, _>(
+        tasks,
+        "manager/colocation-profile/watch",
         client.clone(),
         None,
-        watcher::Config::default(),
-        Default::default(),
-    )
-    .reflect(writer);
+        cfg,
+        index,
+        shutdown,
+    );
     let shutdown = shutdown.clone();
     let seed = uuid::Uuid::new_v4().as_u128() as u64;
     let mut r = Reconciler {
@@ -247,12 +252,11 @@ pub fn spawn(
         roll: Box::new(xorshift(seed)),
     };
     tasks.spawn("manager/colocation-profile", async move {
-        let mut stream = std::pin::pin!(stream);
         let mut tick = tokio::time::interval(RECONCILE_INTERVAL);
         loop {
             tokio::select! {
                 _ = shutdown.draining() => return Ok(()),
-                ev = stream.next() => if ev.is_none() { return Ok(()) },
+                _ = changed.notified() => {}
                 _ = tick.tick() => {}
             }
             if leadership.is_leader() {

@@ -9,10 +9,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::runtime::{reflector, watcher};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
@@ -207,23 +206,27 @@ pub fn spawn(
     tasks: &Tasks,
     shutdown: &Shutdown,
 ) {
-    let (reader, writer) = reflector::store();
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let kick = changed.clone();
+    let (reader, index) =
+        crate::kernel::pump::reflect::<ElasticQuotaProfile, _>(move |_| kick.notify_one());
     let cfg = watcher::Config::default();
-    let stream = crate::kernel::watch::watch::<ElasticQuotaProfile>(
+    crate::kernel::pump::spawn::<ElasticQuotaProfile, _>(
+        tasks,
+        "manager/quota-profile/watch",
         client.clone(),
         None,
         cfg,
-        Default::default(),
-    )
-    .reflect(writer);
+        index,
+        shutdown,
+    );
     let shutdown = shutdown.clone();
     tasks.spawn("manager/quota-profile", async move {
-        let mut stream = std::pin::pin!(stream);
         let mut tick = tokio::time::interval(PERIOD);
         loop {
             tokio::select! {
                 _ = shutdown.draining() => return Ok(()),
-                ev = stream.next() => if ev.is_none() { return Ok(()) },
+                _ = changed.notified() => {}
                 _ = tick.tick() => {}
             }
             if leadership.is_leader() && !reader.state().is_empty() {

@@ -9,7 +9,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::runtime::watcher;
 use serde::Deserialize;
@@ -91,41 +90,42 @@ pub fn spawn_watch(
     shutdown: &Shutdown,
 ) {
     let cfg = watcher::Config::default().fields(&format!("metadata.name={CONFIG_NAME}"));
-    let stream =
-        crate::kernel::watch::watch::<ConfigMap>(client, Some(&namespace), cfg, Default::default());
-    let shutdown = shutdown.clone();
-    tasks.spawn("manager/webhook/pod-enhanced-validator", async move {
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            let ev = tokio::select! {
-                _ = shutdown.draining() => return Ok(()),
-                ev = stream.next() => ev,
-            };
-            let next = match ev {
-                None => return Ok(()),
-                Some(Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm))) => {
-                    match parse(&cm.data.unwrap_or_default()) {
-                        Ok(c) => c,
-                        Err(e) => {
-                            tracing::warn!(configmap = %format!("{namespace}/{CONFIG_NAME}"), error = %e, "PodEnhancedValidator: keeping the rules in force");
-                            continue;
-                        }
+    let name = format!("{namespace}/{CONFIG_NAME}");
+    let index = crate::kernel::pump::forward(move |ev: watcher::Event<ConfigMap>| {
+        let next = match ev {
+            watcher::Event::Apply(cm) | watcher::Event::InitApply(cm) => {
+                match parse(&cm.data.unwrap_or_default()) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!(configmap = %name, error = %e, "PodEnhancedValidator: keeping the rules in force");
+                        return true;
                     }
                 }
-                Some(Ok(watcher::Event::Delete(_))) => Config::default(),
-                Some(Ok(_)) => continue,
-                Some(Err(e)) => {
-                    tracing::debug!(error = %e, "PodEnhancedValidator: watch error; retrying");
-                    continue;
-                }
-            };
-            let mut cur = shared.write().unwrap_or_else(|p| p.into_inner());
-            if **cur != next {
-                tracing::info!(enable = next.enable, rules = next.rules.len(), "PodEnhancedValidator: rules updated");
-                *cur = Arc::new(next);
             }
+            watcher::Event::Delete(_) => Config::default(),
+            _ => return true,
+        };
+        let mut cur = shared.write().unwrap_or_else(|p| p.into_inner());
+        if **cur != next {
+            tracing::info!(
+                enable = next.enable,
+                rules = next.rules.len(),
+                "PodEnhancedValidator: rules updated"
+            );
+            *cur = Arc::new(next);
         }
+        true
     });
+    let task = "manager/webhook/pod-enhanced-validator";
+    crate::kernel::pump::spawn::<ConfigMap, _>(
+        tasks,
+        task,
+        client,
+        Some(namespace),
+        cfg,
+        index,
+        shutdown,
+    );
 }
 
 #[cfg(test)]
