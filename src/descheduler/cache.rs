@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Pod, ReplicationController};
@@ -23,7 +22,7 @@ use super::lownodeload::metric::MetricView;
 use crate::api::extension::keys::ANNOTATION_NODE_RAW_ALLOCATABLE;
 use crate::api::scheduling::migration::PodMigrationJob;
 use crate::api::slo::NodeMetric;
-use crate::kernel::watch::{Watchable, served, watch};
+use crate::kernel::watch::{Watchable, served};
 use crate::kernel::{Shutdown, Tasks};
 
 struct Inner<V> {
@@ -140,19 +139,12 @@ where
         }
         // Small pages: nine kinds list at once at start-up, each page decoded whole.
         let cfg = watcher::Config::default().page_size(100);
-        let stream = watch::<K>(client, None, cfg, Default::default());
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            let ev = tokio::select! {
-                _ = shutdown.draining() => return Ok(()),
-                ev = stream.next() => ev,
-            };
-            match ev {
-                Some(Ok(ev)) => v.apply(ev, view),
-                Some(Err(e)) => tracing::debug!(what, error = %e, "watch error; retrying"),
-                None => return Ok(()),
-            }
-        }
+        let mut index = crate::kernel::pump::forward(|ev: watcher::Event<K>| {
+            v.apply(ev, view);
+            true
+        });
+        crate::kernel::pump::pump::<K, _>(client, None, cfg, &mut index, shutdown.draining()).await;
+        Ok(())
     });
     views
 }

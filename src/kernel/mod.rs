@@ -2,6 +2,7 @@
 //! the admin HTTP endpoint, telemetry and cluster access.
 
 pub mod admin;
+pub mod bus;
 pub mod cluster;
 pub mod common;
 pub mod compat;
@@ -13,6 +14,7 @@ pub mod hookproto;
 pub mod host;
 pub mod http;
 pub mod http_client;
+pub mod index;
 pub mod lease;
 pub mod listen;
 pub mod metrics;

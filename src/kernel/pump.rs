@@ -1,34 +1,20 @@
-//! The one watch pump: runs a kind's watch ([`super::watch::watch`]: per-object decoding,
-//! decode failures counted on `/metrics`, kube's backoff) into an [`Index`] until the
-//! process drains, logging watch errors the same way for every role. A re-list arrives as
-//! one `reset` with everything listed, so an index never sees half a list.
+//! The one watch pump every role watches through: `K`'s changes into an [`Index`] until
+//! the process drains. With the in-process bus on (several roles in one process) the
+//! changes come from the shared watch ([`super::bus`]); otherwise from the role's own
+//! ([`super::index::watch_into`]). Either way a re-list arrives as one `reset`.
 
 use std::future::Future;
 
-use futures::StreamExt;
 use kube::Client;
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 
-use super::watch::{DecodeErrors, Watchable, watch};
+use super::bus::{self, Msg};
+pub use super::index::{Forward, Index, Reflect, forward, reflect};
+use super::watch::Watchable;
 use super::{Shutdown, Tasks};
 
-/// What a watch keeps up to date.
-pub trait Index<K> {
-    /// An object was added or changed.
-    fn apply(&mut self, obj: K);
-    /// An object went.
-    fn delete(&mut self, obj: K);
-    /// A (re)list: these objects are all there is.
-    fn reset(&mut self, objs: Vec<K>);
-    /// Whoever reads the index is gone: the pump stops.
-    fn closed(&self) -> bool {
-        false
-    }
-}
-
-/// Runs `K`'s watch (in `namespace`, or all, with `cfg`) into `index` until `stop`
-/// resolves, the stream ends or the index is closed.
+/// Runs `K`'s changes (in `namespace`, or all, with `cfg`'s selectors) into `index` until
+/// `stop` resolves, the watch ends or the index is closed.
 pub async fn pump<K, I>(
     client: Client,
     namespace: Option<&str>,
@@ -39,24 +25,21 @@ pub async fn pump<K, I>(
     K: Watchable,
     I: Index<K>,
 {
-    let what = K::kind(&()).to_string();
-    let stream = watch::<K>(client, namespace, cfg, DecodeErrors::default());
-    let mut stream = std::pin::pin!(stream);
+    if !bus::enabled() {
+        return super::index::watch_into::<K, I>(client, namespace, cfg, index, stop).await;
+    }
+    let mut rx = bus::subscribe::<K>(&client, namespace, &cfg);
     let mut stop = std::pin::pin!(stop);
-    let mut listing: Vec<K> = Vec::new();
     loop {
-        let ev = tokio::select! {
+        let msg = tokio::select! {
             _ = &mut stop => return,
-            ev = stream.next() => ev,
+            m = rx.recv() => m,
         };
-        match ev {
+        match msg {
             None => return,
-            Some(Err(e)) => tracing::debug!(kind = %what, error = %e, "watch error; retrying"),
-            Some(Ok(watcher::Event::Init)) => listing.clear(),
-            Some(Ok(watcher::Event::InitApply(o))) => listing.push(o),
-            Some(Ok(watcher::Event::InitDone)) => index.reset(std::mem::take(&mut listing)),
-            Some(Ok(watcher::Event::Apply(o))) => index.apply(o),
-            Some(Ok(watcher::Event::Delete(o))) => index.delete(o),
+            Some(Msg::Apply(o)) => index.apply(o),
+            Some(Msg::Delete(o)) => index.delete(o),
+            Some(Msg::Reset(all)) => index.reset(all),
         }
         if index.closed() {
             return;
@@ -89,92 +72,4 @@ pub fn spawn<K, I>(
         .await;
         Ok(())
     });
-}
-
-/// A kube reflector store kept by the pump; `changed` hears of every change (`None`: all
-/// was re-listed).
-pub struct Reflect<K: Watchable, F> {
-    writer: reflector::store::Writer<K>,
-    changed: F,
-}
-
-/// A store and the index that keeps it.
-pub fn reflect<K, F>(changed: F) -> (Store<K>, Reflect<K, F>)
-where
-    K: Watchable,
-    F: FnMut(Option<&K>) + Send + 'static,
-{
-    let (reader, writer) = reflector::store();
-    (reader, Reflect { writer, changed })
-}
-
-impl<K, F> Index<K> for Reflect<K, F>
-where
-    K: Watchable,
-    F: FnMut(Option<&K>),
-{
-    fn apply(&mut self, obj: K) {
-        let ev = watcher::Event::Apply(obj);
-        self.writer.apply_watcher_event(&ev);
-        if let watcher::Event::Apply(o) = &ev {
-            (self.changed)(Some(o));
-        }
-    }
-
-    fn delete(&mut self, obj: K) {
-        let ev = watcher::Event::Delete(obj);
-        self.writer.apply_watcher_event(&ev);
-        if let watcher::Event::Delete(o) = &ev {
-            (self.changed)(Some(o));
-        }
-    }
-
-    fn reset(&mut self, objs: Vec<K>) {
-        self.writer.apply_watcher_event(&watcher::Event::Init);
-        for o in objs {
-            self.writer
-                .apply_watcher_event(&watcher::Event::InitApply(o));
-        }
-        self.writer.apply_watcher_event(&watcher::Event::InitDone);
-        (self.changed)(None);
-    }
-}
-
-/// Hands every change to `f` as a watch event (a re-list as `Init`, `InitApply`…,
-/// `InitDone`); `f` answers false once its receiver is gone.
-pub struct Forward<F> {
-    f: F,
-    open: bool,
-}
-
-pub fn forward<K, F>(f: F) -> Forward<F>
-where
-    F: FnMut(watcher::Event<K>) -> bool,
-{
-    Forward { f, open: true }
-}
-
-impl<K, F> Index<K> for Forward<F>
-where
-    F: FnMut(watcher::Event<K>) -> bool,
-{
-    fn apply(&mut self, obj: K) {
-        self.open &= (self.f)(watcher::Event::Apply(obj));
-    }
-
-    fn delete(&mut self, obj: K) {
-        self.open &= (self.f)(watcher::Event::Delete(obj));
-    }
-
-    fn reset(&mut self, objs: Vec<K>) {
-        self.open &= (self.f)(watcher::Event::Init);
-        for o in objs {
-            self.open &= (self.f)(watcher::Event::InitApply(o));
-        }
-        self.open &= (self.f)(watcher::Event::InitDone);
-    }
-
-    fn closed(&self) -> bool {
-        !self.open
-    }
 }

@@ -271,6 +271,13 @@ async fn run_roles(
     if embedded.is_some() {
         embedded::configure(&mut cfg);
     }
+    // Several watchers in one process (roles, and the embedded workload controllers):
+    // one list+watch per kind and selector feeds them all.
+    let watchers = roles.0.iter().filter(|r| r.needs_cluster()).count()
+        + usize::from(embedded.is_some() && !roles.0.is_empty());
+    if watchers > 1 {
+        crate::kernel::bus::enable();
+    }
     let cluster = if let Some((server, c, _)) = &embedded {
         // No kube-controller-manager here: koord runs the workload controllers (not when
         // only the API server is served, e.g. under a separately run scheduler).

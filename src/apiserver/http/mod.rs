@@ -220,7 +220,7 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
     }
     let query = Query::parse(req.uri().query());
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    tracing::debug!(method = %req.method(), path = %path, "request");
+    tracing::debug!(method = %req.method(), path = %path, query = req.uri().query().unwrap_or(""), "request");
     let ok = |v: &Value| Ok(Routed::Done(json_response(StatusCode::OK, v)));
     let routed = match segs.as_slice() {
         ["version"] => ok(&version_info()),
