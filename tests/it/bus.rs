@@ -39,7 +39,10 @@ fn all_roles_in_one_process_watch_each_kind_once() {
     );
     let watches = || -> BTreeMap<String, usize> {
         let mut out = BTreeMap::new();
-        for line in plain(&koord.logs()).lines().filter(|l| l.contains("watch=true")) {
+        for line in plain(&koord.logs())
+            .lines()
+            .filter(|l| l.contains("watch=true"))
+        {
             let Some(path) = line
                 .split("path=")
                 .nth(1)
