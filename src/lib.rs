@@ -134,10 +134,9 @@ pub(crate) mod layering {
 
     /// The paths a file names through `crate::` and `super::` (braced groups expanded one
     /// level), as module paths from the crate root.
-    fn named_paths(module: &[String], is_mod_file: bool, text: &str) -> Vec<Vec<String>> {
+    fn named_paths(module: &[String], text: &str) -> Vec<Vec<String>> {
         let mut out = Vec::new();
         // `super` of `a/b/mod.rs` ([a, b]) and of `a/b.rs` ([a, b]) is [a] alike.
-        let _ = is_mod_file;
         let parent: Vec<String> = module[..module.len().saturating_sub(1)].to_vec();
         let mut rest = text;
         while let Some(at) = rest.find(['c', 's']) {
@@ -227,10 +226,9 @@ pub(crate) mod layering {
         for f in &files {
             let rel = f.strip_prefix(&src).unwrap();
             let module = module_of(rel);
-            let is_mod = rel.file_name().is_some_and(|n| n == "mod.rs");
             let text = code(&std::fs::read_to_string(f).unwrap());
             let mut to = std::collections::BTreeSet::new();
-            for p in named_paths(&module, is_mod, &text) {
+            for p in named_paths(&module, &text) {
                 let target = (1..=p.len())
                     .rev()
                     .map(|n| p[..n].to_vec())
@@ -276,14 +274,13 @@ pub(crate) mod layering {
         let m = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         let text =
             "use super::{error::ApiError, store::Store};\nlet x = crate::kernel::http::Body;";
-        let named = named_paths(&m(&["apiserver", "semantics"]), false, text);
+        let named = named_paths(&m(&["apiserver", "semantics"]), text);
         // Paths stop at the first item (a type), enough to find the file.
         assert!(named.contains(&m(&["apiserver", "error"])), "{named:?}");
         assert!(named.contains(&m(&["apiserver", "store"])));
         assert!(named.contains(&m(&["kernel", "http"])));
         let up = named_paths(
             &m(&["apiserver", "http", "write"]),
-            false,
             "super::super::store::x",
         );
         assert_eq!(up, [m(&["apiserver", "store", "x"])]);

@@ -100,12 +100,7 @@ async fn pass(client: &Client, c: &Caches) {
     let sets = c.sets.state();
     let pods = c.pods.state();
     for d in &deployments {
-        let uid = d.metadata.uid.as_deref();
-        let owned: Vec<&ReplicaSet> = sets
-            .iter()
-            .map(|r| r.as_ref())
-            .filter(|r| replicaset::controller_of(&r.metadata).map(|o| o.uid.as_str()) == uid)
-            .collect();
+        let owned = controlled_by(sets.iter().map(|r| r.as_ref()), d.metadata.uid.as_deref());
         apply_deployment(client, d, deployment::plan(d, &owned)).await;
     }
     let all_pods: Vec<&Pod> = pods.iter().map(|p| p.as_ref()).collect();
@@ -118,7 +113,7 @@ async fn pass(client: &Client, c: &Caches) {
         k8s_openapi::jiff::Timestamp::now().as_second(),
     );
     for j in &jobs {
-        let owned = controlled_by(&all_pods, j.metadata.uid.as_deref());
+        let owned = controlled_by(all_pods.iter().copied(), j.metadata.uid.as_deref());
         apply_job(client, j, job::plan(j, &owned, &now, now_s)).await;
     }
     let daemons = c.daemons.state();
@@ -126,7 +121,7 @@ async fn pass(client: &Client, c: &Caches) {
     let node_refs: Vec<&Node> = nodes.iter().map(|n| n.as_ref()).collect();
     let revs = c.revisions.state();
     for ds in &daemons {
-        let owned = controlled_by(&all_pods, ds.metadata.uid.as_deref());
+        let owned = controlled_by(all_pods.iter().copied(), ds.metadata.uid.as_deref());
         if let Some(spec) = &ds.spec {
             let owner = revisions::Owner {
                 api_version: "apps/v1",
@@ -144,8 +139,8 @@ async fn pass(client: &Client, c: &Caches) {
     let stateful = c.stateful.state();
     let claims = c.claims.state();
     for s in &stateful {
-        let owned = controlled_by(&all_pods, s.metadata.uid.as_deref());
-        let history = owned_revisions(&revs, s.metadata.uid.as_deref());
+        let owned = controlled_by(all_pods.iter().copied(), s.metadata.uid.as_deref());
+        let history = controlled_by(revs.iter().map(|r| r.as_ref()), s.metadata.uid.as_deref());
         if let Some(spec) = &s.spec {
             let owner = revisions::Owner {
                 api_version: "apps/v1",
@@ -179,15 +174,6 @@ async fn pass(client: &Client, c: &Caches) {
     gc::apply(client, gc::plan(&objs)).await;
 }
 
-fn owned_revisions<'a>(
-    all: &'a [Arc<ControllerRevision>],
-    uid: Option<&str>,
-) -> Vec<&'a ControllerRevision> {
-    let mine = all.iter().map(|r| r.as_ref());
-    mine.filter(|r| replicaset::controller_of(&r.metadata).map(|o| o.uid.as_str()) == uid)
-        .collect()
-}
-
 /// The owner's template history kept as kube keeps it; `name` turns a pod's revision
 /// label into the revision's name.
 async fn keep_history(
@@ -198,7 +184,7 @@ async fn keep_history(
     pods: &[&Pod],
     name: impl Fn(&str) -> String,
 ) {
-    let owned = owned_revisions(all, owner.meta.uid.as_deref());
+    let owned = controlled_by(all.iter().map(|r| r.as_ref()), owner.meta.uid.as_deref());
     let in_use = pods
         .iter()
         .filter(|p| replicaset::active(p))
@@ -236,11 +222,13 @@ async fn keep_history(
     }
 }
 
-/// The pods whose controller has this uid.
-fn controlled_by<'a>(pods: &[&'a Pod], uid: Option<&str>) -> Vec<&'a Pod> {
-    pods.iter()
-        .copied()
-        .filter(|p| replicaset::controller_of(&p.metadata).map(|o| o.uid.as_str()) == uid)
+/// The objects whose controller has this uid.
+fn controlled_by<'a, K: kube::Resource + 'a>(
+    items: impl Iterator<Item = &'a K>,
+    uid: Option<&str>,
+) -> Vec<&'a K> {
+    items
+        .filter(|i| replicaset::controller_of(i.meta()).map(|o| o.uid.as_str()) == uid)
         .collect()
 }
 

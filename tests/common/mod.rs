@@ -119,6 +119,30 @@ impl Koord {
         Self::start_limited(args, envs, log_dir, ChildLimits::default())
     }
 
+    /// `koord --role=all --embedded` on free loopback ports with its data (and kubeconfig)
+    /// in `dir/data`, plus `extra` flags and `envs`.
+    #[allow(dead_code)]
+    pub fn embedded(dir: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Koord {
+        let data = dir.join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let (api, admin) = (
+            format!("127.0.0.1:{}", free_port()),
+            format!("127.0.0.1:{}", free_port()),
+        );
+        let mut args = vec![
+            "--role=all",
+            "--embedded",
+            "--embedded-addr",
+            &api,
+            "--admin-addr",
+            &admin,
+            "--data-dir",
+            data.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        Self::start(&args, envs, dir)
+    }
+
     /// Like [`Koord::start`], run under another name (a link to koord in `log_dir`), as
     /// Koordinator's images run `/koord-scheduler`, `/koordlet`, ...
     #[allow(dead_code)]

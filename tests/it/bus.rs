@@ -8,26 +8,15 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{Koord, free_port, wait_until};
+use common::{Koord, wait_until};
 
 #[test]
 fn all_roles_in_one_process_watch_each_kind_once() {
     let _cpu = common::cpu_exclusive();
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    let koord = Koord::start(
-        &[
-            "--role=all",
-            "--embedded",
-            "--embedded-addr",
-            &format!("127.0.0.1:{}", free_port()),
-            "--admin-addr",
-            &format!("127.0.0.1:{}", free_port()),
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--sim-nodes=1",
-        ],
+    let koord = Koord::embedded(
+        dir.path(),
+        &["--sim-nodes=1"],
         &[
             ("KOORD_EMBEDDED__NODE_RUNTIME__ENABLED", "false"),
             (
@@ -35,7 +24,6 @@ fn all_roles_in_one_process_watch_each_kind_once() {
                 "koord::apiserver::http=debug,warn",
             ),
         ],
-        dir.path(),
     );
     let watches = || -> BTreeMap<String, usize> {
         let mut out = BTreeMap::new();

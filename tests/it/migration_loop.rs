@@ -8,7 +8,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{Koord, eventually, free_port};
+use common::{Koord, eventually};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use koord::api::scheduling::migration::PodMigrationJob;
@@ -89,20 +89,11 @@ async fn report_load(c: &Client, hot_pods: &[String]) {
 }
 
 fn start(dir: &std::path::Path) -> Koord {
-    let data = dir.join("data");
-    std::fs::create_dir_all(&data).unwrap();
     let desched = dir.join("descheduler.yaml");
     std::fs::write(&desched, DESCHEDULER).unwrap();
-    Koord::start(
+    Koord::embedded(
+        dir,
         &[
-            "--role=all",
-            "--embedded",
-            "--embedded-addr",
-            &format!("127.0.0.1:{}", free_port()),
-            "--admin-addr",
-            &format!("127.0.0.1:{}", free_port()),
-            "--data-dir",
-            data.to_str().unwrap(),
             "--sim-nodes=3",
             "--sim-node-cpu=8",
             "--sim-node-memory=16Gi",
@@ -113,7 +104,6 @@ fn start(dir: &std::path::Path) -> Koord {
             ("KOORD_DESCHEDULER__CONFIG_FILE", desched.to_str().unwrap()),
             ("KOORD_COMMON__LOG_LEVEL", "koord::descheduler=debug,info"),
         ],
-        dir,
     )
 }
 

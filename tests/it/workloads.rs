@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Koord, free_port, wait_until};
+use common::{Koord, wait_until};
 
 pub(crate) struct Kubectl {
     pub(crate) kubeconfig: PathBuf,
@@ -55,25 +55,14 @@ fn has_kubectl() -> bool {
 
 fn start(dir: &Path) -> (Koord, Kubectl) {
     let data = dir.join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    let koord = Koord::start(
-        &[
-            "--role=all",
-            "--embedded",
-            "--embedded-addr",
-            &format!("127.0.0.1:{}", free_port()),
-            "--admin-addr",
-            &format!("127.0.0.1:{}", free_port()),
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--sim-nodes=2",
-        ],
+    let koord = Koord::embedded(
+        dir,
+        &["--sim-nodes=2"],
         // Only the simulated nodes (they run what is bound to them); this machine is not one.
         &[
             ("KOORD_EMBEDDED__NODE_RUNTIME__ENABLED", "false"),
             ("KOORD_EMBEDDED__REGISTER_LOCAL_NODE", "false"),
         ],
-        dir,
     );
     let k = Kubectl {
         kubeconfig: data.join("kubeconfig"),
