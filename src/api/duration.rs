@@ -7,6 +7,17 @@ use std::time::Duration;
 #[error("invalid duration {0:?}")]
 pub struct DurationError(pub String);
 
+/// The duration in configuration field `field`, `default` when absent.
+pub fn field_or(
+    field: &str,
+    raw: Option<&str>,
+    default: Duration,
+) -> Result<Duration, crate::api::field::FieldError> {
+    raw.map_or(Ok(default), |s| {
+        parse(s).map_err(|e| crate::api::field::FieldError::new(field, e.to_string()))
+    })
+}
+
 /// Parses `1h30m`, `5m0s`, `300ms`, `1.5h`, `0`.
 pub fn parse(s: &str) -> Result<Duration, DurationError> {
     let err = || DurationError(s.to_string());

@@ -10,6 +10,7 @@ pub mod crds;
 pub mod decode;
 pub mod duration;
 pub mod extension;
+pub mod field;
 pub mod input;
 pub mod names;
 pub mod patch;

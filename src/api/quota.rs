@@ -1,6 +1,7 @@
 //! Quota and gang kinds: ElasticQuota and PodGroup (`scheduling.sigs.k8s.io/v1alpha1`,
 //! from scheduler-plugins) and ElasticQuotaProfile (`quota.koordinator.sh/v1alpha1`).
 
+use crate::api::field::FieldError;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -129,23 +130,24 @@ fn flag(m: &BTreeMap<String, String>, key: &str) -> bool {
 
 impl QuotaInfo {
     /// Reads a quota; errors name the annotation that does not parse.
-    pub fn from_quota(q: &ElasticQuota) -> Result<QuotaInfo, String> {
+    pub fn from_quota(q: &ElasticQuota) -> Result<QuotaInfo, FieldError> {
         let labels = q.metadata.labels.clone().unwrap_or_default();
         let ann = q.metadata.annotations.clone().unwrap_or_default();
-        let json_list = |key: &str| -> Result<Vec<String>, String> {
+        let field = |key: &str| format!("metadata.annotations[{key}]");
+        let json_list = |key: &str| -> Result<Vec<String>, FieldError> {
             match ann.get(key).map(|s| s.trim()).filter(|s| !s.is_empty()) {
                 None => Ok(Vec::new()),
                 Some(raw) => serde_json::from_str(raw).map_err(|e| {
-                    format!("metadata.annotations[{key}]: not a JSON list of strings: {e}")
+                    FieldError::new(field(key), format!("not a JSON list of strings: {e}"))
                 }),
             }
         };
-        let resource_list = |key: &str| -> Result<Option<Amounts>, String> {
+        let resource_list = |key: &str| -> Result<Option<Amounts>, FieldError> {
             match ann.get(key).map(|s| s.trim()) {
                 None | Some("") => Ok(None),
                 Some(raw) => {
                     let list: ResourceList = serde_json::from_str(raw).map_err(|e| {
-                        format!("metadata.annotations[{key}]: not a resource list: {e}")
+                        FieldError::new(field(key), format!("not a resource list: {e}"))
                     })?;
                     Ok(Some(amounts(Some(&list))))
                 }
@@ -179,9 +181,9 @@ impl QuotaInfo {
         })
     }
 
-    pub fn from_value(v: &serde_json::Value) -> Result<QuotaInfo, String> {
+    pub fn from_value(v: &serde_json::Value) -> Result<QuotaInfo, FieldError> {
         let q: ElasticQuota = crate::api::decode::from_value(v.clone())
-            .map_err(|e| format!("decoding the ElasticQuota: {e}"))?;
+            .map_err(|e| FieldError::whole(format!("decoding the ElasticQuota: {e}")))?;
         QuotaInfo::from_quota(&q)
     }
 }

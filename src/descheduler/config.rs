@@ -3,6 +3,7 @@
 //! Koordinator's defaults (Evict and Filter: MigrationController). Without a file, koord's
 //! built-in `config/koord-descheduler-config.yaml` is the configuration.
 
+use crate::api::field::FieldError;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -185,8 +186,9 @@ fn merge(
     set: Option<&PluginSet>,
     profile: &str,
     unsupported: &mut Vec<String>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, FieldError> {
     let mut out = defaults(point);
+    let at = || format!("profiles[{profile}].plugins.{}", point.name());
     let Some(set) = set else {
         return Ok(out);
     };
@@ -200,18 +202,15 @@ fn merge(
             continue;
         }
         let Some((_, points)) = BUILT.iter().find(|(n, _)| *n == p.name) else {
-            return Err(format!(
-                "profiles[{profile}].plugins.{}: unknown plugin {:?}",
-                point.name(),
-                p.name
+            return Err(FieldError::new(
+                at(),
+                format!("unknown plugin {:?}", p.name),
             ));
         };
         if !points.contains(&point) {
-            return Err(format!(
-                "profiles[{profile}].plugins.{}: {} is not a {} plugin",
-                point.name(),
-                p.name,
-                point.name()
+            return Err(FieldError::new(
+                at(),
+                format!("{} is not a {} plugin", p.name, point.name()),
             ));
         }
         if !out.contains(&p.name) {
@@ -221,16 +220,20 @@ fn merge(
     Ok(out)
 }
 
-fn profile(raw: &RawProfile, i: usize, unsupported: &mut Vec<String>) -> Result<Profile, String> {
+fn profile(
+    raw: &RawProfile,
+    i: usize,
+    unsupported: &mut Vec<String>,
+) -> Result<Profile, FieldError> {
     let name = raw.name.clone().unwrap_or_else(|| format!("profile-{i}"));
     let plugins = raw.plugins.clone().unwrap_or_default();
     let at = |p: Point, s: &Option<PluginSet>, u: &mut Vec<String>| merge(p, s.as_ref(), &name, u);
     let mut args = BTreeMap::new();
     for c in &raw.plugin_config {
         if args.insert(c.name.clone(), c.args.clone()).is_some() {
-            return Err(format!(
-                "profiles[{name}].pluginConfig: {} is configured twice",
-                c.name
+            return Err(FieldError::new(
+                format!("profiles[{name}].pluginConfig"),
+                format!("{} is configured twice", c.name),
             ));
         }
     }
@@ -248,34 +251,43 @@ fn profile(raw: &RawProfile, i: usize, unsupported: &mut Vec<String>) -> Result<
 /// Parses and validates a configuration; `source` names it in errors.
 /// The configuration in `text`, its plugins' args not yet built (`configfile::parse` does
 /// both).
-pub fn parse_unchecked(text: &str, source: &str) -> Result<DeschedulerConfig, String> {
-    crate::api::input::prescan_yaml(text.as_bytes()).map_err(|e| format!("{source}: {e}"))?;
-    let raw: RawConfig = serde_yaml::from_str(text).map_err(|e| format!("{source}: {e}"))?;
-    resolve(raw).map_err(|e| format!("{source}: {e}"))
+pub fn parse_unchecked(text: &str, source: &str) -> Result<DeschedulerConfig, FieldError> {
+    let whole = |e: String| FieldError::whole(e).within(source);
+    crate::api::input::prescan_yaml(text.as_bytes()).map_err(whole)?;
+    let raw: RawConfig = serde_yaml::from_str(text).map_err(|e| whole(e.to_string()))?;
+    resolve(raw).map_err(|e| e.within(source))
 }
 
-fn resolve(raw: RawConfig) -> Result<DeschedulerConfig, String> {
+fn resolve(raw: RawConfig) -> Result<DeschedulerConfig, FieldError> {
     if let Some(v) = raw.api_version.as_deref()
         && v != "descheduler/v1alpha2"
     {
-        return Err(format!("apiVersion {v:?}: expected descheduler/v1alpha2"));
+        return Err(FieldError::new(
+            format!("apiVersion {v:?}"),
+            "expected descheduler/v1alpha2",
+        ));
     }
     if let Some(k) = raw.kind.as_deref()
         && k != "DeschedulerConfiguration"
     {
-        return Err(format!("kind {k:?}: expected DeschedulerConfiguration"));
+        return Err(FieldError::new(
+            format!("kind {k:?}"),
+            "expected DeschedulerConfiguration",
+        ));
     }
-    let interval = match raw.descheduling_interval.as_deref() {
-        None => Duration::ZERO,
-        Some(s) => {
-            crate::api::duration::parse(s).map_err(|e| format!("deschedulingInterval: {e}"))?
-        }
-    };
+    let interval = crate::api::duration::field_or(
+        "deschedulingInterval",
+        raw.descheduling_interval.as_deref(),
+        Duration::ZERO,
+    )?;
     if !interval.is_zero() && interval < MIN_INTERVAL {
-        return Err(format!(
-            "deschedulingInterval: {:?} is shorter than {}s: every pass reads every node and pod (0 runs one pass)",
-            interval,
-            MIN_INTERVAL.as_secs()
+        return Err(FieldError::new(
+            "deschedulingInterval",
+            format!(
+                "{:?} is shorter than {}s: every pass reads every node and pod (0 runs one pass)",
+                interval,
+                MIN_INTERVAL.as_secs()
+            ),
         ));
     }
     let mut unsupported = Vec::new();
@@ -302,7 +314,7 @@ fn resolve(raw: RawConfig) -> Result<DeschedulerConfig, String> {
         let Some(v) = v.as_deref().filter(|v| !v.is_empty() && *v != "0") else {
             continue;
         };
-        let a = crate::kernel::listen::go_addr(v).map_err(|e| format!("{field}: {e}"))?;
+        let a = crate::kernel::listen::go_addr(v).map_err(|e| FieldError::new(field, e))?;
         if !serve_on.contains(&a) {
             serve_on.push(a);
         }

@@ -41,7 +41,7 @@ profiles:
     assert_eq!(c.unsupported, ["RemoveDuplicates"], "warned, not fatal");
 
     let unknown = "profiles: [{name: p, plugins: {balance: {enabled: [{name: Nope}]}}}]";
-    let e = parse(unknown, "f.yaml").unwrap_err();
+    let e = parse(unknown, "f.yaml").unwrap_err().to_string();
     assert!(
         e.contains("f.yaml") && e.contains("unknown plugin \"Nope\""),
         "{e}"
@@ -51,11 +51,12 @@ profiles:
     assert!(
         parse(wrong_point, "f")
             .unwrap_err()
+            .to_string()
             .contains("is not a balance plugin")
     );
     let bad_args = "profiles: [{name: p, plugins: {balance: {enabled: [{name: LowNodeLoad}]}}, \
                     pluginConfig: [{name: LowNodeLoad, args: {lowThresholds: {cpu: 90}, highThresholds: {cpu: 50}}}]}]";
-    let e = parse(bad_args, "f").unwrap_err();
+    let e = parse(bad_args, "f").unwrap_err().to_string();
     assert!(
         e.contains("pluginConfig[LowNodeLoad]") && e.contains("lowThresholds exceed"),
         "{e}"
@@ -64,14 +65,22 @@ profiles:
     assert!(
         parse(typo, "f")
             .unwrap_err()
+            .to_string()
             .contains("deschedulingIntervall")
     );
-    let spin = parse("deschedulingInterval: 1ns", "f").unwrap_err();
+    let spin = parse("deschedulingInterval: 1ns", "f")
+        .unwrap_err()
+        .to_string();
     assert!(
         spin.contains("deschedulingInterval") && spin.contains("shorter than 1s"),
         "{spin}"
     );
     assert!(parse("deschedulingInterval: 1s", "f").is_ok());
     let mc = "profiles: [{name: p, pluginConfig: [{name: MigrationController, args: {defaultJobMode: Later}}]}]";
-    assert!(parse(mc, "f").unwrap_err().contains("defaultJobMode"));
+    assert!(
+        parse(mc, "f")
+            .unwrap_err()
+            .to_string()
+            .contains("defaultJobMode")
+    );
 }

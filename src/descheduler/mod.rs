@@ -48,7 +48,7 @@ pub fn validate(cfg: &Config, strict: bool) -> Vec<(String, String)> {
         out.push(("leaderElection".into(), e));
     }
     match load(cfg) {
-        Err(e) => out.push(("configFile".into(), e)),
+        Err(e) => out.push(("configFile".into(), e.to_string())),
         Ok(d) if strict => {
             for e in crate::kernel::compat::errors(&unsupported(&d)) {
                 out.push(("configFile".into(), e));
@@ -71,7 +71,7 @@ pub fn unsupported(d: &config::DeschedulerConfig) -> Vec<crate::kernel::compat::
 }
 
 /// The descheduler configuration this role runs with.
-pub fn load(cfg: &Config) -> Result<config::DeschedulerConfig, String> {
+pub fn load(cfg: &Config) -> Result<config::DeschedulerConfig, crate::api::field::FieldError> {
     configfile::load(cfg.config_file.as_deref())
 }
 

@@ -3,6 +3,7 @@
 //! RemovePodsViolatingNodeTaints, RemovePodsViolatingNodeAffinity. Each names candidates;
 //! the profile's evictor filters and limits them.
 
+use crate::api::field::FieldError;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -99,7 +100,10 @@ enum Plugin {
 
 /// `name`'s args from the configuration (none: the defaults), with serde's unknown-field
 /// error worded as before (`unknown field "x" in NameArgs`).
-fn args_of<T: serde::de::DeserializeOwned + Default>(name: &str, v: &Value) -> Result<T, String> {
+fn args_of<T: serde::de::DeserializeOwned + Default>(
+    name: &str,
+    v: &Value,
+) -> Result<T, FieldError> {
     if v.is_null() {
         return Ok(T::default());
     }
@@ -109,8 +113,8 @@ fn args_of<T: serde::de::DeserializeOwned + Default>(name: &str, v: &Value) -> R
             .strip_prefix("unknown field `")
             .and_then(|r| r.split_once('`'))
         {
-            Some((field, _)) => format!("unknown field {field:?} in {name}Args"),
-            None => format!("{name}Args: {e}"),
+            Some((field, _)) => FieldError::whole(format!("unknown field {field:?} in {name}Args")),
+            None => FieldError::new(format!("{name}Args"), e),
         }
     })
 }
@@ -121,7 +125,7 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    pub fn new(name: &str, args: &Value) -> Result<Upstream, String> {
+    pub fn new(name: &str, args: &Value) -> Result<Upstream, FieldError> {
         let (name, plugin) = match name {
             "RemoveFailedPods" => (
                 "RemoveFailedPods",
@@ -130,17 +134,18 @@ impl Upstream {
             "PodLifeTime" => {
                 let a: PodLifeTimeArgs = args_of(name, args)?;
                 if a.max_pod_life_time_seconds.is_none() {
-                    return Err("PodLifeTimeArgs.maxPodLifeTimeSeconds must be set".into());
+                    return Err(FieldError::whole(
+                        "PodLifeTimeArgs.maxPodLifeTimeSeconds must be set",
+                    ));
                 }
                 ("PodLifeTime", Plugin::PodLifeTime(a))
             }
             "RemovePodsHavingTooManyRestarts" => {
                 let a: RemovePodsHavingTooManyRestartsArgs = args_of(name, args)?;
                 if a.pod_restart_threshold.unwrap_or(0) < 1 {
-                    return Err(
-                        "RemovePodsHavingTooManyRestartsArgs.podRestartThreshold must be at least 1"
-                            .into(),
-                    );
+                    return Err(FieldError::whole(
+                        "RemovePodsHavingTooManyRestartsArgs.podRestartThreshold must be at least 1",
+                    ));
                 }
                 (
                     "RemovePodsHavingTooManyRestarts",
@@ -155,7 +160,11 @@ impl Upstream {
                 "RemovePodsViolatingNodeAffinity",
                 Plugin::RemovePodsViolatingNodeAffinity(args_of(name, args)?),
             ),
-            other => return Err(format!("{other} is not a Deschedule plugin koord runs")),
+            other => {
+                return Err(FieldError::whole(format!(
+                    "{other} is not a Deschedule plugin koord runs"
+                )));
+            }
         };
         Ok(Upstream { name, plugin })
     }

@@ -117,7 +117,8 @@ fn each_plugin_names_its_candidates() {
     );
     let e = Upstream::new("PodLifeTime", &json!({"podRestartThreshold": 1}))
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
     assert!(e.contains("unknown field \"podRestartThreshold\""), "{e}");
     assert!(
         Upstream::new("PodLifeTime", &Value::Null).is_err(),

@@ -1,6 +1,7 @@
 //! `koord explain deschedule`: one pass of the descheduler's own code over a snapshot, with
 //! fresh anomaly detectors. PodMigrationJobs in the snapshot count against the limits.
 
+use super::ExplainError;
 use std::path::Path;
 
 use serde_json::Value;
@@ -13,7 +14,7 @@ use crate::descheduler::framework::world::World;
 use crate::descheduler::framework::{Plugins, Report};
 
 /// The world a snapshot describes.
-pub fn world(snap: &Snapshot) -> Result<World, String> {
+pub fn world(snap: &Snapshot) -> Result<World, ExplainError> {
     let mut jobs = Vec::new();
     for v in snap
         .other
@@ -24,8 +25,12 @@ pub fn world(snap: &Snapshot) -> Result<World, String> {
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("<unnamed>");
-        let j: PodMigrationJob = crate::api::decode::from_value(v.clone())
-            .map_err(|e| format!("PodMigrationJob {name}: {e}"))?;
+        let j: PodMigrationJob =
+            crate::api::decode::from_value(v.clone()).map_err(|e| ExplainError::Object {
+                kind: "PodMigrationJob",
+                name: name.to_string(),
+                reason: e.to_string(),
+            })?;
         jobs.push(j);
     }
     Ok(World::build(
@@ -37,7 +42,7 @@ pub fn world(snap: &Snapshot) -> Result<World, String> {
     ))
 }
 
-pub fn run(snap: &Snapshot, config: Option<&Path>, now_ms: i64) -> Result<Report, String> {
+pub fn run(snap: &Snapshot, config: Option<&Path>, now_ms: i64) -> Result<Report, ExplainError> {
     let cfg = config::load(config)?;
     let mut plugins = Plugins::build(&cfg, cfg.interval.as_millis() as u64)?;
     Ok(plugins.run(&world(snap)?, now_ms))

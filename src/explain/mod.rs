@@ -51,14 +51,35 @@ pub enum Output {
     Text,
 }
 
+/// Why `koord explain` could not answer: the flag, file, configuration field or object
+/// that was wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ExplainError {
+    #[error("--now {raw:?} is not an RFC 3339 time: {reason}")]
+    Now { raw: String, reason: String },
+    #[error(transparent)]
+    Snapshot(#[from] snapshot::SnapshotError),
+    #[error(transparent)]
+    Config(#[from] crate::api::field::FieldError),
+    #[error("{kind} {name}: {reason}")]
+    Object {
+        kind: &'static str,
+        name: String,
+        reason: String,
+    },
+}
+
 /// Parses `--now`; the current time when absent.
-pub fn now_ms(now: Option<&str>) -> Result<i64, String> {
+pub fn now_ms(now: Option<&str>) -> Result<i64, ExplainError> {
     match now {
         None => Ok(k8s_openapi::jiff::Timestamp::now().as_millisecond()),
         Some(raw) => raw
             .parse::<k8s_openapi::jiff::Timestamp>()
             .map(|t| t.as_millisecond())
-            .map_err(|e| format!("--now {raw:?} is not an RFC 3339 time: {e}")),
+            .map_err(|e| ExplainError::Now {
+                raw: raw.to_string(),
+                reason: e.to_string(),
+            }),
     }
 }
 
@@ -75,7 +96,7 @@ pub fn main(cmd: &ExplainCommand, config: Option<&std::path::Path>) -> ExitCode 
     }
 }
 
-fn run(cmd: &ExplainCommand, config: Option<&std::path::Path>) -> Result<String, String> {
+fn run(cmd: &ExplainCommand, config: Option<&std::path::Path>) -> Result<String, ExplainError> {
     match cmd {
         ExplainCommand::Noderesource(args) => run_noderesource(args),
         ExplainCommand::Schedule(args) => run_schedule(args, config),
@@ -83,16 +104,16 @@ fn run(cmd: &ExplainCommand, config: Option<&std::path::Path>) -> Result<String,
     }
 }
 
-fn load(args: &ExplainArgs) -> Result<(Snapshot, i64), String> {
+fn load(args: &ExplainArgs) -> Result<(Snapshot, i64), ExplainError> {
     let now = now_ms(args.now.as_deref())?;
-    let snap = Snapshot::load(&args.files).map_err(|e| e.to_string())?;
+    let snap = Snapshot::load(&args.files)?;
     for w in &snap.warnings {
         eprintln!("warning: {w}");
     }
     Ok((snap, now))
 }
 
-fn run_noderesource(args: &ExplainArgs) -> Result<String, String> {
+fn run_noderesource(args: &ExplainArgs) -> Result<String, ExplainError> {
     let (snap, now) = load(args)?;
     let (plans, warnings) = noderesource::run(&snap, now);
     for w in warnings {
@@ -104,7 +125,10 @@ fn run_noderesource(args: &ExplainArgs) -> Result<String, String> {
     })
 }
 
-fn run_schedule(args: &ScheduleArgs, config: Option<&std::path::Path>) -> Result<String, String> {
+fn run_schedule(
+    args: &ScheduleArgs,
+    config: Option<&std::path::Path>,
+) -> Result<String, ExplainError> {
     let cfg = schedule::load_config(config)?;
     let (snap, now) = load(&args.common)?;
     let placements = schedule::run(&snap, &cfg, now)?;
@@ -114,7 +138,10 @@ fn run_schedule(args: &ScheduleArgs, config: Option<&std::path::Path>) -> Result
     })
 }
 
-fn run_deschedule(args: &ScheduleArgs, config: Option<&std::path::Path>) -> Result<String, String> {
+fn run_deschedule(
+    args: &ScheduleArgs,
+    config: Option<&std::path::Path>,
+) -> Result<String, ExplainError> {
     let (snap, now) = load(&args.common)?;
     let report = deschedule::run(&snap, config, now)?;
     Ok(match args.common.output {

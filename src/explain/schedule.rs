@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
+
+use crate::api::field::FieldError;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde_json::{Value, json};
 
@@ -201,7 +203,11 @@ fn profile_of<'a>(fws: &'a [Framework], pod: &Pod) -> Option<&'a Framework> {
     fws.iter().find(|f| f.scheduler_name == name)
 }
 
-pub fn run(snap: &Snapshot, cfg: &SchedulerConfig, now_ms: i64) -> Result<Vec<Placement>, String> {
+pub fn run(
+    snap: &Snapshot,
+    cfg: &SchedulerConfig,
+    now_ms: i64,
+) -> Result<Vec<Placement>, FieldError> {
     let classes: Vec<PriorityClass> = snap
         .other
         .iter()
@@ -396,13 +402,14 @@ pub fn to_text(placements: &[Placement]) -> String {
 }
 
 /// Reads `--config`, or the built-in default.
-pub fn load_config(path: Option<&std::path::Path>) -> Result<SchedulerConfig, String> {
+pub fn load_config(path: Option<&std::path::Path>) -> Result<SchedulerConfig, FieldError> {
     match path {
         None => config::default_config(),
         Some(p) => {
             let shown = p.display().to_string();
-            let text =
-                crate::os::files::read_config(p).map_err(|e| format!("--config {shown}: {e}"))?;
+            let text = crate::os::files::read_config(p).map_err(|e| {
+                FieldError::whole(e.to_string()).within(format!("--config {shown}"))
+            })?;
             config::resolve(Some((&text, &shown)))
         }
     }

@@ -4,6 +4,7 @@
 //! defaults; without one, Koordinator's shipped ConfigMap (`config/koord-scheduler-config.yaml`)
 //! is the configuration.
 
+use crate::api::field::FieldError;
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Deserialize;
@@ -147,19 +148,21 @@ impl FileLeaderElection {
     pub fn apply(
         &self,
         base: &crate::kernel::lease::LeaseConfig,
-    ) -> Result<crate::kernel::lease::LeaseConfig, String> {
+    ) -> Result<crate::kernel::lease::LeaseConfig, FieldError> {
         let mut out = base.clone();
-        let secs = |field: &str, v: &Option<String>, into: &mut u64| -> Result<(), String> {
+        let secs = |field: &str, v: &Option<String>, into: &mut u64| -> Result<(), FieldError> {
             if let Some(raw) = v {
-                let d = crate::api::duration::parse(raw)
-                    .map_err(|e| format!("leaderElection.{field}: {raw:?}: {e}"))?;
+                let d = crate::api::duration::parse(raw).map_err(|e| {
+                    FieldError::new(format!("leaderElection.{field}"), format!("{raw:?}: {e}"))
+                })?;
                 *into = d.as_secs().max(1);
             }
             Ok(())
         };
         if let Some(lock) = self.resource_lock.as_deref().filter(|l| *l != "leases") {
-            return Err(format!(
-                "leaderElection.resourceLock: Unsupported value: {lock:?}: supported values: \"leases\""
+            return Err(FieldError::unsupported(
+                "leaderElection.resourceLock",
+                format!("{lock:?}: supported values: \"leases\""),
             ));
         }
         if let Some(e) = self.leader_elect {
@@ -186,7 +189,8 @@ impl FileLeaderElection {
             &self.retry_period,
             &mut out.retry_period_seconds,
         )?;
-        out.validate().map_err(|e| format!("leaderElection: {e}"))?;
+        out.validate()
+            .map_err(|e| FieldError::whole(e).within("leaderElection"))?;
         Ok(out)
     }
 }
@@ -270,12 +274,12 @@ fn runnable_name(name: &str) -> bool {
     !plugins::NOT_YET.contains(&name) && !super::compat::framework_plugin(name)
 }
 
-fn points_of(name: &str) -> Result<&'static [Point], String> {
+fn points_of(name: &str) -> Result<&'static [Point], FieldError> {
     Ok(plugins::build(name, None)?.points())
 }
 
 /// MultiPoint plugins expanded onto the points each implements.
-fn expand(multi: &[(String, i64)]) -> Result<BTreeMap<Point, Vec<(String, i64)>>, String> {
+fn expand(multi: &[(String, i64)]) -> Result<BTreeMap<Point, Vec<(String, i64)>>, FieldError> {
     let mut out: BTreeMap<Point, Vec<(String, i64)>> = BTreeMap::new();
     for (name, w) in multi {
         for p in points_of(name)? {
@@ -290,7 +294,7 @@ const MAX_TOTAL_WEIGHT: i64 = i64::MAX / 100;
 
 /// A weight is a positive integer (0 or none: the default, 1); negative ones are refused
 /// rather than quietly replaced.
-fn check_weights(plugins: &Plugins) -> Result<(), String> {
+fn check_weights(plugins: &Plugins) -> Result<(), FieldError> {
     let mut sets: Vec<(&str, &PluginSet)> = Vec::new();
     if let Some(mp) = &plugins.multi_point {
         sets.push(("multiPoint", mp));
@@ -305,16 +309,18 @@ fn check_weights(plugins: &Plugins) -> Result<(), String> {
         for (i, r) in set.enabled.iter().enumerate() {
             let w = r.weight.unwrap_or(0);
             if w < 0 {
-                return Err(format!(
-                    "plugins.{point}.enabled[{i}].weight: Invalid value: {w}: plugin {} must have a positive weight",
-                    r.name
+                return Err(FieldError::invalid(
+                    format!("plugins.{point}.enabled[{i}].weight"),
+                    format!("{w}: plugin {} must have a positive weight", r.name),
                 ));
             }
             total = total.saturating_add(w);
         }
     }
     if total > MAX_TOTAL_WEIGHT {
-        return Err("total score of Score plugins could overflow".into());
+        return Err(FieldError::whole(
+            "total score of Score plugins could overflow",
+        ));
     }
     Ok(())
 }
@@ -323,9 +329,9 @@ fn apply(
     base: &Profile,
     cfg: &ProfileCfg,
     ctx: &str,
-) -> Result<(Profile, Vec<Unsupported>), String> {
+) -> Result<(Profile, Vec<Unsupported>), FieldError> {
     let plugins = cfg.plugins.clone().unwrap_or_default();
-    check_weights(&plugins).map_err(|e| format!("{ctx}: {e}"))?;
+    check_weights(&plugins).map_err(|e| e.within(ctx))?;
     let mut points = base.points.clone();
     if let Some(mp) = &plugins.multi_point {
         let mut runnable = mp.clone();
@@ -357,7 +363,10 @@ fn apply(
             && !plugins::NOT_YET.contains(&pc.name.as_str())
             && !super::compat::framework_plugin(&pc.name)
         {
-            return Err(format!("{ctx}.pluginConfig: unknown plugin {:?}", pc.name));
+            return Err(FieldError::new(
+                format!("{ctx}.pluginConfig"),
+                format!("unknown plugin {:?}", pc.name),
+            ));
         }
         args.insert(pc.name.clone(), pc.args.clone().unwrap_or(Value::Null));
     }
@@ -401,7 +410,7 @@ pub fn serve_default_scheduler(cfg: &mut SchedulerConfig) {
     }
 }
 
-fn upstream_default() -> Result<Profile, String> {
+fn upstream_default() -> Result<Profile, FieldError> {
     let multi: Vec<(String, i64)> = MULTI_POINT
         .iter()
         .map(|(n, w)| (n.to_string(), *w))
@@ -414,31 +423,34 @@ fn upstream_default() -> Result<Profile, String> {
     })
 }
 
-fn parse_doc(text: &str, source: &str) -> Result<KubeSchedulerConfiguration, String> {
+fn parse_doc(text: &str, source: &str) -> Result<KubeSchedulerConfiguration, FieldError> {
     let doc: KubeSchedulerConfiguration =
-        serde_yaml::from_str(text).map_err(|e| format!("{source}: {e}"))?;
+        serde_yaml::from_str(text).map_err(|e| FieldError::whole(e.to_string()).within(source))?;
     if doc.kind != "KubeSchedulerConfiguration"
         || doc.api_version != "kubescheduler.config.k8s.io/v1"
     {
-        return Err(format!(
-            "{source}: expected apiVersion kubescheduler.config.k8s.io/v1, kind KubeSchedulerConfiguration; got {} {}",
-            doc.api_version, doc.kind
+        return Err(FieldError::new(
+            source,
+            format!(
+                "expected apiVersion kubescheduler.config.k8s.io/v1, kind KubeSchedulerConfiguration; got {} {}",
+                doc.api_version, doc.kind
+            ),
         ));
     }
     if !doc.extenders.is_empty() {
-        return Err(format!("{source}: extenders are not supported"));
+        return Err(FieldError::new(source, "extenders are not supported"));
     }
     Ok(doc)
 }
 
 /// The built-in default configuration.
-pub fn default_config() -> Result<SchedulerConfig, String> {
+pub fn default_config() -> Result<SchedulerConfig, FieldError> {
     resolve(None)
 }
 
 /// Loads a user configuration merged onto the built-in default; errors name the source,
 /// profile and plugin.
-pub fn resolve(user: Option<(&str, &str)>) -> Result<SchedulerConfig, String> {
+pub fn resolve(user: Option<(&str, &str)>) -> Result<SchedulerConfig, FieldError> {
     // Like kube-scheduler, a configuration (Koordinator's own ConfigMap included) is merged
     // onto the upstream MultiPoint defaults; without one, Koordinator's ConfigMap is used.
     let base = upstream_default()?;
@@ -470,14 +482,14 @@ pub fn resolve(user: Option<(&str, &str)>) -> Result<SchedulerConfig, String> {
         if p.scheduler_name.is_none() {
             resolved.scheduler_name = "koord-scheduler".into();
         }
-        validate_profile(&resolved).map_err(|e| format!("{ctx}: {e}"))?;
+        validate_profile(&resolved).map_err(|e| e.within(&ctx))?;
         if profiles
             .iter()
             .any(|q: &Profile| q.scheduler_name == resolved.scheduler_name)
         {
-            return Err(format!(
-                "{ctx}: duplicate schedulerName {:?}",
-                resolved.scheduler_name
+            return Err(FieldError::new(
+                ctx,
+                format!("duplicate schedulerName {:?}", resolved.scheduler_name),
             ));
         }
         profiles.push(resolved);
@@ -487,21 +499,24 @@ pub fn resolve(user: Option<(&str, &str)>) -> Result<SchedulerConfig, String> {
         max_seconds: doc.pod_max_backoff_seconds.unwrap_or(10),
     };
     if backoff.initial_seconds <= 0 || backoff.max_seconds < backoff.initial_seconds {
-        return Err(format!(
-            "{source}: podInitialBackoffSeconds/podMaxBackoffSeconds must be > 0 and initial <= max"
+        return Err(FieldError::new(
+            source,
+            "podInitialBackoffSeconds/podMaxBackoffSeconds must be > 0 and initial <= max",
         ));
     }
     let parallelism = match doc.parallelism {
         Some(p) if p <= 0 => {
-            return Err(format!(
-                "{source}: parallelism: Invalid value: {p}: should be an integer value greater than zero"
-            ));
+            return Err(FieldError::invalid(
+                "parallelism",
+                format!("{p}: should be an integer value greater than zero"),
+            )
+            .within(source));
         }
         p => p.map(|p| p as usize),
     };
     if let Some(le) = &doc.leader_election {
         le.apply(&crate::kernel::lease::LeaseConfig::named("koord-scheduler"))
-            .map_err(|e| format!("{source}: {e}"))?;
+            .map_err(|e| e.within(&source))?;
     }
     Ok(SchedulerConfig {
         profiles,
@@ -512,43 +527,47 @@ pub fn resolve(user: Option<(&str, &str)>) -> Result<SchedulerConfig, String> {
     })
 }
 
-fn validate_profile(p: &Profile) -> Result<(), String> {
+fn validate_profile(p: &Profile) -> Result<(), FieldError> {
     if let Some(pct) = p.percentage_of_nodes_to_score
         && !(0..=100).contains(&pct)
     {
-        return Err(format!(
-            "percentageOfNodesToScore: {pct} is not in [0, 100]"
+        return Err(FieldError::new(
+            "percentageOfNodesToScore",
+            format!("{pct} is not in [0, 100]"),
         ));
     }
     for (point, list) in &p.points {
         for (name, _) in list {
-            let implements =
-                points_of(name).map_err(|e| format!("plugins.{}: {e}", point.key()))?;
+            let at = format!("plugins.{}", point.key());
+            let implements = points_of(name).map_err(|e| e.within(&at))?;
             if !implements.contains(point) {
-                return Err(format!(
-                    "plugins.{}: plugin {name} does not implement {}",
-                    point.key(),
-                    point.key()
+                return Err(FieldError::new(
+                    at,
+                    format!("plugin {name} does not implement {}", point.key()),
                 ));
             }
         }
     }
     if p.points.get(&Point::QueueSort).is_none_or(|l| l.len() != 1) {
-        return Err("plugins.queueSort: exactly one QueueSort plugin must be enabled".into());
+        return Err(FieldError::new(
+            "plugins.queueSort",
+            "exactly one QueueSort plugin must be enabled",
+        ));
     }
     if p.points.get(&Point::Bind).is_none_or(|l| l.is_empty()) {
-        return Err("plugins.bind: at least one Bind plugin must be enabled".into());
+        return Err(FieldError::new(
+            "plugins.bind",
+            "at least one Bind plugin must be enabled",
+        ));
     }
     for name in p.args.keys() {
-        if let Err(e) = plugins::build(name, p.args.get(name)) {
-            return Err(format!("pluginConfig: {e}"));
-        }
+        plugins::build(name, p.args.get(name)).map_err(|e| e.within("pluginConfig"))?;
     }
     Ok(())
 }
 
 /// Instantiates a profile's plugins (one instance per plugin, shared across points).
-pub fn framework(p: &Profile) -> Result<Framework, String> {
+pub fn framework(p: &Profile) -> Result<Framework, FieldError> {
     let mut built: HashMap<String, std::sync::Arc<dyn super::framework::Plugin>> = HashMap::new();
     let mut points = HashMap::new();
     for (point, list) in &p.points {

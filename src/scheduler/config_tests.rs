@@ -194,7 +194,9 @@ fn errors_name_the_plugin_and_field() {
             "queueSort",
         ),
     ] {
-        let err = resolve(Some((&doc(body), "f.yaml"))).unwrap_err();
+        let err = resolve(Some((&doc(body), "f.yaml")))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains(want) && err.contains("f.yaml"),
             "{body}: {err}"
@@ -204,6 +206,7 @@ fn errors_name_the_plugin_and_field() {
     assert!(
         resolve(Some((wrong_kind, "f.yaml")))
             .unwrap_err()
+            .to_string()
             .contains("KubeSchedulerConfiguration")
     );
 }
@@ -273,7 +276,9 @@ fn parallelism_and_leader_election_from_the_file() {
         ),
         ("my-scheduler", "kube-system", 30, 20, 5)
     );
-    let e = resolve(Some((&doc("parallelism: 0\n"), "f.yaml"))).unwrap_err();
+    let e = resolve(Some((&doc("parallelism: 0\n"), "f.yaml")))
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("parallelism: Invalid value: 0: should be an integer value greater than zero"),
         "{e}"
@@ -282,7 +287,8 @@ fn parallelism_and_leader_election_from_the_file() {
         &doc("leaderElection:\n  resourceLock: endpoints\n"),
         "f.yaml",
     )))
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(
         e.contains("leaderElection.resourceLock: Unsupported value"),
         "{e}"

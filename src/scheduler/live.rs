@@ -99,7 +99,7 @@ impl Scheduler {
         client: kube::Client,
         cfg: &SchedulerConfig,
         leadership: Leadership,
-    ) -> Result<Scheduler, String> {
+    ) -> Result<Scheduler, crate::api::field::FieldError> {
         let frameworks = cfg
             .profiles
             .iter()

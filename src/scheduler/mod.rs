@@ -33,6 +33,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
+use crate::api::field::FieldError;
 use crate::kernel::RoleCtx;
 use crate::kernel::lease::{self, Leadership, LeaseConfig};
 
@@ -71,7 +72,7 @@ pub fn validate(cfg: &Config, strict: bool) -> Vec<(String, String)> {
         out.push(("leaderElection".into(), e));
     }
     match load(cfg) {
-        Err(e) => out.push(("configFile".into(), e)),
+        Err(e) => out.push(("configFile".into(), e.to_string())),
         Ok(c) if strict => {
             for e in crate::kernel::compat::errors(&c.unsupported) {
                 out.push(("configFile".into(), e));
@@ -89,12 +90,12 @@ pub fn validate(cfg: &Config, strict: bool) -> Vec<(String, String)> {
 }
 
 /// The scheduler configuration this role runs with.
-pub fn load(cfg: &Config) -> Result<config::SchedulerConfig, String> {
+pub fn load(cfg: &Config) -> Result<config::SchedulerConfig, FieldError> {
     let mut sched = match &cfg.config_file {
         None => config::default_config(),
         Some(p) => {
-            let text =
-                crate::os::files::read_config(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let text = crate::os::files::read_config(p)
+                .map_err(|e| FieldError::whole(e.to_string()).within(p.display()))?;
             config::resolve(Some((&text, &p.display().to_string())))
         }
     }?;

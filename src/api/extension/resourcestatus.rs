@@ -1,6 +1,7 @@
 //! The CPU/NUMA annotations of a pod: what it asks (`scheduling.koordinator.sh/resource-spec`,
 //! `numa-topology-spec`) and what the scheduler gave it (`resource-status`).
 
+use super::AnnotationError;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -50,22 +51,22 @@ pub struct NUMATopologySpec {
     pub single_numa_node_exclusive: String,
 }
 
-fn annotation<T: for<'de> Deserialize<'de> + Default>(pod: &Pod, key: &str) -> Result<T, String> {
-    match pod.metadata.annotations.as_ref().and_then(|a| a.get(key)) {
-        None => Ok(T::default()),
-        Some(raw) => serde_json::from_str(raw).map_err(|e| format!("annotation {key}: {e}")),
-    }
+fn annotation<T: for<'de> Deserialize<'de> + Default>(
+    pod: &Pod,
+    key: &str,
+) -> Result<T, AnnotationError> {
+    super::json_annotation(pod.metadata.annotations.as_ref(), key).map(Option::unwrap_or_default)
 }
 
-pub fn resource_spec(pod: &Pod) -> Result<ResourceSpec, String> {
+pub fn resource_spec(pod: &Pod) -> Result<ResourceSpec, AnnotationError> {
     annotation(pod, ANNOTATION_RESOURCE_SPEC)
 }
 
-pub fn resource_status(pod: &Pod) -> Result<ResourceStatus, String> {
+pub fn resource_status(pod: &Pod) -> Result<ResourceStatus, AnnotationError> {
     annotation(pod, ANNOTATION_RESOURCE_STATUS)
 }
 
-pub fn numa_topology_spec(pod: &Pod) -> Result<NUMATopologySpec, String> {
+pub fn numa_topology_spec(pod: &Pod) -> Result<NUMATopologySpec, AnnotationError> {
     annotation(pod, ANNOTATION_NUMA_TOPOLOGY_SPEC)
 }
 

@@ -1,5 +1,6 @@
 //! `colocation-config`: how much of a node's slack is sold as batch and mid resources.
 
+use crate::api::field::FieldError;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
@@ -112,24 +113,25 @@ impl ColocationStrategy {
     }
 
     /// `IsColocationStrategyValid`: the first violated rule, if any.
-    pub fn validate(&self) -> Result<(), String> {
-        fn positive(name: &str, v: Option<i64>) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), FieldError> {
+        fn positive(name: &str, v: Option<i64>) -> Result<(), FieldError> {
             match v {
-                Some(x) if x <= 0 => Err(format!("{name} must be > 0, got {x}")),
+                Some(x) if x <= 0 => Err(FieldError::new(name, format!("must be > 0, got {x}"))),
                 _ => Ok(()),
             }
         }
-        fn non_negative(name: &str, v: Option<i64>) -> Result<(), String> {
+        fn non_negative(name: &str, v: Option<i64>) -> Result<(), FieldError> {
             match v {
-                Some(x) if x < 0 => Err(format!("{name} must be >= 0, got {x}")),
+                Some(x) if x < 0 => Err(FieldError::new(name, format!("must be >= 0, got {x}"))),
                 _ => Ok(()),
             }
         }
-        fn percent(name: &str, v: Option<i64>) -> Result<(), String> {
+        fn percent(name: &str, v: Option<i64>) -> Result<(), FieldError> {
             match v {
-                Some(x) if !(0..=100).contains(&x) => {
-                    Err(format!("{name} must be within 0..100, got {x}"))
-                }
+                Some(x) if !(0..=100).contains(&x) => Err(FieldError::new(
+                    name,
+                    format!("must be within 0..100, got {x}"),
+                )),
                 _ => Ok(()),
             }
         }
@@ -142,7 +144,10 @@ impl ColocationStrategy {
             self.metric_report_interval_seconds,
         )?;
         if self.metric_memory_collect_policy.as_deref() == Some("") {
-            return Err("metricMemoryCollectPolicy must not be empty".into());
+            return Err(FieldError::new(
+                "metricMemoryCollectPolicy",
+                "must not be empty",
+            ));
         }
         non_negative(
             "cpuReclaimThresholdPercent",
@@ -160,7 +165,10 @@ impl ColocationStrategy {
         if let Some(d) = self.resource_diff_threshold
             && d <= 0.0
         {
-            return Err(format!("resourceDiffThreshold must be > 0, got {d}"));
+            return Err(FieldError::new(
+                "resourceDiffThreshold",
+                format!("must be > 0, got {d}"),
+            ));
         }
         percent("midCPUThresholdPercent", self.mid_cpu_threshold_percent)?;
         percent(
@@ -192,7 +200,7 @@ impl ColocationStrategy {
 impl ColocationCfg {
     /// Defaults overlaid with what the user wrote; node configs pre-merged onto the
     /// cluster strategy (an invalid node result falls back to the cluster strategy).
-    pub fn from_user(user: ColocationCfg) -> Result<ColocationCfg, String> {
+    pub fn from_user(user: ColocationCfg) -> Result<ColocationCfg, FieldError> {
         let cluster = overlay(&ColocationStrategy::defaults(), &user.cluster);
         cluster.validate()?;
         let node_configs = user.node_configs.map(|list| {

@@ -10,6 +10,7 @@ pub mod validate;
 #[cfg(test)]
 mod tests;
 
+use crate::api::field::FieldError;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -120,12 +121,12 @@ impl Default for SloConfig {
 fn parse_key<T: DeserializeOwned + Default>(
     data: &BTreeMap<String, String>,
     key: &'static str,
-) -> Result<Option<T>, String> {
+) -> Result<Option<T>, FieldError> {
     match data.get(key).map(|s| s.trim()) {
         None | Some("") => Ok(None),
         Some(raw) => serde_json::from_str(raw)
             .map(Some)
-            .map_err(|e| e.to_string()),
+            .map_err(|e| FieldError::whole(e.to_string())),
     }
 }
 
@@ -140,11 +141,11 @@ impl SloConfig {
             return (SloConfig::default(), Vec::new());
         };
         let mut errors = Vec::new();
-        let mut fail = |key, reason, message: String| {
+        let mut fail = |key, reason, e: FieldError| {
             errors.push(KeyError {
                 key,
                 reason,
-                message,
+                message: e.to_string(),
             })
         };
         let colocation = match parse_key::<ColocationCfg>(data, KEY_COLOCATION)

@@ -2,6 +2,7 @@
 //! beyond "it parses": Koordinator's struct-tag ranges, node selectors, unique names, and
 //! that no node can match two node entries of one key.
 
+use crate::api::field::FieldError;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
@@ -81,7 +82,7 @@ const ORDERED: &[(&str, &str)] = &[
     ("catRangeEndPercent", "catRangeStartPercent"),
 ];
 
-fn check_ranges(v: &Value, path: &str, errs: &mut Vec<String>) {
+fn check_ranges(v: &Value, path: &str, errs: &mut Vec<FieldError>) {
     match v {
         Value::Object(m) => {
             for (k, child) in m {
@@ -95,9 +96,9 @@ fn check_ranges(v: &Value, path: &str, errs: &mut Vec<String>) {
                         let lo = min.map(|m| format!("{}{m}", if *excl { ">" } else { ">=" }));
                         let hi = max.map(|m| format!("<={m}"));
                         let rule: Vec<String> = lo.into_iter().chain(hi).collect();
-                        errs.push(format!(
-                            "{p}: Invalid value: {x}: must be {}",
-                            rule.join(" and ")
+                        errs.push(FieldError::invalid(
+                            &p,
+                            format!("{x}: must be {}", rule.join(" and ")),
                         ));
                     }
                 }
@@ -109,8 +110,9 @@ fn check_ranges(v: &Value, path: &str, errs: &mut Vec<String>) {
                     m.get(*lt).and_then(Value::as_f64),
                 ) && a <= b
                 {
-                    errs.push(format!(
-                        "{path}.{gt}: Invalid value: {a}: must be greater than {lt} ({b})"
+                    errs.push(FieldError::invalid(
+                        format!("{path}.{gt}"),
+                        format!("{a}: must be greater than {lt} ({b})"),
                     ));
                 }
             }
@@ -131,7 +133,7 @@ pub struct NodeEntry {
     pub selector: Option<LabelSelector>,
 }
 
-fn entries_of(key: &str, v: &Value) -> Result<Vec<NodeEntry>, String> {
+fn entries_of(key: &str, v: &Value) -> Result<Vec<NodeEntry>, FieldError> {
     let list_key = if key == KEY_COLOCATION {
         "nodeConfigs"
     } else {
@@ -148,8 +150,10 @@ fn entries_of(key: &str, v: &Value) -> Result<Vec<NodeEntry>, String> {
         let selector = match e.get("nodeSelector") {
             None | Some(Value::Null) => None,
             Some(s) => Some(
-                serde_json::from_value::<LabelSelector>(s.clone())
-                    .map_err(|err| format!("{key}: {list_key}[{i}].nodeSelector: {err}"))?,
+                serde_json::from_value::<LabelSelector>(s.clone()).map_err(|err| {
+                    FieldError::new(format!("{list_key}[{i}].nodeSelector"), err.to_string())
+                        .within(key)
+                })?,
             ),
         };
         out.push(NodeEntry {
@@ -160,7 +164,9 @@ fn entries_of(key: &str, v: &Value) -> Result<Vec<NodeEntry>, String> {
     Ok(out)
 }
 
-fn check_entries(key: &str, entries: &[NodeEntry]) -> Result<(), String> {
+fn check_entries(key: &str, entries: &[NodeEntry]) -> Result<(), FieldError> {
+    let entry =
+        |i: usize, detail: String| FieldError::new(key, format!("node entry {i}: {detail}"));
     let mut names = std::collections::BTreeSet::new();
     for (i, e) in entries.iter().enumerate() {
         let empty = e.selector.as_ref().is_none_or(|s| {
@@ -168,18 +174,16 @@ fn check_entries(key: &str, entries: &[NodeEntry]) -> Result<(), String> {
                 && s.match_expressions.as_ref().is_none_or(|m| m.is_empty())
         });
         if empty {
-            return Err(format!(
-                "{key}: node entry {i}: nodeSelector must not be empty"
-            ));
+            return Err(entry(i, "nodeSelector must not be empty".into()));
         }
         if let Some(s) = &e.selector {
             Selector::from_label_selector(s)
-                .map_err(|err| format!("{key}: node entry {i}: nodeSelector: {err}"))?;
+                .map_err(|err| entry(i, format!("nodeSelector: {err}")))?;
         }
         if let Some(n) = e.name.as_deref().filter(|n| !n.is_empty())
             && !names.insert(n.to_string())
         {
-            return Err(format!("{key}: node entry {i}: duplicate name {n:?}"));
+            return Err(entry(i, format!("duplicate name {n:?}")));
         }
     }
     overlap(key, entries)
@@ -208,7 +212,7 @@ fn synthetic_sets(s: &LabelSelector) -> Vec<BTreeMap<String, String>> {
     sets
 }
 
-fn overlap(key: &str, entries: &[NodeEntry]) -> Result<(), String> {
+fn overlap(key: &str, entries: &[NodeEntry]) -> Result<(), FieldError> {
     for (i, e) in entries.iter().enumerate() {
         let Some(sel) = &e.selector else { continue };
         for set in synthetic_sets(sel) {
@@ -219,8 +223,11 @@ fn overlap(key: &str, entries: &[NodeEntry]) -> Result<(), String> {
                 .map(|(j, _)| j)
                 .collect();
             if hits.len() > 1 {
-                return Err(format!(
-                    "{key}: node entries {hits:?} overlap: a node labelled {set:?} (from entry {i}) would match more than one"
+                return Err(FieldError::new(
+                    key,
+                    format!(
+                        "node entries {hits:?} overlap: a node labelled {set:?} (from entry {i}) would match more than one"
+                    ),
                 ));
             }
         }
@@ -240,7 +247,7 @@ const CHECKED_KEYS: [&str; 5] = [
 /// The first out-of-range value in one key's JSON (Koordinator's `validate` tags). The
 /// manager applies it when it reads the ConfigMap as well as in the webhook, so a value
 /// written while no webhook ran never reaches a NodeSLO.
-pub fn ranges(key: &str, raw: &str) -> Result<(), String> {
+pub fn ranges(key: &str, raw: &str) -> Result<(), FieldError> {
     let Ok(v) = serde_json::from_str::<Value>(raw) else {
         return Ok(());
     };
@@ -257,13 +264,14 @@ fn present<'a>(data: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str>
 /// Node entries per key, from raw ConfigMap data.
 pub fn node_entries(
     data: &BTreeMap<String, String>,
-) -> Result<Vec<(&'static str, Vec<NodeEntry>)>, String> {
+) -> Result<Vec<(&'static str, Vec<NodeEntry>)>, FieldError> {
     let mut out = Vec::new();
     for key in CHECKED_KEYS {
         let Some(raw) = present(data, key) else {
             continue;
         };
-        let v: Value = serde_json::from_str(raw).map_err(|e| format!("{key}: {e}"))?;
+        let v: Value =
+            serde_json::from_str(raw).map_err(|e| FieldError::new(key, e.to_string()))?;
         out.push((key, entries_of(key, &v)?));
     }
     Ok(out)
@@ -294,24 +302,21 @@ pub fn multiple_matches(
     None
 }
 
-fn parses(key: &str, raw: &str) -> Result<(), String> {
-    fn typed<T: serde::de::DeserializeOwned>(raw: &str) -> Result<(), String> {
-        serde_json::from_str::<T>(raw)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+fn parses(key: &str, raw: &str) -> Result<(), FieldError> {
+    fn typed<T: serde::de::DeserializeOwned>(raw: &str) -> Result<T, FieldError> {
+        serde_json::from_str::<T>(raw).map_err(|e| FieldError::whole(e.to_string()))
     }
     let r = match key {
-        KEY_COLOCATION => typed::<ColocationCfg>(raw).and_then(|_| {
-            let cfg: ColocationCfg = serde_json::from_str(raw).map_err(|e| e.to_string())?;
-            ColocationCfg::from_user(cfg).map(|_| ())
-        }),
-        KEY_THRESHOLD => typed::<StrategyCfg<ResourceThresholdStrategy>>(raw),
-        KEY_QOS => typed::<StrategyCfg<ResourceQOSStrategy>>(raw),
-        KEY_CPU_BURST => typed::<StrategyCfg<CPUBurstStrategy>>(raw),
-        KEY_SYSTEM => typed::<StrategyCfg<SystemStrategy>>(raw),
+        KEY_COLOCATION => typed::<ColocationCfg>(raw)
+            .and_then(ColocationCfg::from_user)
+            .map(|_| ()),
+        KEY_THRESHOLD => typed::<StrategyCfg<ResourceThresholdStrategy>>(raw).map(|_| ()),
+        KEY_QOS => typed::<StrategyCfg<ResourceQOSStrategy>>(raw).map(|_| ()),
+        KEY_CPU_BURST => typed::<StrategyCfg<CPUBurstStrategy>>(raw).map(|_| ()),
+        KEY_SYSTEM => typed::<StrategyCfg<SystemStrategy>>(raw).map(|_| ()),
         _ => Ok(()),
     };
-    r.map_err(|e| format!("{key}: {e}"))
+    r.map_err(|e| e.within(key))
 }
 
 /// `/validate-configmap` on slo-controller-config: checks every changed, non-empty key.
@@ -319,7 +324,7 @@ pub fn validate_configmap(
     new: &BTreeMap<String, String>,
     old: Option<&BTreeMap<String, String>>,
     nodes: &[std::sync::Arc<Node>],
-) -> Result<(), String> {
+) -> Result<(), FieldError> {
     let mut changed_any = false;
     for key in CHECKED_KEYS {
         let Some(raw) = present(new, key) else {
@@ -331,7 +336,8 @@ pub fn validate_configmap(
         changed_any = true;
         parses(key, raw)?;
         ranges(key, raw)?;
-        let v: Value = serde_json::from_str(raw).map_err(|e| format!("{key}: {e}"))?;
+        let v: Value =
+            serde_json::from_str(raw).map_err(|e| FieldError::new(key, e.to_string()))?;
         check_entries(key, &entries_of(key, &v)?)?;
     }
     if !changed_any {
@@ -344,7 +350,7 @@ pub fn validate_configmap(
             if let Some(e) =
                 multiple_matches(&entries, n.metadata.name.as_deref().unwrap_or(""), &labels)
             {
-                return Err(e);
+                return Err(FieldError::whole(e));
             }
         }
     }

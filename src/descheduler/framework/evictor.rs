@@ -3,6 +3,7 @@
 //! PodMigrationJob per pod, its limits counting jobs already in flight and those planned in
 //! this pass) or DefaultEvictor (the Eviction API, directly).
 
+use crate::api::field::FieldError;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -57,9 +58,10 @@ pub struct Evictor {
 }
 
 impl Evictor {
-    pub fn build(p: &Profile) -> Result<Evictor, String> {
+    pub fn build(p: &Profile) -> Result<Evictor, FieldError> {
         let args = |n: &str| p.args.get(n).cloned().unwrap_or_default();
-        let err = |n: &str, e: String| format!("profiles[{}].pluginConfig[{n}]: {e}", p.name);
+        let err =
+            |n: &str, e: FieldError| e.within(format!("profiles[{}].pluginConfig[{n}]", p.name));
         let mut filters = Vec::new();
         for f in &p.filter {
             filters.push(match f.as_str() {
@@ -148,7 +150,7 @@ impl<'w> Pass<'w> {
                 Filter::Default(a) => check(a, &|_| false, pod, self.world),
             };
             if let Err(why) = r {
-                self.skip(pod, why);
+                self.skip(pod, why.to_string());
                 return false;
             }
         }
@@ -206,7 +208,7 @@ impl<'w> Pass<'w> {
         if let Some(a) = &ev.migration {
             // MigrationController's Evict re-checks its filter against the jobs planned so far.
             if let Err(why) = migration_check(a, pod, self.world, &self.jobs) {
-                self.skip(pod, why);
+                self.skip(pod, why.to_string());
                 return false;
             }
             if !self.object_limit(ev, a, pod) {

@@ -8,6 +8,7 @@ pub mod podview;
 mod report;
 pub mod world;
 
+use crate::api::field::FieldError;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -74,8 +75,8 @@ pub struct Plugins {
 fn selector(
     ls: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
     what: &str,
-) -> Result<Option<Selector>, String> {
-    ls.map(|s| Selector::from_label_selector(s).map_err(|e| format!("{what}: {e}")))
+) -> Result<Option<Selector>, FieldError> {
+    ls.map(|s| Selector::from_label_selector(s).map_err(|e| FieldError::new(what, e.to_string())))
         .transpose()
 }
 
@@ -83,14 +84,19 @@ fn args_of<'a>(p: &'a Profile, plugin: &str) -> &'a Value {
     p.args.get(plugin).unwrap_or(&Value::Null)
 }
 
-fn build_plugin(p: &Profile, name: &str, interval: std::time::Duration) -> Result<Plugin, String> {
+fn build_plugin(
+    p: &Profile,
+    name: &str,
+    interval: std::time::Duration,
+) -> Result<Plugin, FieldError> {
     let args = args_of(p, name);
-    let err = |e: String| format!("profiles[{}].pluginConfig[{name}]: {e}", p.name);
+    let err = |e: FieldError| e.within(format!("profiles[{}].pluginConfig[{name}]", p.name));
     if name == "LowNodeLoad" {
         let raw: RawArgs = if args.is_null() {
             RawArgs::default()
         } else {
-            serde_json::from_value(args.clone()).map_err(|e| err(e.to_string()))?
+            serde_json::from_value(args.clone())
+                .map_err(|e| err(FieldError::whole(e.to_string())))?
         };
         let mut a = LnlArgs::new(raw).map_err(err)?;
         if !interval.is_zero() && a.detector_cache_timeout < interval {
@@ -112,11 +118,11 @@ fn ready(n: &Node) -> bool {
 
 impl Plugins {
     /// Builds every profile's plugins; `interval` raises LowNodeLoad's detector cache.
-    pub fn build(cfg: &DeschedulerConfig, interval_ms: u64) -> Result<Plugins, String> {
+    pub fn build(cfg: &DeschedulerConfig, interval_ms: u64) -> Result<Plugins, FieldError> {
         let interval = std::time::Duration::from_millis(interval_ms);
         let mut profiles = Vec::new();
         for p in &cfg.profiles {
-            let plugins = |names: &[String]| -> Result<Vec<Plugin>, String> {
+            let plugins = |names: &[String]| -> Result<Vec<Plugin>, FieldError> {
                 names.iter().map(|n| build_plugin(p, n, interval)).collect()
             };
             profiles.push(ProfileRt {

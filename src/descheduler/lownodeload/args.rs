@@ -131,14 +131,11 @@ pub struct Args {
     pub pools: Vec<Pool>,
 }
 
-fn duration(field: &str, raw: Option<&str>, default: Duration) -> Result<Duration, String> {
-    match raw {
-        None => Ok(default),
-        Some(s) => crate::api::duration::parse(s).map_err(|e| format!("{field}: {e}")),
-    }
-}
+use crate::api::duration::field_or as duration;
+use crate::api::field::FieldError;
 
-fn check(name: &str, p: &Pool) -> Result<(), String> {
+fn check(name: &str, p: &Pool) -> Result<(), FieldError> {
+    let pool = format!("nodePools[{name}]");
     let maps = [
         ("highThresholds", &p.high),
         ("lowThresholds", &p.low),
@@ -147,8 +144,9 @@ fn check(name: &str, p: &Pool) -> Result<(), String> {
     ];
     for (field, m) in maps {
         if let Some((r, v)) = m.iter().find(|(_, v)| !(0.0..=100.0).contains(*v)) {
-            return Err(format!(
-                "nodePools[{name}].{field}[{r}]: {v} is not within [0, 100]"
+            return Err(FieldError::new(
+                format!("{pool}.{field}[{r}]"),
+                format!("{v} is not within [0, 100]"),
             ));
         }
     }
@@ -171,18 +169,19 @@ fn check(name: &str, p: &Pool) -> Result<(), String> {
         ),
     ] {
         if let Some(r) = over(lo, hi) {
-            return Err(format!("nodePools[{name}]: {what} for {r}"));
+            return Err(FieldError::new(pool, format!("{what} for {r}")));
         }
     }
     if p.consecutive_abnormalities == 0 || p.consecutive_normalities == 0 {
-        return Err(format!(
-            "nodePools[{name}].anomalyCondition: consecutive counters must be > 0"
+        return Err(FieldError::new(
+            format!("{pool}.anomalyCondition"),
+            "consecutive counters must be > 0",
         ));
     }
     Ok(())
 }
 
-fn settle(raw: &RawPool, parent: Option<&Pool>, name: String) -> Result<Pool, String> {
+fn settle(raw: &RawPool, parent: Option<&Pool>, name: String) -> Result<Pool, FieldError> {
     let pick = |own: &Option<Thresholds>, up: Option<&Thresholds>| {
         own.clone().or_else(|| up.cloned()).unwrap_or_default()
     };
@@ -247,10 +246,13 @@ fn settle(raw: &RawPool, parent: Option<&Pool>, name: String) -> Result<Pool, St
 }
 
 impl Args {
-    pub fn new(raw: RawArgs) -> Result<Args, String> {
+    pub fn new(raw: RawArgs) -> Result<Args, FieldError> {
         let ns = raw.evictable_namespaces.clone().unwrap_or_default();
         if !ns.include.is_empty() && !ns.exclude.is_empty() {
-            return Err("evictableNamespaces: only one of include and exclude may be set".into());
+            return Err(FieldError::new(
+                "evictableNamespaces",
+                "only one of include and exclude may be set",
+            ));
         }
         let top_raw = raw.top();
         let top = settle(&top_raw, None, DEFAULT_POOL.into())?;

@@ -37,22 +37,32 @@ pub struct NodeLoad {
     pub prod: bool,
 }
 
-/// Why a node is left out of the pass.
+/// Why a node's NodeMetric cannot be used, so the node is left out of the pass.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetricProblem {
+    #[error("no NodeMetric")]
+    Missing,
+    #[error("NodeMetric has no nodeMetric")]
+    NoNodeMetric,
+    #[error("NodeMetric has no updateTime")]
+    NoUpdateTime,
+    #[error("NodeMetric expired ({0} s old)")]
+    Expired(i64),
+}
+
+/// The node's usage and its prod pods' usage, or why its NodeMetric cannot be used.
 pub fn usage_of(
     metric: Option<&MetricView>,
     now_ms: i64,
     expiration_ms: i64,
-) -> Result<(Amounts, Amounts), String> {
-    let m = metric.filter(|m| m.status).ok_or("no NodeMetric")?;
+) -> Result<(Amounts, Amounts), MetricProblem> {
+    let m = metric.filter(|m| m.status).ok_or(MetricProblem::Missing)?;
     if !m.node_metric {
-        return Err("NodeMetric has no nodeMetric".into());
+        return Err(MetricProblem::NoNodeMetric);
     }
-    let updated = m.updated_ms.ok_or("NodeMetric has no updateTime")?;
+    let updated = m.updated_ms.ok_or(MetricProblem::NoUpdateTime)?;
     if now_ms - updated > expiration_ms {
-        return Err(format!(
-            "NodeMetric expired ({} s old)",
-            (now_ms - updated) / 1000
-        ));
+        return Err(MetricProblem::Expired((now_ms - updated) / 1000));
     }
     let mut usage = m.system();
     let mut prod = Amounts::new();

@@ -5,6 +5,7 @@ use super::*;
 
 fn args(v: serde_json::Value) -> Result<Args, String> {
     Args::new(serde_json::from_value::<RawArgs>(v).map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())
 }
 
 fn metric(age_s: i64, now_ms: i64, sys_cpu: &str, pods: serde_json::Value) -> MetricView {
@@ -62,7 +63,7 @@ fn args_defaults_pools_and_validation() {
         ),
         (json!({"highThreshold": {"cpu": 1}}), "unknown field"),
     ] {
-        let err = args(bad.clone()).unwrap_err();
+        let err = args(bad.clone()).unwrap_err().to_string();
         assert!(err.contains(want), "{bad}: {err}");
     }
 }
@@ -75,9 +76,14 @@ fn usage_adds_pods_to_system_and_expired_metrics_are_skipped() {
     let (u, prod) = usage_of(Some(&metric(10, now, "500m", pods.clone())), now, 180_000).unwrap();
     assert_eq!((u["cpu"], u["memory"], u["pods"]), (3500, 2 << 30, 2));
     assert_eq!(prod["cpu"], 2000);
-    let err = usage_of(Some(&metric(600, now, "500m", pods)), now, 180_000).unwrap_err();
+    let err = usage_of(Some(&metric(600, now, "500m", pods)), now, 180_000)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("expired"), "{err}");
-    assert_eq!(usage_of(None, now, 180_000).unwrap_err(), "no NodeMetric");
+    assert_eq!(
+        usage_of(None, now, 180_000).unwrap_err().to_string(),
+        "no NodeMetric"
+    );
 }
 
 fn load(name: &str, cpu_used: i64, prod_used: i64) -> NodeLoad {

@@ -343,6 +343,7 @@ fn node_loads<'i>(
     for i in members {
         match usage_of(i.metric.as_deref(), now_ms, expiration) {
             Err(why) => {
+                let why = why.to_string();
                 if !out.nodes.iter().any(|r| r.node == name(&i.node)) {
                     out.nodes.push(NodeReport {
                         node: name(&i.node),

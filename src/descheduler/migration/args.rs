@@ -127,54 +127,60 @@ pub struct MigrationArgs {
     pub arbitration_interval: Duration,
 }
 
-fn dur(field: &str, raw: Option<&str>, default: Duration) -> Result<Duration, String> {
-    raw.map_or(Ok(default), |s| {
-        crate::api::duration::parse(s).map_err(|e| format!("{field}: {e}"))
-    })
-}
+use crate::api::duration::field_or as dur;
+use crate::api::field::FieldError;
 
-fn qps(v: Option<&Value>) -> Result<f64, String> {
+fn qps(v: Option<&Value>) -> Result<f64, FieldError> {
+    let bad = |shown: String| FieldError::new("evictQPS", shown);
     match v {
         None => Ok(10.0),
-        Some(Value::Number(n)) => n.as_f64().ok_or_else(|| "evictQPS: not a number".into()),
+        Some(Value::Number(n)) => n.as_f64().ok_or_else(|| bad("not a number".into())),
         Some(Value::String(s)) => s
             .parse::<f64>()
-            .map_err(|_| format!("evictQPS: {s:?} is not a number")),
-        Some(other) => Err(format!("evictQPS: {other} is not a number")),
+            .map_err(|_| bad(format!("{s:?} is not a number"))),
+        Some(other) => Err(bad(format!("{other} is not a number"))),
     }
 }
 
-fn decode<T: serde::de::DeserializeOwned + Default>(args: &Value, what: &str) -> Result<T, String> {
+fn decode<T: serde::de::DeserializeOwned + Default>(
+    args: &Value,
+    what: &str,
+) -> Result<T, FieldError> {
     if args.is_null() {
         return Ok(T::default());
     }
-    serde_json::from_value(args.clone()).map_err(|e| format!("{what}: {e}"))
+    serde_json::from_value(args.clone()).map_err(|e| FieldError::new(what, e.to_string()))
 }
 
 impl MigrationArgs {
-    pub fn parse(args: &Value) -> Result<MigrationArgs, String> {
+    pub fn parse(args: &Value) -> Result<MigrationArgs, FieldError> {
         let raw: RawArgs = decode(args, "MigrationControllerArgs")?;
-        let err = |e: String| format!("MigrationControllerArgs.{e}");
+        let err = |e: FieldError| e.under("MigrationControllerArgs");
         if let Some(g) = raw
             .skip_eviction_gates
             .iter()
             .find(|g| !GATES.contains(&g.as_str()))
         {
-            return Err(err(format!("skipEvictionGates: unknown gate {g:?}")));
+            return Err(err(FieldError::new(
+                "skipEvictionGates",
+                format!("unknown gate {g:?}"),
+            )));
         }
         let ns = raw.namespaces.clone().unwrap_or_default();
         if !ns.include.is_empty() && !ns.exclude.is_empty() {
-            return Err(err(
-                "namespaces: only one of include and exclude may be set".into(),
-            ));
+            return Err(err(FieldError::new(
+                "namespaces",
+                "only one of include and exclude may be set",
+            )));
         }
         let mode = raw
             .default_job_mode
             .clone()
             .unwrap_or_else(|| "ReservationFirst".into());
         if mode != "ReservationFirst" && mode != "EvictDirectly" {
-            return Err(err(format!(
-                "defaultJobMode: {mode:?} is not ReservationFirst or EvictDirectly"
+            return Err(err(FieldError::new(
+                "defaultJobMode",
+                format!("{mode:?} is not ReservationFirst or EvictDirectly"),
             )));
         }
         let policy = raw
@@ -182,8 +188,9 @@ impl MigrationArgs {
             .clone()
             .unwrap_or_else(|| "Eviction".into());
         if !["Eviction", "Delete", "SoftEviction"].contains(&policy.as_str()) {
-            return Err(err(format!(
-                "evictionPolicy: {policy:?} is not Eviction, Delete or SoftEviction"
+            return Err(err(FieldError::new(
+                "evictionPolicy",
+                format!("{policy:?} is not Eviction, Delete or SoftEviction"),
             )));
         }
         let mut limiters = BTreeMap::new();
@@ -278,7 +285,7 @@ struct RawDefaultEvictor {
 }
 
 /// Upstream `DefaultEvictorArgs`.
-pub fn default_evictor(args: &Value) -> Result<FilterArgs, String> {
+pub fn default_evictor(args: &Value) -> Result<FilterArgs, FieldError> {
     let raw: RawDefaultEvictor = decode(args, "DefaultEvictorArgs")?;
     Ok(FilterArgs {
         evict_failed_bare_pods: raw.evict_failed_bare_pods.unwrap_or(false),

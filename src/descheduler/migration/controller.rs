@@ -164,7 +164,7 @@ impl Controller {
         let pod = &PodView::from(pod);
         let skip = |g: &str| self.args.skipped(g);
         if let Err(why) = check(&self.args.filter, &skip, pod, world) {
-            self.finish(job, "Failed", "ForbiddenMigratePod", &why)
+            self.finish(job, "Failed", "ForbiddenMigratePod", &why.to_string())
                 .await?;
             return Ok(false);
         }

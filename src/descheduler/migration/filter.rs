@@ -2,6 +2,7 @@
 //! wording) and MigrationController's retryable limits on jobs in flight.
 
 use super::args::{FilterArgs, MigrationArgs, max_of};
+use super::refusal::Refusal;
 use crate::api::extension::keys::ANNOTATION_EVICTION_COST;
 use crate::api::selector::label_selector_matches;
 use crate::descheduler::framework::podview::PodView;
@@ -22,66 +23,59 @@ pub fn check(
     skip: &dyn Fn(&str) -> bool,
     pod: &PodView,
     world: &World,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     let ann = |k: &str| pod.annotation(k);
     let forced = ann(EVICT_ANNOTATION).is_some();
     if ann("kubernetes.io/config.mirror").is_some() {
-        return Err("pod is a mirror pod".into());
+        return Err(Refusal::Mirror);
     }
     if !forced {
         if pod.owners.iter().any(|o| o.kind == "DaemonSet") {
-            return Err("pod is a DaemonSet pod".into());
+            return Err(Refusal::DaemonSet);
         }
         if ann("kubernetes.io/config.source").is_some_and(|s| s != "api") {
-            return Err("pod is a static pod".into());
+            return Err(Refusal::Static);
         }
         if pod.deleting {
-            return Err("pod is terminating".into());
+            return Err(Refusal::Terminating);
         }
         let bare = pod.owners.is_empty();
         let failed = pod.phase.as_deref() == Some("Failed");
         let bare_ok =
             skip("BarePods") || f.evict_all_bare_pods || (f.evict_failed_bare_pods && failed);
         if bare && !bare_ok {
-            return Err("pod does not have any ownerRefs".into());
+            return Err(Refusal::NoOwner);
         }
         let priority = pod.priority;
         if !f.evict_system_critical_pods && !skip("SystemCritical") {
             if priority.is_some_and(|p| p >= SYSTEM_CRITICAL) {
-                return Err("pod has system critical priority".into());
+                return Err(Refusal::SystemCritical);
             }
             if !skip("PriorityThreshold")
                 && let (Some(t), Some(p)) = (threshold(f, world), priority)
                 && p >= t
             {
-                return Err(
-                    "pod has higher priority than specified priority class threshold".into(),
-                );
+                return Err(Refusal::AbovePriorityThreshold);
             }
         }
         if !f.evict_local_storage_pods && !skip("LocalStorage") && pod.local_storage {
-            return Err(
-                "pod has local storage and descheduler is not configured with evictLocalStoragePods"
-                    .into(),
-            );
+            return Err(Refusal::LocalStorage);
         }
         if f.ignore_pvc_pods && !skip("PVC") && pod.pvc {
-            return Err("pod has a PVC and descheduler is configured to ignore PVC pods".into());
+            return Err(Refusal::Pvc);
         }
     }
     if f.label_selector.is_some()
         && !skip("LabelSelector")
         && !label_selector_matches(f.label_selector.as_ref(), pod.labels_map().as_ref())
     {
-        return Err(
-            "pod labels do not match the labelSelector filter in the policy parameter".into(),
-        );
+        return Err(Refusal::LabelSelector);
     }
     if !skip("Namespaces") && !f.namespaces.allows(&pod.namespace) {
-        return Err("pod's namespace is not evictable".into());
+        return Err(Refusal::Namespace);
     }
     if ann(ANNOTATION_EVICTION_COST).and_then(|v| v.parse::<i64>().ok()) == Some(i32::MAX as i64) {
-        return Err("pod has the maximum eviction cost".into());
+        return Err(Refusal::MaxEvictionCost);
     }
     Ok(())
 }
@@ -99,18 +93,16 @@ pub fn migration_check(
     pod: &PodView,
     world: &World,
     jobs: &[JobView],
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     let skip = |g: &str| a.skipped(g);
     check(&a.filter, &skip, pod, world)?;
     if jobs.iter().any(|j| same_pod(j, pod)) {
-        return Err("pod already has a PodMigrationJob in flight".into());
+        return Err(Refusal::InFlight);
     }
     if a.default_job_mode == "ReservationFirst" {
         let sched = pod.scheduler_name.as_deref().unwrap_or("default-scheduler");
         if !a.scheduler_names.iter().any(|n| n == sched) {
-            return Err(format!(
-                "pod's scheduler {sched} does not support Reservation"
-            ));
+            return Err(Refusal::NoReservationScheduler(sched.to_string()));
         }
     }
     let owner = pod.controller_uid();
@@ -122,18 +114,22 @@ pub fn migration_check(
         && !skip("ExpectedReplicas")
         && (r == 1 || r == mm || r == mu)
     {
-        return Err(format!(
-            "pod fails the following checks: expectedReplicas (replicas {r}, maxMigrating {mm}, maxUnavailable {mu})"
-        ));
+        return Err(Refusal::ExpectedReplicas {
+            replicas: r,
+            max_migrating: mm,
+            max_unavailable: mu,
+        });
     }
     let others: Vec<&JobView> = jobs.iter().filter(|j| !same_pod(j, pod)).collect();
     let node = pod.node_name.clone();
     let ns = pod.namespace.clone();
-    let limit = |gate: &str, max: Option<i32>, count: usize| -> Result<(), String> {
+    let limit = |gate: &str, max: Option<i32>, count: usize| -> Result<(), Refusal> {
         match max {
-            Some(m) if !skip(gate) && m > 0 && count as i32 >= m => {
-                Err(format!("{gate} {m} reached ({count} migrating)"))
-            }
+            Some(m) if !skip(gate) && m > 0 && count as i32 >= m => Err(Refusal::Limit {
+                limit: gate.to_string(),
+                max: m,
+                count,
+            }),
             _ => Ok(()),
         }
     };

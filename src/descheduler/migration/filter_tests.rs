@@ -29,7 +29,12 @@ fn args(extra: serde_json::Value) -> MigrationArgs {
 fn non_retryable_checks_use_upstream_wording() {
     let a = args(json!({"skipEvictionGates": ["ExpectedReplicas"]}));
     let w = world(5);
-    let why = |p: PodView| migration_check(&a, &p, &w, &[]).err().unwrap_or_default();
+    let why = |p: PodView| {
+        migration_check(&a, &p, &w, &[])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
     assert_eq!(why(pod(json!({}))), "");
     let ds = json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "d", "controller": true}]}});
     assert_eq!(why(pod(ds)), "pod is a DaemonSet pod");
@@ -64,7 +69,9 @@ fn non_retryable_checks_use_upstream_wording() {
     let ns = args(json!({"namespaces": {"exclude": ["default"]}}));
     assert!(migration_check(&ns, &pod(json!({})), &w, &[]).is_err());
     let pt = args(json!({"priorityThreshold": {"value": 100}}));
-    let e = migration_check(&pt, &pod(json!({"spec": {"priority": 100}})), &w, &[]).unwrap_err();
+    let e = migration_check(&pt, &pod(json!({"spec": {"priority": 100}})), &w, &[])
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         e,
         "pod has higher priority than specified priority class threshold"
@@ -86,23 +93,28 @@ fn expected_replicas_and_limits_on_jobs_in_flight() {
     assert!(
         migration_check(&a, &pod(json!({})), &world(1), &[])
             .unwrap_err()
+            .to_string()
             .contains("expectedReplicas")
     );
     let w = world(10);
     assert!(migration_check(&a, &pod(json!({})), &w, &[]).is_ok());
-    let e = migration_check(&a, &pod(json!({})), &w, &[job("q", "n1", "x")]).unwrap_err();
+    let e = migration_check(&a, &pod(json!({})), &w, &[job("q", "n1", "x")])
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("maxMigratingPerNode 1"), "{e}");
     assert!(migration_check(&a, &pod(json!({})), &w, &[job("q", "n2", "default")]).is_ok());
     let two = [job("q", "n2", "default"), job("r", "n3", "default")];
     assert!(
         migration_check(&a, &pod(json!({})), &w, &two)
             .unwrap_err()
+            .to_string()
             .starts_with("maxMigratingPerNamespace")
     );
     let own = [job("p", "n1", "default")];
     assert!(
         migration_check(&a, &pod(json!({})), &w, &own)
             .unwrap_err()
+            .to_string()
             .contains("already has a PodMigrationJob")
     );
     // Per workload: 10 replicas → 2 migrating at most.
@@ -114,7 +126,9 @@ fn expected_replicas_and_limits_on_jobs_in_flight() {
     j.owner_uid = Some("rs-1".into());
     let mut k = j.clone();
     k.pod = "r".into();
-    let e = migration_check(&args(json!({})), &pod(json!({})), &wl, &[j, k]).unwrap_err();
+    let e = migration_check(&args(json!({})), &pod(json!({})), &wl, &[j, k])
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("maxMigratingPerWorkload 2"), "{e}");
 }
 

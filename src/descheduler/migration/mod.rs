@@ -7,6 +7,7 @@ pub mod args;
 pub mod controller;
 pub mod filter;
 pub mod job;
+pub mod refusal;
 
 pub const PASSED_ARBITRATION: &str = "descheduler.koordinator.sh/passed-arbitration";
 pub const ANNOTATION_EVICT_REASON: &str = "koordinator.sh/evict-reason";

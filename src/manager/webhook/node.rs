@@ -1,6 +1,7 @@
 //! Node webhooks (`pkg/webhook/node/plugins/`): resource amplification on `nodes/status`, and
 //! rejecting label changes that make a node match two node entries of slo-controller-config.
 
+use crate::api::field::FieldError;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
@@ -35,7 +36,7 @@ fn alloc_of(node: &Value, name: &str) -> Option<String> {
 }
 
 /// Keeps kubelet's raw cpu/memory in `raw-allocatable` and publishes raw × ratio.
-pub fn amplify(node: &mut Value, old: Option<&Value>) -> Result<(), String> {
+pub fn amplify(node: &mut Value, old: Option<&Value>) -> Result<(), FieldError> {
     let ann = j::annotations(node);
     let Some(ratio_raw) = ann.get(ANNOTATION_NODE_AMPLIFICATION_RATIO) else {
         if ann.contains_key(ANNOTATION_NODE_RAW_ALLOCATABLE)
@@ -45,8 +46,12 @@ pub fn amplify(node: &mut Value, old: Option<&Value>) -> Result<(), String> {
         }
         return Ok(());
     };
-    let ratios: BTreeMap<String, f64> = serde_json::from_str(ratio_raw)
-        .map_err(|e| format!("metadata.annotations[{ANNOTATION_NODE_AMPLIFICATION_RATIO}]: {e}"))?;
+    let ratios: BTreeMap<String, f64> = serde_json::from_str(ratio_raw).map_err(|e| {
+        FieldError::new(
+            format!("metadata.annotations[{ANNOTATION_NODE_AMPLIFICATION_RATIO}]"),
+            e.to_string(),
+        )
+    })?;
     let saved: Option<BTreeMap<String, String>> = ann
         .get(ANNOTATION_NODE_RAW_ALLOCATABLE)
         .and_then(|s| serde_json::from_str(s).ok());
@@ -177,6 +182,7 @@ mod tests {
         assert!(
             amplify(&mut bad, None)
                 .unwrap_err()
+                .to_string()
                 .contains(ANNOTATION_NODE_AMPLIFICATION_RATIO)
         );
     }

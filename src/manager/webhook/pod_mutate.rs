@@ -1,6 +1,7 @@
 //! `/mutate-pod`: ClusterColocationProfile, then ExtendedResourceSpec and
 //! DeviceResourceSpec (`pkg/webhook/pod/mutating/`). Create only; update is a no-op.
 
+use crate::api::field::FieldError;
 use crate::manager::features;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -91,14 +92,19 @@ pub fn matching_profiles(
 }
 
 /// `probability` scaled to 100: `None` is 100, `"30%"` is 30, `30` is 30.
-pub fn probability(p: Option<&IntOrString>) -> Result<i64, String> {
+pub fn probability(p: Option<&IntOrString>) -> Result<i64, FieldError> {
     match p {
         None => Ok(100),
         Some(IntOrString::Int(i)) => Ok(*i as i64),
         Some(IntOrString::String(s)) => s
             .strip_suffix('%')
             .and_then(|n| n.trim().parse::<i64>().ok())
-            .ok_or_else(|| format!("probability {s:?} is neither an integer nor a percentage")),
+            .ok_or_else(|| {
+                FieldError::new(
+                    "probability",
+                    format!("{s:?} is neither an integer nor a percentage"),
+                )
+            }),
     }
 }
 
@@ -106,8 +112,12 @@ pub fn probability(p: Option<&IntOrString>) -> Result<i64, String> {
 /// the roll in [0, 100) is above it).
 pub fn rolls_in(h: &Handlers, p: &ClusterColocationProfile) -> Result<bool, Verdict> {
     let name = p.metadata.name.as_deref().unwrap_or("");
-    let percent = probability(p.spec.probability.as_ref())
-        .map_err(|e| Verdict::internal(format!("ClusterColocationProfile {name}: spec.{e}")))?;
+    let percent = probability(p.spec.probability.as_ref()).map_err(|e| {
+        let e = e
+            .under("spec")
+            .within(format!("ClusterColocationProfile {name}"));
+        Verdict::internal(e.to_string())
+    })?;
     Ok(!(percent <= 0 || (percent < 100 && i64::from((h.roll)() % 100) > percent)))
 }
 

@@ -182,7 +182,7 @@ pub async fn evaluate_quota(
     h: &Handlers,
     q: &super::quota::admission::Evaluator,
     req: &Request,
-) -> Result<(), String> {
+) -> Result<(), super::quota::admission::QuotaAdmissionError> {
     let decode = |v: Option<&serde_json::Value>| {
         v.and_then(|v| serde_json::from_value::<Pod>(v.clone()).ok())
     };

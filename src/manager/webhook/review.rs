@@ -124,10 +124,10 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub fn deny(message: impl Into<String>) -> Verdict {
+    pub fn deny(message: impl std::fmt::Display) -> Verdict {
         Verdict::Deny {
             code: 400,
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 

@@ -17,6 +17,23 @@ pub use crate::api::scheduling::gang::{ANN_PREFIX, LABEL_POD_GROUP, gang_of};
 use crate::api::scheduling::gang::{ann, label};
 const LABEL_POD_GROUP_MIN: &str = "pod-group.scheduling.sigs.k8s.io/min-available";
 
+/// Why a gang member cannot be scheduled yet (Coscheduling's basic check), in
+/// Koordinator's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GangError {
+    #[error("can't find gang, gangName: {gang}, podName: {pod}")]
+    NotFound { gang: String, pod: String },
+    #[error("gang has not init, gangName: {gang}, podName: {pod}")]
+    NotInit { gang: String, pod: String },
+    #[error("gangGroup [{group}] basic check: {failed}, current gang: {gang}, podName: {pod}")]
+    BasicCheck {
+        group: String,
+        failed: String,
+        gang: String,
+        pod: String,
+    },
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct GangSettings {
     pub default_timeout: Duration,
@@ -300,7 +317,7 @@ impl GangState {
 
     /// PreEnqueue / PreFilter: the gang exists, is initialised, and every gang of its
     /// group has at least min children (Koordinator's basic check).
-    pub fn check(&self, key: &str, pod: &Pod) -> Result<(), String> {
+    pub fn check(&self, key: &str, pod: &Pod) -> Result<(), GangError> {
         let Some(id) = self
             .gang_id(key)
             .map(str::to_string)
@@ -314,14 +331,16 @@ impl GangState {
             pod.metadata.name.as_deref().unwrap_or("")
         );
         let Some(g) = self.gangs.get(&id) else {
-            return Err(format!(
-                "can't find gang, gangName: {id}, podName: {pod_id}"
-            ));
+            return Err(GangError::NotFound {
+                gang: id,
+                pod: pod_id,
+            });
         };
         let Some(spec) = &g.spec else {
-            return Err(format!(
-                "gang has not init, gangName: {id}, podName: {pod_id}"
-            ));
+            return Err(GangError::NotInit {
+                gang: id,
+                pod: pod_id,
+            });
         };
         if spec.match_policy == "once-satisfied" && g.once_satisfied {
             return Ok(());
@@ -356,11 +375,12 @@ impl GangState {
         if failed.is_empty() {
             return Ok(());
         }
-        Err(format!(
-            "gangGroup [{}] basic check: {}, current gang: {id}, podName: {pod_id}",
-            spec.groups.join(" "),
-            failed.join(", ")
-        ))
+        Err(GangError::BasicCheck {
+            group: spec.groups.join(" "),
+            failed: failed.join(", "),
+            gang: id,
+            pod: pod_id,
+        })
     }
 
     /// Permit: whether every gang of the pod's group has enough members waiting (counting

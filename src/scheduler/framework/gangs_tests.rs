@@ -47,7 +47,7 @@ fn annotation_gang_needs_min_children_before_scheduling() {
     let a = member("a", "g", 3, json!({}));
     let ka = add(&mut s, &a);
     assert_eq!(
-        s.check(&ka, &a).unwrap_err(),
+        s.check(&ka, &a).unwrap_err().to_string(),
         "gangGroup [d/g] basic check: memberGangs [d/g] child pod not collect enough, current gang: d/g, podName: d/a"
     );
     add(&mut s, &member("b", "g", 3, json!({})));
@@ -135,6 +135,7 @@ fn pod_group_gangs_and_groups() {
     assert!(
         s.check("d/p", &pod)
             .unwrap_err()
+            .to_string()
             .starts_with("gang has not init, gangName: d/pg")
     );
     let pg: PodGroup =
@@ -149,6 +150,7 @@ fn pod_group_gangs_and_groups() {
     assert!(
         s.check("d/p", &pod)
             .unwrap_err()
+            .to_string()
             .contains("memberGangs [d/other] doesn't exists")
     );
 }

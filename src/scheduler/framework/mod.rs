@@ -260,7 +260,7 @@ pub type Fits<'a> = dyn Fn(&NodeInfo) -> bool + 'a;
 /// Runs the profile's PreFilter (once per pod) and Filter plugins for any pod on a
 /// (possibly modified) node, counting the pods nominated there except those in the set
 /// (a job's own members); Err: the rejection's reason.
-pub type FitsPod<'a> = dyn Fn(&PodInfo, &NodeInfo, &HashSet<String>) -> Result<(), String> + 'a;
+pub type FitsPod<'a> = dyn Fn(&PodInfo, &NodeInfo, &HashSet<String>) -> Result<(), Status> + 'a;
 
 /// A scheduler plugin: implements some extension points, each with a default that does
 /// nothing. `points` says which ones, so configuration can refuse a plugin enabled at a
@@ -325,7 +325,7 @@ pub trait Plugin: Send + Sync {
         _pod: &PodInfo,
         _node: &NodeInfo,
         _cluster: &ClusterState,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, Status> {
         Ok(0)
     }
     /// Whether Score gives every node 0 for this pod (its PreFilter found nothing to

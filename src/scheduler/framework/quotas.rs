@@ -233,7 +233,7 @@ impl QuotaState {
         self.charges.get(key).map(|c| c.quota.as_str())
     }
 
-    pub fn upsert(&mut self, q: &ElasticQuota) -> Result<(), String> {
+    pub fn upsert(&mut self, q: &ElasticQuota) -> Result<(), crate::api::field::FieldError> {
         let info = QuotaInfo::from_quota(q)?;
         let before = self.infos.insert(info.name.clone(), info.clone());
         match before {

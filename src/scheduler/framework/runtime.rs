@@ -121,8 +121,8 @@ fn filters_except(
     node: &NodeInfo,
     cluster: &ClusterState,
     job: &HashSet<String>,
-) -> Result<(), String> {
-    let reason = |(_, s): (&str, Status)| s.message();
+) -> Result<(), Status> {
+    let reason = |(_, s): (&str, Status)| s;
     with_nominated(filters, state, pod, node, cluster, job).map_err(reason)?;
     filter_once(filters, state, pod, node, cluster).map_err(reason)
 }
@@ -435,9 +435,11 @@ impl Framework {
             let own = others
                 .entry(p.key.clone())
                 .or_insert_with(|| self.own_state(p, cluster));
-            let (state, allowed) = own.as_ref().map_err(String::clone)?;
+            let (state, allowed) = own.as_ref().map_err(Status::clone)?;
             if allowed.as_ref().is_some_and(|a| !a.contains(&n.name)) {
-                return Err("node(s) didn't satisfy plugin(s) PreFilter result".into());
+                return Err(Status::unschedulable(
+                    "node(s) didn't satisfy plugin(s) PreFilter result",
+                ));
             }
             filters_except(&self.active_filters(state), state, p, n, cluster, job)
         };
@@ -450,11 +452,11 @@ impl Framework {
         &self,
         pod: &PodInfo,
         cluster: &ClusterState,
-    ) -> Result<(CycleState, super::PreFilterResult), String> {
+    ) -> Result<(CycleState, super::PreFilterResult), Status> {
         let mut state = CycleState::default();
         match self.pre_filter(&mut state, pod, cluster) {
             Ok(allowed) => Ok((state, allowed)),
-            Err((_, s)) => Err(s.message()),
+            Err((_, s)) => Err(s),
         }
     }
 

@@ -168,7 +168,7 @@ impl Framework {
                 let node = &cluster.nodes[i];
                 let run = || e.plugin.score(state, pod, node, cluster);
                 let s = state.timed(Point::Score, name, run, Result::is_ok);
-                scores.push(s.map_err(|m| (name, Status::error(m)))?);
+                scores.push(s.map_err(|s| (name, s))?);
             }
             e.plugin.normalize(state, pod, &mut scores[from..]);
         }

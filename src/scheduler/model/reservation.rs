@@ -305,18 +305,13 @@ pub struct RequiredTerms {
     pub reservation_selector_terms: Vec<k8s_openapi::api::core::v1::NodeSelectorTerm>,
 }
 
-pub fn affinity(pod: &Pod) -> Result<Option<ReservationAffinity>, String> {
-    let Some(raw) = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_RESERVATION_AFFINITY))
-    else {
-        return Ok(None);
-    };
-    serde_json::from_str(raw)
-        .map(Some)
-        .map_err(|e| format!("annotation {ANNOTATION_RESERVATION_AFFINITY}: {e}"))
+pub fn affinity(
+    pod: &Pod,
+) -> Result<Option<ReservationAffinity>, crate::api::extension::AnnotationError> {
+    crate::api::extension::json_annotation(
+        pod.metadata.annotations.as_ref(),
+        ANNOTATION_RESERVATION_AFFINITY,
+    )
 }
 
 /// A pod labelled `reservation-ignored=true` schedules as if reservations were free.

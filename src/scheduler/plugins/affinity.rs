@@ -7,6 +7,7 @@ use super::super::framework::{
     ClusterState, CycleState, NodeInfo, Plugin, PodInfo, Point, PreFilterResult, Status,
 };
 use super::taint::default_normalize;
+use crate::api::field::FieldError;
 pub use crate::api::placement::term_matches;
 
 /// nodeSelector and required affinity of `pod` hold on `node`.
@@ -33,12 +34,15 @@ pub struct NodeAffinity {
 const ERR_ENFORCED: &str = "node(s) didn't match scheduler-enforced node affinity";
 
 impl NodeAffinity {
-    pub fn new(args: Args) -> Result<NodeAffinity, String> {
+    pub fn new(args: Args) -> Result<NodeAffinity, FieldError> {
         let added = args.added_affinity.unwrap_or_default();
         if let Some(r) = &added.required_during_scheduling_ignored_during_execution
             && r.node_selector_terms.is_empty()
         {
-            return Err("addedAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: Required value: must have at least one node selector term".into());
+            return Err(FieldError::required(
+                "addedAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+                "must have at least one node selector term",
+            ));
         }
         Ok(NodeAffinity {
             added_required: added.required_during_scheduling_ignored_during_execution,
@@ -134,7 +138,7 @@ impl Plugin for NodeAffinity {
         pod: &PodInfo,
         node: &NodeInfo,
         _: &ClusterState,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, Status> {
         Ok(preferred(pod)
             .into_iter()
             .flatten()

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::super::framework::res::{R_PODS, name};
 use super::super::framework::{
-    ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point,
+    ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point, Status,
 };
 use super::resources::{alloc_request, least_allocated, most_allocated};
 
@@ -45,7 +45,7 @@ impl Plugin for NodeResourcesFitPlus {
         pod: &PodInfo,
         node: &NodeInfo,
         _: &ClusterState,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, Status> {
         let (mut sum, mut weights) = (0i64, 0i64);
         for (id, v) in pod.req.iter() {
             if v <= 0 || id == R_PODS {

@@ -4,6 +4,7 @@
 //! (`preferredNodeNames`: the first that passes every Filter is taken alone — the
 //! framework's prefer-nodes step, `framework::PREFERRED_NODES`).
 
+use crate::api::field::FieldError;
 use std::collections::HashSet;
 
 use serde::Deserialize;
@@ -50,11 +51,11 @@ pub struct SchedulingHint {
 }
 
 impl SchedulingHint {
-    pub fn new(args: Args) -> Result<SchedulingHint, String> {
+    pub fn new(args: Args) -> Result<SchedulingHint, FieldError> {
         if args.max_hint_nodes <= 0 {
-            return Err(format!(
-                "maxHintNodes: Invalid value: {}: must be greater than 0",
-                args.max_hint_nodes
+            return Err(FieldError::invalid(
+                "maxHintNodes",
+                format!("{}: must be greater than 0", args.max_hint_nodes),
             ));
         }
         Ok(SchedulingHint {
@@ -64,13 +65,12 @@ impl SchedulingHint {
 }
 
 /// `GetSchedulingHint`: the internal annotation, else the deprecated one; empty is none.
-fn hint(pod: &PodInfo) -> Result<Option<Hint>, String> {
+fn hint(pod: &PodInfo) -> Result<Option<Hint>, crate::api::extension::AnnotationError> {
     let ann = pod.pod.metadata.annotations.as_ref();
-    let raw = [ANNOTATION, ANNOTATION_DEPRECATED]
-        .iter()
-        .find_map(|k| ann.and_then(|a| a.get(*k)).filter(|v| !v.is_empty()));
-    raw.map(|r| serde_json::from_str(r).map_err(|e| e.to_string()))
-        .transpose()
+    let key = [ANNOTATION, ANNOTATION_DEPRECATED]
+        .into_iter()
+        .find(|k| ann.and_then(|a| a.get(*k)).is_some_and(|v| !v.is_empty()));
+    key.map_or(Ok(None), |k| crate::api::extension::json_annotation(ann, k))
 }
 
 impl Plugin for SchedulingHint {
@@ -87,7 +87,7 @@ impl Plugin for SchedulingHint {
         _: &ClusterState,
     ) -> (Status, PreFilterResult) {
         let h = match hint(pod) {
-            Err(e) => return (Status::error(e), None),
+            Err(e) => return (Status::error(e.to_string()), None),
             Ok(None) => return (Status::success(), None),
             Ok(Some(h)) => h,
         };

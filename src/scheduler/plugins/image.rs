@@ -68,7 +68,7 @@ impl Plugin for ImageLocality {
         pod: &PodInfo,
         node: &NodeInfo,
         cluster: &ClusterState,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, Status> {
         if cluster.image_nodes.is_empty() {
             return Ok(0);
         }

@@ -262,7 +262,7 @@ impl Plugin for InterPodAffinity {
         _: &PodInfo,
         node: &NodeInfo,
         _: &ClusterState,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, Status> {
         let Some(f) = state.read::<Facts>(KEY) else {
             return Ok(0);
         };

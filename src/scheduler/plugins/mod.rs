@@ -33,6 +33,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::framework::Plugin;
+use crate::api::field::FieldError;
 
 /// Plugins koord implements.
 pub const IMPLEMENTED: &[&str] = &[
@@ -69,18 +70,17 @@ pub const IMPLEMENTED: &[&str] = &[
 /// naming one runs without it, with a warning (an error in strict mode; `compat.rs`).
 pub const NOT_YET: &[&str] = &["DynamicResources"];
 
-fn args<T: DeserializeOwned + Default>(name: &str, v: Option<&Value>) -> Result<T, String> {
+fn args<T: DeserializeOwned + Default>(name: &str, v: Option<&Value>) -> Result<T, FieldError> {
     match v {
         None | Some(Value::Null) => Ok(T::default()),
-        Some(v) => {
-            serde_json::from_value(v.clone()).map_err(|e| format!("plugin {name}: args: {e}"))
-        }
+        Some(v) => serde_json::from_value(v.clone())
+            .map_err(|e| FieldError::whole(e.to_string()).within(format!("plugin {name}: args"))),
     }
 }
 
 /// Builds plugin `name` with its `pluginConfig` args.
-pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, String> {
-    let ctx = |e: String| format!("plugin {name}: args: {e}");
+pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, FieldError> {
+    let ctx = |e: FieldError| e.within(format!("plugin {name}: args"));
     Ok(match name {
         "PrioritySort" => Arc::new(basic::PrioritySort),
         "SchedulingGates" => Arc::new(basic::SchedulingGates),
@@ -146,11 +146,11 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, String>
         "NodeVolumeLimits" => Arc::new(volumes::limits::NodeVolumeLimits),
         "VolumeRestrictions" => Arc::new(volumes::restrictions::VolumeRestrictions),
         n if NOT_YET.contains(&n) => {
-            return Err(format!(
+            return Err(FieldError::whole(format!(
                 "plugin {n} is not implemented by koord yet; disable it"
-            ));
+            )));
         }
-        n => return Err(format!("unknown plugin {n:?}")),
+        n => return Err(FieldError::whole(format!("unknown plugin {n:?}"))),
     })
 }
 
@@ -209,12 +209,14 @@ struct PreemptionArgs {
 }
 
 /// A plugin's args without `apiVersion`/`kind`; the defaults when absent.
-pub(crate) fn plain_args<T: DeserializeOwned + Default>(v: Option<&Value>) -> Result<T, String> {
+pub(crate) fn plain_args<T: DeserializeOwned + Default>(
+    v: Option<&Value>,
+) -> Result<T, FieldError> {
     match v {
         None | Some(Value::Null) => Ok(T::default()),
         Some(v) => serde_json::from_value::<WithMeta<T>>(v.clone())
             .map(strip_meta)
-            .map_err(|e| e.to_string()),
+            .map_err(|e| FieldError::whole(e.to_string())),
     }
 }
 

@@ -2,6 +2,7 @@
 //! NodeResourcesBalancedAllocation, with kube-scheduler's integer arithmetic. Extended
 //! resources such as `kubernetes.io/batch-cpu` are ordinary scalar resources here.
 
+use crate::api::field::FieldError;
 use serde::Deserialize;
 
 use super::super::framework::res::{
@@ -70,7 +71,7 @@ pub struct NodeResourcesFit {
 }
 
 impl NodeResourcesFit {
-    pub fn new(args: FitArgs) -> Result<NodeResourcesFit, String> {
+    pub fn new(args: FitArgs) -> Result<NodeResourcesFit, FieldError> {
         let strategy = args.scoring_strategy.unwrap_or(ScoringStrategy {
             kind: least(),
             resources: Vec::new(),
@@ -79,8 +80,9 @@ impl NodeResourcesFit {
             "LeastAllocated" => false,
             "MostAllocated" => true,
             other => {
-                return Err(format!(
-                    "scoringStrategy.type: {other:?} is not supported (LeastAllocated, MostAllocated)"
+                return Err(FieldError::new(
+                    "scoringStrategy.type",
+                    format!("{other:?} is not supported (LeastAllocated, MostAllocated)"),
                 ));
             }
         };
@@ -90,9 +92,9 @@ impl NodeResourcesFit {
             strategy.resources
         };
         if let Some(r) = resources.iter().find(|r| !(1..=100).contains(&r.weight)) {
-            return Err(format!(
-                "scoringStrategy.resources[{}].weight: {} must be in 1..100",
-                r.name, r.weight
+            return Err(FieldError::new(
+                format!("scoringStrategy.resources[{}].weight", r.name),
+                format!("{} must be in 1..100", r.weight),
             ));
         }
         Ok(NodeResourcesFit {
@@ -225,7 +227,7 @@ impl Plugin for NodeResourcesFit {
         pod: &PodInfo,
         node: &NodeInfo,
         _: &ClusterState,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, Status> {
         let (mut total, mut weights) = (0i64, 0i64);
         for &(id, weight) in &self.resources {
             let (alloc, req) = alloc_request(pod, node, id);
@@ -296,7 +298,7 @@ impl Plugin for BalancedAllocation {
         pod: &PodInfo,
         node: &NodeInfo,
         _: &ClusterState,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, Status> {
         let fractions = self.resources.iter().filter_map(|&r| {
             let alloc = node.alloc.get(r);
             let want = pod.req.get(r);

@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use super::super::framework::res::{R_PODS, name};
 use super::super::framework::{
-    ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point,
+    ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point, Status,
 };
 
 /// `ScarceResourceAvoidanceArgs`.
@@ -35,7 +35,7 @@ impl Plugin for ScarceResourceAvoidance {
         pod: &PodInfo,
         node: &NodeInfo,
         _: &ClusterState,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, Status> {
         let mut diff = 0i64;
         let mut scarce = 0i64;
         for (id, v) in node.alloc.iter() {

@@ -6,6 +6,7 @@
 //! controller select (`model/owners.rs`). Counting: only nodes passing the pod's node
 //! affinity count, only pods in the pod's namespace matching the selector, `minDomains`.
 
+use crate::api::field::FieldError;
 use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
@@ -50,19 +51,20 @@ fn system_defaults() -> Vec<TopologySpreadConstraint> {
 
 impl PodTopologySpread {
     /// kube-scheduler's `ValidatePodTopologySpreadArgs`, then the defaults it implies.
-    pub fn new(args: Args) -> Result<PodTopologySpread, String> {
+    pub fn new(args: Args) -> Result<PodTopologySpread, FieldError> {
         let list = match args.defaulting_type.as_deref().unwrap_or("System") {
             "System" if !args.default_constraints.is_empty() => {
-                return Err(
-                    "defaultingType: Invalid value: \"System\": when .defaultConstraints are not empty"
-                        .into(),
-                );
+                return Err(FieldError::invalid(
+                    "defaultingType",
+                    "\"System\": when .defaultConstraints are not empty",
+                ));
             }
             "System" => false,
             "List" => true,
             other => {
-                return Err(format!(
-                    "defaultingType: Unsupported value: {other:?}: supported values: \"System\", \"List\""
+                return Err(FieldError::unsupported(
+                    "defaultingType",
+                    format!("{other:?}: supported values: \"System\", \"List\""),
                 ));
             }
         };
@@ -70,34 +72,39 @@ impl PodTopologySpread {
         for (i, c) in args.default_constraints.iter().enumerate() {
             let at = format!("defaultConstraints[{i}]");
             if c.max_skew <= 0 {
-                return Err(format!(
-                    "{at}.maxSkew: Invalid value: {}: must be greater than zero",
-                    c.max_skew
+                return Err(FieldError::invalid(
+                    format!("{at}.maxSkew"),
+                    format!("{}: must be greater than zero", c.max_skew),
                 ));
             }
             if c.topology_key.is_empty() {
-                return Err(format!(
-                    "{at}.topologyKey: Required value: can not be empty"
+                return Err(FieldError::required(
+                    format!("{at}.topologyKey"),
+                    "can not be empty",
                 ));
             }
             if !matches!(
                 c.when_unsatisfiable.as_str(),
                 "DoNotSchedule" | "ScheduleAnyway"
             ) {
-                return Err(format!(
-                    "{at}.whenUnsatisfiable: Unsupported value: {:?}: supported values: \"DoNotSchedule\", \"ScheduleAnyway\"",
-                    c.when_unsatisfiable
+                return Err(FieldError::unsupported(
+                    format!("{at}.whenUnsatisfiable"),
+                    format!(
+                        "{:?}: supported values: \"DoNotSchedule\", \"ScheduleAnyway\"",
+                        c.when_unsatisfiable
+                    ),
                 ));
             }
             if c.label_selector.is_some() {
-                return Err(format!(
-                    "{at}.labelSelector: Forbidden: constraint must not define a selector, as they deduced for each pod"
+                return Err(FieldError::forbidden(
+                    format!("{at}.labelSelector"),
+                    "constraint must not define a selector, as they deduced for each pod",
                 ));
             }
             if !seen.insert((c.topology_key.clone(), c.when_unsatisfiable.clone())) {
-                return Err(format!(
-                    "{at}: Duplicate value: {:?}",
-                    (&c.topology_key, &c.when_unsatisfiable)
+                return Err(FieldError::duplicate(
+                    at,
+                    format!("{:?}", (&c.topology_key, &c.when_unsatisfiable)),
                 ));
             }
         }
@@ -365,7 +372,7 @@ impl Plugin for PodTopologySpread {
         pod: &PodInfo,
         node: &NodeInfo,
         _: &ClusterState,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, Status> {
         let Some(s) = state.read::<Scoring>(SCORE_KEY) else {
             return Ok(0);
         };

@@ -113,6 +113,7 @@ fn args_are_validated_like_upstream() {
         PodTopologySpread::new(serde_json::from_value(v).unwrap())
             .err()
             .unwrap()
+            .to_string()
     };
     let e = bad(json!({"defaultingType": "System",
         "defaultConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]}));

@@ -43,7 +43,7 @@ impl Plugin for TaintToleration {
         pod: &PodInfo,
         node: &NodeInfo,
         _: &ClusterState,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, Status> {
         let tolerations: Vec<&Toleration> = pod
             .spec()
             .and_then(|s| s.tolerations.as_ref())

@@ -42,13 +42,37 @@ const POD_RESOURCES: &[&str] = &[
 
 const RETRIES: usize = 3;
 
-fn annotation_list(q: &ElasticQuota, key: &str) -> Result<Amounts, String> {
+/// Why a pod is not admitted into its quota, in Koordinator's words.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum QuotaAdmissionError {
+    #[error("elastic quota {0} not found")]
+    NotFound(String),
+    #[error("more than one elastic quota {0} found")]
+    Ambiguous(String),
+    #[error("annotation {key}: {reason}")]
+    Annotation { key: String, reason: String },
+    #[error("exceeded quota: {quota}, requested: {requested}, used: {used}, limited: {limited}")]
+    Exceeded {
+        quota: String,
+        requested: String,
+        used: String,
+        limited: String,
+    },
+    /// Reading or writing the quota failed (the last conflict after the retries).
+    #[error("{0}")]
+    Api(String),
+}
+
+fn annotation_list(q: &ElasticQuota, key: &str) -> Result<Amounts, QuotaAdmissionError> {
     let raw = q.metadata.annotations.as_ref().and_then(|a| a.get(key));
     match raw.filter(|s| !s.is_empty()) {
         None => Ok(Amounts::new()),
         Some(s) => serde_json::from_str::<BTreeMap<String, Quantity>>(s)
             .map(|l| amounts(Some(&l)))
-            .map_err(|e| format!("annotation {key}: {e}")),
+            .map_err(|e| QuotaAdmissionError::Annotation {
+                key: key.to_string(),
+                reason: e.to_string(),
+            }),
     }
 }
 
@@ -79,7 +103,7 @@ fn pretty(a: &Amounts, names: &[&String]) -> String {
 
 /// The quota's `child-request` once the pod is admitted; `None` when the pod asks for
 /// nothing the quota limits; an error in Koordinator's words when it does not fit.
-pub fn admit(quota: &ElasticQuota, pod: &Pod) -> Result<Option<Amounts>, String> {
+pub fn admit(quota: &ElasticQuota, pod: &Pod) -> Result<Option<Amounts>, QuotaAdmissionError> {
     let max = amounts(quota.spec.max.as_ref());
     if !max.keys().any(|k| POD_RESOURCES.contains(&k.as_str())) {
         return Ok(None);
@@ -117,12 +141,12 @@ pub fn admit(quota: &ElasticQuota, pod: &Pod) -> Result<Option<Amounts>, String>
     if !exceeded.is_empty() {
         let ns = quota.metadata.namespace.as_deref().unwrap_or("");
         let name = quota.metadata.name.as_deref().unwrap_or("");
-        return Err(format!(
-            "exceeded quota: {ns}/{name}, requested: {}, used: {}, limited: {}",
-            pretty(&requested, &exceeded),
-            pretty(&used, &exceeded),
-            pretty(&admission, &exceeded)
-        ));
+        return Err(QuotaAdmissionError::Exceeded {
+            quota: format!("{ns}/{name}"),
+            requested: pretty(&requested, &exceeded),
+            used: pretty(&used, &exceeded),
+            limited: pretty(&admission, &exceeded),
+        });
     }
     Ok(Some(new_used))
 }
@@ -155,7 +179,7 @@ pub fn quota_of(h: &Handlers, req: &Request, pod: &Pod, old: Option<&Pod>) -> Op
 }
 
 /// The namespace of the one quota called `name`, as Koordinator's errors put it.
-pub fn namespace_of(h: &Handlers, name: &str) -> Result<String, String> {
+pub fn namespace_of(h: &Handlers, name: &str) -> Result<String, QuotaAdmissionError> {
     let found: Vec<Arc<ElasticQuota>> = h
         .lookup
         .quotas()
@@ -163,9 +187,9 @@ pub fn namespace_of(h: &Handlers, name: &str) -> Result<String, String> {
         .filter(|q| q.metadata.name.as_deref() == Some(name))
         .collect();
     match found.as_slice() {
-        [] => Err(format!("elastic quota {name} not found")),
+        [] => Err(QuotaAdmissionError::NotFound(name.to_string())),
         [q] => Ok(q.metadata.namespace.clone().unwrap_or_default()),
-        _ => Err(format!("more than one elastic quota {name} found")),
+        _ => Err(QuotaAdmissionError::Ambiguous(name.to_string())),
     }
 }
 
@@ -191,20 +215,26 @@ impl Evaluator {
 
     /// Admits `pod` into the quota named `name` (found among the cached quotas), or says
     /// why not.
-    pub async fn evaluate(&self, h: &Handlers, name: &str, pod: &Pod) -> Result<(), String> {
+    pub async fn evaluate(
+        &self,
+        h: &Handlers,
+        name: &str,
+        pod: &Pod,
+    ) -> Result<(), QuotaAdmissionError> {
+        let api_err = |e: String| QuotaAdmissionError::Api(e);
         let ns = namespace_of(h, name)?;
         let lock = self.lock_of(&format!("{ns}/{name}"));
         let _held = lock.lock().await;
         let api: Api<ElasticQuota> = Api::namespaced(self.client.clone(), &ns);
         let mut last = String::new();
         for _ in 0..RETRIES {
-            let mut quota = api.get(name).await.map_err(|e| e.to_string())?;
+            let mut quota = api.get(name).await.map_err(|e| api_err(e.to_string()))?;
             let Some(used) = admit(&quota, pod)? else {
                 return Ok(());
             };
             let shown: BTreeMap<&String, String> =
                 used.iter().map(|(k, v)| (k, shown(k, *v))).collect();
-            let json = serde_json::to_string(&shown).map_err(|e| e.to_string())?;
+            let json = serde_json::to_string(&shown).map_err(|e| api_err(e.to_string()))?;
             quota
                 .metadata
                 .annotations
@@ -213,10 +243,10 @@ impl Evaluator {
             match api.replace(name, &PostParams::default(), &quota).await {
                 Ok(_) => return Ok(()),
                 Err(kube::Error::Api(e)) if e.code == 409 => last = e.message,
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(api_err(e.to_string())),
             }
         }
-        Err(last)
+        Err(api_err(last))
     }
 }
 

@@ -6,6 +6,7 @@ pub mod topology;
 pub mod tree_affinity;
 mod validate;
 
+use crate::api::field::FieldError;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -73,13 +74,14 @@ pub fn mutate(h: &Handlers, req: &Request) -> Verdict {
 }
 
 /// Parent label, inherited tree id, shared weight shaped like `spec.max`.
-pub fn defaults(topo: &Topology, info: &QuotaInfo, q: &mut Value) -> Result<(), String> {
+pub fn defaults(topo: &Topology, info: &QuotaInfo, q: &mut Value) -> Result<(), FieldError> {
     let max = q
         .pointer("/spec/max")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    let labels = j::path(q, &["metadata", "labels"]).ok_or("metadata.labels is malformed")?;
+    let malformed = |f: &str| FieldError::whole(format!("{f} is malformed"));
+    let labels = j::path(q, &["metadata", "labels"]).ok_or_else(|| malformed("metadata.labels"))?;
     let parent = labels
         .get(LABEL_QUOTA_PARENT)
         .and_then(Value::as_str)
@@ -91,14 +93,17 @@ pub fn defaults(topo: &Topology, info: &QuotaInfo, q: &mut Value) -> Result<(), 
     let parent = parent.unwrap_or_else(|| QUOTA_ROOT.to_string());
     if info.tree_id.is_empty() && parent != QUOTA_ROOT {
         let p = topo.get(&parent).ok_or_else(|| {
-            format!("metadata.labels[{LABEL_QUOTA_PARENT}]: Not found: parent quota {parent:?}")
+            FieldError::not_found(
+                format!("metadata.labels[{LABEL_QUOTA_PARENT}]"),
+                format!("parent quota {parent:?}"),
+            )
         })?;
         if !p.tree_id.is_empty() {
             labels.insert(LABEL_QUOTA_TREE_ID.into(), p.tree_id.clone().into());
         }
     }
-    let ann =
-        j::path(q, &["metadata", "annotations"]).ok_or("metadata.annotations is malformed")?;
+    let ann = j::path(q, &["metadata", "annotations"])
+        .ok_or_else(|| malformed("metadata.annotations"))?;
     let current: Option<Map<String, Value>> = ann
         .get(ANNOTATION_QUOTA_SHARED_WEIGHT)
         .and_then(Value::as_str)

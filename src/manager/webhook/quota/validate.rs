@@ -1,6 +1,7 @@
 //! `/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota`: self checks, tree checks,
 //! namespace binding conflicts and deletion guards.
 
+use crate::api::field::FieldError;
 use crate::manager::features;
 use std::collections::BTreeSet;
 
@@ -57,31 +58,31 @@ fn write(
     new: &QuotaInfo,
     old: Option<&QuotaInfo>,
     op: Operation,
-) -> Result<(), String> {
+) -> Result<(), FieldError> {
     if op == Operation::Create {
         if topo.get(&new.name).is_some() {
-            return Err(format!(
-                "metadata.name: Duplicate value: ElasticQuota {:?} already exists",
-                new.name
+            return Err(FieldError::duplicate(
+                "metadata.name",
+                format!("ElasticQuota {:?} already exists", new.name),
             ));
         }
     } else {
         let Some(old) = old else {
-            return Err("update without the old object".into());
+            return Err(FieldError::whole("update without the old object"));
         };
         if unchanged(old, new) {
             return Ok(());
         }
         if new.name == QUOTA_ROOT || new.name == QUOTA_SYSTEM {
-            return Err(format!(
-                "metadata.name: Forbidden: {} cannot be modified",
-                new.name
+            return Err(FieldError::forbidden(
+                "metadata.name",
+                format!("{} cannot be modified", new.name),
             ));
         }
         if topo.get(&new.name).is_none() {
-            return Err(format!(
-                "metadata.name: Not found: ElasticQuota {:?} is not known",
-                new.name
+            return Err(FieldError::not_found(
+                "metadata.name",
+                format!("ElasticQuota {:?} is not known", new.name),
             ));
         }
     }
@@ -102,32 +103,36 @@ fn unchanged(old: &QuotaInfo, new: &QuotaInfo) -> bool {
         && old.strict_keys == new.strict_keys
 }
 
-fn namespace_conflicts(topo: &Topology, new: &QuotaInfo) -> Result<(), String> {
+fn namespace_conflicts(topo: &Topology, new: &QuotaInfo) -> Result<(), FieldError> {
     for ns in &new.namespaces {
         if let Some(other) = topo
             .quotas
             .values()
             .find(|q| q.name != new.name && q.namespaces.contains(ns))
         {
-            return Err(format!(
-                "metadata.annotations[{ANNOTATION_QUOTA_NAMESPACES}]: Invalid value: namespace {ns:?} is already bound to quota {:?}",
-                other.name
+            return Err(FieldError::invalid(
+                format!("metadata.annotations[{ANNOTATION_QUOTA_NAMESPACES}]"),
+                format!(
+                    "namespace {ns:?} is already bound to quota {:?}",
+                    other.name
+                ),
             ));
         }
     }
     Ok(())
 }
 
-fn negative(what: &str, a: &Amounts) -> Result<(), String> {
+fn negative(what: &str, a: &Amounts) -> Result<(), FieldError> {
     match a.iter().find(|(_, v)| **v < 0) {
-        Some((k, v)) => Err(format!(
-            "{what}[{k}]: Invalid value: {v}: must not be negative"
+        Some((k, v)) => Err(FieldError::invalid(
+            format!("{what}[{k}]"),
+            format!("{v}: must not be negative"),
         )),
         None => Ok(()),
     }
 }
 
-pub fn self_checks(q: &QuotaInfo) -> Result<(), String> {
+pub fn self_checks(q: &QuotaInfo) -> Result<(), FieldError> {
     negative("spec.max", &q.max)?;
     negative("spec.min", &q.min)?;
     if let Some(w) = &q.shared_weight {
@@ -139,15 +144,19 @@ pub fn self_checks(q: &QuotaInfo) -> Result<(), String> {
     for (k, min) in &q.min {
         match q.max.get(k) {
             None => {
-                return Err(format!(
-                    "spec.min[{k}]: Invalid value: the key is missing from spec.max"
+                return Err(FieldError::invalid(
+                    format!("spec.min[{k}]"),
+                    "the key is missing from spec.max",
                 ));
             }
             Some(max) if min > max => {
-                return Err(format!(
-                    "spec.min[{k}]: Invalid value: min {} is larger than max {}",
-                    shown(k, *min),
-                    shown(k, *max)
+                return Err(FieldError::invalid(
+                    format!("spec.min[{k}]"),
+                    format!(
+                        "min {} is larger than max {}",
+                        shown(k, *min),
+                        shown(k, *max)
+                    ),
                 ));
             }
             _ => {}
@@ -157,8 +166,9 @@ pub fn self_checks(q: &QuotaInfo) -> Result<(), String> {
         let used = q.used.get(k).copied().unwrap_or(0);
         let max = q.max.get(k).copied().unwrap_or(0);
         if max < used {
-            return Err(format!(
-                "spec.max[{k}]: Invalid value: max {max} is below used {used} (strict key)"
+            return Err(FieldError::invalid(
+                format!("spec.max[{k}]"),
+                format!("max {max} is below used {used} (strict key)"),
             ));
         }
     }
@@ -218,7 +228,7 @@ fn topology_checks(
     topo: &Topology,
     new: &QuotaInfo,
     pods: &[std::sync::Arc<Pod>],
-) -> Result<(), String> {
+) -> Result<(), FieldError> {
     if new.is_root {
         return Ok(());
     }
@@ -227,22 +237,22 @@ fn topology_checks(
     // 1. is-parent transitions.
     if let Some(old) = old {
         if old.is_parent && !new.is_parent && !children.is_empty() {
-            return Err(format!(
-                "metadata.labels[{LABEL_QUOTA_IS_PARENT}]: Forbidden: quota {} still has child quotas",
-                new.name
+            return Err(FieldError::forbidden(
+                format!("metadata.labels[{LABEL_QUOTA_IS_PARENT}]"),
+                format!("quota {} still has child quotas", new.name),
             ));
         }
         if !old.is_parent && new.is_parent && pods_bound(pods, new) {
-            return Err(format!(
-                "metadata.labels[{LABEL_QUOTA_IS_PARENT}]: Forbidden: quota {} still has pods",
-                new.name
+            return Err(FieldError::forbidden(
+                format!("metadata.labels[{LABEL_QUOTA_IS_PARENT}]"),
+                format!("quota {} still has pods", new.name),
             ));
         }
         // 2. tree id is immutable.
         if old.tree_id != new.tree_id {
-            return Err(format!(
-                "metadata.labels[{LABEL_QUOTA_TREE_ID}]: Invalid value: {:?}: field is immutable",
-                new.tree_id
+            return Err(FieldError::invalid(
+                format!("metadata.labels[{LABEL_QUOTA_TREE_ID}]"),
+                format!("{:?}: field is immutable", new.tree_id),
             ));
         }
     }
@@ -250,15 +260,21 @@ fn topology_checks(
     if let Some(Some(p)) = parent
         && p.tree_id != new.tree_id
     {
-        return Err(format!(
-            "metadata.labels[{LABEL_QUOTA_TREE_ID}]: Invalid value: {:?}: must equal the parent's tree id {:?}",
-            new.tree_id, p.tree_id
+        return Err(FieldError::invalid(
+            format!("metadata.labels[{LABEL_QUOTA_TREE_ID}]"),
+            format!(
+                "{:?}: must equal the parent's tree id {:?}",
+                new.tree_id, p.tree_id
+            ),
         ));
     }
     if let Some(c) = children.iter().find(|c| c.tree_id != new.tree_id) {
-        return Err(format!(
-            "metadata.labels[{LABEL_QUOTA_TREE_ID}]: Invalid value: {:?}: child quota {} has tree id {:?}",
-            new.tree_id, c.name, c.tree_id
+        return Err(FieldError::invalid(
+            format!("metadata.labels[{LABEL_QUOTA_TREE_ID}]"),
+            format!(
+                "{:?}: child quota {} has tree id {:?}",
+                new.tree_id, c.name, c.tree_id
+            ),
         ));
     }
     if parent.is_none() && !new.is_parent {
@@ -267,15 +283,18 @@ fn topology_checks(
     // 3. the parent exists and is a parent quota.
     let parent = match parent {
         Some(None) => {
-            return Err(format!(
-                "metadata.labels[{LABEL_QUOTA_PARENT}]: Not found: parent quota {:?} does not exist",
-                new.parent
+            return Err(FieldError::not_found(
+                format!("metadata.labels[{LABEL_QUOTA_PARENT}]"),
+                format!("parent quota {:?} does not exist", new.parent),
             ));
         }
         Some(Some(p)) if !p.is_parent => {
-            return Err(format!(
-                "metadata.labels[{LABEL_QUOTA_PARENT}]: Invalid value: {:?} is not a parent quota ({LABEL_QUOTA_IS_PARENT} is not true)",
-                new.parent
+            return Err(FieldError::invalid(
+                format!("metadata.labels[{LABEL_QUOTA_PARENT}]"),
+                format!(
+                    "{:?} is not a parent quota ({LABEL_QUOTA_IS_PARENT} is not true)",
+                    new.parent
+                ),
             ));
         }
         Some(Some(p)) => Some(p),
@@ -295,7 +314,7 @@ fn key_checks(
     new: &QuotaInfo,
     parent: Option<&QuotaInfo>,
     children: &[&QuotaInfo],
-) -> Result<(), String> {
+) -> Result<(), FieldError> {
     let subset_ok = h
         .gates
         .on(features::ELASTIC_QUOTA_ENABLE_UPDATE_RESOURCE_KEY);
@@ -308,37 +327,49 @@ fn key_checks(
     };
     if let Some(p) = parent {
         if !keys_ok(&new.max, &p.max) {
-            return Err(format!(
-                "spec.max: Invalid value: resource keys {:?} differ from parent {}'s {:?}",
-                keys(&new.max),
-                p.name,
-                keys(&p.max)
+            return Err(FieldError::invalid(
+                "spec.max",
+                format!(
+                    "resource keys {:?} differ from parent {}'s {:?}",
+                    keys(&new.max),
+                    p.name,
+                    keys(&p.max)
+                ),
             ));
         }
         if !keys(&new.min).is_subset(&keys(&p.min)) {
-            return Err(format!(
-                "spec.min: Invalid value: resource keys {:?} are not all in parent {}'s min {:?}",
-                keys(&new.min),
-                p.name,
-                keys(&p.min)
+            return Err(FieldError::invalid(
+                "spec.min",
+                format!(
+                    "resource keys {:?} are not all in parent {}'s min {:?}",
+                    keys(&new.min),
+                    p.name,
+                    keys(&p.min)
+                ),
             ));
         }
     }
     for c in children {
         if !keys_ok(&c.max, &new.max) {
-            return Err(format!(
-                "spec.max: Invalid value: resource keys {:?} differ from child {}'s {:?}",
-                keys(&new.max),
-                c.name,
-                keys(&c.max)
+            return Err(FieldError::invalid(
+                "spec.max",
+                format!(
+                    "resource keys {:?} differ from child {}'s {:?}",
+                    keys(&new.max),
+                    c.name,
+                    keys(&c.max)
+                ),
             ));
         }
         if !keys(&c.min).is_subset(&keys(&new.min)) {
-            return Err(format!(
-                "spec.min: Invalid value: child {}'s min keys {:?} are not all in {:?}",
-                c.name,
-                keys(&c.min),
-                keys(&new.min)
+            return Err(FieldError::invalid(
+                "spec.min",
+                format!(
+                    "child {}'s min keys {:?} are not all in {:?}",
+                    c.name,
+                    keys(&c.min),
+                    keys(&new.min)
+                ),
             ));
         }
     }
@@ -351,40 +382,46 @@ fn min_checks(
     new: &QuotaInfo,
     parent: Option<&QuotaInfo>,
     children: &[&QuotaInfo],
-) -> Result<(), String> {
+) -> Result<(), FieldError> {
     if let Some(p) = parent {
         let siblings = topo.children(&p.name).filter(|s| s.name != new.name);
         let sum = sum_min(siblings.chain(std::iter::once(new)));
         if let Err((k, s, c)) = within(&sum, &p.min) {
-            return Err(format!(
-                "spec.min[{k}]: Invalid value: the children of {} would need {s} in total, more than its min {c}",
-                p.name
+            return Err(FieldError::invalid(
+                format!("spec.min[{k}]"),
+                format!(
+                    "the children of {} would need {s} in total, more than its min {c}",
+                    p.name
+                ),
             ));
         }
     }
     let sum = sum_min(children.iter().copied());
     if let Err((k, s, c)) = within(&sum, &new.min) {
-        return Err(format!(
-            "spec.min[{k}]: Invalid value: {c} is less than the sum of the children's min {s}"
+        return Err(FieldError::invalid(
+            format!("spec.min[{k}]"),
+            format!("{c} is less than the sum of the children's min {s}"),
         ));
     }
     Ok(())
 }
 
-fn delete(h: &Handlers, topo: &Topology, name: &str) -> Result<(), String> {
+fn delete(h: &Handlers, topo: &Topology, name: &str) -> Result<(), FieldError> {
     if [QUOTA_ROOT, QUOTA_SYSTEM, QUOTA_DEFAULT].contains(&name) {
-        return Err(format!(
+        return Err(FieldError::whole(format!(
             "ElasticQuota {name} is built in and cannot be deleted"
-        ));
+        )));
     }
     if topo.get(name).is_none() {
-        return Err(format!("ElasticQuota {name:?} is not known"));
+        return Err(FieldError::whole(format!(
+            "ElasticQuota {name:?} is not known"
+        )));
     }
     if let Some(c) = topo.children(name).next() {
-        return Err(format!(
+        return Err(FieldError::whole(format!(
             "ElasticQuota {name} has child quotas (e.g. {}); delete them first",
             c.name
-        ));
+        )));
     }
     let has_pods = h.lookup.pods().iter().any(|p| {
         p.metadata
@@ -394,9 +431,9 @@ fn delete(h: &Handlers, topo: &Topology, name: &str) -> Result<(), String> {
             .is_some_and(|l| l == name)
     });
     if has_pods {
-        return Err(format!(
+        return Err(FieldError::whole(format!(
             "ElasticQuota {name} still has pods labelled {LABEL_QUOTA_NAME}={name}"
-        ));
+        )));
     }
     Ok(())
 }

@@ -9,6 +9,7 @@
 pub mod preempt;
 pub mod status;
 
+use crate::api::field::FieldError;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -56,19 +57,21 @@ pub struct Coscheduling {
 pub const ANN_NETWORK_TOPOLOGY_SPEC: &str = "gang.scheduling.koordinator.sh/network-topology-spec";
 
 impl Coscheduling {
-    pub fn new(raw: Option<&Value>) -> Result<Coscheduling, String> {
+    pub fn new(raw: Option<&Value>) -> Result<Coscheduling, FieldError> {
         let a: RawArgs = super::plain_args(raw)?;
-        let default_timeout = match a.default_timeout.as_deref() {
-            None => Duration::from_secs(600),
-            Some(s) => {
-                crate::api::duration::parse(s).map_err(|e| format!("defaultTimeout: {e}"))?
-            }
-        };
+        let default_timeout = crate::api::duration::field_or(
+            "defaultTimeout",
+            a.default_timeout.as_deref(),
+            Duration::from_secs(600),
+        )?;
         let policy = a
             .default_match_policy
             .unwrap_or_else(|| "once-satisfied".into());
         if !["once-satisfied", "only-waiting", "waiting-and-running"].contains(&policy.as_str()) {
-            return Err(format!("defaultMatchPolicy: unknown policy {policy:?}"));
+            return Err(FieldError::new(
+                "defaultMatchPolicy",
+                format!("unknown policy {policy:?}"),
+            ));
         }
         Ok(Coscheduling {
             settings: GangSettings {
@@ -138,7 +141,7 @@ impl Plugin for Coscheduling {
     fn pre_enqueue(&self, pod: &PodInfo, cluster: &ClusterState) -> Status {
         match cluster.gangs.check(&pod.key, &pod.pod) {
             Ok(()) => Status::success(),
-            Err(m) => Status::unresolvable(m),
+            Err(m) => Status::unresolvable(m.to_string()),
         }
     }
     fn pre_filter(
@@ -152,7 +155,7 @@ impl Plugin for Coscheduling {
         };
         self.note_topology(&id, pod);
         if let Err(m) = cluster.gangs.check(&pod.key, &pod.pod) {
-            return (Status::unresolvable(m), None);
+            return (Status::unresolvable(m.to_string()), None);
         }
         let g = &cluster.gangs;
         let spec = g.spec(&id);

@@ -217,7 +217,7 @@ impl DryRun<'_> {
                 let fit = (self.fits)(p, node, &self.job);
                 if let Err(reason) = &fit {
                     self.statuses
-                        .insert(trials[*t].name.clone(), reason.clone());
+                        .insert(trials[*t].name.clone(), reason.message());
                 }
                 fit.is_ok()
             });

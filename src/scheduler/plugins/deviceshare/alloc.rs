@@ -5,6 +5,7 @@
 //! when one has room (choosing the tightest such group, to leave whole groups free); a
 //! joint allocation puts the secondary types (RDMA) on the primary's PCIe switches.
 
+use super::error::DeviceError;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::hint::Hints;
@@ -12,7 +13,7 @@ use super::request::{JointAllocate, Need, Request};
 use crate::api::extension::resources::{GPU_MEMORY, GPU_MEMORY_RATIO};
 use crate::scheduler::model::devices::{Allocations, Dev, DevRes, Granted, NodeDevices, Used};
 
-pub const ERR_JOINT: &str = "node(s) Device Joint-Allocate rules violation";
+pub use super::error::ERR_JOINT;
 
 /// `DeviceShareArgs.scoringStrategy`.
 #[derive(Debug, Clone, PartialEq)]
@@ -253,7 +254,7 @@ fn allocate_type(
     need: &Need,
     pcies: &BTreeSet<String>,
     at_least: usize,
-) -> Result<Vec<Granted>, String> {
+) -> Result<Vec<Granted>, DeviceError> {
     let wants_vf = ctx.hints.get(kind).is_some_and(|h| h.vf_selector.is_some());
     let has_vfs = ctx
         .devices
@@ -261,7 +262,10 @@ fn allocate_type(
         .get(kind)
         .is_some_and(|d| d.iter().any(|d| !d.vf_groups.is_empty()));
     if wants_vf && !has_vfs {
-        return Err(format!("Insufficient {kind} VirtualFunctions"));
+        return Err(DeviceError::Insufficient {
+            kind: kind.to_string(),
+            what: "VirtualFunctions",
+        });
     }
     let mut cands = candidates(ctx, kind, need);
     let want = need.count.max(at_least);
@@ -274,7 +278,10 @@ fn allocate_type(
         cands = group.into_iter().filter_map(|i| slots[i].take()).collect();
     }
     if cands.len() < want {
-        return Err(format!("Insufficient {kind} devices"));
+        return Err(DeviceError::Insufficient {
+            kind: kind.to_string(),
+            what: "devices",
+        });
     }
     Ok(cands.iter().take(most).map(grant).collect())
 }
@@ -291,7 +298,7 @@ pub fn allocate(
     ctx: &Ctx,
     req: &Request,
     joint: Option<&JointAllocate>,
-) -> Result<Allocations, String> {
+) -> Result<Allocations, DeviceError> {
     let mut out = Allocations::new();
     let types: Vec<&String> = joint
         .map(|j| {
@@ -311,7 +318,7 @@ pub fn allocate(
             let at_least = if j.same_pcie() { pcies.len() } else { 0 };
             let g = allocate_type(ctx, kind, &req.by_type[*kind], &pcies, at_least)?;
             if j.same_pcie() && pcies_of(ctx.devices, kind, &g) != pcies {
-                return Err(ERR_JOINT.into());
+                return Err(DeviceError::Joint);
             }
             out.insert((*kind).clone(), g);
         }

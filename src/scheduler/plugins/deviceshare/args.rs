@@ -50,14 +50,15 @@ pub struct Model {
 }
 
 impl Args {
-    pub fn scorer(&self) -> Result<Scorer, String> {
+    pub fn scorer(&self) -> Result<Scorer, crate::api::field::FieldError> {
         let s = self.scoring_strategy.as_ref();
         let most_allocated = match s.and_then(|s| s.type_.as_deref()) {
             None | Some("") | Some("LeastAllocated") => false,
             Some("MostAllocated") => true,
             Some(other) => {
-                return Err(format!(
-                    "scoringStrategy.type {other:?}: want LeastAllocated or MostAllocated"
+                return Err(crate::api::field::FieldError::new(
+                    format!("scoringStrategy.type {other:?}"),
+                    "want LeastAllocated or MostAllocated",
                 ));
             }
         };

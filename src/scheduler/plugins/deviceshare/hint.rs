@@ -3,6 +3,7 @@
 //! labels) and, with `vfSelector`, that it needs one of their virtual functions from a VF
 //! group those labels select.
 
+use super::error::DeviceError;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -37,18 +38,21 @@ pub type Hints = BTreeMap<String, Hint>;
 
 fn parse_selector(
     kind: &str,
-    what: &str,
+    what: &'static str,
     s: Option<&LabelSelector>,
-) -> Result<Option<Selector>, String> {
+) -> Result<Option<Selector>, DeviceError> {
     s.map(|s| {
-        Selector::from_label_selector(s)
-            .map_err(|e| format!("invalid {what} of DeviceHint, deviceType: {kind}, err: {e}"))
+        Selector::from_label_selector(s).map_err(|e| DeviceError::Hint {
+            what,
+            kind: kind.to_string(),
+            reason: e.to_string(),
+        })
     })
     .transpose()
 }
 
 /// The pod's hints (none without the annotation); a malformed one is an error naming it.
-pub fn of(pod: &k8s_openapi::api::core::v1::Pod) -> Result<Hints, String> {
+pub fn of(pod: &k8s_openapi::api::core::v1::Pod) -> Result<Hints, DeviceError> {
     let Some(raw) = pod
         .metadata
         .annotations
@@ -58,7 +62,10 @@ pub fn of(pod: &k8s_openapi::api::core::v1::Pod) -> Result<Hints, String> {
         return Ok(Hints::new());
     };
     let wire: BTreeMap<String, Wire> =
-        serde_json::from_str(raw).map_err(|e| format!("{ANNOTATION_DEVICE_ALLOCATE_HINT}: {e}"))?;
+        serde_json::from_str(raw).map_err(|e| DeviceError::Annotation {
+            key: ANNOTATION_DEVICE_ALLOCATE_HINT,
+            reason: e.to_string(),
+        })?;
     wire.into_iter()
         .map(|(kind, w)| {
             let selector = parse_selector(&kind, "Selector", w.selector.as_ref())?;

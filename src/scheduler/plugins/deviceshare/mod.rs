@@ -8,6 +8,7 @@
 
 pub mod alloc;
 pub mod args;
+pub mod error;
 pub mod hint;
 pub mod request;
 pub mod used;
@@ -15,6 +16,7 @@ pub mod used;
 #[cfg(test)]
 mod tests;
 
+use crate::api::field::FieldError;
 use crate::scheduler::model::devices::{self, Allocations};
 use alloc::{Ctx, Scorer};
 use request::{JointAllocate, Request};
@@ -33,7 +35,7 @@ pub struct DeviceShare {
 }
 
 impl DeviceShare {
-    pub fn new(a: args::Args) -> Result<DeviceShare, String> {
+    pub fn new(a: args::Args) -> Result<DeviceShare, FieldError> {
         Ok(DeviceShare {
             scorer: a.scorer()?,
             unsupported_models: a.unsupported_models,
@@ -96,7 +98,7 @@ impl DeviceShare {
             alloc::allocate(ctx, &st.req, st.joint.as_ref())
         })
         .transpose()
-        .map_err(Status::unschedulable)
+        .map_err(|e| Status::unschedulable(e.to_string()))
     }
 }
 
@@ -135,16 +137,16 @@ impl Plugin for DeviceShare {
         _: &ClusterState,
     ) -> (Status, PreFilterResult) {
         let req = match request::of_requests(&pod.requests) {
-            Err(e) => return (Status::unresolvable(e), None),
+            Err(e) => return (Status::unresolvable(e.to_string()), None),
             Ok(None) => return (Status::skip(), None),
             Ok(Some(r)) => r,
         };
         let joint = match JointAllocate::of(&pod.pod) {
-            Err(e) => return (Status::unresolvable(e), None),
+            Err(e) => return (Status::unresolvable(e.to_string()), None),
             Ok(j) => j,
         };
         let hints = match hint::of(&pod.pod) {
-            Err(e) => return (Status::unresolvable(e), None),
+            Err(e) => return (Status::unresolvable(e.to_string()), None),
             Ok(h) => h,
         };
         state.write(NAME, PreState { req, joint, hints });
@@ -176,7 +178,7 @@ impl Plugin for DeviceShare {
         _: &PodInfo,
         node: &NodeInfo,
         cluster: &ClusterState,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, Status> {
         let Some(st) = state.read::<PreState>(NAME) else {
             return Ok(0);
         };

@@ -2,6 +2,7 @@
 //! `devicehandler_gpu.go`): which GPU-family resources may be combined, what they mean
 //! per GPU, and how many devices of each type the pod needs.
 
+use super::error::DeviceError;
 use std::collections::BTreeMap;
 
 use crate::api::extension::resources::{
@@ -15,15 +16,18 @@ pub const AMD_GPU: &str = "amd.com/gpu";
 pub const HYGON_DCU: &str = "dcu.com/gpu";
 /// `ValidateDeviceRequest`'s refusal of a combination, naming the requested resources.
 /// (Sorted: Go prints them in map order.)
-fn invalid(names: &[&str]) -> String {
-    let mut sorted = names.to_vec();
+fn invalid(names: &[&str]) -> DeviceError {
+    let mut sorted: Vec<String> = names.iter().map(|n| n.to_string()).collect();
     sorted.sort();
-    format!("invalid resource device requests: [{}]", sorted.join(" "))
+    DeviceError::InvalidRequests(sorted)
 }
 
 /// `ValidateDeviceRequest`'s refusal of a percentage resource's amount.
-fn invalid_unit(name: &str, v: i64) -> String {
-    format!("invalid resource unit {name}: {v}")
+fn invalid_unit(name: &str, v: i64) -> DeviceError {
+    DeviceError::InvalidUnit {
+        name: name.to_string(),
+        value: v,
+    }
 }
 
 /// The GPU-family names, each with its flag bit.
@@ -77,7 +81,7 @@ fn multiple_of(v: Option<i64>, k: i64) -> bool {
 }
 
 /// The GPU request in per-pod terms, or an error for a combination Koordinator refuses.
-fn gpu_total(req: &Amounts) -> Result<Option<DevRes>, String> {
+fn gpu_total(req: &Amounts) -> Result<Option<DevRes>, DeviceError> {
     let get = |n: &str| req.get(n).copied().filter(|v| *v > 0);
     let present: Vec<&str> = GPU_FAMILY
         .iter()
@@ -165,7 +169,7 @@ fn split(total: &DevRes, count: usize) -> DevRes {
 }
 
 /// The pod's device request; `None` when it asks for no device.
-pub fn of_requests(req: &Amounts) -> Result<Option<Request>, String> {
+pub fn of_requests(req: &Amounts) -> Result<Option<Request>, DeviceError> {
     let mut out = Request::default();
     if let Some(total) = gpu_total(req)? {
         let shared = total.get(GPU_SHARED).copied().unwrap_or(0);
@@ -211,7 +215,7 @@ pub struct JointAllocate {
 pub const ANNOTATION_JOINT_ALLOCATE: &str = "scheduling.koordinator.sh/device-joint-allocate";
 
 impl JointAllocate {
-    pub fn of(pod: &k8s_openapi::api::core::v1::Pod) -> Result<Option<JointAllocate>, String> {
+    pub fn of(pod: &k8s_openapi::api::core::v1::Pod) -> Result<Option<JointAllocate>, DeviceError> {
         let Some(raw) = pod
             .metadata
             .annotations
@@ -222,7 +226,10 @@ impl JointAllocate {
         };
         serde_json::from_str(raw)
             .map(Some)
-            .map_err(|e| format!("{ANNOTATION_JOINT_ALLOCATE}: {e}"))
+            .map_err(|e| DeviceError::Annotation {
+                key: ANNOTATION_JOINT_ALLOCATE,
+                reason: e.to_string(),
+            })
     }
 
     pub fn same_pcie(&self) -> bool {

@@ -110,7 +110,7 @@ fn requests_normalised_as_koordinator() {
         ),
     ] {
         assert_eq!(
-            request::of_requests(&amounts(bad.clone())),
+            request::of_requests(&amounts(bad.clone())).map_err(|e| e.to_string()),
             Err(want),
             "{bad}"
         );
@@ -212,7 +212,7 @@ fn run_hinted(
         hints,
         vfs_used: &vfs_used,
     };
-    alloc::allocate(&ctx, req, joint)
+    alloc::allocate(&ctx, req, joint).map_err(|e| e.to_string())
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! `ElasticQuotaArgs` with Koordinator's v1 defaults (`apis/config/v1/defaults.go`).
 
+use crate::api::field::FieldError;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -46,18 +47,16 @@ fn huge() -> Amounts {
     Amounts::from([(CPU.to_string(), v), (MEMORY.to_string(), v)])
 }
 
-fn duration(field: &str, raw: Option<&str>, default: Duration) -> Result<Duration, String> {
-    match raw {
-        None => Ok(default),
-        Some(s) => crate::api::duration::parse(s).map_err(|e| format!("{field}: {e}")),
-    }
-}
+use crate::api::duration::field_or as duration;
 
 impl Args {
-    pub fn parse(v: Option<&Value>) -> Result<Args, String> {
+    pub fn parse(v: Option<&Value>) -> Result<Args, FieldError> {
         let raw: Raw = crate::scheduler::plugins::plain_args(v)?;
         if raw.hook_plugins.as_ref().is_some_and(|h| !h.is_empty()) {
-            return Err("hookPlugins: quota hook plugins are not supported".into());
+            return Err(FieldError::new(
+                "hookPlugins",
+                "quota hook plugins are not supported",
+            ));
         }
         let max_or_huge = |l: &Option<ResourceList>| match l {
             Some(l) if !l.is_empty() => amounts(Some(l)),

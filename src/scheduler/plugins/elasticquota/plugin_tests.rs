@@ -80,7 +80,9 @@ fn args_defaults_and_errors() {
     assert!(!a.monitor_all_quotas && !a.enable_check_parent_quota);
     assert_eq!(a.delay_evict_time.as_secs(), 120);
     assert_eq!(a.quota_group_namespace, "koordinator-system");
-    let e = Args::parse(Some(&json!({"delayEvictTime": "soon"}))).unwrap_err();
+    let e = Args::parse(Some(&json!({"delayEvictTime": "soon"})))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("delayEvictTime"), "{e}");
     assert!(Args::parse(Some(&json!({"bogus": 1}))).is_err());
 }

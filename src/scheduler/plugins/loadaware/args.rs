@@ -1,5 +1,6 @@
 //! `LoadAwareSchedulingArgs` with Koordinator's v1 defaults and validation.
 
+use crate::api::field::FieldError;
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
@@ -65,7 +66,7 @@ fn check_map(
     m: &BTreeMap<String, i64>,
     lo: i64,
     lo_inclusive: bool,
-) -> Result<(), String> {
+) -> Result<(), FieldError> {
     for (k, v) in m {
         let low = if lo_inclusive { *v < lo } else { *v <= lo };
         if low || *v > 100 {
@@ -74,7 +75,10 @@ fn check_map(
             } else {
                 format!("({lo}, 100]")
             };
-            return Err(format!("{field}[{k}]: {v} is not in {range}"));
+            return Err(FieldError::new(
+                format!("{field}[{k}]"),
+                format!("{v} is not in {range}"),
+            ));
         }
     }
     Ok(())
@@ -83,7 +87,7 @@ fn check_map(
 impl Args {
     /// Defaults as Koordinator's v1 `SetDefaults_LoadAwareSchedulingArgs`, then validation;
     /// errors name the field.
-    pub fn effective(self) -> Result<Effective, String> {
+    pub fn effective(self) -> Result<Effective, FieldError> {
         let dominant = self.dominant_resource_weight.unwrap_or(0);
         let weights = match self.resource_weights {
             Some(w) => w,
@@ -117,8 +121,9 @@ impl Args {
             .as_deref()
             .filter(|s| !s.is_empty() && *s != "default")
         {
-            return Err(format!(
-                "estimator: {est:?} is not known (only the default estimator)"
+            return Err(FieldError::new(
+                "estimator",
+                format!("{est:?} is not known (only the default estimator)"),
             ));
         }
         e.validate()?;
@@ -127,26 +132,27 @@ impl Args {
 }
 
 impl Effective {
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), FieldError> {
         if self.expiration_seconds <= 0 {
-            return Err(format!(
-                "nodeMetricExpirationSeconds: {} must be > 0",
-                self.expiration_seconds
+            return Err(FieldError::new(
+                "nodeMetricExpirationSeconds",
+                format!("{} must be > 0", self.expiration_seconds),
             ));
         }
         check_map("resourceWeights", &self.weights, 0, false)?;
         if !(0..=100).contains(&self.dominant_weight) {
-            return Err(format!(
-                "dominantResourceWeight: {} is not in [0, 100]",
-                self.dominant_weight
+            return Err(FieldError::new(
+                "dominantResourceWeight",
+                format!("{} is not in [0, 100]", self.dominant_weight),
             ));
         }
         check_map("usageThresholds", &self.thresholds, 0, true)?;
         check_map("prodUsageThresholds", &self.prod_thresholds, 0, true)?;
         check_map("estimatedScalingFactors", &self.factors, 0, false)?;
         if let Some(k) = self.weights.keys().find(|k| !self.factors.contains_key(*k)) {
-            return Err(format!(
-                "resourceWeights[{k}]: the resource has no estimatedScalingFactors entry"
+            return Err(FieldError::new(
+                format!("resourceWeights[{k}]"),
+                "the resource has no estimatedScalingFactors entry",
             ));
         }
         let agg = &self.aggregated;
@@ -166,8 +172,9 @@ impl Effective {
             if let Some(t) = v.as_deref().filter(|t| !t.is_empty())
                 && !AGGREGATION_TYPES.contains(&t)
             {
-                return Err(format!(
-                    "{field}: {t:?} is not one of {AGGREGATION_TYPES:?}"
+                return Err(FieldError::new(
+                    field,
+                    format!("{t:?} is not one of {AGGREGATION_TYPES:?}"),
                 ));
             }
         }
@@ -181,9 +188,8 @@ impl Effective {
                 &agg.score_aggregated_duration,
             ),
         ] {
-            if let Some(d) = v.as_deref().filter(|d| !d.is_empty()) {
-                crate::api::duration::parse(d).map_err(|e| format!("{field}: {e}"))?;
-            }
+            let d = v.as_deref().filter(|d| !d.is_empty());
+            crate::api::duration::field_or(field, d, std::time::Duration::ZERO)?;
         }
         Ok(())
     }

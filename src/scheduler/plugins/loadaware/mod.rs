@@ -119,7 +119,7 @@ impl NodeLoad {
 }
 
 impl LoadAware {
-    pub fn new(args: args::Args) -> Result<LoadAware, String> {
+    pub fn new(args: args::Args) -> Result<LoadAware, crate::api::field::FieldError> {
         let supported = args.supported_resources.clone().unwrap_or_default();
         let e = args.effective()?;
         let mut set: std::collections::BTreeSet<String> =
@@ -274,7 +274,7 @@ impl Plugin for LoadAware {
         pod: &PodInfo,
         node: &NodeInfo,
         cluster: &ClusterState,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, Status> {
         let weight_sum: i64 = self.args.weights.values().sum::<i64>() + self.args.dominant_weight;
         if weight_sum == 0 {
             return Ok(0);

@@ -1,6 +1,7 @@
 //! What a node's CPUs and NUMA nodes hold (rebuilt from its pods' `resource-status`, so
 //! state survives restarts and assumed pods count at once) and one pod's allocation on it.
 
+use super::error::NumaError;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::take::{self, Exclusive};
@@ -116,7 +117,7 @@ fn distribute(
     free: &BTreeMap<u32, (i64, i64)>,
     req: &Request,
     mask: u64,
-) -> Result<Vec<(u32, i64, i64)>, String> {
+) -> Result<Vec<(u32, i64, i64)>, NumaError> {
     let nodes: Vec<u32> = bits(mask)
         .into_iter()
         .filter(|n| free.contains_key(n))
@@ -160,10 +161,11 @@ fn distribute(
             }
         }
         if left > 0 {
-            return Err(format!(
-                "Insufficient NUMA {}",
-                if which == 0 { "cpu" } else { "memory" }
-            ));
+            return Err(NumaError::InsufficientNuma(if which == 0 {
+                "cpu"
+            } else {
+                "memory"
+            }));
         }
     }
     Ok(out.into_iter().map(|(n, (c, m))| (n, c, m)).collect())
@@ -177,7 +179,7 @@ pub fn allocate(
     req: &Request,
     hint: Option<u64>,
     strategy: Strategy,
-) -> Result<Allocation, String> {
+) -> Result<Allocation, NumaError> {
     let mut out = Allocation::default();
     if let Some(mask) = hint {
         out.numa = distribute(opts, &st.numa_free(opts), req, mask)?;
@@ -188,7 +190,7 @@ pub fn allocate(
     let avail = usable(opts, st, &bind);
     let need = req.num_cpus();
     if avail.len() < need {
-        return Err(take::ERR_NOT_ENOUGH_CPUS.into());
+        return Err(NumaError::NotEnoughCpus);
     }
     let take = |from: &BTreeSet<u32>, n: usize| {
         take::take_cpus(
@@ -215,7 +217,7 @@ pub fn allocate(
             out.cpus.extend(take(&in_node, want)?);
         }
         if out.cpus.len() != need {
-            return Err(take::ERR_NOT_ENOUGH_CPUS.into());
+            return Err(NumaError::NotEnoughCpus);
         }
     }
     check_required(opts, &bind, &out.cpus)?;
@@ -224,7 +226,11 @@ pub fn allocate(
 
 /// Required policies hold after the fact: FullPCPUs fills whole cores, SpreadByPCPUs one
 /// CPU per core.
-fn check_required(opts: &TopologyOptions, bind: &Bind, cpus: &BTreeSet<u32>) -> Result<(), String> {
+fn check_required(
+    opts: &TopologyOptions,
+    bind: &Bind,
+    cpus: &BTreeSet<u32>,
+) -> Result<(), NumaError> {
     if !bind.required {
         return Ok(());
     }
@@ -240,6 +246,6 @@ fn check_required(opts: &TopologyOptions, bind: &Bind, cpus: &BTreeSet<u32>) -> 
     if ok {
         Ok(())
     } else {
-        Err(take::ERR_NOT_ENOUGH_CPUS.into())
+        Err(NumaError::NotEnoughCpus)
     }
 }

@@ -1,5 +1,7 @@
 //! `NodeNUMAResourceArgs` with Koordinator's v1 defaults.
 
+use super::error::NumaError;
+use crate::api::field::FieldError;
 use serde::Deserialize;
 
 use crate::scheduler::framework::res::{ResId, intern};
@@ -48,26 +50,27 @@ pub struct Args {
     pub numa_strategy: Strategy,
 }
 
-pub fn bind_policy(s: &str) -> Result<Option<BindPolicy>, String> {
+pub fn bind_policy(s: &str) -> Result<Option<BindPolicy>, NumaError> {
     match s {
         "" | "Default" | "None" | "ConstrainedBurst" => Ok(None),
         "FullPCPUs" => Ok(Some(BindPolicy::FullPcpus)),
         "SpreadByPCPUs" => Ok(Some(BindPolicy::SpreadByPcpus)),
-        other => Err(format!("unknown CPU bind policy {other:?}")),
+        other => Err(NumaError::UnknownBindPolicy(other.to_string())),
     }
 }
 
-fn strategy(s: Option<&str>, field: &str) -> Result<Strategy, String> {
+fn strategy(s: Option<&str>, field: &str) -> Result<Strategy, FieldError> {
     match s {
         None | Some("") | Some("LeastAllocated") => Ok(Strategy::LeastAllocated),
         Some("MostAllocated") => Ok(Strategy::MostAllocated),
-        Some(o) => Err(format!(
-            "{field}.type: {o:?} is not LeastAllocated or MostAllocated"
+        Some(o) => Err(FieldError::new(
+            format!("{field}.type"),
+            format!("{o:?} is not LeastAllocated or MostAllocated"),
         )),
     }
 }
 
-fn scoring(raw: Option<&RawScoring>, field: &str) -> Result<Scoring, String> {
+fn scoring(raw: Option<&RawScoring>, field: &str) -> Result<Scoring, FieldError> {
     let strategy = strategy(raw.and_then(|r| r.type_.as_deref()), field)?;
     let resources: Vec<(String, i64)> = match raw.and_then(|r| r.resources.as_ref()) {
         Some(list) if !list.is_empty() => list.iter().map(|r| (r.name.clone(), r.weight)).collect(),
@@ -76,8 +79,9 @@ fn scoring(raw: Option<&RawScoring>, field: &str) -> Result<Scoring, String> {
     let mut weights = Vec::new();
     for (name, w) in resources {
         if !(0..=100).contains(&w) {
-            return Err(format!(
-                "{field}.resources[{name}].weight: {w} is not within [0, 100]"
+            return Err(FieldError::new(
+                format!("{field}.resources[{name}].weight"),
+                format!("{w} is not within [0, 100]"),
             ));
         }
         let scalar = name != "cpu" && name != "memory" && name != "ephemeral-storage";
@@ -87,10 +91,11 @@ fn scoring(raw: Option<&RawScoring>, field: &str) -> Result<Scoring, String> {
 }
 
 impl Args {
-    pub fn new(raw: RawArgs) -> Result<Args, String> {
+    pub fn new(raw: RawArgs) -> Result<Args, FieldError> {
         let default_bind = match raw.default_cpu_bind_policy.as_deref() {
             None => Some(BindPolicy::FullPcpus),
-            Some(s) => bind_policy(s).map_err(|e| format!("defaultCPUBindPolicy: {e}"))?,
+            Some(s) => bind_policy(s)
+                .map_err(|e| FieldError::new("defaultCPUBindPolicy", e.to_string()))?,
         };
         let scoring = scoring(raw.scoring_strategy.as_ref(), "scoringStrategy")?;
         let numa = scoring_type(raw.numa_scoring_strategy.as_ref())?;
@@ -102,6 +107,6 @@ impl Args {
     }
 }
 
-fn scoring_type(raw: Option<&RawScoring>) -> Result<Strategy, String> {
+fn scoring_type(raw: Option<&RawScoring>) -> Result<Strategy, FieldError> {
     strategy(raw.and_then(|r| r.type_.as_deref()), "numaScoringStrategy")
 }

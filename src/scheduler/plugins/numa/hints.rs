@@ -2,6 +2,7 @@
 //! resource, every set of NUMA nodes that can hold it; merged across resources and judged
 //! by the NUMA policy. NodeNUMAResource is the only hint provider in koord today.
 
+use super::error::NumaError;
 use std::collections::BTreeMap;
 
 use super::alloc::{NodeState, Request, bits, usable};
@@ -198,7 +199,7 @@ pub fn admit(
     policy: NumaPolicy,
     hints: &BTreeMap<&'static str, Vec<Hint>>,
     all: u64,
-) -> Result<Option<u64>, String> {
+) -> Result<Option<u64>, NumaError> {
     if policy == NumaPolicy::None {
         return Ok(None);
     }
@@ -210,7 +211,7 @@ pub fn admit(
     if let Some(r) = missing.first()
         && policy != NumaPolicy::BestEffort
     {
-        return Err(format!("Unsatisfied NUMA {r}"));
+        return Err(NumaError::Unsatisfied(r.to_string()));
     }
     let (best, unsatisfied) = merge(hints, all);
     match policy {
@@ -224,7 +225,7 @@ pub fn admit(
                 ","
             };
             let names: Vec<&str> = hints.keys().copied().collect();
-            Err(format!("Unaligned NUMA Hint cause {}", names.join(sep)))
+            Err(NumaError::Unaligned(names.join(sep)))
         }
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod alloc;
 pub mod args;
+pub mod error;
 pub mod hints;
 pub mod take;
 
@@ -118,7 +119,7 @@ fn amplify(v: i64, ratio: f64) -> i64 {
 }
 
 impl NodeNUMAResource {
-    pub fn new(raw: args::RawArgs) -> Result<NodeNUMAResource, String> {
+    pub fn new(raw: args::RawArgs) -> Result<NodeNUMAResource, crate::api::field::FieldError> {
         Ok(NodeNUMAResource {
             args: args::Args::new(raw)?,
             owner: memo::owner_id(),
@@ -137,8 +138,8 @@ impl NodeNUMAResource {
     }
 
     fn pre_state(&self, pod: &PodInfo) -> Result<Option<PreState>, Status> {
-        let spec = rs::resource_spec(&pod.pod).map_err(Status::error)?;
-        let numa = rs::numa_topology_spec(&pod.pod).map_err(Status::error)?;
+        let spec = rs::resource_spec(&pod.pod).map_err(|e| Status::error(e.to_string()))?;
+        let numa = rs::numa_topology_spec(&pod.pod).map_err(|e| Status::error(e.to_string()))?;
         let (cpu_milli, memory) = (pod.req.get(R_CPU), pod.req.get(R_MEMORY));
         if pod.requests.values().all(|v| *v == 0) {
             return Ok(None);
@@ -170,7 +171,9 @@ impl NodeNUMAResource {
             let parse = |s: Option<&str>| -> Result<Option<BindPolicy>, Status> {
                 match s {
                     None | Some("") | Some("Default") => Ok(self.args.default_bind),
-                    Some(p) => args::bind_policy(p).map_err(Status::unresolvable),
+                    Some(p) => {
+                        args::bind_policy(p).map_err(|e| Status::unresolvable(e.to_string()))
+                    }
                 }
             };
             let preferred = parse(spec.preferred_cpu_bind_policy.as_deref())?;
@@ -303,10 +306,10 @@ impl NodeNUMAResource {
             }
             let exclusive = st.pod_numa.is_some() && st.numa_exclusive;
             let hs = hints::generate(opts, &ns, &req, policy, exclusive);
-            hints::admit(policy, &hs, all).map_err(Status::unschedulable)?
+            hints::admit(policy, &hs, all).map_err(|e| Status::unschedulable(e.to_string()))?
         };
         let a = alloc::allocate(opts, &ns, &req, hint, self.strategy(&facts))
-            .map_err(Status::unschedulable)?;
+            .map_err(|e| Status::unschedulable(e.to_string()))?;
         Ok(Some((a, req)))
     }
 
@@ -483,7 +486,7 @@ impl Plugin for NodeNUMAResource {
         pod: &PodInfo,
         node: &NodeInfo,
         _: &ClusterState,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, Status> {
         let Some(st) = state.read::<PreState>(NAME) else {
             return Ok(0);
         };

@@ -4,6 +4,7 @@
 //! prefers sockets the pod already uses. Exclusive policies are tried first and dropped
 //! when they leave too few CPUs. maxRefCount is 1 (a CPU has one holder), as upstream.
 
+use super::error::NumaError;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::scheduler::model::topology::{BindPolicy, Cpu, CpuTopology, Strategy};
@@ -26,7 +27,7 @@ impl Exclusive {
     }
 }
 
-pub const ERR_NOT_ENOUGH_CPUS: &str = "not enough cpus available to satisfy request";
+pub use super::error::ERR_NOT_ENOUGH_CPUS;
 
 struct Acc<'a> {
     topo: &'a CpuTopology,
@@ -213,7 +214,7 @@ pub fn take_cpus(
     policy: BindPolicy,
     exclusive: Exclusive,
     strategy: Strategy,
-) -> Result<BTreeSet<u32>, String> {
+) -> Result<BTreeSet<u32>, NumaError> {
     let mut acc = Acc {
         topo,
         free: available
@@ -240,7 +241,7 @@ pub fn take_cpus(
         return Ok(acc.result);
     }
     if acc.need > acc.free.len() {
-        return Err(ERR_NOT_ENOUGH_CPUS.into());
+        return Err(NumaError::NotEnoughCpus);
     }
     let full = policy == BindPolicy::FullPcpus;
     if (full || topo.cpus_per_core() == 1) && full_pcpus(&mut acc) {
@@ -260,7 +261,7 @@ pub fn take_cpus(
             }
         }
     }
-    Err("failed to allocate cpus".into())
+    Err(NumaError::AllocFailed)
 }
 
 fn full_pcpus(acc: &mut Acc) -> bool {

@@ -138,7 +138,7 @@ fn bind_policies_on_one_socket() {
         Exclusive::None,
         Strategy::LeastAllocated,
     );
-    assert_eq!(err.unwrap_err(), take::ERR_NOT_ENOUGH_CPUS);
+    assert_eq!(err.unwrap_err().to_string(), take::ERR_NOT_ENOUGH_CPUS);
 }
 
 #[test]
@@ -272,7 +272,9 @@ fn numa_policies_admit_by_hints() {
     // Needs both: SingleNUMANode refuses, Restricted and BestEffort span.
     let wide = req(12000, None);
     assert_eq!(
-        admit(NumaPolicy::SingleNumaNode, &wide).unwrap_err(),
+        admit(NumaPolicy::SingleNumaNode, &wide)
+            .unwrap_err()
+            .to_string(),
         "Unsatisfied NUMA cpu"
     );
     assert_eq!(admit(NumaPolicy::Restricted, &wide).unwrap(), Some(0b11));

@@ -222,7 +222,7 @@ impl Plugin for ReservationPlugin {
         }
         let aff = match affinity(&pod.pod) {
             Ok(a) => a,
-            Err(e) => return (Status::unresolvable(e), None),
+            Err(e) => return (Status::unresolvable(e.to_string()), None),
         };
         if cluster.reservations.is_empty() && aff.is_none() {
             return (Status::skip(), None);
@@ -345,7 +345,7 @@ impl Plugin for ReservationPlugin {
         pod: &PodInfo,
         node: &NodeInfo,
         cluster: &ClusterState,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, Status> {
         let Some(st) = state.read::<PreState>(NAME) else {
             return Ok(0);
         };

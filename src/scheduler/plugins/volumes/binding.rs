@@ -3,6 +3,7 @@
 //! there). Reserve picks the PVs and the claims to provision; the binding cycle writes them
 //! (`scheduler/volume_binder.rs`) and waits for the PV controller before the pod is bound.
 
+use crate::api::field::FieldError;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -50,9 +51,12 @@ pub struct VolumeBinding {
 }
 
 impl VolumeBinding {
-    pub fn new(args: Args) -> Result<VolumeBinding, String> {
+    pub fn new(args: Args) -> Result<VolumeBinding, FieldError> {
         if args.bind_timeout_seconds < 0 {
-            return Err("bindTimeoutSeconds: Invalid value: invalid BindTimeoutSeconds, should not be a negative value".into());
+            return Err(FieldError::invalid(
+                "bindTimeoutSeconds",
+                "invalid BindTimeoutSeconds, should not be a negative value",
+            ));
         }
         Ok(VolumeBinding { args })
     }

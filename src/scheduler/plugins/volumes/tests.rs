@@ -367,7 +367,7 @@ fn volume_binding_rejects_a_negative_timeout() {
         bind_timeout_seconds: -1,
         shape: None,
     };
-    let e = VolumeBinding::new(args).err().unwrap();
+    let e = VolumeBinding::new(args).err().unwrap().to_string();
     assert!(
         e.contains("invalid BindTimeoutSeconds, should not be a negative value"),
         "{e}"
