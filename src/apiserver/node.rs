@@ -32,8 +32,7 @@ impl LocalNode {
         let cpus = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
-        let memory_bytes = std::fs::read_to_string("/proc/meminfo")
-            .ok()
+        let memory_bytes = crate::os::knob::read_opt(std::path::Path::new("/proc/meminfo"))
             .as_deref()
             .and_then(mem_total)
             .unwrap_or(0);

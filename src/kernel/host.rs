@@ -2,7 +2,6 @@
 //! whether it runs as root. Captured once in `main`; everything else receives it.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Default)]
@@ -19,13 +18,11 @@ impl HostEnv {
         let vars: BTreeMap<String, String> = std::env::vars().collect();
         let hostname = ["/proc/sys/kernel/hostname", "/etc/hostname"]
             .iter()
-            .find_map(|p| std::fs::read_to_string(p).ok())
+            .find_map(|p| crate::os::knob::read_opt(std::path::Path::new(p)))
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "localhost".into());
-        let is_root = std::fs::metadata("/proc/self")
-            .map(|m| m.uid() == 0)
-            .unwrap_or(false);
+        let is_root = crate::os::knob::owner(std::path::Path::new("/proc/self")) == Some(0);
         let home = vars.get("HOME").map(PathBuf::from);
         Self {
             vars,

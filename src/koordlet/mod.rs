@@ -175,7 +175,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     );
     ctx.tasks
         .spawn("koordlet/store-gc", async move { gc_loop(l, every).await });
-    let mut evictor = qos::evict::Evictor::new(
+    let mut evictor = qos::evictor::Evictor::new(
         cfg.eviction.only_evict_by_api,
         qos::evictor::Runtimes {
             endpoint: cfg.eviction.runtime_endpoint.clone(),
@@ -183,7 +183,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         },
     );
     evictor.metrics = metrics.clone();
-    let deps = qos::loops::Deps {
+    let deps = qos::context::Deps {
         executor,
         host: qos_host,
         client: cluster.client.clone(),
@@ -191,7 +191,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         evictor: Arc::new(evictor),
     };
     let l = loop_ctx.clone();
-    qos::loops::spawn(&gates, move || l.qos(), deps, &ctx.tasks);
+    qos::registry::spawn(&gates, move || l.qos(), deps, &ctx.tasks);
     if cfg.prediction.enabled {
         let l = loop_ctx.clone();
         ctx.tasks.spawn("koordlet/prediction", async move {

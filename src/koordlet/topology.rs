@@ -18,11 +18,11 @@ use crate::api::extension::keys::{
     ANNOTATION_NODE_RESERVATION, ANNOTATION_NODE_SYSTEM_QOS_RESOURCE,
 };
 use crate::api::extension::qos::{QoSClass, pod_qos_class};
+use crate::api::extension::resourcestatus::pinned_cpus as pinned;
 use crate::api::quantity::from_int;
 use crate::api::topology::{NodeResourceTopology, NodeResourceTopologyFields, ResourceInfo, Zone};
 use crate::kernel::Shutdown;
 use crate::koordlet::informer::{Informer, PodMeta};
-use crate::koordlet::qos::suppress::pinned;
 use crate::os::system::{CpuInfo, Host};
 
 pub const ANNOTATION_CPU_TOPOLOGY: &str = "node.koordinator.sh/cpu-topology";
@@ -43,7 +43,7 @@ pub struct KubeletCpuState {
 
 impl KubeletCpuState {
     pub fn read(path: &Path) -> KubeletCpuState {
-        let Ok(raw) = std::fs::read_to_string(path) else {
+        let Some(raw) = crate::os::knob::read_opt(path) else {
             return KubeletCpuState::default();
         };
         serde_json::from_str(&raw).unwrap_or_else(|e| {

@@ -11,7 +11,6 @@
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::fd::FromRawFd;
 use std::os::unix::process::ExitStatusExt;
 
 use crate::os::process::Identity;
@@ -28,8 +27,6 @@ pub fn exit_file(dir: &std::path::Path, id: &str) -> std::path::PathBuf {
 pub fn recorded_exit(file: &std::path::Path) -> Option<i32> {
     std::fs::read_to_string(file).ok()?.trim().parse().ok()
 }
-
-extern "C" fn ignore(_: libc::c_int) {}
 
 /// The shim's arguments before the program's: the exit file's descriptor and the
 /// identity the program runs as.
@@ -52,23 +49,7 @@ pub fn main(args: &[OsString]) -> i32 {
         eprintln!("koord {ARG}: usage: koord {ARG} <exit-fd> <identity> <program> [args...]");
         return 2;
     };
-    // SAFETY: `fd` was opened by koord for this shim and is owned by it from here on;
-    // the handler does nothing, and a handler (unlike SIG_IGN) is reset at exec, so the
-    // program gets the default dispositions.
-    let mut exit_file = unsafe {
-        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-        for sig in [
-            libc::SIGTERM,
-            libc::SIGINT,
-            libc::SIGHUP,
-            libc::SIGQUIT,
-            libc::SIGUSR1,
-            libc::SIGUSR2,
-        ] {
-            libc::signal(sig, ignore as *const () as libc::sighandler_t);
-        }
-        std::fs::File::from_raw_fd(fd)
-    };
+    let mut exit_file = crate::os::process::adopt_exit_fd(fd);
     let status = crate::os::process::command_as(program, Some(identity))
         .args(&args[3..])
         .status();

@@ -1,13 +1,16 @@
 //! The rooted host layer for /proc, /sys and the cgroup filesystem, with the roots as
-//! constructor arguments so tests run against temp-dir trees. The only `unsafe` code of
-//! koord lives in this module (process spawning, signals, resource limits, allocator
-//! tuning and trimming). Not yet everything: some koordlet QoS writers (`qos/executor.rs`,
-//! `resctrl.rs`, `blkio.rs`, `oomscoreadj.rs`), `collectors/cpi.rs`, `runtimehooks/rdma.rs`,
-//! `apiserver/node.rs` and `kernel/host.rs` still open their files themselves.
+//! constructor arguments so tests run against temp-dir trees. Every read or write of a
+//! kernel interface file (cgroup and resctrl files, /proc, /sys, device nodes) and of the
+//! kubelet's state goes through here — `knob.rs` for files by path, `cgroup`, `system`,
+//! `procfs`, `rdma`, `pci` for the typed views — as does every piece of `unsafe` code
+//! (process spawning, signals, resource limits, allocator tuning and trimming). koord's
+//! own files (its data dir, sockets, logs, certificates, configuration) use `files.rs` or
+//! are opened by the part that owns them.
 
 pub mod cgroup;
 pub mod coresched;
 pub mod files;
+pub mod knob;
 pub mod memory;
 pub mod nvml;
 pub mod parse;

@@ -309,6 +309,32 @@ pub fn alive(proc_root: &Path, pid: i32, started: Option<u64>) -> bool {
     started.is_none_or(|s| parse_start_time(&stat) == Some(s))
 }
 
+/// The shim's side of a container launch: takes ownership of the exit-status descriptor
+/// `fd` (close-on-exec) and installs a do-nothing handler for the termination signals, so
+/// the shim outlives a signal meant for the program, while the program (a handler, unlike
+/// SIG_IGN, is reset at exec) gets the default dispositions.
+pub fn adopt_exit_fd(fd: i32) -> std::fs::File {
+    use std::os::fd::FromRawFd;
+    extern "C" fn ignore(_: libc::c_int) {}
+    // SAFETY: `fd` was opened by koord for this shim and is owned by it from here on;
+    // the handler does nothing, and a handler (unlike SIG_IGN) is reset at exec, so the
+    // program gets the default dispositions.
+    unsafe {
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        for sig in [
+            libc::SIGTERM,
+            libc::SIGINT,
+            libc::SIGHUP,
+            libc::SIGQUIT,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+        ] {
+            libc::signal(sig, ignore as *const () as libc::sighandler_t);
+        }
+        std::fs::File::from_raw_fd(fd)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

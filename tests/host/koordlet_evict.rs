@@ -11,7 +11,8 @@ use std::time::Duration;
 use common::TestApi;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use koord::koordlet::informer::{PodMeta, States};
-use koord::koordlet::qos::evict::{Evictor, memory_pass};
+use koord::koordlet::qos::evictor::Evictor;
+use koord::koordlet::qos::memoryevict::memory_pass;
 use koord::os::{Cgroups, Driver, Version};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
@@ -124,7 +125,7 @@ async fn memory_over_threshold_evicts_be_pods_by_priority_and_usage() {
 async fn starved_be_pods_are_evicted_by_satisfaction() {
     let _cpu = common::cpu_exclusive();
     use koord::koordlet::qos::cpuevict::BeCpu;
-    use koord::koordlet::qos::evict::cpu_pass;
+    use koord::koordlet::qos::cpuevict::cpu_pass;
     let mut api = TestApi::start().await;
     let c = api.client.clone();
     let pp = PostParams::default();
@@ -209,7 +210,7 @@ async fn starved_be_pods_are_evicted_by_satisfaction() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_evict_takes_only_opted_in_pods() {
     let _cpu = common::cpu_exclusive();
-    use koord::koordlet::qos::evict::usage_pass;
+    use koord::koordlet::qos::usageevict::usage_pass;
     let mut api = TestApi::start().await;
     let c = api.client.clone();
     let pp = PostParams::default();
@@ -266,7 +267,7 @@ async fn memory_evict_takes_only_opted_in_pods() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cpu_allocatable_evict_releases_the_overcommitted_batch_account() {
     let _cpu = common::cpu_exclusive();
-    use koord::koordlet::qos::evict::allocatable_pass;
+    use koord::koordlet::qos::allocatableevict::allocatable_pass;
     let mut api = TestApi::start().await;
     let c = api.client.clone();
     let pp = PostParams::default();

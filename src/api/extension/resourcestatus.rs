@@ -70,6 +70,19 @@ pub fn numa_topology_spec(pod: &Pod) -> Result<NUMATopologySpec, AnnotationError
     annotation(pod, ANNOTATION_NUMA_TOPOLOGY_SPEC)
 }
 
+/// The CPUs an LSE/LSR pod was given (`resource-status` annotation), empty when none.
+pub fn pinned_cpus(pod: &Pod) -> Vec<u32> {
+    let raw = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_RESOURCE_STATUS));
+    let v: Option<serde_json::Value> = raw.and_then(|s| serde_json::from_str(s).ok());
+    v.and_then(|v| v.get("cpuset").and_then(|c| c.as_str()).map(str::to_string))
+        .and_then(|c| crate::api::cpuset::parse(&c).ok())
+        .unwrap_or_default()
+}
+
 /// What a placed pod holds of its node's CPUs and NUMA nodes, parsed once.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CpuAlloc {

@@ -2,7 +2,6 @@
 //! per container in cgroup mode on every CPU, counted for a window and then read. When the
 //! kernel or sandbox refuses perf events the collector disables itself with one warning.
 
-use std::fs::File;
 use std::time::Duration;
 
 use perf_event::events::Hardware;
@@ -52,8 +51,8 @@ impl Cpi {
                 } else {
                     env.cgroups.dir_path(Subsystem::Cpu, &c.dir)
                 };
-                let file = File::open(&dir)
-                    .map_err(|e| format!("perf_event cgroup {}: {e}", dir.display()))?;
+                let file = crate::os::knob::open_dir(&dir)
+                    .map_err(|e| format!("perf_event cgroup {e}"))?;
                 let mut o = Open {
                     uid: pod.uid.clone(),
                     container: PodMeta::container_id(c).to_string(),

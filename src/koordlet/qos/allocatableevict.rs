@@ -2,7 +2,8 @@
 //! pods at or below `allocatableEvictPriorityThreshold` request more of the node's
 //! `batch-*`/`mid-*` account than `…AllocatableEvictThresholdPercent` of its allocatable,
 //! evict opted-in pods of that account's priority class (largest request first, after the
-//! CPUEvict order) until the requests are back at `…AllocatableEvictLowerPercent`. Pure.
+//! CPUEvict order) until the requests are back at `…AllocatableEvictLowerPercent`. The pure decision,
+//! then the round and its two registry entries.
 //!
 //! Unlike Koordinator, plain `cpu`/`memory` requests never form a task: no pod class
 //! "owns" them, and Koordinator would then evict every candidate without ever meeting the
@@ -13,10 +14,19 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use super::context::{QosCtx, count};
+use super::evictor::{Evictor, evict_uid};
+use super::runner::{Entry, Round, Strategy};
+use super::usageevict::{candidate, victims};
 use crate::api::extension::priority::{PriorityClass, pod_priority_class_with_default};
 use crate::api::extension::resources::{BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY};
 use crate::api::pod::{amount, container_requests};
 use crate::api::slo::nodeslo::ResourceThresholdStrategy;
+use crate::koordlet::features;
+use crate::koordlet::informer::States;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use std::sync::Arc;
 
 /// The settings of one of the two features, validated as Koordinator does.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -132,6 +142,135 @@ pub fn tasks(
         })
         .collect()
 }
+
+/// One CPUAllocatableEvict (`cpu`) or MemoryAllocatableEvict round (`pkg/koordlet/qosmanager/plugins/cpuevict/cpu_evict.go`, `memoryevict/memory_evict.go`):
+/// per over-committed batch/mid account, evict opted-in pods charged to it. Returns the
+/// keys evicted.
+pub async fn allocatable_pass(
+    client: &kube::Client,
+    evictor: &Evictor,
+    states: &States,
+    cpu: bool,
+) -> Vec<String> {
+    let s = &states.slo().threshold;
+    let feature = if cpu {
+        "CPUAllocatableEvict"
+    } else {
+        "MemoryAllocatableEvict"
+    };
+    if s.enable != Some(true) {
+        return Vec::new();
+    }
+    let st = match settings(s, cpu) {
+        Ok(st) => st,
+        Err(e) => {
+            tracing::debug!(feature, reason = %e, "skipped: invalid settings");
+            return Vec::new();
+        }
+    };
+    let Some(node) = states.node.as_ref() else {
+        return Vec::new();
+    };
+    let empty = Default::default();
+    let alloc = node
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref())
+        .unwrap_or(&empty);
+    let pods: Vec<&Pod> = states
+        .pods
+        .iter()
+        .map(|p| &*p.pod)
+        .filter(|p| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            !matches!(phase, Some("Succeeded") | Some("Failed"))
+        })
+        .collect();
+    let mut skip = evictor.recent();
+    let mut out = Vec::new();
+    for t in tasks(&pods, alloc, cpu, &st) {
+        let cands = pods
+            .iter()
+            .filter_map(|p| {
+                let (res, req) = charged(p, cpu)?;
+                (res == t.resource).then_some(())?;
+                candidate(p, feature, Some(st.priority_threshold), req)
+            })
+            .collect();
+        let msg = format!(
+            "{} requested {} of {} allocatable ({}% > {}%); releasing {}",
+            t.resource,
+            t.requested,
+            t.allocatable,
+            t.requested * 100 / t.allocatable.max(1),
+            st.threshold,
+            t.release
+        );
+        for v in victims(cands, t.release, &skip) {
+            if evict_uid(client, evictor, states, &v.uid, feature, &msg).await {
+                skip.insert(v.uid.clone());
+                out.push(v.key);
+            }
+        }
+    }
+    out
+}
+/// CPUAllocatableEvict / MemoryAllocatableEvict every second; same cool-downs.
+pub struct AllocatableEvict {
+    pub client: kube::Client,
+    pub evictor: Arc<Evictor>,
+    pub cpu: bool,
+}
+
+impl Strategy for AllocatableEvict {
+    fn name(&self) -> &'static str {
+        if self.cpu {
+            "cpuallocatableevict"
+        } else {
+            "memoryallocatableevict"
+        }
+    }
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        async move {
+            let (name, cool) = if self.cpu {
+                ("CPUAllocatableEvict", 20)
+            } else {
+                ("MemoryAllocatableEvict", 4)
+            };
+            let evicted = allocatable_pass(&self.client, &self.evictor, states, self.cpu).await;
+            if !evicted.is_empty() {
+                count(ctx, name, "eviction".into(), evicted.len() as u64);
+            }
+            Round::cool_down_if(!evicted.is_empty(), cool)
+        }
+        .boxed()
+    }
+}
+
+/// CPUAllocatableEvict.
+pub const CPU: Entry = Entry {
+    gate: features::CPU_ALLOCATABLE_EVICT,
+    build: |d| {
+        Box::new(AllocatableEvict {
+            client: d.client.clone(),
+            evictor: d.evictor.clone(),
+            cpu: true,
+        })
+    },
+};
+
+/// MemoryAllocatableEvict.
+pub const MEMORY: Entry = Entry {
+    gate: features::MEMORY_ALLOCATABLE_EVICT,
+    build: |d| {
+        Box::new(AllocatableEvict {
+            client: d.client.clone(),
+            evictor: d.evictor.clone(),
+            cpu: false,
+        })
+    },
+};
 
 #[cfg(test)]
 mod tests {

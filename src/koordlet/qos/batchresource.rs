@@ -6,10 +6,13 @@
 use k8s_openapi::api::core::v1::{Container, Node};
 
 use super::executor::Update;
+use super::podreconcile::Reconcile;
+use super::runner::Entry;
 use crate::api::extension::keys::ANNOTATION_NODE_CPU_NORMALIZATION_RATIO;
 use crate::api::extension::qos::{QoSClass, pod_qos_class};
 use crate::api::extension::resources::{BATCH_CPU, BATCH_MEMORY};
 use crate::api::pod::{container_limits, container_requests};
+use crate::koordlet::features;
 use crate::koordlet::informer::PodMeta;
 use crate::os::Resource;
 
@@ -125,6 +128,25 @@ pub fn updates(pod: &PodMeta, force_unlimited_quota: bool, ratio: f64) -> Vec<Ve
     levels.push(containers);
     levels
 }
+
+/// BatchResource: BE pod and container cgroups get shares, quota and memory limits from
+/// their batch resources.
+pub const ENTRY: Entry = Entry {
+    gate: features::BATCH_RESOURCE,
+    build: |d| {
+        Box::new(Reconcile {
+            ex: d.executor.clone(),
+            name: "batchresource",
+            updates: |states, pod| {
+                let s = &states.slo().threshold;
+                let by_quota =
+                    s.enable == Some(true) && s.cpu_suppress_policy.as_deref() == Some("cfsQuota");
+                let ratio = normalization_ratio(states.node.as_deref());
+                updates(pod, by_quota, ratio)
+            },
+        })
+    },
+};
 
 #[cfg(test)]
 mod tests {

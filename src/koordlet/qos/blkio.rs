@@ -7,12 +7,18 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::context::{QosCtx, count};
 use super::executor::Executor;
+use super::runner::{Entry, Round, Strategy};
 use crate::api::extension::qos::KubeQoS;
 use crate::api::slo::nodeslo::BlockCfg;
+use crate::koordlet::features;
 use crate::koordlet::informer::States;
 use crate::os::system::Host;
 use crate::os::{Subsystem, Version};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use std::sync::Arc;
 
 const THROTTLE: [&str; 4] = [
     "blkio.throttle.read_iops_device",
@@ -50,7 +56,7 @@ pub fn wanted(blocks: &[BlockCfg], host: &Host) -> BTreeMap<&'static str, BTreeM
 
 /// Devices listed in a throttle file (`maj:min value` lines).
 fn current(path: &Path) -> BTreeMap<String, i64> {
-    std::fs::read_to_string(path)
+    crate::os::knob::read_opt(path)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| {
@@ -103,7 +109,7 @@ pub fn pass(states: &States, host: &Host, ex: &Executor) -> Vec<String> {
         .remove("blkio.cost.weight")
         .and_then(|m| m.into_values().max())
         && weight.exists()
-        && let Ok(current) = std::fs::read_to_string(&weight)
+        && let Some(current) = crate::os::knob::read_opt(&weight)
         && ex
             .write_file(&weight, &w.to_string(), Some(&current))
             .unwrap_or(false)
@@ -112,6 +118,38 @@ pub fn pass(states: &States, host: &Host, ex: &Executor) -> Vec<String> {
     }
     written
 }
+
+/// BlkIOReconcile every second (cgroup v1): BE block-device throttles and weight.
+pub struct Blkio {
+    pub host: Host,
+    pub ex: Arc<Executor>,
+}
+
+impl Strategy for Blkio {
+    fn name(&self) -> &'static str {
+        "blkio"
+    }
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        for w in pass(states, &self.host, &self.ex) {
+            tracing::info!(change = %w, "blkio updated");
+            let what = w.split_whitespace().next().unwrap_or("").to_string();
+            count(ctx, "blkio", what, 1);
+        }
+        futures::future::ready(Round::DONE).boxed()
+    }
+}
+
+/// BlkIOReconcile.
+pub const ENTRY: Entry = Entry {
+    gate: features::BLK_IO_RECONCILE,
+    build: |d| {
+        Box::new(Blkio {
+            host: d.host.clone(),
+            ex: d.executor.clone(),
+        })
+    },
+};
 
 #[cfg(test)]
 mod tests {

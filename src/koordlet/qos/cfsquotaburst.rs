@@ -2,7 +2,7 @@
 //! container grows ×1.2 per round up to `cfsQuotaBurstPercent` of its limit, and shrinks
 //! ×0.8 back towards the limit when the node's CPU share pool runs hot or the container
 //! has used up its burst budget (a token bucket over `cfsQuotaBurstPeriodSeconds`).
-//! Pure decisions; `loops::CpuBurst` reads the inputs and writes through the executor.
+//! Pure decisions; `cpuburst::CpuBurst` reads the inputs and writes through the executor.
 
 use crate::api::extension::qos::QoSClass;
 

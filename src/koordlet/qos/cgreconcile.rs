@@ -5,15 +5,22 @@
 
 use k8s_openapi::api::core::v1::Container;
 
+use super::context::{QosCtx, count};
+use super::executor::Executor;
 use super::executor::Update;
+use super::runner::{Entry, Round, Strategy};
 use crate::api::extension::keys::ANNOTATION_MEMORY_QOS;
 use crate::api::extension::qos::{KubeQoS, QoSClass, kube_qos, pod_qos_class_with_default};
 use crate::api::extension::resources::{BATCH_MEMORY, MEMORY};
 use crate::api::pod::{container_limits, container_requests};
 use crate::api::slo::nodeslo::{MemoryQOS, PodMemoryQOSConfig, ResourceQOS};
 use crate::api::sloconfig::overlay;
+use crate::koordlet::features;
 use crate::koordlet::informer::{PodMeta, States};
 use crate::os::{Cgroups, Resource};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use std::sync::Arc;
 
 const PAGE: i64 = 4096;
 
@@ -192,6 +199,40 @@ pub fn updates(states: &States, cgroups: &Cgroups) -> Vec<Vec<Update>> {
     }
     vec![qos, pods, containers]
 }
+
+/// CgroupReconcile (memory QoS) every second: QoS, pod and container levels at once.
+pub struct CgReconcile {
+    pub ex: Arc<Executor>,
+}
+
+impl Strategy for CgReconcile {
+    fn name(&self) -> &'static str {
+        "cgreconcile"
+    }
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        for r in self.ex.leveled(&updates(states, self.ex.cgroups())) {
+            match r {
+                Ok(super::executor::Outcome::Written(c)) => {
+                    count(ctx, "cgreconcile", format!("{:?}", c.resource), 1)
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "memory QoS value rejected"),
+            }
+        }
+        futures::future::ready(Round::DONE).boxed()
+    }
+}
+
+/// CgroupReconcile.
+pub const ENTRY: Entry = Entry {
+    gate: features::CGROUP_RECONCILE,
+    build: |d| {
+        Box::new(CgReconcile {
+            ex: d.executor.clone(),
+        })
+    },
+};
 
 #[cfg(test)]
 #[path = "cgreconcile_tests.rs"]

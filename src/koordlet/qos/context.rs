@@ -98,3 +98,13 @@ pub(super) fn record(
         }
     }
 }
+
+/// What the QoS strategies share.
+pub struct Deps {
+    pub executor: Arc<super::executor::Executor>,
+    pub host: crate::os::system::Host,
+    pub client: kube::Client,
+    pub collect_interval: Duration,
+    /// Shared by every eviction strategy (one memory of recently evicted pods).
+    pub evictor: Arc<super::evictor::Evictor>,
+}

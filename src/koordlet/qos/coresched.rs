@@ -32,7 +32,9 @@ use crate::koordlet::metrics::Pairs;
 use crate::os::coresched::CookieOps;
 use crate::os::{CgroupDir, Resource};
 
+use super::runner::Entry;
 pub use crate::api::extension::keys::{LABEL_CORE_SCHED_GROUP_ID, LABEL_CORE_SCHED_POLICY};
+use crate::koordlet::features;
 pub const EXPELLER_GROUP_SUFFIX: &str = "-expeller";
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -392,6 +394,18 @@ impl Strategy for CoreSched {
         futures::future::ready(Round::DONE).boxed()
     }
 }
+
+/// CoreSched.
+pub const ENTRY: Entry = Entry {
+    gate: features::CORE_SCHED,
+    build: |d| {
+        Box::new(CoreSched::new(
+            d.executor.clone(),
+            d.host.proc_root.clone(),
+            Arc::new(crate::os::coresched::Prctl),
+        ))
+    },
+};
 
 #[cfg(test)]
 #[path = "coresched_tests.rs"]

@@ -12,15 +12,24 @@ use k8s_openapi::api::core::v1::Pod;
 use super::cfsquotaburst::{
     Limiter, NodeBurstState, base_quota, by_node, ceil_quota, container_op, target_quota,
 };
+use super::context::{LAST, QosCtx, now_ms, record};
+use super::executor::Executor;
 use super::executor::Update;
+use super::runner::{Entry, Round, Strategy};
 use crate::api::extension::keys::ANNOTATION_CPU_BURST;
 use crate::api::extension::qos::{QoSClass, pod_qos_class};
 use crate::api::extension::resources::CPU;
 use crate::api::pod::container_limits;
 use crate::api::slo::nodeslo::{CPUBurstConfig, CPUBurstStrategy};
 use crate::api::sloconfig::overlay;
+use crate::koordlet::features;
 use crate::koordlet::informer::{PodMeta, States};
+use crate::koordlet::store::{MetricKind, SeriesKey};
+use crate::os::system::Host;
 use crate::os::{CgroupDir, Resource};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use std::sync::Arc;
 
 /// The NodeSLO's `cpuBurstStrategy` over Koordinator's defaults.
 pub fn node_strategy(states: &States) -> &CPUBurstStrategy {
@@ -253,222 +262,145 @@ pub fn scaled_values<'a>(
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::os::{Cgroups, Driver, Version};
-    use serde_json::json;
-    use std::sync::Arc;
+/// CPUBurst every second (`pkg/koordlet/qosmanager/plugins/cpuburst/cpu_burst.go`):
+/// `cfs_burst_us` for LS pods, then the cfsQuotaBurst scaling of throttled containers under
+/// the node's share-pool state.
+pub struct CpuBurst {
+    pub ex: Arc<Executor>,
+    pub host: Host,
+    pub topo_cpus: usize,
+    pub clock: std::time::Instant,
+    pub limiters: HashMap<String, super::cfsquotaburst::Limiter>,
+}
 
-    fn meta(
-        labels: serde_json::Value,
-        annotations: serde_json::Value,
-        limits: &[Option<&str>],
-    ) -> PodMeta {
-        let containers: Vec<_> = limits
-            .iter()
-            .enumerate()
-            .map(|(i, l)| {
-                let lim = l.map(|v| json!({"cpu": v})).unwrap_or(json!({}));
-                json!({"name": format!("c{i}"), "resources": {"limits": lim}})
-            })
-            .collect();
-        let statuses: Vec<_> = (0..limits.len())
-            .map(|i| {
-                json!({"name": format!("c{i}"), "containerID": format!("containerd://x{i}"),
-            "image": "x", "imageID": "", "ready": true, "restartCount": 0, "state": {"running": {}}})
-            })
-            .collect();
-        let pod = json!({"metadata": {"name": "p", "namespace": "d", "uid": "u", "labels": labels, "annotations": annotations},
-            "spec": {"containers": containers}, "status": {"qosClass": "Burstable", "containerStatuses": statuses}});
-        PodMeta::new(
-            serde_json::from_value(pod).unwrap(),
-            &Cgroups::new("/r", Version::V1, Driver::Cgroupfs, ""),
-        )
-        .unwrap()
-    }
-
-    fn states(policy: &str) -> States {
-        let slo = json!({"metadata": {"name": "n"}, "spec": {"cpuBurstStrategy": {"policy": policy, "cpuBurstPercent": 200}}});
-        States {
-            node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
-            ..Default::default()
+impl CpuBurst {
+    pub fn new(ex: Arc<Executor>, host: Host) -> CpuBurst {
+        CpuBurst {
+            ex,
+            host,
+            topo_cpus: 0,
+            clock: std::time::Instant::now(),
+            limiters: HashMap::new(),
         }
-    }
-
-    fn values(l: &[Vec<Update>]) -> Vec<Vec<String>> {
-        l.iter()
-            .map(|x| x.iter().map(|u| u.value.clone()).collect())
-            .collect()
-    }
-
-    fn unlimited(_: &CgroupDir) -> Option<i64> {
-        Some(-1)
-    }
-
-    #[test]
-    fn burst_from_limits_and_policies() {
-        assert_eq!(burst_us(2000, 1000), 2_000_000);
-        let p = meta(json!({}), json!({}), &[Some("2"), Some("500m"), None]);
-        // 200 %: 2 cores → 400000 µs, 0.5 core → 100000 µs, no limit → 0.
-        assert_eq!(
-            values(&updates(&states("cpuBurstOnly"), &p, &unlimited)),
-            vec![
-                vec!["500000".to_string()],
-                vec!["400000".into(), "100000".into(), "0".into()]
-            ]
-        );
-        assert_eq!(
-            values(&updates(&states("none"), &p, &unlimited))[0],
-            vec!["0".to_string()]
-        );
-        let opted_in = meta(
-            json!({}),
-            json!({"koordinator.sh/cpuBurst": "{\"policy\": \"auto\", \"cpuBurstPercent\": 100}"}),
-            &[Some("1")],
-        );
-        assert_eq!(
-            values(&updates(&states("none"), &opted_in, &unlimited)),
-            vec![vec!["100000".to_string()], vec!["100000".into()]],
-            "the pod annotation wins"
-        );
-        for q in ["LSR", "LSE", "BE"] {
-            assert!(
-                updates(
-                    &states("cpuBurstOnly"),
-                    &meta(
-                        json!({"koordinator.sh/qosClass": q}),
-                        json!({}),
-                        &[Some("1")]
-                    ),
-                    &unlimited
-                )
-                .is_empty(),
-                "{q}"
-            );
-        }
-    }
-
-    fn cfs_states(policy: &str, period: i64) -> States {
-        let slo = json!({"metadata": {"name": "n"}, "spec": {"cpuBurstStrategy": {"policy": policy,
-            "cpuBurstPercent": 50, "cfsQuotaBurstPercent": 300, "cfsQuotaBurstPeriodSeconds": period}}});
-        States {
-            node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
-            ..Default::default()
-        }
-    }
-
-    fn plan(
-        states: &States,
-        pod: &PodMeta,
-        node: NodeBurstState,
-        quotas: &HashMap<String, i64>,
-        throttled: f64,
-        limiters: &mut HashMap<String, Limiter>,
-    ) -> Vec<(Resource, String, String)> {
-        let quota = |d: &CgroupDir| quotas.get(d.as_str()).copied();
-        let env = CfsEnv {
-            node,
-            now: 1.0,
-            quota: &quota,
-            throttled: &|_| Some(throttled),
-            usage: &|_| Some(2.5),
-            fill: &|| 0.0,
-        };
-        cfs_updates(states, pod, &env, limiters)
-            .into_iter()
-            .map(|u| (u.resource, u.dir.as_str().to_string(), u.value))
-            .collect()
-    }
-
-    #[test]
-    fn throttled_containers_scale_their_quota_in_kernel_order() {
-        let p = meta(json!({}), json!({}), &[Some("2")]);
-        let (pod_dir, ctr_dir) = (
-            p.dir.as_str().to_string(),
-            p.containers[0].dir.as_str().to_string(),
-        );
-        let quotas = HashMap::from([(pod_dir.clone(), 200_000), (ctr_dir.clone(), 200_000)]);
-        let mut lim = HashMap::new();
-        let auto = cfs_states("auto", -1);
-        // Throttled on an idle node: ×1.2, pod first, burst (50 % of 2 cores) last.
-        assert_eq!(
-            plan(&auto, &p, NodeBurstState::Idle, &quotas, 0.3, &mut lim),
-            vec![
-                (Resource::CfsQuota, pod_dir.clone(), "240000".into()),
-                (Resource::CfsQuota, ctr_dir.clone(), "240000".into()),
-                (Resource::CfsBurst, ctr_dir.clone(), "100000".into()),
-            ]
-        );
-        // Not throttled: nothing to write. Cooling node: no growth either.
-        assert!(plan(&auto, &p, NodeBurstState::Idle, &quotas, 0.0, &mut lim).is_empty());
-        assert!(plan(&auto, &p, NodeBurstState::Cooling, &quotas, 0.3, &mut lim).is_empty());
-        // Overloaded node with a raised quota: ×0.8 back, burst first, pod last.
-        let raised = HashMap::from([(pod_dir.clone(), 400_000), (ctr_dir.clone(), 400_000)]);
-        assert_eq!(
-            plan(&auto, &p, NodeBurstState::Overload, &raised, 0.3, &mut lim),
-            vec![
-                (Resource::CfsBurst, ctr_dir.clone(), "100000".into()),
-                (Resource::CfsQuota, ctr_dir.clone(), "320000".into()),
-                (Resource::CfsQuota, pod_dir.clone(), "320000".into()),
-            ]
-        );
-        // cpuBurstOnly resets a raised quota to the limit; burst is untouched there.
-        let only = cfs_states("cpuBurstOnly", -1);
-        assert_eq!(
-            plan(&only, &p, NodeBurstState::Idle, &raised, 0.3, &mut lim),
-            vec![
-                (Resource::CfsBurst, ctr_dir.clone(), "100000".into()),
-                (Resource::CfsQuota, ctr_dir.clone(), "200000".into()),
-                (Resource::CfsQuota, pod_dir.clone(), "200000".into()),
-            ]
-        );
-        // Unlimited pod quota (-1) is left alone; the container still grows.
-        let no_pod = HashMap::from([(pod_dir.clone(), -1), (ctr_dir.clone(), 200_000)]);
-        assert_eq!(
-            plan(&auto, &p, NodeBurstState::Idle, &no_pod, 0.3, &mut lim).len(),
-            2
-        );
-    }
-
-    #[test]
-    fn the_limiter_takes_the_burst_back() {
-        let p = meta(json!({}), json!({}), &[Some("2")]);
-        let (pod_dir, ctr_dir) = (
-            p.dir.as_str().to_string(),
-            p.containers[0].dir.as_str().to_string(),
-        );
-        let raised = HashMap::from([(pod_dir.clone(), 300_000), (ctr_dir.clone(), 300_000)]);
-        // A 10 s budget that starts empty; using 125 % of the limit spends it: shrink.
-        let s = cfs_states("cfsQuotaBurstOnly", 10);
-        let mut lim = HashMap::new();
-        let out = plan(&s, &p, NodeBurstState::Idle, &raised, 0.3, &mut lim);
-        assert_eq!(
-            out,
-            vec![
-                (Resource::CfsQuota, ctr_dir.clone(), "240000".into()),
-                (Resource::CfsQuota, pod_dir.clone(), "240000".into()),
-            ]
-        );
-        assert!(lim.contains_key("x0"), "one limiter per container id");
-    }
-
-    #[test]
-    fn burst_is_capped_at_the_quota() {
-        let p = meta(json!({}), json!({}), &[Some("2")]);
-        let q = |_: &CgroupDir| Some(200_000);
-        // 1000 % of 2 cores would be 2,000,000 µs; the kernel refuses more than the quota.
-        let s = States {
-            node_slo: Some(Arc::new(
-                serde_json::from_value(json!({"metadata": {"name": "n"},
-                "spec": {"cpuBurstStrategy": {"policy": "auto"}}}))
-                .unwrap(),
-            )),
-            ..Default::default()
-        };
-        assert_eq!(
-            values(&updates(&s, &p, &q)),
-            vec![vec!["200000".to_string()], vec!["200000".into()]]
-        );
     }
 }
+
+impl Strategy for CpuBurst {
+    fn name(&self) -> &'static str {
+        "cpuburst"
+    }
+
+    fn prepare(&mut self) -> bool {
+        self.topo_cpus = self.host.cpu_topology().map(|t| t.len()).unwrap_or(0);
+        true
+    }
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        use super::cfsquotaburst::node_state;
+        let cg = self.ex.cgroups().clone();
+        let quota =
+            move |d: &crate::os::CgroupDir| cg.read_i64(crate::os::Resource::CfsQuota, d).ok();
+        let cfg = node_strategy(states);
+        let cpus = if self.topo_cpus > 0 {
+            self.topo_cpus
+        } else {
+            node_cpus(states)
+        };
+        let (node_used, pool) = share_pool(ctx, states);
+        let now = self.clock.elapsed().as_secs_f64();
+        let env = CfsEnv {
+            node: node_state(
+                cfg.share_pool_threshold_percent.unwrap_or(50),
+                cpus,
+                node_used,
+                &pool,
+            ),
+            now,
+            quota: &quota,
+            throttled: &|id| last_container(ctx, MetricKind::ContainerCpuThrottled, id),
+            usage: &|id| last_container(ctx, MetricKind::ContainerCpuUsage, id),
+            fill: &random_fill,
+        };
+        let mut scaled = Vec::new();
+        for pod in states.pods.iter() {
+            let burst = updates(states, pod, &quota);
+            let mut results = self.ex.leveled(&burst);
+            scaled.extend(scaled_values(pod, burst.iter().flatten()));
+            for u in cfs_updates(states, pod, &env, &mut self.limiters) {
+                let r = self.ex.update(&u);
+                let failed = r.is_err();
+                results.push(r);
+                if failed {
+                    break; // later steps rely on this one (parent ≥ child, burst ≤ quota)
+                }
+                scaled.extend(scaled_values(pod, [&u]));
+            }
+            record(ctx, "cpuburst", &pod.name, results);
+        }
+        let node = states.node.as_ref().and_then(|n| n.metadata.name.clone());
+        let live = states.pods.iter().flat_map(|p| &p.containers);
+        let live = live.map(|c| crate::koordlet::informer::PodMeta::container_id(c).to_string());
+        ctx.metrics
+            .ops
+            .set_scaled_cfs(&node.unwrap_or_default(), scaled, live.collect());
+        self.limiters.retain(|_, l| !l.expired(now));
+        futures::future::ready(Round::DONE).boxed()
+    }
+}
+
+fn node_cpus(states: &States) -> usize {
+    states
+        .node
+        .as_ref()
+        .and_then(|n| n.status.as_ref()?.capacity.as_ref()?.get("cpu"))
+        .map_or(0, |q| {
+            (crate::api::quantity::q_milli(q) / 1000).max(0) as usize
+        })
+}
+
+/// Node CPU and per-pod CPU (cores) averaged over min(5 × 1 s, 10 s).
+fn share_pool(ctx: &QosCtx, states: &States) -> (Option<f64>, Vec<super::cfsquotaburst::PoolPod>) {
+    let now = now_ms();
+    let avg = |key: &SeriesKey| {
+        let a = ctx.store.aggregate(key, now - 5_000, now).ok().flatten()?;
+        Some(a.avg)
+    };
+    let pods = states
+        .pods
+        .iter()
+        .map(|p| super::cfsquotaburst::PoolPod {
+            qos: crate::api::extension::qos::pod_qos_class(&p.pod),
+            request_milli: crate::api::pod::pod_requests(&p.pod)
+                .get(crate::api::extension::resources::CPU)
+                .copied()
+                .unwrap_or(0),
+            usage: avg(&SeriesKey::pod(MetricKind::PodCpuUsage, &p.uid)),
+        })
+        .collect();
+    (avg(&SeriesKey::node(MetricKind::NodeCpuUsage)), pods)
+}
+
+fn last_container(ctx: &QosCtx, kind: MetricKind, id: &str) -> Option<f64> {
+    let now = now_ms();
+    let points = ctx
+        .store
+        .query(&SeriesKey::container(kind, id), now - LAST, now)
+        .ok()?;
+    points.last().map(|p| p.value)
+}
+
+fn random_fill() -> f64 {
+    use std::hash::BuildHasher;
+    let r = std::collections::hash_map::RandomState::new().hash_one(0u8);
+    (r % 1_000_000) as f64 / 2_000_000.0
+}
+
+/// CPUBurst.
+pub const ENTRY: Entry = Entry {
+    gate: features::CPU_BURST,
+    build: |d| Box::new(CpuBurst::new(d.executor.clone(), d.host.clone())),
+};
+
+#[cfg(test)]
+#[path = "cpuburst_tests.rs"]
+mod tests;

@@ -1,14 +1,25 @@
 //! cpuevict, BECPUEvict (`pkg/koordlet/qosmanager/plugins/cpuevict/cpu_evict.go`): when BE pods get too little of the CPU they
 //! requested (satisfaction = limit / request) while using nearly all of it, evict BE pods
-//! until satisfaction would reach the upper bound. Pure decision.
+//! until satisfaction would reach the upper bound. The pure decision, then the round and its registry `ENTRY`.
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use super::context::{LAST, QosCtx, count, last_cpu, now_ms};
+use super::evictor::{Evictor, evict_uid};
 use super::pick::be_pod;
+use super::runner::{Entry, Round, Strategy};
 use crate::api::extension::resources::BATCH_CPU;
 use crate::api::pod::pod_requests;
+use crate::koordlet::features;
+use crate::koordlet::informer::States;
+use crate::koordlet::store::SeriesKey;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 pub const FEATURE: &str = "BECPUEvict";
 
@@ -80,6 +91,151 @@ pub fn victims(mut c: Vec<Candidate>, release: f64, skip: &BTreeSet<String>) -> 
     });
     super::pick::take_until(c, release, |x| x.request as f64, |x| &x.uid, skip)
 }
+
+/// BE CPU (usage, request, limit) averaged over a window; `None` when the samples cover
+/// less than a third of it.
+pub type BeCpuWindow = Option<BeCpu>;
+
+/// One BECPUEvict round (`pkg/koordlet/qosmanager/plugins/cpuevict/cpu_evict.go`): `window` is the averaged BE CPU over the configured
+/// window, `last` the newest values; `pod_used` milli-cores. Returns the keys evicted.
+pub async fn cpu_pass(
+    client: &kube::Client,
+    evictor: &Evictor,
+    states: &States,
+    window: BeCpuWindow,
+    last: BeCpuWindow,
+    pod_used: &HashMap<String, f64>,
+) -> Vec<String> {
+    let s = &states.slo().threshold;
+    let (Some(lower), Some(upper)) = (
+        s.cpu_evict_be_satisfaction_lower_percent,
+        s.cpu_evict_be_satisfaction_upper_percent,
+    ) else {
+        return Vec::new();
+    };
+    if s.enable != Some(true) || !bounds_valid(lower, upper) {
+        return Vec::new();
+    }
+    let threshold = s.cpu_evict_be_usage_threshold_percent.unwrap_or(90);
+    let by_allocatable = s.cpu_evict_policy.as_deref() == Some("evictByAllocatable");
+    let allocatable = || {
+        states
+            .node
+            .as_ref()
+            .and_then(|n| n.status.as_ref())
+            .and_then(|st| st.allocatable.as_ref())
+            .and_then(|a| a.get(crate::api::extension::resources::BATCH_CPU))
+            .map(crate::api::quantity::q_value)
+            .filter(|v| *v > 0)
+            .unwrap_or(1) as f64
+    };
+    let adjust = |b: BeCpu| {
+        if by_allocatable {
+            BeCpu {
+                limit: allocatable(),
+                ..b
+            }
+        } else {
+            b
+        }
+    };
+    let (Some(w), Some(l)) = (window.map(adjust), last.map(adjust)) else {
+        return Vec::new();
+    };
+    let Some(mut to_release) = release(&w, lower, upper, threshold) else {
+        return Vec::new();
+    };
+    if !usage_high(&l, threshold) {
+        return Vec::new();
+    }
+    if (l.request, l.limit) != (w.request, w.limit)
+        && let Some(r) = release(&l, lower, upper, threshold)
+    {
+        to_release = to_release.min(r);
+    }
+    let cands = states
+        .pods
+        .iter()
+        .filter_map(|p| candidate(&p.pod, pod_used.get(&p.uid).copied()))
+        .collect();
+    let mut out = Vec::new();
+    for v in victims(cands, to_release, &evictor.recent()) {
+        let msg = format!(
+            "BE CPU satisfaction {:.0}% is at or below {lower}% while BE pods use {:.0}% of their limit; releasing {:.0} milli-cores of batch-cpu requests",
+            w.limit / w.request * 100.0,
+            w.usage / w.limit.max(1.0) * 100.0,
+            to_release
+        );
+        if evict_uid(client, evictor, states, &v.uid, "BECPUEvict", &msg).await {
+            out.push(v.key);
+        }
+    }
+    out
+}
+
+/// Averages of the BE CPU series over `[from, now]`; `None` when they cover less than
+/// `min_span_ms`.
+fn be_cpu(ctx: &QosCtx, from: i64, now: i64, min_span_ms: i64, last: bool) -> Option<BeCpu> {
+    let get = |alloc: &str| {
+        let a = ctx
+            .store
+            .aggregate(&SeriesKey::be_cpu(alloc), from, now)
+            .ok()
+            .flatten()?;
+        (a.span_ms >= min_span_ms).then_some(if last { a.last } else { a.avg })
+    };
+    Some(BeCpu {
+        usage: get("usage")?,
+        request: get("request")?,
+        limit: get("real-limit")?,
+    })
+}
+
+/// BECPUEvict every second, 20 s of cool-down after an eviction (`pkg/koordlet/qosmanager/plugins/cpuevict/cpu_evict.go`).
+pub struct CpuEvict {
+    pub client: kube::Client,
+    pub evictor: Arc<Evictor>,
+    pub collect_interval: Duration,
+}
+
+impl Strategy for CpuEvict {
+    fn name(&self) -> &'static str {
+        "cpuevict"
+    }
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        async move {
+            let s = &states.slo().threshold;
+            let window =
+                Duration::from_secs(s.cpu_evict_time_window_seconds.unwrap_or(0).max(0) as u64)
+                    .max(self.collect_interval);
+            let now = now_ms();
+            let w_ms = window.as_millis() as i64;
+            let avg = be_cpu(ctx, now - w_ms, now, w_ms / 3, false);
+            let last = be_cpu(ctx, now - LAST, now, 0, true);
+            let (_, pods) = last_cpu(ctx, states);
+            let used = pods.into_iter().map(|(k, v)| (k, v as f64)).collect();
+            let evicted = cpu_pass(&self.client, &self.evictor, states, avg, last, &used).await;
+            if !evicted.is_empty() {
+                count(ctx, "cpuevict", "eviction".into(), evicted.len() as u64);
+            }
+            Round::cool_down_if(!evicted.is_empty(), 20)
+        }
+        .boxed()
+    }
+}
+
+/// BECPUEvict.
+pub const ENTRY: Entry = Entry {
+    gate: features::BECPU_EVICT,
+    build: |d| {
+        Box::new(CpuEvict {
+            client: d.client.clone(),
+            evictor: d.evictor.clone(),
+            collect_interval: d.collect_interval,
+        })
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -7,9 +7,12 @@ use k8s_openapi::api::core::v1::Container;
 
 use super::batchresource::{normalization_ratio, quota};
 use super::executor::Update;
-use super::suppress::pinned;
+use super::podreconcile::Reconcile;
+use super::runner::Entry;
 use crate::api::extension::qos::{QoSClass, pod_qos_class};
+use crate::api::extension::resourcestatus::pinned_cpus as pinned;
 use crate::api::pod::container_limits;
+use crate::koordlet::features;
 use crate::koordlet::informer::{PodMeta, States};
 use crate::os::Resource;
 
@@ -54,6 +57,18 @@ pub fn updates(states: &States, pod: &PodMeta) -> Vec<Vec<Update>> {
         .collect();
     vec![pod_level, containers]
 }
+
+/// CPUNormalization.
+pub const ENTRY: Entry = Entry {
+    gate: features::CPU_NORMALIZATION,
+    build: |d| {
+        Box::new(Reconcile {
+            ex: d.executor.clone(),
+            name: "cpunormalization",
+            updates,
+        })
+    },
+};
 
 #[cfg(test)]
 mod tests {

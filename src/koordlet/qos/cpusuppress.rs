@@ -1,9 +1,31 @@
 //! cpusuppress (`pkg/koordlet/qosmanager/plugins/cpusuppress/cpu_suppress.go`): how much CPU best-effort pods may use so that the
 //! node stays under `cpuSuppressThresholdPercent`, as a CFS quota for the besteffort QoS
 //! cgroup (`cfsQuota` policy) or as a set of CPUs (`cpuset` policy, the default). Pure
-//! decisions; the executor applies them.
+//! decisions, then the strategy's round ([`CpuSuppress`]) that applies them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use super::context::{QosCtx, count, last_cpu};
+use super::evictor;
+use super::executor::Executor;
+use super::runner::{Entry, Round, Strategy};
+use crate::koordlet::features;
+use crate::koordlet::informer::States;
+use crate::os::system::Host;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::executor::{Change, Outcome, Update};
+use crate::api::cpuset;
+use crate::api::extension::qos::{
+    KubeQoS, QoSClass, kube_qos, pod_qos_class, pod_qos_class_with_default,
+};
+use crate::api::extension::resourcestatus::pinned_cpus;
+use crate::api::quantity::q_milli;
+use crate::api::slo::nodeslo::ResourceThresholdStrategy;
+use crate::os::{CgroupDir, Resource};
+use std::sync::Arc;
 
 /// CFS period the quota is expressed against (µs).
 pub const CFS_PERIOD: i64 = 100_000;
@@ -158,101 +180,266 @@ pub fn be_cpuset(
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Measured CPU usage in milli-cores (`None`: no recent sample).
+#[derive(Debug, Clone, Default)]
+pub struct Usage {
+    pub node: Option<i64>,
+    /// Pod uid → usage.
+    pub pods: HashMap<String, i64>,
+}
 
-    fn inputs(cap: i64, thr: i64, pods: i64, sys: i64) -> Inputs {
-        Inputs {
-            capacity_milli: cap,
-            threshold_percent: thr,
-            min_percent: None,
-            non_be_pods_milli: pods,
-            non_be_host_milli: 0,
-            system_used_milli: sys,
+/// What the last pass left in place, so restoring is not repeated every second.
+#[derive(Debug, Default)]
+pub struct Memory {
+    restored: bool,
+}
+
+fn is_be(pod: &Pod) -> bool {
+    pod_qos_class(pod) == QoSClass::Be || kube_qos(pod) == KubeQoS::BestEffort
+}
+
+/// The inputs of the formula from the informer's state and measured usage.
+pub fn inputs(states: &States, usage: &Usage, s: &ResourceThresholdStrategy) -> Option<Inputs> {
+    let node = states.node.as_ref()?;
+    let status = node.status.as_ref()?;
+    let cpu = |l: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >| { l.and_then(|m| m.get("cpu")).map(q_milli).unwrap_or(0) };
+    let capacity = cpu(status.capacity.as_ref());
+    let reserved = (capacity - cpu(status.allocatable.as_ref())).max(0);
+    let node_used = usage.node?;
+    let pods_used: i64 = usage.pods.values().sum();
+    let non_be: i64 = states
+        .pods
+        .iter()
+        .filter(|p| !is_be(&p.pod))
+        .filter_map(|p| usage.pods.get(&p.uid))
+        .sum();
+    // Pods measured but unknown to the informer count as non-BE.
+    let known: BTreeSet<&str> = states.pods.iter().map(|p| p.uid.as_str()).collect();
+    let unknown: i64 = usage
+        .pods
+        .iter()
+        .filter(|(uid, _)| !known.contains(uid.as_str()))
+        .map(|(_, v)| v)
+        .sum();
+    Some(Inputs {
+        capacity_milli: capacity,
+        threshold_percent: s.cpu_suppress_threshold_percent.unwrap_or(65),
+        min_percent: s.cpu_suppress_min_percent,
+        non_be_pods_milli: non_be + unknown,
+        non_be_host_milli: 0,
+        system_used_milli: system_used(node_used, pods_used, 0, reserved),
+    })
+}
+
+fn be_dirs(states: &States, ex: &Executor) -> Vec<Vec<CgroupDir>> {
+    let be_pods: Vec<_> = states
+        .pods
+        .iter()
+        .filter(|p| kube_qos(&p.pod) == KubeQoS::BestEffort)
+        .collect();
+    vec![
+        vec![ex.cgroups().qos_dir(KubeQoS::BestEffort)],
+        be_pods.iter().map(|p| p.dir.clone()).collect(),
+        be_pods
+            .iter()
+            .flat_map(|p| p.containers.iter().map(|c| c.dir.clone()))
+            .collect(),
+    ]
+}
+
+fn apply_cpuset(ex: &Executor, states: &States, cpus: &[u32], out: &mut Vec<Change>) {
+    let value = cpuset::format(cpus);
+    let levels: Vec<Vec<Update>> = be_dirs(states, ex)
+        .into_iter()
+        .map(|l| {
+            l.into_iter()
+                .map(|d| Update::new(Resource::CpusetCpus, d, value.clone()))
+                .collect()
+        })
+        .collect();
+    collect(ex.leveled(&levels), out);
+}
+
+fn collect(results: Vec<Result<Outcome, super::executor::ExecError>>, out: &mut Vec<Change>) {
+    for r in results {
+        match r {
+            Ok(Outcome::Written(c)) => out.push(c),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cpusuppress write rejected"),
         }
-    }
-
-    #[test]
-    fn suppress_formula() {
-        // 16 cores × 65 % − 6 cores LS − 1 core system = 3.4 cores.
-        assert_eq!(suppress_milli(&inputs(16_000, 65, 6_000, 1_000)), 3_400);
-        assert_eq!(suppress_milli(&inputs(16_000, 65, 12_000, 1_000)), -2_600);
-        let min = Inputs {
-            min_percent: Some(10),
-            ..inputs(16_000, 65, 12_000, 1_000)
-        };
-        assert_eq!(suppress_milli(&min), 1_600);
-        assert_eq!(system_used(10_000, 6_000, 500, 1_000), 3_500);
-        assert_eq!(
-            system_used(5_000, 6_000, 0, 1_000),
-            1_000,
-            "reserved is the floor"
-        );
-    }
-
-    #[test]
-    fn quota_steps() {
-        let cap = 16_000; // 1.6 s per 100 ms period; 1 % = 16_000 µs, 10 % = 160_000 µs
-        // (suppress, current quota, expected)
-        for (s, cur, want) in [
-            (3_400, -1, Some(340_000)),
-            (3_400, 340_000, None),
-            (3_500, 340_000, None),
-            (3_600, 340_000, Some(360_000)),
-            (10_000, 340_000, Some(500_000)),
-            (-2_600, 340_000, Some(MIN_QUOTA)),
-            (-2_600, MIN_QUOTA, None),
-            (10, -1, Some(MIN_QUOTA)),
-        ] {
-            assert_eq!(cfs_quota(s, cur, cap), want, "S {s} current {cur}");
-        }
-    }
-
-    #[test]
-    fn cpuset_sizes() {
-        assert_eq!(cpuset_count(3_400, 8, 16), 4);
-        assert_eq!(cpuset_count(-2_000, 8, 16), MIN_CPUS);
-        assert_eq!(
-            cpuset_count(15_000, 2, 16),
-            4,
-            "grows by 10 % of 16 → 2 per round"
-        );
-        assert_eq!(cpuset_count(40_000, 30, 32), 32);
-    }
-
-    fn topo() -> Vec<Cpu> {
-        // 2 sockets × 2 cores × 2 threads: cpu i on core i/2 % 2, socket i/4.
-        (0..8)
-            .map(|i| Cpu {
-                id: i,
-                core: (i / 2) % 2 + 2 * (i / 4),
-                socket: i / 4,
-                numa: i / 4,
-            })
-            .collect()
-    }
-
-    #[test]
-    fn picks_whole_cores_round_robin() {
-        assert_eq!(
-            pick(&topo(), 4),
-            vec![0, 1, 4, 5],
-            "one whole core from each socket"
-        );
-        assert_eq!(
-            pick(&topo(), 3),
-            vec![0, 1, 4],
-            "a core, then a single CPU elsewhere"
-        );
-        assert_eq!(pick(&topo(), 20).len(), 8);
-        let excluded: BTreeSet<u32> = [0, 1].into();
-        let lsr: BTreeSet<u32> = [2, 3, 4, 5].into();
-        // 6 candidates, 4 in the LSR pool: 3 × 4/6 = 2 from LSR, 1 from LS.
-        assert_eq!(be_cpuset(&topo(), 3, &excluded, &lsr), vec![2, 3, 6]);
-        assert_eq!(
-            be_cpuset(&topo(), 2, &(0..8).collect(), &lsr),
-            Vec::<u32>::new()
-        );
     }
 }
+
+fn set_quota(ex: &Executor, quota: i64, out: &mut Vec<Change>) {
+    let dir = ex.cgroups().qos_dir(KubeQoS::BestEffort);
+    collect(
+        vec![ex.update(&Update::new(Resource::CfsQuota, dir, quota.to_string()))],
+        out,
+    );
+}
+
+/// CPUs BE pods may never use: those pinned by LSE pods.
+fn lse_pinned_cpus(states: &States) -> BTreeSet<u32> {
+    states
+        .pods
+        .iter()
+        .filter(|p| pod_qos_class_with_default(&p.pod) == QoSClass::Lse)
+        .flat_map(|p| pinned_cpus(&p.pod))
+        .collect()
+}
+
+/// One cpusuppress round; returns the changes written.
+pub fn pass(
+    states: &States,
+    usage: &Usage,
+    topo: &[Cpu],
+    ex: &Executor,
+    mem: &mut Memory,
+) -> Vec<Change> {
+    let s = &states.slo().threshold;
+    let mut out = Vec::new();
+    let excluded = lse_pinned_cpus(states);
+    let all: Vec<u32> = topo
+        .iter()
+        .map(|c| c.id)
+        .filter(|c| !excluded.contains(c))
+        .collect();
+    if s.enable != Some(true) {
+        if !mem.restored {
+            set_quota(ex, -1, &mut out);
+            apply_cpuset(ex, states, &all, &mut out);
+            mem.restored = true;
+        }
+        return out;
+    }
+    mem.restored = false;
+    let Some(i) = inputs(states, usage, s) else {
+        return out;
+    };
+    let suppress = suppress_milli(&i);
+    if s.cpu_suppress_policy.as_deref() == Some("cfsQuota") {
+        let dir = ex.cgroups().qos_dir(KubeQoS::BestEffort);
+        let current = ex
+            .cgroups()
+            .read_i64(Resource::CfsQuota, &dir)
+            .unwrap_or(-1);
+        if let Some(q) = cfs_quota(suppress, current, i.capacity_milli) {
+            set_quota(ex, q, &mut out);
+        }
+        apply_cpuset(ex, states, &all, &mut out);
+        return out;
+    }
+    let qos = ex.cgroups().qos_dir(KubeQoS::BestEffort);
+    let current = ex
+        .cgroups()
+        .read(Resource::CpusetCpus, &qos)
+        .ok()
+        .and_then(|c| cpuset::parse(c.trim()).ok())
+        .unwrap_or_default();
+    let n = cpuset_count(suppress, current.len(), all.len());
+    let lsr: BTreeSet<u32> = states
+        .pods
+        .iter()
+        .filter(|p| pod_qos_class(&p.pod) == QoSClass::Lsr)
+        .flat_map(|p| pinned_cpus(&p.pod))
+        .collect();
+    let cpus = be_cpuset(topo, n, &excluded, &lsr);
+    if !cpus.is_empty() {
+        apply_cpuset(ex, states, &cpus, &mut out);
+    }
+    set_quota(ex, -1, &mut out);
+    out
+}
+
+/// cpusuppress every second (`pkg/koordlet/qosmanager/plugins/cpusuppress/cpu_suppress.go`).
+pub struct CpuSuppress {
+    pub ex: Arc<Executor>,
+    pub host: Host,
+    pub client: kube::Client,
+    pub topo: Vec<crate::os::system::CpuInfo>,
+    pub mem: Memory,
+}
+
+impl Strategy for CpuSuppress {
+    fn name(&self) -> &'static str {
+        "cpusuppress"
+    }
+
+    fn prepare(&mut self) -> bool {
+        self.topo = self.host.cpu_topology().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "no CPU topology; the cpuset policy cannot pick CPUs");
+            Vec::new()
+        });
+        true
+    }
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        async move {
+            let (node, pods) = last_cpu(ctx, states);
+            let usage = Usage { node, pods };
+            let strategy = &states.slo().threshold;
+            if let Some(i) = inputs(states, &usage, strategy) {
+                let milli = suppress_milli(&i);
+                ctx.metrics.be_suppress_milli.set(milli);
+                let kind = strategy.cpu_suppress_policy.as_deref().unwrap_or("cpuset");
+                let node = states.node.as_ref().and_then(|n| n.metadata.name.clone());
+                let l = vec![
+                    ("node", node.unwrap_or_default()),
+                    ("type", kind.to_string()),
+                ];
+                let cores = ctx.metrics.be_suppress_cores.get_or_create(&l);
+                cores.set(milli as f64 / 1000.0);
+                let node = crate::koordlet::metrics::node_only(&l[0].1);
+                let ls = ctx.metrics.be_suppress_ls_used.get_or_create(&node);
+                ls.set(i.non_be_pods_milli as f64 / 1000.0);
+                let be = usage.pods.values().sum::<i64>() - i.non_be_pods_milli;
+                let be_used = ctx.metrics.be_suppress_be_used.get_or_create(&node);
+                be_used.set(be.max(0) as f64 / 1000.0);
+            }
+            let changes = pass(states, &usage, &self.topo, &self.ex, &mut self.mem);
+            for c in &changes {
+                count(ctx, "cpusuppress", format!("{:?}", c.resource), 1);
+            }
+            // One event per round that changed the besteffort QoS level (not per pod/container).
+            let qos_dir = self
+                .ex
+                .cgroups()
+                .qos_dir(crate::api::extension::qos::KubeQoS::BestEffort);
+            if let Some(c) = changes.iter().find(|c| c.dir == qos_dir.as_str())
+                && let Some(node) = states.node.as_ref().and_then(|n| n.metadata.name.clone())
+            {
+                let msg = format!("best-effort {:?} {} -> {}", c.resource, c.old, c.new);
+                evictor::node_event(&self.client, &node, "BECPUSuppressed", &msg).await;
+            }
+            Round::DONE
+        }
+        .boxed()
+    }
+}
+
+/// BECPUSuppress.
+pub const ENTRY: Entry = Entry {
+    gate: features::BECPU_SUPPRESS,
+    build: |d| {
+        Box::new(CpuSuppress {
+            ex: d.executor.clone(),
+            host: d.host.clone(),
+            client: d.client.clone(),
+            topo: Vec::new(),
+            mem: Memory::default(),
+        })
+    },
+};
+
+#[cfg(test)]
+#[path = "cpusuppress_tests.rs"]
+mod tests;
+
+#[cfg(test)]
+#[path = "cpusuppress_pass_tests.rs"]
+mod pass_tests;

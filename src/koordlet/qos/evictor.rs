@@ -17,6 +17,7 @@ use kube::api::EvictParams;
 
 use crate::kernel::cri::{self, CriClient};
 use crate::kernel::events;
+use crate::koordlet::informer::States;
 
 const REMEMBER: Duration = Duration::from_secs(120);
 
@@ -225,6 +226,30 @@ pub async fn node_event(client: &kube::Client, node: &str, reason: &str, message
         message.to_string(),
     );
     events::record(client, &event).await;
+}
+
+fn pod_by_uid<'a>(states: &'a States, uid: &str) -> Option<&'a Pod> {
+    states.pods.iter().find(|p| p.uid == uid).map(|p| &*p.pod)
+}
+
+/// Evicts `uid` (if it is still on the node) and says whether it went.
+pub(super) async fn evict_uid(
+    client: &kube::Client,
+    evictor: &Evictor,
+    states: &States,
+    uid: &str,
+    feature: &str,
+    msg: &str,
+) -> bool {
+    let node = states
+        .node
+        .as_ref()
+        .and_then(|n| n.metadata.name.as_deref())
+        .unwrap_or_default();
+    match pod_by_uid(states, uid) {
+        Some(pod) => evictor.evict(client, pod, node, feature, msg).await,
+        None => false,
+    }
 }
 
 #[cfg(test)]

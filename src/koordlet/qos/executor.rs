@@ -243,8 +243,8 @@ impl Executor {
             return Ok(false);
         }
         let start = Instant::now();
-        let written = std::fs::write(path, value);
-        let missing = matches!(&written, Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+        let written = crate::os::knob::write(path, value);
+        let missing = written.as_ref().is_err_and(crate::os::knob::missing);
         if !missing {
             self.observe("default", written.is_ok(), start);
         }
@@ -253,7 +253,11 @@ impl Executor {
                 tracing::info!(file = %shown, old = current.unwrap_or(""), new = %value, "kernel file updated");
                 Ok(true)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) if crate::os::knob::missing(&e) => Ok(false),
+            Err(crate::os::files::FileError::Io(_, e)) => Err(ExecError::File {
+                path: shown,
+                error: e.to_string(),
+            }),
             Err(e) => Err(ExecError::File {
                 path: shown,
                 error: e.to_string(),

@@ -11,8 +11,10 @@ use futures::future::BoxFuture;
 
 use super::context::{QosCtx, record};
 use super::executor::{Executor, Update};
+use super::runner::Entry;
 use super::runner::{Round, Strategy};
 use crate::api::extension::qos::pod_qos_class_with_default;
+use crate::koordlet::features;
 use crate::koordlet::informer::States;
 use crate::koordlet::runtimehooks::rules::Rules;
 use crate::os::system::Host;
@@ -147,6 +149,28 @@ impl Strategy for Bvt {
         futures::future::ready(Round::DONE).boxed()
     }
 }
+
+/// CPUSetAllocator.
+pub const CPUSETS: Entry = Entry {
+    gate: features::CPU_SET_ALLOCATOR,
+    build: |d| {
+        Box::new(Cpusets {
+            ex: d.executor.clone(),
+            host: d.host.clone(),
+            online: Vec::new(),
+        })
+    },
+};
+
+/// GroupIdentity.
+pub const BVT: Entry = Entry {
+    gate: features::GROUP_IDENTITY,
+    build: |d| {
+        Box::new(Bvt {
+            ex: d.executor.clone(),
+        })
+    },
+};
 
 #[cfg(test)]
 pub(super) mod tests {

@@ -1,12 +1,21 @@
 //! memoryevict, BEMemoryEvict (`pkg/koordlet/qosmanager/plugins/memoryevict/memory_evict.go`): when node memory use reaches
 //! `memoryEvictThresholdPercent` of capacity, evict BE pods until use would fall to
-//! `memoryEvictLowerPercent` (default threshold − 2). Pure decision.
+//! `memoryEvictLowerPercent` (default threshold − 2). The pure decision, then the round and its registry `ENTRY`.
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use super::context::{QosCtx, count, last_memory};
+use super::evictor::{Evictor, evict_uid};
 use super::pick::be_pod;
+use super::runner::{Entry, Round, Strategy};
+use crate::koordlet::features;
+use crate::koordlet::informer::States;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 pub const FEATURE: &str = "BEMemoryEvict";
 
@@ -64,6 +73,94 @@ pub fn victims(mut cands: Vec<Candidate>, release: i64, skip: &BTreeSet<String>)
         skip,
     )
 }
+
+/// One BEMemoryEvict round: evicts BE pods when node memory crosses the threshold.
+/// `node_used` and `pod_used` are bytes; returns the keys evicted.
+pub async fn memory_pass(
+    client: &kube::Client,
+    evictor: &Evictor,
+    states: &States,
+    node_used: Option<i64>,
+    pod_used: &HashMap<String, i64>,
+) -> Vec<String> {
+    let strategy = &states.slo().threshold;
+    if strategy.enable != Some(true) {
+        return Vec::new();
+    }
+    let Some(node) = states.node.as_ref() else {
+        return Vec::new();
+    };
+    let capacity = node
+        .status
+        .as_ref()
+        .and_then(|s| s.capacity.as_ref())
+        .and_then(|c| c.get("memory"))
+        .map(crate::api::quantity::q_value)
+        .unwrap_or(0);
+    let threshold = strategy.memory_evict_threshold_percent.unwrap_or(70);
+    let Some(used) = node_used else {
+        return Vec::new();
+    };
+    let Some(to_release) = release(
+        capacity,
+        used,
+        threshold,
+        strategy.memory_evict_lower_percent,
+    ) else {
+        return Vec::new();
+    };
+    let cands = states
+        .pods
+        .iter()
+        .filter_map(|p| candidate(&p.pod, pod_used.get(&p.uid).copied()))
+        .collect();
+    let pct = used * 100 / capacity.max(1);
+    let mut out = Vec::new();
+    for v in victims(cands, to_release, &evictor.recent()) {
+        let msg = format!(
+            "node memory usage {pct}% reached the threshold {threshold}%; evicting BE pods to release {to_release} bytes"
+        );
+        if evict_uid(client, evictor, states, &v.uid, "BEMemoryEvict", &msg).await {
+            out.push(v.key);
+        }
+    }
+    out
+}
+
+/// BEMemoryEvict every second, 4 s of cool-down after an eviction (`pkg/koordlet/qosmanager/plugins/memoryevict/memory_evict.go`).
+pub struct MemoryEvict {
+    pub client: kube::Client,
+    pub evictor: Arc<Evictor>,
+}
+
+impl Strategy for MemoryEvict {
+    fn name(&self) -> &'static str {
+        "memoryevict"
+    }
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        async move {
+            let (node, pods) = last_memory(ctx, states);
+            let evicted = memory_pass(&self.client, &self.evictor, states, node, &pods).await;
+            if !evicted.is_empty() {
+                count(ctx, "memoryevict", "eviction".into(), evicted.len() as u64);
+            }
+            Round::cool_down_if(!evicted.is_empty(), 4)
+        }
+        .boxed()
+    }
+}
+
+/// BEMemoryEvict.
+pub const ENTRY: Entry = Entry {
+    gate: features::BE_MEMORY_EVICT,
+    build: |d| {
+        Box::new(MemoryEvict {
+            client: d.client.clone(),
+            evictor: d.evictor.clone(),
+        })
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -13,7 +13,9 @@ use futures::future::BoxFuture;
 
 use super::context::QosCtx;
 use super::executor::Executor;
+use super::runner::Entry;
 use super::runner::{Round, Strategy};
+use crate::koordlet::features;
 use crate::koordlet::informer::States;
 
 pub const ANNOTATION_OOM_SCORE_ADJ: &str = "koordinator.sh/oom-score-adj";
@@ -66,11 +68,11 @@ impl Strategy for OomScoreAdj {
                 series.push((labels, want as f64));
                 for pid in self.ex.cgroups().procs(&c.dir).unwrap_or_default() {
                     let file = self.proc_root.join(pid.to_string()).join("oom_score_adj");
-                    let now = std::fs::read_to_string(&file).ok();
+                    let now = crate::os::knob::read_opt(&file);
                     if now.as_deref().map(str::trim) == Some(want.to_string().as_str()) {
                         continue;
                     }
-                    if let Err(e) = std::fs::write(&file, want.to_string()) {
+                    if let Err(e) = crate::os::knob::write(&file, &want.to_string()) {
                         tracing::debug!(pod = %pod.name, pid, error = %e, "oom_score_adj not set");
                     }
                 }
@@ -80,6 +82,17 @@ impl Strategy for OomScoreAdj {
         futures::future::ready(Round::DONE).boxed()
     }
 }
+
+/// OOMScoreAdj.
+pub const ENTRY: Entry = Entry {
+    gate: features::OOM_SCORE_ADJ,
+    build: |d| {
+        Box::new(OomScoreAdj {
+            ex: d.executor.clone(),
+            proc_root: d.host.proc_root.clone(),
+        })
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -6,12 +6,19 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::context::{QosCtx, count};
 use super::executor::Executor;
+use super::runner::{Entry, Round, Strategy};
 use crate::api::extension::qos::{QoSClass, pod_qos_class_with_default};
 use crate::api::slo::nodeslo::{ResctrlQOS, ResourceQOS};
+use crate::koordlet::features;
 use crate::koordlet::informer::States;
 use crate::os::Resource;
+use crate::os::knob;
 use crate::os::system::Host;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use std::sync::Arc;
 
 pub const GROUPS: [&str; 3] = ["LSR", "LS", "BE"];
 
@@ -104,19 +111,20 @@ fn group_of(class: QoSClass) -> Option<&'static str> {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ResctrlError {
-    #[error("{0}: {1}")]
-    Io(std::path::PathBuf, std::io::Error),
+    #[error(transparent)]
+    File(#[from] crate::os::files::FileError),
+    #[error(transparent)]
+    Write(#[from] super::executor::ExecError),
 }
 
 fn write_if_changed(ex: &Executor, path: &Path, content: &str) -> Result<bool, ResctrlError> {
-    let current = std::fs::read_to_string(path).ok();
-    ex.write_file(path, content, current.as_deref())
-        .map_err(|e| ResctrlError::Io(path.to_path_buf(), std::io::Error::other(e.to_string())))
+    let current = knob::read_opt(path);
+    Ok(ex.write_file(path, content, current.as_deref())?)
 }
 
 /// Whether the host can do resctrl: CPU flags and a mounted resctrl filesystem.
-pub fn supported(host: &Host) -> Result<bool, String> {
-    let (_, flags) = host.cpu_flags().map_err(|e| e.to_string())?;
+pub fn supported(host: &Host) -> Result<bool, crate::os::system::HostError> {
+    let (_, flags) = host.cpu_flags()?;
     if !flags.iter().any(|f| f == "cat_l3" || f == "mba") {
         return Ok(false);
     }
@@ -130,8 +138,7 @@ pub fn pass(states: &States, host: &Host, ex: &Executor) -> Result<Vec<String>, 
     let (vendor, flags) = host.cpu_flags().unwrap_or_default();
     let amd = vendor.contains("AMD");
     let with_mb = flags.iter().any(|f| f == "mba");
-    let cbm = std::fs::read_to_string(root.join("info/L3/cbm_mask"))
-        .map_err(|e| ResctrlError::Io(root.join("info/L3/cbm_mask"), e))?;
+    let cbm = knob::read(&root.join("info/L3/cbm_mask"))?;
     let mut ids = host.l3_cache_ids();
     if ids.is_empty() {
         ids.push(0);
@@ -139,7 +146,7 @@ pub fn pass(states: &States, host: &Host, ex: &Executor) -> Result<Vec<String>, 
     let mut written = Vec::new();
     for g in GROUPS {
         let dir = root.join(g);
-        std::fs::create_dir_all(&dir).map_err(|e| ResctrlError::Io(dir.clone(), e))?;
+        knob::ensure_dir(&dir)?;
         let (q, enabled) = group_config(states, g);
         if let Some(content) = schemata(&q, &cbm, &ids, amd, with_mb)
             && write_if_changed(ex, &dir.join("schemata"), &content)?
@@ -150,7 +157,7 @@ pub fn pass(states: &States, host: &Host, ex: &Executor) -> Result<Vec<String>, 
             continue;
         }
         let tasks_path = dir.join("tasks");
-        let present: BTreeSet<String> = std::fs::read_to_string(&tasks_path)
+        let present: BTreeSet<String> = knob::read_opt(&tasks_path)
             .unwrap_or_default()
             .lines()
             .map(str::to_string)
@@ -187,6 +194,55 @@ pub fn pass(states: &States, host: &Host, ex: &Executor) -> Result<Vec<String>, 
     Ok(written)
 }
 
+/// RdtResctrl every second, when the host supports it (else one warning and done).
+pub struct Resctrl {
+    pub host: Host,
+    pub ex: Arc<Executor>,
+}
+
+impl Strategy for Resctrl {
+    fn name(&self) -> &'static str {
+        "resctrl"
+    }
+
+    fn prepare(&mut self) -> bool {
+        match supported(&self.host) {
+            Ok(true) => true,
+            Ok(false) => {
+                tracing::warn!(root = %self.host.resctrl_root().display(), "resctrl unsupported here (no cat_l3/mba or not mounted); LLC/MBA isolation skipped");
+                false
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "resctrl support unknown; LLC/MBA isolation skipped");
+                false
+            }
+        }
+    }
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        match pass(states, &self.host, &self.ex) {
+            Ok(written) => {
+                for w in written {
+                    count(ctx, "resctrl", w, 1);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "resctrl round failed"),
+        }
+        futures::future::ready(Round::DONE).boxed()
+    }
+}
+
+/// RdtResctrl.
+pub const ENTRY: Entry = Entry {
+    gate: features::RDT_RESCTRL,
+    build: |d| {
+        Box::new(Resctrl {
+            host: d.host.clone(),
+            ex: d.executor.clone(),
+        })
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,10 +277,14 @@ mod tests {
         )
         .unwrap();
         let host = Host::new(proc_root.path(), sys_root.path());
-        assert_eq!(supported(&host), Ok(false), "not mounted");
+        assert_eq!(
+            supported(&host).map_err(|e| e.to_string()),
+            Ok(false),
+            "not mounted"
+        );
         std::fs::create_dir_all(host.resctrl_root().join("info/L3")).unwrap();
         std::fs::write(host.resctrl_root().join("info/L3/cbm_mask"), "7ff\n").unwrap();
-        assert_eq!(supported(&host), Ok(true));
+        assert_eq!(supported(&host).map_err(|e| e.to_string()), Ok(true));
         let cg = crate::os::Cgroups::new(
             sys_root.path(),
             crate::os::Version::V1,
@@ -247,6 +307,10 @@ mod tests {
             "processor\t: 0\nflags\t: fpu\n",
         )
         .unwrap();
-        assert_eq!(supported(&host), Ok(false), "no cat_l3/mba");
+        assert_eq!(
+            supported(&host).map_err(|e| e.to_string()),
+            Ok(false),
+            "no cat_l3/mba"
+        );
     }
 }

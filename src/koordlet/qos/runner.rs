@@ -45,6 +45,13 @@ pub trait Strategy: Send {
     fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round>;
 }
 
+/// One row of the registry: the koordlet feature gate that switches a strategy on, and how
+/// to build it from what the strategies share. Each strategy file declares its own.
+pub struct Entry {
+    pub gate: crate::kernel::features::Gate,
+    pub build: fn(&super::context::Deps) -> Box<dyn Strategy>,
+}
+
 /// Runs `s` until the process drains.
 pub async fn run(ctx: QosCtx, mut s: Box<dyn Strategy>) -> anyhow::Result<()> {
     if !s.prepare() || !ctx.informer.wait_synced(&ctx.shutdown).await {

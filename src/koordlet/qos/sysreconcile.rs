@@ -5,9 +5,14 @@
 //! Linux kernels), and `sched_features` toggles. Written only when different; knobs the
 //! kernel lacks are skipped.
 
+use super::context::{QosCtx, count};
+use super::runner::{Entry, Round, Strategy};
 use crate::api::slo::nodeslo::SystemStrategy;
+use crate::koordlet::features;
 use crate::koordlet::informer::States;
 use crate::os::system::{Host, Knob};
+use futures::FutureExt;
+use futures::future::BoxFuture;
 
 pub const MIN_FREE_KBYTES: Knob = Knob::Proc("sys/vm/min_free_kbytes");
 pub const WATERMARK_SCALE_FACTOR: Knob = Knob::Proc("sys/vm/watermark_scale_factor");
@@ -110,6 +115,34 @@ pub fn pass(states: &States, host: &Host) -> Vec<(Knob, String, String)> {
     }
     changed
 }
+
+/// SystemConfig every second: kernel memory knobs from the NodeSLO systemStrategy.
+pub struct SysReconcile {
+    pub host: Host,
+}
+
+impl Strategy for SysReconcile {
+    fn name(&self) -> &'static str {
+        "sysreconcile"
+    }
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        for (knob, _, _) in pass(states, &self.host) {
+            count(ctx, "sysreconcile", format!("{knob:?}"), 1);
+        }
+        futures::future::ready(Round::DONE).boxed()
+    }
+}
+
+/// SystemConfig.
+pub const ENTRY: Entry = Entry {
+    gate: features::SYSTEM_CONFIG,
+    build: |d| {
+        Box::new(SysReconcile {
+            host: d.host.clone(),
+        })
+    },
+};
 
 #[cfg(test)]
 mod tests {

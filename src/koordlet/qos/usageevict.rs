@@ -3,16 +3,27 @@
 //! `koordinator.sh/eviction-enabled: "true"`, priority value ≤
 //! `evictEnabledPriorityThreshold`, allowed by `koordinator.sh/eviction-policy` — in order of
 //! annotation `koordinator.sh/eviction-priority`, priority, label `koordinator.sh/priority`,
-//! then usage (largest first), until their usage covers the release. Pure decision.
+//! then usage (largest first), until their usage covers the release. The pure decision, then the round and its registry `ENTRY`.
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use super::context::{QosCtx, count, last_cpu, last_memory, now_ms};
+use super::evictor::{Evictor, evict_uid};
+use super::pick::release;
 use super::pick::{policy_allows, take_until};
+use super::runner::{Entry, Round, Strategy};
 use crate::api::extension::keys::{
     ANNOTATION_EVICTION_PRIORITY, LABEL_EVICTION_ENABLED, LABEL_POD_PRIORITY,
 };
+use crate::koordlet::features;
+use crate::koordlet::informer::States;
+use crate::koordlet::store::{MetricKind, SeriesKey};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 #[derive(Debug, Clone)]
 pub struct Candidate {
@@ -63,6 +74,147 @@ pub fn victims(mut c: Vec<Candidate>, release: i64, skip: &BTreeSet<String>) -> 
     c.sort_by(|a, b| a.sort.cmp(&b.sort).then(b.used.cmp(&a.used)));
     take_until(c, release as f64, |x| x.used as f64, |x| &x.uid, skip)
 }
+
+/// One CPUEvict or MemoryEvict round: `node_used`/`pod_used` in milli-cores (CPU) or
+/// bytes (memory), `capacity` likewise. Returns the keys evicted.
+#[allow(clippy::too_many_arguments)]
+pub async fn usage_pass(
+    client: &kube::Client,
+    evictor: &Evictor,
+    states: &States,
+    feature: &str,
+    capacity: i64,
+    node_used: Option<i64>,
+    pod_used: &HashMap<String, i64>,
+) -> Vec<String> {
+    let s = &states.slo().threshold;
+    if s.enable != Some(true) {
+        return Vec::new();
+    }
+    let (threshold, lower) = if feature == "CPUEvict" {
+        (s.cpu_evict_threshold_percent, s.cpu_evict_lower_percent)
+    } else {
+        (
+            s.memory_evict_threshold_percent,
+            s.memory_evict_lower_percent,
+        )
+    };
+    let Some(used) = node_used else {
+        return Vec::new();
+    };
+    let Some(to_release) = release(capacity, used, threshold, lower) else {
+        return Vec::new();
+    };
+    let cands = states
+        .pods
+        .iter()
+        .filter_map(|p| {
+            candidate(
+                &p.pod,
+                feature,
+                s.evict_enabled_priority_threshold,
+                pod_used.get(&p.uid).copied().unwrap_or(0),
+            )
+        })
+        .collect();
+    let pct = used * 100 / capacity.max(1);
+    let mut out = Vec::new();
+    for v in victims(cands, to_release, &evictor.recent()) {
+        let msg = format!(
+            "node usage {pct}% reached the {feature} threshold {}%",
+            threshold.unwrap_or(0)
+        );
+        if evict_uid(client, evictor, states, &v.uid, feature, &msg).await {
+            out.push(v.key);
+        }
+    }
+    out
+}
+
+/// CPUEvict / MemoryEvict every second (opted-in pods, by node usage); cool-down 20 s
+/// (CPU) or 4 s (memory) after an eviction.
+pub struct UsageEvict {
+    pub client: kube::Client,
+    pub evictor: Arc<Evictor>,
+    /// `CPUEvict` or `MemoryEvict`.
+    pub feature: &'static str,
+}
+
+impl Strategy for UsageEvict {
+    fn name(&self) -> &'static str {
+        if self.feature == "CPUEvict" {
+            "cpuevict"
+        } else {
+            "memoryevict"
+        }
+    }
+
+    fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
+        async move {
+            let (feature, cpu) = (self.feature, self.feature == "CPUEvict");
+            let capacity = states
+                .node
+                .as_ref()
+                .and_then(|n| n.status.as_ref())
+                .and_then(|s| s.capacity.as_ref())
+                .and_then(|c| c.get(if cpu { "cpu" } else { "memory" }))
+                .map(|q| {
+                    if cpu {
+                        crate::api::quantity::q_milli(q)
+                    } else {
+                        crate::api::quantity::q_value(q)
+                    }
+                })
+                .unwrap_or(0);
+            let (node, pods) = if cpu {
+                let s = &states.slo().threshold;
+                let w = s.cpu_evict_time_window_seconds.unwrap_or(1).max(1) * 1000;
+                let now = now_ms();
+                let avg = ctx
+                    .store
+                    .aggregate(&SeriesKey::node(MetricKind::NodeCpuUsage), now - w, now)
+                    .ok()
+                    .flatten()
+                    .filter(|a| a.span_ms >= w / 3)
+                    .map(|a| (a.avg * 1000.0).round() as i64);
+                (avg, last_cpu(ctx, states).1)
+            } else {
+                last_memory(ctx, states)
+            };
+            let (client, evictor) = (&self.client, &self.evictor);
+            let evicted = usage_pass(client, evictor, states, feature, capacity, node, &pods).await;
+            if !evicted.is_empty() {
+                count(ctx, feature, "eviction".into(), evicted.len() as u64);
+            }
+            Round::cool_down_if(!evicted.is_empty(), if cpu { 20 } else { 4 })
+        }
+        .boxed()
+    }
+}
+
+/// CPUEvict.
+pub const CPU: Entry = Entry {
+    gate: features::CPU_EVICT,
+    build: |d| {
+        Box::new(UsageEvict {
+            client: d.client.clone(),
+            evictor: d.evictor.clone(),
+            feature: "CPUEvict",
+        })
+    },
+};
+
+/// MemoryEvict.
+pub const MEMORY: Entry = Entry {
+    gate: features::MEMORY_EVICT,
+    build: |d| {
+        Box::new(UsageEvict {
+            client: d.client.clone(),
+            evictor: d.evictor.clone(),
+            feature: "MemoryEvict",
+        })
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,6 @@
 //! them in `container_devices`, a field of its own in the hook answer (an unknown field that
 //! Koordinator's proxy ignores), which koord's proxy adds to CreateContainer's devices.
 
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::PathBuf;
 
 use crate::api::extension::keys::ANNOTATION_DEVICE_ALLOCATED;
@@ -57,11 +56,7 @@ fn addresses(allocated: &serde_json::Value) -> Vec<String> {
 
 fn char_device(roots: &Roots, name: &str) -> Result<LinuxDevice, String> {
     let host = roots.dev.join("infiniband").join(name);
-    let meta = std::fs::metadata(&host).map_err(|e| format!("{}: {e}", host.display()))?;
-    if !meta.file_type().is_char_device() {
-        return Err(format!("{} is not a character device", host.display()));
-    }
-    let rdev = meta.rdev();
+    let rdev = crate::os::knob::char_device(&host).map_err(|e| e.to_string())?;
     Ok(LinuxDevice {
         path: format!("{IB_DEV_DIR}/{name}"),
         r#type: "c".into(),
@@ -80,15 +75,10 @@ fn uverbs(roots: &Roots, address: &str) -> Result<String, String> {
         .join("bus/pci/devices")
         .join(address)
         .join("infiniband_verbs");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .collect();
-    names.sort();
-    names
+    crate::os::knob::names(&dir)
         .into_iter()
         .next()
-        .ok_or_else(|| format!("{} is empty", dir.display()))
+        .ok_or_else(|| format!("{} is empty or unreadable", dir.display()))
 }
 
 /// The devices a container of a pod with these annotations gets; none without an RDMA

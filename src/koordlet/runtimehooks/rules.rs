@@ -15,9 +15,9 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::api::cpuset;
 use crate::api::extension::qos::{QoSClass, pod_qos_class, pod_qos_class_with_default};
+use crate::api::extension::resourcestatus::pinned_cpus as pinned;
 use crate::koordlet::informer::States;
 use crate::koordlet::qos::batchresource::{container_values, normalization_ratio};
-use crate::koordlet::qos::suppress::pinned;
 use crate::os::Resource;
 
 /// Which hooks run (their feature gates).

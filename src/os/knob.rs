@@ -1,0 +1,94 @@
+//! Kernel interface files koord reads and writes by path: cgroup files, resctrl groups
+//! (`schemata`, `tasks`), `/proc/<pid>/oom_score_adj`, `/sys/block/*/dev`, device nodes and
+//! the cgroup directories perf events attach to. Callers pass rooted paths (`Host`,
+//! `Cgroups`), so tests point them at temp-dir trees; every error names the path.
+
+use std::fs::File;
+use std::path::Path;
+
+use super::files::FileError;
+
+fn at(path: &Path) -> impl FnOnce(std::io::Error) -> FileError + '_ {
+    move |e| FileError::Io(path.to_path_buf(), e)
+}
+
+/// The whole file.
+pub fn read(path: &Path) -> Result<String, FileError> {
+    std::fs::read_to_string(path).map_err(at(path))
+}
+
+/// The file, `None` when it cannot be read (absent knob, unsupported kernel).
+pub fn read_opt(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+/// One write of `value` (kernel files take a value per write).
+pub fn write(path: &Path, value: &str) -> Result<(), FileError> {
+    std::fs::write(path, value).map_err(at(path))
+}
+
+/// Whether a failed write found no such file (a knob this kernel lacks, a cgroup gone).
+pub fn missing(e: &FileError) -> bool {
+    matches!(e, FileError::Io(_, io) if io.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// Creates a directory in a kernel filesystem (a resctrl group), parents included.
+pub fn ensure_dir(path: &Path) -> Result<(), FileError> {
+    std::fs::create_dir_all(path).map_err(at(path))
+}
+
+/// Opens a directory, e.g. a cgroup for `perf_event_open`'s cgroup mode.
+pub fn open_dir(path: &Path) -> Result<File, FileError> {
+    File::open(path).map_err(at(path))
+}
+
+/// The names in a directory, sorted; empty when it cannot be read.
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// The device number (`st_rdev`) of a character device node.
+pub fn char_device(path: &Path) -> Result<u64, FileError> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = std::fs::metadata(path).map_err(at(path))?;
+    if !meta.file_type().is_char_device() {
+        return Err(FileError::Io(
+            path.to_path_buf(),
+            std::io::Error::other("not a character device"),
+        ));
+    }
+    Ok(meta.rdev())
+}
+
+/// The owner uid of `path`.
+pub fn owner(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| m.uid())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_writes_and_names_the_path() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("cpu.shares");
+        write(&f, "1024").unwrap();
+        assert_eq!(read(&f).unwrap(), "1024");
+        let e = read(&d.path().join("nope")).unwrap_err();
+        assert!(missing(&e) && e.to_string().contains("nope"), "{e}");
+        ensure_dir(&d.path().join("BE/x")).unwrap();
+        assert_eq!(names(d.path()), ["BE", "cpu.shares"]);
+        assert!(char_device(&f).is_err());
+        assert!(char_device(Path::new("/dev/null")).is_ok());
+    }
+}
