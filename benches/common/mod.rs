@@ -96,10 +96,13 @@ impl Drop for Proc {
     }
 }
 
-/// Starts the release `koord` binary with `args` (warn-level logs, no inherited
+/// Starts the release `koord` binary (or `BENCH_KOORD_BIN`) with `args` (warn-level logs, no inherited
 /// kubeconfig, a webhook port of its own).
 pub fn koord(args: &[String], envs: &[(&str, String)]) -> Proc {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_koord"));
+    // BENCH_KOORD_BIN=<path> runs another build (comparing commits with the same bench).
+    let bin =
+        std::env::var("BENCH_KOORD_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_koord").into());
+    let mut cmd = Command::new(bin);
     // BENCH_CHILD_LOG=<filter> shows a child's logs on stderr (finding where time goes).
     let log = std::env::var("BENCH_CHILD_LOG").ok();
     cmd.args(args)
