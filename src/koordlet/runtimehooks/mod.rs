@@ -6,6 +6,7 @@
 //! loops keep re-applying the same values to running containers (the reconciler).
 
 pub mod rdma;
+pub mod request;
 pub mod rules;
 pub mod server;
 

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use tonic::{Request, Response, Status};
 
+use super::request;
 use super::rules::{ContainerValues, Rules};
 use crate::api::extension::qos::pod_qos_class_with_default;
 use crate::kernel::Shutdown;
@@ -48,11 +49,12 @@ impl Hooks {
         }
     }
 
-    /// The node state and the pod with this uid in it (one snapshot for both).
-    fn pod(&self, uid: &str) -> Option<(States, PodMeta)> {
+    /// The node state and the informer's copy of the pod with this uid, if it has one
+    /// (one snapshot for both).
+    fn known(&self, uid: &str) -> (States, Option<PodMeta>) {
         let states = self.informer.snapshot();
-        let pod = states.pods.iter().find(|p| p.uid == uid).cloned()?;
-        Some((states, pod))
+        let pod = states.pods.iter().find(|p| p.uid == uid).cloned();
+        (states, pod)
     }
 
     /// Runs one hook and records its duration under Koordinator's hook and stage names.
@@ -80,18 +82,19 @@ impl Hooks {
     ) -> Option<LinuxContainerResources> {
         let uid = req.pod_meta.as_ref()?.uid.as_str();
         let name = req.container_meta.as_ref()?.name.as_str();
-        let (states, pod) = self.pod(uid)?;
+        let (states, known) = self.known(uid);
+        let pod = request::container_pod(req, known.as_ref().map(|p| &*p.pod))?;
         let mut v = ContainerValues::default();
         if self.rules.batch_resource {
             let _ = self.timed("BatchResource", stage, || {
-                Rules::batch(&pod.pod, name, &states, &mut v);
+                Rules::batch(&pod, name, &states, &mut v);
                 Ok(())
             });
         }
         if self.rules.cpuset {
             v.cpuset = self
                 .timed("CPUSetAllocator", stage, || {
-                    Ok(Rules::cpuset(&pod.pod, &states, &self.online))
+                    Ok(Rules::cpuset(&pod, &states, &self.online))
                 })
                 .unwrap_or_default();
         }
@@ -150,20 +153,19 @@ impl Hooks {
         let Some(uid) = req.pod_meta.as_ref().map(|m| m.uid.as_str()) else {
             return Ok(());
         };
-        let Some((states, pod)) = self.pod(uid) else {
+        let (states, known) = self.known(uid);
+        let Some(pod) = request::sandbox_pod(req, known.as_ref().map(|p| &*p.pod)) else {
             return Ok(());
         };
-        let Some(bvt) = self
-            .rules
-            .bvt(pod_qos_class_with_default(&pod.pod), &states)
-        else {
+        let Some(bvt) = self.rules.bvt(pod_qos_class_with_default(&pod), &states) else {
             return Ok(());
         };
         // The runtime's cgroup parent for the sandbox (cgroupfs paths); else where the
-        // kubelet puts pods.
-        let dir = match req.cgroup_parent.as_str() {
-            p if p.starts_with('/') => crate::os::CgroupDir::new(p),
-            _ => pod.dir.clone(),
+        // kubelet put the pod, when the informer knows it.
+        let dir = match (req.cgroup_parent.as_str(), &known) {
+            (p, _) if p.starts_with('/') => crate::os::CgroupDir::new(p),
+            (_, Some(k)) => k.dir.clone(),
+            (_, None) => return Ok(()),
         };
         let file = self.cgroups.file(Resource::BvtWarpNs, &dir);
         if !Path::new(&file).exists() {
@@ -172,10 +174,11 @@ impl Hooks {
             }
             return Ok(());
         }
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
         self.cgroups
-            .write(Resource::BvtWarpNs, &pod.dir, &bvt.to_string())
+            .write(Resource::BvtWarpNs, &dir, &bvt.to_string())
             .map_err(|e| {
-                tracing::warn!(pod = %pod.name, error = %e, "GroupIdentity: writing bvt failed");
+                tracing::warn!(pod = %name, error = %e, "GroupIdentity: writing bvt failed");
                 Status::internal(format!("GroupIdentity: {e}"))
             })
     }
