@@ -188,6 +188,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         host: qos_host,
         client: cluster.client.clone(),
         collect_interval: base,
+        unset_cpu_quota: !cfg.runtime_hooks.disable_unset_cpu_quota,
         evictor: Arc::new(evictor),
     };
     let l = loop_ctx.clone();
@@ -220,6 +221,7 @@ fn start_runtime_hooks(
         group_identity: gates.on(features::GROUP_IDENTITY),
         gpu_env_inject: gates.on(features::GPU_ENV_INJECT),
         rdma_device_inject: gates.on(features::RDMA_DEVICE_INJECT),
+        unset_cpu_quota: !cfg.runtime_hooks.disable_unset_cpu_quota,
     };
     let online = host
         .cpu_topology()

@@ -96,6 +96,7 @@ async fn the_koordlets_hooks_give_be_containers_their_values_before_they_run() {
         group_identity: true,
         gpu_env_inject: true,
         rdma_device_inject: true,
+        unset_cpu_quota: false,
     };
     let mut hooks = Hooks::new(Informer::fixed(states), rules, cg, online.clone());
     let registry = koord::kernel::Metrics::new();

@@ -132,6 +132,12 @@ static SPECS: &[Spec] = &[
     ),
     key(
         K,
+        "disable-unset-cpu-quota",
+        "koordlet.runtimeHooks.disableUnsetCpuQuota",
+        Bool,
+    ),
+    key(
+        K,
         "runtime-hooks-config-path",
         "koordlet.runtimeHooks.hookServerDir",
         Dir,

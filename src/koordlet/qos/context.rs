@@ -105,6 +105,8 @@ pub struct Deps {
     pub host: crate::os::system::Host,
     pub client: kube::Client,
     pub collect_interval: Duration,
+    /// CPUSetAllocator lifts pinned pods' CFS quota (not with `--disable-unset-cpu-quota`).
+    pub unset_cpu_quota: bool,
     /// Shared by every eviction strategy (one memory of recently evicted pods).
     pub evictor: Arc<super::evictor::Evictor>,
 }

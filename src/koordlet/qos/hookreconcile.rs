@@ -52,11 +52,13 @@ fn reconcile(
     record(ctx, strategy, pod, results);
 }
 
-/// CPUSetAllocator on running containers.
+/// CPUSetAllocator on running containers: cpusets, and no CFS quota for pinned pods
+/// (pod, then containers) unless `--disable-unset-cpu-quota`.
 pub struct Cpusets {
     pub ex: Arc<Executor>,
     pub host: Host,
     pub online: Vec<u32>,
+    pub unset_cpu_quota: bool,
 }
 
 impl Strategy for Cpusets {
@@ -87,18 +89,29 @@ impl Strategy for Cpusets {
             group_identity: false,
             gpu_env_inject: false,
             rdma_device_inject: false,
+            unset_cpu_quota: self.unset_cpu_quota,
         };
         for pod in states.pods.iter() {
-            let updates: Vec<Update> = pod
-                .containers
-                .iter()
-                .filter_map(|c| {
-                    let v = rules.container(&pod.pod, &c.name, states, &self.online);
-                    Some(Update::new(Resource::CpusetCpus, c.dir.clone(), v.cpuset?))
-                })
-                .collect();
+            let mut cpusets = Vec::new();
+            let mut quotas = Vec::new();
+            for c in &pod.containers {
+                let v = rules.container(&pod.pod, &c.name, states, &self.online);
+                if let Some(set) = v.cpuset {
+                    cpusets.push(Update::new(Resource::CpusetCpus, c.dir.clone(), set));
+                }
+                if v.cfs_quota == Some(-1) {
+                    quotas.push(Update::new(Resource::CfsQuota, c.dir.clone(), "-1"));
+                }
+            }
             let what = ("cpuset", "container", Resource::CpusetCpus);
-            reconcile(ctx, states, what, &self.ex, &pod.name, updates);
+            reconcile(ctx, states, what, &self.ex, &pod.name, cpusets);
+            if !quotas.is_empty() {
+                let at_pod = vec![Update::new(Resource::CfsQuota, pod.dir.clone(), "-1")];
+                let what = ("cpuset", "pod", Resource::CfsQuota);
+                reconcile(ctx, states, what, &self.ex, &pod.name, at_pod);
+                let what = ("cpuset", "container", Resource::CfsQuota);
+                reconcile(ctx, states, what, &self.ex, &pod.name, quotas);
+            }
         }
         futures::future::ready(Round::DONE).boxed()
     }
@@ -137,6 +150,7 @@ impl Strategy for Bvt {
             group_identity: true,
             gpu_env_inject: false,
             rdma_device_inject: false,
+            unset_cpu_quota: false,
         };
         for pod in states.pods.iter() {
             let Some(bvt) = rules.bvt(pod_qos_class_with_default(&pod.pod), states) else {
@@ -158,6 +172,7 @@ pub const CPUSETS: Entry = Entry {
             ex: d.executor.clone(),
             host: d.host.clone(),
             online: Vec::new(),
+            unset_cpu_quota: d.unset_cpu_quota,
         })
     },
 };
@@ -212,10 +227,15 @@ pub(super) mod tests {
             json!({"scheduling.koordinator.sh/resource-status": "{\"cpuset\":\"0\"}"}),
         );
         let be = pod("be", "BE", json!({}));
+        let quota = |d: &str| dir.path().join("cpu").join(d).join("cpu.cfs_quota_us");
         for p in [&lse, &be] {
             let d = dir.path().join("cpuset").join(p.containers[0].dir.as_str());
             std::fs::create_dir_all(&d).unwrap();
             std::fs::write(d.join("cpuset.cpus"), "0-3").unwrap();
+            for q in [quota(p.dir.as_str()), quota(p.containers[0].dir.as_str())] {
+                std::fs::create_dir_all(q.parent().unwrap()).unwrap();
+                std::fs::write(q, "200000").unwrap();
+            }
         }
         let states = States {
             pods: Arc::new(vec![lse.clone(), be.clone()]),
@@ -226,6 +246,7 @@ pub(super) mod tests {
             ex: Arc::new(Executor::new(cg, Duration::from_secs(60))),
             host: Host::new("/proc", "/sys"),
             online: vec![0, 1, 2, 3],
+            unset_cpu_quota: true,
         };
         futures::executor::block_on(s.tick(&ctx, &states));
         let read = |p: &PodMeta| {
@@ -243,5 +264,12 @@ pub(super) mod tests {
             "1-3",
             "the BE share pool leaves the LSE pod's CPU"
         );
+        // Koordinator's IsPodCfsQuotaNeedUnset: the pinned pod runs without a CFS quota,
+        // pod and container; the others keep theirs.
+        let q = |d: &str| std::fs::read_to_string(quota(d)).unwrap();
+        assert_eq!(q(lse.dir.as_str()).trim(), "-1");
+        assert_eq!(q(lse.containers[0].dir.as_str()).trim(), "-1");
+        assert_eq!(q(be.dir.as_str()).trim(), "200000");
+        assert_eq!(q(be.containers[0].dir.as_str()).trim(), "200000");
     }
 }

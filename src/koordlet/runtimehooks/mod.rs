@@ -30,6 +30,9 @@ pub struct Config {
     pub hook_server_dir: PathBuf,
     /// `Ignore` or `Fail`, for the runtime proxy.
     pub failure_policy: String,
+    /// Keep the CFS quota of pods pinned to CPUs (Koordinator's
+    /// `--disable-unset-cpu-quota`; by default CPUSetAllocator lifts it).
+    pub disable_unset_cpu_quota: bool,
 }
 
 impl Default for Config {
@@ -40,6 +43,7 @@ impl Default for Config {
             host_endpoint: String::new(),
             hook_server_dir: "/etc/runtime/hookserver.d".into(),
             failure_policy: "Ignore".into(),
+            disable_unset_cpu_quota: false,
         }
     }
 }

@@ -28,6 +28,9 @@ pub struct Rules {
     pub group_identity: bool,
     pub gpu_env_inject: bool,
     pub rdma_device_inject: bool,
+    /// CPUSetAllocator lifts the CFS quota of pods pinned to CPUs (off with
+    /// `--disable-unset-cpu-quota`, Koordinator's flag).
+    pub unset_cpu_quota: bool,
 }
 
 /// Values for a container; `None` leaves the runtime's value.
@@ -73,7 +76,17 @@ impl Rules {
         if self.cpuset {
             out.cpuset = Rules::cpuset(pod, states, online);
         }
+        if self.unsets_quota(pod) {
+            out.cfs_quota = Some(-1);
+        }
         out
+    }
+
+    /// CPUSetAllocator's quota lifting (Koordinator's `IsPodCfsQuotaNeedUnset`): a pod the
+    /// scheduler pinned to CPUs (`resource-status` cpuset) runs without a CFS quota, pod
+    /// and containers — its CPUs are its own.
+    pub fn unsets_quota(&self, pod: &Pod) -> bool {
+        self.cpuset && self.unset_cpu_quota && !pinned(pod).is_empty()
     }
 
     /// BatchResource: a BE container's cpu.shares, CFS quota and memory limit.
@@ -196,6 +209,7 @@ mod tests {
         gpu_env_inject: true,
 
         rdma_device_inject: true,
+        unset_cpu_quota: true,
     };
 
     #[test]
@@ -240,6 +254,14 @@ mod tests {
             ALL.container(&lse, "c", &s, &online).cpuset.as_deref(),
             Some("0-1")
         );
+        // CPUSetAllocator lifts a pinned pod's CFS quota unless --disable-unset-cpu-quota.
+        assert_eq!(ALL.container(&lsr, "c", &s, &online).cfs_quota, Some(-1));
+        assert_eq!(ALL.container(&ls, "c", &s, &online).cfs_quota, None);
+        let keep = Rules {
+            unset_cpu_quota: false,
+            ..ALL
+        };
+        assert_eq!(keep.container(&lsr, "c", &s, &online).cfs_quota, None);
         assert_eq!(
             ALL.container(&ls, "c", &s, &online).cpu_shares,
             None,
@@ -253,6 +275,7 @@ mod tests {
             gpu_env_inject: false,
 
             rdma_device_inject: false,
+            unset_cpu_quota: false,
         };
         assert_eq!(
             off.container(&be, "c", &s, &online),

@@ -20,7 +20,8 @@ use crate::kernel::hookproto::{
 };
 use crate::koordlet::informer::{Informer, PodMeta, States};
 use crate::koordlet::metrics::KoordletMetrics;
-use crate::os::{Cgroups, Resource};
+use crate::os::{CgroupDir, Cgroups, Resource};
+use k8s_openapi::api::core::v1::Pod;
 
 pub struct Hooks {
     pub informer: Informer,
@@ -97,6 +98,9 @@ impl Hooks {
                     Ok(Rules::cpuset(&pod, &states, &self.online))
                 })
                 .unwrap_or_default();
+            if self.rules.unsets_quota(&pod) {
+                v.cfs_quota = Some(-1);
+            }
         }
         let mut r = req.container_resources.clone().unwrap_or_default();
         if let Some(s) = v.cpu_shares {
@@ -148,24 +152,40 @@ impl Hooks {
         Ok(resp)
     }
 
-    /// GroupIdentity: the pod cgroup's bvt, where the kernel has it.
-    fn set_bvt(&self, req: &PodSandboxHookRequest) -> Result<(), Status> {
-        let Some(uid) = req.pod_meta.as_ref().map(|m| m.uid.as_str()) else {
+    /// The pod a sandbox request is for and its cgroup: the runtime's cgroup parent
+    /// (cgroupfs paths), else where the kubelet put the pod when the informer knows it.
+    fn sandbox(&self, req: &PodSandboxHookRequest) -> Option<(States, Pod, CgroupDir)> {
+        let uid = req.pod_meta.as_ref()?.uid.as_str();
+        let (states, known) = self.known(uid);
+        let pod = request::sandbox_pod(req, known.as_ref().map(|p| &*p.pod))?;
+        let dir = match (req.cgroup_parent.as_str(), &known) {
+            (p, _) if p.starts_with('/') => CgroupDir::new(p),
+            (_, Some(k)) => k.dir.clone(),
+            (_, None) => return None,
+        };
+        Some((states, pod, dir))
+    }
+
+    /// CPUSetAllocator at PreRunPodSandbox: a pinned pod's cgroup loses its CFS quota.
+    fn unset_pod_quota(&self, req: &PodSandboxHookRequest) -> Result<(), Status> {
+        let Some((_, pod, dir)) = self.sandbox(req) else {
             return Ok(());
         };
-        let (states, known) = self.known(uid);
-        let Some(pod) = request::sandbox_pod(req, known.as_ref().map(|p| &*p.pod)) else {
+        if !self.rules.unsets_quota(&pod) {
+            return Ok(());
+        }
+        self.cgroups
+            .write(Resource::CfsQuota, &dir, "-1")
+            .map_err(|e| Status::internal(format!("CPUSetAllocator: {e}")))
+    }
+
+    /// GroupIdentity: the pod cgroup's bvt, where the kernel has it.
+    fn set_bvt(&self, req: &PodSandboxHookRequest) -> Result<(), Status> {
+        let Some((states, pod, dir)) = self.sandbox(req) else {
             return Ok(());
         };
         let Some(bvt) = self.rules.bvt(pod_qos_class_with_default(&pod), &states) else {
             return Ok(());
-        };
-        // The runtime's cgroup parent for the sandbox (cgroupfs paths); else where the
-        // kubelet put the pod, when the informer knows it.
-        let dir = match (req.cgroup_parent.as_str(), &known) {
-            (p, _) if p.starts_with('/') => crate::os::CgroupDir::new(p),
-            (_, Some(k)) => k.dir.clone(),
-            (_, None) => return Ok(()),
         };
         let file = self.cgroups.file(Resource::BvtWarpNs, &dir);
         if !Path::new(&file).exists() {
@@ -192,10 +212,15 @@ impl RuntimeHookService for Arc<Hooks> {
         &self,
         r: Request<PodSandboxHookRequest>,
     ) -> R<PodSandboxHookResponse> {
+        // Failure policy Ignore, as Koordinator's default: the sandbox still runs.
         if self.rules.group_identity {
-            // Failure policy Ignore, as Koordinator's default: the sandbox still runs.
             let _ = self.timed("GroupIdentity", "PreRunPodSandbox", || {
                 self.set_bvt(r.get_ref())
+            });
+        }
+        if self.rules.cpuset {
+            let _ = self.timed("CPUSetAllocator", "PreRunPodSandbox", || {
+                self.unset_pod_quota(r.get_ref())
             });
         }
         Ok(Response::new(PodSandboxHookResponse::default()))
