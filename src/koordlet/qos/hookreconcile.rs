@@ -13,7 +13,7 @@ use super::context::{QosCtx, record};
 use super::executor::{Executor, Update};
 use super::runner::Entry;
 use super::runner::{Round, Strategy};
-use crate::api::extension::qos::pod_qos_class_with_default;
+use crate::api::extension::qos::{KubeQoS, pod_qos_class_with_default};
 use crate::koordlet::features;
 use crate::koordlet::informer::States;
 use crate::koordlet::runtimehooks::rules::Rules;
@@ -152,6 +152,16 @@ impl Strategy for Bvt {
             rdma_device_inject: false,
             unset_cpu_quota: false,
         };
+        // The kube QoS directories first (Koordinator's kubeQOSDirParams), then the pods.
+        for kube in [KubeQoS::Guaranteed, KubeQoS::Burstable, KubeQoS::BestEffort] {
+            let Some(bvt) = rules.kube_qos_dir_bvt(kube, states) else {
+                continue;
+            };
+            let dir = self.ex.cgroups().qos_dir(kube);
+            let u = Update::new(Resource::BvtWarpNs, dir, bvt.to_string());
+            let what = ("groupidentity", "kubeqos", Resource::BvtWarpNs);
+            reconcile(ctx, states, what, &self.ex, kube.name(), vec![u]);
+        }
         for pod in states.pods.iter() {
             let Some(bvt) = rules.bvt(pod_qos_class_with_default(&pod.pod), states) else {
                 continue;
@@ -271,5 +281,51 @@ pub(super) mod tests {
         assert_eq!(q(lse.containers[0].dir.as_str()).trim(), "-1");
         assert_eq!(q(be.dir.as_str()).trim(), "200000");
         assert_eq!(q(be.containers[0].dir.as_str()).trim(), "200000");
+    }
+
+    #[test]
+    fn group_identity_reaches_the_kube_qos_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let cg = Cgroups::new(dir.path(), Version::V1, Driver::Cgroupfs, "");
+        let file = |k: KubeQoS| {
+            dir.path()
+                .join("cpu")
+                .join(cg.qos_dir(k).as_str())
+                .join("cpu.bvt_warp_ns")
+        };
+        for k in [KubeQoS::Guaranteed, KubeQoS::Burstable, KubeQoS::BestEffort] {
+            std::fs::create_dir_all(file(k).parent().unwrap()).unwrap();
+            std::fs::write(file(k), "7").unwrap();
+        }
+        let slo: crate::api::slo::NodeSLO = serde_json::from_value(json!({
+            "metadata": {"name": "n"}, "spec": {"resourceQOSStrategy": {
+                "lsClass": {"cpuQOS": {"enable": true, "groupIdentity": 2}},
+                "beClass": {"cpuQOS": {"enable": true, "groupIdentity": -1}}}}}))
+        .unwrap();
+        let states = States {
+            node_slo: Some(Arc::new(slo)),
+            ..Default::default()
+        };
+        let ctx = test_ctx(&states);
+        let mut s = Bvt {
+            ex: Arc::new(Executor::new(cg.clone(), Duration::from_secs(60))),
+        };
+        futures::executor::block_on(s.tick(&ctx, &states));
+        let read = |k| std::fs::read_to_string(file(k)).unwrap();
+        assert_eq!(
+            read(KubeQoS::BestEffort).trim(),
+            "-1",
+            "besteffort: the BE class"
+        );
+        assert_eq!(
+            read(KubeQoS::Burstable).trim(),
+            "2",
+            "burstable: the LS class"
+        );
+        assert_eq!(
+            read(KubeQoS::Guaranteed).trim(),
+            "0",
+            "the guaranteed root: none"
+        );
     }
 }

@@ -14,8 +14,9 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::api::cpuset;
-use crate::api::extension::qos::{QoSClass, pod_qos_class, pod_qos_class_with_default};
+use crate::api::extension::qos::{KubeQoS, QoSClass, pod_qos_class, pod_qos_class_with_default};
 use crate::api::extension::resourcestatus::pinned_cpus as pinned;
+use crate::api::slo::nodeslo::{ResourceQOS, ResourceQOSStrategy};
 use crate::koordlet::informer::States;
 use crate::koordlet::qos::batchresource::{container_values, normalization_ratio};
 use crate::os::Resource;
@@ -147,20 +148,39 @@ impl Rules {
     /// `groupIdentity` where cpuQOS is on under the groupIdentity policy, else 0 (a reset,
     /// as Koordinator: switching cpuQOS off or to coreSched must undo earlier values).
     pub fn bvt(&self, pod_qos: QoSClass, states: &States) -> Option<i64> {
+        match pod_qos {
+            QoSClass::Lsr | QoSClass::Lse => self.class_bvt(states, |q| &q.lsr_class),
+            QoSClass::Ls => self.class_bvt(states, |q| &q.ls_class),
+            QoSClass::Be => self.class_bvt(states, |q| &q.be_class),
+            _ => None,
+        }
+    }
+
+    /// `cpu.bvt_warp_ns` for a kube QoS directory (Koordinator's `kubeQOSDirParams`):
+    /// `besteffort` the BE class's, `burstable` the LS class's, the guaranteed root 0.
+    pub fn kube_qos_dir_bvt(&self, kube: KubeQoS, states: &States) -> Option<i64> {
+        match kube {
+            KubeQoS::BestEffort => self.class_bvt(states, |q| &q.be_class),
+            KubeQoS::Burstable => self.class_bvt(states, |q| &q.ls_class),
+            KubeQoS::Guaranteed => (self.group_identity && states.node_slo.is_some()).then_some(0),
+        }
+    }
+
+    /// A class's `groupIdentity` where its cpuQOS is on under the groupIdentity policy,
+    /// else 0; `None` without the gate or a NodeSLO.
+    fn class_bvt(
+        &self,
+        states: &States,
+        class: impl Fn(&ResourceQOSStrategy) -> &Option<ResourceQOS>,
+    ) -> Option<i64> {
         if !self.group_identity {
             return None;
         }
         states.node_slo.as_ref()?;
         let q = &states.slo().resource_qos;
-        let class = match pod_qos {
-            QoSClass::Lsr | QoSClass::Lse => &q.lsr_class,
-            QoSClass::Ls => &q.ls_class,
-            QoSClass::Be => &q.be_class,
-            _ => return None,
-        };
         let policy = q.policies.as_ref().and_then(|p| p.cpu_policy.as_deref());
         let on = matches!(policy, None | Some("") | Some("groupIdentity"));
-        let cfg = class.as_ref().and_then(|c| c.cpu_qos.as_ref());
+        let cfg = class(q).as_ref().and_then(|c| c.cpu_qos.as_ref());
         match cfg {
             Some(c) if on && c.enable == Some(true) => Some(c.cpu_qos.group_identity.unwrap_or(0)),
             _ => Some(0),
@@ -308,6 +328,12 @@ mod tests {
             None,
             "no NodeSLO: left alone"
         );
+        // The kube QoS directories, as Koordinator's kubeQOSDirParams.
+        assert_eq!(ALL.kube_qos_dir_bvt(KubeQoS::BestEffort, &s), Some(-1));
+        assert_eq!(ALL.kube_qos_dir_bvt(KubeQoS::Burstable, &s), Some(2));
+        assert_eq!(ALL.kube_qos_dir_bvt(KubeQoS::Guaranteed, &s), Some(0));
+        let dir = |k| ALL.kube_qos_dir_bvt(k, &States::default());
+        assert_eq!(dir(KubeQoS::Guaranteed), None, "no NodeSLO: left alone");
         let mut slo = s.node_slo.as_deref().unwrap().clone();
         let q = slo.spec.resource_qos_strategy.as_mut().unwrap();
         q.policies = serde_json::from_value(json!({"cpuPolicy": "coreSched"})).unwrap();
