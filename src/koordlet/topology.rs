@@ -86,8 +86,9 @@ fn node_annotation<'a>(node: &'a Node, key: &str) -> Option<&'a String> {
     node.metadata.annotations.as_ref()?.get(key)
 }
 
-/// CPUs a node annotation reserves (`reservedCPUs` / `cpuset` with `cpusetExclusive`).
-fn reserved(node: &Node) -> BTreeSet<u32> {
+/// CPUs a node annotation reserves (`reservedCPUs` / `cpuset` with `cpusetExclusive`): no
+/// share pool includes them (the reported NRT pools and CPUSetAllocator's alike).
+pub fn reserved(node: &Node) -> BTreeSet<u32> {
     let get = |k: &str, field: &str| -> BTreeSet<u32> {
         let v: Option<serde_json::Value> =
             node_annotation(node, k).and_then(|s| serde_json::from_str(s).ok());
@@ -107,6 +108,17 @@ fn reserved(node: &Node) -> BTreeSet<u32> {
     let mut out = get(ANNOTATION_NODE_RESERVATION, "reservedCPUs");
     out.extend(get(ANNOTATION_NODE_SYSTEM_QOS_RESOURCE, "cpuset"));
     out
+}
+
+/// The CPUs of the node's `system-qos-resource` annotation, where SYSTEM QoS pods run.
+pub fn system_qos_cpuset(node: &Node) -> Option<String> {
+    let raw = node_annotation(node, ANNOTATION_NODE_SYSTEM_QOS_RESOURCE)?;
+    let v: serde_json::Value = serde_json::from_str(raw).ok()?;
+    let set = v.get("cpuset")?.as_str()?;
+    cpuset::parse(set)
+        .ok()
+        .filter(|c| !c.is_empty())
+        .map(|c| cpuset::format(&c))
 }
 
 /// Kubelet-pinned pods koordinator does not manage: (uid, namespace, name, cpus).

@@ -19,6 +19,7 @@ use crate::api::extension::resourcestatus::pinned_cpus as pinned;
 use crate::api::slo::nodeslo::{ResourceQOS, ResourceQOSStrategy};
 use crate::koordlet::informer::States;
 use crate::koordlet::qos::batchresource::{container_values, normalization_ratio};
+use crate::koordlet::topology;
 use crate::os::Resource;
 
 /// Which hooks run (their feature gates).
@@ -110,16 +111,27 @@ impl Rules {
         }
     }
 
-    /// CPUSetAllocator: the container's cpuset by its pod's QoS class.
+    /// CPUSetAllocator: the container's cpuset by its pod's QoS class. The share pools
+    /// leave out the CPUs the node reserves (`node.koordinator.sh/reservation`, exclusive
+    /// `system-qos-resource`), as the reported NRT pools do; SYSTEM pods get the
+    /// `system-qos-resource` CPUs.
     pub fn cpuset(pod: &Pod, states: &States, online: &[u32]) -> Option<String> {
         let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        let node = states.node.as_deref();
+        let reserved = node.map(topology::reserved).unwrap_or_default();
+        let taken = |classes: &[QoSClass]| {
+            let mut t = held(states, classes, uid);
+            t.extend(&reserved);
+            t
+        };
         match pod_qos_class_with_default(pod) {
             QoSClass::Lse | QoSClass::Lsr => {
                 let own = pinned(pod);
                 (!own.is_empty()).then(|| cpuset::format(&own))
             }
-            QoSClass::Ls => pool(online, &held(states, &[QoSClass::Lse, QoSClass::Lsr], uid)),
-            QoSClass::Be => pool(online, &held(states, &[QoSClass::Lse], uid)),
+            QoSClass::System => node.and_then(topology::system_qos_cpuset),
+            QoSClass::Ls => pool(online, &taken(&[QoSClass::Lse, QoSClass::Lsr])),
+            QoSClass::Be => pool(online, &taken(&[QoSClass::Lse])),
             _ => None,
         }
     }
@@ -301,6 +313,35 @@ mod tests {
             off.container(&be, "c", &s, &online),
             ContainerValues::default()
         );
+    }
+
+    #[test]
+    fn share_pools_leave_out_reserved_cpus_and_system_pods_get_theirs() {
+        let lsr = pod(
+            "lsr",
+            "LSR",
+            json!({"scheduling.koordinator.sh/resource-status": "{\"cpuset\":\"2\"}"}),
+            json!({}),
+        );
+        let mut s = states(vec![lsr]);
+        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+            "metadata": {"name": "n", "annotations": {
+                "node.koordinator.sh/reservation": "{\"reservedCPUs\":\"5\"}",
+                "node.koordinator.sh/system-qos-resource": "{\"cpuset\":\"0-1\"}"}}}))
+        .unwrap();
+        s.node = Some(Arc::new(node));
+        let online = [0, 1, 2, 3, 4, 5];
+        let of = |qos: &str| {
+            let p = pod(qos, qos, json!({}), json!({}));
+            ALL.container(&p, "c", &s, &online).cpuset
+        };
+        assert_eq!(of("SYSTEM").as_deref(), Some("0-1"), "system-qos-resource");
+        assert_eq!(
+            of("LS").as_deref(),
+            Some("3-4"),
+            "no reserved, system or LSR CPU"
+        );
+        assert_eq!(of("BE").as_deref(), Some("2-4"), "BE shares LSR's CPUs");
     }
 
     #[test]
