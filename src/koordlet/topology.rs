@@ -121,6 +121,36 @@ pub fn system_qos_cpuset(node: &Node) -> Option<String> {
         .map(|c| cpuset::format(&c))
 }
 
+/// The LS and BE CPU share pools (Koordinator's `cpu-shared-pools` and
+/// `be-cpu-shared-pools`): the CPUs in `all` but the node's reserved ones and the kubelet's
+/// static-policy pins; LS also without every CPU a pod is pinned to, BE without the LSE
+/// pods' CPUs. The reported NRT and CPUSetAllocator both use this.
+pub fn share_pools(
+    all: &[u32],
+    node: Option<&Node>,
+    pods: &[PodMeta],
+    kubelet_pinned: &BTreeSet<u32>,
+) -> (BTreeSet<u32>, BTreeSet<u32>) {
+    let reserved = node.map(reserved).unwrap_or_default();
+    let taken = |only: Option<QoSClass>| -> BTreeSet<u32> {
+        pods.iter()
+            .filter(|p| only.is_none_or(|q| pod_qos_class(&p.pod) == q))
+            .flat_map(|p| pinned(&p.pod))
+            .collect()
+    };
+    let base: BTreeSet<u32> = all
+        .iter()
+        .filter(|c| !reserved.contains(c) && !kubelet_pinned.contains(c))
+        .copied()
+        .collect();
+    let ls = base.difference(&taken(None)).copied().collect();
+    let be = base
+        .difference(&taken(Some(QoSClass::Lse)))
+        .copied()
+        .collect();
+    (ls, be)
+}
+
 /// Kubelet-pinned pods koordinator does not manage: (uid, namespace, name, cpus).
 fn kubelet_pins(inp: &Inputs) -> Vec<(String, String, String, BTreeSet<u32>)> {
     inp.pods
@@ -166,25 +196,9 @@ fn annotations(inp: &Inputs) -> BTreeMap<String, String> {
         .map(|c| json!({"id": c.id, "core": cores[&c.core], "socket": c.socket, "node": c.numa}))
         .collect();
     let pins = kubelet_pins(inp);
-    let reserved = reserved(inp.node);
-    let all: BTreeSet<u32> = inp.cpus.iter().map(|c| c.id).collect();
-    let taken = |only: Option<QoSClass>| -> BTreeSet<u32> {
-        inp.pods
-            .iter()
-            .filter(|p| only.is_none_or(|q| pod_qos_class(&p.pod) == q))
-            .flat_map(|p| pinned(&p.pod))
-            .collect()
-    };
-    let base: BTreeSet<u32> = all
-        .iter()
-        .filter(|c| !reserved.contains(c) && !pins.iter().any(|p| p.3.contains(c)))
-        .copied()
-        .collect();
-    let ls: BTreeSet<u32> = base.difference(&taken(None)).copied().collect();
-    let be: BTreeSet<u32> = base
-        .difference(&taken(Some(QoSClass::Lse)))
-        .copied()
-        .collect();
+    let kubelet_pinned: BTreeSet<u32> = pins.iter().flat_map(|p| p.3.iter().copied()).collect();
+    let all: Vec<u32> = inp.cpus.iter().map(|c| c.id).collect();
+    let (ls, be) = share_pools(&all, Some(inp.node), inp.pods, &kubelet_pinned);
     let policy = match inp.kubelet.policy_name.as_str() {
         "" => "none",
         p => p,

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::api::cpuset;
-use crate::api::extension::qos::{KubeQoS, QoSClass, pod_qos_class, pod_qos_class_with_default};
+use crate::api::extension::qos::{KubeQoS, QoSClass, pod_qos_class_with_default};
 use crate::api::extension::resourcestatus::pinned_cpus as pinned;
 use crate::api::slo::nodeslo::{ResourceQOS, ResourceQOSStrategy};
 use crate::koordlet::informer::States;
@@ -42,25 +42,6 @@ pub struct ContainerValues {
     pub cfs_quota: Option<i64>,
     pub memory_limit: Option<i64>,
     pub cpuset: Option<String>,
-}
-
-/// CPUs held by pods of the given classes (other than `except`).
-fn held(states: &States, classes: &[QoSClass], except: &str) -> BTreeSet<u32> {
-    states
-        .pods
-        .iter()
-        .filter(|p| p.uid != except && classes.contains(&pod_qos_class(&p.pod)))
-        .flat_map(|p| pinned(&p.pod))
-        .collect()
-}
-
-fn pool(online: &[u32], taken: &BTreeSet<u32>) -> Option<String> {
-    let free: Vec<u32> = online
-        .iter()
-        .copied()
-        .filter(|c| !taken.contains(c))
-        .collect();
-    (!free.is_empty()).then(|| cpuset::format(&free))
 }
 
 impl Rules {
@@ -116,13 +97,11 @@ impl Rules {
     /// `system-qos-resource`), as the reported NRT pools do; SYSTEM pods get the
     /// `system-qos-resource` CPUs.
     pub fn cpuset(pod: &Pod, states: &States, online: &[u32]) -> Option<String> {
-        let uid = pod.metadata.uid.as_deref().unwrap_or("");
         let node = states.node.as_deref();
-        let reserved = node.map(topology::reserved).unwrap_or_default();
-        let taken = |classes: &[QoSClass]| {
-            let mut t = held(states, classes, uid);
-            t.extend(&reserved);
-            t
+        let pools = || topology::share_pools(online, node, &states.pods, &BTreeSet::new());
+        let shown = |set: BTreeSet<u32>| {
+            let ids: Vec<u32> = set.into_iter().collect();
+            (!ids.is_empty()).then(|| cpuset::format(&ids))
         };
         match pod_qos_class_with_default(pod) {
             QoSClass::Lse | QoSClass::Lsr => {
@@ -130,8 +109,8 @@ impl Rules {
                 (!own.is_empty()).then(|| cpuset::format(&own))
             }
             QoSClass::System => node.and_then(topology::system_qos_cpuset),
-            QoSClass::Ls => pool(online, &taken(&[QoSClass::Lse, QoSClass::Lsr])),
-            QoSClass::Be => pool(online, &taken(&[QoSClass::Lse])),
+            QoSClass::Ls => shown(pools().0),
+            QoSClass::Be => shown(pools().1),
             _ => None,
         }
     }
