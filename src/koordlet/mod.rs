@@ -189,6 +189,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         client: cluster.client.clone(),
         collect_interval: base,
         unset_cpu_quota: !cfg.runtime_hooks.disable_unset_cpu_quota,
+        kubelet_state: cfg.kubelet.cpu_manager_state_file.clone(),
         evictor: Arc::new(evictor),
     };
     let l = loop_ctx.clone();
@@ -229,6 +230,7 @@ fn start_runtime_hooks(
         .unwrap_or_default();
     let mut hooks = runtimehooks::server::Hooks::new(informer, rules, cgroups.clone(), online);
     hooks.device_roots.sys = host.sys_root.clone();
+    hooks.kubelet_state = Some(cfg.kubelet.cpu_manager_state_file.clone());
     hooks.observed = Some(observed);
     let hooks = Arc::new(hooks);
     let (hc, shutdown) = (cfg.runtime_hooks.clone(), ctx.shutdown.clone());

@@ -152,13 +152,14 @@ pub fn share_pools(
 }
 
 /// Kubelet-pinned pods koordinator does not manage: (uid, namespace, name, cpus).
-fn kubelet_pins(inp: &Inputs) -> Vec<(String, String, String, BTreeSet<u32>)> {
-    inp.pods
-        .iter()
+fn kubelet_pins(
+    pods: &[PodMeta],
+    kubelet: &KubeletCpuState,
+) -> Vec<(String, String, String, BTreeSet<u32>)> {
+    pods.iter()
         .filter(|p| pinned(&p.pod).is_empty())
         .filter_map(|p| {
-            let cpus: BTreeSet<u32> = inp
-                .kubelet
+            let cpus: BTreeSet<u32> = kubelet
                 .entries
                 .get(&p.uid)?
                 .values()
@@ -166,6 +167,14 @@ fn kubelet_pins(inp: &Inputs) -> Vec<(String, String, String, BTreeSet<u32>)> {
                 .collect();
             (!cpus.is_empty()).then(|| (p.uid.clone(), p.namespace.clone(), p.name.clone(), cpus))
         })
+        .collect()
+}
+
+/// Every CPU the kubelet's static CPU manager pinned to a pod koord does not pin itself.
+pub fn kubelet_pinned(pods: &[PodMeta], kubelet: &KubeletCpuState) -> BTreeSet<u32> {
+    kubelet_pins(pods, kubelet)
+        .into_iter()
+        .flat_map(|p| p.3)
         .collect()
 }
 
@@ -195,7 +204,7 @@ fn annotations(inp: &Inputs) -> BTreeMap<String, String> {
         .iter()
         .map(|c| json!({"id": c.id, "core": cores[&c.core], "socket": c.socket, "node": c.numa}))
         .collect();
-    let pins = kubelet_pins(inp);
+    let pins = kubelet_pins(inp.pods, inp.kubelet);
     let kubelet_pinned: BTreeSet<u32> = pins.iter().flat_map(|p| p.3.iter().copied()).collect();
     let all: Vec<u32> = inp.cpus.iter().map(|c| c.id).collect();
     let (ls, be) = share_pools(&all, Some(inp.node), inp.pods, &kubelet_pinned);

@@ -107,6 +107,8 @@ pub struct Deps {
     pub collect_interval: Duration,
     /// CPUSetAllocator lifts pinned pods' CFS quota (not with `--disable-unset-cpu-quota`).
     pub unset_cpu_quota: bool,
+    /// `koordlet.kubelet.cpuManagerStateFile`.
+    pub kubelet_state: std::path::PathBuf,
     /// Shared by every eviction strategy (one memory of recently evicted pods).
     pub evictor: Arc<super::evictor::Evictor>,
 }

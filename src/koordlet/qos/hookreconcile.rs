@@ -16,7 +16,8 @@ use super::runner::{Round, Strategy};
 use crate::api::extension::qos::{KubeQoS, pod_qos_class_with_default};
 use crate::koordlet::features;
 use crate::koordlet::informer::States;
-use crate::koordlet::runtimehooks::rules::Rules;
+use crate::koordlet::runtimehooks::rules::{NodeCpus, Rules};
+use crate::koordlet::topology::{self, KubeletCpuState};
 use crate::os::system::Host;
 use crate::os::{CgroupDir, Resource};
 
@@ -59,6 +60,8 @@ pub struct Cpusets {
     pub host: Host,
     pub online: Vec<u32>,
     pub unset_cpu_quota: bool,
+    /// The kubelet's CPU manager state, whose static-policy pins stay out of the pools.
+    pub kubelet_state: Option<std::path::PathBuf>,
 }
 
 impl Strategy for Cpusets {
@@ -91,11 +94,18 @@ impl Strategy for Cpusets {
             rdma_device_inject: false,
             unset_cpu_quota: self.unset_cpu_quota,
         };
+        let kubelet = self.kubelet_state.as_deref().map(KubeletCpuState::read);
+        let cpus = NodeCpus {
+            online: self.online.clone(),
+            kubelet_pinned: kubelet
+                .map(|k| topology::kubelet_pinned(&states.pods, &k))
+                .unwrap_or_default(),
+        };
         for pod in states.pods.iter() {
             let mut cpusets = Vec::new();
             let mut quotas = Vec::new();
             for c in &pod.containers {
-                let v = rules.container(&pod.pod, &c.name, states, &self.online);
+                let v = rules.container(&pod.pod, &c.name, states, &cpus);
                 if let Some(set) = v.cpuset {
                     cpusets.push(Update::new(Resource::CpusetCpus, c.dir.clone(), set));
                 }
@@ -183,6 +193,7 @@ pub const CPUSETS: Entry = Entry {
             host: d.host.clone(),
             online: Vec::new(),
             unset_cpu_quota: d.unset_cpu_quota,
+            kubelet_state: Some(d.kubelet_state.clone()),
         })
     },
 };
@@ -257,6 +268,7 @@ pub(super) mod tests {
             host: Host::new("/proc", "/sys"),
             online: vec![0, 1, 2, 3],
             unset_cpu_quota: true,
+            kubelet_state: None,
         };
         futures::executor::block_on(s.tick(&ctx, &states));
         let read = |p: &PodMeta| {

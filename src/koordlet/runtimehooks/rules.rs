@@ -35,6 +35,24 @@ pub struct Rules {
     pub unset_cpu_quota: bool,
 }
 
+/// The node's CPUs as CPUSetAllocator sees them.
+#[derive(Debug, Clone, Default)]
+pub struct NodeCpus {
+    pub online: Vec<u32>,
+    /// CPUs the kubelet's static CPU manager pinned (`cpu_manager_state`): no share pool
+    /// has them, as in the reported NRT.
+    pub kubelet_pinned: BTreeSet<u32>,
+}
+
+impl NodeCpus {
+    pub fn online(ids: &[u32]) -> NodeCpus {
+        NodeCpus {
+            online: ids.to_vec(),
+            kubelet_pinned: BTreeSet::new(),
+        }
+    }
+}
+
 /// Values for a container; `None` leaves the runtime's value.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContainerValues {
@@ -50,14 +68,14 @@ impl Rules {
         pod: &Pod,
         container: &str,
         states: &States,
-        online: &[u32],
+        cpus: &NodeCpus,
     ) -> ContainerValues {
         let mut out = ContainerValues::default();
         if self.batch_resource {
             Rules::batch(pod, container, states, &mut out);
         }
         if self.cpuset {
-            out.cpuset = Rules::cpuset(pod, states, online);
+            out.cpuset = Rules::cpuset(pod, states, cpus);
         }
         if self.unsets_quota(pod) {
             out.cfs_quota = Some(-1);
@@ -96,9 +114,10 @@ impl Rules {
     /// leave out the CPUs the node reserves (`node.koordinator.sh/reservation`, exclusive
     /// `system-qos-resource`), as the reported NRT pools do; SYSTEM pods get the
     /// `system-qos-resource` CPUs.
-    pub fn cpuset(pod: &Pod, states: &States, online: &[u32]) -> Option<String> {
+    pub fn cpuset(pod: &Pod, states: &States, cpus: &NodeCpus) -> Option<String> {
         let node = states.node.as_deref();
-        let pools = || topology::share_pools(online, node, &states.pods, &BTreeSet::new());
+        let pools =
+            || topology::share_pools(&cpus.online, node, &states.pods, &cpus.kubelet_pinned);
         let shown = |set: BTreeSet<u32>| {
             let ids: Vec<u32> = set.into_iter().collect();
             (!ids.is_empty()).then(|| cpuset::format(&ids))
@@ -246,7 +265,7 @@ mod tests {
             "limits": {"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "512Mi"}}),
         );
         let s = states(vec![lse.clone(), lsr.clone(), be.clone()]);
-        let online = [0, 1, 2, 3];
+        let online = NodeCpus::online(&[0, 1, 2, 3]);
         let v = ALL.container(&be, "c", &s, &online);
         assert_eq!(v.cpu_shares, Some(512));
         assert_eq!(v.cfs_quota, Some(100_000));
@@ -309,7 +328,7 @@ mod tests {
                 "node.koordinator.sh/system-qos-resource": "{\"cpuset\":\"0-1\"}"}}}))
         .unwrap();
         s.node = Some(Arc::new(node));
-        let online = [0, 1, 2, 3, 4, 5];
+        let online = NodeCpus::online(&[0, 1, 2, 3, 4, 5]);
         let of = |qos: &str| {
             let p = pod(qos, qos, json!({}), json!({}));
             ALL.container(&p, "c", &s, &online).cpuset
@@ -321,6 +340,14 @@ mod tests {
             "no reserved, system or LSR CPU"
         );
         assert_eq!(of("BE").as_deref(), Some("2-4"), "BE shares LSR's CPUs");
+        // The kubelet's static-policy pins (cpu_manager_state) are nobody's pool either.
+        let pinned_by_kubelet = NodeCpus {
+            kubelet_pinned: BTreeSet::from([4]),
+            ..online.clone()
+        };
+        let ls = pod("ls", "LS", json!({}), json!({}));
+        let got = ALL.container(&ls, "c", &s, &pinned_by_kubelet).cpuset;
+        assert_eq!(got.as_deref(), Some("3"));
     }
 
     #[test]

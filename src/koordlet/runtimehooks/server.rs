@@ -8,7 +8,7 @@ use std::time::Instant;
 use tonic::{Request, Response, Status};
 
 use super::request;
-use super::rules::{ContainerValues, Rules};
+use super::rules::{ContainerValues, NodeCpus, Rules};
 use crate::api::extension::qos::pod_qos_class_with_default;
 use crate::kernel::Shutdown;
 use crate::kernel::hookproto::runtime_hook_service_server::{
@@ -20,6 +20,7 @@ use crate::kernel::hookproto::{
 };
 use crate::koordlet::informer::{Informer, PodMeta, States};
 use crate::koordlet::metrics::KoordletMetrics;
+use crate::koordlet::topology::KubeletCpuState;
 use crate::os::{CgroupDir, Cgroups, Resource};
 use k8s_openapi::api::core::v1::Pod;
 
@@ -29,6 +30,9 @@ pub struct Hooks {
     pub cgroups: Cgroups,
     /// The node's online CPUs.
     pub online: Vec<u32>,
+    /// The kubelet's CPU manager state (`koordlet.kubelet.cpuManagerStateFile`): its
+    /// static-policy pins stay out of the share pools.
+    pub kubelet_state: Option<std::path::PathBuf>,
     /// Where RDMADeviceInject finds the devices.
     pub device_roots: super::rdma::Roots,
     /// Where each hook's duration goes (`koordlet_runtime_hook_invoked_duration_milliseconds`)
@@ -44,6 +48,7 @@ impl Hooks {
             rules,
             cgroups,
             online,
+            kubelet_state: None,
             device_roots: Default::default(),
             observed: None,
             bvt_missing: AtomicBool::new(false),
@@ -95,7 +100,7 @@ impl Hooks {
         if self.rules.cpuset {
             v.cpuset = self
                 .timed("CPUSetAllocator", stage, || {
-                    Ok(Rules::cpuset(&pod, &states, &self.online))
+                    Ok(Rules::cpuset(&pod, &states, &self.cpus(&states)))
                 })
                 .unwrap_or_default();
             if self.rules.unsets_quota(&pod) {
@@ -150,6 +155,18 @@ impl Hooks {
             })?;
         }
         Ok(resp)
+    }
+
+    /// The online CPUs and the kubelet's pins, read now (the state file is small and the
+    /// kubelet rewrites it as pods come and go).
+    fn cpus(&self, states: &States) -> NodeCpus {
+        let kubelet = self.kubelet_state.as_deref().map(KubeletCpuState::read);
+        NodeCpus {
+            online: self.online.clone(),
+            kubelet_pinned: kubelet
+                .map(|k| crate::koordlet::topology::kubelet_pinned(&states.pods, &k))
+                .unwrap_or_default(),
+        }
     }
 
     /// The pod a sandbox request is for and its cgroup: the runtime's cgroup parent
