@@ -1,5 +1,6 @@
 //! What a pod costs `koord --role=all --embedded`, where every role and the embedded
-//! controllers share one process: 20 simulated nodes (`--sim-nodes`, node runtime off),
+//! controllers share one process: 20 simulated nodes (`--sim-nodes`, 32 CPUs and 256 GiB
+//! each, node runtime off),
 //! PODS (default 300) pods created over HTTP (16 in flight) with schedulerName
 //! koord-scheduler and a nodeSelector for the simulated nodes, bound by the scheduler
 //! and marked Running by the simulator, then
@@ -17,7 +18,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{TICKS_PER_SECOND, free_port, koord, proc_stat, ready, wait};
+use common::{TICKS_PER_SECOND, proc_stat};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -67,30 +68,9 @@ async fn until(what: &str, mut done: impl AsyncFnMut() -> bool) {
 async fn main() {
     let n = pods_wanted();
     let dir = tempfile::tempdir().unwrap();
-    let admin = format!("127.0.0.1:{}", free_port());
-    let server = koord(
-        &[
-            "--role=all".into(),
-            "--embedded".into(),
-            "--embedded-addr".into(),
-            format!("127.0.0.1:{}", free_port()),
-            "--admin-addr".into(),
-            admin.clone(),
-            "--data-dir".into(),
-            dir.path().join("server").display().to_string(),
-            "--sim-nodes=20".into(),
-            "--sim-node-cpu=64".into(),
-            "--sim-node-memory=256Gi".into(),
-        ],
-        &[("KOORD_EMBEDDED__NODE_RUNTIME__ENABLED", "false".into())],
-    );
-    wait("koord ready", || ready(&admin));
+    let (server, _, client) = common::embedded(dir.path(), &["--role=all"], 20, "256Gi").await;
     tokio::time::sleep(Duration::from_secs(10)).await;
-    let kc = kube::config::Kubeconfig::read_from(dir.path().join("server/kubeconfig")).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    let api: Api<Pod> = Api::namespaced(kube::Client::try_from(cfg).unwrap(), "default");
+    let api: Api<Pod> = Api::namespaced(client, "default");
     let pid = server.pid();
     let (rss0, t0) = proc_stat(pid);
 

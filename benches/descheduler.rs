@@ -232,7 +232,7 @@ mod process {
 
     pub async fn run() {
         let dir = tempfile::tempdir().unwrap();
-        let (server, kubeconfig, client) = embedded(dir.path(), NODES as u32, "128Gi").await;
+        let (server, kubeconfig, client) = embedded(dir.path(), &[], NODES as u32, "128Gi").await;
         let t = Instant::now();
         objects(&client).await;
         let made = t.elapsed().as_secs_f64();

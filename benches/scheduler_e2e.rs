@@ -138,7 +138,7 @@ mod scale {
 
     pub async fn two_processes(nodes: u32, pods: usize) {
         let dir = tempfile::tempdir().unwrap();
-        let (server, kubeconfig, client) = embedded(dir.path(), nodes, "256Gi").await;
+        let (server, kubeconfig, client) = embedded(dir.path(), &[], nodes, "256Gi").await;
         super::create_pods(client.clone(), pods).await;
         let sched_admin = format!("127.0.0.1:{}", free_port());
         let spawned = Instant::now();

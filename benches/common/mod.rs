@@ -135,27 +135,30 @@ pub fn wait(what: &str, mut ok: impl FnMut() -> bool) {
     }
 }
 
-/// `koord --embedded --sim-nodes=N` (no node runtime) under `dir/server`, ready, with a
-/// client from the kubeconfig it wrote.
+/// `koord --embedded --sim-nodes=N` (no node runtime; `extra` flags first, e.g.
+/// `--role=all`) under `dir/server`, ready, with a client from the kubeconfig it wrote.
 pub async fn embedded(
     dir: &std::path::Path,
+    extra: &[&str],
     nodes: u32,
     node_memory: &str,
 ) -> (Proc, std::path::PathBuf, kube::Client) {
     let admin = format!("127.0.0.1:{}", free_port());
+    let mut args: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
+    args.extend([
+        "--embedded".into(),
+        "--embedded-addr".into(),
+        format!("127.0.0.1:{}", free_port()),
+        "--admin-addr".into(),
+        admin.clone(),
+        "--data-dir".into(),
+        dir.join("server").display().to_string(),
+        format!("--sim-nodes={nodes}"),
+        "--sim-node-cpu=32".into(),
+        format!("--sim-node-memory={node_memory}"),
+    ]);
     let server = koord(
-        &[
-            "--embedded".into(),
-            "--embedded-addr".into(),
-            format!("127.0.0.1:{}", free_port()),
-            "--admin-addr".into(),
-            admin.clone(),
-            "--data-dir".into(),
-            dir.join("server").display().to_string(),
-            format!("--sim-nodes={nodes}"),
-            "--sim-node-cpu=32".into(),
-            format!("--sim-node-memory={node_memory}"),
-        ],
+        &args,
         &[("KOORD_EMBEDDED__NODE_RUNTIME__ENABLED", "false".into())],
     );
     wait("API server ready", || ready(&admin));

@@ -129,7 +129,8 @@ fn run_schedule(
     args: &ScheduleArgs,
     config: Option<&std::path::Path>,
 ) -> Result<String, ExplainError> {
-    let cfg = schedule::load_config(config)?;
+    // The same file loading as the live scheduler.
+    let cfg = crate::scheduler::config::from_file(config)?;
     let (snap, now) = load(&args.common)?;
     let placements = schedule::run(&snap, &cfg, now)?;
     Ok(match args.common.output {

@@ -400,17 +400,3 @@ pub fn to_text(placements: &[Placement]) -> String {
     }
     out
 }
-
-/// Reads `--config`, or the built-in default.
-pub fn load_config(path: Option<&std::path::Path>) -> Result<SchedulerConfig, FieldError> {
-    match path {
-        None => config::default_config(),
-        Some(p) => {
-            let shown = p.display().to_string();
-            let text = crate::os::files::read_config(p).map_err(|e| {
-                FieldError::whole(e.to_string()).within(format!("--config {shown}"))
-            })?;
-            config::resolve(Some((&text, &shown)))
-        }
-    }
-}

@@ -91,14 +91,7 @@ pub fn validate(cfg: &Config, strict: bool) -> Vec<(String, String)> {
 
 /// The scheduler configuration this role runs with.
 pub fn load(cfg: &Config) -> Result<config::SchedulerConfig, FieldError> {
-    let mut sched = match &cfg.config_file {
-        None => config::default_config(),
-        Some(p) => {
-            let text = crate::os::files::read_config(p)
-                .map_err(|e| FieldError::whole(e.to_string()).within(p.display()))?;
-            config::resolve(Some((&text, &p.display().to_string())))
-        }
-    }?;
+    let mut sched = config::from_file(cfg.config_file.as_deref())?;
     if cfg.serve_default_scheduler {
         config::serve_default_scheduler(&mut sched);
     }

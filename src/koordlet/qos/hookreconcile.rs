@@ -17,7 +17,6 @@ use crate::api::extension::qos::{KubeQoS, pod_qos_class_with_default};
 use crate::koordlet::features;
 use crate::koordlet::informer::States;
 use crate::koordlet::runtimehooks::rules::{NodeCpus, Rules};
-use crate::koordlet::topology::{self, KubeletCpuState};
 use crate::os::system::Host;
 use crate::os::{CgroupDir, Resource};
 
@@ -94,13 +93,7 @@ impl Strategy for Cpusets {
             rdma_device_inject: false,
             unset_cpu_quota: self.unset_cpu_quota,
         };
-        let kubelet = self.kubelet_state.as_deref().map(KubeletCpuState::read);
-        let cpus = NodeCpus {
-            online: self.online.clone(),
-            kubelet_pinned: kubelet
-                .map(|k| topology::kubelet_pinned(&states.pods, &k))
-                .unwrap_or_default(),
-        };
+        let cpus = NodeCpus::read(&self.online, self.kubelet_state.as_deref(), &states.pods);
         for pod in states.pods.iter() {
             let mut cpusets = Vec::new();
             let mut quotas = Vec::new();

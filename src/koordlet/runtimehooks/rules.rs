@@ -45,6 +45,22 @@ pub struct NodeCpus {
 }
 
 impl NodeCpus {
+    /// `online`, with the pins of the kubelet state file at `kubelet_state`, read now
+    /// (small, and the kubelet rewrites it as pods come and go).
+    pub fn read(
+        online: &[u32],
+        kubelet_state: Option<&std::path::Path>,
+        pods: &[crate::koordlet::informer::PodMeta],
+    ) -> NodeCpus {
+        let kubelet = kubelet_state.map(topology::KubeletCpuState::read);
+        NodeCpus {
+            online: online.to_vec(),
+            kubelet_pinned: kubelet
+                .map(|k| topology::kubelet_pinned(pods, &k))
+                .unwrap_or_default(),
+        }
+    }
+
     pub fn online(ids: &[u32]) -> NodeCpus {
         NodeCpus {
             online: ids.to_vec(),

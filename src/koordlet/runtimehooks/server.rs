@@ -20,7 +20,6 @@ use crate::kernel::hookproto::{
 };
 use crate::koordlet::informer::{Informer, PodMeta, States};
 use crate::koordlet::metrics::KoordletMetrics;
-use crate::koordlet::topology::KubeletCpuState;
 use crate::os::{CgroupDir, Cgroups, Resource};
 use k8s_openapi::api::core::v1::Pod;
 
@@ -100,7 +99,9 @@ impl Hooks {
         if self.rules.cpuset {
             v.cpuset = self
                 .timed("CPUSetAllocator", stage, || {
-                    Ok(Rules::cpuset(&pod, &states, &self.cpus(&states)))
+                    let cpus =
+                        NodeCpus::read(&self.online, self.kubelet_state.as_deref(), &states.pods);
+                    Ok(Rules::cpuset(&pod, &states, &cpus))
                 })
                 .unwrap_or_default();
             if self.rules.unsets_quota(&pod) {
@@ -155,18 +156,6 @@ impl Hooks {
             })?;
         }
         Ok(resp)
-    }
-
-    /// The online CPUs and the kubelet's pins, read now (the state file is small and the
-    /// kubelet rewrites it as pods come and go).
-    fn cpus(&self, states: &States) -> NodeCpus {
-        let kubelet = self.kubelet_state.as_deref().map(KubeletCpuState::read);
-        NodeCpus {
-            online: self.online.clone(),
-            kubelet_pinned: kubelet
-                .map(|k| crate::koordlet::topology::kubelet_pinned(&states.pods, &k))
-                .unwrap_or_default(),
-        }
     }
 
     /// The pod a sandbox request is for and its cgroup: the runtime's cgroup parent
