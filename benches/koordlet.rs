@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use koord::api::extension::qos::KubeQoS;
 use koord::koordlet::advisor::Advisor;
-use koord::koordlet::collectors::{Config, registry};
+use koord::koordlet::collectors::{Config, Gated, registry};
 use koord::koordlet::informer::{PodMeta, States};
 use koord::koordlet::store::{MetricKind, MetricStore, Point, SeriesKey, StoreOptions};
 use koord::os::system::Host;
@@ -92,7 +92,7 @@ fn collection_pass() {
         ..Default::default()
     };
     let mut advisor = Advisor::new(
-        registry(&Config::default(), false, false, None),
+        registry(&Config::default(), Gated::default(), None),
         Host::new("/proc", "/sys"),
         cgroups.clone(),
     );

@@ -4,6 +4,12 @@
 //! to change). It starts `koord --embedded` (API server only) and `koord --role=koordlet`
 //! pointed at a temp-dir cgroup tree with 100 running pods whose counters advance every
 //! second, and samples the koordlet's VmRSS and CPU time from /proc.
+//!
+//! The koordlet runs from its own copy of the binary whose page cache is dropped first, as
+//! on a node where the DaemonSet's image is a file of its own and not (or no longer) cached;
+//! `FOOTPRINT_SHARED_BINARY=1` runs it from the API server's file instead, whose pages that
+//! process already cached, so every code fault maps a batch of neighbours (the RSS then
+//! counts more of the shared, reclaimable page cache — see `RssFile` in the output).
 
 mod common;
 
@@ -25,7 +31,8 @@ async fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(600);
-    let bin = env!("CARGO_BIN_EXE_koord");
+    let bin = std::env::var("BENCH_KOORD_BIN").unwrap_or(env!("CARGO_BIN_EXE_koord").into());
+    let bin = bin.as_str();
     let dir = tempfile::tempdir().unwrap();
     let cg = dir.path().join("cgroup");
     for s in ["cpu", "cpuacct", "cpuset", "memory"] {
@@ -104,8 +111,9 @@ async fn main() {
     nms.create(&PostParams::default(), &serde_json::from_value(nm).unwrap())
         .await
         .unwrap();
+    let koordlet_bin = koordlet_binary(bin, dir.path());
     let koordlet = Proc(
-        Command::new(bin)
+        Command::new(&koordlet_bin)
             .args(["--role=koordlet", "--kubeconfig"])
             .arg(&kubeconfig)
             .args([
@@ -129,10 +137,15 @@ async fn main() {
     let (_, ticks0) = proc_stat(pid);
     let mut samples = Vec::new();
     let mut round = 0u64;
+    let mut usage = vec![0u64; dirs.len()];
     while start.elapsed() < Duration::from_secs(seconds) {
         round += 1;
-        for d in &dirs {
-            let _ = std::fs::write(d.join("cpuacct.usage"), (round * 5_000_000).to_string());
+        for (i, d) in dirs.iter().enumerate() {
+            // 5 ms a second plus a per-pod wobble, so usage values vary as real ones do
+            // (a constant rate would compress to almost nothing).
+            let wobble = (round * 7919 + i as u64 * 104_729) % 2_000_000;
+            usage[i] += 4_000_000 + wobble;
+            let _ = std::fs::write(d.join("cpuacct.usage"), usage[i].to_string());
         }
         std::thread::sleep(Duration::from_secs(1));
         if round.is_multiple_of(30) {
@@ -157,4 +170,31 @@ async fn main() {
         profile.join(" ")
     );
     println!("  CPU {cpu_pct:.2} % of one core on average");
+    println!("  at the end: {}", rss_split(pid));
+}
+
+/// Anonymous (heap, stacks) and file-backed (the binary's pages) parts of the RSS.
+fn rss_split(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    ["RssAnon:", "RssFile:", "Threads:"]
+        .iter()
+        .filter_map(|k| status.lines().find(|l| l.starts_with(k)))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The binary the koordlet runs from: a private copy with a cold page cache, or `bin`.
+fn koordlet_binary(bin: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    if std::env::var("FOOTPRINT_SHARED_BINARY").is_ok_and(|v| v == "1") {
+        return bin.into();
+    }
+    let copy = dir.join("koord-node");
+    std::fs::copy(bin, &copy).unwrap();
+    let f = std::fs::File::open(&copy).unwrap();
+    f.sync_all().unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: posix_fadvise takes the open file's descriptor and plain integers.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    copy
 }

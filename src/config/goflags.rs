@@ -198,6 +198,13 @@ fn convert(conv: Conv, v: &str) -> Result<Option<Value>, String> {
             v.parse::<u64>()
                 .map_err(|_| format!("{v:?} is not a whole number"))?,
         ),
+        Conv::F64 => Value::from(
+            v.parse::<f64>()
+                .ok()
+                .filter(|f| f.is_finite())
+                .ok_or_else(|| format!("{v:?} is not a number"))?,
+        ),
+        Conv::Millis => Value::from(dur()?.as_millis() as u64),
         Conv::Secs | Conv::SecsOrDefault => {
             let s = dur()?.as_secs();
             if s == 0 && conv == Conv::SecsOrDefault {

@@ -68,6 +68,38 @@ fn koordlet_daemonset_flags_from_the_chart() {
 }
 
 #[test]
+fn koordinators_nri_flags_land_in_the_nri_section() {
+    let t = run(&[
+        "--role=koordlet",
+        "-enable-nri-runtime-hook=false",
+        "-runtime-hooks-nri-socket-path=containerd/nri.sock",
+        "-runtime-hooks-nri-connect-timeout=500ms",
+        "-runtime-hooks-nri-backoff-factor=1.5",
+        "-runtime-hooks-nri-backoff-steps=7",
+        "-runtime-hooks-nri-backoff-cap=1m",
+    ]);
+    assert!(t.errors.is_empty() && t.unsupported.is_empty(), "{t:?}");
+    let at = |k: &str| layer(&t, &format!("koordlet.runtimeHooks.nri.{k}"))[0].clone();
+    assert_eq!(at("enabled").to_bool(), Some(false));
+    assert_eq!(at("socketPath").as_str(), Some("containerd/nri.sock"));
+    assert_eq!(at("connectTimeoutMillis").to_u128(), Some(500));
+    assert_eq!(at("backoff.factor").to_f64(), Some(1.5));
+    assert_eq!(at("backoff.steps").to_u128(), Some(7));
+    assert_eq!(at("backoff.capSeconds").to_u128(), Some(60));
+    let host = crate::kernel::host::HostEnv::for_tests("node");
+    let nri = crate::config::load(&host, None, t.layers)
+        .unwrap()
+        .koordlet
+        .runtime_hooks
+        .nri;
+    assert!(!nri.enabled);
+    assert_eq!(
+        (nri.backoff.factor, nri.backoff.cap_seconds),
+        (1.5, Some(60))
+    );
+}
+
+#[test]
 fn unknown_and_unsupported_flags_warn_with_the_value_consumed() {
     let t = run(&[
         "-role",

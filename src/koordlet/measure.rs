@@ -390,7 +390,11 @@ pub(super) async fn report_loop(
         }
         let (store, st, pol) = (l.store.clone(), states.clone(), policy.clone());
         let status = tokio::task::spawn_blocking(move || {
-            reporter::build_status(&store, &st, &pol, now, prediction)
+            let status = reporter::build_status(&store, &st, &pol, now, prediction);
+            // The report decodes every series' window; give the freed heap back (glibc
+            // keeps it otherwise, and the koordlet's RSS would carry the peak).
+            crate::os::tuning::trim_heap();
+            status
         })
         .await??;
         publish_report(&l, &status);
@@ -436,7 +440,12 @@ pub(super) async fn gc_loop(l: LoopCtx, every: Duration) -> anyhow::Result<()> {
             return Ok(());
         }
         let store = l.store.clone();
-        let removed = tokio::task::spawn_blocking(move || store.gc(now_ms())).await??;
+        let removed = tokio::task::spawn_blocking(move || {
+            let removed = store.gc(now_ms());
+            crate::os::tuning::trim_heap();
+            removed
+        })
+        .await??;
         l.metrics.store_series.set(l.store.series_count() as i64);
         l.metrics
             .store_disk_bytes

@@ -8,6 +8,7 @@ mod config;
 pub mod devices;
 pub mod features;
 pub mod informer;
+pub mod kubeletconfig;
 mod measure;
 pub mod metrics;
 pub mod prediction;
@@ -58,6 +59,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         retention: Duration::from_secs(cfg.store.retention_hours * 3600),
         max_disk_bytes: cfg.store.max_disk_mib << 20,
         cache_bytes: cfg.store.cache_mib << 20,
+        ..StoreOptions::default()
     };
     let store = Arc::new(
         MetricStore::open(&store_dir, opts)
@@ -88,10 +90,14 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     metrics.started(&node);
     let gates = features::KOORDLET_GATES.from_user(&cfg.feature_gates);
     ctx.report_unsupported(&features::KOORDLET_GATES.unsupported(&cfg.feature_gates));
+    let gated = collectors::Gated {
+        psi: gates.on(features::PSI_COLLECTOR),
+        cpi: gates.on(features::CPI_COLLECTOR),
+        resctrl: gates.on(features::RESCTRL_COLLECTOR),
+    };
     let collectors = collectors::registry(
         &cfg.collectors,
-        gates.on(features::PSI_COLLECTOR),
-        gates.on(features::CPI_COLLECTOR),
+        gated,
         gates
             .on(features::ACCELERATORS)
             .then_some(cfg.devices.nvml_library.as_str()),
@@ -122,7 +128,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             cluster.client.clone(),
             informer.clone(),
             host.clone(),
-            cfg.kubelet.cpu_manager_state_file.clone(),
+            cfg.kubelet.clone(),
             ctx.shutdown.clone(),
         );
         let m = metrics.clone();
@@ -222,17 +228,31 @@ fn start_runtime_hooks(
         group_identity: gates.on(features::GROUP_IDENTITY),
         gpu_env_inject: gates.on(features::GPU_ENV_INJECT),
         rdma_device_inject: gates.on(features::RDMA_DEVICE_INJECT),
+        be_cpu_manager: gates.on(features::BECPU_MANAGER),
         unset_cpu_quota: !cfg.runtime_hooks.disable_unset_cpu_quota,
     };
-    let online = host
-        .cpu_topology()
-        .map(|t| t.iter().map(|c| c.id).collect())
-        .unwrap_or_default();
-    let mut hooks = runtimehooks::server::Hooks::new(informer, rules, cgroups.clone(), online);
+    let cpus = host.cpu_topology().unwrap_or_default();
+    let mut hooks = runtimehooks::server::Hooks::new(informer, rules, cgroups.clone(), cpus);
     hooks.device_roots.sys = host.sys_root.clone();
     hooks.kubelet_state = Some(cfg.kubelet.cpu_manager_state_file.clone());
     hooks.observed = Some(observed);
     let hooks = Arc::new(hooks);
+    if cfg.runtime_hooks.nri.enabled {
+        let nri = cfg.runtime_hooks.nri.clone();
+        let socket = runtimehooks::nri::socket(&nri, &cfg.eviction.var_run_root);
+        let plugin = runtimehooks::nri::plugin::Plugin {
+            hooks: hooks.clone(),
+            fail: cfg
+                .runtime_hooks
+                .failure_policy
+                .eq_ignore_ascii_case("Fail"),
+        };
+        let shutdown = ctx.shutdown.clone();
+        ctx.tasks.spawn("koordlet/nri", async move {
+            runtimehooks::nri::run(nri, socket, plugin, shutdown).await;
+            Ok(())
+        });
+    }
     let (hc, shutdown) = (cfg.runtime_hooks.clone(), ctx.shutdown.clone());
     ctx.tasks.spawn("koordlet/runtime-hooks", async move {
         if let Err(e) = runtimehooks::server::serve(hc, hooks, shutdown).await {

@@ -23,6 +23,7 @@ use crate::api::quantity::from_int;
 use crate::api::topology::{NodeResourceTopology, NodeResourceTopologyFields, ResourceInfo, Zone};
 use crate::kernel::Shutdown;
 use crate::koordlet::informer::{Informer, PodMeta};
+use crate::koordlet::kubeletconfig::KubeletConfiguration;
 use crate::os::system::{CpuInfo, Host};
 
 pub const ANNOTATION_CPU_TOPOLOGY: &str = "node.koordinator.sh/cpu-topology";
@@ -60,6 +61,8 @@ pub struct Inputs<'a> {
     pub cpus: &'a [CpuInfo],
     pub numa_mem: &'a BTreeMap<u32, i64>,
     pub kubelet: &'a KubeletCpuState,
+    /// The kubelet's configuration file, when the node has one.
+    pub kubelet_config: Option<&'a KubeletConfiguration>,
     pub basic: &'a crate::os::system::CpuBasicInfo,
 }
 
@@ -179,14 +182,35 @@ pub fn kubelet_pinned(pods: &[PodMeta], kubelet: &KubeletCpuState) -> BTreeSet<u
 }
 
 /// `[{socket, node, cpuset}]` of `pool` per NUMA node.
-fn pools(cpus: &[CpuInfo], pool: &BTreeSet<u32>) -> String {
+/// One socket and NUMA node's part of a pool (Koordinator's `CPUSharedPool`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedPool {
+    pub socket: u32,
+    pub node: u32,
+    pub cpus: Vec<u32>,
+}
+
+impl SharedPool {
+    pub fn cpuset(&self) -> String {
+        cpuset::format(&self.cpus)
+    }
+}
+
+/// A pool split by (socket, NUMA node), in that order.
+pub fn per_numa(cpus: &[CpuInfo], pool: &BTreeSet<u32>) -> Vec<SharedPool> {
     let mut by: BTreeMap<(u32, u32), Vec<u32>> = BTreeMap::new();
     for c in cpus.iter().filter(|c| pool.contains(&c.id)) {
         by.entry((c.socket, c.numa)).or_default().push(c.id);
     }
-    let list: Vec<serde_json::Value> = by
-        .into_iter()
-        .map(|((socket, node), ids)| json!({"socket": socket, "node": node, "cpuset": cpuset::format(&ids)}))
+    by.into_iter()
+        .map(|((socket, node), cpus)| SharedPool { socket, node, cpus })
+        .collect()
+}
+
+fn pools(cpus: &[CpuInfo], pool: &BTreeSet<u32>) -> String {
+    let list: Vec<serde_json::Value> = per_numa(cpus, pool)
+        .iter()
+        .map(|p| json!({"socket": p.socket, "node": p.node, "cpuset": p.cpuset()}))
         .collect();
     serde_json::Value::Array(list).to_string()
 }
@@ -208,10 +232,6 @@ fn annotations(inp: &Inputs) -> BTreeMap<String, String> {
     let kubelet_pinned: BTreeSet<u32> = pins.iter().flat_map(|p| p.3.iter().copied()).collect();
     let all: Vec<u32> = inp.cpus.iter().map(|c| c.id).collect();
     let (ls, be) = share_pools(&all, Some(inp.node), inp.pods, &kubelet_pinned);
-    let policy = match inp.kubelet.policy_name.as_str() {
-        "" => "none",
-        p => p,
-    };
     let allocs: Vec<serde_json::Value> = pins
         .iter()
         .map(|(uid, ns, name, cpus)| {
@@ -234,7 +254,7 @@ fn annotations(inp: &Inputs) -> BTreeMap<String, String> {
         ),
         (
             ANNOTATION_KUBELET_CPU_MANAGER_POLICY.to_string(),
-            json!({"policy": policy}).to_string(),
+            cpu_manager_policy(inp),
         ),
         (
             ANNOTATION_POD_CPU_ALLOCS.to_string(),
@@ -254,6 +274,49 @@ fn annotations(inp: &Inputs) -> BTreeMap<String, String> {
         }
     }
     out
+}
+
+/// `kubelet.koordinator.sh/cpu-manager-policy`: the kubelet config's policy, options and
+/// static-policy reserved CPUs; without a config file, the checkpoint's policy. Reserved
+/// CPUs stay in the share pools, as in Koordinator ("Burstable pods … at least there are
+/// reservedCPUs available").
+fn cpu_manager_policy(inp: &Inputs) -> String {
+    /// Koordinator's `KubeletCPUManagerPolicy`, fields in its order.
+    #[derive(serde::Serialize)]
+    struct Policy<'a> {
+        #[serde(skip_serializing_if = "str::is_empty")]
+        policy: &'a str,
+        #[serde(skip_serializing_if = "no_options")]
+        options: Option<&'a BTreeMap<String, String>>,
+        #[serde(rename = "reservedCPUs", skip_serializing_if = "String::is_empty")]
+        reserved_cpus: String,
+    }
+    let p = match inp.kubelet_config {
+        None => Policy {
+            policy: match inp.kubelet.policy_name.as_str() {
+                "" => "none",
+                p => p,
+            },
+            options: None,
+            reserved_cpus: String::new(),
+        },
+        Some(cfg) => Policy {
+            policy: &cfg.cpu_manager_policy,
+            options: Some(&cfg.cpu_manager_policy_options),
+            reserved_cpus: match cfg.static_reserved_cpus(inp.cpus) {
+                Ok(r) => cpuset::format(&r),
+                Err(e) => {
+                    tracing::warn!(error = %e, "kubelet reserved CPUs not reported");
+                    String::new()
+                }
+            },
+        },
+    };
+    serde_json::to_string(&p).unwrap_or_default()
+}
+
+fn no_options(o: &Option<&BTreeMap<String, String>>) -> bool {
+    o.is_none_or(|m| m.is_empty())
 }
 
 fn zones(inp: &Inputs) -> Vec<Zone> {
@@ -305,7 +368,11 @@ pub fn build(inp: &Inputs) -> NodeResourceTopology {
             ..Default::default()
         },
         spec: NodeResourceTopologyFields {
-            topology_policies: vec!["None".into()],
+            topology_policies: vec![
+                inp.kubelet_config
+                    .map_or("None", KubeletConfiguration::topology_policy)
+                    .into(),
+            ],
             zones: zones(inp),
             attributes: None,
         },
@@ -326,13 +393,30 @@ async fn write(
     super::upsert::write_if_changed(api, want, same, |_, _| {}).await
 }
 
+/// The kubelet's config file; a broken one is warned about once per streak and read as
+/// absent.
+fn read_kubelet_config(path: &Path, failing: &mut bool) -> Option<KubeletConfiguration> {
+    match KubeletConfiguration::read(path) {
+        Ok(c) => {
+            *failing = false;
+            c
+        }
+        Err(e) => {
+            if !std::mem::replace(failing, true) {
+                tracing::warn!(error = %e, "NodeResourceTopology reported without the kubelet's configuration");
+            }
+            None
+        }
+    }
+}
+
 /// The report loop: every 10 s, written when changed (rest: one sysfs read, no API call).
 pub async fn report_loop(
     client: kube::Client,
     informer: Informer,
     host: Host,
-    (kubelet_state, metrics): (
-        std::path::PathBuf,
+    (kubelet, metrics): (
+        crate::koordlet::config::KubeletConfig,
         std::sync::Arc<crate::koordlet::metrics::KoordletMetrics>,
     ),
     shutdown: Shutdown,
@@ -340,6 +424,7 @@ pub async fn report_loop(
     let api: Api<NodeResourceTopology> = Api::all(client);
     let mut last: Option<NodeResourceTopology> = None;
     let mut failing = false;
+    let mut config_failing = false;
     loop {
         let states = informer.snapshot();
         let cpu_topology = host.cpu_topology();
@@ -352,14 +437,16 @@ pub async fn report_loop(
             metrics.collected_node_info(node, cpu_topology.is_ok(), !numa_mem.is_empty());
         }
         if let (Some(node), Ok(cpus)) = (states.node.as_deref(), cpu_topology) {
-            let kubelet = KubeletCpuState::read(&kubelet_state);
+            let state = KubeletCpuState::read(&kubelet.cpu_manager_state_file);
+            let config = read_kubelet_config(&kubelet.config_file, &mut config_failing);
             let basic = host.cpu_basic_info(&cpus);
             let want = build(&Inputs {
                 node,
                 pods: &states.pods,
                 cpus: &cpus,
                 numa_mem: &numa_mem,
-                kubelet: &kubelet,
+                kubelet: &state,
+                kubelet_config: config.as_ref(),
                 basic: &basic,
             });
             metrics.share_pools(&want);
@@ -427,8 +514,10 @@ mod tests {
             cpus: &cpus,
             numa_mem: &mem,
             kubelet: &kubelet,
+            kubelet_config: None,
             basic: &basic,
         });
+        assert_eq!(nrt.spec.topology_policies, ["None"]);
         let ann = nrt.metadata.annotations.as_ref().unwrap();
         assert_eq!(
             ann[ANNOTATION_CPU_SHARED_POOLS],
@@ -458,6 +547,46 @@ mod tests {
         assert_eq!(
             ann["node.koordinator.sh/cpu-basic-info"],
             r#"{"cpuModel":"Intel(R) Xeon(R) Platinum 8369B CPU @ 2.90GHz","hyperThreadEnabled":true,"vendorID":"GenuineIntel"}"#
+        );
+    }
+
+    #[test]
+    fn the_kubelet_config_gives_the_policy_its_reserved_cpus_and_the_topology_policy() {
+        let cpus: Vec<CpuInfo> = (0..4)
+            .map(|id| CpuInfo {
+                id,
+                core: id % 2,
+                socket: 0,
+                numa: 0,
+            })
+            .collect();
+        let node: Node = serde_json::from_value(json!({"metadata": {"name": "n"}})).unwrap();
+        let config: KubeletConfiguration = serde_yaml::from_str(
+            "cpuManagerPolicy: static\ncpuManagerPolicyOptions: {full-pcpus-only: \"true\"}\n\
+             kubeReserved: {cpu: 500m}\ntopologyManagerPolicy: single-numa-node\n\
+             topologyManagerScope: pod\n",
+        )
+        .unwrap();
+        let nrt = build(&Inputs {
+            node: &node,
+            pods: &[],
+            cpus: &cpus,
+            numa_mem: &BTreeMap::new(),
+            kubelet: &KubeletCpuState::default(),
+            kubelet_config: Some(&config),
+            basic: &Default::default(),
+        });
+        assert_eq!(nrt.spec.topology_policies, ["SingleNUMANodePodLevel"]);
+        let ann = nrt.metadata.annotations.unwrap();
+        // ⌈0.5⌉ = 1 CPU: the lowest core's first thread (a whole core would be two).
+        assert_eq!(
+            ann[ANNOTATION_KUBELET_CPU_MANAGER_POLICY],
+            r#"{"policy":"static","options":{"full-pcpus-only":"true"},"reservedCPUs":"0"}"#
+        );
+        // Koordinator keeps the kubelet's reserved CPUs in the share pools.
+        assert_eq!(
+            ann[ANNOTATION_CPU_SHARED_POOLS],
+            r#"[{"cpuset":"0-3","node":0,"socket":0}]"#
         );
     }
 }

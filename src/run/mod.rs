@@ -23,6 +23,8 @@ const EXIT_USAGE: u8 = 2;
 
 /// The process entry point.
 pub fn main() -> ExitCode {
+    // First, before most of the binary's code is touched (see `lazy_code_pages`).
+    crate::os::tuning::lazy_code_pages();
     let argv: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
@@ -147,10 +149,12 @@ fn own_flags() -> Vec<String> {
 
 /// A DaemonSet pod on a 96-core node would otherwise start 96 workers and as many malloc
 /// arenas; the koordlet's work is a few timers and one watch, so two of each are plenty.
+/// A node agent also keeps only the code it runs in memory (`shed_cached_code`).
 fn build_runtime(roles: &RoleSet) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if roles.node_agent_only() {
         crate::os::tuning::limit_malloc_arenas(2);
+        crate::os::tuning::shed_cached_code();
         builder.worker_threads(2).max_blocking_threads(16);
     }
     builder.enable_all().build()

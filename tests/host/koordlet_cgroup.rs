@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::burner::{self, cpu_seconds};
 use koord::koordlet::advisor::Advisor;
-use koord::koordlet::collectors::{Config, registry};
+use koord::koordlet::collectors::{Config, Gated, registry};
 use koord::koordlet::informer::{PodMeta, States};
 use koord::koordlet::store::{MetricKind, SeriesKey};
 use koord::os::system::Host;
@@ -41,7 +41,7 @@ async fn burner_cpu_is_measured_within_20_percent() {
         ..Default::default()
     };
     let mut advisor = Advisor::new(
-        registry(&cfg, false, false, None),
+        registry(&cfg, Gated::default(), None),
         Host::new("/proc", "/sys"),
         cgroups.clone(),
     );

@@ -66,7 +66,12 @@ async fn the_koordlets_hooks_give_be_containers_their_values_before_they_run() {
     let be = pod(
         "uid-be",
         "BE",
-        json!({"spec": {"containers": [{"name": "work", "resources": {
+        // NUMA-aware (placed on node 0 with batch-cpu): under BECPUManager its container gets
+        // the BE share pool of that node (Koordinator's cpuset rule; a BestEffort pod without
+        // a NUMA placement keeps its parent's CPUs).
+        json!({"metadata": {"annotations": {"scheduling.koordinator.sh/resource-status":
+            "{\"numaNodeResources\":[{\"node\":0,\"resources\":{\"kubernetes.io/batch-cpu\":\"1k\"}}]}"}},
+            "spec": {"containers": [{"name": "work", "resources": {
         "requests": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "64Mi"},
         "limits": {"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "128Mi"}}}]}}),
     );
@@ -96,9 +101,17 @@ async fn the_koordlets_hooks_give_be_containers_their_values_before_they_run() {
         group_identity: true,
         gpu_env_inject: true,
         rdma_device_inject: true,
+        be_cpu_manager: true,
         unset_cpu_quota: false,
     };
-    let mut hooks = Hooks::new(Informer::fixed(states), rules, cg, online.clone());
+    let cpus = koord::os::system::Host::new("/proc", "/sys")
+        .cpu_topology()
+        .unwrap_or_default();
+    if cpus.iter().any(|c| c.numa != 0) {
+        eprintln!("skipping: the BE pool check expects one NUMA node");
+        return;
+    }
+    let mut hooks = Hooks::new(Informer::fixed(states), rules, cg, cpus);
     let registry = koord::kernel::Metrics::new();
     let metrics = koord::koordlet::metrics::KoordletMetrics::register(&registry);
     hooks.observed = Some((metrics, "hooks-node".into()));
@@ -143,7 +156,7 @@ async fn the_koordlets_hooks_give_be_containers_their_values_before_they_run() {
     assert_eq!(
         seen[3],
         koord::api::cpuset::format(&online[1..]),
-        "the BE share pool"
+        "node 0's BE share pool"
     );
     assert_eq!(seen[4], "gpu=1", "GPUEnvInject from the device allocation");
     remove_sandbox(&mut rt, &sandbox).await;

@@ -24,6 +24,7 @@ mod kubectl;
 mod manager;
 mod metric_names;
 mod migration_loop;
+mod nri;
 mod nvml;
 mod preemption;
 mod quota;

@@ -10,6 +10,10 @@ pub enum Conv {
     Str,
     Bool,
     U64,
+    /// A decimal number (a back-off factor).
+    F64,
+    /// A Go duration (`500ms`, `6s`) in whole milliseconds.
+    Millis,
     /// A Go duration (`10s`, `1m30s`) in whole seconds.
     Secs,
     /// Like `Secs`, but 0 keeps koord's default (Koordinator's "0 = unset").
@@ -138,6 +142,60 @@ static SPECS: &[Spec] = &[
     ),
     key(
         K,
+        "enable-nri-runtime-hook",
+        "koordlet.runtimeHooks.nri.enabled",
+        Bool,
+    ),
+    key(
+        K,
+        "runtime-hooks-nri-socket-path",
+        "koordlet.runtimeHooks.nri.socketPath",
+        Str,
+    ),
+    key(
+        K,
+        "runtime-hooks-nri-plugin-name",
+        "koordlet.runtimeHooks.nri.pluginName",
+        Str,
+    ),
+    key(
+        K,
+        "runtime-hooks-nri-plugin-index",
+        "koordlet.runtimeHooks.nri.pluginIndex",
+        Str,
+    ),
+    key(
+        K,
+        "runtime-hooks-nri-connect-timeout",
+        "koordlet.runtimeHooks.nri.connectTimeoutMillis",
+        Millis,
+    ),
+    key(
+        K,
+        "runtime-hooks-nri-backoff-duration",
+        "koordlet.runtimeHooks.nri.backoff.durationMillis",
+        Millis,
+    ),
+    key(
+        K,
+        "runtime-hooks-nri-backoff-cap",
+        "koordlet.runtimeHooks.nri.backoff.capSeconds",
+        Secs,
+    ),
+    key(
+        K,
+        "runtime-hooks-nri-backoff-steps",
+        "koordlet.runtimeHooks.nri.backoff.steps",
+        U64,
+    ),
+    key(
+        K,
+        "runtime-hooks-nri-backoff-factor",
+        "koordlet.runtimeHooks.nri.backoff.factor",
+        F64,
+    ),
+    key(
+        K,
         "runtime-hooks-config-path",
         "koordlet.runtimeHooks.hookServerDir",
         Dir,
@@ -147,6 +205,18 @@ static SPECS: &[Spec] = &[
         name: "runtime-hooks-network",
         to: To::Only("unix", "koord's hook server listens on a unix socket only"),
     },
+    key(
+        K,
+        "enable-resctrl-collector",
+        "koordlet.collectors.enableResctrlCollector",
+        Bool,
+    ),
+    key(
+        K,
+        "resctrl-collector-interval",
+        "koordlet.collectors.resctrlIntervalSeconds",
+        Secs,
+    ),
     key(
         K,
         "collect-res-used-interval",

@@ -63,6 +63,8 @@ impl Collector for HostApplication {
     ) -> Result<(), CollectError> {
         let apps = &env.states.slo().host_applications;
         let (mut cpu_sum, mut mem_sum) = (0.0, 0.0);
+        let policy_with_cache =
+            crate::koordlet::reporter::with_page_cache(env.states.node_metric.as_deref());
         for app in apps {
             let (Some(name), Some(dir)) = (app.name.as_deref(), app_dir(env.cgroups, app)) else {
                 continue;
@@ -86,7 +88,22 @@ impl Collector for HostApplication {
                     value: mem as f64,
                 },
             ));
-            mem_sum += mem as f64;
+            // With page cache too (Koordinator always records it; the node's memory collect
+            // policy decides which one the system usage subtracts).
+            let with_cache = env.cgroups.read_i64(Resource::MemoryUsage, &dir).ok();
+            if let Some(v) = with_cache {
+                out.push((
+                    SeriesKey::host_app(MetricKind::HostAppMemoryWithPageCache, name),
+                    Point {
+                        ts,
+                        value: v as f64,
+                    },
+                ));
+            }
+            mem_sum += match with_cache.filter(|_| policy_with_cache) {
+                Some(v) => v as f64,
+                None => mem as f64,
+            };
             if let Some(r) = self
                 .rates
                 .per_second(name.to_string(), ns as f64, env.mono_ns)

@@ -10,6 +10,7 @@ pub mod node_resource;
 pub mod pod_resource;
 pub mod pod_throttled;
 pub mod psi;
+pub mod resctrl;
 pub mod sys_resource;
 
 use std::collections::HashMap;
@@ -129,8 +130,12 @@ pub struct Config {
     pub cpi_interval_seconds: u64,
     /// How long CPI counters count before they are read.
     pub cpi_window_seconds: u64,
+    /// ResctrlCollector runs with this and its gate (`-enable-resctrl-collector`).
+    pub enable_resctrl_collector: bool,
+    /// Its interval (`-resctrl-collector-interval`).
+    pub resctrl_interval_seconds: u64,
     /// Collectors to skip by name (`nodeResource`, `podResource`, `podThrottled`,
-    /// `beResource`, `hostApplication`, `sysResource`, `psi`, `cpi`, `gpu`).
+    /// `beResource`, `hostApplication`, `sysResource`, `psi`, `cpi`, `resctrl`, `gpu`).
     pub disabled: Vec<String>,
 }
 
@@ -141,19 +146,24 @@ impl Default for Config {
             psi_interval_seconds: 10,
             cpi_interval_seconds: 60,
             cpi_window_seconds: 10,
+            enable_resctrl_collector: false,
+            resctrl_interval_seconds: 10,
             disabled: Vec::new(),
         }
     }
 }
 
-/// The collectors, in pass order. PSI and CPI also need their feature gates; GPU usage
-/// needs gate Accelerators, which hands it the NVML library (`nvml`).
-pub fn registry(
-    cfg: &Config,
-    psi_gate: bool,
-    cpi_gate: bool,
-    nvml: Option<&str>,
-) -> Vec<Box<dyn Collector>> {
+/// The gated collectors that are on.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Gated {
+    pub psi: bool,
+    pub cpi: bool,
+    pub resctrl: bool,
+}
+
+/// The collectors, in pass order. PSI, CPI and resctrl also need their feature gates; GPU
+/// usage needs gate Accelerators, which hands it the NVML library (`nvml`).
+pub fn registry(cfg: &Config, gated: Gated, nvml: Option<&str>) -> Vec<Box<dyn Collector>> {
     let base = Duration::from_secs(cfg.collect_res_used_interval_seconds.max(1));
     let ttl = base * 20;
     let mut all: Vec<Box<dyn Collector>> = vec![
@@ -164,16 +174,21 @@ pub fn registry(
         Box::new(host_app::HostApplication::new(base, ttl)),
         Box::new(sys_resource::SysResource::new(base)),
     ];
-    if psi_gate {
+    if gated.psi {
         all.push(Box::new(psi::Psi::new(Duration::from_secs(
             cfg.psi_interval_seconds.max(1),
         ))));
     }
-    if cpi_gate {
+    if gated.cpi {
         all.push(Box::new(cpi::Cpi::new(
             Duration::from_secs(cfg.cpi_interval_seconds.max(1)),
             Duration::from_secs(cfg.cpi_window_seconds.max(1)),
         )));
+    }
+    if gated.resctrl && cfg.enable_resctrl_collector {
+        all.push(Box::new(resctrl::Resctrl::new(Duration::from_secs(
+            cfg.resctrl_interval_seconds.max(1),
+        ))));
     }
     if let Some(library) = nvml {
         all.push(Box::new(gpu::GpuUsage::new(library, base)));

@@ -105,6 +105,15 @@ impl Collector for PodResource {
                     SeriesKey::container(MetricKind::ContainerMemoryUsage, id),
                     Point { ts, value: mem },
                 ));
+                if with_cache && let Ok(v) = env.cgroups.read_i64(Resource::MemoryUsage, &c.dir) {
+                    out.push((
+                        SeriesKey::container(MetricKind::ContainerMemoryWithPageCache, id),
+                        Point {
+                            ts,
+                            value: v as f64,
+                        },
+                    ));
+                }
                 if let Some(cpu) = cpu {
                     out.push((
                         SeriesKey::container(MetricKind::ContainerCpuUsage, id),

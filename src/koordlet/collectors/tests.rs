@@ -15,6 +15,16 @@ fn value(samples: &Samples, key: &SeriesKey) -> Option<f64> {
     samples.iter().find(|(k, _)| k == key).map(|(_, p)| p.value)
 }
 
+/// The default collectors over a fake host, at 100 clock ticks a second.
+fn advisor(fake: &FakeHost) -> Advisor {
+    Advisor::new(
+        registry(&Config::default(), Gated::default(), None),
+        fake.host.clone(),
+        fake.cgroups.clone(),
+    )
+    .with_clock_ticks(100)
+}
+
 fn close(a: Option<f64>, b: f64) -> bool {
     a.is_some_and(|a| (a - b).abs() < 1e-9)
 }
@@ -36,12 +46,7 @@ fn exact_usages(version: Version, driver: Driver, hybrid: bool) {
         pods: Arc::new(vec![ls.clone(), be.clone()]),
         ..Default::default()
     };
-    let mut advisor = Advisor::new(
-        registry(&Config::default(), false, false, None),
-        fake.host.clone(),
-        fake.cgroups.clone(),
-    )
-    .with_clock_ticks(100);
+    let mut advisor = advisor(&fake);
 
     fake.proc_stat(1000, 4);
     fake.meminfo(16 * GI, 10 * GI);
@@ -182,7 +187,7 @@ fn missing_pod_cgroups_are_skipped_and_errors_reported() {
         ..Default::default()
     };
     let mut advisor = Advisor::new(
-        registry(&Config::default(), false, false, None),
+        registry(&Config::default(), Gated::default(), None),
         fake.host.clone(),
         fake.cgroups.clone(),
     );
@@ -225,7 +230,14 @@ fn cpi_disables_itself_without_perf_cgroups() {
         ..Default::default()
     };
     let mut advisor = Advisor::new(
-        registry(&cfg, false, true, None),
+        registry(
+            &cfg,
+            Gated {
+                cpi: true,
+                ..Gated::default()
+            },
+            None,
+        ),
         fake.host.clone(),
         fake.cgroups.clone(),
     );
@@ -316,12 +328,7 @@ fn numa_usage_from_per_cpu_ticks_and_node_meminfo() {
         )
         .unwrap();
     }
-    let mut advisor = Advisor::new(
-        registry(&Config::default(), false, false, None),
-        fake.host.clone(),
-        fake.cgroups.clone(),
-    )
-    .with_clock_ticks(100);
+    let mut advisor = advisor(&fake);
     let states = States::default();
     fake.proc_stat(0, 4);
     fake.meminfo(16 * GI, 10 * GI);
@@ -336,4 +343,50 @@ fn numa_usage_from_per_cpu_ticks_and_node_meminfo() {
     let mem = |n| value(&s, &SeriesKey::numa(MetricKind::NodeNumaMemoryUsage, n));
     assert_eq!(mem(0), Some((3 * GI) as f64));
     assert_eq!(mem(1), Some(GI as f64));
+}
+
+#[test]
+fn page_cache_series_for_pods_containers_and_host_apps() {
+    let fake = FakeHost::new(Version::V1, Driver::Cgroupfs, false);
+    let ls = fake.pod("ls", "uid-ls", KubeQoS::Burstable, None, &["c-ls"], 0);
+    fake.proc_stat(0, 4);
+    fake.meminfo(16 * GI, 10 * GI);
+    fake.cgroup(&ls.dir, 0, 100 * MI, 50 * MI, 0, 0);
+    fake.cgroup(&ls.containers[0].dir, 0, 90 * MI, 50 * MI, 0, 0);
+    fake.memory_usage(&ls.dir, 150 * MI);
+    fake.memory_usage(&ls.containers[0].dir, 140 * MI);
+    let app = crate::os::CgroupDir::new("host-latency-sensitive/nginx");
+    fake.cgroup(&app, 0, 10 * MI, 5 * MI, 0, 0);
+    fake.memory_usage(&app, 15 * MI);
+    let nm: crate::api::slo::NodeMetric = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "n"},
+        "spec": {"metricCollectPolicy": {"nodeMemoryCollectPolicy": "usageWithPageCache"}}}))
+    .unwrap();
+    let slo: crate::api::slo::NodeSLO = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "n"}, "spec": {"hostApplications": [{"name": "nginx", "qos": "LS",
+        "cgroupPath": {"base": "CgroupRoot", "relativePath": "host-latency-sensitive/nginx"}}]}}))
+    .unwrap();
+    let states = States {
+        pods: Arc::new(vec![ls.clone()]),
+        node_metric: Some(Arc::new(nm)),
+        node_slo: Some(Arc::new(slo)),
+        ..Default::default()
+    };
+    let mut advisor = advisor(&fake);
+    let (s, _) = advisor.pass(&states, 1_000, 0);
+    let id = crate::koordlet::informer::PodMeta::container_id(&ls.containers[0]);
+    let key = SeriesKey::container(MetricKind::ContainerMemoryWithPageCache, id);
+    assert_eq!(
+        key.encode(),
+        format!("container_memory_usage_with_page_cache{{container_id={id}}}")
+    );
+    assert_eq!(value(&s, &key), Some((140 * MI) as f64));
+    let pod = SeriesKey::pod(MetricKind::PodMemoryWithPageCache, "uid-ls");
+    assert_eq!(value(&s, &pod), Some((150 * MI) as f64));
+    let app = SeriesKey::host_app(MetricKind::HostAppMemoryWithPageCache, "nginx");
+    assert_eq!(
+        app.encode(),
+        "host_application_memory_usage_with_page_cache{host_app_name=nginx}"
+    );
+    assert_eq!(value(&s, &app), Some((15 * MI) as f64));
 }

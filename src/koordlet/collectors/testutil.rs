@@ -159,6 +159,26 @@ impl FakeHost {
         }
     }
 
+    /// One collection pass's view of this host at time 5 ms.
+    pub fn env<'a>(
+        &'a self,
+        states: &'a crate::koordlet::informer::States,
+    ) -> super::CollectEnv<'a> {
+        super::CollectEnv {
+            host: &self.host,
+            cgroups: &self.cgroups,
+            states,
+            now_ms: 5,
+            mono_ns: 0,
+            clk_tck: 100,
+        }
+    }
+
+    /// Memory usage with page cache (`memory.usage_in_bytes` / `memory.current`).
+    pub fn memory_usage(&self, dir: &CgroupDir, bytes: u64) {
+        self.write(Resource::MemoryUsage, dir, &bytes.to_string());
+    }
+
     pub fn cpuset(&self, dir: &CgroupDir, cpus: &str) {
         self.write(Resource::CpusetCpus, dir, cpus);
     }

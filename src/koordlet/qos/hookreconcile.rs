@@ -13,7 +13,7 @@ use super::context::{QosCtx, record};
 use super::executor::{Executor, Update};
 use super::runner::Entry;
 use super::runner::{Round, Strategy};
-use crate::api::extension::qos::{KubeQoS, pod_qos_class_with_default};
+use crate::api::extension::qos::{KubeQoS, QoSClass, pod_qos_class_with_default};
 use crate::koordlet::features;
 use crate::koordlet::informer::States;
 use crate::koordlet::runtimehooks::rules::{NodeCpus, Rules};
@@ -57,7 +57,7 @@ fn reconcile(
 pub struct Cpusets {
     pub ex: Arc<Executor>,
     pub host: Host,
-    pub online: Vec<u32>,
+    pub cpus: Vec<crate::os::system::CpuInfo>,
     pub unset_cpu_quota: bool,
     /// The kubelet's CPU manager state, whose static-policy pins stay out of the pools.
     pub kubelet_state: Option<std::path::PathBuf>,
@@ -69,15 +69,11 @@ impl Strategy for Cpusets {
     }
 
     fn prepare(&mut self) -> bool {
-        self.online = self
-            .host
-            .cpu_topology()
-            .map(|t| t.iter().map(|c| c.id).collect())
-            .unwrap_or_default();
-        if self.online.is_empty() {
+        self.cpus = self.host.cpu_topology().unwrap_or_default();
+        if self.cpus.is_empty() {
             tracing::warn!("CPUSetAllocator: online CPUs unknown; cpusets are not reconciled");
         }
-        !self.online.is_empty()
+        !self.cpus.is_empty()
     }
 
     fn interval(&self) -> Duration {
@@ -91,15 +87,17 @@ impl Strategy for Cpusets {
             group_identity: false,
             gpu_env_inject: false,
             rdma_device_inject: false,
+            be_cpu_manager: false,
             unset_cpu_quota: self.unset_cpu_quota,
         };
-        let cpus = NodeCpus::read(&self.online, self.kubelet_state.as_deref(), &states.pods);
+        let cpus = NodeCpus::read(&self.cpus, self.kubelet_state.as_deref(), &states.pods);
         for pod in states.pods.iter() {
             let mut cpusets = Vec::new();
             let mut quotas = Vec::new();
             for c in &pod.containers {
                 let v = rules.container(&pod.pod, &c.name, states, &cpus);
-                if let Some(set) = v.cpuset {
+                // An empty answer (BestEffort) leaves the container on its parent's CPUs.
+                if let Some(set) = v.cpuset.filter(|s| !s.is_empty()) {
                     cpusets.push(Update::new(Resource::CpusetCpus, c.dir.clone(), set));
                 }
                 if v.cfs_quota == Some(-1) {
@@ -153,6 +151,7 @@ impl Strategy for Bvt {
             group_identity: true,
             gpu_env_inject: false,
             rdma_device_inject: false,
+            be_cpu_manager: false,
             unset_cpu_quota: false,
         };
         // The kube QoS directories first (Koordinator's kubeQOSDirParams), then the pods.
@@ -173,6 +172,18 @@ impl Strategy for Bvt {
             let what = ("groupidentity", "pod", Resource::BvtWarpNs);
             reconcile(ctx, states, what, &self.ex, &pod.name, vec![u]);
         }
+        // The NodeSLO's host applications by their qos (Koordinator's SetHostAppBvtValue).
+        for app in &states.slo().host_applications {
+            let qos = QoSClass::from_name(app.qos.as_deref().unwrap_or_default());
+            let dir = crate::koordlet::collectors::host_app::app_dir(self.ex.cgroups(), app);
+            let (Some(bvt), Some(dir), Some(name)) = (rules.bvt(qos, states), dir, &app.name)
+            else {
+                continue;
+            };
+            let u = Update::new(Resource::BvtWarpNs, dir, bvt.to_string());
+            let what = ("groupidentity", "hostapp", Resource::BvtWarpNs);
+            reconcile(ctx, states, what, &self.ex, name, vec![u]);
+        }
         futures::future::ready(Round::DONE).boxed()
     }
 }
@@ -184,7 +195,7 @@ pub const CPUSETS: Entry = Entry {
         Box::new(Cpusets {
             ex: d.executor.clone(),
             host: d.host.clone(),
-            online: Vec::new(),
+            cpus: Vec::new(),
             unset_cpu_quota: d.unset_cpu_quota,
             kubelet_state: Some(d.kubelet_state.clone()),
         })
@@ -259,7 +270,7 @@ pub(super) mod tests {
         let mut s = Cpusets {
             ex: Arc::new(Executor::new(cg, Duration::from_secs(60))),
             host: Host::new("/proc", "/sys"),
-            online: vec![0, 1, 2, 3],
+            cpus: crate::koordlet::runtimehooks::rules::NodeCpus::online(&[0, 1, 2, 3]).cpus,
             unset_cpu_quota: true,
             kubelet_state: None,
         };
@@ -276,8 +287,8 @@ pub(super) mod tests {
         assert_eq!(read(&lse).trim(), "0");
         assert_eq!(
             read(&be).trim(),
-            "1-3",
-            "the BE share pool leaves the LSE pod's CPU"
+            "0-3",
+            "a BestEffort container is left on its parent's CPUs (cpusuppress's)"
         );
         // Koordinator's IsPodCfsQuotaNeedUnset: the pinned pod runs without a CFS quota,
         // pod and container; the others keep theirs.
@@ -302,10 +313,17 @@ pub(super) mod tests {
             std::fs::create_dir_all(file(k).parent().unwrap()).unwrap();
             std::fs::write(file(k), "7").unwrap();
         }
+        let app = dir
+            .path()
+            .join("cpu/host-latency-sensitive/nginx/cpu.bvt_warp_ns");
+        std::fs::create_dir_all(app.parent().unwrap()).unwrap();
+        std::fs::write(&app, "7").unwrap();
         let slo: crate::api::slo::NodeSLO = serde_json::from_value(json!({
             "metadata": {"name": "n"}, "spec": {"resourceQOSStrategy": {
                 "lsClass": {"cpuQOS": {"enable": true, "groupIdentity": 2}},
-                "beClass": {"cpuQOS": {"enable": true, "groupIdentity": -1}}}}}))
+                "beClass": {"cpuQOS": {"enable": true, "groupIdentity": -1}}},
+              "hostApplications": [{"name": "nginx", "qos": "LS", "cgroupPath":
+                {"base": "CgroupRoot", "relativePath": "host-latency-sensitive/nginx/"}}]}}))
         .unwrap();
         let states = States {
             node_slo: Some(Arc::new(slo)),
@@ -326,6 +344,11 @@ pub(super) mod tests {
             read(KubeQoS::Burstable).trim(),
             "2",
             "burstable: the LS class"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&app).unwrap().trim(),
+            "2",
+            "an LS host application: the LS class (SetHostAppBvtValue)"
         );
         assert_eq!(
             read(KubeQoS::Guaranteed).trim(),

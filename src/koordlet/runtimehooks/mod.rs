@@ -3,8 +3,11 @@
 //! directory. It answers PreRunPodSandbox (GroupIdentity: the pod cgroup's bvt), and
 //! PreCreateContainer / PreUpdateContainerResources (BatchResource and CPUSetAllocator
 //! values, see `rules`), so a container has them before its first instruction. The QoS
-//! loops keep re-applying the same values to running containers (the reconciler).
+//! loops keep re-applying the same values to running containers (the reconciler). The same
+//! decisions answer the runtime's NRI events where the runtime has NRI (`nri`).
 
+pub mod cpuset;
+pub mod nri;
 pub mod rdma;
 pub mod request;
 pub mod rules;
@@ -33,6 +36,8 @@ pub struct Config {
     /// Keep the CFS quota of pods pinned to CPUs (Koordinator's
     /// `--disable-unset-cpu-quota`; by default CPUSetAllocator lifts it).
     pub disable_unset_cpu_quota: bool,
+    /// The koordlet as an NRI plugin of the runtime (beside the proxy mode's server).
+    pub nri: nri::Config,
 }
 
 impl Default for Config {
@@ -44,6 +49,7 @@ impl Default for Config {
             hook_server_dir: "/etc/runtime/hookserver.d".into(),
             failure_policy: "Ignore".into(),
             disable_unset_cpu_quota: false,
+            nri: nri::Config::default(),
         }
     }
 }

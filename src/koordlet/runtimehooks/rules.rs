@@ -3,24 +3,22 @@
 //! groupidentity}`):
 //! - BatchResource: a BE container's cpu.shares, CFS quota and memory limit come from its
 //!   `kubernetes.io/batch-cpu` / `batch-memory` requests and limits.
-//! - CPUSetAllocator: LSE/LSR containers get the CPUs of their `resource-status` annotation;
-//!   LS containers the share pool (every CPU no LSE/LSR pod holds); BE containers the BE
-//!   share pool (every CPU no LSE pod holds).
+//! - CPUSetAllocator: see `cpuset` (pinned CPUs, NUMA-aware pools, SYSTEM, LS pools, an
+//!   empty cpuset for BestEffort, nothing under the kubelet's static policy).
 //! - GroupIdentity: the pod cgroup's `cpu.bvt_warp_ns` for its QoS class from the NodeSLO's
 //!   `cpuQOS.groupIdentity` (only where the NodeSLO enables cpuQOS for the class).
 
-use std::collections::BTreeSet;
-
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::api::cpuset;
 use crate::api::extension::qos::{KubeQoS, QoSClass, pod_qos_class_with_default};
 use crate::api::extension::resourcestatus::pinned_cpus as pinned;
 use crate::api::slo::nodeslo::{ResourceQOS, ResourceQOSStrategy};
 use crate::koordlet::informer::States;
 use crate::koordlet::qos::batchresource::{container_values, normalization_ratio};
-use crate::koordlet::topology;
 use crate::os::Resource;
+
+use super::cpuset::CpusetRule;
+pub use super::cpuset::NodeCpus;
 
 /// Which hooks run (their feature gates).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,40 +31,21 @@ pub struct Rules {
     /// CPUSetAllocator lifts the CFS quota of pods pinned to CPUs (off with
     /// `--disable-unset-cpu-quota`, Koordinator's flag).
     pub unset_cpu_quota: bool,
+    /// The BECPUManager gate: NUMA-aware BE pods get their nodes' BE share pools.
+    pub be_cpu_manager: bool,
 }
 
-/// The node's CPUs as CPUSetAllocator sees them.
-#[derive(Debug, Clone, Default)]
-pub struct NodeCpus {
-    pub online: Vec<u32>,
-    /// CPUs the kubelet's static CPU manager pinned (`cpu_manager_state`): no share pool
-    /// has them, as in the reported NRT.
-    pub kubelet_pinned: BTreeSet<u32>,
-}
-
-impl NodeCpus {
-    /// `online`, with the pins of the kubelet state file at `kubelet_state`, read now
-    /// (small, and the kubelet rewrites it as pods come and go).
-    pub fn read(
-        online: &[u32],
-        kubelet_state: Option<&std::path::Path>,
-        pods: &[crate::koordlet::informer::PodMeta],
-    ) -> NodeCpus {
-        let kubelet = kubelet_state.map(topology::KubeletCpuState::read);
-        NodeCpus {
-            online: online.to_vec(),
-            kubelet_pinned: kubelet
-                .map(|k| topology::kubelet_pinned(pods, &k))
-                .unwrap_or_default(),
-        }
-    }
-
-    pub fn online(ids: &[u32]) -> NodeCpus {
-        NodeCpus {
-            online: ids.to_vec(),
-            kubelet_pinned: BTreeSet::new(),
-        }
-    }
+impl Rules {
+    /// Every hook off (tests and reconcilers name the ones they run).
+    pub const OFF: Rules = Rules {
+        batch_resource: false,
+        cpuset: false,
+        group_identity: false,
+        gpu_env_inject: false,
+        rdma_device_inject: false,
+        unset_cpu_quota: false,
+        be_cpu_manager: false,
+    };
 }
 
 /// Values for a container; `None` leaves the runtime's value.
@@ -91,7 +70,12 @@ impl Rules {
             Rules::batch(pod, container, states, &mut out);
         }
         if self.cpuset {
-            out.cpuset = Rules::cpuset(pod, states, cpus);
+            out.cpuset = CpusetRule::from_node(states, cpus, self.be_cpu_manager)
+                .container_cpuset(pod)
+                .unwrap_or_else(|e| {
+                    tracing::debug!(error = %e, "CPUSetAllocator: cpuset left as it is");
+                    None
+                });
         }
         if self.unsets_quota(pod) {
             out.cfs_quota = Some(-1);
@@ -123,30 +107,6 @@ impl Rules {
                 Resource::MemoryLimit => out.memory_limit = Some(v),
                 _ => {}
             }
-        }
-    }
-
-    /// CPUSetAllocator: the container's cpuset by its pod's QoS class. The share pools
-    /// leave out the CPUs the node reserves (`node.koordinator.sh/reservation`, exclusive
-    /// `system-qos-resource`), as the reported NRT pools do; SYSTEM pods get the
-    /// `system-qos-resource` CPUs.
-    pub fn cpuset(pod: &Pod, states: &States, cpus: &NodeCpus) -> Option<String> {
-        let node = states.node.as_deref();
-        let pools =
-            || topology::share_pools(&cpus.online, node, &states.pods, &cpus.kubelet_pinned);
-        let shown = |set: BTreeSet<u32>| {
-            let ids: Vec<u32> = set.into_iter().collect();
-            (!ids.is_empty()).then(|| cpuset::format(&ids))
-        };
-        match pod_qos_class_with_default(pod) {
-            QoSClass::Lse | QoSClass::Lsr => {
-                let own = pinned(pod);
-                (!own.is_empty()).then(|| cpuset::format(&own))
-            }
-            QoSClass::System => node.and_then(topology::system_qos_cpuset),
-            QoSClass::Ls => shown(pools().0),
-            QoSClass::Be => shown(pools().1),
-            _ => None,
         }
     }
 
@@ -220,6 +180,7 @@ mod tests {
     use crate::koordlet::informer::PodMeta;
     use crate::os::{Cgroups, Driver, Version};
     use serde_json::json;
+    use std::collections::BTreeSet;
     use std::sync::Arc;
 
     fn pod(
@@ -255,11 +216,13 @@ mod tests {
         gpu_env_inject: true,
 
         rdma_device_inject: true,
+
+        be_cpu_manager: false,
         unset_cpu_quota: true,
     };
 
     #[test]
-    fn be_containers_get_batch_values_and_the_be_share_pool() {
+    fn be_containers_get_batch_values_and_keep_their_parents_cpus() {
         let lse = pod(
             "lse",
             "LSE",
@@ -288,8 +251,8 @@ mod tests {
         assert_eq!(v.memory_limit, Some(512 << 20));
         assert_eq!(
             v.cpuset.as_deref(),
-            Some("2-3"),
-            "BE shares LSR's CPUs, never LSE's"
+            Some(""),
+            "a BestEffort container keeps its parent's CPUs (cpusuppress's besteffort directory)"
         );
         let ls = pod("ls", "LS", json!({}), json!({}));
         assert_eq!(
@@ -321,6 +284,8 @@ mod tests {
             gpu_env_inject: false,
 
             rdma_device_inject: false,
+
+            be_cpu_manager: false,
             unset_cpu_quota: false,
         };
         assert_eq!(
@@ -355,7 +320,11 @@ mod tests {
             Some("3-4"),
             "no reserved, system or LSR CPU"
         );
-        assert_eq!(of("BE").as_deref(), Some("2-4"), "BE shares LSR's CPUs");
+        assert_eq!(
+            of("BE").as_deref(),
+            Some(""),
+            "BestEffort: the parent's CPUs"
+        );
         // The kubelet's static-policy pins (cpu_manager_state) are nobody's pool either.
         let pinned_by_kubelet = NodeCpus {
             kubelet_pinned: BTreeSet::from([4]),

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use tonic::{Request, Response, Status};
 
+use super::cpuset::CpusetRule;
 use super::request;
 use super::rules::{ContainerValues, NodeCpus, Rules};
 use crate::api::extension::qos::pod_qos_class_with_default;
@@ -16,19 +17,28 @@ use crate::kernel::hookproto::runtime_hook_service_server::{
 };
 use crate::kernel::hookproto::{
     ContainerResourceHookRequest, ContainerResourceHookResponse, LinuxContainerResources,
-    PodSandboxHookRequest, PodSandboxHookResponse,
+    LinuxDevice, PodSandboxHookRequest, PodSandboxHookResponse,
 };
 use crate::koordlet::informer::{Informer, PodMeta, States};
 use crate::koordlet::metrics::KoordletMetrics;
 use crate::os::{CgroupDir, Cgroups, Resource};
 use k8s_openapi::api::core::v1::Pod;
 
+/// What PreCreateContainer adds besides resources.
+#[derive(Debug, Default)]
+pub struct Extras {
+    /// GPUEnvInject's `NVIDIA_VISIBLE_DEVICES`.
+    pub env: Option<(String, String)>,
+    /// RDMADeviceInject's devices.
+    pub devices: Vec<LinuxDevice>,
+}
+
 pub struct Hooks {
     pub informer: Informer,
     pub rules: Rules,
     pub cgroups: Cgroups,
     /// The node's online CPUs.
-    pub online: Vec<u32>,
+    pub cpus: Vec<crate::os::system::CpuInfo>,
     /// The kubelet's CPU manager state (`koordlet.kubelet.cpuManagerStateFile`): its
     /// static-policy pins stay out of the share pools.
     pub kubelet_state: Option<std::path::PathBuf>,
@@ -41,12 +51,17 @@ pub struct Hooks {
 }
 
 impl Hooks {
-    pub fn new(informer: Informer, rules: Rules, cgroups: Cgroups, online: Vec<u32>) -> Hooks {
+    pub fn new(
+        informer: Informer,
+        rules: Rules,
+        cgroups: Cgroups,
+        cpus: Vec<crate::os::system::CpuInfo>,
+    ) -> Hooks {
         Hooks {
             informer,
             rules,
             cgroups,
-            online,
+            cpus,
             kubelet_state: None,
             device_roots: Default::default(),
             observed: None,
@@ -78,13 +93,13 @@ impl Hooks {
         out
     }
 
-    /// The container's resources with the hooks' values in (the proxy expects complete
-    /// resources back: cpusets are always replaced).
-    pub fn container_answer(
+    /// What the hooks decide for a container (BatchResource, CPUSetAllocator), from the
+    /// request and, for what it lacks, the informer's copy of the pod.
+    pub fn container_values(
         &self,
         req: &ContainerResourceHookRequest,
         stage: &str,
-    ) -> Option<LinuxContainerResources> {
+    ) -> Option<ContainerValues> {
         let uid = req.pod_meta.as_ref()?.uid.as_str();
         let name = req.container_meta.as_ref()?.name.as_str();
         let (states, known) = self.known(uid);
@@ -100,14 +115,27 @@ impl Hooks {
             v.cpuset = self
                 .timed("CPUSetAllocator", stage, || {
                     let cpus =
-                        NodeCpus::read(&self.online, self.kubelet_state.as_deref(), &states.pods);
-                    Ok(Rules::cpuset(&pod, &states, &cpus))
+                        NodeCpus::read(&self.cpus, self.kubelet_state.as_deref(), &states.pods);
+                    CpusetRule::from_node(&states, &cpus, self.rules.be_cpu_manager)
+                        .container_cpuset(&pod)
+                        .map_err(|e| Status::invalid_argument(format!("CPUSetAllocator: {e}")))
                 })
                 .unwrap_or_default();
             if self.rules.unsets_quota(&pod) {
                 v.cfs_quota = Some(-1);
             }
         }
+        Some(v)
+    }
+
+    /// The container's resources with the hooks' values in (the proxy expects complete
+    /// resources back: cpusets are always replaced).
+    pub fn container_answer(
+        &self,
+        req: &ContainerResourceHookRequest,
+        stage: &str,
+    ) -> Option<LinuxContainerResources> {
+        let v = self.container_values(req, stage)?;
         let mut r = req.container_resources.clone().unwrap_or_default();
         if let Some(s) = v.cpu_shares {
             r.cpu_shares = s;
@@ -127,10 +155,36 @@ impl Hooks {
         Some(r)
     }
 
-    /// The whole answer to a container hook: resources (see `container_answer`); with
-    /// GPUEnvInject, the container's envs plus `NVIDIA_VISIBLE_DEVICES` (envs are replaced
-    /// whole by the proxy, so the request's are echoed); with RDMADeviceInject, the RDMA
-    /// devices (an error when the allocated ones are missing, as Koordinator).
+    /// What PreCreateContainer adds besides resources: with GPUEnvInject, the
+    /// `NVIDIA_VISIBLE_DEVICES` env; with RDMADeviceInject, the RDMA devices (an error when
+    /// the allocated ones are missing, as Koordinator).
+    pub fn container_extras(
+        &self,
+        req: &ContainerResourceHookRequest,
+        stage: &str,
+    ) -> Result<Extras, Status> {
+        if stage != "PreCreateContainer" {
+            return Ok(Extras::default());
+        }
+        let mut env = None;
+        if self.rules.gpu_env_inject {
+            env = self.timed("gpu env inject", stage, || {
+                Ok(self.rules.gpu_env(&req.pod_annotations))
+            })?;
+        }
+        let mut devices = Vec::new();
+        if self.rules.rdma_device_inject {
+            devices = self.timed("rdma device inject", stage, || {
+                super::rdma::devices(&req.pod_annotations, &self.device_roots)
+                    .map_err(|e| Status::failed_precondition(format!("RDMADeviceInject: {e}")))
+            })?;
+        }
+        Ok(Extras { env, devices })
+    }
+
+    /// The whole answer to a container hook in proxy mode: resources (see
+    /// `container_answer`) and the extras; envs are replaced whole by the proxy, so the
+    /// request's are echoed with the injected one.
     pub fn container_response(
         &self,
         req: &ContainerResourceHookRequest,
@@ -140,22 +194,26 @@ impl Hooks {
             container_resources: self.container_answer(req, stage),
             ..Default::default()
         };
-        if self.rules.gpu_env_inject && stage == "PreCreateContainer" {
-            let env = self.timed("gpu env inject", stage, || {
-                Ok(self.rules.gpu_env(&req.pod_annotations))
-            })?;
-            if let Some((k, v)) = env {
-                resp.container_envs = req.container_envs.clone();
-                resp.container_envs.insert(k, v);
-            }
+        let extras = self.container_extras(req, stage)?;
+        if let Some((k, v)) = extras.env {
+            resp.container_envs = req.container_envs.clone();
+            resp.container_envs.insert(k, v);
         }
-        if self.rules.rdma_device_inject && stage == "PreCreateContainer" {
-            resp.container_devices = self.timed("rdma device inject", stage, || {
-                super::rdma::devices(&req.pod_annotations, &self.device_roots)
-                    .map_err(|e| Status::failed_precondition(format!("RDMADeviceInject: {e}")))
-            })?;
-        }
+        resp.container_devices = extras.devices;
         Ok(resp)
+    }
+
+    /// PreRunPodSandbox: GroupIdentity's bvt and CPUSetAllocator's quota lifting on the
+    /// pod cgroup. Failure policy Ignore, as Koordinator's default: the sandbox still runs.
+    pub fn pre_run_pod_sandbox(&self, req: &PodSandboxHookRequest) {
+        if self.rules.group_identity {
+            let _ = self.timed("GroupIdentity", "PreRunPodSandbox", || self.set_bvt(req));
+        }
+        if self.rules.cpuset {
+            let _ = self.timed("CPUSetAllocator", "PreRunPodSandbox", || {
+                self.unset_pod_quota(req)
+            });
+        }
     }
 
     /// The pod a sandbox request is for and its cgroup: the runtime's cgroup parent
@@ -218,17 +276,7 @@ impl RuntimeHookService for Arc<Hooks> {
         &self,
         r: Request<PodSandboxHookRequest>,
     ) -> R<PodSandboxHookResponse> {
-        // Failure policy Ignore, as Koordinator's default: the sandbox still runs.
-        if self.rules.group_identity {
-            let _ = self.timed("GroupIdentity", "PreRunPodSandbox", || {
-                self.set_bvt(r.get_ref())
-            });
-        }
-        if self.rules.cpuset {
-            let _ = self.timed("CPUSetAllocator", "PreRunPodSandbox", || {
-                self.unset_pod_quota(r.get_ref())
-            });
-        }
+        self.pre_run_pod_sandbox(r.get_ref());
         Ok(Response::new(PodSandboxHookResponse::default()))
     }
     async fn post_stop_pod_sandbox_hook(

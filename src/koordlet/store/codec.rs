@@ -1,13 +1,23 @@
-//! Chunk encoding: Gorilla-style compression at byte granularity. Timestamps are stored
-//! as zig-zag varint delta-of-deltas (one byte for a steady interval), values as the XOR
-//! with the previous value's bits, trimmed to their non-zero bytes (one byte when a value
-//! repeats). A steady 1 s series takes 2–9 bytes a point instead of 16, so sled holds and
-//! caches several times more history in the same memory.
+//! Chunk encoding. Timestamps are stored as zig-zag varint delta-of-deltas (one byte for a
+//! steady interval). Values take one of two forms, whichever the chunk allows:
+//! - decimal (`FORMAT_DECIMAL`): every value is a whole number of 10^-k (k = 0, 3 or 6) —
+//!   bytes, or usage the store kept to a micro-core — stored as zig-zag varint deltas of
+//!   those integers: 1–3 bytes a value for a noisy CPU series;
+//! - binary (`FORMAT`, Gorilla-style at byte granularity): the XOR with the previous
+//!   value's bits, trimmed to its non-zero bytes (one byte when a value repeats; up to 9
+//!   for a noisy float).
+//!
+//! Both are lossless: the decimal form is chosen only when every value reads back
+//! bit-for-bit.
 
 use super::aggregate::Point;
 
-/// First byte of every encoded chunk.
+/// First byte of a chunk of binary values.
 pub const FORMAT: u8 = 0xA1;
+/// First byte of a chunk of decimal values.
+pub const FORMAT_DECIMAL: u8 = 0xA2;
+/// The decimal scales tried, fewest digits first.
+const SCALES: [i32; 3] = [0, 3, 6];
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum CodecError {
@@ -33,9 +43,55 @@ fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
+/// The values as whole multiples of 10^-k, for the smallest k that reads every value back
+/// exactly.
+fn decimal(points: &[Point]) -> Option<(i32, Vec<i64>)> {
+    SCALES.iter().find_map(|&k| {
+        let f = 10f64.powi(k);
+        points
+            .iter()
+            .map(|p| {
+                let i = (p.value * f).round();
+                // Beyond 2^53 integers are no longer exact in a float.
+                let exact =
+                    i.abs() < 9.0e15 && ((i as i64) as f64 / f).to_bits() == p.value.to_bits();
+                exact.then_some(i as i64)
+            })
+            .collect::<Option<Vec<i64>>>()
+            .map(|ints| (k, ints))
+    })
+}
+
+/// Timestamps as zig-zag varint delta-of-deltas.
+fn put_times(out: &mut Vec<u8>, points: &[Point]) {
+    let (mut prev_ts, mut prev_delta) = (0i64, 0i64);
+    for (i, p) in points.iter().enumerate() {
+        if i == 0 {
+            put_varint(out, zigzag(p.ts));
+        } else {
+            let delta = p.ts.wrapping_sub(prev_ts);
+            put_varint(out, zigzag(delta.wrapping_sub(prev_delta)));
+            prev_delta = delta;
+        }
+        prev_ts = p.ts;
+    }
+}
+
 /// Encodes points sorted by time.
 pub fn encode(points: &[Point]) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + points.len() * 4);
+    if let Some((k, ints)) = decimal(points) {
+        out.push(FORMAT_DECIMAL);
+        put_varint(&mut out, points.len() as u64);
+        out.push(k as u8);
+        put_times(&mut out, points);
+        let mut prev = 0i64;
+        for i in ints {
+            put_varint(&mut out, zigzag(i.wrapping_sub(prev)));
+            prev = i;
+        }
+        return out;
+    }
     out.push(FORMAT);
     put_varint(&mut out, points.len() as u64);
     let (mut prev_ts, mut prev_delta, mut prev_bits) = (0i64, 0i64, 0u64);
@@ -120,13 +176,47 @@ impl Reader<'_> {
 /// Decodes a chunk written by [`encode`].
 pub fn decode(bytes: &[u8]) -> Result<Vec<Point>, CodecError> {
     let mut r = Reader { bytes, at: 0 };
-    let f = r.byte()?;
-    if f != FORMAT {
-        return Err(CodecError::Format(f));
+    match r.byte()? {
+        FORMAT => decode_binary(r, bytes.len()),
+        FORMAT_DECIMAL => decode_decimal(r, bytes.len()),
+        f => Err(CodecError::Format(f)),
     }
+}
+
+fn decode_decimal(mut r: Reader<'_>, len: usize) -> Result<Vec<Point>, CodecError> {
     let n = r.varint()?;
+    let k = r.byte()?;
+    if !SCALES.contains(&i32::from(k)) {
+        return Err(CodecError::Format(k));
+    }
+    let f = 10f64.powi(i32::from(k));
     // Every point takes at least two bytes: a corrupt count cannot make us allocate much.
-    let mut out = Vec::with_capacity((n as usize).min(bytes.len() / 2));
+    let mut times = Vec::with_capacity((n as usize).min(len / 2));
+    let (mut ts, mut delta) = (0i64, 0i64);
+    for i in 0..n {
+        if i == 0 {
+            ts = unzigzag(r.varint()?);
+        } else {
+            delta = delta.wrapping_add(unzigzag(r.varint()?));
+            ts = ts.wrapping_add(delta);
+        }
+        times.push(ts);
+    }
+    let mut value = 0i64;
+    let mut out = Vec::with_capacity(times.len());
+    for ts in times {
+        value = value.wrapping_add(unzigzag(r.varint()?));
+        out.push(Point {
+            ts,
+            value: value as f64 / f,
+        });
+    }
+    Ok(out)
+}
+
+fn decode_binary(mut r: Reader<'_>, len: usize) -> Result<Vec<Point>, CodecError> {
+    let n = r.varint()?;
+    let mut out = Vec::with_capacity((n as usize).min(len / 2));
     let (mut ts, mut delta, mut bits) = (0i64, 0i64, 0u64);
     for i in 0..n {
         if i == 0 {
@@ -194,12 +284,53 @@ mod tests {
     }
 
     #[test]
+    fn decimal_values_take_a_few_bytes_and_read_back_exactly() {
+        // A noisy CPU series kept to a micro-core, and memory in bytes.
+        let cpu: Vec<Point> = (0..60)
+            .map(|i| Point {
+                ts: 1_700_000_000_000 + i * 1000,
+                value: (52_341 + (i * 7919) % 20_000) as f64 / 1e6,
+            })
+            .collect();
+        let enc = encode(&cpu);
+        assert_eq!(enc[0], FORMAT_DECIMAL);
+        assert_eq!(decode(&enc).unwrap(), cpu);
+        assert!(enc.len() < 60 * 4, "{} bytes for 60 points", enc.len());
+        let mem: Vec<Point> = (0..60)
+            .map(|i| Point {
+                ts: i * 1000,
+                value: (1u64 << 30) as f64 + (i * 4096) as f64,
+            })
+            .collect();
+        let enc = encode(&mem);
+        assert_eq!(
+            (enc[0], enc[2]),
+            (FORMAT_DECIMAL, 0),
+            "whole bytes: scale 0"
+        );
+        assert_eq!(decode(&enc).unwrap(), mem);
+        // One value with more digits sends the chunk to the binary form, still exact.
+        let mut odd = cpu.clone();
+        odd[3].value = 0.1 + 0.2;
+        let enc = encode(&odd);
+        assert_eq!(enc[0], FORMAT);
+        assert_eq!(decode(&enc).unwrap(), odd);
+        // -0.0 and huge values are not decimal either.
+        for v in [-0.0, 1e300] {
+            let p = [Point { ts: 0, value: v }];
+            assert_eq!(decode(&encode(&p)).unwrap()[0].value.to_bits(), v.to_bits());
+        }
+    }
+
+    #[test]
     fn rejects_foreign_and_truncated_bytes() {
         assert_eq!(decode(&[]), Err(CodecError::Truncated));
         assert_eq!(decode(&[7, 1]), Err(CodecError::Format(7)));
-        let enc = encode(&pts(&[(1, 1.0), (2, 3.0)]));
-        for cut in 1..enc.len() {
-            assert!(decode(&enc[..cut]).is_err(), "cut at {cut}");
+        for case in [pts(&[(1, 1.0), (2, 3.0)]), pts(&[(1, 0.1 + 0.2), (2, 3.0)])] {
+            let enc = encode(&case);
+            for cut in 1..enc.len() {
+                assert!(decode(&enc[..cut]).is_err(), "cut at {cut}");
+            }
         }
     }
 
@@ -217,9 +348,20 @@ mod tests {
 
         #[test]
         fn any_bytes_never_panic(v in proptest::collection::vec(any::<u8>(), 0..64)) {
-            let mut bytes = vec![FORMAT];
-            bytes.extend(v);
-            let _ = decode(&bytes);
+            for f in [FORMAT, FORMAT_DECIMAL] {
+                let mut bytes = vec![f];
+                bytes.extend(v.iter().copied());
+                let _ = decode(&bytes);
+            }
+        }
+
+        #[test]
+        fn any_decimal_points_round_trip(v in proptest::collection::vec((any::<i64>(), -1_000_000_000_000i64..1_000_000_000_000), 0..50)) {
+            let points: Vec<Point> = v.iter().map(|&(ts, u)| Point { ts, value: u as f64 / 1e6 }).collect();
+            let back = decode(&encode(&points)).unwrap();
+            for (a, b) in back.iter().zip(&points) {
+                prop_assert_eq!((a.ts, a.value.to_bits()), (b.ts, b.value.to_bits()));
+            }
         }
     }
 }

@@ -1,17 +1,19 @@
-//! The koordlet's metric store on sled: one time series per (metric kind, labels). Points
-//! are grouped per series into one-minute chunks, one sled value each, compressed
-//! (`codec`); once an hour is over, its minute chunks are folded into one hour chunk, so a
-//! series holds at most ~two hours of minute keys plus one key per retained hour. A
-//! series' newest points wait in memory and are merged into their chunk every few samples,
-//! at a minute boundary and on flush, so sled sees a few writes per series per minute. Keys
-//! are bounded by series × retention hours and bytes by compressed history, not uptime.
-//! Data survives restarts.
+//! The koordlet's metric store: one time series per (metric kind, labels). The recent
+//! window — what the NodeMetric report's aggregates and the QoS loops read, 30 minutes by
+//! default — stays in memory, compressed a minute at a time (`recent`). Older minutes go
+//! to sled, one compressed chunk per series and hour, at each GC round (every few
+//! minutes) and when the koordlet stops; sled keys are bounded by series × retained hours,
+//! and sled sees one write per series per hour chunk and round instead of one per minute.
+//! Values are kept to six decimal places (a micro-core; byte counts are whole), which the
+//! codec stores as small integers. Data survives a restart; a crash loses what was still
+//! in memory (the last 30–35 minutes).
 
 pub mod aggregate;
 pub mod codec;
+mod recent;
 pub mod series;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -23,6 +25,8 @@ pub use series::{MetricKind, SeriesKey};
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
     pub retention: Duration,
+    /// What stays in memory (older minutes go to sled at each GC round).
+    pub recent: Duration,
     pub max_disk_bytes: u64,
     pub cache_bytes: u64,
 }
@@ -31,6 +35,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         Self {
             retention: Duration::from_secs(12 * 3600),
+            recent: Duration::from_millis(RECENT_MS as u64),
             max_disk_bytes: 100 << 20,
             cache_bytes: 4 << 20,
         }
@@ -43,24 +48,22 @@ pub enum StoreError {
     Sled(#[from] sled::Error),
 }
 
-const CHUNK_MS: i64 = 60_000;
+use recent::{Recent, chunk_of, merge};
+
 const HOUR_MS: i64 = 3_600_000;
-/// An hour is folded this long after it ends (late samples still land in minute chunks,
-/// and a later fold merges them too).
-const FOLD_DELAY_MS: i64 = 120_000;
+/// What stays in memory by default: NodeMetric's longest default aggregation window.
+pub const RECENT_MS: i64 = 30 * 60_000;
 /// kv key of the chunk encoding; absent in stores written before compression.
 const FORMAT_KEY: &str = "store.format";
 const FORMAT_VERSION: &[u8] = b"2";
-/// Open points per series before they are merged into their chunk (bounds what a crash
-/// can lose to about this many samples).
-const OPEN_LIMIT: usize = 15;
 
 struct SeriesEntry {
     id: u32,
     last_ts: i64,
-    /// Points not yet merged into sled, sorted by time, all in the chunk `open_chunk`.
-    open: Vec<Point>,
-    open_chunk: i64,
+    /// The newest point time in sled (`i64::MIN`: none); queries starting after it stay
+    /// in memory.
+    stored_until: i64,
+    recent: Recent,
 }
 
 pub struct MetricStore {
@@ -72,10 +75,6 @@ pub struct MetricStore {
     index: Mutex<HashMap<String, SeriesEntry>>,
     next_id: AtomicU32,
     opts: StoreOptions,
-}
-
-fn chunk_of(ts: i64) -> i64 {
-    ts.div_euclid(CHUNK_MS) * CHUNK_MS
 }
 
 fn hour_of(ts: i64) -> i64 {
@@ -108,15 +107,15 @@ fn decode(bytes: &[u8]) -> Vec<Point> {
     codec::decode(bytes).unwrap_or_default()
 }
 
-/// Merges `newer` into `older` (both sorted); newer values win on equal timestamps.
-fn merge(older: Vec<Point>, newer: &[Point]) -> Vec<Point> {
-    let mut out: Vec<Point> = older
-        .into_iter()
-        .filter(|p| newer.binary_search_by_key(&p.ts, |n| n.ts).is_err())
-        .collect();
-    out.extend_from_slice(newer);
-    out.sort_by_key(|p| p.ts);
-    out
+/// Values as the store keeps them: to six decimal places below 10^9 (beyond, floats are
+/// too coarse for it to matter, and byte counts are whole anyway).
+fn keep(v: f64) -> f64 {
+    if v.abs() >= 1e9 {
+        return v;
+    }
+    let kept = (v * 1e6).round() / 1e6;
+    // -0.0 reads as 0.
+    if kept == 0.0 { 0.0 } else { kept }
 }
 
 impl MetricStore {
@@ -143,6 +142,7 @@ impl MetricStore {
         let hours = db.open_tree("hours")?;
         let kv = db.open_tree("kv")?;
         migrate(&chunks, &kv)?;
+        fold_minutes(&chunks, &hours)?;
         let mut index = HashMap::new();
         let mut max_id = 0u32;
         for item in series.iter() {
@@ -151,19 +151,17 @@ impl MetricStore {
                 continue;
             };
             max_id = max_id.max(id);
-            let newest = |t: &sled::Tree| {
-                t.scan_prefix(id.to_be_bytes())
-                    .next_back()
-                    .and_then(|r| r.ok())
-                    .and_then(|(_, v)| decode(&v).last().map(|p| p.ts))
-                    .unwrap_or(i64::MIN)
-            };
-            let last_ts = newest(&chunks).max(newest(&hours));
+            let newest = hours
+                .scan_prefix(id.to_be_bytes())
+                .next_back()
+                .and_then(|r| r.ok())
+                .and_then(|(_, v)| decode(&v).last().map(|p| p.ts))
+                .unwrap_or(i64::MIN);
             let entry = SeriesEntry {
                 id,
-                last_ts,
-                open: Vec::new(),
-                open_chunk: 0,
+                last_ts: newest,
+                stored_until: newest,
+                recent: Recent::default(),
             };
             index.insert(String::from_utf8_lossy(&name).to_string(), entry);
         }
@@ -183,23 +181,27 @@ impl MetricStore {
         self.index.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Merges a series' open points into its chunk.
-    fn persist(&self, e: &mut SeriesEntry) -> Result<(), StoreError> {
-        if e.open.is_empty() {
-            return Ok(());
+    /// Moves a series' minutes that start before `cutoff` into their sled hour chunks
+    /// (merged with what the hour already holds; the moved points win).
+    fn spill(&self, e: &mut SeriesEntry, cutoff: i64) -> Result<(), StoreError> {
+        let points = e.recent.take_before(cutoff);
+        let mut by_hour: BTreeMap<i64, Vec<Point>> = BTreeMap::new();
+        for p in points {
+            by_hour.entry(hour_of(p.ts)).or_default().push(p);
         }
-        let key = chunk_key(e.id, e.open_chunk);
-        let stored = self
-            .chunks
-            .get(key)?
-            .map(|v| decode(&v))
-            .unwrap_or_default();
-        self.chunks.insert(key, encode(&merge(stored, &e.open)))?;
-        e.open.clear();
+        for (hour, mut pts) in by_hour {
+            pts.sort_by_key(|p| p.ts);
+            let key = chunk_key(e.id, hour);
+            let stored = self.hours.get(key)?.map(|v| decode(&v)).unwrap_or_default();
+            self.hours.insert(key, encode(&merge(stored, &pts)))?;
+            if let Some(last) = pts.last() {
+                e.stored_until = e.stored_until.max(last.ts);
+            }
+        }
         Ok(())
     }
 
-    /// Appends samples.
+    /// Appends samples (values kept to six decimal places; non-finite ones skipped).
     pub fn insert(&self, samples: &[(SeriesKey, Point)]) -> Result<(), StoreError> {
         let mut index = self.lock();
         for (key, p) in samples {
@@ -210,32 +212,22 @@ impl MetricStore {
             if !index.contains_key(&name) {
                 let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                 self.series.insert(name.as_bytes(), &id.to_be_bytes())?;
-                index.insert(
-                    name.clone(),
-                    SeriesEntry {
-                        id,
-                        last_ts: p.ts,
-                        open: Vec::new(),
-                        open_chunk: chunk_of(p.ts),
-                    },
-                );
+                let entry = SeriesEntry {
+                    id,
+                    last_ts: p.ts,
+                    stored_until: i64::MIN,
+                    recent: Recent::default(),
+                };
+                index.insert(name.clone(), entry);
             }
             let Some(e) = index.get_mut(&name) else {
                 continue;
             };
-            let chunk = chunk_of(p.ts);
-            if !e.open.is_empty() && chunk != e.open_chunk {
-                self.persist(e)?;
-            }
-            e.open_chunk = chunk;
-            match e.open.binary_search_by_key(&p.ts, |x| x.ts) {
-                Ok(i) => e.open[i] = *p,
-                Err(i) => e.open.insert(i, *p),
-            }
+            e.recent.insert(Point {
+                ts: p.ts,
+                value: keep(p.value),
+            });
             e.last_ts = e.last_ts.max(p.ts);
-            if e.open.len() >= OPEN_LIMIT {
-                self.persist(e)?;
-            }
         }
         Ok(())
     }
@@ -245,35 +237,30 @@ impl MetricStore {
         if end < start {
             return Ok(Vec::new());
         }
-        let (id, open) = {
+        let (id, stored_until, recent) = {
             let index = self.lock();
             match index.get(&key.encode()) {
-                Some(e) => (
-                    e.id,
-                    e.open
-                        .iter()
-                        .filter(|p| p.ts >= start && p.ts <= end)
-                        .copied()
-                        .collect::<Vec<_>>(),
-                ),
+                Some(e) => (e.id, e.stored_until, e.recent.query(start, end)),
                 None => return Ok(Vec::new()),
             }
         };
-        let read = |tree: &sled::Tree, from: i64, to: i64| -> Result<Vec<Point>, StoreError> {
-            let mut out = Vec::new();
-            for item in tree.range(chunk_key(id, from)..=chunk_key(id, to)) {
-                let (_, v) = item?;
-                out.extend(
-                    decode(&v)
-                        .into_iter()
-                        .filter(|p| p.ts >= start && p.ts <= end),
-                );
-            }
-            Ok(out)
-        };
-        let folded = read(&self.hours, hour_of(start), hour_of(end))?;
-        let minutes = read(&self.chunks, chunk_of(start), chunk_of(end))?;
-        Ok(merge(merge(folded, &minutes), &open))
+        if start > stored_until {
+            return Ok(recent);
+        }
+        let mut stored = Vec::new();
+        let last = end.min(stored_until);
+        for item in self
+            .hours
+            .range(chunk_key(id, hour_of(start))..=chunk_key(id, hour_of(last)))
+        {
+            let (_, v) = item?;
+            stored.extend(
+                decode(&v)
+                    .into_iter()
+                    .filter(|p| p.ts >= start && p.ts <= end),
+            );
+        }
+        Ok(merge(stored, &recent))
     }
 
     /// Aggregates of one series over a window; `None` when it has no samples there.
@@ -310,10 +297,17 @@ impl MetricStore {
         self.lock().len()
     }
 
-    /// Drops points older than the retention, series without recent points, and the
-    /// oldest points while the store exceeds its disk cap. Returns points removed.
+    /// Moves minutes older than the recent window to sled, then drops points older than
+    /// the retention, series without recent points, and the oldest points while the store
+    /// exceeds its disk cap. Returns points removed.
     pub fn gc(&self, now: i64) -> Result<usize, StoreError> {
-        self.fold(now)?;
+        {
+            let mut index = self.lock();
+            let cutoff = chunk_of(now - self.opts.recent.as_millis() as i64);
+            for e in index.values_mut() {
+                self.spill(e, cutoff)?;
+            }
+        }
         let mut removed = self.drop_before(now - self.opts.retention.as_millis() as i64, true)?;
         let mut keep = self.opts.retention.as_millis() as i64;
         for _ in 0..4 {
@@ -331,54 +325,28 @@ impl MetricStore {
         let mut removed = 0;
         let mut idle = Vec::new();
         for (name, e) in index.iter_mut() {
-            let before = e.open.len();
-            e.open.retain(|p| p.ts >= cutoff);
-            removed += before - e.open.len();
-            removed += drop_chunks(&self.chunks, e.id, chunk_of(cutoff), cutoff)?;
-            removed += drop_chunks(&self.hours, e.id, hour_of(cutoff), cutoff)?;
+            removed += e.recent.drop_before(cutoff);
+            if e.stored_until > i64::MIN {
+                removed += drop_chunks(&self.hours, e.id, hour_of(cutoff), cutoff)?;
+            }
             if forget_idle && e.last_ts < cutoff {
                 idle.push(name.clone());
             }
         }
+        // An idle series' points were all older than the cutoff: dropped above.
         for name in idle {
-            self.series.remove(name.as_bytes())?;
             index.remove(&name);
+            self.series.remove(name.as_bytes())?;
         }
         Ok(removed)
     }
 
-    /// Folds the minute chunks of every hour that ended over `FOLD_DELAY_MS` ago into one
-    /// hour chunk per series. The hour is written before its minutes are removed, so a
-    /// crash in between leaves duplicates (merged away on read), never a gap.
-    fn fold(&self, now: i64) -> Result<(), StoreError> {
-        let before = hour_of(now - FOLD_DELAY_MS);
-        let ids: Vec<u32> = self.lock().values().map(|e| e.id).collect();
-        for id in ids {
-            let mut by_hour: std::collections::BTreeMap<i64, (Vec<sled::IVec>, Vec<Point>)> =
-                Default::default();
-            for item in self
-                .chunks
-                .range(chunk_key(id, i64::MIN)..chunk_key(id, before))
-            {
-                let (k, v) = item?;
-                let slot = by_hour.entry(hour_of(key_time(&k))).or_default();
-                slot.0.push(k);
-                slot.1.extend(decode(&v));
-            }
-            for (hour, (keys, mut minutes)) in by_hour {
-                minutes.sort_by_key(|p| p.ts);
-                let key = chunk_key(id, hour);
-                let folded = self.hours.get(key)?.map(|v| decode(&v)).unwrap_or_default();
-                self.hours.insert(key, encode(&merge(folded, &minutes)))?;
-                let mut batch = sled::Batch::default();
-                keys.into_iter().for_each(|k| batch.remove(k));
-                self.chunks.apply_batch(batch)?;
-            }
-        }
-        Ok(())
+    /// Bytes the recent windows hold in memory.
+    pub fn recent_bytes(&self) -> usize {
+        self.lock().values().map(|e| e.recent.bytes()).sum()
     }
 
-    /// Chunk keys held now (minute and hour chunks), for tests and benches.
+    /// Chunk keys held in sled now, for tests and benches.
     pub fn chunk_keys(&self) -> usize {
         self.chunks.len() + self.hours.len()
     }
@@ -410,12 +378,12 @@ impl MetricStore {
         self.db.size_on_disk().unwrap_or(0)
     }
 
-    /// Merges every open point into sled and makes it durable.
+    /// Moves every point in memory to sled and makes it durable (the koordlet stopping).
     pub async fn flush(&self) -> Result<(), StoreError> {
         {
             let mut index = self.lock();
             for e in index.values_mut() {
-                self.persist(e)?;
+                self.spill(e, i64::MAX)?;
             }
         }
         self.db.flush_async().await?;
@@ -446,6 +414,34 @@ fn drop_chunks(
     }
     tree.apply_batch(batch)?;
     Ok(removed)
+}
+
+/// Folds the minute chunks of a store written before the recent window moved to memory
+/// into their hour chunks (once, on open). The hour is written before its minutes are
+/// removed, so a crash in between leaves duplicates (merged away on read), never a gap.
+fn fold_minutes(chunks: &sled::Tree, hours: &sled::Tree) -> Result<(), StoreError> {
+    let mut by_hour: BTreeMap<[u8; 12], (Vec<sled::IVec>, Vec<Point>)> = BTreeMap::new();
+    for item in chunks.iter() {
+        let (k, v) = item?;
+        let id = k.get(..4).and_then(|b| <[u8; 4]>::try_from(b).ok());
+        let Some(id) = id.map(u32::from_be_bytes) else {
+            continue;
+        };
+        let slot = by_hour
+            .entry(chunk_key(id, hour_of(key_time(&k))))
+            .or_default();
+        slot.0.push(k);
+        slot.1.extend(decode(&v));
+    }
+    for (key, (keys, mut minutes)) in by_hour {
+        minutes.sort_by_key(|p| p.ts);
+        let folded = hours.get(key)?.map(|v| decode(&v)).unwrap_or_default();
+        hours.insert(key, encode(&merge(folded, &minutes)))?;
+        let mut batch = sled::Batch::default();
+        keys.into_iter().for_each(|k| batch.remove(k));
+        chunks.apply_batch(batch)?;
+    }
+    Ok(())
 }
 
 /// Re-encodes the chunks of a store written before compression (16 raw bytes a point).

@@ -27,6 +27,12 @@ pub enum MetricKind {
     /// `usageWithPageCache` (NodeMetric `nodeMemoryCollectPolicy`): collected only then.
     NodeMemoryWithPageCache,
     PodMemoryWithPageCache,
+    ContainerMemoryWithPageCache,
+    HostAppMemoryWithPageCache,
+    /// LLC occupancy of a resctrl group per cache domain (`ResctrlCollector`).
+    ResctrlLlc,
+    /// Memory bandwidth counters of a resctrl group per cache domain.
+    ResctrlMb,
 }
 
 impl MetricKind {
@@ -56,6 +62,10 @@ impl MetricKind {
             Self::NodeGpuMemoryTotal => "node_gpu_memory_total",
             Self::NodeMemoryWithPageCache => "node_memory_usage_with_page_cache",
             Self::PodMemoryWithPageCache => "pod_memory_usage_with_page_cache",
+            Self::ContainerMemoryWithPageCache => "container_memory_usage_with_page_cache",
+            Self::HostAppMemoryWithPageCache => "host_application_memory_usage_with_page_cache",
+            Self::ResctrlLlc => "resctrl_resource_llc",
+            Self::ResctrlMb => "resctrl_resource_mb",
         }
     }
 }

@@ -147,6 +147,7 @@ enum Op {
     Insert(u8, i64, f64),
     Query(u8, i64, i64),
     Gc(i64),
+    Flush,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -154,6 +155,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0u8..3, 0i64..200_000, -1e6f64..1e6).prop_map(|(s, t, v)| Op::Insert(s, t, v)),
         2 => (0u8..3, 0i64..200_000, 0i64..200_000).prop_map(|(s, a, b)| Op::Query(s, a.min(b), a.max(b))),
         1 => (0i64..400_000).prop_map(Op::Gc),
+        1 => Just(Op::Flush),
     ]
 }
 
@@ -164,13 +166,14 @@ proptest! {
     #[test]
     fn matches_in_memory_model(ops in proptest::collection::vec(op(), 1..60)) {
         let retention = 100_000i64;
-        let s = MetricStore::temporary(StoreOptions { retention: Duration::from_millis(retention as u64), ..Default::default() }).unwrap();
+        // A one-minute recent window, so GC rounds move points to sled hour chunks.
+        let s = MetricStore::temporary(StoreOptions { retention: Duration::from_millis(retention as u64), recent: Duration::from_secs(60), ..Default::default() }).unwrap();
         let mut model: BTreeMap<(u8, i64), f64> = BTreeMap::new();
         for op in ops {
             match op {
                 Op::Insert(sid, ts, v) => {
                     s.insert(&[(cpu(&sid.to_string()), Point { ts, value: v })]).unwrap();
-                    model.insert((sid, ts), v);
+                    model.insert((sid, ts), keep(v));
                 }
                 Op::Query(sid, a, b) => {
                     let got: Vec<(i64, f64)> = s.query(&cpu(&sid.to_string()), a, b).unwrap().into_iter().map(|p| (p.ts, p.value)).collect();
@@ -184,6 +187,7 @@ proptest! {
                     s.gc(now).unwrap();
                     model.retain(|(_, t), _| *t >= now - retention);
                 }
+                Op::Flush => futures::executor::block_on(s.flush()).unwrap(),
             }
         }
     }
@@ -204,23 +208,28 @@ fn steady(key: &SeriesKey, from_s: i64, to_s: i64) -> Vec<(SeriesKey, Point)> {
 }
 
 #[test]
-fn finished_hours_fold_into_one_chunk_and_read_the_same() {
+fn the_recent_window_stays_in_memory_and_older_minutes_go_to_hour_chunks() {
     let s = MetricStore::temporary(StoreOptions::default()).unwrap();
     let a = cpu("a");
     // Three hours of 1 s samples, in batches as the collector writes them.
     for batch in steady(&a, 0, 3 * 3600).chunks(60) {
         s.insert(batch).unwrap();
     }
-    futures::executor::block_on(s.flush()).unwrap();
     let before = s.query(&a, 0, i64::MAX).unwrap();
     assert_eq!(before.len(), 3 * 3600);
-    assert_eq!(s.chunk_keys(), 180, "one key a minute before folding");
-    s.gc(3 * 3_600_000 + 5 * 60_000).unwrap();
-    assert_eq!(s.chunk_keys(), 3, "one key an hour once folded");
+    assert_eq!(s.chunk_keys(), 0, "nothing in sled before a GC round");
+    let now = 3 * 3_600_000 + 5 * 60_000;
+    s.gc(now).unwrap();
+    assert_eq!(s.chunk_keys(), 3, "one sled key an hour");
     assert_eq!(s.query(&a, 0, i64::MAX).unwrap(), before);
     let window = s.query(&a, 3_500_000, 3_700_000).unwrap();
-    assert_eq!(window.len(), 201, "a window across the fold boundary");
-    // A late sample for a folded hour lands in a minute chunk and wins on read.
+    assert_eq!(window.len(), 201, "a window across hours");
+    // Memory holds the last 25 minutes of data (now − 30 min to the end), compressed.
+    let in_memory = s.query(&a, now - RECENT_MS, i64::MAX).unwrap().len();
+    assert_eq!(in_memory, 25 * 60);
+    assert!(s.recent_bytes() < 25 * 60 * 4, "{} bytes", s.recent_bytes());
+    // A late sample for an hour in sled is kept in memory, wins on read, and is merged
+    // into its hour at the next round.
     s.insert(&[(
         a.clone(),
         Point {
@@ -229,11 +238,38 @@ fn finished_hours_fold_into_one_chunk_and_read_the_same() {
         },
     )])
     .unwrap();
-    futures::executor::block_on(s.flush()).unwrap();
     assert_eq!(s.query(&a, 10_000, 10_000).unwrap()[0].value, 99.0);
-    s.gc(3 * 3_600_000 + 5 * 60_000).unwrap();
-    assert_eq!(s.chunk_keys(), 3, "folded again");
+    s.gc(now).unwrap();
+    assert_eq!(s.chunk_keys(), 3);
     assert_eq!(s.query(&a, 10_000, 10_000).unwrap()[0].value, 99.0);
+}
+
+#[test]
+fn values_are_kept_to_six_decimal_places() {
+    let s = MetricStore::temporary(StoreOptions::default()).unwrap();
+    let a = cpu("a");
+    let raw = [0.123_456_789_1, -2.5e-7, 1_234.000_000_4, 3.0e12 + 0.5];
+    let samples: Vec<_> = raw
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            (
+                a.clone(),
+                Point {
+                    ts: i as i64,
+                    value: v,
+                },
+            )
+        })
+        .collect();
+    s.insert(&samples).unwrap();
+    let got: Vec<f64> = s
+        .query(&a, 0, 10)
+        .unwrap()
+        .iter()
+        .map(|p| p.value)
+        .collect();
+    assert_eq!(got, [0.123_457, 0.0, 1234.0, 3.0e12 + 0.5]);
 }
 
 #[test]
