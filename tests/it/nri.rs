@@ -340,3 +340,26 @@ async fn a_plugin_configuration_naming_an_unknown_event_is_refused_with_its_name
     shutdown.begin_drain();
     let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
 }
+
+#[tokio::test]
+async fn a_runtime_socket_that_appears_later_is_dialled() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("nri.sock");
+    let (shutdown, task) = start_plugin(socket.clone(), 50);
+    // The runtime comes up (or enables NRI) after the koordlet.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let listener = UnixListener::bind(&socket).unwrap();
+    let (mut rt, _) = tokio::time::timeout(
+        Duration::from_secs(20),
+        Runtime::accept_registration(&listener),
+    )
+    .await
+    .expect("dialled once the socket exists");
+    assert!(
+        rt.call("Configure", api::ConfigureRequest::default())
+            .await
+            .is_ok()
+    );
+    shutdown.begin_drain();
+    let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+}

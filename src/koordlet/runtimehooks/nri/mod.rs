@@ -89,6 +89,9 @@ impl Backoff {
     }
 }
 
+/// How often a missing runtime socket is looked for.
+const SOCKET_POLL: Duration = Duration::from_secs(10);
+
 /// Where the runtime's socket is: `socket_path` under `var_run` unless absolute.
 pub fn socket(cfg: &Config, var_run: &Path) -> PathBuf {
     var_run.join(&cfg.socket_path)
@@ -114,9 +117,17 @@ pub async fn run(cfg: Config, socket: PathBuf, plugin: plugin::Plugin, shutdown:
                     tracing::warn!(socket = %socket.display(), error = %e, "NRI: connection failed")
                 }
             }
-        } else if !told_missing {
-            told_missing = true;
-            tracing::info!(socket = %socket.display(), "NRI: no runtime socket (NRI off in the runtime, or the runtime not up); hooks run through the runtime proxy only until it appears");
+        } else {
+            if !told_missing {
+                told_missing = true;
+                tracing::info!(socket = %socket.display(), "NRI: no runtime socket (NRI off in the runtime, or the runtime not up); hooks run through the runtime proxy only until it appears");
+            }
+            // Watched at a steady pace: the back-off is for a runtime that refuses us, and
+            // would leave a socket that appears an hour later unused for another hour.
+            tokio::select! {
+                _ = tokio::time::sleep(SOCKET_POLL) => continue,
+                _ = shutdown.draining() => return,
+            }
         }
         let Some(wait) = cfg.backoff.wait(tries) else {
             tracing::warn!(socket = %socket.display(), steps = cfg.backoff.steps, "NRI: back-off steps spent; NRI hooks stay off");
