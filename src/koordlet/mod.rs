@@ -94,6 +94,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         psi: gates.on(features::PSI_COLLECTOR),
         cpi: gates.on(features::CPI_COLLECTOR),
         resctrl: gates.on(features::RESCTRL_COLLECTOR),
+        cold_page: gates.on(features::COLD_PAGE_COLLECTOR),
     };
     let collectors = collectors::registry(
         &cfg.collectors,
@@ -132,8 +133,9 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             ctx.shutdown.clone(),
         );
         let m = metrics.clone();
+        let per_cpu = gates.on(features::PER_CPU_METRIC);
         ctx.tasks.spawn("koordlet/node-topology", async move {
-            topology::report_loop(c, i, h, (f, m), s).await;
+            topology::report_loop(c, i, h, (f, m, per_cpu), s).await;
             Ok(())
         });
     }

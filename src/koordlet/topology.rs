@@ -415,9 +415,10 @@ pub async fn report_loop(
     client: kube::Client,
     informer: Informer,
     host: Host,
-    (kubelet, metrics): (
+    (kubelet, metrics, per_cpu): (
         crate::koordlet::config::KubeletConfig,
         std::sync::Arc<crate::koordlet::metrics::KoordletMetrics>,
+        bool,
     ),
     shutdown: Shutdown,
 ) {
@@ -449,7 +450,7 @@ pub async fn report_loop(
                 kubelet_config: config.as_ref(),
                 basic: &basic,
             });
-            metrics.share_pools(&want);
+            metrics.share_pools(&want, per_cpu);
             if last.as_ref().is_none_or(|l| !same(l, &want)) {
                 match write(&api, want.clone()).await {
                     Ok(_) => {

@@ -207,6 +207,12 @@ static SPECS: &[Spec] = &[
     },
     key(
         K,
+        "coldpage-collector-interval",
+        "koordlet.collectors.coldPageIntervalSeconds",
+        Secs,
+    ),
+    key(
+        K,
         "enable-resctrl-collector",
         "koordlet.collectors.enableResctrlCollector",
         Bool,

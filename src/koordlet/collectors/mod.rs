@@ -3,6 +3,7 @@
 //! so a pass over a fake tree produces exact, testable values.
 
 pub mod be_resource;
+pub mod cold_page;
 pub mod cpi;
 pub mod gpu;
 pub mod host_app;
@@ -130,12 +131,14 @@ pub struct Config {
     pub cpi_interval_seconds: u64,
     /// How long CPI counters count before they are read.
     pub cpi_window_seconds: u64,
+    /// ColdPageCollector's interval (`-coldpage-collector-interval`).
+    pub cold_page_interval_seconds: u64,
     /// ResctrlCollector runs with this and its gate (`-enable-resctrl-collector`).
     pub enable_resctrl_collector: bool,
     /// Its interval (`-resctrl-collector-interval`).
     pub resctrl_interval_seconds: u64,
     /// Collectors to skip by name (`nodeResource`, `podResource`, `podThrottled`,
-    /// `beResource`, `hostApplication`, `sysResource`, `psi`, `cpi`, `resctrl`, `gpu`).
+    /// `beResource`, `hostApplication`, `sysResource`, `psi`, `cpi`, `coldPage`, `resctrl`, `gpu`).
     pub disabled: Vec<String>,
 }
 
@@ -146,6 +149,7 @@ impl Default for Config {
             psi_interval_seconds: 10,
             cpi_interval_seconds: 60,
             cpi_window_seconds: 10,
+            cold_page_interval_seconds: 5,
             enable_resctrl_collector: false,
             resctrl_interval_seconds: 10,
             disabled: Vec::new(),
@@ -159,9 +163,11 @@ pub struct Gated {
     pub psi: bool,
     pub cpi: bool,
     pub resctrl: bool,
+    pub cold_page: bool,
 }
 
-/// The collectors, in pass order. PSI, CPI and resctrl also need their feature gates; GPU
+/// The collectors, in pass order. PSI, CPI, cold pages and resctrl also need their feature
+/// gates; GPU
 /// usage needs gate Accelerators, which hands it the NVML library (`nvml`).
 pub fn registry(cfg: &Config, gated: Gated, nvml: Option<&str>) -> Vec<Box<dyn Collector>> {
     let base = Duration::from_secs(cfg.collect_res_used_interval_seconds.max(1));
@@ -184,6 +190,11 @@ pub fn registry(cfg: &Config, gated: Gated, nvml: Option<&str>) -> Vec<Box<dyn C
             Duration::from_secs(cfg.cpi_interval_seconds.max(1)),
             Duration::from_secs(cfg.cpi_window_seconds.max(1)),
         )));
+    }
+    if gated.cold_page {
+        all.push(Box::new(cold_page::ColdPage::new(Duration::from_secs(
+            cfg.cold_page_interval_seconds.max(1),
+        ))));
     }
     if gated.resctrl && cfg.enable_resctrl_collector {
         all.push(Box::new(resctrl::Resctrl::new(Duration::from_secs(

@@ -376,8 +376,9 @@ impl KoordletMetrics {
         }
     }
 
-    /// The share pools' sizes and CPUs from a NodeResourceTopology report's annotations.
-    pub fn share_pools(&self, nrt: &crate::api::topology::NodeResourceTopology) {
+    /// The share pools' sizes, and with `per_cpu` (gate `PerCPUMetric`, as Koordinator) each
+    /// pool's CPUs, from a NodeResourceTopology report's annotations.
+    pub fn share_pools(&self, nrt: &crate::api::topology::NodeResourceTopology, per_cpu: bool) {
         let name = nrt.metadata.name.as_deref().unwrap_or_default();
         let node = node_only(name);
         let ann = nrt.metadata.annotations.as_ref();
@@ -406,7 +407,9 @@ impl KoordletMetrics {
                 .collect();
             family.get_or_create(&node).set(cpus[i].len() as f64);
         }
-        self.ops.set_share_pools(name, &cpus[0], &cpus[1]);
+        if per_cpu {
+            self.ops.set_share_pools(name, &cpus[0], &cpus[1]);
+        }
     }
 
     /// `koordlet_pod_eviction{node,reason}`.

@@ -12,7 +12,7 @@ fn share_pools_and_node_info_status() {
             "node.koordinator.sh/be-cpu-shared-pools": r#"[{"cpuset":"2-6","node":0,"socket":0}]"#}},
         "topologyPolicies": ["None"], "zones": []}))
     .unwrap();
-    m.share_pools(&nrt);
+    m.share_pools(&nrt, true);
     m.collected_node_info("n1", true, false);
     let scrape = registry.scrape();
     let value = |name: &str| {

@@ -103,6 +103,8 @@ pub enum Resource {
     MemoryUsage,
     MemoryStat,
     MemoryNumaStat,
+    /// kidled's per-cgroup idle page histogram (Alibaba Cloud Linux).
+    MemoryIdlePageStats,
     MemoryMin,
     MemoryLow,
     MemoryHigh,
@@ -145,6 +147,11 @@ impl Resource {
             MemoryUsage => (S::Memory, "memory.usage_in_bytes", "memory.current"),
             MemoryStat => (S::Memory, "memory.stat", "memory.stat"),
             MemoryNumaStat => (S::Memory, "memory.numa_stat", "memory.numa_stat"),
+            MemoryIdlePageStats => (
+                S::Memory,
+                "memory.idle_page_stats",
+                "memory.idle_page_stats",
+            ),
             MemoryMin => (S::Memory, "memory.min", "memory.min"),
             MemoryLow => (S::Memory, "memory.low", "memory.low"),
             MemoryHigh => (S::Memory, "memory.high", "memory.high"),
