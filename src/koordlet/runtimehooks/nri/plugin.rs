@@ -311,8 +311,10 @@ pub async fn session(
             }
             (ttrpc::PLUGIN_CONN, ttrpc::TYPE_REQUEST) => {
                 let req: Request = ttrpc::decode("Request", &msg.body)?;
-                configured |= req.method == "Configure";
                 let answer = plugin.call(&req.service, &req.method, &req.payload);
+                // A configuration we refused is no configuration: the runtime drops us and
+                // the next dial waits out the back-off.
+                configured |= req.method == "Configure" && answer.is_ok();
                 ttrpc::write(&mut wr, &ttrpc::response(msg.stream, answer)).await?;
                 if req.method == "Shutdown" {
                     return Ok(Ended::Closed);
