@@ -191,14 +191,23 @@ pub fn pass(store: &Store) -> Vec<String> {
     bound
 }
 
-/// Runs [`pass`] every half second until `stop`.
+/// Runs [`pass`] every half second until `stop`, when anything was written since the last
+/// pass (a pass depends only on what the store holds, so an idle cluster skips it), and at
+/// least every 10 s (a write of the pass that failed is retried).
 pub async fn run(store: Arc<Store>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let (mut seen, mut skipped) = (None, 0u32);
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
+        let rev = store.rev();
+        if seen == Some(rev) && skipped < 20 {
+            skipped += 1;
+            continue;
+        }
+        (seen, skipped) = (Some(rev), 0);
         pass(&store);
     }
 }

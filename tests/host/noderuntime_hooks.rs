@@ -95,12 +95,7 @@ async fn a_brand_new_be_pod_is_limited_at_its_first_instruction() {
     );
     let rules = Rules {
         batch_resource: true,
-        cpuset: false,
-        group_identity: false,
-        gpu_env_inject: false,
-        rdma_device_inject: false,
-        be_cpu_manager: false,
-        unset_cpu_quota: false,
+        ..Rules::OFF
     };
     let hooks = Hooks::new(
         Informer::fixed(States::default()),
