@@ -64,8 +64,7 @@ pub fn unsupported(d: &config::DeschedulerConfig) -> Vec<crate::kernel::compat::
     d.unsupported
         .iter()
         .map(|p| {
-            let msg = format!("descheduler plugin {p} is not implemented by koord yet; skipped");
-            crate::kernel::compat::Unsupported::new("plugin", p.clone(), msg)
+            crate::kernel::compat::Unsupported::new("plugin", p.clone(), config::why_unsupported(p))
         })
         .collect()
 }

@@ -1,7 +1,16 @@
-//! The upstream descheduler plugins koord runs at Deschedule, with sigs.k8s.io/descheduler's
-//! arg names: RemoveFailedPods, PodLifeTime, RemovePodsHavingTooManyRestarts,
-//! RemovePodsViolatingNodeTaints, RemovePodsViolatingNodeAffinity. Each names candidates;
-//! the profile's evictor filters and limits them.
+//! The upstream descheduler plugins koord runs, with sigs.k8s.io/descheduler's arg names and
+//! semantics. Deschedule: RemoveFailedPods, PodLifeTime, RemovePodsHavingTooManyRestarts,
+//! RemovePodsViolatingNodeTaints, RemovePodsViolatingNodeAffinity,
+//! RemovePodsViolatingInterPodAntiAffinity. Balance: RemoveDuplicates,
+//! RemovePodsViolatingTopologySpreadConstraint, LowNodeUtilization, HighNodeUtilization.
+//! Each asks the profile's evictor ([`Act`]) as upstream's plugin asks its handle.
+
+mod antiaffinity;
+mod duplicates;
+mod nodeutilization;
+mod spread;
+#[cfg(test)]
+mod testkit;
 
 use crate::api::field::FieldError;
 use std::collections::BTreeMap;
@@ -12,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::framework::fit::NodeFit;
 use super::framework::podview::PodView;
 use super::lownodeload::args::Namespaces;
 use super::lownodeload::pass::NodeInput;
@@ -89,6 +99,19 @@ plugin_args!(RemovePodsViolatingNodeAffinityArgs {
     node_affinity_type: Vec<String>,
 });
 
+plugin_args!(RemoveDuplicatesArgs {
+    #[serde(default)]
+    exclude_owner_kinds: Vec<String>,
+});
+
+plugin_args!(RemovePodsViolatingInterPodAntiAffinityArgs {});
+
+plugin_args!(RemovePodsViolatingTopologySpreadConstraintArgs {
+    #[serde(default)]
+    constraints: Vec<String>,
+    topology_balance_node_fit: Option<bool>,
+});
+
 /// One upstream plugin with its own args.
 enum Plugin {
     RemoveFailedPods(RemoveFailedPodsArgs),
@@ -96,6 +119,29 @@ enum Plugin {
     RemovePodsHavingTooManyRestarts(RemovePodsHavingTooManyRestartsArgs),
     RemovePodsViolatingNodeTaints(RemovePodsViolatingNodeTaintsArgs),
     RemovePodsViolatingNodeAffinity(RemovePodsViolatingNodeAffinityArgs),
+    RemovePodsViolatingInterPodAntiAffinity(RemovePodsViolatingInterPodAntiAffinityArgs),
+    RemoveDuplicates(RemoveDuplicatesArgs),
+    RemovePodsViolatingTopologySpreadConstraint(RemovePodsViolatingTopologySpreadConstraintArgs),
+    LowNodeUtilization(Box<nodeutilization::Low>),
+    HighNodeUtilization(Box<nodeutilization::High>),
+}
+
+/// What a plugin sees of the pass: its nodes with their pods, and the node-fit check.
+pub struct Env<'a> {
+    pub inputs: &'a [NodeInput],
+    pub fit: &'a NodeFit,
+    pub now_ms: i64,
+}
+
+/// The profile's evictor as a plugin calls it (upstream's `handle.Evictor()`).
+pub trait Act {
+    /// The Filter plugins (non-retryable checks); `record`: a refusal is reported as a skip
+    /// (off while a plugin only lists the pods it may take).
+    fn filter(&mut self, p: &PodView, record: bool) -> bool;
+    /// The PreEvictionFilter plugins (DefaultEvictor's `nodeFit`).
+    fn pre_evict(&mut self, p: &PodView, record: bool) -> bool;
+    /// The limits, then the Evict plugin; whether the pod counts as evicted.
+    fn evict(&mut self, p: &Arc<PodView>, reason: &str) -> bool;
 }
 
 /// `name`'s args from the configuration (none: the defaults), with serde's unknown-field
@@ -160,9 +206,37 @@ impl Upstream {
                 "RemovePodsViolatingNodeAffinity",
                 Plugin::RemovePodsViolatingNodeAffinity(args_of(name, args)?),
             ),
+            "RemovePodsViolatingInterPodAntiAffinity" => (
+                "RemovePodsViolatingInterPodAntiAffinity",
+                Plugin::RemovePodsViolatingInterPodAntiAffinity(args_of(name, args)?),
+            ),
+            "RemoveDuplicates" => (
+                "RemoveDuplicates",
+                Plugin::RemoveDuplicates(args_of(name, args)?),
+            ),
+            "RemovePodsViolatingTopologySpreadConstraint" => {
+                let a: RemovePodsViolatingTopologySpreadConstraintArgs = args_of(name, args)?;
+                spread::validate(&a)?;
+                (
+                    "RemovePodsViolatingTopologySpreadConstraint",
+                    Plugin::RemovePodsViolatingTopologySpreadConstraint(a),
+                )
+            }
+            "LowNodeUtilization" => (
+                "LowNodeUtilization",
+                Plugin::LowNodeUtilization(Box::new(nodeutilization::Low::new(args_of(
+                    name, args,
+                )?)?)),
+            ),
+            "HighNodeUtilization" => (
+                "HighNodeUtilization",
+                Plugin::HighNodeUtilization(Box::new(nodeutilization::High::new(args_of(
+                    name, args,
+                )?)?)),
+            ),
             other => {
                 return Err(FieldError::whole(format!(
-                    "{other} is not a Deschedule plugin koord runs"
+                    "{other} is not an upstream plugin koord runs"
                 )));
             }
         };
@@ -173,7 +247,25 @@ impl Upstream {
         self.name
     }
 
-    /// (pod, node, reason) for every pod this plugin would evict.
+    /// One run of the plugin at its extension point.
+    pub fn run(&self, env: &Env, act: &mut dyn Act) {
+        match &self.plugin {
+            Plugin::RemovePodsViolatingInterPodAntiAffinity(a) => antiaffinity::run(a, env, act),
+            Plugin::RemoveDuplicates(a) => duplicates::run(a, env, act),
+            Plugin::RemovePodsViolatingTopologySpreadConstraint(a) => spread::run(a, env, act),
+            Plugin::LowNodeUtilization(p) => p.run(env, act),
+            Plugin::HighNodeUtilization(p) => p.run(env, act),
+            _ => {
+                for (pod, _, why) in self.candidates(env.inputs, env.now_ms) {
+                    if act.filter(&pod, true) && act.pre_evict(&pod, true) {
+                        act.evict(&pod, &why);
+                    }
+                }
+            }
+        }
+    }
+
+    /// (pod, node, reason) for every pod one of the per-pod Deschedule plugins would evict.
     pub fn candidates(
         &self,
         inputs: &[NodeInput],
@@ -312,6 +404,26 @@ fn affinity(
     }
     Some("pod's required node affinity no longer matches its node".into())
 }
+
+/// Upstream's `SortPodsBasedOnPriorityLowToHigh`: no priority first, then ascending
+/// priority; at equal priority BestEffort, Burstable, Guaranteed, and within a QoS class
+/// pods without `prefer-no-eviction` first.
+fn priority_low_to_high(pods: &mut [Arc<PodView>]) {
+    use crate::api::extension::qos::KubeQoS;
+    let key = |p: &PodView| {
+        let qos = match p.kube_qos {
+            KubeQoS::BestEffort => 0,
+            KubeQoS::Burstable => 1,
+            KubeQoS::Guaranteed => 2,
+        };
+        let prefer_not = p.annotation(PREFER_NO_EVICTION).is_some();
+        (p.priority.map_or(0, |_| 1), p.priority, qos, prefer_not)
+    };
+    pods.sort_by_key(|p| key(p));
+}
+
+/// The annotation asking the descheduler to take a pod last.
+pub const PREFER_NO_EVICTION: &str = "descheduler.alpha.kubernetes.io/prefer-no-eviction";
 
 fn age_s(p: &PodView, now_ms: i64) -> i64 {
     p.created_ms.map_or(0, |t| (now_ms - t) / 1000)

@@ -56,7 +56,22 @@ profiles:
     preBind: {enabled: [{name: Reservation}]}
 "#;
 
-fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
+/// `koord explain deschedule` over a List of `items`, with the configuration at `cfg`.
+pub(crate) fn explain(dir: &std::path::Path, items: Vec<Value>, cfg: &std::path::Path) -> Value {
+    let snap = dir.join("snap.json");
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    std::fs::write(&snap, list.to_string()).unwrap();
+    let out = std::process::Command::new(common::koord_bin())
+        .args(["explain", "deschedule", "-f", snap.to_str().unwrap()])
+        .args(["--config", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+pub(crate) fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
     serde_json::from_value(v).unwrap()
 }
 
@@ -148,7 +163,7 @@ async fn setup(c: &kube::Client) {
     metrics(c, true).await;
 }
 
-async fn api_server(nodes: u32) -> (TestApi, u16) {
+pub(crate) async fn api_server(nodes: u32) -> (TestApi, u16) {
     let port = free_port();
     let mut opts = koord::apiserver::Options::for_tests();
     opts.addr = SocketAddr::from(([127, 0, 0, 1], port));
@@ -161,7 +176,7 @@ async fn api_server(nodes: u32) -> (TestApi, u16) {
     (TestApi::start_with(opts).await, port)
 }
 
-fn start(
+pub(crate) fn start(
     dir: &std::path::Path,
     port: u16,
     roles: &str,
@@ -377,29 +392,7 @@ async fn dry_run_agrees_with_explain_and_one_replica_leads() {
     items.extend(listed::<Pod>(&c).await);
     items.extend(listed::<NodeMetric>(&c).await);
     items.extend(listed::<ReplicaSet>(&c).await);
-    let snap = dir.path().join("snap.json");
-    std::fs::write(
-        &snap,
-        json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
-    )
-    .unwrap();
-    let out = std::process::Command::new(common::koord_bin())
-        .args([
-            "explain",
-            "deschedule",
-            "-f",
-            snap.to_str().unwrap(),
-            "--config",
-            dcfg.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let explained: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let explained = explain(dir.path(), items, &dcfg);
     let live = la.or(lb).unwrap();
     assert_eq!(explained["evictions"], live["evictions"]);
     assert_eq!(explained["skipped"], live["skipped"]);

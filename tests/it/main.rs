@@ -15,6 +15,7 @@ mod cli;
 mod client_workloads;
 mod crd_drift;
 mod descheduler;
+mod descheduler_upstream;
 mod dropin;
 mod explain;
 mod explain_schedule;

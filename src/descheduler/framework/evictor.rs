@@ -7,12 +7,14 @@ use crate::api::field::FieldError;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::fit::NodeFit;
 use super::podview::PodView;
 use super::world::{JobView, World};
 use super::{Eviction, Report, Skip};
 use crate::descheduler::config::{Limits, Profile};
 use crate::descheduler::migration::args::{FilterArgs, MigrationArgs, default_evictor, max_of};
 use crate::descheduler::migration::filter::{check, migration_check};
+use crate::descheduler::migration::refusal::Refusal;
 
 enum Filter {
     Migration(Box<MigrationArgs>),
@@ -95,6 +97,7 @@ impl Evictor {
 /// One pass's running state: what was planned, skipped, and the per-cycle counts.
 pub struct Pass<'w> {
     world: &'w World,
+    fit: &'w NodeFit,
     now_ms: i64,
     pub dry_run: bool,
     limits: Limits,
@@ -112,9 +115,10 @@ fn node_of(p: &PodView) -> String {
 }
 
 impl<'w> Pass<'w> {
-    pub fn new(world: &'w World, limits: Limits, now_ms: i64) -> Pass<'w> {
+    pub fn new(world: &'w World, fit: &'w NodeFit, limits: Limits, now_ms: i64) -> Pass<'w> {
         Pass {
             world,
+            fit,
             now_ms,
             dry_run: false,
             limits,
@@ -143,18 +147,53 @@ impl<'w> Pass<'w> {
     }
 
     /// The AND of the profile's Filter plugins; a failing pod is remembered with why.
+    /// MigrationController's `nodeFit` is part of its filter (Koordinator's evictions).
     pub fn filter(&mut self, ev: &Evictor, pod: &PodView) -> bool {
+        self.filter_as(ev, pod, true)
+    }
+
+    /// [`Pass::filter`]; `record`: remember a refusal as a skip.
+    pub fn filter_as(&mut self, ev: &Evictor, pod: &PodView, record: bool) -> bool {
         for f in &ev.filters {
             let r = match f {
-                Filter::Migration(a) => migration_check(a, pod, self.world, &self.jobs),
+                Filter::Migration(a) => migration_check(a, pod, self.world, &self.jobs)
+                    .and_then(|()| self.node_fit(a.filter.node_fit && !a.skipped("NodeFit"), pod)),
                 Filter::Default(a) => check(a, &|_| false, pod, self.world),
             };
             if let Err(why) = r {
-                self.skip(pod, why.to_string());
+                if record {
+                    self.skip(pod, why.to_string());
+                }
                 return false;
             }
         }
         true
+    }
+
+    /// DefaultEvictor's PreEvictionFilter: with `nodeFit`, the pod must fit another node.
+    pub fn pre_evict_as(&mut self, ev: &Evictor, pod: &PodView, record: bool) -> bool {
+        for f in &ev.filters {
+            if let Filter::Default(a) = f
+                && let Err(why) = self.node_fit(a.node_fit, pod)
+            {
+                if record {
+                    self.skip(pod, why.to_string());
+                }
+                return false;
+            }
+        }
+        true
+    }
+
+    fn node_fit(&self, on: bool, pod: &PodView) -> Result<(), Refusal> {
+        if on && !self.fit.fits_any_other(pod, None) {
+            return Err(Refusal::NodeFit);
+        }
+        Ok(())
+    }
+
+    pub fn fit(&self) -> &'w NodeFit {
+        self.fit
     }
 
     fn limited(&self, pod: &PodView) -> Option<String> {

@@ -4,6 +4,7 @@
 //! PodMigrationJobs (or evicts), `koord explain deschedule` prints the decisions.
 
 pub mod evictor;
+pub mod fit;
 pub mod podview;
 mod report;
 pub mod world;
@@ -22,7 +23,7 @@ use self::world::World;
 use super::config::{DeschedulerConfig, Limits, Profile};
 use super::lownodeload::args::{Args as LnlArgs, RawArgs};
 use super::lownodeload::pass::{LowNodeLoad, NodeInput, NodeReport};
-use super::plugins::Upstream;
+use super::plugins::{Act, Env, Upstream};
 use crate::api::selector::Selector;
 
 /// One migration the pass starts (or, in dry run, would start).
@@ -51,6 +52,8 @@ pub struct Report {
     pub skipped: Vec<Skip>,
     /// Plugin errors (logged; the pass goes on).
     pub errors: Vec<String>,
+    /// Plugins the configuration enables that koord does not run: (name, why).
+    pub unsupported: Vec<(String, String)>,
 }
 
 enum Plugin {
@@ -70,6 +73,7 @@ pub struct Plugins {
     selector: Option<Selector>,
     limits: Limits,
     pub dry_run: bool,
+    unsupported: Vec<String>,
 }
 
 fn selector(
@@ -140,12 +144,20 @@ impl Plugins {
             selector: selector(cfg.node_selector.as_ref(), "nodeSelector")?,
             limits: cfg.limits,
             dry_run: cfg.dry_run,
+            unsupported: cfg.unsupported.clone(),
         })
     }
 
     /// One descheduling pass over `world`.
     pub fn run(&mut self, world: &World, now_ms: i64) -> Report {
-        let mut report = Report::default();
+        let mut report = Report {
+            unsupported: self
+                .unsupported
+                .iter()
+                .map(|p| (p.clone(), super::config::why_unsupported(p)))
+                .collect(),
+            ..Report::default()
+        };
         let nodes: Vec<&Arc<Node>> = world
             .nodes
             .iter()
@@ -169,7 +181,8 @@ impl Plugins {
                 by_node.entry(n).or_default().push(p.clone());
             }
         }
-        let mut pass = Pass::new(world, self.limits, now_ms);
+        let fit = fit::NodeFit::new(&nodes, &by_node);
+        let mut pass = Pass::new(world, &fit, self.limits, now_ms);
         pass.dry_run = self.dry_run;
         for stage in [Stage::Deschedule, Stage::Balance] {
             for prof in &mut self.profiles {
@@ -255,12 +268,40 @@ fn run_plugin(
             }
         }
         Plugin::Upstream(u) => {
-            for (pod, node, why) in u.candidates(inputs, now_ms) {
-                if pass.filter(evictor, &pod) {
-                    pass.evict(evictor, &pod, &node, u.name(), &why);
-                }
-            }
+            let env = Env {
+                inputs,
+                fit: pass.fit(),
+                now_ms,
+            };
+            let mut act = PassAct {
+                pass,
+                evictor,
+                plugin: u.name(),
+            };
+            u.run(&env, &mut act);
         }
+    }
+}
+
+/// The pass's evictor as an upstream plugin calls it.
+struct PassAct<'a, 'w> {
+    pass: &'a mut Pass<'w>,
+    evictor: &'a Evictor,
+    plugin: &'static str,
+}
+
+impl Act for PassAct<'_, '_> {
+    fn filter(&mut self, p: &PodView, record: bool) -> bool {
+        self.pass.filter_as(self.evictor, p, record)
+    }
+
+    fn pre_evict(&mut self, p: &PodView, record: bool) -> bool {
+        self.pass.pre_evict_as(self.evictor, p, record)
+    }
+
+    fn evict(&mut self, p: &Arc<PodView>, reason: &str) -> bool {
+        let node = p.node_name.clone().unwrap_or_default();
+        self.pass.evict(self.evictor, p, &node, self.plugin, reason)
     }
 }
 

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{NodeSelector, Pod, Toleration};
+use k8s_openapi::api::core::v1::{
+    NodeSelector, Pod, PodAffinityTerm, Toleration, TopologySpreadConstraint,
+};
 
 use crate::api::extension::keys::{
     ANNOTATION_EVICTION_COST, ANNOTATION_POD_DELETION_COST, ANNOTATION_RESERVATION_ALLOCATED,
@@ -18,6 +20,7 @@ use crate::api::pod::{Amounts, pod_requests};
 /// Annotations some descheduler code reads; the view keeps only these.
 pub const KEPT_ANNOTATIONS: &[&str] = &[
     "descheduler.alpha.kubernetes.io/evict",
+    crate::descheduler::plugins::PREFER_NO_EVICTION,
     "kubernetes.io/config.mirror",
     "kubernetes.io/config.source",
     ANNOTATION_EVICTION_COST,
@@ -28,6 +31,7 @@ pub const KEPT_ANNOTATIONS: &[&str] = &[
 #[derive(Debug, Clone, PartialEq)]
 pub struct Owner {
     pub kind: String,
+    pub name: String,
     pub uid: String,
     pub controller: bool,
 }
@@ -69,7 +73,14 @@ pub struct PodView {
     pub tolerations: Box<[Toleration]>,
     pub node_selector: Option<BTreeMap<String, String>>,
     pub required_affinity: Option<NodeSelector>,
+    /// `spec.affinity.nodeAffinity` is set (required or preferred).
+    pub node_affinity: bool,
     pub containers: Box<[ContainerState]>,
+    /// The regular containers' images (RemoveDuplicates).
+    pub images: Box<[String]>,
+    /// Required pod anti-affinity terms.
+    pub anti_affinity: Box<[PodAffinityTerm]>,
+    pub spread: Box<[TopologySpreadConstraint]>,
 }
 
 fn ready(p: &Pod) -> bool {
@@ -131,6 +142,7 @@ impl From<&Pod> for PodView {
                 .flatten()
                 .map(|o| Owner {
                     kind: o.kind.clone(),
+                    name: o.name.clone(),
                     uid: o.uid.clone(),
                     controller: o.controller == Some(true),
                 })
@@ -162,7 +174,30 @@ impl From<&Pod> for PodView {
                     a.required_during_scheduling_ignored_during_execution
                         .clone()
                 }),
+            node_affinity: spec
+                .and_then(|s| s.affinity.as_ref()?.node_affinity.as_ref())
+                .is_some(),
             containers: containers(p),
+            images: spec
+                .map(|s| {
+                    s.containers
+                        .iter()
+                        .map(|c| c.image.clone().unwrap_or_default())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            anti_affinity: spec
+                .and_then(|s| s.affinity.as_ref()?.pod_anti_affinity.as_ref())
+                .and_then(|a| {
+                    a.required_during_scheduling_ignored_during_execution
+                        .clone()
+                })
+                .unwrap_or_default()
+                .into(),
+            spread: spec
+                .and_then(|s| s.topology_spread_constraints.clone())
+                .unwrap_or_default()
+                .into(),
         }
     }
 }
@@ -194,6 +229,11 @@ impl PodView {
     /// The pod's effective requests.
     pub fn requests(&self) -> Amounts {
         self.requests.iter().cloned().collect()
+    }
+
+    /// Some container declares a request for `r`.
+    pub fn declares_request(&self, r: &str) -> bool {
+        self.requests.iter().any(|(k, _)| k == r)
     }
 
     pub fn annotation(&self, k: &str) -> Option<&str> {

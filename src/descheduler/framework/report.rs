@@ -16,6 +16,15 @@ struct Out<'a> {
     skipped: Vec<SkipOut<'a>>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     errors: &'a [String],
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unsupported: Vec<UnsupportedOut<'a>>,
+}
+
+/// A plugin the configuration enables and koord skips.
+#[derive(Serialize)]
+struct UnsupportedOut<'a> {
+    plugin: &'a str,
+    reason: &'a str,
 }
 
 #[derive(Serialize)]
@@ -101,6 +110,11 @@ impl Report {
                 })
                 .collect(),
             errors: &self.errors,
+            unsupported: self
+                .unsupported
+                .iter()
+                .map(|(plugin, reason)| UnsupportedOut { plugin, reason })
+                .collect(),
         }
     }
 
@@ -153,6 +167,9 @@ impl Report {
         }
         for e in &self.errors {
             out += &format!("note: {e}\n");
+        }
+        for (_, why) in &self.unsupported {
+            out += &format!("warning: {why}\n");
         }
         out
     }

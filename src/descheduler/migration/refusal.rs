@@ -21,6 +21,10 @@ pub enum Refusal {
     LocalStorage,
     #[error("pod has a PVC and descheduler is configured to ignore PVC pods")]
     Pvc,
+    #[error(
+        "pod does not fit on any other node because of nodeSelector(s), Taint(s), or nodes marked as unschedulable"
+    )]
+    NodeFit,
     #[error("pod labels do not match the labelSelector filter in the policy parameter")]
     LabelSelector,
     #[error("pod's namespace is not evictable")]
