@@ -14,6 +14,8 @@ pub mod lownodeload;
 pub mod migration;
 pub mod plugins;
 pub mod sorter;
+#[cfg(test)]
+pub(crate) mod testkit;
 
 use std::path::PathBuf;
 

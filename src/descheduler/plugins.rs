@@ -9,8 +9,6 @@ mod antiaffinity;
 mod duplicates;
 mod nodeutilization;
 mod spread;
-#[cfg(test)]
-mod testkit;
 
 use crate::api::field::FieldError;
 use std::collections::BTreeMap;

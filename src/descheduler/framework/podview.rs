@@ -12,7 +12,9 @@ use k8s_openapi::api::core::v1::{
 use crate::api::extension::keys::{
     ANNOTATION_EVICTION_COST, ANNOTATION_POD_DELETION_COST, ANNOTATION_RESERVATION_ALLOCATED,
 };
-use crate::api::extension::priority::{PriorityClass, pod_priority_class};
+use crate::api::extension::priority::{
+    PriorityClass, pod_priority_class, pod_priority_class_with_default,
+};
 use crate::api::extension::qos::{KubeQoS, QoSClass, kube_qos, pod_qos_class};
 use crate::api::placement::placement_matches;
 use crate::api::pod::{Amounts, pod_requests};
@@ -58,6 +60,8 @@ pub struct PodView {
     pub scheduler_name: Option<String>,
     pub priority: Option<i32>,
     pub priority_class: PriorityClass,
+    /// Koordinator's prod class with its QoS default (`GetPodPriorityClassWithDefault`).
+    pub prod: bool,
     pub kube_qos: KubeQoS,
     pub qos: QoSClass,
     pub phase: Option<String>,
@@ -151,6 +155,7 @@ impl From<&Pod> for PodView {
             scheduler_name: spec.and_then(|s| s.scheduler_name.clone()),
             priority: spec.and_then(|s| s.priority),
             priority_class: pod_priority_class(p),
+            prod: pod_priority_class_with_default(p) == PriorityClass::Prod,
             kube_qos: kube_qos(p),
             qos: pod_qos_class(p),
             phase: p.status.as_ref().and_then(|s| s.phase.clone()),

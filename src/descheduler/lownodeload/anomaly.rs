@@ -80,6 +80,13 @@ impl Detectors {
         self.by_key.get(key).map_or(0, |d| d.abnormal)
     }
 
+    /// Whether `key` is in the Anomaly state.
+    pub fn anomalous(&self, key: &str) -> bool {
+        self.by_key
+            .get(key)
+            .is_some_and(|d| d.anomaly_since_ms.is_some())
+    }
+
     /// Forgets `key` (a node that became a target, or was relieved).
     pub fn reset(&mut self, key: &str) {
         self.by_key.remove(key);

@@ -58,17 +58,20 @@ pub fn pct(v: i64, alloc: i64) -> f64 {
 }
 
 /// Koordinator's words: `node is overutilized, node cpu usage(85.00%)>threshold(70.00%)`
-/// (`prod cpu …` in the prod pass), resources in name order.
+/// (`prod cpu …` in the prod pass), resources in name order; the threshold as configured.
 pub fn reason(n: &NodeLoad) -> String {
     let who = if n.prod { "prod" } else { "node" };
     let parts: Vec<String> = over(n)
         .into_iter()
         .map(|r| {
             let a = get(&n.allocatable, r);
+            let threshold = match n.high_pct.get(r) {
+                Some(p) => *p,
+                None => pct(get(&n.high, r), a),
+            };
             format!(
-                "{who} {r} usage({:.2}%)>threshold({:.2}%)",
+                "{who} {r} usage({:.2}%)>threshold({threshold:.2}%)",
                 pct(get(&n.usage, r), a),
-                pct(get(&n.high, r), a)
             )
         })
         .collect();

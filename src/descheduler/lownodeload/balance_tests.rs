@@ -18,6 +18,8 @@ fn load(name: &str, used: i64) -> NodeLoad {
         prod_high: Amounts::new(),
         schedulable: true,
         prod: false,
+        high_pct: Default::default(),
+        prod_high_pct: Default::default(),
     }
 }
 

@@ -1,4 +1,4 @@
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::super::args::{Args, RawArgs};
 use super::*;
@@ -71,17 +71,55 @@ fn args_defaults_pools_and_validation() {
 #[test]
 fn usage_adds_pods_to_system_and_expired_metrics_are_skipped() {
     let now = 1_800_000_000_000;
-    let pods = json!([{"namespace": "d", "name": "a", "priority": "koord-prod", "podUsage": {"resources": {"cpu": "2", "memory": "1Gi"}}},
-        {"namespace": "d", "name": "b", "priority": "koord-batch", "podUsage": {"resources": {"cpu": "1"}}}]);
-    let (u, prod) = usage_of(Some(&metric(10, now, "500m", pods.clone())), now, 180_000).unwrap();
-    assert_eq!((u["cpu"], u["memory"], u["pods"]), (3500, 2 << 30, 2));
-    assert_eq!(prod["cpu"], 2000);
-    let err = usage_of(Some(&metric(600, now, "500m", pods)), now, 180_000)
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("expired"), "{err}");
+    let pods = json!([{"namespace": "d", "name": "a", "podUsage": {"resources": {"cpu": "2", "memory": "1Gi"}}},
+        {"namespace": "d", "name": "b", "podUsage": {"resources": {"cpu": "1"}}}]);
+    // Prod by the pod's own class (a: no class, Burstable → LS → prod), not the NodeMetric's.
+    let view = |name: &str, labels: Value| {
+        Arc::new(PodView::json(
+            json!({"metadata": {"name": name, "namespace": "d", "labels": labels},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}),
+        ))
+    };
+    let bound = [
+        view("a", json!({})),
+        view("b", json!({"koordinator.sh/priority-class": "koord-batch"})),
+        view("c", json!({})),
+    ];
+    let (u, prod) = usage_of(
+        Some(&metric(10, now, "500m", pods.clone())),
+        &bound,
+        now,
+        180_000,
+    )
+    .unwrap();
     assert_eq!(
-        usage_of(None, now, 180_000).unwrap_err().to_string(),
+        (u["cpu"], u["memory"], u["pods"]),
+        (3500, 2 << 30, 3),
+        "pods: those bound"
+    );
+    assert_eq!((prod["cpu"], prod["pods"]), (2000, 2));
+    // Koordinator's isNodeMetricExpired: age ≥ expiration; 0 never expires.
+    for (age, exp, expired) in [
+        (600, 180_000, true),
+        (180, 180_000, true),
+        (179, 180_000, false),
+        (600, 0, false),
+    ] {
+        let r = usage_of(
+            Some(&metric(age, now, "500m", pods.clone())),
+            &bound,
+            now,
+            exp,
+        );
+        assert_eq!(r.is_err(), expired, "age {age}s, expiration {exp}ms");
+        if let Err(e) = r {
+            assert!(e.to_string().contains("expired"), "{e}");
+        }
+    }
+    assert_eq!(
+        usage_of(None, &bound, now, 180_000)
+            .unwrap_err()
+            .to_string(),
         "no NodeMetric"
     );
 }
@@ -98,6 +136,8 @@ fn load(name: &str, cpu_used: i64, prod_used: i64) -> NodeLoad {
         prod_high: Amounts::new(),
         schedulable: true,
         prod: false,
+        high_pct: Default::default(),
+        prod_high_pct: Default::default(),
     }
 }
 

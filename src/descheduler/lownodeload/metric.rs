@@ -9,8 +9,6 @@ use crate::api::slo::NodeMetric;
 pub struct PodUsage {
     pub namespace: String,
     pub name: String,
-    /// Reported at `koord-prod` priority.
-    pub prod: bool,
     usage: Box<[(String, i64)]>,
 }
 
@@ -57,7 +55,6 @@ impl From<&NodeMetric> for MetricView {
                 .map(|p| PodUsage {
                     namespace: p.namespace.clone().unwrap_or_default(),
                     name: p.name.clone().unwrap_or_default(),
-                    prod: p.priority.as_deref() == Some("koord-prod"),
                     usage: short(amounts(p.pod_usage.resources.as_ref())),
                 })
                 .collect(),

@@ -8,3 +8,7 @@ pub mod balance;
 pub mod classify;
 pub mod metric;
 pub mod pass;
+
+#[cfg(test)]
+#[path = "koordinator_tests.rs"]
+mod koordinator_tests;

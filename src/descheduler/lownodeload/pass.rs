@@ -14,7 +14,6 @@ use super::classify::{
     Class, NodeLoad, allocatable_of, classify, resources, source_score, thresholds, usage_of,
 };
 use super::metric::{MetricView, PodUsage};
-use crate::api::extension::priority::PriorityClass;
 use crate::api::pod::Amounts;
 use crate::api::selector::Selector;
 use crate::descheduler::framework::podview::PodView;
@@ -119,6 +118,7 @@ fn prod_view(n: &NodeLoad) -> NodeLoad {
         usage: n.prod_usage.clone(),
         high: n.prod_high.clone(),
         low: n.prod_low.clone(),
+        high_pct: n.prod_high_pct.clone(),
         prod: true,
         ..n.clone()
     }
@@ -294,7 +294,7 @@ impl LowNodeLoad {
             .map(|k| {
                 let prod: Vec<Candidate> = candidates(loads[*k])
                     .into_iter()
-                    .filter(|c| c.pod.priority_class == PriorityClass::Prod)
+                    .filter(|c| c.pod.prod)
                     .collect();
                 (views[*k].clone(), prod)
             })
@@ -341,7 +341,7 @@ fn node_loads<'i>(
 ) -> Vec<(NodeLoad, &'i NodeInput)> {
     let mut loads = Vec::new();
     for i in members {
-        match usage_of(i.metric.as_deref(), now_ms, expiration) {
+        match usage_of(i.metric.as_deref(), &i.pods, now_ms, expiration) {
             Err(why) => {
                 let why = why.to_string();
                 if !out.nodes.iter().any(|r| r.node == name(&i.node)) {
@@ -375,6 +375,8 @@ fn node_loads<'i>(
                         .and_then(|s| s.unschedulable)
                         .unwrap_or(false),
                     prod: false,
+                    high_pct: Default::default(),
+                    prod_high_pct: Default::default(),
                 },
                 *i,
             )),

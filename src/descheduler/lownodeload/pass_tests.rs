@@ -9,9 +9,11 @@ fn node(name: &str) -> Arc<Node> {
     Arc::new(serde_json::from_value(json!({"metadata": {"name": name}, "status": {"allocatable": {"cpu": "10", "memory": "10Gi"}}})).unwrap())
 }
 
+/// A batch pod (not prod: LowNodeLoad's prod pass leaves it).
 fn pod(name: &str, node: &str) -> Arc<PodView> {
     Arc::new(PodView::json(
-        json!({"metadata": {"name": name, "namespace": "d", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        json!({"metadata": {"name": name, "namespace": "d", "creationTimestamp": "2026-01-01T00:00:00Z",
+                "labels": {"koordinator.sh/priority-class": "koord-batch"}},
             "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}),
     ))
 }

@@ -8,7 +8,7 @@
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
-use super::super::testkit::*;
+use crate::descheduler::testkit::*;
 
 fn n1() -> Node {
     node(

@@ -7,7 +7,7 @@
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
-use super::super::testkit::*;
+use crate::descheduler::testkit::*;
 
 fn test_node(name: &str, extra: Value) -> Node {
     node(name, 2000, 3000, 10, extra)

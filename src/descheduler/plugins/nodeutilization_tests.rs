@@ -8,82 +8,7 @@
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
-use super::super::testkit::*;
-
-const EXT: &str = "example.com/foo";
-const HIGH: i32 = 10000;
-const LOW: i32 = 0;
-
-fn unschedulable() -> Value {
-    json!({"spec": {"unschedulable": true}})
-}
-
-fn ext_node(name: &str, cpu: i64, pods: i64, n: i64) -> Node {
-    node(
-        name,
-        cpu,
-        3000,
-        pods,
-        json!({"status": {"capacity": {EXT: n.to_string()}, "allocatable": {EXT: n.to_string()}}}),
-    )
-}
-
-/// `test.SetPodExtendedResourceRequest(pod, EXT, n)` on `test.BuildTestPod(name, cpu, 0, node)`.
-fn ext_pod(name: &str, cpu: i64, node: &str, n: i64, owner: Value) -> Pod {
-    let requests = json!({"cpu": format!("{cpu}m"), "memory": "0", EXT: n.to_string()});
-    let c = json!({"spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]}});
-    pod(name, cpu, 0, node, with(&[owner, c]))
-}
-
-fn local_storage_mirror() -> Value {
-    with(&[
-        pod_owner(),
-        mirror(),
-        json!({"spec": {"volumes": [{"name": "sample", "hostPath": {"path": "somePath"}, "emptyDir": {"sizeLimit": "10"}}]}}),
-    ])
-}
-
-fn critical(owner: bool) -> Value {
-    let base =
-        json!({"metadata": {"namespace": "kube-system"}, "spec": {"priority": 2_000_000_000}});
-    if owner {
-        with(&[pod_owner(), base])
-    } else {
-        base
-    }
-}
-
-fn west_affinity() -> Value {
-    with(&[
-        pod_owner(),
-        json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "datacenter", "operator": "In", "values": ["west"]}]}]}}}}}),
-    ])
-}
-
-/// p1..p5 on n1 (each with `p`), then upstream's three that won't be evicted, and p9 on n2.
-fn standard(p: impl Fn(usize) -> Value, critical_owner: bool, mem: i64) -> Vec<Pod> {
-    let mut v: Vec<Pod> = (1..=5)
-        .map(|i| pod(&format!("p{i}"), 400, mem, "n1", p(i)))
-        .collect();
-    v.push(pod("p6", 400, mem, "n1", ds_owner()));
-    v.push(pod("p7", 400, mem, "n1", local_storage_mirror()));
-    v.push(pod("p8", 400, mem, "n1", critical(critical_owner)));
-    v.push(pod("p9", 400, mem, "n2", rs_owner()));
-    v
-}
-
-fn three(n1_pods: i64) -> Vec<Node> {
-    vec![
-        node("n1", 4000, 3000, n1_pods, json!({})),
-        node("n2", 4000, 3000, 10, json!({})),
-        node("n3", 4000, 3000, 10, unschedulable()),
-    ]
-}
-
-fn cpu_pods(c: f64, p: f64) -> Value {
-    json!({"cpu": c, "pods": p})
-}
+use crate::descheduler::testkit::*;
 
 struct Low {
     name: &'static str,
@@ -121,74 +46,12 @@ fn low_cases() -> Vec<Low> {
             json!({"metadata": {"namespace": "namespace1"}}),
         ])
     };
-    let west = json!({"metadata": {"labels": {"datacenter": "east"}}});
     let selector_west = with(&[
         pod_owner(),
         json!({"spec": {"nodeSelector": {"datacenter": "west"}}}),
     ]);
     let ext_args =
         json!({"thresholds": {"pods": 30, EXT: 30}, "targetThresholds": {"pods": 50, EXT: 50}});
-    let mut no_evictable: Vec<Pod> = (1..=4)
-        .map(|i| pod(&format!("p{i}"), 400, 0, "n1", ds_owner()))
-        .collect();
-    no_evictable.push(pod("p5", 400, 0, "n1", local_storage_mirror()));
-    no_evictable.push(pod("p6", 400, 0, "n1", critical(false)));
-    no_evictable.push(pod("p9", 400, 0, "n2", rs_owner()));
-    let mut best_effort = standard(rs, true, 0);
-    for i in [0, 1, 3, 4] {
-        best_effort[i] = pod(&format!("p{}", i + 1), -1, -1, "n1", rs_owner());
-    }
-    let mut prioritized = standard(
-        |i| {
-            with(&[
-                rs_owner(),
-                json!({"spec": {"priority": if i == 5 { LOW } else { HIGH }}}),
-            ])
-        },
-        true,
-        0,
-    );
-    prioritized[5] = pod(
-        "p6",
-        400,
-        0,
-        "n1",
-        with(&[ds_owner(), json!({"spec": {"priority": HIGH}})]),
-    );
-    prioritized[6] = pod(
-        "p7",
-        400,
-        0,
-        "n1",
-        with(&[local_storage_mirror(), json!({"spec": {"priority": LOW}})]),
-    );
-    let mut ext_pods: Vec<Pod> = (1..=5)
-        .map(|i| ext_pod(&format!("p{i}"), 0, "n1", 1, rs_owner()))
-        .collect();
-    ext_pods.push(ext_pod("p6", 0, "n1", 1, pod_owner()));
-    ext_pods.push(ext_pod("p7", 0, "n1", 1, local_storage_mirror()));
-    ext_pods.push(ext_pod("p8", 0, "n1", 1, critical(true)));
-    ext_pods.push(ext_pod("p9", 0, "n2", 1, rs_owner()));
-    let selector_pods = |extra: Value, p9: bool| {
-        let mut v: Vec<Pod> = (1..=3)
-            .map(|i| pod(&format!("p{i}"), 400, 0, "n1", rs_owner()))
-            .collect();
-        v.push(pod("p4", 400, 0, "n1", extra.clone()));
-        v.push(pod("p5", 400, 0, "n1", extra));
-        v.push(pod("p6", 400, 0, "n1", ds_owner()));
-        v.push(pod("p7", 400, 0, "n1", local_storage_mirror()));
-        v.push(pod("p8", 400, 0, "n1", critical(true)));
-        if p9 {
-            v.push(pod("p9", 0, 0, "n2", rs_owner()));
-        }
-        v
-    };
-    let east_nodes = || {
-        vec![
-            node("n1", 4000, 3000, 9, json!({})),
-            node("n2", 4000, 3000, 10, west.clone()),
-        ]
-    };
     let mut memory_heavy = standard(rs, true, 375);
     memory_heavy[8] = pod("p9", 400, 3000, "n2", rs_owner());
     vec![
@@ -196,7 +59,7 @@ fn low_cases() -> Vec<Low> {
             "no evictable pods",
             static_args(),
             three(9),
-            no_evictable,
+            no_evictable(),
             0,
         ),
         low(
@@ -243,36 +106,34 @@ fn low_cases() -> Vec<Low> {
             standard(rs, true, 0),
             4,
         ),
-        low("with priorities", static_args(), three(9), prioritized, 4),
+        low(
+            "with priorities",
+            static_args(),
+            three(9),
+            prioritized(true),
+            4,
+        ),
         Low {
             want_pods: &["p1", "p2", "p4", "p5"],
             ..low(
                 "without priorities evicting best-effort pods only",
                 static_args(),
                 three(9),
-                best_effort,
+                best_effort(standard(rs, true, 0)),
                 4,
             )
         },
         low(
             "with extended resource",
             ext_args.clone(),
-            vec![
-                ext_node("n1", 4000, 9, 8),
-                ext_node("n2", 4000, 10, 8),
-                node("n3", 4000, 3000, 10, unschedulable()),
-            ],
-            ext_pods,
+            ext_nodes(true),
+            ext_pods(true),
             3,
         ),
         low(
             "with extended resource in some of nodes",
             ext_args,
-            vec![
-                ext_node("n1", 4000, 9, 8),
-                node("n2", 4000, 3000, 10, json!({})),
-                node("n3", 4000, 3000, 10, unschedulable()),
-            ],
+            ext_nodes(false),
             vec![
                 ext_pod("p1", 0, "n1", 1, rs_owner()),
                 pod("p9", 0, 0, "n2", rs_owner()),
@@ -310,14 +171,14 @@ fn low_cases() -> Vec<Low> {
             "without priorities, but only other node doesn't match pod node selector for p4 and p5",
             static_args(),
             east_nodes(),
-            selector_pods(selector_west, false),
+            selected(selector_west, false, true),
             3,
         ),
         low(
             "without priorities, but only other node doesn't match pod node affinity for p4 and p5",
             static_args(),
             east_nodes(),
-            selector_pods(west_affinity(), true),
+            selected(west_affinity(), true, true),
             3,
         ),
         low(
@@ -338,7 +199,7 @@ fn low_cases() -> Vec<Low> {
             "without priorities different evictions for requested and actual resources",
             static_args(),
             east_nodes(),
-            selector_pods(west_affinity(), true),
+            selected(west_affinity(), true, true),
             3,
         ),
         low(
