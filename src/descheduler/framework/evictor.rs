@@ -156,8 +156,11 @@ impl<'w> Pass<'w> {
     pub fn filter_as(&mut self, ev: &Evictor, pod: &PodView, record: bool) -> bool {
         for f in &ev.filters {
             let r = match f {
-                Filter::Migration(a) => migration_check(a, pod, self.world, &self.jobs)
-                    .and_then(|()| self.node_fit(a.filter.node_fit && !a.skipped("NodeFit"), pod)),
+                Filter::Migration(a) => {
+                    migration_check(a, pod, self.world, &self.jobs).and_then(|()| {
+                        self.node_fit(a.filter.node_fit && !a.skipped("NodeFit"), &a.filter, pod)
+                    })
+                }
                 Filter::Default(a) => check(a, &|_| false, pod, self.world),
             };
             if let Err(why) = r {
@@ -174,7 +177,7 @@ impl<'w> Pass<'w> {
     pub fn pre_evict_as(&mut self, ev: &Evictor, pod: &PodView, record: bool) -> bool {
         for f in &ev.filters {
             if let Filter::Default(a) = f
-                && let Err(why) = self.node_fit(a.node_fit, pod)
+                && let Err(why) = self.node_fit(a.node_fit, a, pod)
             {
                 if record {
                     self.skip(pod, why.to_string());
@@ -185,8 +188,12 @@ impl<'w> Pass<'w> {
         true
     }
 
-    fn node_fit(&self, on: bool, pod: &PodView) -> Result<(), Refusal> {
-        if on && !self.fit.fits_any_other(pod, None) {
+    fn node_fit(&self, on: bool, f: &FilterArgs, pod: &PodView) -> Result<(), Refusal> {
+        if on
+            && !self
+                .fit
+                .fits_any_other_selected(pod, f.node_selector.as_ref())
+        {
             return Err(Refusal::NodeFit);
         }
         Ok(())

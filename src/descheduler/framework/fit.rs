@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Node, PodAffinityTerm, Taint};
 use super::podview::PodView;
 use crate::api::placement::tolerates;
 use crate::api::pod::{Amounts, add, amounts};
-use crate::api::selector::label_selector_matches;
+use crate::api::selector::{Selector, label_selector_matches};
 
 /// One node as the fit check reads it.
 pub struct Slot {
@@ -153,9 +153,18 @@ impl NodeFit {
 
     /// The pod fits one of `among` (all the pass's nodes when `None`) other than its own.
     pub fn fits_any_other(&self, pod: &PodView, among: Option<&[&str]>) -> bool {
+        self.fits_any_other_where(pod, &|s| among.is_none_or(|a| a.contains(&s.name.as_str())))
+    }
+
+    /// The pod fits a node other than its own with labels `selector` matches.
+    pub fn fits_any_other_selected(&self, pod: &PodView, selector: Option<&Selector>) -> bool {
+        self.fits_any_other_where(pod, &|s| selector.is_none_or(|sel| sel.matches(&s.labels)))
+    }
+
+    fn fits_any_other_where(&self, pod: &PodView, pick: &dyn Fn(&Slot) -> bool) -> bool {
         self.slots
             .iter()
-            .filter(|s| among.is_none_or(|a| a.contains(&s.name.as_str())))
+            .filter(|s| pick(s))
             .filter(|s| pod.node_name.as_deref() != Some(s.name.as_str()))
             .any(|s| self.check(pod, s).is_ok())
     }

@@ -102,6 +102,18 @@ pub struct FilterArgs {
     pub label_selector: Option<LabelSelector>,
     pub namespaces: Namespaces,
     pub node_fit: bool,
+    /// `nodeSelector`: the nodes `nodeFit` looks for room on (all ready nodes when unset).
+    pub node_selector: Option<crate::api::selector::Selector>,
+}
+
+/// A `nodeSelector` string (`a=b,c in (d)`), checked.
+fn node_selector(v: Option<&str>) -> Result<Option<crate::api::selector::Selector>, FieldError> {
+    v.filter(|s| !s.is_empty())
+        .map(|s| {
+            crate::api::selector::Selector::parse(s)
+                .map_err(|e| FieldError::new("nodeSelector", e.to_string()))
+        })
+        .transpose()
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -225,6 +237,7 @@ impl MigrationArgs {
                 label_selector: raw.label_selector.clone(),
                 namespaces: ns,
                 node_fit: raw.node_fit.unwrap_or(false),
+                node_selector: node_selector(raw.node_selector.as_deref()).map_err(err)?,
             },
             skip_gates: raw.skip_eviction_gates.iter().cloned().collect(),
             max_migrating_globally: raw.max_migrating_globally,
@@ -295,6 +308,7 @@ pub fn default_evictor(args: &Value) -> Result<FilterArgs, FieldError> {
         priority_threshold: raw.priority_threshold,
         label_selector: raw.label_selector,
         node_fit: raw.node_fit.unwrap_or(false),
+        node_selector: node_selector(raw.node_selector.as_deref())?,
         ..Default::default()
     })
 }

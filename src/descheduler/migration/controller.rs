@@ -315,6 +315,23 @@ impl Controller {
                 }
                 _ => Ok(()),
             },
+            Step::Assigned(node) => {
+                let r = job.spec.pod_ref.clone().unwrap_or_default();
+                let who = format!(
+                    "{}/{}",
+                    r.namespace.unwrap_or_default(),
+                    r.name.unwrap_or_default()
+                );
+                let msg = format!("Assign Pod {who:?} to node {node:?}");
+                let c = Condition {
+                    type_: "PodScheduled",
+                    status: "True",
+                    reason: "",
+                    message: msg.clone(),
+                };
+                let extra = json!({"phase": "Succeeded", "status": "Complete", "message": msg});
+                self.condition(job, &c, extra).await
+            }
             Step::Succeed(new_pod) => {
                 let mut extra = json!({"phase": "Succeeded"});
                 if let Some(n) = new_pod {

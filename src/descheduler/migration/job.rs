@@ -64,28 +64,22 @@ pub fn new_job(
     job
 }
 
+/// `PodScheduled` of a pod: `Some(true)`/`Some(false)`, or `None` without the condition.
+fn scheduled(pod: &Pod) -> Option<bool> {
+    let c = pod.status.as_ref()?.conditions.as_ref()?;
+    c.iter()
+        .find(|c| c.type_ == "PodScheduled")
+        .map(|c| c.status == "True")
+}
+
+/// Koordinator's `GenerateReserveResourceOwners`: a pending pod the scheduler could not
+/// place owns its Reservation itself (it will take the room, no eviction); otherwise the
+/// pod's controller does; a bare running pod gives none.
 fn owners(pod: &Pod) -> Vec<ReservationOwner> {
     let ns = pod.metadata.namespace.clone();
-    let ctrl = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true));
-    match (ctrl, pod.spec.as_ref().and_then(|s| s.node_name.as_ref())) {
-        (Some(o), _) => vec![ReservationOwner {
-            controller: Some(ReservationControllerReference {
-                api_version: Some(o.api_version.clone()),
-                kind: Some(o.kind.clone()),
-                name: Some(o.name.clone()),
-                uid: Some(o.uid.clone()),
-                controller: Some(true),
-                namespace: ns,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }],
-        _ => vec![ReservationOwner {
+    let pending = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending");
+    if pending && scheduled(pod) == Some(false) {
+        return vec![ReservationOwner {
             object: Some(ObjectReference {
                 namespace: ns,
                 name: pod.metadata.name.clone(),
@@ -94,8 +88,37 @@ fn owners(pod: &Pod) -> Vec<ReservationOwner> {
                 ..Default::default()
             }),
             ..Default::default()
-        }],
+        }];
     }
+    let ctrl = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true));
+    ctrl.map(|o| ReservationOwner {
+        controller: Some(ReservationControllerReference {
+            api_version: Some(o.api_version.clone()),
+            kind: Some(o.kind.clone()),
+            name: Some(o.name.clone()),
+            uid: Some(o.uid.clone()),
+            controller: Some(true),
+            namespace: ns,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .into_iter()
+    .collect()
+}
+
+/// Koordinator's `IsMigratePendingPod`: the Reservation is owned by one object (the pending
+/// pod itself), not a controller or a selector.
+fn for_pending_pod(r: &Reservation) -> bool {
+    r.spec
+        .owners
+        .iter()
+        .any(|o| o.object.is_some() && o.controller.is_none() && o.label_selector.is_none())
 }
 
 /// The Reservation a `ReservationFirst` job creates: the pod's template off its current
@@ -186,6 +209,8 @@ pub enum Step {
     /// Record the reservation's node (ReservationScheduled=True) and go on.
     Scheduled(String),
     Succeed(Option<String>),
+    /// A pending pod's job: the pod was scheduled (onto this node) into the Reservation.
+    Assigned(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -285,6 +310,21 @@ pub fn step(job: &PodMigrationJob, seen: &Seen, default_mode: &str) -> Step {
     let st = res.status.as_ref();
     let rphase = st.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
     let rnode = st.and_then(|s| s.node_name.clone());
+    let conditions = st.and_then(|s| s.conditions.as_deref()).unwrap_or(&[]);
+    let unschedulable = conditions
+        .iter()
+        .find(|c| {
+            c.type_.as_deref() == Some("Scheduled") && c.reason.as_deref() == Some("Unschedulable")
+        })
+        .and_then(|c| c.message.clone());
+    let expired = conditions
+        .iter()
+        .any(|c| c.type_.as_deref() == Some("Ready") && c.reason.as_deref() == Some("Expired"));
+    if rphase == "Failed" && !expired && rnode.is_none() {
+        // Koordinator's open-source reservations never ask for preemption: a Reservation
+        // that failed to schedule fails the job.
+        return Step::Fail("Unschedulable", unschedulable.unwrap_or_default());
+    }
     if rphase == "Failed" || (rphase == "Succeeded" && seen.bound.is_none()) {
         return Step::Fail(
             "ReservationExpired",
@@ -292,13 +332,7 @@ pub fn step(job: &PodMigrationJob, seen: &Seen, default_mode: &str) -> Step {
         );
     }
     let Some(rnode) = rnode else {
-        let msg = st
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|c| {
-                c.iter()
-                    .find(|c| c.reason.as_deref() == Some("Unschedulable"))
-            })
-            .and_then(|c| c.message.clone());
+        let msg = unschedulable;
         return Step::Wait(match msg {
             Some(m) => cond("ReservationScheduled", "False", "Unschedulable", m),
             None => cond(
@@ -309,6 +343,13 @@ pub fn step(job: &PodMigrationJob, seen: &Seen, default_mode: &str) -> Step {
             ),
         });
     };
+    if for_pending_pod(res) {
+        // The pending pod itself takes the room: no eviction, no same-node check.
+        if !has_condition(job, "ReservationScheduled", "True") {
+            return Step::Scheduled(rnode);
+        }
+        return pending_pod_scheduled(seen, gone);
+    }
     let pod_node = seen.pod.and_then(|p| p.spec.as_ref()?.node_name.clone());
     if !gone && pod_node.as_deref() == Some(rnode.as_str()) {
         return Step::Fail(
@@ -341,6 +382,27 @@ pub fn step(job: &PodMigrationJob, seen: &Seen, default_mode: &str) -> Step {
                     "waiting for the new pod to be ready",
                 ))
             }
+        }
+    }
+}
+
+/// `waitForPendingPodScheduled`: a pending pod's job succeeds once the pod is scheduled.
+fn pending_pod_scheduled(seen: &Seen, gone: bool) -> Step {
+    let Some(pod) = seen.pod.filter(|_| !gone) else {
+        return Step::Fail("MissingPod", "the pod to migrate does not exist".into());
+    };
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+    match (scheduled(pod), node) {
+        (Some(true), Some(n)) => Step::Assigned(n),
+        _ => {
+            let msg = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"))
+                .and_then(|c| c.message.clone())
+                .unwrap_or_default();
+            Step::Wait(cond("PodScheduled", "False", "Unschedulable", msg))
         }
     }
 }

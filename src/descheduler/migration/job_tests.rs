@@ -180,3 +180,82 @@ fn the_reservation_skips_the_current_node_and_is_owned_by_the_workload() {
     assert_eq!(nj.spec.mode.as_deref(), Some("ReservationFirst"));
     assert_eq!(nj.spec.ttl.as_deref(), Some("300s"));
 }
+
+/// A pod the scheduler could not place: Pending, PodScheduled False.
+fn pending_pod() -> Pod {
+    serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "default", "uid": "u1",
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-1", "controller": true}]},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available"}]}})).unwrap()
+}
+
+#[test]
+fn reservation_owners_follow_koordinator() {
+    // A pending, unplaced pod owns its Reservation itself; a running one, its controller;
+    // a bare running pod, nobody.
+    let j = job(json!({}));
+    let own = reservation_for(&j, &pending_pod(), None, 0).spec.owners;
+    assert_eq!(own.len(), 1);
+    assert_eq!(own[0].object.as_ref().unwrap().name.as_deref(), Some("p"));
+    assert!(own[0].controller.is_none());
+    let mut bare = pod("u1", "n0");
+    bare.metadata.owner_references = None;
+    assert!(reservation_for(&j, &bare, None, 0).spec.owners.is_empty());
+}
+
+#[test]
+fn a_pending_pod_job_succeeds_once_the_pod_is_scheduled() {
+    let j = job(
+        json!({"spec": {"reservationOptions": {"reservationRef": {"name": "job-uid"}}},
+        "status": {"conditions": [{"type": "ReservationScheduled", "status": "True"}]}}),
+    );
+    let mut r = reservation("Available", Some("n2"));
+    r.spec.owners = reservation_for(&j, &pending_pod(), None, 0).spec.owners;
+    let waiting = pending_pod();
+    match step(
+        &j,
+        &seen(Some(&waiting), Some(&r), None),
+        "ReservationFirst",
+    ) {
+        Step::Wait(c) => {
+            assert_eq!(
+                (c.type_, c.status, c.reason),
+                ("PodScheduled", "False", "Unschedulable")
+            );
+            assert_eq!(c.message, "0/3 nodes are available");
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut placed = pending_pod();
+    placed.spec.as_mut().unwrap().node_name = Some("n2".into());
+    placed.status = serde_json::from_value(
+        json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}),
+    )
+    .unwrap();
+    assert_eq!(
+        step(&j, &seen(Some(&placed), Some(&r), None), "ReservationFirst"),
+        Step::Assigned("n2".into()),
+        "no eviction: the pending pod itself takes the room"
+    );
+}
+
+#[test]
+fn an_unschedulable_reservation_fails_the_job_and_an_expired_one_says_so() {
+    let j = job(json!({"spec": {"reservationOptions": {"reservationRef": {"name": "job-uid"}}}}));
+    let p = pod("u1", "n0");
+    let failed = |reason: &str, cond_type: &str| -> Reservation {
+        serde_json::from_value(json!({"metadata": {"name": "job-uid"}, "spec": {"owners": []},
+            "status": {"phase": "Failed", "conditions": [{"type": cond_type, "status": "False", "reason": reason, "message": "no node fits"}]}}))
+        .unwrap()
+    };
+    let r = failed("Unschedulable", "Scheduled");
+    assert_eq!(
+        step(&j, &seen(Some(&p), Some(&r), None), "ReservationFirst"),
+        Step::Fail("Unschedulable", "no node fits".into())
+    );
+    let r = failed("Expired", "Ready");
+    assert!(matches!(
+        step(&j, &seen(Some(&p), Some(&r), None), "ReservationFirst"),
+        Step::Fail("ReservationExpired", _)
+    ));
+}

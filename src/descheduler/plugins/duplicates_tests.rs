@@ -438,3 +438,37 @@ fn remove_duplicates_uniformly() {
         assert_eq!(count(pods, nodes, &[], false), want, "{description}");
     }
 }
+
+#[test]
+fn node_fit_looks_only_at_the_nodes_the_evictor_selector_names() {
+    let nodes = |label: bool| {
+        let l = if label {
+            json!({"metadata": {"labels": {"pool": "spare"}}})
+        } else {
+            json!({})
+        };
+        vec![test_node("n1", json!({})), test_node("n2", l)]
+    };
+    let run = |sel: &str, label: bool| {
+        let r = pass(
+            "RemoveDuplicates",
+            "balance",
+            json!({}),
+            json!({"nodeFit": true, "nodeSelector": sel}),
+            nodes(label),
+            dev3(),
+        );
+        r.evictions.len()
+    };
+    assert_eq!(run("pool=spare", true), 1, "n2 is selected and has room");
+    assert_eq!(
+        run("pool=spare", false),
+        0,
+        "no selected node but the pod's own"
+    );
+    assert_eq!(run("", false), 1, "unset: every ready node");
+    let bad = crate::descheduler::migration::args::MigrationArgs::parse(
+        &json!({"nodeSelector": "a in (b"}),
+    );
+    assert!(bad.unwrap_err().to_string().contains("nodeSelector"));
+}
