@@ -223,6 +223,8 @@ async fn pass_loop(
 
 /// The migration controller: a round when woken (a pass started jobs, a job changed) and
 /// every 3 s while jobs are active; idle otherwise.
+const SCAVENGE_EVERY: Duration = Duration::from_secs(60);
+
 fn spawn_controller(
     mut c: Controller,
     cache: Cache,
@@ -237,6 +239,7 @@ fn spawn_controller(
                 return Ok(());
             }
             let mut active = true;
+            let mut scavenged: Option<std::time::Instant> = None;
             loop {
                 if leadership.is_leader() {
                     let (world, jobs) = cache.world();
@@ -244,11 +247,23 @@ fn spawn_controller(
                         tracing::warn!(error = %e, "migration round failed");
                         true
                     });
+                    // Koordinator's scavenger runs every minute.
+                    if scavenged.is_none_or(|t| t.elapsed() >= SCAVENGE_EVERY) {
+                        scavenged = Some(std::time::Instant::now());
+                        let now = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+                        match c.scavenge(&jobs, now).await {
+                            Ok(0) => {}
+                            Ok(n) => tracing::info!(jobs = n, "old PodMigrationJobs scavenged"),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "scavenging PodMigrationJobs failed")
+                            }
+                        }
+                    }
                 }
                 let tick = if active {
                     Duration::from_secs(3)
                 } else {
-                    Duration::from_secs(3600)
+                    SCAVENGE_EVERY
                 };
                 tokio::select! {
                     _ = shutdown.draining() => return Ok(()),

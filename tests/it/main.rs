@@ -9,6 +9,7 @@ mod apiserver_crud;
 mod apiserver_sim;
 mod apiserver_subresources;
 mod apiserver_watch;
+mod arbitration;
 mod bus;
 mod chart;
 mod cli;

@@ -10,9 +10,10 @@ use kube::Api;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use super::arbitration::{Pending, order};
 use super::args::MigrationArgs;
 use super::filter::{check, migration_check};
-use super::job::{Condition, Seen, Step, reservation_for, step};
+use super::job::{Condition, Seen, Step, reservation_for, scavengeable, step};
 use super::{ANNOTATION_JOB_CREATED_BY, LABEL_EVICT_POLICY, PASSED_ARBITRATION};
 use crate::api::extension::keys::{ANNOTATION_RESERVATION_ALLOCATED, ANNOTATION_SOFT_EVICTION};
 use crate::api::scheduling::migration::PodMigrationJob;
@@ -36,6 +37,35 @@ fn now_str() -> String {
 fn cond_json(c: &Condition) -> Value {
     json!({"type": c.type_, "status": c.status, "reason": c.reason, "message": c.message,
         "lastProbeTime": now_str(), "lastTransitionTime": now_str()})
+}
+
+fn passed_arbitration(j: &PodMigrationJob) -> bool {
+    j.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PASSED_ARBITRATION))
+        .is_some_and(|v| v == "true")
+}
+
+/// Migrations in flight (passed arbitration or Running) of the pods of batch Job `owner`.
+fn migrating_of(owner: &str, world: &World, jobs: &[PodMigrationJob]) -> usize {
+    jobs.iter()
+        .filter(|j| {
+            let running = j.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+            running || passed_arbitration(j)
+        })
+        .filter(|j| {
+            let r = j.spec.pod_ref.as_ref();
+            let (ns, name) = (
+                r.and_then(|r| r.namespace.as_deref()),
+                r.and_then(|r| r.name.as_deref()),
+            );
+            world.by_owner.get(owner).is_some_and(|pods| {
+                pods.iter()
+                    .any(|p| Some(p.namespace.as_str()) == ns && Some(p.name.as_str()) == name)
+            })
+        })
+        .count()
 }
 
 fn name_of(j: &PodMigrationJob) -> String {
@@ -70,31 +100,29 @@ impl Controller {
         Api::all(self.client.clone())
     }
 
-    /// One round over every job; whether any is still active (look again soon).
+    /// One round over every job; whether any is still active (look again soon). Pending
+    /// jobs are arbitrated first, in Koordinator's order; then every job that may run moves
+    /// one step.
     pub async fn round(
         &mut self,
         world: &World,
         jobs: &[PodMigrationJob],
     ) -> Result<bool, kube::Error> {
-        let reservations: Api<Reservation> = Api::all(self.client.clone());
-        let mut active = false;
-        for job in jobs.iter().filter(|j| job_active(j)) {
-            if job.spec.paused == Some(true) {
-                continue;
-            }
-            let by = job
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(ANNOTATION_JOB_CREATED_BY));
-            if by.is_some_and(|b| b != &self.instance) {
-                continue;
-            }
-            active = true;
-            // The world keeps slim pod views; the job's own pod is read whole (its spec
-            // becomes the Reservation's template).
+        let mine: Vec<&PodMigrationJob> = jobs
+            .iter()
+            .filter(|j| job_active(j) && j.spec.paused != Some(true))
+            .filter(|j| {
+                let by = j.metadata.annotations.as_ref();
+                by.and_then(|a| a.get(ANNOTATION_JOB_CREATED_BY))
+                    .is_none_or(|b| b == &self.instance)
+            })
+            .collect();
+        // The world keeps slim pod views; each job's own pod is read whole (its spec becomes
+        // the Reservation's template).
+        let mut pods = Vec::with_capacity(mine.len());
+        for job in &mine {
             let r = job.spec.pod_ref.clone().unwrap_or_default();
-            let pod = match r.name.as_deref() {
+            pods.push(match r.name.as_deref() {
                 Some(n) => {
                     let ns = r.namespace.unwrap_or_default();
                     Api::<Pod>::namespaced(self.client.clone(), &ns)
@@ -102,69 +130,150 @@ impl Controller {
                         .await?
                 }
                 None => None,
-            };
-            let pod = pod.as_ref();
-            if !self.arbitrated(job, pod, world, jobs).await? {
-                continue;
-            }
-            let res_name = job
-                .spec
-                .reservation_options
-                .as_ref()
-                .and_then(|o| o.reservation_ref.as_ref()?.name.clone());
-            let reservation = match &res_name {
-                Some(n) => reservations.get_opt(n).await?,
-                None => None,
-            };
-            let bound = res_name.as_deref().and_then(|n| {
-                world.pods.iter().find(|p| {
-                    p.annotation(ANNOTATION_RESERVATION_ALLOCATED)
-                        .is_some_and(|v| v.contains(&format!("\"{n}\"")))
-                })
             });
-            let seen = Seen {
-                pod,
-                reservation: reservation.as_ref(),
-                bound: bound.map(|p| p.as_ref()),
-                now_ms: k8s_openapi::jiff::Timestamp::now().as_millisecond(),
-            };
-            let next = step(job, &seen, &self.args.default_job_mode);
-            tracing::debug!(job = %name_of(job), ?next, "migration step");
-            self.apply(job, next, pod).await?;
         }
-        Ok(active)
+        let passed = self.arbitrate(&mine, &pods, world, jobs).await?;
+        for (k, job) in mine.iter().enumerate() {
+            if passed[k] {
+                self.advance(job, pods[k].as_ref(), world).await?;
+            }
+        }
+        Ok(!mine.is_empty())
     }
 
-    /// Arbitration: a pending job runs only once its pod passes the filter given the jobs
-    /// already arbitrated; a pod that can never pass fails the job.
-    async fn arbitrated(
+    /// Arbitration over `mine` in Koordinator's order; which may run now.
+    async fn arbitrate(
         &self,
+        mine: &[&PodMigrationJob],
+        pods: &[Option<Pod>],
+        world: &World,
+        jobs: &[PodMigrationJob],
+    ) -> Result<Vec<bool>, kube::Error> {
+        let mut passed: Vec<bool> = mine
+            .iter()
+            .map(|j| !self.waits_for_arbitration(j))
+            .collect();
+        let views: Vec<Option<PodView>> =
+            pods.iter().map(|p| p.as_ref().map(PodView::from)).collect();
+        let pending: Vec<usize> = (0..mine.len()).filter(|k| !passed[*k]).collect();
+        let entries: Vec<Pending> = pending
+            .iter()
+            .map(|&k| Pending {
+                job: mine[k],
+                pod: views[k].as_ref(),
+            })
+            .collect();
+        let migrating = |owner: &str| migrating_of(owner, world, jobs);
+        let mut now_passed: Vec<String> = Vec::new();
+        for i in order(&entries, &migrating) {
+            let k = pending[i];
+            if self
+                .arbitrated(mine[k], views[k].as_ref(), world, jobs, &now_passed)
+                .await?
+            {
+                now_passed.push(name_of(mine[k]));
+                passed[k] = true;
+            }
+        }
+        Ok(passed)
+    }
+
+    /// Running, already arbitrated, or arbitration off: nothing to wait for.
+    fn waits_for_arbitration(&self, job: &PodMigrationJob) -> bool {
+        let phase = job.status.as_ref().and_then(|s| s.phase.as_deref());
+        !(phase == Some("Running")
+            || passed_arbitration(job)
+            || self.args.arbitration_interval.is_zero())
+    }
+
+    /// One step of a job that may run.
+    async fn advance(
+        &mut self,
         job: &PodMigrationJob,
         pod: Option<&Pod>,
         world: &World,
+    ) -> Result<(), kube::Error> {
+        let reservations: Api<Reservation> = Api::all(self.client.clone());
+        let res_name = job
+            .spec
+            .reservation_options
+            .as_ref()
+            .and_then(|o| o.reservation_ref.as_ref()?.name.clone());
+        let reservation = match &res_name {
+            Some(n) => reservations.get_opt(n).await?,
+            None => None,
+        };
+        let bound = res_name.as_deref().and_then(|n| {
+            world.pods.iter().find(|p| {
+                p.annotation(ANNOTATION_RESERVATION_ALLOCATED)
+                    .is_some_and(|v| v.contains(&format!("\"{n}\"")))
+            })
+        });
+        let seen = Seen {
+            pod,
+            reservation: reservation.as_ref(),
+            bound: bound.map(|p| p.as_ref()),
+            now_ms: k8s_openapi::jiff::Timestamp::now().as_millisecond(),
+        };
+        let next = step(job, &seen, &self.args.default_job_mode);
+        tracing::debug!(job = %name_of(job), ?next, "migration step");
+        self.apply(job, next, pod).await
+    }
+
+    /// Deletes the jobs [`scavengeable`] says are done with, and their Reservations.
+    pub async fn scavenge(
+        &self,
         jobs: &[PodMigrationJob],
-    ) -> Result<bool, kube::Error> {
-        let phase = job
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.as_deref())
-            .unwrap_or("");
-        let passed = job
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(PASSED_ARBITRATION))
-            .is_some_and(|v| v == "true");
-        if phase == "Running" || passed || self.args.arbitration_interval.is_zero() {
-            return Ok(true);
+        now_ms: i64,
+    ) -> Result<usize, kube::Error> {
+        let reservations: Api<Reservation> = Api::all(self.client.clone());
+        let mut n = 0;
+        for job in jobs.iter().filter(|j| scavengeable(j, now_ms)) {
+            let res = job.spec.reservation_options.as_ref();
+            if let Some(r) = res.and_then(|o| o.reservation_ref.as_ref()?.name.clone()) {
+                match reservations.delete(&r, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            match self
+                .jobs()
+                .delete(&name_of(job), &DeleteParams::default())
+                .await
+            {
+                Ok(_) => n += 1,
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => {
+                    tracing::warn!(job = %name_of(job), error = %e, "cannot scavenge the PodMigrationJob")
+                }
+            }
         }
+        Ok(n)
+    }
+
+    /// Arbitration of one pending job: it runs only once its pod passes the filter given
+    /// the jobs already arbitrated (`now_passed`: those passed earlier in this round); a pod
+    /// that can never pass fails the job.
+    async fn arbitrated(
+        &self,
+        job: &PodMigrationJob,
+        pod: Option<&PodView>,
+        world: &World,
+        jobs: &[PodMigrationJob],
+        now_passed: &[String],
+    ) -> Result<bool, kube::Error> {
         let Some(pod) = pod else {
             return Ok(true); // step() fails it with MissingPod
         };
-        let pod = &PodView::from(pod);
         let skip = |g: &str| self.args.skipped(g);
         if let Err(why) = check(&self.args.filter, &skip, pod, world) {
-            self.finish(job, "Failed", "ForbiddenMigratePod", &why.to_string())
+            tracing::debug!(job = %name_of(job), %why, "pod may not migrate");
+            let msg = format!(
+                "Pod {:?} is forbidden to migrate because it does not meet the requirements",
+                pod.key()
+            );
+            self.finish(job, "Failed", "ForbiddenMigratePod", &msg)
                 .await?;
             return Ok(false);
         }
@@ -177,12 +286,7 @@ impl Controller {
             .filter(|j| name_of(j) != name_of(job))
             .filter(|j| {
                 let p = j.status.as_ref().and_then(|s| s.phase.as_deref());
-                p == Some("Running")
-                    || j.metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(PASSED_ARBITRATION))
-                        .is_some_and(|v| v == "true")
+                p == Some("Running") || passed_arbitration(j) || now_passed.contains(&name_of(j))
             })
             .cloned()
             .collect();

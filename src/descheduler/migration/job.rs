@@ -257,6 +257,18 @@ fn ttl_of(job: &PodMigrationJob) -> Option<Duration> {
         .filter(|d| !d.is_zero())
 }
 
+/// Koordinator's scavenger: any job (finished or not) older than its TTL plus 5 minutes,
+/// or 30 minutes without a TTL, is deleted with its Reservation.
+pub fn scavengeable(job: &PodMigrationJob, now_ms: i64) -> bool {
+    let limit = ttl_of(job).map_or(Duration::from_secs(30 * 60), |t| {
+        t + Duration::from_secs(300)
+    });
+    job.metadata
+        .creation_timestamp
+        .as_ref()
+        .is_some_and(|c| now_ms - c.0.as_millisecond() >= limit.as_millis() as i64)
+}
+
 /// The next step of an active job.
 pub fn step(job: &PodMigrationJob, seen: &Seen, default_mode: &str) -> Step {
     let created = job

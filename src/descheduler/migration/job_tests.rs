@@ -259,3 +259,17 @@ fn an_unschedulable_reservation_fails_the_job_and_an_expired_one_says_so() {
         Step::Fail("ReservationExpired", _)
     ));
 }
+
+#[test]
+fn the_scavenger_takes_jobs_past_their_ttl_and_five_minutes() {
+    let minute = 60_000;
+    let with_ttl = job(json!({})); // ttl 5m, created at T0
+    assert!(!scavengeable(&with_ttl, T0 + 9 * minute));
+    assert!(scavengeable(&with_ttl, T0 + 10 * minute), "TTL 5m + 5m");
+    let no_ttl = job(json!({"spec": {"ttl": null}}));
+    assert!(!scavengeable(&no_ttl, T0 + 29 * minute));
+    assert!(
+        scavengeable(&no_ttl, T0 + 30 * minute),
+        "30 minutes without a TTL"
+    );
+}

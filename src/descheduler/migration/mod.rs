@@ -3,6 +3,7 @@
 //! `EvictDirectly` (evict, done) or `ReservationFirst` (reserve room on another node, evict,
 //! wait for the replacement to take the reservation).
 
+pub mod arbitration;
 pub mod args;
 pub mod controller;
 pub mod filter;
