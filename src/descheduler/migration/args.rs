@@ -90,6 +90,9 @@ struct RawArgs {
     arbitration_args: Option<ArbitrationArgs>,
 }
 
+/// The most jobs one round steps at once (each step is a few API calls).
+const MAX_RECONCILES: i32 = 256;
+
 /// The evictor filter's settings (MigrationController's, or DefaultEvictor's).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FilterArgs {
@@ -137,6 +140,8 @@ pub struct MigrationArgs {
     pub eviction_policy: String,
     pub default_delete_options: Option<Value>,
     pub arbitration_interval: Duration,
+    /// `maxConcurrentReconciles` (default 1).
+    pub max_concurrent_reconciles: usize,
 }
 
 use crate::api::duration::field_or as dur;
@@ -271,6 +276,16 @@ impl MigrationArgs {
                     Duration::from_millis(500),
                 )
                 .map_err(err)?
+            },
+            max_concurrent_reconciles: match raw.max_concurrent_reconciles {
+                Some(n) if n > MAX_RECONCILES => {
+                    return Err(err(FieldError::new(
+                        "maxConcurrentReconciles",
+                        format!("{n} is more than {MAX_RECONCILES}"),
+                    )));
+                }
+                // controller-runtime runs 0 (or less) as 1.
+                n => n.unwrap_or(1).max(1) as usize,
             },
         })
     }

@@ -5,6 +5,8 @@
 
 use std::time::Instant;
 
+use futures::StreamExt;
+
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams};
@@ -26,8 +28,10 @@ pub struct Controller {
     pub args: MigrationArgs,
     /// This instance's UUID (`koordinator.sh/job-created-by`).
     pub instance: String,
-    tokens: f64,
-    refilled: Instant,
+    /// The eviction rate limiter's bucket: (tokens, last refill).
+    bucket: std::sync::Mutex<(f64, Instant)>,
+    /// `maxConcurrentReconciles`: jobs stepped at once.
+    concurrency: usize,
 }
 
 fn now_str() -> String {
@@ -38,6 +42,9 @@ fn cond_json(c: &Condition) -> Value {
     json!({"type": c.type_, "status": c.status, "reason": c.reason, "message": c.message,
         "lastProbeTime": now_str(), "lastTransitionTime": now_str()})
 }
+
+type StepFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), kube::Error>> + Send + 'a>>;
 
 fn passed_arbitration(j: &PodMigrationJob) -> bool {
     j.metadata
@@ -76,20 +83,21 @@ impl Controller {
     pub fn new(client: kube::Client, args: MigrationArgs, instance: String) -> Controller {
         Controller {
             client,
-            tokens: args.evict_burst as f64,
-            refilled: Instant::now(),
+            bucket: std::sync::Mutex::new((args.evict_burst as f64, Instant::now())),
+            concurrency: args.max_concurrent_reconciles.max(1),
             args,
             instance,
         }
     }
 
-    fn take_token(&mut self) -> bool {
-        let elapsed = self.refilled.elapsed().as_secs_f64();
-        self.refilled = Instant::now();
-        self.tokens =
-            (self.tokens + elapsed * self.args.evict_qps).min(self.args.evict_burst as f64);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
+    fn take_token(&self) -> bool {
+        let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+        let (tokens, refilled) = &mut *b;
+        let elapsed = refilled.elapsed().as_secs_f64();
+        *refilled = Instant::now();
+        *tokens = (*tokens + elapsed * self.args.evict_qps).min(self.args.evict_burst as f64);
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
             true
         } else {
             false
@@ -133,11 +141,20 @@ impl Controller {
             });
         }
         let passed = self.arbitrate(&mine, &pods, world, jobs).await?;
+        // Up to `maxConcurrentReconciles` jobs step at once, as controller-runtime's workers.
+        // (Boxed: a stream of borrowing futures trips the Send check of the spawned task.)
+        let this = &*self;
+        let mut steps: Vec<StepFuture<'_>> = Vec::new();
         for (k, job) in mine.iter().enumerate() {
             if passed[k] {
-                self.advance(job, pods[k].as_ref(), world).await?;
+                steps.push(Box::pin(this.advance(job, pods[k].as_ref(), world)));
             }
         }
+        let results: Vec<Result<(), kube::Error>> = futures::stream::iter(steps)
+            .buffer_unordered(this.concurrency)
+            .collect()
+            .await;
+        results.into_iter().collect::<Result<(), _>>()?;
         Ok(!mine.is_empty())
     }
 
@@ -188,7 +205,7 @@ impl Controller {
 
     /// One step of a job that may run.
     async fn advance(
-        &mut self,
+        &self,
         job: &PodMigrationJob,
         pod: Option<&Pod>,
         world: &World,
@@ -383,7 +400,7 @@ impl Controller {
     }
 
     async fn apply(
-        &mut self,
+        &self,
         job: &PodMigrationJob,
         next: Step,
         pod: Option<&Pod>,

@@ -191,3 +191,25 @@ fn the_workload_object_limiter_spaces_migrations_out() {
     let later = plugins.run(&w, 601_000);
     assert_eq!(later.evictions.len(), 1, "a token back after 10 minutes");
 }
+
+#[test]
+fn max_concurrent_reconciles_defaults_to_one_and_is_bounded() {
+    let parse = |v: serde_json::Value| MigrationArgs::parse(&v);
+    assert_eq!(parse(json!({})).unwrap().max_concurrent_reconciles, 1);
+    assert_eq!(
+        parse(json!({"maxConcurrentReconciles": 0}))
+            .unwrap()
+            .max_concurrent_reconciles,
+        1
+    );
+    assert_eq!(
+        parse(json!({"maxConcurrentReconciles": 8}))
+            .unwrap()
+            .max_concurrent_reconciles,
+        8
+    );
+    let e = parse(json!({"maxConcurrentReconciles": 100000}))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("maxConcurrentReconciles"), "{e}");
+}
