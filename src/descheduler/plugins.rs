@@ -2,11 +2,14 @@
 //! semantics. Deschedule: RemoveFailedPods, PodLifeTime, RemovePodsHavingTooManyRestarts,
 //! RemovePodsViolatingNodeTaints, RemovePodsViolatingNodeAffinity,
 //! RemovePodsViolatingInterPodAntiAffinity. Balance: RemoveDuplicates,
-//! RemovePodsViolatingTopologySpreadConstraint, LowNodeUtilization, HighNodeUtilization.
-//! Each asks the profile's evictor ([`Act`]) as upstream's plugin asks its handle.
+//! RemovePodsViolatingTopologySpreadConstraint, LowNodeUtilization, HighNodeUtilization;
+//! and Koordinator's own Balance plugins: FragmentationAware, ScaleDownBinPack,
+//! CustomPriority. Each asks the profile's evictor ([`Act`]) as its source asks its handle.
 
 mod antiaffinity;
 mod duplicates;
+mod fragmentation;
+mod koord_scope;
 mod nodeutilization;
 mod spread;
 
@@ -122,6 +125,7 @@ enum Plugin {
     RemovePodsViolatingTopologySpreadConstraint(RemovePodsViolatingTopologySpreadConstraintArgs),
     LowNodeUtilization(Box<nodeutilization::Low>),
     HighNodeUtilization(Box<nodeutilization::High>),
+    FragmentationAware(Box<fragmentation::FragmentationAware>),
 }
 
 /// What a plugin sees of the pass: its nodes with their pods, and the node-fit check.
@@ -232,6 +236,12 @@ impl Upstream {
                     name, args,
                 )?)?)),
             ),
+            "FragmentationAware" => (
+                "FragmentationAware",
+                Plugin::FragmentationAware(Box::new(fragmentation::FragmentationAware::new(
+                    args_of(name, args)?,
+                )?)),
+            ),
             other => {
                 return Err(FieldError::whole(format!(
                     "{other} is not an upstream plugin koord runs"
@@ -253,6 +263,7 @@ impl Upstream {
             Plugin::RemovePodsViolatingTopologySpreadConstraint(a) => spread::run(a, env, act),
             Plugin::LowNodeUtilization(p) => p.run(env, act),
             Plugin::HighNodeUtilization(p) => p.run(env, act),
+            Plugin::FragmentationAware(p) => p.run(env, act),
             _ => {
                 for (pod, _, why) in self.candidates(env.inputs, env.now_ms) {
                     if act.filter(&pod, true) && act.pre_evict(&pod, true) {
