@@ -35,10 +35,11 @@ const BUILT: &[(&str, &[Point])] = &[
     ("LowNodeUtilization", &[Point::Balance]),
     ("HighNodeUtilization", &[Point::Balance]),
     ("FragmentationAware", &[Point::Balance]),
+    ("ScaleDownBinPack", &[Point::Balance]),
 ];
 
 /// Plugins Koordinator registers that koord does not run yet.
-const NOT_BUILT: &[&str] = &["CustomPriority", "ScaleDownBinPack"];
+const NOT_BUILT: &[&str] = &["CustomPriority"];
 
 /// Why a plugin a profile enables is skipped: Koordinator has it and koord does not yet, or
 /// neither knows it. Skipped with a warning (refused under `common.strict`).

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
-use kube::api::{EvictParams, PostParams};
+use kube::api::{EvictParams, Patch, PatchParams, PostParams};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use serde_json::Value;
@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 
 use super::Config;
 use super::cache::Cache;
-use super::framework::{Plugins, Report};
+use super::framework::{Action, Plugins, Report};
 use super::migration::controller::Controller;
 use super::migration::job::new_job;
 use crate::api::scheduling::migration::PodMigrationJob;
@@ -68,8 +68,45 @@ impl Role {
         }
         tracing::debug!(decisions = %report.to_json_line(), "descheduling pass");
         self.start(&report).await;
+        self.apply_actions(&report).await;
         if !report.evictions.is_empty() {
             wake.notify_one();
+        }
+    }
+
+    /// The changes plugins planned besides evictions: cordons and pod annotations.
+    async fn apply_actions(&self, report: &Report) {
+        let pp = PatchParams::default();
+        for a in &report.actions {
+            let r = match &a.action {
+                Action::Cordon { node } => {
+                    let patch = serde_json::json!({"spec": {"unschedulable": true}});
+                    Api::<Node>::all(self.client.clone())
+                        .patch(node, &pp, &Patch::Merge(patch))
+                        .await
+                        .map(|_| ())
+                }
+                Action::Annotate {
+                    namespace,
+                    pod,
+                    key,
+                    value,
+                } => {
+                    let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
+                    Api::<Pod>::namespaced(self.client.clone(), namespace)
+                        .patch(pod, &pp, &Patch::Merge(patch))
+                        .await
+                        .map(|_| ())
+                }
+            };
+            match r {
+                Ok(()) => {
+                    tracing::debug!(plugin = %a.plugin, action = ?a.action, "descheduler action applied")
+                }
+                Err(e) => {
+                    tracing::warn!(plugin = %a.plugin, action = ?a.action, error = %e, "descheduler action failed")
+                }
+            }
         }
     }
 

@@ -7,6 +7,7 @@
 //! CustomPriority. Each asks the profile's evictor ([`Act`]) as its source asks its handle.
 
 mod antiaffinity;
+mod binpack;
 mod duplicates;
 mod fragmentation;
 mod koord_scope;
@@ -22,6 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::framework::Action;
 use super::framework::fit::NodeFit;
 use super::framework::podview::PodView;
 use super::lownodeload::args::Namespaces;
@@ -126,6 +128,7 @@ enum Plugin {
     LowNodeUtilization(Box<nodeutilization::Low>),
     HighNodeUtilization(Box<nodeutilization::High>),
     FragmentationAware(Box<fragmentation::FragmentationAware>),
+    ScaleDownBinPack(Box<binpack::ScaleDownBinPack>),
 }
 
 /// What a plugin sees of the pass: its nodes with their pods, and the node-fit check.
@@ -144,6 +147,8 @@ pub trait Act {
     fn pre_evict(&mut self, p: &PodView, record: bool) -> bool;
     /// The limits, then the Evict plugin; whether the pod counts as evicted.
     fn evict(&mut self, p: &Arc<PodView>, reason: &str) -> bool;
+    /// A change besides an eviction (cordon a node, annotate a pod).
+    fn plan(&mut self, action: Action, reason: &str);
 }
 
 /// `name`'s args from the configuration (none: the defaults), with serde's unknown-field
@@ -242,6 +247,12 @@ impl Upstream {
                     args_of(name, args)?,
                 )?)),
             ),
+            "ScaleDownBinPack" => (
+                "ScaleDownBinPack",
+                Plugin::ScaleDownBinPack(Box::new(binpack::ScaleDownBinPack::new(args_of(
+                    name, args,
+                )?)?)),
+            ),
             other => {
                 return Err(FieldError::whole(format!(
                     "{other} is not an upstream plugin koord runs"
@@ -264,6 +275,7 @@ impl Upstream {
             Plugin::LowNodeUtilization(p) => p.run(env, act),
             Plugin::HighNodeUtilization(p) => p.run(env, act),
             Plugin::FragmentationAware(p) => p.run(env, act),
+            Plugin::ScaleDownBinPack(p) => p.run(env, act),
             _ => {
                 for (pod, _, why) in self.candidates(env.inputs, env.now_ms) {
                     if act.filter(&pod, true) && act.pre_evict(&pod, true) {

@@ -105,6 +105,8 @@ pub struct Pass<'w> {
     jobs: Vec<JobView>,
     evictions: Vec<Eviction>,
     skipped: Vec<Skip>,
+    /// Changes plugins planned besides evictions.
+    pub actions: Vec<super::Planned>,
     per_node: HashMap<String, u32>,
     per_ns: HashMap<String, u32>,
     total: u32,
@@ -125,6 +127,7 @@ impl<'w> Pass<'w> {
             jobs: world.jobs.clone(),
             evictions: Vec::new(),
             skipped: Vec::new(),
+            actions: Vec::new(),
             per_node: HashMap::new(),
             per_ns: HashMap::new(),
             total: 0,
@@ -323,5 +326,6 @@ impl<'w> Pass<'w> {
     pub fn finish(self, report: &mut Report) {
         report.evictions = self.evictions;
         report.skipped = self.skipped;
+        report.actions = self.actions;
     }
 }

@@ -37,6 +37,29 @@ pub struct Eviction {
     pub mode: Option<String>,
 }
 
+/// A change a plugin asks for besides evictions. Koordinator's plugins write these
+/// themselves; koord's only decide, so explain shows them and the live role applies them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Mark a node unschedulable (CustomPriority's `autoCordon`).
+    Cordon { node: String },
+    /// Set an annotation on a pod (ScaleDownBinPack's pod-deletion-cost).
+    Annotate {
+        namespace: String,
+        pod: String,
+        key: String,
+        value: String,
+    },
+}
+
+/// An action with the plugin that asked for it and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    pub plugin: String,
+    pub action: Action,
+    pub reason: String,
+}
+
 /// A candidate the pass considered and left, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Skip {
@@ -54,6 +77,8 @@ pub struct Report {
     pub errors: Vec<String>,
     /// Plugins the configuration enables that koord does not run: (name, why).
     pub unsupported: Vec<(String, String)>,
+    /// Changes besides evictions, in the order planned.
+    pub actions: Vec<Planned>,
 }
 
 enum Plugin {
@@ -302,6 +327,14 @@ impl Act for PassAct<'_, '_> {
     fn evict(&mut self, p: &Arc<PodView>, reason: &str) -> bool {
         let node = p.node_name.clone().unwrap_or_default();
         self.pass.evict(self.evictor, p, &node, self.plugin, reason)
+    }
+
+    fn plan(&mut self, action: Action, reason: &str) {
+        self.pass.actions.push(Planned {
+            plugin: self.plugin.to_string(),
+            action,
+            reason: reason.to_string(),
+        });
     }
 }
 

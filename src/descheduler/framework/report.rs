@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::Report;
+use super::{Action, Planned, Report};
 
 // The report's JSON, serialized straight from the report: the dry run logs it every pass,
 // and a `Value` tree of 1,000 nodes cost several MiB per pass.
@@ -18,6 +18,54 @@ struct Out<'a> {
     errors: &'a [String],
     #[serde(skip_serializing_if = "Vec::is_empty")]
     unsupported: Vec<UnsupportedOut<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    actions: Vec<ActionOut<'a>>,
+}
+
+/// A change besides an eviction: `cordon` a node, or `annotate` a pod.
+#[derive(Serialize)]
+struct ActionOut<'a> {
+    action: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pod: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotation: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<&'a str>,
+    plugin: &'a str,
+    reason: &'a str,
+}
+
+fn action_out(p: &Planned) -> ActionOut<'_> {
+    let base = ActionOut {
+        action: "cordon",
+        node: None,
+        pod: None,
+        annotation: None,
+        value: None,
+        plugin: &p.plugin,
+        reason: &p.reason,
+    };
+    match &p.action {
+        Action::Cordon { node } => ActionOut {
+            node: Some(node),
+            ..base
+        },
+        Action::Annotate {
+            namespace,
+            pod,
+            key,
+            value,
+        } => ActionOut {
+            action: "annotate",
+            pod: Some(format!("{namespace}/{pod}")),
+            annotation: Some(key),
+            value: Some(value),
+            ..base
+        },
+    }
 }
 
 /// A plugin the configuration enables and koord skips.
@@ -115,6 +163,7 @@ impl Report {
                 .iter()
                 .map(|(plugin, reason)| UnsupportedOut { plugin, reason })
                 .collect(),
+            actions: self.actions.iter().map(action_out).collect(),
         }
     }
 
@@ -167,6 +216,18 @@ impl Report {
         }
         for e in &self.errors {
             out += &format!("note: {e}\n");
+        }
+        for a in &self.actions {
+            let what = match &a.action {
+                Action::Cordon { node } => format!("cordon node {node}"),
+                Action::Annotate {
+                    namespace,
+                    pod,
+                    key,
+                    value,
+                } => format!("annotate {namespace}/{pod} {key}={value}"),
+            };
+            out += &format!("{what} by {}: {}\n", a.plugin, a.reason);
         }
         for (_, why) in &self.unsupported {
             out += &format!("warning: {why}\n");
