@@ -28,7 +28,7 @@ maxNoOfPodsToEvictPerNode: 3
 profiles:
 - name: p
   plugins:
-    deschedule: {enabled: [{name: RemoveFailedPods}, {name: CustomPriority}]}
+    deschedule: {enabled: [{name: RemoveFailedPods}, {name: Missing}]}
     filter: {disabled: [{name: "*"}], enabled: [{name: DefaultEvictor}]}
 "#;
     let c = parse(text, "f.yaml").unwrap();
@@ -38,7 +38,7 @@ profiles:
     assert_eq!(p.deschedule, ["RemoveFailedPods"]);
     assert_eq!(p.filter, ["DefaultEvictor"]);
     assert_eq!(p.evict, ["MigrationController"]);
-    assert_eq!(c.unsupported, ["CustomPriority"], "warned, not fatal");
+    assert_eq!(c.unsupported, ["Missing"], "warned, not fatal");
 
     let unknown = "profiles: [{name: p, plugins: {balance: {enabled: [{name: Nope}]}}}]";
     let c = parse(unknown, "f.yaml").unwrap();

@@ -8,6 +8,7 @@
 
 mod antiaffinity;
 mod binpack;
+mod custom_priority;
 mod duplicates;
 mod fragmentation;
 mod koord_scope;
@@ -129,6 +130,7 @@ enum Plugin {
     HighNodeUtilization(Box<nodeutilization::High>),
     FragmentationAware(Box<fragmentation::FragmentationAware>),
     ScaleDownBinPack(Box<binpack::ScaleDownBinPack>),
+    CustomPriority(Box<custom_priority::CustomPriority>),
 }
 
 /// What a plugin sees of the pass: its nodes with their pods, and the node-fit check.
@@ -253,6 +255,12 @@ impl Upstream {
                     name, args,
                 )?)?)),
             ),
+            "CustomPriority" => (
+                "CustomPriority",
+                Plugin::CustomPriority(Box::new(custom_priority::CustomPriority::new(args_of(
+                    name, args,
+                )?)?)),
+            ),
             other => {
                 return Err(FieldError::whole(format!(
                     "{other} is not an upstream plugin koord runs"
@@ -276,6 +284,7 @@ impl Upstream {
             Plugin::HighNodeUtilization(p) => p.run(env, act),
             Plugin::FragmentationAware(p) => p.run(env, act),
             Plugin::ScaleDownBinPack(p) => p.run(env, act),
+            Plugin::CustomPriority(p) => p.run(env, act),
             _ => {
                 for (pod, _, why) in self.candidates(env.inputs, env.now_ms) {
                     if act.filter(&pod, true) && act.pre_evict(&pod, true) {

@@ -180,3 +180,100 @@ async fn explain_names_and_the_live_role_evicts_what_upstream_plugins_choose() {
     drop(koord);
     api.stop().await;
 }
+
+const KOORD_PLUGINS: &str = r#"apiVersion: descheduler/v1alpha2
+kind: DeschedulerConfiguration
+profiles:
+- name: koordinator
+  plugins:
+    balance: {enabled: [{name: CustomPriority}, {name: ScaleDownBinPack}]}
+    evict: {disabled: [{name: "*"}], enabled: [{name: DefaultEvictor}]}
+    filter: {disabled: [{name: "*"}], enabled: [{name: DefaultEvictor}]}
+  pluginConfig:
+  - name: CustomPriority
+    args:
+      mode: DrainNode
+      autoCordon: true
+      evictionOrder:
+      - {name: gold, nodeSelector: {matchLabels: {tier: gold}}}
+      - {name: silver, nodeSelector: {matchLabels: {tier: silver}}}
+  - name: ScaleDownBinPack
+    args: {podSelectors: [{name: binpack, selector: {matchLabels: {app: binpack}}}]}
+"#;
+
+/// Koordinator's own plugins' changes besides evictions: CustomPriority drains and cordons
+/// the expensive node, ScaleDownBinPack writes a pod-deletion-cost — named by explain,
+/// applied by the live role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn koordinator_plugins_cordon_and_annotate_live_as_explain_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut api, port) = api_server(3).await;
+    let c = api.client.clone();
+    let nodes: Api<Node> = Api::all(c.clone());
+    for (n, tier) in [("sim-node-0", "gold"), ("sim-node-1", "silver")] {
+        let labels = json!({"metadata": {"labels": {"tier": tier}}});
+        nodes
+            .patch(n, &PatchParams::default(), &Patch::Merge(labels))
+            .await
+            .unwrap();
+    }
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let binpack = json!({"metadata": {"labels": {"app": "binpack"}}});
+    for p in [
+        pod("gold-pod", "sim-node-0", "g", "x", json!({})),
+        pod("packed", "sim-node-2", "b", "x", binpack),
+    ] {
+        pods.create(&PostParams::default(), &p).await.unwrap();
+    }
+    let dcfg = dir.path().join("d.yaml");
+    std::fs::write(&dcfg, KOORD_PLUGINS).unwrap();
+    let mut items = listed::<Node>(&c).await;
+    items.extend(listed::<Pod>(&c).await);
+    let explained = explain(dir.path(), items, &dcfg);
+    assert_eq!(
+        explained["evictions"][0]["pod"], "default/gold-pod",
+        "{explained:#}"
+    );
+    let actions = explained["actions"].as_array().expect("actions");
+    assert!(
+        actions
+            .iter()
+            .any(|a| a["action"] == "cordon" && a["node"] == "sim-node-0"),
+        "{explained:#}"
+    );
+    assert!(
+        actions.iter().any(|a| a["action"] == "annotate"
+            && a["pod"] == "default/packed"
+            && a["annotation"] == "controller.kubernetes.io/pod-deletion-cost"
+            && a["value"] == "0"),
+        "{explained:#}"
+    );
+
+    let koord = start(dir.path(), port, "descheduler", &dcfg, None, "d1");
+    let done = eventually(Duration::from_secs(30), || async {
+        let cordoned = nodes
+            .get("sim-node-0")
+            .await
+            .unwrap()
+            .spec
+            .and_then(|s| s.unschedulable)
+            == Some(true);
+        let cost = pods
+            .get("packed")
+            .await
+            .unwrap()
+            .metadata
+            .annotations
+            .and_then(|a| a.get("controller.kubernetes.io/pod-deletion-cost").cloned());
+        let gone = pods.get_opt("gold-pod").await.unwrap().is_none();
+        cordoned && gone && cost.as_deref() == Some("0")
+    })
+    .await;
+    assert!(
+        done,
+        "live pass did not apply what explain planned\n{}",
+        koord.logs()
+    );
+    drop(koord);
+    api.stop().await;
+}
