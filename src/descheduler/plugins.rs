@@ -13,13 +13,12 @@ mod duplicates;
 mod fragmentation;
 mod koord_scope;
 mod nodeutilization;
+mod per_pod;
 mod spread;
 
 use crate::api::field::FieldError;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 use serde_json::Value;
@@ -29,7 +28,6 @@ use super::framework::fit::NodeFit;
 use super::framework::podview::PodView;
 use super::lownodeload::args::Namespaces;
 use super::lownodeload::pass::NodeInput;
-use crate::api::placement::tolerates;
 use crate::api::selector::label_selector_matches;
 
 /// A plugin's args type: sigs.k8s.io/descheduler's fields for it, plus the common ones;
@@ -78,24 +76,57 @@ plugin_args!(RemoveFailedPodsArgs {
     exclude_owner_kinds: Vec<String>,
     #[serde(default)]
     reasons: Vec<String>,
+    #[serde(default)]
+    exit_codes: Vec<i32>,
     including_init_containers: Option<bool>,
 });
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct OwnerKinds {
+    #[serde(default)]
+    include: Vec<String>,
+    #[serde(default)]
+    exclude: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PodConditionFilter {
+    #[serde(rename = "type")]
+    type_: Option<String>,
+    status: Option<String>,
+    reason: Option<String>,
+    min_time_since_last_transition_seconds: Option<u64>,
+}
 
 plugin_args!(PodLifeTimeArgs {
     max_pod_life_time_seconds: Option<u64>,
     #[serde(default)]
     states: Vec<String>,
+    owner_kinds: Option<OwnerKinds>,
+    #[serde(default)]
+    conditions: Vec<PodConditionFilter>,
+    #[serde(default)]
+    exit_codes: Vec<i32>,
+    #[serde(default)]
+    including_init_containers: bool,
+    #[serde(default)]
+    including_ephemeral_containers: bool,
 });
 
 plugin_args!(RemovePodsHavingTooManyRestartsArgs {
     pod_restart_threshold: Option<i32>,
     including_init_containers: Option<bool>,
+    #[serde(default)]
+    states: Vec<String>,
 });
 
 plugin_args!(RemovePodsViolatingNodeTaintsArgs {
     include_prefer_no_schedule: Option<bool>,
     #[serde(default)]
     excluded_taints: Vec<String>,
+    included_taints: Option<Vec<String>>,
 });
 
 plugin_args!(RemovePodsViolatingNodeAffinityArgs {
@@ -188,11 +219,7 @@ impl Upstream {
             ),
             "PodLifeTime" => {
                 let a: PodLifeTimeArgs = args_of(name, args)?;
-                if a.max_pod_life_time_seconds.is_none() {
-                    return Err(FieldError::whole(
-                        "PodLifeTimeArgs.maxPodLifeTimeSeconds must be set",
-                    ));
-                }
+                per_pod::validate_pod_life_time(&a)?;
                 ("PodLifeTime", Plugin::PodLifeTime(a))
             }
             "RemovePodsHavingTooManyRestarts" => {
@@ -200,6 +227,15 @@ impl Upstream {
                 if a.pod_restart_threshold.unwrap_or(0) < 1 {
                     return Err(FieldError::whole(
                         "RemovePodsHavingTooManyRestartsArgs.podRestartThreshold must be at least 1",
+                    ));
+                }
+                if a.states
+                    .iter()
+                    .any(|s| s != "Running" && s != "CrashLoopBackOff")
+                {
+                    return Err(FieldError::new(
+                        "RemovePodsHavingTooManyRestartsArgs.states",
+                        "states must be one of [CrashLoopBackOff Running]",
                     ));
                 }
                 (
@@ -211,10 +247,19 @@ impl Upstream {
                 "RemovePodsViolatingNodeTaints",
                 Plugin::RemovePodsViolatingNodeTaints(args_of(name, args)?),
             ),
-            "RemovePodsViolatingNodeAffinity" => (
-                "RemovePodsViolatingNodeAffinity",
-                Plugin::RemovePodsViolatingNodeAffinity(args_of(name, args)?),
-            ),
+            "RemovePodsViolatingNodeAffinity" => {
+                let a: RemovePodsViolatingNodeAffinityArgs = args_of(name, args)?;
+                if a.node_affinity_type.is_empty() {
+                    return Err(FieldError::new(
+                        "RemovePodsViolatingNodeAffinityArgs.nodeAffinityType",
+                        "nodeAffinityType needs to be set",
+                    ));
+                }
+                (
+                    "RemovePodsViolatingNodeAffinity",
+                    Plugin::RemovePodsViolatingNodeAffinity(a),
+                )
+            }
             "RemovePodsViolatingInterPodAntiAffinity" => (
                 "RemovePodsViolatingInterPodAntiAffinity",
                 Plugin::RemovePodsViolatingInterPodAntiAffinity(args_of(name, args)?),
@@ -286,7 +331,7 @@ impl Upstream {
             Plugin::ScaleDownBinPack(p) => p.run(env, act),
             Plugin::CustomPriority(p) => p.run(env, act),
             _ => {
-                for (pod, _, why) in self.candidates(env.inputs, env.now_ms) {
+                for (pod, _, why) in per_pod::candidates(&self.plugin, env) {
                     if act.filter(&pod, true) && act.pre_evict(&pod, true) {
                         act.evict(&pod, &why);
                     }
@@ -294,145 +339,6 @@ impl Upstream {
             }
         }
     }
-
-    /// (pod, node, reason) for every pod one of the per-pod Deschedule plugins would evict.
-    pub fn candidates(
-        &self,
-        inputs: &[NodeInput],
-        now_ms: i64,
-    ) -> Vec<(Arc<PodView>, String, String)> {
-        let mut out = Vec::new();
-        for i in inputs {
-            let node = i.node.metadata.name.clone().unwrap_or_default();
-            for p in &i.pods {
-                let why = match &self.plugin {
-                    Plugin::RemoveFailedPods(a) if a.selects(p) => failed(a, p, now_ms),
-                    Plugin::PodLifeTime(a) if a.selects(p) => too_old(a, p, now_ms),
-                    Plugin::RemovePodsHavingTooManyRestarts(a) if a.selects(p) => restarts(a, p),
-                    Plugin::RemovePodsViolatingNodeTaints(a) if a.selects(p) => {
-                        taints(a, p, &i.node)
-                    }
-                    Plugin::RemovePodsViolatingNodeAffinity(a) if a.selects(p) => {
-                        affinity(a, p, &i.node, inputs)
-                    }
-                    _ => None,
-                };
-                if let Some(why) = why {
-                    out.push((p.clone(), node.clone(), why));
-                }
-            }
-        }
-        out
-    }
-}
-
-fn failed(a: &RemoveFailedPodsArgs, p: &PodView, now_ms: i64) -> Option<String> {
-    if p.phase.as_deref() != Some("Failed") {
-        return None;
-    }
-    if let Some(min) = a.min_pod_lifetime_seconds
-        && age_s(p, now_ms) < min as i64
-    {
-        return None;
-    }
-    let kinds = p.owners.iter().map(|o| o.kind.as_str());
-    if kinds
-        .clone()
-        .any(|k| a.exclude_owner_kinds.iter().any(|x| x == k))
-    {
-        return None;
-    }
-    let mut reasons: Vec<String> = p.reason.iter().cloned().collect();
-    let init = a.including_init_containers.unwrap_or(false);
-    for c in p.containers.iter().filter(|c| init || !c.init) {
-        reasons.extend(c.waiting.clone());
-        reasons.extend(c.terminated.clone());
-    }
-    if !a.reasons.is_empty() && !reasons.iter().any(|r| a.reasons.contains(r)) {
-        return None;
-    }
-    Some(format!("pod failed ({})", reasons.join(", ")))
-}
-
-fn too_old(a: &PodLifeTimeArgs, p: &PodView, now_ms: i64) -> Option<String> {
-    let max = a.max_pod_life_time_seconds? as i64;
-    let age = age_s(p, now_ms);
-    if age <= max {
-        return None;
-    }
-    if !a.states.is_empty() {
-        let phase = p.phase.clone().into_iter();
-        let waiting = p
-            .containers
-            .iter()
-            .filter(|c| !c.init)
-            .filter_map(|c| c.waiting.clone());
-        if !phase.chain(waiting).any(|s| a.states.contains(&s)) {
-            return None;
-        }
-    }
-    Some(format!(
-        "pod is {age}s old, over maxPodLifeTimeSeconds {max}"
-    ))
-}
-
-fn restarts(a: &RemovePodsHavingTooManyRestartsArgs, p: &PodView) -> Option<String> {
-    let init = a.including_init_containers.unwrap_or(false);
-    let n: i32 = p
-        .containers
-        .iter()
-        .filter(|c| init || !c.init)
-        .map(|c| c.restarts)
-        .sum();
-    let t = a.pod_restart_threshold?;
-    (n >= t).then(|| format!("pod restarted {n} times, threshold {t}"))
-}
-
-fn taints(a: &RemovePodsViolatingNodeTaintsArgs, p: &PodView, node: &Node) -> Option<String> {
-    let tolerations = &p.tolerations;
-    let prefer = a.include_prefer_no_schedule.unwrap_or(false);
-    let excluded = |k: &str, v: Option<&str>| {
-        a.excluded_taints.iter().any(|e| match e.split_once('=') {
-            Some((ek, ev)) => ek == k && Some(ev) == v,
-            None => e == k,
-        })
-    };
-    node.spec
-        .as_ref()?
-        .taints
-        .iter()
-        .flatten()
-        .filter(|t| t.effect == "NoSchedule" || (prefer && t.effect == "PreferNoSchedule"))
-        .filter(|t| !excluded(&t.key, t.value.as_deref()))
-        .find(|t| !tolerates(tolerations, t))
-        .map(|t| {
-            format!(
-                "pod does not tolerate taint {}={}:{} of its node",
-                t.key,
-                t.value.as_deref().unwrap_or(""),
-                t.effect
-            )
-        })
-}
-
-fn affinity(
-    a: &RemovePodsViolatingNodeAffinityArgs,
-    p: &PodView,
-    node: &Node,
-    inputs: &[NodeInput],
-) -> Option<String> {
-    let required = "requiredDuringSchedulingIgnoredDuringExecution";
-    if !a.node_affinity_type.is_empty() && !a.node_affinity_type.iter().any(|t| t == required) {
-        return None;
-    }
-    let fits = |n: &Node| {
-        let labels: BTreeMap<String, String> = n.metadata.labels.clone().unwrap_or_default();
-        p.fits_node(&labels, n.metadata.name.as_deref().unwrap_or(""))
-    };
-    if fits(node) || !inputs.iter().any(|i| fits(&i.node)) {
-        return None;
-    }
-    Some("pod's required node affinity no longer matches its node".into())
 }
 
 /// Upstream's `SortPodsBasedOnPriorityLowToHigh`: no priority first, then ascending
@@ -454,10 +360,6 @@ fn priority_low_to_high(pods: &mut [Arc<PodView>]) {
 
 /// The annotation asking the descheduler to take a pod last.
 pub const PREFER_NO_EVICTION: &str = "descheduler.alpha.kubernetes.io/prefer-no-eviction";
-
-fn age_s(p: &PodView, now_ms: i64) -> i64 {
-    p.created_ms.map_or(0, |t| (now_ms - t) / 1000)
-}
 
 #[cfg(test)]
 #[path = "plugins_tests.rs"]

@@ -1,9 +1,11 @@
 use serde_json::json;
 
 use super::*;
+use k8s_openapi::api::core::v1::Node;
 
 fn node(name: &str, extra: Value) -> Arc<Node> {
-    let mut v = json!({"metadata": {"name": name, "labels": {"zone": name}}});
+    let mut v = json!({"metadata": {"name": name, "labels": {"zone": name}},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}});
     json_patch::merge(&mut v, &extra);
     Arc::new(serde_json::from_value(v).unwrap())
 }
@@ -17,7 +19,23 @@ fn pod(name: &str, extra: Value) -> Arc<PodView> {
 
 fn names(u: &Upstream, inputs: &[NodeInput]) -> Vec<String> {
     let now = 1_767_225_600_000 + 3_600_000; // an hour after creation
-    u.candidates(inputs, now)
+    let nodes: Vec<&Arc<Node>> = inputs.iter().map(|i| &i.node).collect();
+    let by_node: std::collections::HashMap<&str, Vec<Arc<PodView>>> = inputs
+        .iter()
+        .map(|i| {
+            (
+                i.node.metadata.name.as_deref().unwrap_or(""),
+                i.pods.clone(),
+            )
+        })
+        .collect();
+    let fit = NodeFit::new(&nodes, &by_node);
+    let env = Env {
+        inputs,
+        fit: &fit,
+        now_ms: now,
+    };
+    per_pod::candidates(&u.plugin, &env)
         .into_iter()
         .map(|(p, _, _)| p.name.clone())
         .collect()
@@ -45,7 +63,9 @@ fn each_plugin_names_its_candidates() {
                 ),
                 pod(
                     "pinned",
-                    json!({"spec": {"nodeSelector": {"zone": "b"}, "tolerations": [{"operator": "Exists"}]}}),
+                    json!({"spec": {"tolerations": [{"operator": "Exists"}], "affinity": {"nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]}}}}}),
                 ),
             ],
         },
@@ -111,9 +131,14 @@ fn each_plugin_names_its_candidates() {
         )
         .is_empty()
     );
+    let required = json!({"nodeAffinityType": ["requiredDuringSchedulingIgnoredDuringExecution"]});
     assert_eq!(
-        names(&up("RemovePodsViolatingNodeAffinity", json!({})), &inputs),
+        names(&up("RemovePodsViolatingNodeAffinity", required), &inputs),
         ["pinned"]
+    );
+    assert!(
+        Upstream::new("RemovePodsViolatingNodeAffinity", &json!({})).is_err(),
+        "nodeAffinityType needs to be set"
     );
     let e = Upstream::new("PodLifeTime", &json!({"podRestartThreshold": 1}))
         .err()

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    NodeSelector, Pod, PodAffinityTerm, Toleration, TopologySpreadConstraint,
+    ContainerStatus, NodeSelector, Pod, PodAffinityTerm, PreferredSchedulingTerm, Toleration,
+    TopologySpreadConstraint,
 };
 
 use crate::api::extension::keys::{
@@ -44,6 +45,8 @@ pub struct ContainerState {
     pub init: bool,
     pub waiting: Option<String>,
     pub terminated: Option<String>,
+    /// The exit code of a terminated container.
+    pub exit_code: Option<i32>,
     pub restarts: i32,
 }
 
@@ -79,7 +82,12 @@ pub struct PodView {
     pub required_affinity: Option<NodeSelector>,
     /// `spec.affinity.nodeAffinity` is set (required or preferred).
     pub node_affinity: bool,
+    /// Preferred node affinity terms.
+    pub preferred_affinity: Box<[PreferredSchedulingTerm]>,
     pub containers: Box<[ContainerState]>,
+    /// Ephemeral containers' states (PodLifeTime's `includingEphemeralContainers`).
+    pub ephemeral: Box<[ContainerState]>,
+    pub conditions: Box<[PodCond]>,
     /// The regular containers' images (RemoveDuplicates).
     pub images: Box<[String]>,
     /// Required pod anti-affinity terms.
@@ -94,6 +102,17 @@ fn ready(p: &Pod) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+fn state_of(init: bool, c: &ContainerStatus) -> ContainerState {
+    let s = c.state.as_ref();
+    ContainerState {
+        init,
+        waiting: s.and_then(|s| s.waiting.as_ref()?.reason.clone()),
+        terminated: s.and_then(|s| s.terminated.as_ref()?.reason.clone()),
+        exit_code: s.and_then(|s| Some(s.terminated.as_ref()?.exit_code)),
+        restarts: c.restart_count,
+    }
+}
+
 fn containers(p: &Pod) -> Box<[ContainerState]> {
     let Some(st) = p.status.as_ref() else {
         return Box::default();
@@ -106,14 +125,29 @@ fn containers(p: &Pod) -> Box<[ContainerState]> {
         .map(|c| (true, c));
     regular
         .chain(init)
-        .map(|(init, c)| {
-            let s = c.state.as_ref();
-            ContainerState {
-                init,
-                waiting: s.and_then(|s| s.waiting.as_ref()?.reason.clone()),
-                terminated: s.and_then(|s| s.terminated.as_ref()?.reason.clone()),
-                restarts: c.restart_count,
-            }
+        .map(|(init, c)| state_of(init, c))
+        .collect()
+}
+
+/// A pod condition, kept small: a pass holds every pod's (PodLifeTime's `conditions`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodCond {
+    pub type_: Box<str>,
+    pub status: Box<str>,
+    pub reason: Option<Box<str>>,
+    /// `lastTransitionTime` in Unix seconds.
+    pub transition_s: Option<i64>,
+}
+
+fn conditions(p: &Pod) -> Box<[PodCond]> {
+    let c = p.status.as_ref().and_then(|s| s.conditions.as_deref());
+    c.unwrap_or(&[])
+        .iter()
+        .map(|c| PodCond {
+            type_: c.type_.as_str().into(),
+            status: c.status.as_str().into(),
+            reason: c.reason.as_deref().map(Into::into),
+            transition_s: c.last_transition_time.as_ref().map(|t| t.0.as_second()),
         })
         .collect()
 }
@@ -182,7 +216,22 @@ impl From<&Pod> for PodView {
             node_affinity: spec
                 .and_then(|s| s.affinity.as_ref()?.node_affinity.as_ref())
                 .is_some(),
+            preferred_affinity: spec
+                .and_then(|s| s.affinity.as_ref()?.node_affinity.as_ref())
+                .and_then(|a| {
+                    a.preferred_during_scheduling_ignored_during_execution
+                        .clone()
+                })
+                .unwrap_or_default()
+                .into(),
             containers: containers(p),
+            ephemeral: p
+                .status
+                .as_ref()
+                .and_then(|s| s.ephemeral_container_statuses.as_ref())
+                .map(|c| c.iter().map(|c| state_of(false, c)).collect())
+                .unwrap_or_default(),
+            conditions: conditions(p),
             images: spec
                 .map(|s| {
                     s.containers
