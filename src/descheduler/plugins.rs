@@ -165,9 +165,9 @@ enum Plugin {
 }
 
 /// What a plugin sees of the pass: its nodes with their pods, and the node-fit check.
-pub struct Env<'a> {
+pub struct Env<'a, 'f> {
     pub inputs: &'a [NodeInput],
-    pub fit: &'a NodeFit,
+    pub fit: &'a NodeFit<'f>,
     pub now_ms: i64,
 }
 

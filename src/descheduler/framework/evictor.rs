@@ -97,7 +97,7 @@ impl Evictor {
 /// One pass's running state: what was planned, skipped, and the per-cycle counts.
 pub struct Pass<'w> {
     world: &'w World,
-    fit: &'w NodeFit,
+    fit: &'w NodeFit<'w>,
     now_ms: i64,
     pub dry_run: bool,
     limits: Limits,
@@ -117,7 +117,7 @@ fn node_of(p: &PodView) -> String {
 }
 
 impl<'w> Pass<'w> {
-    pub fn new(world: &'w World, fit: &'w NodeFit, limits: Limits, now_ms: i64) -> Pass<'w> {
+    pub fn new(world: &'w World, fit: &'w NodeFit<'w>, limits: Limits, now_ms: i64) -> Pass<'w> {
         Pass {
             world,
             fit,
@@ -202,7 +202,7 @@ impl<'w> Pass<'w> {
         Ok(())
     }
 
-    pub fn fit(&self) -> &'w NodeFit {
+    pub fn fit(&self) -> &'w NodeFit<'w> {
         self.fit
     }
 

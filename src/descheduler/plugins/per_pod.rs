@@ -218,13 +218,12 @@ fn too_old(a: &PodLifeTimeArgs, p: &PodView, now_ms: i64) -> Option<String> {
 }
 
 fn condition_matches(f: &super::PodConditionFilter, p: &PodView, now_ms: i64) -> bool {
-    p.conditions.iter().any(|c| {
+    p.conditions().any(|c| {
         let eq = |want: &Option<String>, have: Option<&str>| {
             want.as_deref().is_none_or(|w| Some(w) == have)
         };
-        if !eq(&f.type_, Some(&c.type_))
-            || !eq(&f.status, Some(&c.status))
-            || !eq(&f.reason, c.reason.as_deref())
+        let reason = Some(c.reason).filter(|r| !r.is_empty());
+        if !eq(&f.type_, Some(c.type_)) || !eq(&f.status, Some(c.status)) || !eq(&f.reason, reason)
         {
             return false;
         }
