@@ -14,7 +14,8 @@ use tokio::sync::Notify;
 
 use super::Config;
 use super::cache::Cache;
-use super::framework::{Action, Plugins, Report};
+use super::framework::action::Action;
+use super::framework::{Plugins, Report};
 use super::migration::controller::Controller;
 use super::migration::job::new_job;
 use crate::api::scheduling::migration::PodMigrationJob;

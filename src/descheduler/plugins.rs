@@ -23,7 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::framework::Action;
+use super::framework::action::Action;
 use super::framework::fit::NodeFit;
 use super::framework::podview::PodView;
 use super::lownodeload::args::Namespaces;
@@ -352,14 +352,13 @@ fn priority_low_to_high(pods: &mut [Arc<PodView>]) {
             KubeQoS::Burstable => 1,
             KubeQoS::Guaranteed => 2,
         };
-        let prefer_not = p.annotation(PREFER_NO_EVICTION).is_some();
+        let prefer_not = p
+            .annotation(super::framework::podview::PREFER_NO_EVICTION)
+            .is_some();
         (p.priority.map_or(0, |_| 1), p.priority, qos, prefer_not)
     };
     pods.sort_by_key(|p| key(p));
 }
-
-/// The annotation asking the descheduler to take a pod last.
-pub const PREFER_NO_EVICTION: &str = "descheduler.alpha.kubernetes.io/prefer-no-eviction";
 
 #[cfg(test)]
 #[path = "plugins_tests.rs"]

@@ -106,7 +106,7 @@ pub struct Pass<'w> {
     evictions: Vec<Eviction>,
     skipped: Vec<Skip>,
     /// Changes plugins planned besides evictions.
-    pub actions: Vec<super::Planned>,
+    pub actions: Vec<super::action::Planned>,
     per_node: HashMap<String, u32>,
     per_ns: HashMap<String, u32>,
     total: u32,

@@ -3,6 +3,7 @@
 //! limits). [`Plugins::run`] is one pass; it only decides — the live role creates the
 //! PodMigrationJobs (or evicts), `koord explain deschedule` prints the decisions.
 
+pub mod action;
 pub mod evictor;
 pub mod fit;
 pub mod podview;
@@ -18,6 +19,7 @@ use k8s_openapi::api::core::v1::Node;
 use self::podview::PodView;
 use serde_json::Value;
 
+use self::action::{Action, Planned};
 use self::evictor::{Evictor, Pass};
 use self::world::World;
 use super::config::{DeschedulerConfig, Limits, Profile};
@@ -35,29 +37,6 @@ pub struct Eviction {
     pub reason: String,
     /// The PodMigrationJob mode; `None` when DefaultEvictor evicts directly.
     pub mode: Option<String>,
-}
-
-/// A change a plugin asks for besides evictions. Koordinator's plugins write these
-/// themselves; koord's only decide, so explain shows them and the live role applies them.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Mark a node unschedulable (CustomPriority's `autoCordon`).
-    Cordon { node: String },
-    /// Set an annotation on a pod (ScaleDownBinPack's pod-deletion-cost).
-    Annotate {
-        namespace: String,
-        pod: String,
-        key: String,
-        value: String,
-    },
-}
-
-/// An action with the plugin that asked for it and why.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Planned {
-    pub plugin: String,
-    pub action: Action,
-    pub reason: String,
 }
 
 /// A candidate the pass considered and left, and why.

@@ -20,10 +20,13 @@ use crate::api::extension::qos::{KubeQoS, QoSClass, kube_qos, pod_qos_class};
 use crate::api::placement::placement_matches;
 use crate::api::pod::{Amounts, pod_requests};
 
+/// The annotation asking the descheduler to take a pod last.
+pub const PREFER_NO_EVICTION: &str = "descheduler.alpha.kubernetes.io/prefer-no-eviction";
+
 /// Annotations some descheduler code reads; the view keeps only these.
 pub const KEPT_ANNOTATIONS: &[&str] = &[
     "descheduler.alpha.kubernetes.io/evict",
-    crate::descheduler::plugins::PREFER_NO_EVICTION,
+    PREFER_NO_EVICTION,
     "kubernetes.io/config.mirror",
     "kubernetes.io/config.source",
     ANNOTATION_EVICTION_COST,

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Action, Planned, Report};
+use super::Report;
+use super::action::{Action, Planned};
 
 // The report's JSON, serialized straight from the report: the dry run logs it every pass,
 // and a `Value` tree of 1,000 nodes cost several MiB per pass.

@@ -18,7 +18,7 @@ use super::{Act, Env};
 use crate::api::extension::keys::ANNOTATION_POD_DELETION_COST;
 use crate::api::field::FieldError;
 use crate::api::pod::{Amounts, amounts};
-use crate::descheduler::framework::Action;
+use crate::descheduler::framework::action::Action;
 use crate::descheduler::framework::podview::PodView;
 use crate::descheduler::lownodeload::args::Namespaces;
 use crate::descheduler::lownodeload::pass::NodeInput;

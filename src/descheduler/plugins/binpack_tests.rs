@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::{NodePods, Ranked, rank_pods};
-use crate::descheduler::framework::Action;
+use crate::descheduler::framework::action::Action;
 use crate::descheduler::framework::podview::PodView;
 use crate::descheduler::lownodeload::pass::NodeInput;
 use crate::descheduler::testkit::*;

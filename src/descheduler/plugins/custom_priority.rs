@@ -17,7 +17,7 @@ use super::{Act, Env};
 use crate::api::field::FieldError;
 use crate::api::pod::{Amounts, amounts};
 use crate::api::selector::Selector;
-use crate::descheduler::framework::Action;
+use crate::descheduler::framework::action::Action;
 use crate::descheduler::framework::podview::PodView;
 use crate::descheduler::lownodeload::args::Namespaces;
 use crate::descheduler::lownodeload::pass::NodeInput;

@@ -7,7 +7,7 @@
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
-use crate::descheduler::framework::Action;
+use crate::descheduler::framework::action::Action;
 use crate::descheduler::testkit::*;
 
 /// `newNode(name, labels, cpuMilli, memBytes, podsCap)`.
