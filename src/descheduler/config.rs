@@ -72,6 +72,16 @@ impl Point {
             Point::Filter => "filter",
         }
     }
+
+    /// The Go interface a plugin at this point implements, as Koordinator's errors name it.
+    fn interface(self) -> &'static str {
+        match self {
+            Point::Deschedule => "DeschedulePlugin",
+            Point::Balance => "BalancePlugin",
+            Point::Evict => "EvictPlugin",
+            Point::Filter => "FilterPlugin",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -223,7 +233,12 @@ fn merge(
         if !points.contains(&point) {
             return Err(FieldError::new(
                 at(),
-                format!("{} is not a {} plugin", p.name, point.name()),
+                // Koordinator's words (framework/runtime: updatePluginList).
+                format!(
+                    "plugin {:?} does not extend {} plugin",
+                    p.name,
+                    point.interface()
+                ),
             ));
         }
         if !out.contains(&p.name) {

@@ -53,7 +53,7 @@ profiles:
         parse(wrong_point, "f")
             .unwrap_err()
             .to_string()
-            .contains("is not a balance plugin")
+            .contains("plugin \"RemoveFailedPods\" does not extend BalancePlugin plugin")
     );
     let bad_args = "profiles: [{name: p, plugins: {balance: {enabled: [{name: LowNodeLoad}]}}, \
                     pluginConfig: [{name: LowNodeLoad, args: {lowThresholds: {cpu: 90}, highThresholds: {cpu: 50}}}]}]";

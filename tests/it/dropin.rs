@@ -90,18 +90,33 @@ fn chart_configmaps_load_and_name_what_koord_skips() {
     let custom = dir.path().join("custom-descheduler.config");
     let text = std::fs::read_to_string(&desched).unwrap().replace(
         "    deschedule:\n      disabled:\n        - name: \"*\"\n",
-        "    deschedule:\n      disabled:\n        - name: \"*\"\n      enabled:\n        - name: RemoveDuplicates\n",
+        "    deschedule:\n      disabled:\n        - name: \"*\"\n      enabled:\n        - name: VendorRebalancer\n",
     );
-    assert!(text.contains("RemoveDuplicates"), "fixture layout changed");
+    assert!(text.contains("VendorRebalancer"), "fixture layout changed");
     std::fs::write(&custom, text).unwrap();
     let yaml = format!("descheduler: {{configFile: {}}}\n", custom.display());
     let d = load(&yaml).unwrap_or_else(|e| panic!("{e}"));
     let u = koord::descheduler::unsupported(&koord::descheduler::load(&d.descheduler).unwrap());
-    assert_eq!(u[0].name, "RemoveDuplicates");
+    assert_eq!(u[0].name, "VendorRebalancer");
     let err = load(&format!("common: {{strict: true}}\n{yaml}"))
         .unwrap_err()
         .to_string();
-    assert!(err.contains("descheduler plugin RemoveDuplicates"), "{err}");
+    assert!(
+        err.contains("descheduler plugin \"VendorRebalancer\" is unknown"),
+        "{err}"
+    );
+
+    // One koord has, at an extension point it does not implement: refused as Koordinator
+    // refuses it.
+    let wrong = std::fs::read_to_string(&custom)
+        .unwrap()
+        .replace("VendorRebalancer", "RemoveDuplicates");
+    std::fs::write(&custom, wrong).unwrap();
+    let err = load(&yaml).unwrap_err().to_string();
+    assert!(
+        err.contains("plugin \"RemoveDuplicates\" does not extend DeschedulePlugin plugin"),
+        "{err}"
+    );
 }
 
 #[test]
