@@ -19,6 +19,7 @@ pub mod process;
 pub mod procfs;
 pub mod rdma;
 pub mod selfstat;
+pub mod storage;
 
 pub use cgroup::{CgroupDir, CgroupError, Cgroups, Driver, Resource, Subsystem, Version};
 pub mod system;

@@ -30,6 +30,7 @@ const KOORDLET: &[&str] = &[
     "koordlet_node_metric_numa_node_usage",
     "koordlet_collect_node_cpu_info_status",
     "koordlet_collect_node_numa_info_status",
+    "koordlet_collect_node_local_storage_info_status",
     "koordlet_cpuset_share_pool_cpu_cores",
     "koordlet_cpuset_be_share_pool_cpu_cores",
     "koordlet_host_application_resource_usage",

@@ -225,6 +225,12 @@ static SPECS: &[Spec] = &[
     ),
     key(
         K,
+        "collect-node-storage-info-interval",
+        "koordlet.collectors.nodeStorageInfoIntervalSeconds",
+        Secs,
+    ),
+    key(
+        K,
         "collect-res-used-interval",
         "koordlet.collectors.collectResUsedIntervalSeconds",
         Secs,

@@ -8,6 +8,7 @@ pub mod cpi;
 pub mod gpu;
 pub mod host_app;
 pub mod node_resource;
+pub mod node_storage_info;
 pub mod pod_resource;
 pub mod pod_throttled;
 pub mod psi;
@@ -137,6 +138,9 @@ pub struct Config {
     pub enable_resctrl_collector: bool,
     /// Its interval (`-resctrl-collector-interval`).
     pub resctrl_interval_seconds: u64,
+    /// NodeStorageInfoCollector's interval (`-collect-node-storage-info-interval`); it runs
+    /// with BlkIOReconcile.
+    pub node_storage_info_interval_seconds: u64,
     /// Collectors to skip by name (`nodeResource`, `podResource`, `podThrottled`,
     /// `beResource`, `hostApplication`, `sysResource`, `psi`, `cpi`, `coldPage`, `resctrl`, `gpu`).
     pub disabled: Vec<String>,
@@ -152,6 +156,7 @@ impl Default for Config {
             cold_page_interval_seconds: 5,
             enable_resctrl_collector: false,
             resctrl_interval_seconds: 10,
+            node_storage_info_interval_seconds: 1,
             disabled: Vec::new(),
         }
     }

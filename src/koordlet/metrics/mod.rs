@@ -77,6 +77,7 @@ pub struct KoordletMetrics {
     /// `{node,status}` counts (gauges: Koordinator's counters have no `_total`).
     pub cpu_info_status: Family<Pairs, Gauge>,
     pub numa_info_status: Family<Pairs, Gauge>,
+    pub storage_info_status: Family<Pairs, Gauge>,
     /// `{node,host_application_name,resource,priority_class,qos}`.
     pub host_app_usage: Family<Pairs, FGauge>,
     /// CPUs in the LS and BE share pools the topology report computed.
@@ -177,6 +178,11 @@ impl KoordletMetrics {
             "koordlet_collect_node_numa_info_status",
             "the count of CollectNodeNUMAInfo status",
             m.numa_info_status.clone(),
+        );
+        metrics.register(
+            "koordlet_collect_node_local_storage_info_status",
+            "the count of CollectNodeLocalStorageInfo status",
+            m.storage_info_status.clone(),
         );
         metrics.register(
             "koordlet_host_application_resource_usage",
@@ -370,10 +376,13 @@ impl KoordletMetrics {
             (&self.cpu_info_status, cpu_ok),
             (&self.numa_info_status, numa_ok),
         ] {
-            let status = if ok { "succeeded" } else { "failed" };
-            let l: Pairs = vec![("node", node.to_string()), ("status", status.to_string())];
-            family.get_or_create(&l).inc();
+            count_status(family, node, ok);
         }
+    }
+
+    /// One NodeStorageInfoCollector scan.
+    pub fn collected_storage_info(&self, node: &str, ok: bool) {
+        count_status(&self.storage_info_status, node, ok);
     }
 
     /// The share pools' sizes, and with `per_cpu` (gate `PerCPUMetric`, as Koordinator) each
@@ -475,3 +484,10 @@ pub use ops::{KubeletRequests, ScaledCfs};
 
 #[cfg(test)]
 mod tests;
+
+/// Koordinator's `Record…Status(err)`: one more `{node, status=succeeded|failed}`.
+fn count_status(family: &Family<Pairs, Gauge>, node: &str, ok: bool) {
+    let status = if ok { "succeeded" } else { "failed" };
+    let l: Pairs = vec![("node", node.to_string()), ("status", status.to_string())];
+    family.get_or_create(&l).inc();
+}

@@ -1,7 +1,10 @@
 //! blkio for the BE class (`pkg/koordlet/qosmanager/plugins/blkio/blkio_reconcile.go`, cgroup v1): throttle read/write IOPS and
 //! bytes per device and the cost weight at the besteffort QoS directory, from
-//! `beClass.blkioQOS.blocks` of type `device`. Devices no longer configured are reset to 0
-//! (unlimited). Not yet: `volumegroup`/`podvolume` blocks, per-pod annotation, root iocost
+//! `beClass.blkioQOS.blocks` of type `device` or `volumegroup`, each resolved to the disk
+//! under it with NodeStorageInfoCollector's maps (a partition's disk, a group's disk; with
+//! no scan yet, a device's own number from sysfs). Devices no longer configured are reset
+//! to 0 (unlimited). A block that resolves to no disk is skipped (Koordinator skips the
+//! whole class). Not yet: `podvolume` blocks, the per-pod annotation, root iocost
 //! (`blkio.cost.qos`/`model`).
 
 use std::collections::BTreeMap;
@@ -12,8 +15,10 @@ use super::executor::Executor;
 use super::runner::{Entry, Round, Strategy};
 use crate::api::extension::qos::KubeQoS;
 use crate::api::slo::nodeslo::BlockCfg;
+use crate::koordlet::collectors::node_storage_info::NodeStorageInfo;
 use crate::koordlet::features;
 use crate::koordlet::informer::States;
+use crate::os::storage::LocalStorageInfo;
 use crate::os::system::Host;
 use crate::os::{Subsystem, Version};
 use futures::FutureExt;
@@ -27,14 +32,38 @@ const THROTTLE: [&str; 4] = [
     "blkio.throttle.write_bps_device",
 ];
 
+/// The `major:minor` of the disk under a `device` or `volumegroup` block
+/// (`getDiskNumberFromBlockCfg`).
+pub fn disk_number(
+    block: &BlockCfg,
+    storage: Option<&LocalStorageInfo>,
+    host: &Host,
+) -> Option<String> {
+    let name = block.name.as_deref()?;
+    let kind = block.block_type.as_deref().unwrap_or("device");
+    let Some(s) = storage else {
+        return (kind == "device")
+            .then(|| host.block_device(name))
+            .flatten();
+    };
+    let disk = match kind {
+        "device" => s.disk_of_device(name),
+        "volumegroup" => s.disk_of_volume_group(name),
+        _ => None,
+    };
+    disk.and_then(|d| s.number(d)).map(str::to_string)
+}
+
 /// file → (device → value) wanted for the BE class.
-pub fn wanted(blocks: &[BlockCfg], host: &Host) -> BTreeMap<&'static str, BTreeMap<String, i64>> {
+pub fn wanted(
+    blocks: &[BlockCfg],
+    storage: Option<&LocalStorageInfo>,
+    host: &Host,
+) -> BTreeMap<&'static str, BTreeMap<String, i64>> {
     let mut out: BTreeMap<&'static str, BTreeMap<String, i64>> = BTreeMap::new();
-    for b in blocks
-        .iter()
-        .filter(|b| b.block_type.as_deref().unwrap_or("device") == "device")
-    {
-        let Some(dev) = b.name.as_deref().and_then(|n| host.block_device(n)) else {
+    for b in blocks {
+        let Some(dev) = disk_number(b, storage, host) else {
+            tracing::debug!(block = ?b.name, kind = ?b.block_type, "blkio block resolves to no disk");
             continue;
         };
         let c = &b.io_cfg;
@@ -67,7 +96,12 @@ fn current(path: &Path) -> BTreeMap<String, i64> {
 }
 
 /// One round; returns "file dev value" for every line written.
-pub fn pass(states: &States, host: &Host, ex: &Executor) -> Vec<String> {
+pub fn pass(
+    states: &States,
+    storage: Option<&LocalStorageInfo>,
+    host: &Host,
+    ex: &Executor,
+) -> Vec<String> {
     let cgroups = ex.cgroups();
     if cgroups.version() != Version::V1 {
         return Vec::new();
@@ -80,7 +114,7 @@ pub fn pass(states: &States, host: &Host, ex: &Executor) -> Vec<String> {
         .and_then(|c| c.blkio_qos.clone())
         .filter(|c| c.enable == Some(true));
     let blocks = cfg.and_then(|c| c.blkio_qos.blocks).unwrap_or_default();
-    let mut want = wanted(&blocks, host);
+    let mut want = wanted(&blocks, storage, host);
     let dir = cgroups.dir_path(Subsystem::Blkio, &cgroups.qos_dir(KubeQoS::BestEffort));
     let mut written = Vec::new();
     for file in THROTTLE {
@@ -123,6 +157,7 @@ pub fn pass(states: &States, host: &Host, ex: &Executor) -> Vec<String> {
 pub struct Blkio {
     pub host: Host,
     pub ex: Arc<Executor>,
+    pub storage: NodeStorageInfo,
 }
 
 impl Strategy for Blkio {
@@ -131,12 +166,20 @@ impl Strategy for Blkio {
     }
 
     fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
-        for w in pass(states, &self.host, &self.ex) {
-            tracing::info!(change = %w, "blkio updated");
-            let what = w.split_whitespace().next().unwrap_or("").to_string();
-            count(ctx, "blkio", what, 1);
+        async move {
+            let node = states
+                .node
+                .as_ref()
+                .and_then(|n| n.metadata.name.as_deref());
+            let storage = self.storage.current(&ctx.metrics, node.unwrap_or("")).await;
+            for w in pass(states, storage.as_deref(), &self.host, &self.ex) {
+                tracing::info!(change = %w, "blkio updated");
+                let what = w.split_whitespace().next().unwrap_or("").to_string();
+                count(ctx, "blkio", what, 1);
+            }
+            Round::DONE
         }
-        futures::future::ready(Round::DONE).boxed()
+        .boxed()
     }
 }
 
@@ -147,6 +190,7 @@ pub const ENTRY: Entry = Entry {
         Box::new(Blkio {
             host: d.host.clone(),
             ex: d.executor.clone(),
+            storage: NodeStorageInfo::new(d.storage_info_interval),
         })
     },
 };
@@ -179,7 +223,7 @@ mod tests {
             ..Default::default()
         };
         let ex = Executor::new(cg.clone(), std::time::Duration::from_secs(60));
-        let written = pass(&states, &host, &ex);
+        let written = pass(&states, None, &host, &ex);
         assert!(
             written.contains(&"blkio.throttle.read_iops_device 8:16 100".to_string()),
             "{written:?}"
@@ -193,5 +237,76 @@ mod tests {
             !written.iter().any(|w| w.contains("ghost")),
             "unknown devices are skipped"
         );
+    }
+
+    fn block(name: &str, kind: &str) -> BlockCfg {
+        serde_json::from_value(json!({"name": name, "type": kind})).unwrap()
+    }
+
+    #[test]
+    fn blocks_resolve_through_the_storage_scan() {
+        let mut s = LocalStorageInfo::default();
+        s.scan_devices_output(
+            "NAME=\"vdb\" TYPE=\"disk\" MAJ:MIN=\"253:16\"\nNAME=\"vdc\" TYPE=\"disk\" MAJ:MIN=\"253:32\"\nNAME=\"vdc3\" TYPE=\"part\" MAJ:MIN=\"253:35\"",
+        )
+        .unwrap();
+        s.scan_volume_groups_output("yoda-pool0 1 /dev/vdc3")
+            .unwrap();
+        let host = Host::new("/nonexistent-proc", "/nonexistent-sys");
+        let number = |b: BlockCfg| disk_number(&b, Some(&s), &host);
+        assert_eq!(
+            number(block("/dev/vdb", "device")).as_deref(),
+            Some("253:16")
+        );
+        assert_eq!(
+            number(block("/dev/vdc3", "device")).as_deref(),
+            Some("253:32"),
+            "a partition throttles its disk"
+        );
+        assert_eq!(
+            number(block("yoda-pool0", "volumegroup")).as_deref(),
+            Some("253:32")
+        );
+        assert_eq!(number(block("nope", "volumegroup")), None);
+        assert_eq!(number(block("data", "podvolume")), None, "not yet");
+        assert_eq!(
+            disk_number(&block("yoda-pool0", "volumegroup"), None, &host),
+            None,
+            "volume groups need a scan"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_collector_rescans_each_interval_and_keeps_the_last_good_scan() {
+        use crate::koordlet::collectors::node_storage_info::NodeStorageInfo;
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static CALLS: AtomicU32 = AtomicU32::new(0);
+        fn scan() -> Result<LocalStorageInfo, crate::os::storage::StorageError> {
+            if CALLS.fetch_add(1, Ordering::SeqCst) == 0 {
+                let mut s = LocalStorageInfo::default();
+                s.scan_devices_output("NAME=\"vda\" TYPE=\"disk\" MAJ:MIN=\"253:0\"")?;
+                return Ok(s);
+            }
+            Err(crate::os::storage::StorageError::Exec {
+                program: "lsblk".into(),
+                reason: "gone".into(),
+            })
+        }
+        let metrics = crate::koordlet::metrics::KoordletMetrics::default();
+        let mut c = NodeStorageInfo::with_scan(std::time::Duration::ZERO, scan);
+        let first = c.current(&metrics, "n").await.unwrap();
+        assert_eq!(first.number("/dev/vda"), Some("253:0"));
+        let second = c.current(&metrics, "n").await.unwrap();
+        assert_eq!(second, first, "a failed scan keeps the last good one");
+        assert_eq!(
+            CALLS.load(Ordering::SeqCst),
+            2,
+            "rescanned at a zero interval"
+        );
+        let count = |status: &str| {
+            let l = vec![("node", "n".to_string()), ("status", status.to_string())];
+            metrics.storage_info_status.get_or_create(&l).get()
+        };
+        assert_eq!((count("succeeded"), count("failed")), (1, 1));
     }
 }

@@ -111,4 +111,6 @@ pub struct Deps {
     pub kubelet_state: std::path::PathBuf,
     /// Shared by every eviction strategy (one memory of recently evicted pods).
     pub evictor: Arc<super::evictor::Evictor>,
+    /// NodeStorageInfoCollector's interval (blkio's disk maps).
+    pub storage_info_interval: Duration,
 }
