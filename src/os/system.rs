@@ -53,10 +53,22 @@ pub struct Host {
 }
 
 fn read(path: &Path) -> Result<String, HostError> {
-    std::fs::read_to_string(path).map_err(|source| HostError::Io {
+    super::knob::read_small(path).map_err(|source| HostError::Io {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// Reads a small kernel file and parses it where it lies (`knob::with_small_file`).
+fn read_parse<T>(
+    path: PathBuf,
+    parse: impl FnOnce(&str) -> Result<T, super::parse::ParseError>,
+) -> Result<T, HostError> {
+    match super::knob::with_small_file(&path, parse) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(source)) => Err(HostError::Parse { path, source }),
+        Err(source) => Err(HostError::Io { path, source }),
+    }
 }
 
 impl Host {
@@ -69,22 +81,20 @@ impl Host {
 
     /// `/proc/stat`: total and per-CPU ticks.
     pub fn proc_stat(&self) -> Result<(CpuTicks, Vec<(usize, CpuTicks)>), HostError> {
-        let path = self.proc_root.join("stat");
-        parse::proc_stat(&read(&path)?).map_err(|source| HostError::Parse { path, source })
+        read_parse(self.proc_root.join("stat"), parse::proc_stat)
     }
 
     /// `MemTotal - MemAvailable` of `/proc/meminfo`, in bytes.
     pub fn memory_used(&self) -> Result<u64, HostError> {
-        let path = self.proc_root.join("meminfo");
-        super::procfs::memory_used(&read(&path)?)
-            .map_err(|source| HostError::Parse { path, source })
+        read_parse(self.proc_root.join("meminfo"), super::procfs::memory_used)
     }
 
     /// `MemTotal - MemFree` of `/proc/meminfo`, in bytes (page cache counted).
     pub fn memory_used_with_cache(&self) -> Result<u64, HostError> {
-        let path = self.proc_root.join("meminfo");
-        super::procfs::memory_used_with_cache(&read(&path)?)
-            .map_err(|source| HostError::Parse { path, source })
+        read_parse(
+            self.proc_root.join("meminfo"),
+            super::procfs::memory_used_with_cache,
+        )
     }
 
     /// Koordinator's `cpu-basic-info`: the CPU model and vendor (`/proc/cpuinfo`),

@@ -160,6 +160,21 @@ fn build_runtime(roles: &RoleSet) -> std::io::Result<tokio::runtime::Runtime> {
     builder.enable_all().build()
 }
 
+/// A node agent keeps in memory the code it runs each minute, not what it ran once
+/// (`shed_idle_code`).
+fn shed_idle_code_every_minute(tasks: &Tasks, shutdown: &Shutdown) {
+    let shutdown = shutdown.clone();
+    tasks.spawn("node-agent/idle-code", async move {
+        loop {
+            tokio::select! {
+                _ = shutdown.draining() => return Ok(()),
+                _ = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+            }
+            tokio::task::spawn_blocking(crate::os::tuning::shed_idle_code).await?;
+        }
+    });
+}
+
 /// Writes to stdout; a closed pipe (`koord crds | head`) is not an error worth a panic.
 fn write_stdout(text: &str) {
     use std::io::Write;
@@ -244,6 +259,9 @@ async fn run_roles(
     }
     let readiness = Readiness::new(&metrics);
     let tasks = Tasks::new(shutdown.clone());
+    if roles.node_agent_only() {
+        shed_idle_code_every_minute(&tasks, &shutdown);
+    }
     let _data_dir_lock = if cfg.embedded.enabled || roles.0.iter().any(|r| r.uses_data_dir()) {
         match claim_data_dir(&cfg.common.data_dir, cfg.embedded.enabled) {
             Ok(lock) => lock,

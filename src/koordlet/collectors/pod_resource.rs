@@ -30,7 +30,9 @@ impl PodResource {
         dir: &CgroupDir,
     ) -> Result<(Option<f64>, f64), CollectError> {
         let ns = env.cgroups.read_i64(Resource::CpuacctUsage, dir)? as f64;
-        let memory = memory_without_cache(&env.cgroups.read(Resource::MemoryStat, dir)?)? as f64;
+        let memory =
+            env.cgroups
+                .read_with(Resource::MemoryStat, dir, memory_without_cache)?? as f64;
         Ok((
             self.rates.per_second(key, ns, env.mono_ns).map(|r| r / 1e9),
             memory,

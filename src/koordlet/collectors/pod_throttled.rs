@@ -25,7 +25,11 @@ impl PodThrottled {
     }
 
     fn ratio(&mut self, env: &CollectEnv<'_>, key: String, dir: &CgroupDir) -> Option<f64> {
-        let stat = cpu_stat(&env.cgroups.read(Resource::CpuStat, dir).ok()?).ok()?;
+        let stat = env
+            .cgroups
+            .read_with(Resource::CpuStat, dir, cpu_stat)
+            .ok()?
+            .ok()?;
         let (p0, t0, _) = self
             .prev
             .insert(key, (stat.nr_periods, stat.nr_throttled, env.mono_ns))?;

@@ -1,6 +1,9 @@
 //! Chunk encoding. Timestamps are stored as zig-zag varint delta-of-deltas (one byte for a
-//! steady interval). Values take one of two forms, whichever the chunk allows:
-//! - decimal (`FORMAT_DECIMAL`): every value is a whole number of 10^-k (k = 0, 3 or 6) —
+//! steady interval; in the decimal form a run of steady intervals is one zero and the run's
+//! length, so a minute sampled every second costs a few bytes of time, not sixty). Values
+//! take one of two forms, whichever the chunk allows:
+//! - decimal (`FORMAT_DECIMAL_RUNS`; `FORMAT_DECIMAL`, one byte per steady interval, is
+//!   still read): every value is a whole number of 10^-k (k = 0, 3 or 6) —
 //!   bytes, or usage the store kept to a micro-core — stored as zig-zag varint deltas of
 //!   those integers: 1–3 bytes a value for a noisy CPU series;
 //! - binary (`FORMAT`, Gorilla-style at byte granularity): the XOR with the previous
@@ -16,6 +19,8 @@ use super::aggregate::Point;
 pub const FORMAT: u8 = 0xA1;
 /// First byte of a chunk of decimal values.
 pub const FORMAT_DECIMAL: u8 = 0xA2;
+/// First byte of a chunk of decimal values whose steady intervals are run-length coded.
+pub const FORMAT_DECIMAL_RUNS: u8 = 0xA3;
 /// The decimal scales tried, fewest digits first.
 const SCALES: [i32; 3] = [0, 3, 6];
 
@@ -62,18 +67,37 @@ fn decimal(points: &[Point]) -> Option<(i32, Vec<i64>)> {
     })
 }
 
-/// Timestamps as zig-zag varint delta-of-deltas.
+/// Timestamps as zig-zag varint delta-of-deltas; a zero is followed by how many more
+/// zeros come after it.
 fn put_times(out: &mut Vec<u8>, points: &[Point]) {
-    let (mut prev_ts, mut prev_delta) = (0i64, 0i64);
-    for (i, p) in points.iter().enumerate() {
-        if i == 0 {
-            put_varint(out, zigzag(p.ts));
-        } else {
-            let delta = p.ts.wrapping_sub(prev_ts);
-            put_varint(out, zigzag(delta.wrapping_sub(prev_delta)));
-            prev_delta = delta;
+    let Some(first) = points.first() else {
+        return;
+    };
+    put_varint(out, zigzag(first.ts));
+    let mut prev_delta = 0i64;
+    let dods = points.windows(2).map(|w| {
+        let delta = w[1].ts.wrapping_sub(w[0].ts);
+        let dod = delta.wrapping_sub(prev_delta);
+        prev_delta = delta;
+        dod
+    });
+    let mut zeros = 0u64;
+    for dod in dods {
+        if dod == 0 {
+            zeros += 1;
+            continue;
         }
-        prev_ts = p.ts;
+        put_zeros(out, zeros);
+        zeros = 0;
+        put_varint(out, zigzag(dod));
+    }
+    put_zeros(out, zeros);
+}
+
+fn put_zeros(out: &mut Vec<u8>, zeros: u64) {
+    if zeros > 0 {
+        put_varint(out, 0);
+        put_varint(out, zeros - 1);
     }
 }
 
@@ -81,7 +105,7 @@ fn put_times(out: &mut Vec<u8>, points: &[Point]) {
 pub fn encode(points: &[Point]) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + points.len() * 4);
     if let Some((k, ints)) = decimal(points) {
-        out.push(FORMAT_DECIMAL);
+        out.push(FORMAT_DECIMAL_RUNS);
         put_varint(&mut out, points.len() as u64);
         out.push(k as u8);
         put_times(&mut out, points);
@@ -178,26 +202,41 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Point>, CodecError> {
     let mut r = Reader { bytes, at: 0 };
     match r.byte()? {
         FORMAT => decode_binary(r, bytes.len()),
-        FORMAT_DECIMAL => decode_decimal(r, bytes.len()),
+        FORMAT_DECIMAL => decode_decimal(r, bytes.len(), false),
+        FORMAT_DECIMAL_RUNS => decode_decimal(r, bytes.len(), true),
         f => Err(CodecError::Format(f)),
     }
 }
 
-fn decode_decimal(mut r: Reader<'_>, len: usize) -> Result<Vec<Point>, CodecError> {
+fn decode_decimal(mut r: Reader<'_>, len: usize, runs: bool) -> Result<Vec<Point>, CodecError> {
     let n = r.varint()?;
     let k = r.byte()?;
     if !SCALES.contains(&i32::from(k)) {
         return Err(CodecError::Format(k));
     }
     let f = 10f64.powi(i32::from(k));
-    // Every point takes at least two bytes: a corrupt count cannot make us allocate much.
-    let mut times = Vec::with_capacity((n as usize).min(len / 2));
-    let (mut ts, mut delta) = (0i64, 0i64);
+    // Every point takes at least one byte (its value): a corrupt count cannot make us
+    // loop or allocate much.
+    if n > len as u64 {
+        return Err(CodecError::Truncated);
+    }
+    let mut times = Vec::with_capacity(n as usize);
+    let (mut ts, mut delta, mut zeros) = (0i64, 0i64, 0u64);
     for i in 0..n {
         if i == 0 {
             ts = unzigzag(r.varint()?);
         } else {
-            delta = delta.wrapping_add(unzigzag(r.varint()?));
+            let dod = if zeros > 0 {
+                zeros -= 1;
+                0
+            } else {
+                let dod = unzigzag(r.varint()?);
+                if runs && dod == 0 {
+                    zeros = r.varint()?;
+                }
+                dod
+            };
+            delta = delta.wrapping_add(dod);
             ts = ts.wrapping_add(delta);
         }
         times.push(ts);
@@ -293,9 +332,9 @@ mod tests {
             })
             .collect();
         let enc = encode(&cpu);
-        assert_eq!(enc[0], FORMAT_DECIMAL);
+        assert_eq!(enc[0], FORMAT_DECIMAL_RUNS);
         assert_eq!(decode(&enc).unwrap(), cpu);
-        assert!(enc.len() < 60 * 4, "{} bytes for 60 points", enc.len());
+        assert!(enc.len() < 60 * 3, "{} bytes for 60 points", enc.len());
         let mem: Vec<Point> = (0..60)
             .map(|i| Point {
                 ts: i * 1000,
@@ -305,7 +344,7 @@ mod tests {
         let enc = encode(&mem);
         assert_eq!(
             (enc[0], enc[2]),
-            (FORMAT_DECIMAL, 0),
+            (FORMAT_DECIMAL_RUNS, 0),
             "whole bytes: scale 0"
         );
         assert_eq!(decode(&enc).unwrap(), mem);
@@ -320,6 +359,47 @@ mod tests {
             let p = [Point { ts: 0, value: v }];
             assert_eq!(decode(&encode(&p)).unwrap()[0].value.to_bits(), v.to_bits());
         }
+    }
+
+    #[test]
+    fn steady_seconds_cost_no_byte_of_time_and_older_chunks_still_read() {
+        let mut minute: Vec<Point> = (0..60)
+            .map(|i| Point {
+                ts: 1_700_000_000_000 + i * 1000,
+                value: 7.0,
+            })
+            .collect();
+        let enc = encode(&minute);
+        assert!(
+            enc.len() <= 75,
+            "{} bytes: a value byte each and ~12 of header and time",
+            enc.len()
+        );
+        assert_eq!(decode(&enc).unwrap(), minute);
+        // A late sample and a missed one break the run and start another.
+        minute[10].ts += 300;
+        minute.remove(40);
+        assert_eq!(decode(&encode(&minute)).unwrap(), minute);
+        // A chunk written before runs (one zero byte per steady interval): (1, 1.0), (2, 3.0).
+        let old = [FORMAT_DECIMAL, 2, 0, 2, 2, 2, 4];
+        assert_eq!(decode(&old).unwrap(), pts(&[(1, 1.0), (2, 3.0)]));
+        // A count no chunk of this length can hold is refused, not looped over.
+        assert_eq!(
+            decode(&[
+                FORMAT_DECIMAL_RUNS,
+                0xff,
+                0xff,
+                0xff,
+                0x7f,
+                0,
+                2,
+                0,
+                0xff,
+                0xff,
+                0x7f
+            ]),
+            Err(CodecError::Truncated)
+        );
     }
 
     #[test]
@@ -348,7 +428,7 @@ mod tests {
 
         #[test]
         fn any_bytes_never_panic(v in proptest::collection::vec(any::<u8>(), 0..64)) {
-            for f in [FORMAT, FORMAT_DECIMAL] {
+            for f in [FORMAT, FORMAT_DECIMAL, FORMAT_DECIMAL_RUNS] {
                 let mut bytes = vec![f];
                 bytes.extend(v.iter().copied());
                 let _ = decode(&bytes);

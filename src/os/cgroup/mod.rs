@@ -361,20 +361,32 @@ impl Cgroups {
 
     /// The raw file content, trimmed.
     pub fn read(&self, res: Resource, dir: &CgroupDir) -> Result<String, CgroupError> {
+        self.read_with(res, dir, str::to_string)
+    }
+
+    /// Hands `f` the file's text, trimmed, without keeping it (`knob::with_small_file`).
+    pub fn read_with<R>(
+        &self,
+        res: Resource,
+        dir: &CgroupDir,
+        f: impl FnOnce(&str) -> R,
+    ) -> Result<R, CgroupError> {
         let path = self.file(res, dir);
-        std::fs::read_to_string(&path)
-            .map(|s| s.trim().to_string())
-            .map_err(io_err(&path))
+        crate::os::knob::with_small_file(&path, |s| f(s.trim())).map_err(io_err(&path))
     }
 
     /// A numeric resource in v1 semantics (shares, quota with -1 for none, bytes with -1
     /// for no limit, cpuacct nanoseconds).
     pub fn read_i64(&self, res: Resource, dir: &CgroupDir) -> Result<i64, CgroupError> {
         let path = self.file(res, dir);
-        let raw = self.read(res, dir)?;
+        crate::os::knob::with_small_file(&path, |raw| self.parse_i64(res, &path, raw.trim()))
+            .map_err(io_err(&path))?
+    }
+
+    fn parse_i64(&self, res: Resource, path: &Path, raw: &str) -> Result<i64, CgroupError> {
         let bad = || CgroupError::Parse {
-            path: path.clone(),
-            content: raw.clone(),
+            path: path.to_path_buf(),
+            content: raw.to_string(),
         };
         let num = |s: &str| -> Result<i64, CgroupError> {
             if s == "max" {
@@ -384,7 +396,7 @@ impl Cgroups {
             }
         };
         match (self.version, res) {
-            (Version::V2, Resource::CpuShares) => Ok(weight_to_shares(num(&raw)?)),
+            (Version::V2, Resource::CpuShares) => Ok(weight_to_shares(num(raw)?)),
             (Version::V2, Resource::CfsQuota) => {
                 num(raw.split_whitespace().next().ok_or_else(bad)?)
             }
@@ -392,12 +404,12 @@ impl Cgroups {
                 num(raw.split_whitespace().nth(1).ok_or_else(bad)?)
             }
             (Version::V2, Resource::CpuacctUsage) => {
-                Ok(stat_field(&raw, "usage_usec").ok_or_else(bad)? * 1000)
+                Ok(stat_field(raw, "usage_usec").ok_or_else(bad)? * 1000)
             }
             (Version::V1, Resource::MemoryLimit) => {
-                Ok(num(&raw).map(|v| if v >= V1_UNLIMITED { -1 } else { v })?)
+                Ok(num(raw).map(|v| if v >= V1_UNLIMITED { -1 } else { v })?)
             }
-            _ => num(&raw),
+            _ => num(raw),
         }
     }
 
