@@ -5,7 +5,9 @@ WORKDIR /src
 RUN apt-get update \
     && apt-get install -y --no-install-recommends protobuf-compiler \
     && rm -rf /var/lib/apt/lists/*
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
+COPY proto ./proto
+COPY link ./link
 COPY src ./src
 COPY benches ./benches
 COPY config ./config

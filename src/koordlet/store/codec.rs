@@ -4,8 +4,8 @@
 //! take one of two forms, whichever the chunk allows:
 //! - decimal (`FORMAT_DECIMAL_RUNS`; `FORMAT_DECIMAL`, one byte per steady interval, is
 //!   still read): every value is a whole number of 10^-k (k = 0, 3 or 6) —
-//!   bytes, or usage the store kept to a micro-core — stored as zig-zag varint deltas of
-//!   those integers: 1–3 bytes a value for a noisy CPU series;
+//!   bytes, or usage the store kept to a milli-core — stored as zig-zag varint deltas of
+//!   those integers: 1–2 bytes a value for a noisy CPU series;
 //! - binary (`FORMAT`, Gorilla-style at byte granularity): the XOR with the previous
 //!   value's bits, trimmed to its non-zero bytes (one byte when a value repeats; up to 9
 //!   for a noisy float).

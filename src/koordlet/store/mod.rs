@@ -4,8 +4,9 @@
 //! to sled, one compressed chunk per series and hour, at each GC round (every few
 //! minutes) and when the koordlet stops; sled keys are bounded by series × retained hours,
 //! and sled sees one write per series per hour chunk and round instead of one per minute.
-//! Values are kept to six decimal places (a micro-core; byte counts are whole), which the
-//! codec stores as small integers. Data survives a restart; a crash loses what was still
+//! Values are kept to three decimal places (a milli-core, the unit Kubernetes and the
+//! NodeMetric report use; byte counts are whole), which the codec stores as small integers:
+//! a noisy CPU series costs a byte or two a second instead of three. Data survives a restart; a crash loses what was still
 //! in memory (the last 30–35 minutes).
 
 pub mod aggregate;
@@ -107,13 +108,13 @@ fn decode(bytes: &[u8]) -> Vec<Point> {
     codec::decode(bytes).unwrap_or_default()
 }
 
-/// Values as the store keeps them: to six decimal places below 10^9 (beyond, floats are
-/// too coarse for it to matter, and byte counts are whole anyway).
+/// Values as the store keeps them: to three decimal places below 10^9 (beyond, byte counts
+/// are whole anyway).
 fn keep(v: f64) -> f64 {
     if v.abs() >= 1e9 {
         return v;
     }
-    let kept = (v * 1e6).round() / 1e6;
+    let kept = (v * 1e3).round() / 1e3;
     // -0.0 reads as 0.
     if kept == 0.0 { 0.0 } else { kept }
 }
@@ -201,7 +202,7 @@ impl MetricStore {
         Ok(())
     }
 
-    /// Appends samples (values kept to six decimal places; non-finite ones skipped).
+    /// Appends samples (values kept to three decimal places; non-finite ones skipped).
     pub fn insert(&self, samples: &[(SeriesKey, Point)]) -> Result<(), StoreError> {
         let mut index = self.lock();
         for (key, p) in samples {

@@ -245,10 +245,10 @@ fn the_recent_window_stays_in_memory_and_older_minutes_go_to_hour_chunks() {
 }
 
 #[test]
-fn values_are_kept_to_six_decimal_places() {
+fn values_are_kept_to_a_milli() {
     let s = MetricStore::temporary(StoreOptions::default()).unwrap();
     let a = cpu("a");
-    let raw = [0.123_456_789_1, -2.5e-7, 1_234.000_000_4, 3.0e12 + 0.5];
+    let raw = [0.123_556_789_1, -2.5e-4, 1_234.000_4, 3.0e12 + 0.5];
     let samples: Vec<_> = raw
         .iter()
         .enumerate()
@@ -269,7 +269,7 @@ fn values_are_kept_to_six_decimal_places() {
         .iter()
         .map(|p| p.value)
         .collect();
-    assert_eq!(got, [0.123_457, 0.0, 1234.0, 3.0e12 + 0.5]);
+    assert_eq!(got, [0.124, 0.0, 1234.0, 3.0e12 + 0.5]);
 }
 
 #[test]
