@@ -240,6 +240,18 @@ mod tests {
         assert_eq!(again.len(), 1 << 20);
     }
 
+    /// The test binary drops its own code pages and goes on running: what it runs next is
+    /// mapped back from the page cache.
+    #[test]
+    fn shedding_idle_code_keeps_the_process_running() {
+        super::shed_idle_code();
+        let sum: u64 = (1..=1000u64).map(|i| i * i).sum();
+        assert_eq!(sum, 333_833_500);
+        super::shed_idle_code();
+        let text = format!("{:?}", std::collections::BTreeMap::from([(1, "a")]));
+        assert_eq!(text, r#"{1: "a"}"#);
+    }
+
     #[test]
     fn the_executables_mappings_are_found_by_path() {
         let maps = "55d0c0000000-55d0c0100000 r--p 00000000 fd:01 42 /usr/bin/koord
