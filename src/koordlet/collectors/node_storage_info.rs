@@ -16,6 +16,8 @@ pub struct NodeStorageInfo {
     last_scan: Option<Instant>,
     info: Option<Arc<LocalStorageInfo>>,
     scan: fn() -> Result<LocalStorageInfo, StorageError>,
+    /// The last failure warned about: a node without `lsblk` warns once, not every second.
+    last_error: Option<String>,
 }
 
 impl NodeStorageInfo {
@@ -33,11 +35,13 @@ impl NodeStorageInfo {
             last_scan: None,
             info: None,
             scan,
+            last_error: None,
         }
     }
 
     /// The latest scan, rescanning once the interval has passed. A failed scan keeps the
-    /// last good one (Koordinator's key keeps its last value too) and is logged.
+    /// last good one (Koordinator's key keeps its last value too) and is logged when its
+    /// error is new.
     pub async fn current(
         &mut self,
         metrics: &KoordletMetrics,
@@ -55,8 +59,17 @@ impl NodeStorageInfo {
             });
             metrics.collected_storage_info(node, result.is_ok());
             match result {
-                Ok(info) => self.info = Some(Arc::new(info)),
-                Err(e) => tracing::warn!(error = %e, "failed to collect node local storage info"),
+                Ok(info) => {
+                    self.info = Some(Arc::new(info));
+                    self.last_error = None;
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    if self.last_error.as_deref() != Some(&text) {
+                        tracing::warn!(error = %text, "failed to collect node local storage info");
+                    }
+                    self.last_error = Some(text);
+                }
             }
         }
         self.info.clone()
