@@ -27,16 +27,17 @@ fn main() {
     symbol_order();
 }
 
-/// Links the functions a node agent runs every second side by side (`link/
-/// node-agent.order`, written by `scripts/symbol-order.sh`). Otherwise the ~1 MiB of code
-/// the koordlet's loops run lies in ~170 places across the 35 MiB of text, and each place
-/// costs the process a 128 KiB window of mapped pages (the kernel maps a fault's cached
-/// neighbours): ~20 MiB of RSS for 1 MiB of code. Only with rust-lld, the linker Rust uses
-/// on x86_64 Linux since 1.90 (GNU ld has no such option); names the file lacks, or that
-/// changed, are simply placed as before. `KOORD_SYMBOL_ORDER=0` turns it off.
+/// Links the functions a node agent runs each minute side by side (`link/
+/// node-agent.order`, written by `scripts/symbol-order.sh`). Otherwise the ~1.5 MiB of
+/// code the koordlet's loops run lies in ~120 of the text's 128 KiB windows, and each
+/// costs the process the whole window of mapped pages (the kernel maps a fault's cached
+/// neighbours): 14–18 MiB of RSS for 1.5 MiB of code. Only with rust-lld, the linker Rust
+/// uses on x86_64 Linux since 1.90 (GNU ld has no such option); names the file lacks, or
+/// that changed, are simply placed as before. `KOORDLET_SYMBOL_ORDER=0` turns it off (not
+/// a `KOORD_` name: koord reads those from its environment as configuration).
 fn symbol_order() {
     println!("cargo:rerun-if-changed=link/node-agent.order");
-    println!("cargo:rerun-if-env-changed=KOORD_SYMBOL_ORDER");
+    println!("cargo:rerun-if-env-changed=KOORDLET_SYMBOL_ORDER");
     println!("cargo:rerun-if-env-changed=CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER");
     let env = |k: &str| std::env::var(k).unwrap_or_default();
     let lld = env("TARGET") == "x86_64-unknown-linux-gnu"
@@ -44,7 +45,7 @@ fn symbol_order() {
         && !env("CARGO_ENCODED_RUSTFLAGS").contains("link")
         && rustc_minor().is_some_and(|m| m >= 90);
     let file = Path::new(&env("CARGO_MANIFEST_DIR")).join("link/node-agent.order");
-    if env("KOORD_SYMBOL_ORDER") == "0" || !lld || !file.exists() {
+    if env("KOORDLET_SYMBOL_ORDER") == "0" || !lld || !file.exists() {
         return;
     }
     println!(
