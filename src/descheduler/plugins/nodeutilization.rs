@@ -494,5 +494,5 @@ impl High {
 }
 
 #[cfg(test)]
-#[path = "nodeutilization_tests.rs"]
+#[path = "nodeutilization_tests/mod.rs"]
 mod tests;
