@@ -63,13 +63,15 @@ pub(super) async fn collect_loop(
     let mut tick = tokio::time::interval(base);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failing: BTreeMap<&'static str, bool> = BTreeMap::new();
+    let mut clock = collectors::pass_clock::PassClock::default();
     loop {
-        tokio::select! {
+        let at = tokio::select! {
             _ = l.shutdown.draining() => break,
-            _ = tick.tick() => {}
-        }
+            at = tick.tick() => at.into_std(),
+        };
         let states = l.informer.snapshot();
-        let (now, mono) = (now_ms(), start.elapsed().as_nanos() as u64);
+        let now = clock.stamp(at, Instant::now(), now_ms());
+        let mono = start.elapsed().as_nanos() as u64;
         let store = l.store.clone();
         let st = states.clone();
         let (back, samples, outcomes, stored) = tokio::task::spawn_blocking(move || {
@@ -109,7 +111,13 @@ pub(super) async fn collect_loop(
 
 /// Usage gauges on `/metrics`.
 fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples) {
-    let get = |k: &SeriesKey| samples.iter().find(|(s, _)| s == k).map(|(_, p)| p.value);
+    // Looked up a few hundred times a pass: a scan of the pass's samples per lookup was
+    // the koordlet's busiest function.
+    let mut by_key: BTreeMap<&SeriesKey, f64> = BTreeMap::new();
+    for (k, p) in samples {
+        by_key.entry(k).or_insert(p.value);
+    }
+    let get = |k: &SeriesKey| by_key.get(k).copied();
     let (cpu, mem) = (
         get(&SeriesKey::node(MetricKind::NodeCpuUsage)),
         get(&SeriesKey::node(MetricKind::NodeMemoryUsage)),
