@@ -9,6 +9,7 @@ pub mod gpu;
 pub mod host_app;
 pub mod node_resource;
 pub mod node_storage_info;
+pub mod pass_clock;
 pub mod pod_resource;
 pub mod pod_throttled;
 pub mod psi;
