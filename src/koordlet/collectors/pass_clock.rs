@@ -73,7 +73,11 @@ mod tests {
         assert_eq!(clock.stamp(t0, t0, wall0), wall0);
         let at = t0 + Duration::from_secs(1);
         let late = at + Duration::from_millis(900);
-        assert_eq!(clock.stamp(at, late, wall0 + 1900), wall0 + 1900, "the real time");
+        assert_eq!(
+            clock.stamp(at, late, wall0 + 1900),
+            wall0 + 1900,
+            "the real time"
+        );
         let next = t0 + Duration::from_secs(2);
         assert_eq!(
             clock.stamp(next, next + Duration::from_millis(2), wall0 + 2002),

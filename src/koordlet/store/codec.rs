@@ -2,10 +2,12 @@
 //! steady interval; in the decimal form a run of steady intervals is one zero and the run's
 //! length, so a minute sampled every second costs a few bytes of time, not sixty). Values
 //! take one of two forms, whichever the chunk allows:
-//! - decimal (`FORMAT_DECIMAL_RUNS`; `FORMAT_DECIMAL`, one byte per steady interval, is
-//!   still read): every value is a whole number of 10^-k (k = 0, 3 or 6) —
-//!   bytes, or usage the store kept to a milli-core — stored as zig-zag varint deltas of
-//!   those integers: 1–2 bytes a value for a noisy CPU series;
+//! - decimal (`FORMAT_DECIMAL_VALUE_RUNS`; `FORMAT_DECIMAL_RUNS`, one byte per repeated
+//!   value, and `FORMAT_DECIMAL`, one byte per steady interval too, are still read): every
+//!   value is a whole number of 10^-k (k = 0, 3 or 6) — bytes, or usage the store kept to
+//!   a milli-core — stored as zig-zag varint deltas of those integers, a run of repeats as
+//!   one zero and the run's length: 1–2 bytes a value for a noisy CPU series, a few bytes
+//!   a minute for an idle container's;
 //! - binary (`FORMAT`, Gorilla-style at byte granularity): the XOR with the previous
 //!   value's bits, trimmed to its non-zero bytes (one byte when a value repeats; up to 9
 //!   for a noisy float).
@@ -21,6 +23,12 @@ pub const FORMAT: u8 = 0xA1;
 pub const FORMAT_DECIMAL: u8 = 0xA2;
 /// First byte of a chunk of decimal values whose steady intervals are run-length coded.
 pub const FORMAT_DECIMAL_RUNS: u8 = 0xA3;
+/// First byte of a chunk of decimal values whose steady intervals and repeated values are
+/// both run-length coded.
+pub const FORMAT_DECIMAL_VALUE_RUNS: u8 = 0xA4;
+/// The most points a chunk with value runs may claim (an hour at 1 s is 3,600): there a
+/// point may take less than a byte, so a corrupt count is refused by this instead.
+const MAX_RUN_POINTS: u64 = 1 << 20;
 /// The decimal scales tried, fewest digits first.
 const SCALES: [i32; 3] = [0, 3, 6];
 
@@ -75,21 +83,28 @@ fn put_times(out: &mut Vec<u8>, points: &[Point]) {
     };
     put_varint(out, zigzag(first.ts));
     let mut prev_delta = 0i64;
-    let dods = points.windows(2).map(|w| {
-        let delta = w[1].ts.wrapping_sub(w[0].ts);
-        let dod = delta.wrapping_sub(prev_delta);
-        prev_delta = delta;
-        dod
-    });
+    put_runs(
+        out,
+        points.windows(2).map(|w| {
+            let delta = w[1].ts.wrapping_sub(w[0].ts);
+            let dod = delta.wrapping_sub(prev_delta);
+            prev_delta = delta;
+            dod
+        }),
+    );
+}
+
+/// Zig-zag varints; a zero is followed by how many more zeros come after it.
+fn put_runs(out: &mut Vec<u8>, values: impl Iterator<Item = i64>) {
     let mut zeros = 0u64;
-    for dod in dods {
-        if dod == 0 {
+    for v in values {
+        if v == 0 {
             zeros += 1;
             continue;
         }
         put_zeros(out, zeros);
         zeros = 0;
-        put_varint(out, zigzag(dod));
+        put_varint(out, zigzag(v));
     }
     put_zeros(out, zeros);
 }
@@ -105,15 +120,17 @@ fn put_zeros(out: &mut Vec<u8>, zeros: u64) {
 pub fn encode(points: &[Point]) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + points.len() * 4);
     if let Some((k, ints)) = decimal(points) {
-        out.push(FORMAT_DECIMAL_RUNS);
+        out.push(FORMAT_DECIMAL_VALUE_RUNS);
         put_varint(&mut out, points.len() as u64);
         out.push(k as u8);
         put_times(&mut out, points);
         let mut prev = 0i64;
-        for i in ints {
-            put_varint(&mut out, zigzag(i.wrapping_sub(prev)));
+        let deltas = ints.into_iter().map(|i| {
+            let d = i.wrapping_sub(prev);
             prev = i;
-        }
+            d
+        });
+        put_runs(&mut out, deltas);
         return out;
     }
     out.push(FORMAT);
@@ -202,41 +219,65 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Point>, CodecError> {
     let mut r = Reader { bytes, at: 0 };
     match r.byte()? {
         FORMAT => decode_binary(r, bytes.len()),
-        FORMAT_DECIMAL => decode_decimal(r, bytes.len(), false),
-        FORMAT_DECIMAL_RUNS => decode_decimal(r, bytes.len(), true),
+        f @ (FORMAT_DECIMAL | FORMAT_DECIMAL_RUNS | FORMAT_DECIMAL_VALUE_RUNS) => {
+            decode_decimal(r, bytes.len(), f)
+        }
         f => Err(CodecError::Format(f)),
     }
 }
 
-fn decode_decimal(mut r: Reader<'_>, len: usize, runs: bool) -> Result<Vec<Point>, CodecError> {
+/// Reads what `put_runs` wrote (`on`), or plain zig-zag varints.
+struct Runs {
+    on: bool,
+    zeros: u64,
+}
+
+impl Runs {
+    fn next(&mut self, r: &mut Reader<'_>) -> Result<i64, CodecError> {
+        if self.zeros > 0 {
+            self.zeros -= 1;
+            return Ok(0);
+        }
+        let v = unzigzag(r.varint()?);
+        if self.on && v == 0 {
+            self.zeros = r.varint()?;
+        }
+        Ok(v)
+    }
+}
+
+fn decode_decimal(mut r: Reader<'_>, len: usize, format: u8) -> Result<Vec<Point>, CodecError> {
     let n = r.varint()?;
     let k = r.byte()?;
     if !SCALES.contains(&i32::from(k)) {
         return Err(CodecError::Format(k));
     }
     let f = 10f64.powi(i32::from(k));
-    // Every point takes at least one byte (its value): a corrupt count cannot make us
-    // loop or allocate much.
-    if n > len as u64 {
+    let mut dods = Runs {
+        on: format != FORMAT_DECIMAL,
+        zeros: 0,
+    };
+    let mut deltas = Runs {
+        on: format == FORMAT_DECIMAL_VALUE_RUNS,
+        zeros: 0,
+    };
+    // Without value runs every point takes at least one byte (its value): a corrupt count
+    // cannot make us loop or allocate much.
+    let most = if deltas.on {
+        MAX_RUN_POINTS
+    } else {
+        len as u64
+    };
+    if n > most {
         return Err(CodecError::Truncated);
     }
-    let mut times = Vec::with_capacity(n as usize);
-    let (mut ts, mut delta, mut zeros) = (0i64, 0i64, 0u64);
+    let mut times = Vec::with_capacity((n as usize).min(len.saturating_mul(8)));
+    let (mut ts, mut delta) = (0i64, 0i64);
     for i in 0..n {
         if i == 0 {
             ts = unzigzag(r.varint()?);
         } else {
-            let dod = if zeros > 0 {
-                zeros -= 1;
-                0
-            } else {
-                let dod = unzigzag(r.varint()?);
-                if runs && dod == 0 {
-                    zeros = r.varint()?;
-                }
-                dod
-            };
-            delta = delta.wrapping_add(dod);
+            delta = delta.wrapping_add(dods.next(&mut r)?);
             ts = ts.wrapping_add(delta);
         }
         times.push(ts);
@@ -244,7 +285,7 @@ fn decode_decimal(mut r: Reader<'_>, len: usize, runs: bool) -> Result<Vec<Point
     let mut value = 0i64;
     let mut out = Vec::with_capacity(times.len());
     for ts in times {
-        value = value.wrapping_add(unzigzag(r.varint()?));
+        value = value.wrapping_add(deltas.next(&mut r)?);
         out.push(Point {
             ts,
             value: value as f64 / f,
@@ -332,7 +373,7 @@ mod tests {
             })
             .collect();
         let enc = encode(&cpu);
-        assert_eq!(enc[0], FORMAT_DECIMAL_RUNS);
+        assert_eq!(enc[0], FORMAT_DECIMAL_VALUE_RUNS);
         assert_eq!(decode(&enc).unwrap(), cpu);
         assert!(enc.len() < 60 * 3, "{} bytes for 60 points", enc.len());
         let mem: Vec<Point> = (0..60)
@@ -344,7 +385,7 @@ mod tests {
         let enc = encode(&mem);
         assert_eq!(
             (enc[0], enc[2]),
-            (FORMAT_DECIMAL_RUNS, 0),
+            (FORMAT_DECIMAL_VALUE_RUNS, 0),
             "whole bytes: scale 0"
         );
         assert_eq!(decode(&enc).unwrap(), mem);
@@ -371,11 +412,19 @@ mod tests {
             .collect();
         let enc = encode(&minute);
         assert!(
-            enc.len() <= 75,
-            "{} bytes: a value byte each and ~12 of header and time",
+            enc.len() <= 16,
+            "{} bytes: header, the first time and value, two runs",
             enc.len()
         );
         assert_eq!(decode(&enc).unwrap(), minute);
+        // Runs of repeats between changes, as an idle container's usage reads.
+        let mut idle = minute.clone();
+        for (i, p) in idle.iter_mut().enumerate() {
+            p.value = [0.0, 0.001, 0.0][i / 20];
+        }
+        let enc = encode(&idle);
+        assert!(enc.len() <= 24, "{} bytes", enc.len());
+        assert_eq!(decode(&enc).unwrap(), idle);
         // A late sample and a missed one break the run and start another.
         minute[10].ts += 300;
         minute.remove(40);
@@ -383,7 +432,25 @@ mod tests {
         // A chunk written before runs (one zero byte per steady interval): (1, 1.0), (2, 3.0).
         let old = [FORMAT_DECIMAL, 2, 0, 2, 2, 2, 4];
         assert_eq!(decode(&old).unwrap(), pts(&[(1, 1.0), (2, 3.0)]));
+        // One written before value runs: three points, two steady intervals (a zero and one
+        // more), a value byte each: 5, 5, 6.
+        let old = [FORMAT_DECIMAL_RUNS, 3, 0, 2, 2, 0, 0, 10, 0, 2];
+        assert_eq!(decode(&old).unwrap(), pts(&[(1, 5.0), (2, 5.0), (3, 6.0)]));
         // A count no chunk of this length can hold is refused, not looped over.
+        let huge = [
+            FORMAT_DECIMAL_VALUE_RUNS,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0x7f,
+            0,
+            0,
+            0,
+            0xff,
+            0x7f,
+        ];
+        assert_eq!(decode(&huge), Err(CodecError::Truncated));
         assert_eq!(
             decode(&[
                 FORMAT_DECIMAL_RUNS,
@@ -428,7 +495,7 @@ mod tests {
 
         #[test]
         fn any_bytes_never_panic(v in proptest::collection::vec(any::<u8>(), 0..64)) {
-            for f in [FORMAT, FORMAT_DECIMAL, FORMAT_DECIMAL_RUNS] {
+            for f in [FORMAT, FORMAT_DECIMAL, FORMAT_DECIMAL_RUNS, FORMAT_DECIMAL_VALUE_RUNS] {
                 let mut bytes = vec![f];
                 bytes.extend(v.iter().copied());
                 let _ = decode(&bytes);

@@ -3,8 +3,6 @@
 //! 5/10/30-minute aggregates, the QoS loops' last seconds) read only this; the store moves
 //! minutes out to sled's hour chunks once they are older than the window.
 
-use std::collections::VecDeque;
-
 use super::aggregate::Point;
 use super::codec;
 
@@ -12,26 +10,6 @@ pub const CHUNK_MS: i64 = 60_000;
 
 pub fn chunk_of(ts: i64) -> i64 {
     ts.div_euclid(CHUNK_MS) * CHUNK_MS
-}
-
-/// One compressed minute.
-pub struct Sealed {
-    pub chunk: i64,
-    pub bytes: Box<[u8]>,
-}
-
-impl Sealed {
-    fn new(chunk: i64, points: &[Point]) -> Sealed {
-        Sealed {
-            chunk,
-            bytes: codec::encode(points).into_boxed_slice(),
-        }
-    }
-
-    /// The minute's points; bytes that do not decode (never written by us) read as empty.
-    pub fn points(&self) -> Vec<Point> {
-        codec::decode(&self.bytes).unwrap_or_default()
-    }
 }
 
 /// Merges `newer` into `older` (both sorted); newer values win on equal timestamps.
@@ -47,8 +25,12 @@ pub fn merge(older: Vec<Point>, newer: &[Point]) -> Vec<Point> {
 
 #[derive(Default)]
 pub struct Recent {
-    /// Sealed minutes, sorted by `chunk`, all before `open_chunk`.
-    sealed: VecDeque<Sealed>,
+    /// The sealed minutes' encodings back to back, oldest first: one allocation a series,
+    /// not one a minute plus a queue slot (~40 bytes a series-minute more, measured).
+    bytes: Vec<u8>,
+    /// Each sealed minute's start and where its bytes end in `bytes`, sorted, all before
+    /// `open_chunk`.
+    minutes: Vec<(i64, u32)>,
     /// The newest minute's points, sorted by time.
     open: Vec<Point>,
     open_chunk: i64,
@@ -58,7 +40,7 @@ impl Recent {
     /// Adds a point; a point for an earlier minute (late) is merged into that minute.
     pub fn insert(&mut self, p: Point) {
         let chunk = chunk_of(p.ts);
-        let after_sealed = self.sealed.back().is_none_or(|s| s.chunk < chunk);
+        let after_sealed = self.minutes.last().is_none_or(|m| m.0 < chunk);
         if (self.open.is_empty() && after_sealed)
             || (!self.open.is_empty() && chunk > self.open_chunk)
         {
@@ -74,34 +56,85 @@ impl Recent {
             }
             return;
         }
-        match self.sealed.binary_search_by_key(&chunk, |s| s.chunk) {
+        match self.minutes.binary_search_by_key(&chunk, |m| m.0) {
             Ok(i) => {
-                let merged = merge(self.sealed[i].points(), &[p]);
-                self.sealed[i] = Sealed::new(chunk, &merged);
+                let merged = merge(self.points_at(i), &[p]);
+                self.put(i, chunk, &merged, true);
             }
-            Err(i) => self.sealed.insert(i, Sealed::new(chunk, &[p])),
+            Err(i) => self.put(i, chunk, &[p], false),
         }
     }
 
     /// Compresses the open minute.
     fn seal(&mut self) {
         if !self.open.is_empty() {
-            let s = Sealed::new(self.open_chunk, &self.open);
-            self.sealed.push_back(s);
+            let points = std::mem::take(&mut self.open);
+            self.put(self.minutes.len(), self.open_chunk, &points, false);
+            self.open = points;
             self.open.clear();
             self.open.shrink_to(64);
         }
     }
 
+    fn start_of(&self, i: usize) -> usize {
+        i.checked_sub(1).map_or(0, |j| self.minutes[j].1 as usize)
+    }
+
+    /// Minute `i`'s points; bytes that do not decode (never written by us) read as empty.
+    fn points_at(&self, i: usize) -> Vec<Point> {
+        let range = self.start_of(i)..self.minutes[i].1 as usize;
+        codec::decode(&self.bytes[range]).unwrap_or_default()
+    }
+
+    /// Writes minute `chunk` as the `i`th, in place of the one there (`replace`) or before it.
+    fn put(&mut self, i: usize, chunk: i64, points: &[Point], replace: bool) {
+        let start = self.start_of(i);
+        let end = if replace {
+            self.minutes[i].1 as usize
+        } else {
+            start
+        };
+        let enc = codec::encode(points);
+        let shift = enc.len() as i64 - (end - start) as i64;
+        self.bytes
+            .reserve_exact(enc.len().saturating_sub(end - start));
+        let new_end = (start + enc.len()) as u32;
+        self.bytes.splice(start..end, enc);
+        if replace {
+            self.minutes[i].1 = new_end;
+        } else {
+            self.minutes.reserve_exact(1);
+            self.minutes.insert(i, (chunk, new_end));
+        }
+        for m in &mut self.minutes[i + 1..] {
+            m.1 = (i64::from(m.1) + shift) as u32;
+        }
+    }
+
+    /// Drops the first `n` sealed minutes.
+    fn remove_front(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let cut = self.minutes[n - 1].1;
+        self.bytes.drain(..cut as usize);
+        self.minutes.drain(..n);
+        for m in &mut self.minutes {
+            m.1 -= cut;
+        }
+        self.bytes.shrink_to_fit();
+        self.minutes.shrink_to_fit();
+    }
+
     /// Points in `[start, end]`, sorted.
     pub fn query(&self, start: i64, end: i64) -> Vec<Point> {
         let mut out = Vec::new();
-        for s in &self.sealed {
-            if s.chunk > end || s.chunk + CHUNK_MS <= start {
+        for (i, &(chunk, _)) in self.minutes.iter().enumerate() {
+            if chunk > end || chunk + CHUNK_MS <= start {
                 continue;
             }
             out.extend(
-                s.points()
+                self.points_at(i)
                     .into_iter()
                     .filter(|p| p.ts >= start && p.ts <= end),
             );
@@ -115,50 +148,44 @@ impl Recent {
         if !self.open.is_empty() && self.open_chunk < cutoff {
             self.seal();
         }
-        let mut out = Vec::new();
-        while self.sealed.front().is_some_and(|s| s.chunk < cutoff) {
-            if let Some(s) = self.sealed.pop_front() {
-                out.extend(s.points());
-            }
-        }
+        let n = self.minutes.partition_point(|m| m.0 < cutoff);
+        let out = (0..n).flat_map(|i| self.points_at(i)).collect();
+        self.remove_front(n);
         out
     }
 
     /// Drops points older than `cutoff`; returns how many went.
     pub fn drop_before(&mut self, cutoff: i64) -> usize {
-        let mut removed = 0;
         let before = self.open.len();
         self.open.retain(|p| p.ts >= cutoff);
-        removed += before - self.open.len();
-        let mut kept = VecDeque::with_capacity(self.sealed.len());
-        for s in self.sealed.drain(..) {
-            if s.chunk + CHUNK_MS <= cutoff {
-                removed += s.points().len();
-                continue;
+        let mut removed = before - self.open.len();
+        let whole = self.minutes.partition_point(|m| m.0 + CHUNK_MS <= cutoff);
+        removed += (0..whole).map(|i| self.points_at(i).len()).sum::<usize>();
+        self.remove_front(whole);
+        if let Some(&(chunk, _)) = self.minutes.first()
+            && chunk < cutoff
+        {
+            let points = self.points_at(0);
+            let left: Vec<Point> = points.iter().filter(|p| p.ts >= cutoff).copied().collect();
+            removed += points.len() - left.len();
+            if left.is_empty() {
+                self.remove_front(1);
+            } else if left.len() != points.len() {
+                self.put(0, chunk, &left, true);
             }
-            if s.chunk < cutoff {
-                let points = s.points();
-                let left: Vec<Point> = points.iter().filter(|p| p.ts >= cutoff).copied().collect();
-                removed += points.len() - left.len();
-                if !left.is_empty() {
-                    kept.push_back(Sealed::new(s.chunk, &left));
-                }
-                continue;
-            }
-            kept.push_back(s);
         }
-        self.sealed = kept;
         removed
     }
 
     #[cfg(test)]
     fn is_empty(&self) -> bool {
-        self.open.is_empty() && self.sealed.is_empty()
+        self.open.is_empty() && self.minutes.is_empty()
     }
 
     /// Bytes held for points (compressed minutes and the open minute).
     pub fn bytes(&self) -> usize {
-        self.sealed.iter().map(|s| s.bytes.len()).sum::<usize>()
+        self.bytes.capacity()
+            + self.minutes.capacity() * std::mem::size_of::<(i64, u32)>()
             + self.open.capacity() * std::mem::size_of::<Point>()
     }
 }
@@ -177,7 +204,7 @@ mod tests {
         for s in 0..150 {
             r.insert(p(s * 1000, s as f64));
         }
-        assert_eq!(r.sealed.len(), 2, "two whole minutes compressed");
+        assert_eq!(r.minutes.len(), 2, "two whole minutes compressed");
         assert_eq!(r.open.len(), 30);
         r.insert(p(5_500, 99.0));
         r.insert(p(1000, 42.0));
