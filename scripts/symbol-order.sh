@@ -23,7 +23,9 @@ bin=$root/target/release/koord
 bench=$(ls -t target/release/deps/koordlet_footprint-* | grep -v '\.d$' | head -n1)
 [ -x "$bin" ] && [ -x "$bench" ] || { echo "build first: cargo bench --bench koordlet_footprint --no-run" >&2; exit 1; }
 work=$(mktemp -d /tmp/koord-order.XXXXXX)
-trap 'kill "$runner" 2>/dev/null || true; rm -rf "$work"' EXIT
+# The bench runs in a session of its own, so stopping it stops the koordlet and the API
+# server it started too.
+trap '[ -n "${runner:-}" ] && kill -- -"$runner" 2>/dev/null; rm -rf "$work"' EXIT
 cat > "$work/koord" <<EOF
 #!/bin/sh
 case "\$*" in *role=koordlet*) exec valgrind --tool=callgrind --demangle=no --dump-instr=no \\
@@ -31,13 +33,13 @@ case "\$*" in *role=koordlet*) exec valgrind --tool=callgrind --demangle=no --du
 exec "$bin" "\$@"
 EOF
 chmod +x "$work/koord"
-BENCH_KOORD_BIN="$work/koord" FOOTPRINT_SECONDS=$((secs + 150)) "$bench" >"$work/bench.log" 2>&1 &
+BENCH_KOORD_BIN="$work/koord" FOOTPRINT_SECONDS=$((secs + 150)) setsid "$bench" >"$work/bench.log" 2>&1 &
 runner=$!
 sleep 90
 vg=$(pgrep -f "valgrind.*$work/cg.out" | head -n1)
-callgrind_control -z "$vg" >/dev/null
+callgrind_control -z "$vg" >/dev/null 2>&1
 sleep "$secs"
-callgrind_control -d "$vg" >/dev/null
+callgrind_control -d "$vg" >/dev/null 2>&1
 sleep 5
 dump=$(ls "$work"/cg.out.* | head -n1)
 nm --defined-only "$bin" | awk '$2 ~ /^[tT]$/ { print $3 }' | sort -u >"$work/defined"
