@@ -3,7 +3,8 @@
 //! `cargo bench --bench koordlet_footprint` runs 10 minutes (set FOOTPRINT_SECONDS
 //! to change). It starts `koord --embedded` (API server only) and `koord --role=koordlet`
 //! pointed at a temp-dir cgroup tree with 100 running pods whose counters advance every
-//! second, and samples the koordlet's VmRSS and CPU time from /proc.
+//! second, and samples the koordlet's VmRSS and CPU time from /proc. It also reads the
+//! same cgroup files once a second itself and prints what that costs (the floor).
 //!
 //! The koordlet runs from its own copy of the binary whose page cache is dropped first, as
 //! on a node where the DaemonSet's image is a file of its own and not (or no longer) cached;
@@ -138,6 +139,8 @@ async fn main() {
     let mut samples = Vec::new();
     let mut round = 0u64;
     let mut usage = vec![0u64; dirs.len()];
+    let floor_files = floor_files(&cg);
+    let mut floor = Duration::ZERO;
     while start.elapsed() < Duration::from_secs(seconds) {
         round += 1;
         for (i, d) in dirs.iter().enumerate() {
@@ -147,6 +150,7 @@ async fn main() {
             usage[i] += 4_000_000 + wobble;
             let _ = std::fs::write(d.join("cpuacct.usage"), usage[i].to_string());
         }
+        floor += read_all(&floor_files);
         std::thread::sleep(Duration::from_secs(1));
         if round.is_multiple_of(30) {
             let (rss, _) = proc_stat(pid);
@@ -170,7 +174,59 @@ async fn main() {
         profile.join(" ")
     );
     println!("  CPU {cpu_pct:.2} % of one core on average");
+    let floor_pct = floor.as_secs_f64() / start.elapsed().as_secs_f64() * 100.0;
+    println!(
+        "  floor: the {} cgroup files the koordlet reads each second, read once a second by \
+         the bench itself: {floor_pct:.2} % of one core on this machine",
+        floor_files.len()
+    );
     println!("  at the end: {}", rss_split(pid));
+}
+
+/// The fake tree's files the koordlet's collectors read every second (usage, memory,
+/// throttling of every pod and container).
+fn floor_files(cg: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for (sub, file) in [
+        ("cpuacct", "cpuacct.usage"),
+        ("memory", "memory.stat"),
+        ("cpu", "cpu.stat"),
+    ] {
+        let pods = cg.join(sub).join("kubepods/burstable");
+        for pod in std::fs::read_dir(&pods).into_iter().flatten().flatten() {
+            out.push(pod.path().join(file));
+            for c in std::fs::read_dir(pod.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if c.path().is_dir() {
+                    out.push(c.path().join(file));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// This thread's CPU time for one burst of reads of `files`: what the kernel charges for
+/// the reads alone when they come once a second, as the koordlet's do (on a VM this is
+/// many times their cost in a tight loop, and it moves with the host).
+fn read_all(files: &[std::path::PathBuf]) -> Duration {
+    let now = || {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes the timespec it is given.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    };
+    let t0 = now();
+    for f in files {
+        let _ = std::fs::read(f);
+    }
+    now().saturating_sub(t0)
 }
 
 /// Anonymous (heap, stacks) and file-backed (the binary's pages) parts of the RSS.

@@ -9,9 +9,10 @@ use crate::kernel::{ReadyHandle, Shutdown};
 
 use super::advisor::Advisor;
 use super::informer::{Informer, States};
-use super::metrics::{CollectorLabels, ContainerLabels, KoordletMetrics, NodeLabels, PodLabels};
+use super::metrics::{CollectorLabels, KoordletMetrics, NodeLabels};
 use super::prediction::Predictor;
 use super::store::{self, MetricKind, MetricStore, SeriesKey};
+use super::usage_gauges::UsageGauges;
 use super::{ReporterConfig, collectors, informer, prediction, qos, reporter};
 
 fn now_ms() -> i64 {
@@ -64,6 +65,9 @@ pub(super) async fn collect_loop(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failing: BTreeMap<&'static str, bool> = BTreeMap::new();
     let mut clock = collectors::pass_clock::PassClock::default();
+    // The pod list whose requests and limits the gauges hold: they change only with it.
+    let mut specs_of: std::sync::Weak<Vec<informer::PodMeta>> = std::sync::Weak::new();
+    let mut gauges = UsageGauges::default();
     loop {
         let at = tokio::select! {
             _ = l.shutdown.draining() => break,
@@ -102,7 +106,12 @@ pub(super) async fn collect_loop(
                 }
             }
         }
-        publish(&l, &states, &samples);
+        publish(&l, &states, &samples, &mut gauges);
+        if specs_of.as_ptr() != Arc::as_ptr(&states.pods) {
+            let (requests, limits) = container_specs(&l.node, &states);
+            l.metrics.set_container_specs(requests, limits);
+            specs_of = Arc::downgrade(&states.pods);
+        }
         collected.set(true);
     }
     l.store.flush().await?;
@@ -110,7 +119,7 @@ pub(super) async fn collect_loop(
 }
 
 /// Usage gauges on `/metrics`.
-fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples) {
+fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples, gauges: &mut UsageGauges) {
     // Looked up a few hundred times a pass: a scan of the pass's samples per lookup was
     // the koordlet's busiest function.
     let mut by_key: BTreeMap<&SeriesKey, f64> = BTreeMap::new();
@@ -149,48 +158,8 @@ fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples) {
         }
     }
     l.metrics.set_host_apps(&l.node, usage);
-    let mut pods = Vec::new();
-    let mut ctrs = Vec::new();
-    for p in states.pods.iter() {
-        for (kind, res) in [
-            (MetricKind::PodCpuUsage, "cpu"),
-            (MetricKind::PodMemoryUsage, "memory"),
-        ] {
-            if let Some(v) = get(&SeriesKey::pod(kind, &p.uid)) {
-                pods.push((
-                    PodLabels {
-                        node: l.node.clone(),
-                        namespace: p.namespace.clone(),
-                        pod: p.name.clone(),
-                        resource: res.into(),
-                    },
-                    v,
-                ));
-            }
-        }
-        for c in &p.containers {
-            let id = informer::PodMeta::container_id(c);
-            for (kind, res) in [
-                (MetricKind::ContainerCpuUsage, "cpu"),
-                (MetricKind::ContainerMemoryUsage, "memory"),
-            ] {
-                if let Some(v) = get(&SeriesKey::container(kind, id)) {
-                    let labels = ContainerLabels {
-                        node: l.node.clone(),
-                        namespace: p.namespace.clone(),
-                        pod: p.name.clone(),
-                        container: c.name.clone(),
-                        resource: res.into(),
-                    };
-                    ctrs.push((labels, v));
-                }
-            }
-        }
-    }
-    l.metrics.set_pods(pods, ctrs);
+    gauges.publish(&l.node, &states.pods, &l.metrics, get);
     publish_cpi_psi(l, states, samples);
-    let (requests, limits) = container_specs(&l.node, states);
-    l.metrics.set_container_specs(requests, limits);
 }
 
 type Specs = Vec<(super::metrics::Pairs, f64)>;

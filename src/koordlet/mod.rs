@@ -18,6 +18,7 @@ pub mod runtimehooks;
 pub mod store;
 pub mod topology;
 mod upsert;
+mod usage_gauges;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -58,7 +58,7 @@ pub struct QosLabels {
     pub resource: String,
 }
 
-type FGauge = Gauge<f64, AtomicU64>;
+pub type FGauge = Gauge<f64, AtomicU64>;
 
 #[derive(Default)]
 pub struct KoordletMetrics {
@@ -110,8 +110,6 @@ pub struct KoordletMetrics {
     /// What the koordlet did: hook and executor durations, per-container knobs, ...
     pub ops: ops::OpSeries,
     live_container_specs: Mutex<HashSet<Pairs>>,
-    live_pods: Mutex<HashSet<PodLabels>>,
-    live_containers: Mutex<HashSet<ContainerLabels>>,
 }
 
 pub fn node_only(node: &str) -> NodeOnly {
@@ -448,32 +446,6 @@ impl KoordletMetrics {
         }
         for (l, v) in limits {
             self.container_limits.get_or_create(&l).set(v);
-        }
-        *live = now;
-    }
-
-    /// Replaces the pod and container gauges with this pass's values, dropping pods that
-    /// are gone.
-    pub fn set_pods(&self, pods: Vec<(PodLabels, f64)>, containers: Vec<(ContainerLabels, f64)>) {
-        let mut live = self.live_pods.lock().unwrap_or_else(|p| p.into_inner());
-        let now: HashSet<PodLabels> = pods.iter().map(|(l, _)| l.clone()).collect();
-        for gone in live.difference(&now) {
-            self.pod_usage.remove(gone);
-        }
-        for (l, v) in pods {
-            self.pod_usage.get_or_create(&l).set(v);
-        }
-        *live = now;
-        let mut live = self
-            .live_containers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let now: HashSet<ContainerLabels> = containers.iter().map(|(l, _)| l.clone()).collect();
-        for gone in live.difference(&now) {
-            self.container_usage.remove(gone);
-        }
-        for (l, v) in containers {
-            self.container_usage.get_or_create(&l).set(v);
         }
         *live = now;
     }

@@ -14,7 +14,7 @@ use super::cfsquotaburst::{
 };
 use super::context::{LAST, QosCtx, now_ms, record};
 use super::executor::Executor;
-use super::executor::Update;
+use super::executor::{Outcome, Update};
 use super::runner::{Entry, Round, Strategy};
 use crate::api::extension::keys::ANNOTATION_CPU_BURST;
 use crate::api::extension::qos::{QoSClass, pod_qos_class};
@@ -76,13 +76,14 @@ fn quota_burst_on(cfg: &CPUBurstConfig) -> bool {
     )
 }
 
-/// The burst a container should have with quota `quota` (−1: unlimited, no cap).
-fn safe_burst(cfg: &CPUBurstConfig, limit_milli: i64, quota: Option<i64>) -> i64 {
+/// The burst a container should have with the quota `quota` reads (−1: unlimited, no
+/// cap); the quota is read only when there is a burst to cap.
+fn safe_burst(cfg: &CPUBurstConfig, limit_milli: i64, quota: impl FnOnce() -> Option<i64>) -> i64 {
     if !burst_on(cfg) || limit_milli <= 0 {
         return 0;
     }
     let b = burst_us(limit_milli, cfg.cpu_burst_percent.unwrap_or(1000));
-    match quota {
+    match quota() {
         Some(q) if q > 0 => b.min(q),
         _ => b,
     }
@@ -109,7 +110,7 @@ pub fn updates(
             continue;
         };
         let limit = container_limits(c).get(CPU).copied().unwrap_or(0);
-        let b = safe_burst(&cfg, limit, quota(&meta.dir));
+        let b = safe_burst(&cfg, limit, || quota(&meta.dir));
         total += b;
         containers.push(Update::new(
             Resource::CfsBurst,
@@ -129,7 +130,8 @@ pub fn updates(
 
 /// What [`cfs_updates`] reads about the node, the cgroups and the metric store.
 pub struct CfsEnv<'a> {
-    pub node: NodeBurstState,
+    /// The share pool's state, asked only when a limited container is running.
+    pub node: &'a dyn Fn() -> NodeBurstState,
     /// Monotonic seconds (the limiters' clock).
     pub now: f64,
     /// A cgroup's current CFS quota.
@@ -189,7 +191,8 @@ pub fn cfs_updates(
         return Vec::new();
     };
     let cfg = config_for(states, &pod.pod);
-    let mut pod_quota = (env.quota)(&pod.dir).unwrap_or(-1);
+    // Read once, and only when a container's quota changes.
+    let mut pod_quota: Option<i64> = None;
     let mut out = Vec::new();
     for meta in &pod.containers {
         let Some(c) = spec.containers.iter().find(|c| c.name == meta.name) else {
@@ -205,7 +208,7 @@ pub fn cfs_updates(
         let id = PodMeta::container_id(meta);
         let ok = allowed(&cfg, env, limiters, id, limit);
         let op = by_node(
-            env.node,
+            (env.node)(),
             container_op(quota_burst_on(&cfg), ok, (env.throttled)(id)),
         );
         let base = base_quota(limit);
@@ -216,12 +219,13 @@ pub fn cfs_updates(
         let delta = target - cur;
         let quota = Update::new(Resource::CfsQuota, meta.dir.clone(), target.to_string());
         let burst = burst_on(&cfg).then(|| {
-            let b = safe_burst(&cfg, limit, Some(target));
+            let b = safe_burst(&cfg, limit, || Some(target));
             Update::new(Resource::CfsBurst, meta.dir.clone(), b.to_string())
         });
-        let parent = (pod_quota > 0).then(|| {
-            pod_quota += delta;
-            Update::new(Resource::CfsQuota, pod.dir.clone(), pod_quota.to_string())
+        let pq = pod_quota.get_or_insert_with(|| (env.quota)(&pod.dir).unwrap_or(-1));
+        let parent = (*pq > 0).then(|| {
+            *pq += delta;
+            Update::new(Resource::CfsQuota, pod.dir.clone(), pq.to_string())
         });
         if delta > 0 {
             out.extend(parent.into_iter().chain([quota]).chain(burst));
@@ -306,15 +310,18 @@ impl Strategy for CpuBurst {
         } else {
             node_cpus(states)
         };
-        let (node_used, pool) = share_pool(ctx, states);
+        // Averages every pod's usage: only worth it when some container can burst.
+        let node = std::cell::OnceCell::new();
+        let node = || {
+            *node.get_or_init(|| {
+                let (node_used, pool) = share_pool(ctx, states);
+                let threshold = cfg.share_pool_threshold_percent.unwrap_or(50);
+                node_state(threshold, cpus, node_used, &pool)
+            })
+        };
         let now = self.clock.elapsed().as_secs_f64();
         let env = CfsEnv {
-            node: node_state(
-                cfg.share_pool_threshold_percent.unwrap_or(50),
-                cpus,
-                node_used,
-                &pool,
-            ),
+            node: &node,
             now,
             quota: &quota,
             throttled: &|id| last_container(ctx, MetricKind::ContainerCpuThrottled, id),
@@ -325,15 +332,22 @@ impl Strategy for CpuBurst {
         for pod in states.pods.iter() {
             let burst = updates(states, pod, &quota);
             let mut results = self.ex.leveled(&burst);
-            scaled.extend(scaled_values(pod, burst.iter().flatten()));
+            // Recorded where the write went through, as Koordinator records it (not where
+            // the kernel lacks the knob). `leveled` answers bottom-up.
+            let done = burst.iter().rev().flatten().zip(&results);
+            let done =
+                done.filter(|(_, r)| matches!(r, Ok(Outcome::Written(_) | Outcome::Unchanged)));
+            scaled.extend(scaled_values(pod, done.map(|(u, _)| u)));
             for u in cfs_updates(states, pod, &env, &mut self.limiters) {
                 let r = self.ex.update(&u);
-                let failed = r.is_err();
+                let (failed, missing) = (r.is_err(), matches!(r, Ok(Outcome::Missing)));
                 results.push(r);
                 if failed {
                     break; // later steps rely on this one (parent ≥ child, burst ≤ quota)
                 }
-                scaled.extend(scaled_values(pod, [&u]));
+                if !missing {
+                    scaled.extend(scaled_values(pod, [&u]));
+                }
             }
             record(ctx, "cpuburst", &pod.name, results);
         }

@@ -111,7 +111,7 @@ fn plan(
 ) -> Vec<(Resource, String, String)> {
     let quota = |d: &CgroupDir| quotas.get(d.as_str()).copied();
     let env = CfsEnv {
-        node,
+        node: &|| node,
         now: 1.0,
         quota: &quota,
         throttled: &|_| Some(throttled),
@@ -213,4 +213,65 @@ fn burst_is_capped_at_the_quota() {
         values(&updates(&s, &p, &q)),
         vec![vec!["200000".to_string()], vec!["200000".into()]]
     );
+}
+
+/// Koordinator records `koordlet_container_scaled_cfs_burst_us` where the write went
+/// through, not where the kernel lacks `cpu.cfs_burst_us`.
+#[test]
+fn scaled_burst_is_recorded_where_the_kernel_has_the_knob() {
+    use crate::koordlet::qos::executor::Executor;
+    use crate::koordlet::qos::hookreconcile::tests::test_ctx;
+    use crate::koordlet::qos::runner::Strategy;
+    let dir = tempfile::tempdir().unwrap();
+    let cg = Cgroups::new(dir.path(), Version::V1, Driver::Cgroupfs, "");
+    let pod_json = |uid: &str| {
+        json!({"metadata": {"name": uid, "namespace": "d", "uid": uid},
+            "spec": {"containers": [{"name": "c0", "resources": {"limits": {"cpu": "2"}, "requests": {"cpu": "1"}}}]},
+            "status": {"phase": "Running", "qosClass": "Burstable", "containerStatuses": [{"name": "c0",
+                "containerID": format!("containerd://{uid}c"), "image": "x", "imageID": "", "ready": true,
+                "restartCount": 0, "state": {"running": {}}}]}})
+    };
+    let with = PodMeta::new(serde_json::from_value(pod_json("with")).unwrap(), &cg).unwrap();
+    let without = PodMeta::new(serde_json::from_value(pod_json("without")).unwrap(), &cg).unwrap();
+    for (p, burst) in [(&with, true), (&without, false)] {
+        for d in [&p.dir, &p.containers[0].dir] {
+            let path = dir.path().join("cpu").join(d.as_str());
+            std::fs::create_dir_all(&path).unwrap();
+            std::fs::write(path.join("cpu.cfs_quota_us"), "200000").unwrap();
+            if burst {
+                std::fs::write(path.join("cpu.cfs_burst_us"), "0").unwrap();
+            }
+        }
+    }
+    let mut st = states("cpuBurstOnly");
+    st.pods = Arc::new(vec![with.clone(), without.clone()]);
+    let ctx = test_ctx(&st);
+    let ex = Arc::new(Executor::new(
+        cg.clone(),
+        std::time::Duration::from_secs(60),
+    ));
+    let host = crate::os::system::Host::new(dir.path().join("proc"), dir.path().join("sys"));
+    let mut s = CpuBurst::new(ex, host);
+    futures::executor::block_on(s.tick(&ctx, &st));
+    let written = std::fs::read_to_string(
+        dir.path()
+            .join("cpu")
+            .join(with.containers[0].dir.as_str())
+            .join("cpu.cfs_burst_us"),
+    )
+    .unwrap();
+    // 200 % of 2 cores is 400000 µs a period, capped at the 200000 µs quota.
+    assert_eq!(written.trim(), "200000");
+    let registry = crate::kernel::Metrics::new();
+    let m = crate::koordlet::metrics::KoordletMetrics::register(&registry);
+    let ctx = crate::koordlet::qos::context::QosCtx { metrics: m, ..ctx };
+    futures::executor::block_on(s.tick(&ctx, &st));
+    let scrape = registry.scrape();
+    let pods: Vec<&str> = scrape
+        .samples
+        .iter()
+        .filter(|x| x.metric == "koordlet_container_scaled_cfs_burst_us")
+        .filter_map(|x| x.labels.get("pod_name"))
+        .collect();
+    assert_eq!(pods, vec!["with"]);
 }

@@ -1,7 +1,9 @@
 //! The resource executor (`pkg/koordlet/resourceexecutor/executor.go`): every cgroup write of the QoS manager goes
 //! through here. A write is validated against the file's range, skipped when the value is
 //! already there (cached, re-checked on the file at most every `force_update`), recorded
-//! as a typed change, and a missing file or cgroup is not an error. Leveled updates relax
+//! as a typed change, and a missing file or cgroup is not an error (a knob missing from
+//! an existing cgroup is remembered like a value, so a kernel without `cpu.cfs_burst_us`
+//! is not asked every second). Leveled updates relax
 //! parents first (cpuset union, larger quota/limits) and write exact values bottom-up, so
 //! a child never asks for more than its parent allows.
 
@@ -97,15 +99,26 @@ pub fn validate(res: Resource, value: &str) -> Result<(), String> {
 
 pub struct Executor {
     cgroups: Cgroups,
-    /// Path → (value written, when).
-    cache: Mutex<HashMap<String, (String, Instant)>>,
+    /// Path → (value there, when seen); `None`: the cgroup exists without the file (a
+    /// kernel without the knob), which a kernel does not grow later.
+    cache: Mutex<HashMap<String, (Option<String>, Instant)>>,
+    /// The cache's size at which expired entries (pods gone) are dropped.
+    prune_at: std::sync::atomic::AtomicUsize,
     force_update: Duration,
     /// Where write durations are recorded.
     pub observed: Option<std::sync::Arc<crate::koordlet::metrics::KoordletMetrics>>,
 }
 
+/// Below this many entries the cache is not pruned.
+const PRUNE_MIN: usize = 1024;
+
 fn key(u: &Update) -> String {
-    format!("{:?}:{}", u.resource, u.dir.as_str())
+    let (file, dir) = (u.resource.v1_name(), u.dir.as_str());
+    let mut k = String::with_capacity(file.len() + 1 + dir.len());
+    k.push_str(file);
+    k.push(':');
+    k.push_str(dir);
+    k
 }
 
 /// Values compare as numbers or CPU sets, so "0-3" equals "0,1,2,3" and "max" equals -1.
@@ -128,6 +141,7 @@ impl Executor {
         Executor {
             cgroups,
             cache: Mutex::new(HashMap::new()),
+            prune_at: std::sync::atomic::AtomicUsize::new(PRUNE_MIN),
             force_update,
             observed: None,
         }
@@ -154,6 +168,36 @@ impl Executor {
         }
     }
 
+    /// What the cache holds for `key` while fresh: `Some(None)` for a knob the cgroup lacks.
+    fn cached(&self, key: &str) -> Option<Option<String>> {
+        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let (v, at) = cache.get(key)?;
+        (at.elapsed() < self.force_update).then(|| v.clone())
+    }
+
+    fn remember(&self, key: &str, value: Option<String>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache.insert(key.to_string(), (value, Instant::now()));
+        if cache.len() >= self.prune_at.load(Relaxed) {
+            cache.retain(|_, (_, at)| at.elapsed() < self.force_update);
+            self.prune_at
+                .store((cache.len() * 2).max(PRUNE_MIN), Relaxed);
+        }
+    }
+
+    /// A file missing from an existing cgroup is a knob this kernel lacks: not asked again
+    /// until `force_update` (a cgroup not there yet, a pod starting, is asked every time).
+    fn remember_missing(&self, u: &Update, key: &str) {
+        if self
+            .cgroups
+            .dir_path(u.resource.subsystem(), &u.dir)
+            .is_dir()
+        {
+            self.remember(key, None);
+        }
+    }
+
     /// Writes one value unless it is already there.
     pub fn update(&self, u: &Update) -> Result<Outcome, ExecError> {
         if u.dir.as_str().split('/').any(|c| c == ".." || c == ".") {
@@ -172,26 +216,20 @@ impl Executor {
         })?;
         let want = normalize(u.resource, &u.value);
         let k = key(u);
-        {
-            let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some((v, at)) = cache.get(&k)
-                && *v == want
-                && at.elapsed() < self.force_update
-            {
-                return Ok(Outcome::Unchanged);
-            }
+        match self.cached(&k) {
+            Some(None) => return Ok(Outcome::Missing),
+            Some(Some(v)) if v == want => return Ok(Outcome::Unchanged),
+            _ => {}
         }
         let old = match self.current(u) {
             Ok(v) => normalize(u.resource, &v),
-            Err(e) if e.is_not_found() => return Ok(Outcome::Missing),
+            Err(e) if e.is_not_found() => {
+                self.remember_missing(u, &k);
+                return Ok(Outcome::Missing);
+            }
             Err(e) => return Err(e.into()),
         };
-        let remember = |v: String| {
-            self.cache
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(k.clone(), (v, Instant::now()));
-        };
+        let remember = |v: String| self.remember(&k, Some(v));
         if old == want {
             remember(want);
             return Ok(Outcome::Unchanged);
@@ -267,6 +305,24 @@ impl Executor {
 
     /// The relaxed value for pass 1 of a leveled update: what both old and new allow.
     fn relaxed(&self, u: &Update) -> Option<String> {
+        let relaxable = matches!(
+            u.resource,
+            Resource::CpusetCpus
+                | Resource::CpusetMems
+                | Resource::CfsQuota
+                | Resource::MemoryLimit
+                | Resource::MemoryHigh
+                | Resource::MemoryMin
+                | Resource::MemoryLow
+        );
+        // Known to hold the value already (or to lack the knob): nothing to relax.
+        if !relaxable
+            || self
+                .cached(&key(u))
+                .is_some_and(|v| v.is_none_or(|v| v == normalize(u.resource, &u.value)))
+        {
+            return None;
+        }
         let cur = self.current(u).ok()?;
         match u.resource {
             Resource::CpusetCpus | Resource::CpusetMems => {

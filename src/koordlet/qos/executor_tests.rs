@@ -155,3 +155,48 @@ fn kernel_files_outside_the_table_are_written_once_and_only_by_absolute_path() {
     );
     assert!(ex.write_file(&dir.path().join("../x"), "1", None).is_err());
 }
+
+#[test]
+fn a_knob_the_cgroup_lacks_is_remembered_and_a_cgroup_not_there_yet_is_asked_again() {
+    let (_d, cg) = tree(Version::V1, Driver::Cgroupfs);
+    let ex = Executor::new(cg.clone(), Duration::from_secs(60));
+    let pod = cg.pod_dir(KubeQoS::BestEffort, "u1");
+    let burst = Update::new(Resource::CfsBurst, pod.clone(), "0");
+    assert_eq!(ex.update(&burst).unwrap(), Outcome::Missing);
+    // The kernel lacks it: the file appearing later (it does not on a real node) is not
+    // looked for until `force_update` has passed.
+    std::fs::write(cg.file(Resource::CfsBurst, &pod), "100").unwrap();
+    assert_eq!(ex.update(&burst).unwrap(), Outcome::Missing);
+    let leveled = ex.leveled(&[vec![burst.clone()]]);
+    assert!(matches!(leveled.as_slice(), [Ok(Outcome::Missing)]));
+    let fresh = Executor::new(cg.clone(), Duration::ZERO);
+    assert!(matches!(fresh.update(&burst).unwrap(), Outcome::Written(_)));
+
+    // A pod whose cgroup the runtime has not made yet gets its value once it is there.
+    let new_pod = cg.pod_dir(KubeQoS::BestEffort, "u2");
+    let quota = Update::new(Resource::CfsQuota, new_pod.clone(), "200000");
+    assert_eq!(ex.update(&quota).unwrap(), Outcome::Missing);
+    let file = cg.file(Resource::CfsQuota, &new_pod);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "-1").unwrap();
+    assert!(matches!(ex.update(&quota).unwrap(), Outcome::Written(_)));
+    assert_eq!(read(&file), "200000");
+}
+
+#[test]
+fn the_cache_drops_what_has_expired_once_it_grows() {
+    let (_d, cg) = tree(Version::V1, Driver::Cgroupfs);
+    let len = |ex: &Executor| ex.cache.lock().unwrap().len();
+    // Nothing expires within a minute: the cache keeps all and prunes again at twice the size.
+    let ex = Executor::new(cg.clone(), Duration::from_secs(60));
+    for i in 0..PRUNE_MIN + 10 {
+        ex.remember(&format!("cpu.shares:pod{i}"), Some("2".into()));
+    }
+    assert_eq!(len(&ex), PRUNE_MIN + 10);
+    // Every entry expired at once (pods gone): pruned when the cache reaches the mark.
+    let ex = Executor::new(cg, Duration::ZERO);
+    for i in 0..PRUNE_MIN + 10 {
+        ex.remember(&format!("cpu.shares:pod{i}"), None);
+    }
+    assert!(len(&ex) <= 10, "{}", len(&ex));
+}

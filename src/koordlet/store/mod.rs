@@ -14,6 +14,7 @@ pub mod codec;
 mod recent;
 pub mod series;
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Mutex;
@@ -210,19 +211,19 @@ impl MetricStore {
                 continue;
             }
             let name = key.encode();
-            if !index.contains_key(&name) {
-                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                self.series.insert(name.as_bytes(), &id.to_be_bytes())?;
-                let entry = SeriesEntry {
-                    id,
-                    last_ts: p.ts,
-                    stored_until: i64::MIN,
-                    recent: Recent::default(),
-                };
-                index.insert(name.clone(), entry);
-            }
-            let Some(e) = index.get_mut(&name) else {
-                continue;
+            let e = match index.entry(name) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(slot) => {
+                    let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                    self.series
+                        .insert(slot.key().as_bytes(), &id.to_be_bytes())?;
+                    slot.insert(SeriesEntry {
+                        id,
+                        last_ts: p.ts,
+                        stored_until: i64::MIN,
+                        recent: Recent::default(),
+                    })
+                }
             };
             e.recent.insert(Point {
                 ts: p.ts,

@@ -131,12 +131,23 @@ impl SeriesKey {
     }
 
     /// `name{k=v,...}`.
+    /// `name{k=v,…}`, built in one allocation (it runs for every sample stored and every
+    /// series queried).
     pub fn encode(&self) -> String {
-        let labels: Vec<String> = self
-            .labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        format!("{}{{{}}}", self.kind.name(), labels.join(","))
+        let name = self.kind.name();
+        let len = self.labels.iter().map(|(k, v)| k.len() + v.len() + 2);
+        let mut out = String::with_capacity(name.len() + 2 + len.sum::<usize>());
+        out.push_str(name);
+        out.push('{');
+        for (i, (k, v)) in self.labels.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(k);
+            out.push('=');
+            out.push_str(v);
+        }
+        out.push('}');
+        out
     }
 }

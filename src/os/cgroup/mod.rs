@@ -345,18 +345,37 @@ impl Cgroups {
 
     /// The directory of `dir` in a subsystem's hierarchy (v2: the unified one).
     pub fn dir_path(&self, sub: Subsystem, dir: &CgroupDir) -> PathBuf {
-        match self.version {
-            Version::V1 => self.root.join(sub.name()).join(&dir.0),
-            Version::V2 => self.root.join(&dir.0),
-        }
+        self.path_of(sub, dir, None)
     }
 
     pub fn file(&self, res: Resource, dir: &CgroupDir) -> PathBuf {
         let (sub, v1, v2) = res.files();
-        self.dir_path(sub, dir).join(match self.version {
+        let name = match self.version {
             Version::V1 => v1,
             Version::V2 => v2,
-        })
+        };
+        self.path_of(sub, dir, Some(name))
+    }
+
+    /// `root[/subsystem]/dir[/file]` in one allocation: built for every cgroup file read,
+    /// hundreds a second, where chained joins were a tenth of the koordlet's instructions.
+    fn path_of(&self, sub: Subsystem, dir: &CgroupDir, file: Option<&str>) -> PathBuf {
+        let v1 = self.version == Version::V1;
+        let cap = self.root.as_os_str().len()
+            + if v1 { sub.name().len() + 1 } else { 0 }
+            + dir.0.len()
+            + file.map_or(0, |f| f.len() + 1)
+            + 1;
+        let mut p = PathBuf::with_capacity(cap);
+        p.push(&self.root);
+        if v1 {
+            p.push(sub.name());
+        }
+        p.push(&dir.0);
+        if let Some(f) = file {
+            p.push(f);
+        }
+        p
     }
 
     /// The raw file content, trimmed.
