@@ -61,8 +61,9 @@ pub(super) async fn collect_loop(
     }
     synced.set(true);
     let start = Instant::now();
-    let mut tick = tokio::time::interval(base);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tick = tokio::time::interval_at(super::grid::next(base, Duration::ZERO), base);
+    // A late pass does not move the grid the QoS rounds share.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut failing: BTreeMap<&'static str, bool> = BTreeMap::new();
     let mut clock = collectors::pass_clock::PassClock::default();
     // The pod list whose requests and limits the gauges hold: they change only with it.

@@ -7,6 +7,7 @@ pub mod collectors;
 mod config;
 pub mod devices;
 pub mod features;
+mod grid;
 pub mod informer;
 pub mod kubeletconfig;
 mod measure;

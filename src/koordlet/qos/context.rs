@@ -24,6 +24,14 @@ pub(super) fn now_ms() -> i64 {
     k8s_openapi::jiff::Timestamp::now().as_millisecond()
 }
 
+/// Sleeps until `at`; false when the process starts draining.
+pub(super) async fn pause_until(shutdown: &Shutdown, at: tokio::time::Instant) -> bool {
+    tokio::select! {
+        _ = shutdown.draining() => false,
+        _ = tokio::time::sleep_until(at) => true,
+    }
+}
+
 pub(super) async fn pause(shutdown: &Shutdown, d: Duration) -> bool {
     tokio::select! {
         _ = shutdown.draining() => false,

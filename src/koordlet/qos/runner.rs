@@ -1,12 +1,12 @@
 //! One runner for every QoS strategy, as the collectors have one registry: a strategy
 //! says what one round does; the runner waits for the informer, ticks at the strategy's
-//! interval, and rests for the cool-down a round asks for (after an eviction).
+//! interval on the koordlet's shared grid (`koordlet/grid.rs`), and rests for the cool-down a round asks for (after an eviction).
 
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::context::{QosCtx, pause};
+use super::context::{QosCtx, pause, pause_until};
 use crate::koordlet::informer::States;
 
 /// What a round asks of the runner.
@@ -57,7 +57,11 @@ pub async fn run(ctx: QosCtx, mut s: Box<dyn Strategy>) -> anyhow::Result<()> {
     if !s.prepare() || !ctx.informer.wait_synced(&ctx.shutdown).await {
         return Ok(());
     }
-    while pause(&ctx.shutdown, s.interval()).await {
+    loop {
+        let at = crate::koordlet::grid::next(s.interval(), crate::koordlet::grid::QOS_OFFSET);
+        if !pause_until(&ctx.shutdown, at).await {
+            break;
+        }
         let states = ctx.informer.snapshot();
         let round = s.tick(&ctx, &states).await;
         if let Some(d) = round.cool_down
