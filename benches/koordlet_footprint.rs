@@ -141,6 +141,7 @@ async fn main() {
     let mut usage = vec![0u64; dirs.len()];
     let floor_files = floor_files(&cg);
     let mut floor = Duration::ZERO;
+    let mut probe = PageProbe::new();
     while start.elapsed() < Duration::from_secs(seconds) {
         round += 1;
         for (i, d) in dirs.iter().enumerate() {
@@ -151,6 +152,7 @@ async fn main() {
             let _ = std::fs::write(d.join("cpuacct.usage"), usage[i].to_string());
         }
         floor += read_all(&floor_files);
+        probe.touch();
         std::thread::sleep(Duration::from_secs(1));
         if round.is_multiple_of(30) {
             let (rss, _) = proc_stat(pid);
@@ -179,6 +181,11 @@ async fn main() {
         "  floor: the {} cgroup files the koordlet reads each second, read once a second by \
          the bench itself: {floor_pct:.2} % of one core on this machine",
         floor_files.len()
+    );
+    println!(
+        "  a page of the bench's own memory touched once a second: {:.2} µs on this machine \
+         during the run",
+        probe.per_page_us()
     );
     println!("  at the end: {}", rss_split(pid));
 }
@@ -213,20 +220,52 @@ fn floor_files(cg: &std::path::Path) -> Vec<std::path::PathBuf> {
 /// the reads alone when they come once a second, as the koordlet's do (on a VM this is
 /// many times their cost in a tight loop, and it moves with the host).
 fn read_all(files: &[std::path::PathBuf]) -> Duration {
-    let now = || {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes the timespec it is given.
-        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-    };
-    let t0 = now();
+    let t0 = thread_cpu();
     for f in files {
         let _ = std::fs::read(f);
     }
-    now().saturating_sub(t0)
+    thread_cpu().saturating_sub(t0)
+}
+
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Pages of the bench's own memory it touches once a second: on a VM, a page last touched a
+/// second ago costs many times one touched a moment ago, and how many varies with the host
+/// (0.2–25 µs a page measured on this project's VMs). What the koordlet's own work costs
+/// follows the pages it touches each second, so the bench prints this too.
+struct PageProbe(Vec<u8>, u64, Duration);
+
+impl PageProbe {
+    const PAGES: usize = 256;
+
+    fn new() -> PageProbe {
+        PageProbe(vec![1u8; Self::PAGES * 4096], 0, Duration::ZERO)
+    }
+
+    fn touch(&mut self) {
+        let t0 = thread_cpu();
+        let mut sum = 0u64;
+        for p in 0..Self::PAGES {
+            // SAFETY: the index is inside the vector; volatile so the reads stay.
+            sum += u64::from(unsafe { std::ptr::read_volatile(&self.0[p * 4096 + 64]) });
+        }
+        std::hint::black_box(sum);
+        self.2 += thread_cpu().saturating_sub(t0);
+        self.1 += 1;
+    }
+
+    /// Microseconds a page, on average.
+    fn per_page_us(&self) -> f64 {
+        self.2.as_secs_f64() * 1e6 / (self.1.max(1) as f64 * Self::PAGES as f64)
+    }
 }
 
 /// Anonymous (heap, stacks) and file-backed (the binary's pages) parts of the RSS.

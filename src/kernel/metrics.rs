@@ -103,6 +103,22 @@ impl Metrics {
             .register(name, help, metric);
     }
 
+    /// Registers a collector that encodes the families `names` itself at each scrape.
+    pub fn register_collector(
+        &self,
+        names: &[&str],
+        collector: Box<dyn prometheus_client::collector::Collector>,
+    ) {
+        self.names
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(names.iter().map(|n| n.to_string()));
+        self.registry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .register_collector(collector);
+    }
+
     /// The wake-up counter of one event loop (`koord_loop_iterations_total{name=...}`):
     /// a loop that spins shows up here without a timing test.
     pub fn loop_counter(&self, name: &str) -> Counter {

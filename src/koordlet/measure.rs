@@ -12,7 +12,7 @@ use super::informer::{Informer, States};
 use super::metrics::{CollectorLabels, KoordletMetrics, NodeLabels};
 use super::prediction::Predictor;
 use super::store::{self, MetricKind, MetricStore, SeriesKey};
-use super::usage_gauges::UsageGauges;
+use super::usage_series::{LastPass, UsageSeries};
 use super::{ReporterConfig, collectors, informer, prediction, qos, reporter};
 
 fn now_ms() -> i64 {
@@ -37,6 +37,8 @@ pub(super) struct LoopCtx {
     pub(super) informer: Informer,
     pub(super) store: Arc<MetricStore>,
     pub(super) metrics: Arc<KoordletMetrics>,
+    /// The per-pod and per-container usage series, encoded at scrape from the last pass.
+    pub(super) usage: Arc<UsageSeries>,
     pub(super) shutdown: Shutdown,
     pub(super) node: String,
 }
@@ -68,7 +70,6 @@ pub(super) async fn collect_loop(
     let mut clock = collectors::pass_clock::PassClock::default();
     // The pod list whose requests and limits the gauges hold: they change only with it.
     let mut specs_of: std::sync::Weak<Vec<informer::PodMeta>> = std::sync::Weak::new();
-    let mut gauges = UsageGauges::default();
     loop {
         let at = tokio::select! {
             _ = l.shutdown.draining() => break,
@@ -107,27 +108,34 @@ pub(super) async fn collect_loop(
                 }
             }
         }
-        publish(&l, &states, &samples, &mut gauges);
+        let psi_ran = outcomes.iter().any(|o| o.collector == "psi");
+        publish(&l, &states, &samples, psi_ran);
         if specs_of.as_ptr() != Arc::as_ptr(&states.pods) {
             let (requests, limits) = container_specs(&l.node, &states);
             l.metrics.set_container_specs(requests, limits);
             specs_of = Arc::downgrade(&states.pods);
         }
+        l.usage.set(LastPass {
+            node: l.node.clone(),
+            pods: states.pods.clone(),
+            samples,
+        });
         collected.set(true);
     }
     l.store.flush().await?;
     Ok(())
 }
 
-/// Usage gauges on `/metrics`.
-fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples, gauges: &mut UsageGauges) {
-    // Looked up a few hundred times a pass: a scan of the pass's samples per lookup was
-    // the koordlet's busiest function.
-    let mut by_key: BTreeMap<&SeriesKey, f64> = BTreeMap::new();
-    for (k, p) in samples {
-        by_key.entry(k).or_insert(p.value);
-    }
-    let get = |k: &SeriesKey| by_key.get(k).copied();
+/// Node and host-application usage gauges on `/metrics` (the per-pod ones are encoded at
+/// scrape time: `usage_series`), and this pass's CPI and PSI.
+fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples, psi_ran: bool) {
+    // A linear scan: a few lookups a pass over samples whose kind is one byte.
+    let get = |k: &SeriesKey| {
+        samples
+            .iter()
+            .find(|(s, _)| s.kind == k.kind && s == k)
+            .map(|(_, p)| p.value)
+    };
     let (cpu, mem) = (
         get(&SeriesKey::node(MetricKind::NodeCpuUsage)),
         get(&SeriesKey::node(MetricKind::NodeMemoryUsage)),
@@ -159,15 +167,23 @@ fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples, gauges: 
         }
     }
     l.metrics.set_host_apps(&l.node, usage);
-    gauges.publish(&l.node, &states.pods, &l.metrics, get);
-    publish_cpi_psi(l, states, samples);
+    let gated = |k: MetricKind| {
+        matches!(
+            k,
+            MetricKind::ContainerCpi | MetricKind::PodPsi | MetricKind::ContainerPsi
+        )
+    };
+    if psi_ran || samples.iter().any(|(k, _)| gated(k.kind)) {
+        publish_cpi_psi(l, states, samples, psi_ran);
+    }
 }
 
 type Specs = Vec<(super::metrics::Pairs, f64)>;
 
 /// Koordinator's `koordlet_container_cpi`, `koordlet_pod_psi` and `koordlet_container_psi`
-/// from this pass's samples (their collectors are gated; no samples, no series).
-fn publish_cpi_psi(l: &LoopCtx, states: &States, samples: &collectors::Samples) {
+/// from this pass's samples (their collectors are gated; no samples, no series). Each
+/// keeps its series between its collector's passes.
+fn publish_cpi_psi(l: &LoopCtx, states: &States, samples: &collectors::Samples, psi_ran: bool) {
     let label = |k: &SeriesKey, name: &str| {
         let v = k.labels.iter().find(|(n, _)| *n == name);
         v.map(|(_, v)| v.clone()).unwrap_or_default()
@@ -244,7 +260,10 @@ fn publish_cpi_psi(l: &LoopCtx, states: &States, samples: &collectors::Samples) 
     if !cpi.is_empty() {
         l.metrics.ops.set_cpi(cpi);
     }
-    l.metrics.ops.set_psi(pod_psi, ctr_psi);
+    // PSI comes every `psiIntervalSeconds`; its series stay between its passes.
+    if psi_ran {
+        l.metrics.ops.set_psi(pod_psi, ctr_psi);
+    }
 }
 
 /// Koordinator's `koordlet_container_resource_{requests,limits}`: cpu in cores, memory and
@@ -466,3 +485,7 @@ pub(super) async fn prediction_loop(
         }
     }
 }
+
+#[cfg(test)]
+#[path = "measure_tests.rs"]
+mod tests;

@@ -19,7 +19,7 @@ pub mod runtimehooks;
 pub mod store;
 pub mod topology;
 mod upsert;
-mod usage_gauges;
+mod usage_series;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -162,6 +162,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         informer: informer.clone(),
         store: store.clone(),
         metrics: metrics.clone(),
+        usage: usage_series::UsageSeries::register(&ctx.metrics),
         shutdown: ctx.shutdown.clone(),
         node: node.clone(),
     };

@@ -117,7 +117,7 @@ impl Collector for BeResource {
                 value: limit as f64,
             },
         ));
-        if let Some(rate) = self.rates.per_second((), ns, env.mono_ns) {
+        if let Some(rate) = self.rates.per_second(&(), ns, env.mono_ns) {
             out.push((
                 SeriesKey::be_cpu("usage"),
                 Point {

@@ -104,10 +104,7 @@ impl Collector for HostApplication {
                 Some(v) => v as f64,
                 None => mem as f64,
             };
-            if let Some(r) = self
-                .rates
-                .per_second(name.to_string(), ns as f64, env.mono_ns)
-            {
+            if let Some(r) = self.rates.per_second(name, ns as f64, env.mono_ns) {
                 out.push((
                     SeriesKey::host_app(MetricKind::HostAppCpuUsage, name),
                     Point { ts, value: r / 1e9 },

@@ -105,10 +105,20 @@ impl<K: Hash + Eq + Clone> Rates<K> {
     }
 
     /// Δcounter per second since the previous sample; `None` on the first sample or when
-    /// the counter went backwards (a restarted cgroup).
-    pub fn per_second(&mut self, key: K, counter: f64, mono_ns: u64) -> Option<f64> {
-        let prev = self.prev.insert(key, (counter, mono_ns));
-        let (c0, t0) = prev?;
+    /// the counter went backwards (a restarted cgroup). The key is copied only the first
+    /// time it is seen (hundreds of lookups a pass).
+    pub fn per_second<Q>(&mut self, key: &Q, counter: f64, mono_ns: u64) -> Option<f64>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (c0, t0) = match self.prev.get_mut(key) {
+            Some(slot) => std::mem::replace(slot, (counter, mono_ns)),
+            None => {
+                self.prev.insert(key.to_owned(), (counter, mono_ns));
+                return None;
+            }
+        };
         if mono_ns <= t0 || counter < c0 {
             return None;
         }

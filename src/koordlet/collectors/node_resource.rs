@@ -53,7 +53,7 @@ impl NodeResource {
             value,
         };
         for (n, b) in busy {
-            if let Some(t) = self.rates.per_second(Some(n), b, env.mono_ns) {
+            if let Some(t) = self.rates.per_second(&Some(n), b, env.mono_ns) {
                 out.push((
                     SeriesKey::numa(MetricKind::NodeNumaCpuUsage, n),
                     point(t / env.clk_tck as f64),
@@ -106,7 +106,7 @@ impl Collector for NodeResource {
         }
         if let Some(ticks_per_sec) = self
             .rates
-            .per_second(None, total.busy() as f64, env.mono_ns)
+            .per_second(&None, total.busy() as f64, env.mono_ns)
         {
             let cores = ticks_per_sec / env.clk_tck as f64;
             out.push((

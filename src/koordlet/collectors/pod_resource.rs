@@ -11,22 +11,26 @@ use crate::os::{CgroupDir, Resource};
 
 pub struct PodResource {
     interval: Duration,
-    rates: Rates<String>,
+    /// CPU counters by pod uid.
+    pods: Rates<String>,
+    /// CPU counters by container id.
+    containers: Rates<String>,
 }
 
 impl PodResource {
     pub fn new(interval: Duration, ttl: Duration) -> Self {
         PodResource {
             interval,
-            rates: Rates::new(ttl),
+            pods: Rates::new(ttl),
+            containers: Rates::new(ttl),
         }
     }
 
     /// (cpu cores if a rate exists yet, memory bytes) of one cgroup.
     fn usage(
-        &mut self,
         env: &CollectEnv<'_>,
-        key: String,
+        rates: &mut Rates<String>,
+        key: &str,
         dir: &CgroupDir,
     ) -> Result<(Option<f64>, f64), CollectError> {
         let ns = env.cgroups.read_i64(Resource::CpuacctUsage, dir)? as f64;
@@ -34,7 +38,7 @@ impl PodResource {
             env.cgroups
                 .read_with(Resource::MemoryStat, dir, memory_without_cache)?? as f64;
         Ok((
-            self.rates.per_second(key, ns, env.mono_ns).map(|r| r / 1e9),
+            rates.per_second(key, ns, env.mono_ns).map(|r| r / 1e9),
             memory,
         ))
     }
@@ -66,7 +70,7 @@ impl Collector for PodResource {
         let with_cache =
             crate::koordlet::reporter::with_page_cache(env.states.node_metric.as_deref());
         for pod in env.states.pods.iter() {
-            let (cpu, mem) = match self.usage(env, format!("pod/{}", pod.uid), &pod.dir) {
+            let (cpu, mem) = match Self::usage(env, &mut self.pods, &pod.uid, &pod.dir) {
                 Ok(u) => u,
                 Err(e) => {
                     // A missing cgroup is normal for pods that are not running.
@@ -100,7 +104,7 @@ impl Collector for PodResource {
             }
             for c in &pod.containers {
                 let id = PodMeta::container_id(c);
-                let Ok((cpu, mem)) = self.usage(env, format!("ctr/{id}"), &c.dir) else {
+                let Ok((cpu, mem)) = Self::usage(env, &mut self.containers, id, &c.dir) else {
                     continue;
                 };
                 out.push((
@@ -124,7 +128,8 @@ impl Collector for PodResource {
                 }
             }
         }
-        self.rates.expire(env.mono_ns);
+        self.pods.expire(env.mono_ns);
+        self.containers.expire(env.mono_ns);
         shared.pods_cpu = Some(cpu_sum);
         shared.pods_memory = Some(mem_sum);
         Ok(())

@@ -12,7 +12,9 @@ use crate::os::{CgroupDir, Resource};
 pub struct PodThrottled {
     interval: Duration,
     ttl_ns: u64,
-    prev: HashMap<String, (u64, u64, u64)>,
+    /// (nr_periods, nr_throttled, when) by pod uid and by container id.
+    pods: HashMap<String, (u64, u64, u64)>,
+    containers: HashMap<String, (u64, u64, u64)>,
 }
 
 impl PodThrottled {
@@ -20,19 +22,31 @@ impl PodThrottled {
         PodThrottled {
             interval,
             ttl_ns: ttl.as_nanos() as u64,
-            prev: HashMap::new(),
+            pods: HashMap::new(),
+            containers: HashMap::new(),
         }
     }
 
-    fn ratio(&mut self, env: &CollectEnv<'_>, key: String, dir: &CgroupDir) -> Option<f64> {
+    /// The key is copied only the first time it is seen (hundreds of lookups a pass).
+    fn ratio(
+        env: &CollectEnv<'_>,
+        prev: &mut HashMap<String, (u64, u64, u64)>,
+        key: &str,
+        dir: &CgroupDir,
+    ) -> Option<f64> {
         let stat = env
             .cgroups
             .read_with(Resource::CpuStat, dir, cpu_stat)
             .ok()?
             .ok()?;
-        let (p0, t0, _) = self
-            .prev
-            .insert(key, (stat.nr_periods, stat.nr_throttled, env.mono_ns))?;
+        let now = (stat.nr_periods, stat.nr_throttled, env.mono_ns);
+        let (p0, t0, _) = match prev.get_mut(key) {
+            Some(slot) => std::mem::replace(slot, now),
+            None => {
+                prev.insert(key.to_string(), now);
+                return None;
+            }
+        };
         let periods = stat.nr_periods.checked_sub(p0)?;
         let throttled = stat.nr_throttled.checked_sub(t0)?;
         Some(if periods == 0 {
@@ -59,7 +73,7 @@ impl Collector for PodThrottled {
         out: &mut Samples,
     ) -> Result<(), CollectError> {
         for pod in env.states.pods.iter() {
-            if let Some(r) = self.ratio(env, format!("pod/{}", pod.uid), &pod.dir) {
+            if let Some(r) = Self::ratio(env, &mut self.pods, &pod.uid, &pod.dir) {
                 out.push((
                     SeriesKey::pod(MetricKind::PodCpuThrottled, &pod.uid),
                     Point {
@@ -70,7 +84,7 @@ impl Collector for PodThrottled {
             }
             for c in &pod.containers {
                 let id = PodMeta::container_id(c);
-                if let Some(r) = self.ratio(env, format!("ctr/{id}"), &c.dir) {
+                if let Some(r) = Self::ratio(env, &mut self.containers, id, &c.dir) {
                     out.push((
                         SeriesKey::container(MetricKind::ContainerCpuThrottled, id),
                         Point {
@@ -82,8 +96,9 @@ impl Collector for PodThrottled {
             }
         }
         let (now, ttl) = (env.mono_ns, self.ttl_ns);
-        self.prev
-            .retain(|_, (_, _, t)| now.saturating_sub(*t) <= ttl);
+        for prev in [&mut self.pods, &mut self.containers] {
+            prev.retain(|_, (_, _, t)| now.saturating_sub(*t) <= ttl);
+        }
         Ok(())
     }
 }

@@ -22,23 +22,6 @@ pub struct NodeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PodLabels {
-    pub node: String,
-    pub namespace: String,
-    pub pod: String,
-    pub resource: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ContainerLabels {
-    pub node: String,
-    pub namespace: String,
-    pub pod: String,
-    pub container: String,
-    pub resource: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct NodeOnly {
     pub node: String,
 }
@@ -92,8 +75,6 @@ pub struct KoordletMetrics {
     /// prometheus-client would add that suffix to a counter, breaking existing queries.
     pub pod_eviction: Family<Pairs, Gauge>,
     pub node_usage: Family<NodeLabels, FGauge>,
-    pub pod_usage: Family<PodLabels, FGauge>,
-    pub container_usage: Family<ContainerLabels, FGauge>,
     pub collector_errors: Family<CollectorLabels, Counter>,
     pub collector_disabled: Family<CollectorLabels, Gauge>,
     pub store_series: Gauge,
@@ -231,16 +212,6 @@ impl KoordletMetrics {
             "koord_koordlet_node_resource_usage",
             "Node resource usage (cpu in cores, memory in bytes)",
             m.node_usage.clone(),
-        );
-        metrics.register(
-            "koord_koordlet_pod_resource_usage",
-            "Pod resource usage (cpu in cores, memory in bytes)",
-            m.pod_usage.clone(),
-        );
-        metrics.register(
-            "koord_koordlet_container_resource_usage",
-            "Container resource usage (cpu in cores, memory in bytes)",
-            m.container_usage.clone(),
         );
         metrics.register(
             "koord_koordlet_collector_errors",

@@ -303,6 +303,9 @@ pub fn pass(
 ) -> Vec<Change> {
     let s = &states.slo().threshold;
     let mut out = Vec::new();
+    if s.enable != Some(true) && mem.restored {
+        return out;
+    }
     let excluded = lse_pinned_cpus(states);
     let all: Vec<u32> = topo
         .iter()
@@ -380,10 +383,18 @@ impl Strategy for CpuSuppress {
 
     fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
         async move {
-            let (node, pods) = last_cpu(ctx, states);
-            let usage = Usage { node, pods };
             let strategy = &states.slo().threshold;
-            if let Some(i) = inputs(states, &usage, strategy) {
+            // As Koordinator's suppressBECPU: usage is read and the suppress series recorded
+            // only while the strategy is on; off, a round restores (once) what an earlier
+            // suppression changed (`pass`).
+            let on = strategy.enable == Some(true);
+            let usage = if on {
+                let (node, pods) = last_cpu(ctx, states);
+                Usage { node, pods }
+            } else {
+                Usage::default()
+            };
+            if on && let Some(i) = inputs(states, &usage, strategy) {
                 let milli = suppress_milli(&i);
                 ctx.metrics.be_suppress_milli.set(milli);
                 let kind = strategy.cpu_suppress_policy.as_deref().unwrap_or("cpuset");

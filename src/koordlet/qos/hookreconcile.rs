@@ -16,6 +16,7 @@ use super::runner::{Round, Strategy};
 use crate::api::extension::qos::{KubeQoS, QoSClass, pod_qos_class_with_default};
 use crate::koordlet::features;
 use crate::koordlet::informer::States;
+use crate::koordlet::runtimehooks::cpuset::CpusetRule;
 use crate::koordlet::runtimehooks::rules::{NodeCpus, Rules};
 use crate::os::system::Host;
 use crate::os::{CgroupDir, Resource};
@@ -91,16 +92,27 @@ impl Strategy for Cpusets {
             unset_cpu_quota: self.unset_cpu_quota,
         };
         let cpus = NodeCpus::read(&self.cpus, self.kubelet_state.as_deref(), &states.pods);
+        // The node's pools once a round (they walk every pod), each pod's cpuset once: it
+        // is the pod's, whichever container asks (`Rules::container` for one hook call).
+        let node = CpusetRule::from_node(states, &cpus, rules.be_cpu_manager);
         for pod in states.pods.iter() {
+            let cpuset = node.container_cpuset(&pod.pod).unwrap_or_else(|e| {
+                tracing::debug!(error = %e, "CPUSetAllocator: cpuset left as it is");
+                None
+            });
+            let unset_quota = rules.unsets_quota(&pod.pod);
             let mut cpusets = Vec::new();
             let mut quotas = Vec::new();
             for c in &pod.containers {
-                let v = rules.container(&pod.pod, &c.name, states, &cpus);
                 // An empty answer (BestEffort) leaves the container on its parent's CPUs.
-                if let Some(set) = v.cpuset.filter(|s| !s.is_empty()) {
-                    cpusets.push(Update::new(Resource::CpusetCpus, c.dir.clone(), set));
+                if let Some(set) = cpuset.as_ref().filter(|s| !s.is_empty()) {
+                    cpusets.push(Update::new(
+                        Resource::CpusetCpus,
+                        c.dir.clone(),
+                        set.clone(),
+                    ));
                 }
-                if v.cfs_quota == Some(-1) {
+                if unset_quota {
                     quotas.push(Update::new(Resource::CfsQuota, c.dir.clone(), "-1"));
                 }
             }

@@ -14,7 +14,6 @@ pub mod codec;
 mod recent;
 pub mod series;
 
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Mutex;
@@ -77,6 +76,11 @@ pub struct MetricStore {
     index: Mutex<HashMap<String, SeriesEntry>>,
     next_id: AtomicU32,
     opts: StoreOptions,
+}
+
+thread_local! {
+    /// The series name a query looks up (a few hundred queries a second).
+    static NAME: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
 fn hour_of(ts: i64) -> i64 {
@@ -206,18 +210,19 @@ impl MetricStore {
     /// Appends samples (values kept to three decimal places; non-finite ones skipped).
     pub fn insert(&self, samples: &[(SeriesKey, Point)]) -> Result<(), StoreError> {
         let mut index = self.lock();
+        let mut name = String::new();
         for (key, p) in samples {
             if !p.value.is_finite() {
                 continue;
             }
-            let name = key.encode();
-            let e = match index.entry(name) {
-                Entry::Occupied(e) => e.into_mut(),
-                Entry::Vacant(slot) => {
+            key.encode_into(&mut name);
+            // Looked up by the reused buffer; a name is copied only for a new series.
+            let e = match index.get_mut(name.as_str()) {
+                Some(e) => e,
+                None => {
                     let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                    self.series
-                        .insert(slot.key().as_bytes(), &id.to_be_bytes())?;
-                    slot.insert(SeriesEntry {
+                    self.series.insert(name.as_bytes(), &id.to_be_bytes())?;
+                    index.entry(name.clone()).or_insert(SeriesEntry {
                         id,
                         last_ts: p.ts,
                         stored_until: i64::MIN,
@@ -241,7 +246,11 @@ impl MetricStore {
         }
         let (id, stored_until, recent) = {
             let index = self.lock();
-            match index.get(&key.encode()) {
+            let found = NAME.with_borrow_mut(|name| {
+                key.encode_into(name);
+                index.get(name.as_str())
+            });
+            match found {
                 Some(e) => (e.id, e.stored_until, e.recent.query(start, end)),
                 None => return Ok(Vec::new()),
             }

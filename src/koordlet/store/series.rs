@@ -130,13 +130,20 @@ impl SeriesKey {
         Self::new(kind, &[("host_app_name", name)])
     }
 
-    /// `name{k=v,...}`.
-    /// `name{k=v,…}`, built in one allocation (it runs for every sample stored and every
-    /// series queried).
+    /// `name{k=v,…}`, built in one allocation.
     pub fn encode(&self) -> String {
+        let mut out = String::new();
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// `encode` into `out` (cleared first): the store names every sample it stores and
+    /// every series it is asked for, and reuses one buffer for that.
+    pub fn encode_into(&self, out: &mut String) {
         let name = self.kind.name();
         let len = self.labels.iter().map(|(k, v)| k.len() + v.len() + 2);
-        let mut out = String::with_capacity(name.len() + 2 + len.sum::<usize>());
+        out.clear();
+        out.reserve(name.len() + 2 + len.sum::<usize>());
         out.push_str(name);
         out.push('{');
         for (i, (k, v)) in self.labels.iter().enumerate() {
@@ -148,6 +155,5 @@ impl SeriesKey {
             out.push_str(v);
         }
         out.push('}');
-        out
     }
 }

@@ -2,6 +2,7 @@ use super::*;
 use crate::api::extension::qos::KubeQoS;
 use crate::kernel::Metrics;
 use crate::koordlet::collectors::testutil::FakeHost;
+use crate::koordlet::store::Point;
 use crate::os::{Driver, Version};
 
 /// `(series, pod, container, resource) → value` of the usage gauges on a scrape.
@@ -30,14 +31,18 @@ fn scraped(registry: &Metrics) -> Vec<(String, String, String, String, String)> 
 }
 
 #[test]
-fn gauges_follow_the_pass_values_and_the_pod_list() {
+fn series_follow_the_last_pass_and_its_pod_list() {
     let registry = Metrics::new();
-    let m = KoordletMetrics::register(&registry);
+    let series = UsageSeries::register(&registry);
+    assert!(registry.names().contains(&POD_SERIES.to_string()));
+    assert_eq!(scraped(&registry), vec![], "no pass yet, no series");
     let host = FakeHost::new(Version::V1, Driver::Cgroupfs, false);
     let a = host.pod("a", "uid-a", KubeQoS::Burstable, None, &["c1"], 0);
     let b = host.pod("b", "uid-b", KubeQoS::Burstable, None, &["c2"], 0);
-    let values = |kinds: &[(MetricKind, &str, f64)]| {
-        let kinds: Vec<(SeriesKey, f64)> = kinds
+    let pass = |pods: &Arc<Vec<PodMeta>>, kinds: &[(MetricKind, &str, f64)]| LastPass {
+        node: "n1".into(),
+        pods: pods.clone(),
+        samples: kinds
             .iter()
             .map(|(k, who, v)| {
                 let key = if who.starts_with("uid") {
@@ -45,26 +50,24 @@ fn gauges_follow_the_pass_values_and_the_pod_list() {
                 } else {
                     SeriesKey::container(*k, who)
                 };
-                (key, *v)
+                (key, Point { ts: 1, value: *v })
             })
-            .collect();
-        move |k: &SeriesKey| kinds.iter().find(|(s, _)| s == k).map(|(_, v)| *v)
+            .collect(),
     };
-    let mut g = UsageGauges::default();
     let pods = Arc::new(vec![a.clone(), b.clone()]);
-    g.publish(
-        "n1",
+    series.set(pass(
         &pods,
-        &m,
-        values(&[
+        &[
             (MetricKind::PodCpuUsage, "uid-a", 0.5),
             (MetricKind::PodMemoryUsage, "uid-a", 100.0),
             (MetricKind::PodCpuUsage, "uid-b", 0.25),
             (MetricKind::ContainerCpuUsage, "c1", 0.4),
-        ]),
-    );
-    let pod = "koord_koordlet_pod_resource_usage".to_string();
-    let ctr = "koord_koordlet_container_resource_usage".to_string();
+            // Not a usage series: not exported here.
+            (MetricKind::PodCpuThrottled, "uid-a", 0.1),
+        ],
+    ));
+    let pod = POD_SERIES.to_string();
+    let ctr = CONTAINER_SERIES.to_string();
     let row = |m: &String, p: &str, c: &str, r: &str, v: &str| {
         (
             m.clone(),
@@ -83,17 +86,24 @@ fn gauges_follow_the_pass_values_and_the_pod_list() {
             row(&pod, "b", "", "cpu", "0.25"),
         ]
     );
+    let labels = registry
+        .scrape()
+        .samples
+        .into_iter()
+        .find(|s| s.metric == CONTAINER_SERIES)
+        .unwrap()
+        .labels;
+    assert_eq!(labels.get("node"), Some("n1"));
+    assert_eq!(labels.get("namespace"), Some(a.namespace.as_str()));
     // Same list: a series without a value this pass is dropped, the others move.
-    g.publish(
-        "n1",
+    series.set(pass(
         &pods,
-        &m,
-        values(&[
+        &[
             (MetricKind::PodCpuUsage, "uid-a", 0.75),
             (MetricKind::PodCpuUsage, "uid-b", 0.25),
             (MetricKind::ContainerCpuUsage, "c1", 0.6),
-        ]),
-    );
+        ],
+    ));
     assert_eq!(
         scraped(&registry),
         vec![
@@ -102,17 +112,16 @@ fn gauges_follow_the_pass_values_and_the_pod_list() {
             row(&pod, "b", "", "cpu", "0.25"),
         ]
     );
-    // A new list without pod b: b's series go, a's keep their values and move on.
+    // A new list without pod b: b's series go, even with a stray sample of it.
     let pods = Arc::new(vec![a.clone()]);
-    g.publish(
-        "n1",
+    series.set(pass(
         &pods,
-        &m,
-        values(&[
+        &[
             (MetricKind::PodCpuUsage, "uid-a", 1.0),
             (MetricKind::PodMemoryUsage, "uid-a", 200.0),
-        ]),
-    );
+            (MetricKind::PodCpuUsage, "uid-b", 0.3),
+        ],
+    ));
     assert_eq!(
         scraped(&registry),
         vec![
