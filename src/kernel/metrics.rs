@@ -72,20 +72,16 @@ impl Metrics {
             "Watched objects skipped because they do not decode (the others are used), by kind",
             super::watch::decode_failures(),
         );
-        m.registry
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .register_collector(Box::new(super::process_metrics::ProcessCollector));
-        m.names.lock().unwrap_or_else(|p| p.into_inner()).extend(
-            [
+        m.register_collector(
+            &[
                 "process_cpu_seconds",
                 "process_resident_memory_bytes",
                 "process_virtual_memory_bytes",
                 "process_start_time_seconds",
                 "process_open_fds",
                 "process_max_fds",
-            ]
-            .map(String::from),
+            ],
+            Box::new(super::process_metrics::ProcessCollector),
         );
         m
     }

@@ -129,13 +129,8 @@ pub(super) async fn collect_loop(
 /// Node and host-application usage gauges on `/metrics` (the per-pod ones are encoded at
 /// scrape time: `usage_series`), and this pass's CPI and PSI.
 fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples, psi_ran: bool) {
-    // A linear scan: a few lookups a pass over samples whose kind is one byte.
-    let get = |k: &SeriesKey| {
-        samples
-            .iter()
-            .find(|(s, _)| s.kind == k.kind && s == k)
-            .map(|(_, p)| p.value)
-    };
+    // A linear scan: a few lookups a pass (the key compares its one-byte kind first).
+    let get = |k: &SeriesKey| samples.iter().find(|(s, _)| s == k).map(|(_, p)| p.value);
     let (cpu, mem) = (
         get(&SeriesKey::node(MetricKind::NodeCpuUsage)),
         get(&SeriesKey::node(MetricKind::NodeMemoryUsage)),
