@@ -17,7 +17,7 @@ use crate::api::cpuset;
 use crate::api::extension::keys::{
     ANNOTATION_NODE_RESERVATION, ANNOTATION_NODE_SYSTEM_QOS_RESOURCE,
 };
-use crate::api::extension::qos::{QoSClass, pod_qos_class};
+use crate::api::extension::qos::QoSClass;
 use crate::api::extension::resourcestatus::pinned_cpus as pinned;
 use crate::api::quantity::from_int;
 use crate::api::topology::{NodeResourceTopology, NodeResourceTopologyFields, ResourceInfo, Zone};
@@ -137,7 +137,7 @@ pub fn share_pools(
     let reserved = node.map(reserved).unwrap_or_default();
     let taken = |only: Option<QoSClass>| -> BTreeSet<u32> {
         pods.iter()
-            .filter(|p| only.is_none_or(|q| pod_qos_class(&p.pod) == q))
+            .filter(|p| only.is_none_or(|q| p.facts.qos == q))
             .flat_map(|p| pinned(&p.pod))
             .collect()
     };

@@ -72,8 +72,13 @@ pub fn pod_qos_class(pod: &Pod) -> QoSClass {
 /// The label class, else the default from the Kubernetes QoS class:
 /// Guaranteed → LSR, Burstable → LS, BestEffort → BE.
 pub fn pod_qos_class_with_default(pod: &Pod) -> QoSClass {
-    match pod_qos_class(pod) {
-        QoSClass::None => match kube_qos(pod) {
+    qos_class_with_default(pod_qos_class(pod), || kube_qos(pod))
+}
+
+/// `pod_qos_class_with_default` of a label class and the pod's Kubernetes class.
+pub fn qos_class_with_default(label: QoSClass, kube: impl FnOnce() -> KubeQoS) -> QoSClass {
+    match label {
+        QoSClass::None => match kube() {
             KubeQoS::Guaranteed => QoSClass::Lsr,
             KubeQoS::Burstable => QoSClass::Ls,
             KubeQoS::BestEffort => QoSClass::Be,

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{CollectEnv, CollectError, Collector, Rates, Samples, Shared};
-use crate::api::extension::qos::{KubeQoS, QoSClass, pod_qos_class};
+use crate::api::extension::qos::{KubeQoS, QoSClass};
 use crate::api::extension::resources::BATCH_CPU;
 use crate::api::pod::container_requests;
 use crate::koordlet::informer::PodMeta;
@@ -28,7 +28,7 @@ impl BeResource {
 }
 
 fn is_be(p: &PodMeta) -> bool {
-    pod_qos_class(&p.pod) == QoSClass::Be
+    p.facts.qos == QoSClass::Be
 }
 
 /// Σ `kubernetes.io/batch-cpu` requests (already milli-cores) of BE pods.

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::watcher;
 use tokio::sync::watch;
 
-use crate::api::extension::qos::kube_qos;
+use crate::api::extension::qos::{KubeQoS, QoSClass, kube_qos, pod_qos_class};
 use crate::api::slo::{NodeMetric, NodeSLO};
 use crate::kernel::{Shutdown, Tasks};
 use crate::os::{CgroupDir, Cgroups};
@@ -26,6 +26,43 @@ pub struct PodMeta {
     pub dir: CgroupDir,
     /// (container name, container id as reported, cgroup dir) of started containers.
     pub containers: Vec<ContainerMeta>,
+    /// Facts the per-second loops ask of every pod, taken once a pod update: read from the
+    /// pod object each second they touched several of its allocations a pod, and the
+    /// koordlet's CPU follows the pages it touches a second (issue 41).
+    pub facts: PodFacts,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PodFacts {
+    /// The `koordinator.sh/qosClass` label's class (`None` without one).
+    pub qos: QoSClass,
+    pub kube_qos: KubeQoS,
+    /// The phase is unset, Pending or Running.
+    pub live: bool,
+    /// The pod's CPU request (`pod_requests`), milli-cores.
+    pub cpu_request_milli: i64,
+    pub has_spec: bool,
+}
+
+impl PodFacts {
+    /// `pod_qos_class_with_default`.
+    pub fn qos_with_default(&self) -> QoSClass {
+        crate::api::extension::qos::qos_class_with_default(self.qos, || self.kube_qos)
+    }
+
+    pub fn of(pod: &Pod) -> PodFacts {
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        PodFacts {
+            qos: pod_qos_class(pod),
+            kube_qos: kube_qos(pod),
+            live: matches!(phase, None | Some("Pending") | Some("Running")),
+            cpu_request_milli: crate::api::pod::pod_requests(pod)
+                .get(crate::api::extension::resources::CPU)
+                .copied()
+                .unwrap_or(0),
+            has_spec: pod.spec.is_some(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -33,22 +70,43 @@ pub struct ContainerMeta {
     pub name: String,
     pub id: String,
     pub dir: CgroupDir,
+    /// The spec's CPU limit (`container_limits`, milli-cores, 0 without one); `None` when
+    /// the spec has no container of this name. A fact like `PodFacts`.
+    pub cpu_limit_milli: Option<i64>,
+    /// Its status says running.
+    pub running: bool,
 }
 
 impl PodMeta {
     pub fn new(pod: Pod, cgroups: &Cgroups) -> Option<PodMeta> {
+        Self::shared(Arc::new(pod), cgroups)
+    }
+
+    /// A `PodMeta` of a pod the informer's list holds too.
+    pub fn shared(pod: Arc<Pod>, cgroups: &Cgroups) -> Option<PodMeta> {
         let uid = pod.metadata.uid.clone()?;
-        let dir = cgroups.pod_dir(kube_qos(&pod), &uid);
+        let facts = PodFacts::of(&pod);
+        let dir = cgroups.pod_dir(facts.kube_qos, &uid);
         let containers = pod
             .status
             .iter()
             .flat_map(|s| s.container_statuses.iter().flatten())
             .filter_map(|c| {
                 let id = c.container_id.clone().filter(|i| !i.is_empty())?;
+                let spec = pod.spec.iter().flat_map(|s| &s.containers);
+                let cpu_limit_milli = spec.into_iter().find(|s| s.name == c.name).map(|s| {
+                    let limits = crate::api::pod::container_limits(s);
+                    limits
+                        .get(crate::api::extension::resources::CPU)
+                        .copied()
+                        .unwrap_or(0)
+                });
                 Some(ContainerMeta {
                     name: c.name.clone(),
                     dir: cgroups.container_dir(&dir, &id)?,
                     id,
+                    cpu_limit_milli,
+                    running: c.state.as_ref().is_some_and(|s| s.running.is_some()),
                 })
             })
             .collect();
@@ -58,7 +116,8 @@ impl PodMeta {
             name: pod.metadata.name.clone().unwrap_or_default(),
             dir,
             containers,
-            pod: Arc::new(pod),
+            facts,
+            pod,
         })
     }
 
@@ -234,10 +293,10 @@ pub fn start(
     });
     let (s, sd, node) = (shared, shutdown.clone(), node.to_string());
     tasks.spawn("koordlet/informer/pods", async move {
-        let publish = |pods: Vec<Pod>| {
+        let publish = |pods: Vec<Arc<Pod>>| {
             let metas: Vec<PodMeta> = pods
                 .into_iter()
-                .filter_map(|p| PodMeta::new(p, &cgroups))
+                .filter_map(|p| PodMeta::shared(p, &cgroups))
                 .collect();
             s.update(|st| st.pods = Arc::new(metas));
             s.mark(|m| m.pods = true);
@@ -278,3 +337,6 @@ async fn watch_one<K>(
     });
     crate::kernel::pump::pump::<K, _>(client, None, cfg, &mut index, shutdown.draining()).await;
 }
+
+#[cfg(test)]
+mod facts_tests;

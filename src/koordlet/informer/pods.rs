@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::Method;
@@ -85,7 +86,11 @@ pub async fn fetch(k: &KubeletPods) -> Result<Vec<Pod>, KubeletError> {
 }
 
 /// Polls the kubelet; an error or an empty answer keeps the previous state.
-pub async fn poll_kubelet(k: &KubeletPods, shutdown: &Shutdown, mut publish: impl FnMut(Vec<Pod>)) {
+pub async fn poll_kubelet(
+    k: &KubeletPods,
+    shutdown: &Shutdown,
+    mut publish: impl FnMut(Vec<Arc<Pod>>),
+) {
     let mut tick = tokio::time::interval(k.sync_interval);
     let mut published = false;
     loop {
@@ -98,7 +103,7 @@ pub async fn poll_kubelet(k: &KubeletPods, shutdown: &Shutdown, mut publish: imp
             // drained node; the first answer counts even when empty, so an idle node syncs.
             Ok(pods) if !pods.is_empty() || !published => {
                 published = true;
-                publish(pods)
+                publish(pods.into_iter().map(Arc::new).collect())
             }
             Ok(_) => tracing::debug!("kubelet returned no pods; keeping the previous list"),
             Err(e) => {
@@ -113,24 +118,25 @@ pub async fn watch_api(
     client: kube::Client,
     node: &str,
     shutdown: &Shutdown,
-    mut publish: impl FnMut(Vec<Pod>),
+    mut publish: impl FnMut(Vec<Arc<Pod>>),
 ) {
     let cfg = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
     let key = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
-    let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
-    let mut init: BTreeMap<String, Pod> = BTreeMap::new();
+    // Shared with the published lists: one copy of each pod, not one per list.
+    let mut pods: BTreeMap<String, Arc<Pod>> = BTreeMap::new();
+    let mut init: BTreeMap<String, Arc<Pod>> = BTreeMap::new();
     let mut index = crate::kernel::pump::forward(move |ev: watcher::Event<Pod>| {
         match ev {
             watcher::Event::Init => init.clear(),
             watcher::Event::InitApply(p) => {
-                init.insert(key(&p), p);
+                init.insert(key(&p), Arc::new(p));
             }
             watcher::Event::InitDone => {
                 pods = std::mem::take(&mut init);
                 publish(pods.values().cloned().collect());
             }
             watcher::Event::Apply(p) => {
-                pods.insert(key(&p), p);
+                pods.insert(key(&p), Arc::new(p));
                 publish(pods.values().cloned().collect());
             }
             watcher::Event::Delete(p) => {

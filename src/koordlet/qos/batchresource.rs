@@ -9,7 +9,7 @@ use super::executor::Update;
 use super::podreconcile::Reconcile;
 use super::runner::Entry;
 use crate::api::extension::keys::ANNOTATION_NODE_CPU_NORMALIZATION_RATIO;
-use crate::api::extension::qos::{QoSClass, pod_qos_class};
+use crate::api::extension::qos::QoSClass;
 use crate::api::extension::resources::{BATCH_CPU, BATCH_MEMORY};
 use crate::api::pod::{container_limits, container_requests};
 use crate::koordlet::features;
@@ -91,7 +91,7 @@ pub fn container_values(c: &Container, ratio: f64) -> [(Resource, i64); 3] {
 /// `force_unlimited_quota`: BE suppression runs with the cfsQuota policy (the QoS-level
 /// quota governs).
 pub fn updates(pod: &PodMeta, force_unlimited_quota: bool, ratio: f64) -> Vec<Vec<Update>> {
-    if pod_qos_class(&pod.pod) != QoSClass::Be {
+    if pod.facts.qos != QoSClass::Be {
         return Vec::new();
     }
     let Some(spec) = pod.pod.spec.as_ref() else {

@@ -17,9 +17,7 @@ use super::executor::Executor;
 use super::executor::{Outcome, Update};
 use super::runner::{Entry, Round, Strategy};
 use crate::api::extension::keys::ANNOTATION_CPU_BURST;
-use crate::api::extension::qos::{QoSClass, pod_qos_class};
-use crate::api::extension::resources::CPU;
-use crate::api::pod::container_limits;
+use crate::api::extension::qos::QoSClass;
 use crate::api::slo::nodeslo::{CPUBurstConfig, CPUBurstStrategy};
 use crate::api::sloconfig::overlay;
 use crate::koordlet::features;
@@ -57,12 +55,9 @@ pub fn burst_us(limit_milli: i64, percent: i64) -> i64 {
 }
 
 /// Is cpuburst for this pod at all? (not LSR/LSE/BE, and Pending or Running)
-pub fn burstable(pod: &Pod) -> bool {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    !matches!(
-        pod_qos_class(pod),
-        QoSClass::Lsr | QoSClass::Lse | QoSClass::Be
-    ) && matches!(phase, None | Some("Pending") | Some("Running"))
+pub fn burstable(pod: &PodMeta) -> bool {
+    let qos = pod.facts.qos;
+    !matches!(qos, QoSClass::Lsr | QoSClass::Lse | QoSClass::Be) && pod.facts.live
 }
 
 fn burst_on(cfg: &CPUBurstConfig) -> bool {
@@ -96,20 +91,16 @@ pub fn updates(
     pod: &PodMeta,
     quota: &dyn Fn(&CgroupDir) -> Option<i64>,
 ) -> Vec<Vec<Update>> {
-    if !burstable(&pod.pod) {
+    if !burstable(pod) || !pod.facts.has_spec {
         return Vec::new();
     }
-    let Some(spec) = pod.pod.spec.as_ref() else {
-        return Vec::new();
-    };
     let cfg = config_for(states, &pod.pod);
     let mut total = 0;
     let mut containers = Vec::new();
     for meta in &pod.containers {
-        let Some(c) = spec.containers.iter().find(|c| c.name == meta.name) else {
+        let Some(limit) = meta.cpu_limit_milli else {
             continue;
         };
-        let limit = container_limits(c).get(CPU).copied().unwrap_or(0);
         let b = safe_burst(&cfg, limit, || quota(&meta.dir));
         total += b;
         containers.push(Update::new(
@@ -142,13 +133,6 @@ pub struct CfsEnv<'a> {
     pub usage: &'a dyn Fn(&str) -> Option<f64>,
     /// The random initial fill of a new limiter, in [0, 0.5).
     pub fill: &'a dyn Fn() -> f64,
-}
-
-fn running(pod: &Pod, name: &str) -> bool {
-    pod.status
-        .iter()
-        .flat_map(|s| s.container_statuses.iter().flatten())
-        .any(|c| c.name == name && c.state.as_ref().is_some_and(|s| s.running.is_some()))
 }
 
 /// May the container keep (or start) bursting? Without a period the limiter is off.
@@ -187,19 +171,18 @@ pub fn cfs_updates(
     env: &CfsEnv,
     limiters: &mut HashMap<String, Limiter>,
 ) -> Vec<Update> {
-    let Some(spec) = pod.pod.spec.as_ref().filter(|_| burstable(&pod.pod)) else {
+    if !burstable(pod) || !pod.facts.has_spec {
         return Vec::new();
-    };
+    }
     let cfg = config_for(states, &pod.pod);
     // Read once, and only when a container's quota changes.
     let mut pod_quota: Option<i64> = None;
     let mut out = Vec::new();
     for meta in &pod.containers {
-        let Some(c) = spec.containers.iter().find(|c| c.name == meta.name) else {
+        let Some(limit) = meta.cpu_limit_milli else {
             continue;
         };
-        let limit = container_limits(c).get(CPU).copied().unwrap_or(0);
-        if limit <= 0 || !running(&pod.pod, &meta.name) {
+        if limit <= 0 || !meta.running {
             continue;
         }
         let Some(cur) = (env.quota)(&meta.dir) else {
@@ -383,11 +366,8 @@ fn share_pool(ctx: &QosCtx, states: &States) -> (Option<f64>, Vec<super::cfsquot
         .pods
         .iter()
         .map(|p| super::cfsquotaburst::PoolPod {
-            qos: crate::api::extension::qos::pod_qos_class(&p.pod),
-            request_milli: crate::api::pod::pod_requests(&p.pod)
-                .get(crate::api::extension::resources::CPU)
-                .copied()
-                .unwrap_or(0),
+            qos: p.facts.qos,
+            request_milli: p.facts.cpu_request_milli,
             usage: avg(&SeriesKey::pod(MetricKind::PodCpuUsage, &p.uid)),
         })
         .collect();

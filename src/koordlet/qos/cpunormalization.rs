@@ -9,7 +9,7 @@ use super::batchresource::{normalization_ratio, quota};
 use super::executor::Update;
 use super::podreconcile::Reconcile;
 use super::runner::Entry;
-use crate::api::extension::qos::{QoSClass, pod_qos_class};
+use crate::api::extension::qos::QoSClass;
 use crate::api::extension::resourcestatus::pinned_cpus as pinned;
 use crate::api::pod::container_limits;
 use crate::koordlet::features;
@@ -29,7 +29,7 @@ fn cpu_limit(c: &Container) -> Option<i64> {
 /// the pod is not a CPU-sharing LS/None pod.
 pub fn updates(states: &States, pod: &PodMeta) -> Vec<Vec<Update>> {
     let ratio = normalization_ratio(states.node.as_deref());
-    let qos = pod_qos_class(&pod.pod);
+    let qos = pod.facts.qos;
     if ratio <= 1.0 || !matches!(qos, QoSClass::Ls | QoSClass::None) || !pinned(&pod.pod).is_empty()
     {
         return Vec::new();

@@ -348,7 +348,7 @@ pub fn pass(
     let lsr: BTreeSet<u32> = states
         .pods
         .iter()
-        .filter(|p| pod_qos_class(&p.pod) == QoSClass::Lsr)
+        .filter(|p| p.facts.qos == QoSClass::Lsr)
         .flat_map(|p| pinned_cpus(&p.pod))
         .collect();
     let cpus = be_cpuset(topo, n, &excluded, &lsr);

@@ -13,7 +13,7 @@ use super::context::{QosCtx, record};
 use super::executor::{Executor, Update};
 use super::runner::Entry;
 use super::runner::{Round, Strategy};
-use crate::api::extension::qos::{KubeQoS, QoSClass, pod_qos_class_with_default};
+use crate::api::extension::qos::{KubeQoS, QoSClass};
 use crate::koordlet::features;
 use crate::koordlet::informer::States;
 use crate::koordlet::runtimehooks::cpuset::CpusetRule;
@@ -177,7 +177,7 @@ impl Strategy for Bvt {
             reconcile(ctx, states, what, &self.ex, kube.name(), vec![u]);
         }
         for pod in states.pods.iter() {
-            let Some(bvt) = rules.bvt(pod_qos_class_with_default(&pod.pod), states) else {
+            let Some(bvt) = rules.bvt(pod.facts.qos_with_default(), states) else {
                 continue;
             };
             let u = Update::new(Resource::BvtWarpNs, pod.dir.clone(), bvt.to_string());

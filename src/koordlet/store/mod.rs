@@ -1,6 +1,7 @@
 //! The koordlet's metric store: one time series per (metric kind, labels). The recent
 //! window — what the NodeMetric report's aggregates and the QoS loops read, 30 minutes by
-//! default — stays in memory, compressed a minute at a time (`recent`). Older minutes go
+//! default — stays in memory, compressed a minute at a time (`recent`); the minute being
+//! collected is kept for all series together, a row per sample time (`open`). Older minutes go
 //! to sled, one compressed chunk per series and hour, at each GC round (every few
 //! minutes) and when the koordlet stops; sled keys are bounded by series × retained hours,
 //! and sled sees one write per series per hour chunk and round instead of one per minute.
@@ -11,6 +12,8 @@
 
 pub mod aggregate;
 pub mod codec;
+mod open;
+mod order;
 mod recent;
 pub mod series;
 
@@ -49,6 +52,8 @@ pub enum StoreError {
     Sled(#[from] sled::Error),
 }
 
+use open::OpenMinute;
+use order::Order;
 use recent::{Recent, chunk_of, merge};
 
 const HOUR_MS: i64 = 3_600_000;
@@ -60,11 +65,60 @@ const FORMAT_VERSION: &[u8] = b"2";
 
 struct SeriesEntry {
     id: u32,
+    /// The newest point time outside the open minute.
     last_ts: i64,
     /// The newest point time in sled (`i64::MIN`: none); queries starting after it stay
     /// in memory.
     stored_until: i64,
     recent: Recent,
+}
+
+/// The series and the minute being collected, under one lock.
+#[derive(Default)]
+struct Index {
+    series: HashMap<String, SeriesEntry>,
+    /// Every series' points of the newest minute; all of `recent`'s minutes are older.
+    open: OpenMinute,
+    order: Order,
+}
+
+impl Index {
+    /// Moves the open minute into each series' sealed minutes.
+    fn seal(&mut self) {
+        let Some(chunk) = self.open.chunk() else {
+            return;
+        };
+        let cells = self.open.take();
+        let mut points = Vec::new();
+        for e in self.series.values_mut() {
+            let from = cells.partition_point(|c| c.0 < e.id);
+            let run = cells[from..].iter().take_while(|c| c.0 == e.id);
+            points.clear();
+            points.extend(run.map(|c| c.1));
+            if let Some(last) = points.last() {
+                e.last_ts = e.last_ts.max(last.ts);
+                e.recent.push_minute(chunk, &points);
+            }
+        }
+    }
+
+    /// Puts a point of series `id` (named `name`) where its minute is kept.
+    fn put(&mut self, id: u32, name: &str, p: Point) {
+        let chunk = chunk_of(p.ts);
+        match self.open.chunk() {
+            Some(open) if chunk < open => {
+                if let Some(e) = self.series.get_mut(name) {
+                    e.recent.insert(p);
+                    e.last_ts = e.last_ts.max(p.ts);
+                }
+            }
+            Some(open) if chunk > open => {
+                self.seal();
+                self.open.put(id, p);
+            }
+            _ => self.open.put(id, p),
+        }
+    }
 }
 
 pub struct MetricStore {
@@ -73,7 +127,7 @@ pub struct MetricStore {
     chunks: sled::Tree,
     hours: sled::Tree,
     kv: sled::Tree,
-    index: Mutex<HashMap<String, SeriesEntry>>,
+    index: Mutex<Index>,
     next_id: AtomicU32,
     opts: StoreOptions,
 }
@@ -177,13 +231,16 @@ impl MetricStore {
             chunks,
             hours,
             kv,
-            index: Mutex::new(index),
+            index: Mutex::new(Index {
+                series: index,
+                ..Index::default()
+            }),
             next_id: AtomicU32::new(max_id + 1),
             opts,
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, SeriesEntry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Index> {
         self.index.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -209,34 +266,57 @@ impl MetricStore {
 
     /// Appends samples (values kept to three decimal places; non-finite ones skipped).
     pub fn insert(&self, samples: &[(SeriesKey, Point)]) -> Result<(), StoreError> {
-        let mut index = self.lock();
+        let mut guard = self.lock();
+        let index = &mut *guard;
         let mut name = String::new();
+        index.order.start();
+        let mut i = 0;
         for (key, p) in samples {
             if !p.value.is_finite() {
                 continue;
             }
             key.encode_into(&mut name);
-            // Looked up by the reused buffer; a name is copied only for a new series.
-            let e = match index.get_mut(name.as_str()) {
-                Some(e) => e,
-                None => {
-                    let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                    self.series.insert(name.as_bytes(), &id.to_be_bytes())?;
-                    index.entry(name.clone()).or_insert(SeriesEntry {
-                        id,
-                        last_ts: p.ts,
-                        stored_until: i64::MIN,
-                        recent: Recent::default(),
-                    })
-                }
-            };
-            e.recent.insert(Point {
+            let p = Point {
                 ts: p.ts,
                 value: keep(p.value),
-            });
-            e.last_ts = e.last_ts.max(p.ts);
+            };
+            let id = match index.order.hit(i, &name) {
+                Some(id) => id,
+                None => {
+                    let id = self.entry(&mut index.series, &name, p.ts)?;
+                    index.order.record(i, &name, id);
+                    id
+                }
+            };
+            i += 1;
+            index.put(id, &name, p);
         }
+        index.order.finish(i);
         Ok(())
+    }
+
+    /// The id of series `name`, added (first point at `ts`) when new.
+    fn entry(
+        &self,
+        series: &mut HashMap<String, SeriesEntry>,
+        name: &str,
+        ts: i64,
+    ) -> Result<u32, StoreError> {
+        if let Some(e) = series.get(name) {
+            return Ok(e.id);
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.series.insert(name.as_bytes(), &id.to_be_bytes())?;
+        series.insert(
+            name.to_string(),
+            SeriesEntry {
+                id,
+                last_ts: ts,
+                stored_until: i64::MIN,
+                recent: Recent::default(),
+            },
+        );
+        Ok(id)
     }
 
     /// Points of one series in `[start, end]` (milliseconds), sorted by time.
@@ -248,12 +328,19 @@ impl MetricStore {
             let index = self.lock();
             let found = NAME.with_borrow_mut(|name| {
                 key.encode_into(name);
-                index.get(name.as_str())
+                index.series.get(name.as_str())
             });
-            match found {
-                Some(e) => (e.id, e.stored_until, e.recent.query(start, end)),
-                None => return Ok(Vec::new()),
-            }
+            let Some(e) = found else {
+                return Ok(Vec::new());
+            };
+            // The sealed minutes all precede the open one: a window inside it (the QoS
+            // loops' last seconds) leaves them untouched.
+            let mut points = match index.open.chunk() {
+                Some(open) if start >= open => Vec::new(),
+                _ => e.recent.query(start, end),
+            };
+            index.open.query(e.id, start, end, &mut points);
+            (e.id, e.stored_until, points)
         };
         if start > stored_until {
             return Ok(recent);
@@ -289,6 +376,7 @@ impl MetricStore {
         let prefix = format!("{}{{", kind.name());
         let mut out: Vec<Vec<(String, String)>> = self
             .lock()
+            .series
             .keys()
             .filter_map(|k| k.strip_prefix(&prefix)?.strip_suffix('}'))
             .map(|labels| {
@@ -305,7 +393,7 @@ impl MetricStore {
 
     /// Live series.
     pub fn series_count(&self) -> usize {
-        self.lock().len()
+        self.lock().series.len()
     }
 
     /// Moves minutes older than the recent window to sled, then drops points older than
@@ -315,7 +403,10 @@ impl MetricStore {
         {
             let mut index = self.lock();
             let cutoff = chunk_of(now - self.opts.recent.as_millis() as i64);
-            for e in index.values_mut() {
+            if index.open.chunk().is_some_and(|open| open < cutoff) {
+                index.seal();
+            }
+            for e in index.series.values_mut() {
                 self.spill(e, cutoff)?;
             }
         }
@@ -332,21 +423,25 @@ impl MetricStore {
     }
 
     fn drop_before(&self, cutoff: i64, forget_idle: bool) -> Result<usize, StoreError> {
-        let mut index = self.lock();
-        let mut removed = 0;
+        let mut guard = self.lock();
+        let index = &mut *guard;
+        let mut removed = index.open.drop_before(cutoff);
         let mut idle = Vec::new();
-        for (name, e) in index.iter_mut() {
+        for (name, e) in index.series.iter_mut() {
             removed += e.recent.drop_before(cutoff);
             if e.stored_until > i64::MIN {
                 removed += drop_chunks(&self.hours, e.id, hour_of(cutoff), cutoff)?;
             }
-            if forget_idle && e.last_ts < cutoff {
+            if forget_idle && e.last_ts < cutoff && !index.open.holds(e.id) {
                 idle.push(name.clone());
             }
         }
         // An idle series' points were all older than the cutoff: dropped above.
+        if !idle.is_empty() {
+            index.order.clear();
+        }
         for name in idle {
-            index.remove(&name);
+            index.series.remove(&name);
             self.series.remove(name.as_bytes())?;
         }
         Ok(removed)
@@ -354,7 +449,9 @@ impl MetricStore {
 
     /// Bytes the recent windows hold in memory.
     pub fn recent_bytes(&self) -> usize {
-        self.lock().values().map(|e| e.recent.bytes()).sum()
+        let index = self.lock();
+        let sealed: usize = index.series.values().map(|e| e.recent.bytes()).sum();
+        sealed + index.open.bytes()
     }
 
     /// Chunk keys held in sled now, for tests and benches.
@@ -393,7 +490,8 @@ impl MetricStore {
     pub async fn flush(&self) -> Result<(), StoreError> {
         {
             let mut index = self.lock();
-            for e in index.values_mut() {
+            index.seal();
+            for e in index.series.values_mut() {
                 self.spill(e, i64::MAX)?;
             }
         }

@@ -1,5 +1,5 @@
-//! A series' recent points in memory: the minute being collected as plain points, earlier
-//! minutes compressed (`codec`), in time order. Queries of the recent window (NodeMetric's
+//! A series' recent points in memory: its sealed minutes compressed (`codec`), in time
+//! order; the minute being collected is the store's `OpenMinute`. Queries of the recent window (NodeMetric's
 //! 5/10/30-minute aggregates, the QoS loops' last seconds) read only this; the store moves
 //! minutes out to sled's hour chunks once they are older than the window.
 
@@ -28,51 +28,29 @@ pub struct Recent {
     /// The sealed minutes' encodings back to back, oldest first: one allocation a series,
     /// not one a minute plus a queue slot (~40 bytes a series-minute more, measured).
     bytes: Vec<u8>,
-    /// Each sealed minute's start and where its bytes end in `bytes`, sorted, all before
-    /// `open_chunk`.
+    /// Each sealed minute's start and where its bytes end in `bytes`, sorted.
     minutes: Vec<(i64, u32)>,
-    /// The newest minute's points, sorted by time.
-    open: Vec<Point>,
-    open_chunk: i64,
 }
 
 impl Recent {
-    /// Adds a point; a point for an earlier minute (late) is merged into that minute.
+    /// Adds a sealed minute's points (sorted); a minute it already has takes them merged.
+    pub fn push_minute(&mut self, chunk: i64, points: &[Point]) {
+        if self.minutes.last().is_none_or(|m| m.0 < chunk) {
+            self.put(self.minutes.len(), chunk, points, false);
+        } else {
+            points.iter().for_each(|&p| self.insert(p));
+        }
+    }
+
+    /// Adds a point to its sealed minute (a late point), or a minute of its own.
     pub fn insert(&mut self, p: Point) {
         let chunk = chunk_of(p.ts);
-        let after_sealed = self.minutes.last().is_none_or(|m| m.0 < chunk);
-        if (self.open.is_empty() && after_sealed)
-            || (!self.open.is_empty() && chunk > self.open_chunk)
-        {
-            self.seal();
-            self.open_chunk = chunk;
-            self.open.push(p);
-            return;
-        }
-        if !self.open.is_empty() && chunk == self.open_chunk {
-            match self.open.binary_search_by_key(&p.ts, |x| x.ts) {
-                Ok(i) => self.open[i] = p,
-                Err(i) => self.open.insert(i, p),
-            }
-            return;
-        }
         match self.minutes.binary_search_by_key(&chunk, |m| m.0) {
             Ok(i) => {
                 let merged = merge(self.points_at(i), &[p]);
                 self.put(i, chunk, &merged, true);
             }
             Err(i) => self.put(i, chunk, &[p], false),
-        }
-    }
-
-    /// Compresses the open minute.
-    fn seal(&mut self) {
-        if !self.open.is_empty() {
-            let points = std::mem::take(&mut self.open);
-            self.put(self.minutes.len(), self.open_chunk, &points, false);
-            self.open = points;
-            self.open.clear();
-            self.open.shrink_to(64);
         }
     }
 
@@ -139,15 +117,11 @@ impl Recent {
                     .filter(|p| p.ts >= start && p.ts <= end),
             );
         }
-        out.extend(self.open.iter().filter(|p| p.ts >= start && p.ts <= end));
         out
     }
 
-    /// Takes every minute that starts before `cutoff` (the open one too), oldest first.
+    /// Takes every minute that starts before `cutoff`, oldest first.
     pub fn take_before(&mut self, cutoff: i64) -> Vec<Point> {
-        if !self.open.is_empty() && self.open_chunk < cutoff {
-            self.seal();
-        }
         let n = self.minutes.partition_point(|m| m.0 < cutoff);
         let out = (0..n).flat_map(|i| self.points_at(i)).collect();
         self.remove_front(n);
@@ -156,9 +130,7 @@ impl Recent {
 
     /// Drops points older than `cutoff`; returns how many went.
     pub fn drop_before(&mut self, cutoff: i64) -> usize {
-        let before = self.open.len();
-        self.open.retain(|p| p.ts >= cutoff);
-        let mut removed = before - self.open.len();
+        let mut removed = 0;
         let whole = self.minutes.partition_point(|m| m.0 + CHUNK_MS <= cutoff);
         removed += (0..whole).map(|i| self.points_at(i).len()).sum::<usize>();
         self.remove_front(whole);
@@ -179,14 +151,12 @@ impl Recent {
 
     #[cfg(test)]
     fn is_empty(&self) -> bool {
-        self.open.is_empty() && self.minutes.is_empty()
+        self.minutes.is_empty()
     }
 
-    /// Bytes held for points (compressed minutes and the open minute).
+    /// Bytes held for points.
     pub fn bytes(&self) -> usize {
-        self.bytes.capacity()
-            + self.minutes.capacity() * std::mem::size_of::<(i64, u32)>()
-            + self.open.capacity() * std::mem::size_of::<Point>()
+        self.bytes.capacity() + self.minutes.capacity() * std::mem::size_of::<(i64, u32)>()
     }
 }
 
@@ -198,41 +168,47 @@ mod tests {
         Point { ts, value }
     }
 
+    fn minute(start: i64, seconds: i64) -> Vec<Point> {
+        (0..seconds)
+            .map(|s| p(start + s * 1000, s as f64))
+            .collect()
+    }
+
     #[test]
-    fn minutes_seal_in_order_and_late_points_merge_into_theirs() {
+    fn minutes_in_order_and_late_points_merge_into_theirs() {
         let mut r = Recent::default();
-        for s in 0..150 {
-            r.insert(p(s * 1000, s as f64));
-        }
-        assert_eq!(r.minutes.len(), 2, "two whole minutes compressed");
-        assert_eq!(r.open.len(), 30);
+        r.push_minute(0, &minute(0, 60));
+        r.push_minute(60_000, &minute(60_000, 60));
+        assert_eq!(r.minutes.len(), 2);
         r.insert(p(5_500, 99.0));
         r.insert(p(1000, 42.0));
         let all = r.query(0, i64::MAX);
-        assert_eq!(all.len(), 151);
+        assert_eq!(all.len(), 121);
         assert!(all.windows(2).all(|w| w[0].ts < w[1].ts));
         assert_eq!(r.query(1000, 1000), [p(1000, 42.0)], "the late value wins");
-        // A late point for a minute with nothing yet gets a minute of its own, in order.
+        // A late point for a minute with nothing yet gets a minute of its own, in order;
+        // a minute pushed again merges.
         let mut gap = Recent::default();
-        gap.insert(p(0, 1.0));
-        gap.insert(p(180_000, 3.0));
+        gap.push_minute(0, &[p(0, 1.0)]);
+        gap.push_minute(180_000, &[p(180_000, 3.0)]);
         gap.insert(p(60_000, 2.0));
+        gap.push_minute(60_000, &[p(61_000, 2.5)]);
         let ts: Vec<i64> = gap.query(0, i64::MAX).iter().map(|p| p.ts).collect();
-        assert_eq!(ts, [0, 60_000, 180_000]);
+        assert_eq!(ts, [0, 60_000, 61_000, 180_000]);
     }
 
     #[test]
     fn taking_and_dropping_old_minutes() {
         let mut r = Recent::default();
-        for s in 0..180 {
-            r.insert(p(s * 1000, 1.0));
+        for m in 0..3 {
+            r.push_minute(m * 60_000, &minute(m * 60_000, 60));
         }
         let taken = r.take_before(60_000);
         assert_eq!(taken.len(), 60);
         assert_eq!(r.query(0, i64::MAX).len(), 120);
         assert_eq!(r.drop_before(90_000), 30, "half a minute");
         assert_eq!(r.query(0, i64::MAX).first().map(|p| p.ts), Some(90_000));
-        assert_eq!(r.take_before(i64::MAX).len(), 90, "the open minute too");
+        assert_eq!(r.take_before(i64::MAX).len(), 90);
         assert!(r.is_empty());
     }
 }
