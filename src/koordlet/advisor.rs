@@ -21,6 +21,9 @@ pub struct Advisor {
     host: Host,
     cgroups: Cgroups,
     clk_tck: u64,
+    /// The last pass's sample count: the next pass's vector is sized once, not grown
+    /// through a string of reallocations.
+    last_len: usize,
 }
 
 impl Advisor {
@@ -30,6 +33,7 @@ impl Advisor {
             host,
             cgroups,
             clk_tck: clock_ticks(),
+            last_len: 0,
         }
     }
 
@@ -53,7 +57,7 @@ impl Advisor {
             clk_tck: self.clk_tck,
         };
         let mut shared = Shared::default();
-        let mut out = Samples::new();
+        let mut out = Samples::with_capacity(self.last_len + self.last_len / 8);
         let mut outcomes = Vec::new();
         for (c, last) in &mut self.collectors {
             let due = last.is_none_or(|t| {
@@ -70,6 +74,7 @@ impl Advisor {
                 disabled: c.disabled().map(str::to_string),
             });
         }
+        self.last_len = out.len();
         (out, outcomes)
     }
 }

@@ -179,10 +179,7 @@ type Specs = Vec<(super::metrics::Pairs, f64)>;
 /// from this pass's samples (their collectors are gated; no samples, no series). Each
 /// keeps its series between its collector's passes.
 fn publish_cpi_psi(l: &LoopCtx, states: &States, samples: &collectors::Samples, psi_ran: bool) {
-    let label = |k: &SeriesKey, name: &str| {
-        let v = k.labels.iter().find(|(n, _)| *n == name);
-        v.map(|(_, v)| v.clone()).unwrap_or_default()
-    };
+    let label = |k: &SeriesKey, name: &str| k.label(name).unwrap_or_default().to_string();
     // The pod's and container's identity, as Koordinator's series carry them.
     let who = |k: &SeriesKey, container: bool| -> Option<super::metrics::Pairs> {
         let uid = label(k, "pod_uid");

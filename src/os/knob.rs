@@ -13,42 +13,51 @@ fn at(path: &Path) -> impl FnOnce(std::io::Error) -> FileError + '_ {
     move |e| FileError::Io(path.to_path_buf(), e)
 }
 
-/// Hands `f` the text of a small kernel file read into this thread's buffer; a file of 4 KiB
-/// or more is read whole into the heap instead. The koordlet reads a few hundred cgroup and
-/// proc files a second, nearly all a line long: `read_to_string` on a file whose size the
-/// kernel reports as 0 grows its buffer by reallocation, and on glibc each growth past
-/// 1 KiB sweeps the allocator's fast bins (`malloc_consolidate`) — a sixth of the idle
-/// koordlet's CPU before this. The buffer is the thread's, zeroed once: a fresh zeroed
-/// array for every read was a tenth of the koordlet's instructions (`memset`, callgrind).
+/// Hands `f` the text of a kernel file read into this thread's buffer. The koordlet
+/// reads a few hundred cgroup and proc files a second, nearly all a line long:
+/// `read_to_string` on a file whose size the kernel reports as 0 grows its buffer by
+/// reallocation, and on glibc each allocation past 1 KiB sweeps the allocator's fast bins
+/// (`malloc_consolidate`), scattering the next pass's small allocations over fresh pages.
+/// The buffer is the thread's, zeroed once and grown as a longer file (`/proc/stat` with
+/// its interrupt counters) needs, up to `KEEP`; a longer file is read into the heap.
 pub fn with_small_file<R>(path: &Path, f: impl FnOnce(&str) -> R) -> std::io::Result<R> {
     thread_local! {
-        static BUF: RefCell<Box<[u8; SMALL]>> = RefCell::new(Box::new([0; SMALL]));
+        static BUF: RefCell<Vec<u8>> = RefCell::new(vec![0; SMALL]);
     }
     let mut file = File::open(path)?;
     BUF.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut buf) => read_into(&mut file, &mut buf[..], f),
+        Ok(mut buf) => read_into(&mut file, &mut buf, f),
         // `f` reads another file itself: that read gets a buffer of its own.
-        Err(_) => read_into(&mut file, &mut [0; SMALL], f),
+        Err(_) => read_into(&mut file, &mut vec![0; SMALL], f),
     })
 }
 
 const SMALL: usize = 4096;
+/// The most a thread's buffer keeps between reads.
+const KEEP: usize = 64 * 1024;
 
-fn read_into<R>(file: &mut File, buf: &mut [u8], f: impl FnOnce(&str) -> R) -> std::io::Result<R> {
+fn read_into<R>(
+    file: &mut File,
+    buf: &mut Vec<u8>,
+    f: impl FnOnce(&str) -> R,
+) -> std::io::Result<R> {
     use std::io::Read;
     let mut len = 0;
     loop {
+        if len == buf.len() {
+            if buf.len() >= KEEP {
+                let mut rest = Vec::from(&buf[..]);
+                file.read_to_end(&mut rest)?;
+                let text = String::from_utf8(rest).map_err(std::io::Error::other)?;
+                return Ok(f(&text));
+            }
+            buf.resize(buf.len() * 2, 0);
+        }
         match file.read(&mut buf[len..]) {
             Ok(0) => break,
             Ok(n) => len += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
-        }
-        if len == buf.len() {
-            let mut rest = Vec::from(&buf[..]);
-            file.read_to_end(&mut rest)?;
-            let text = String::from_utf8(rest).map_err(std::io::Error::other)?;
-            return Ok(f(&text));
         }
     }
     let text = std::str::from_utf8(&buf[..len]).map_err(std::io::Error::other)?;

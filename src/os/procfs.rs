@@ -6,8 +6,8 @@
 //! kernel writes these files. Anything else is a `ParseError`, never a panic.
 //!
 //! Not through procfs: `/proc/stat` (its per-CPU list drops the CPU ids, which differ from
-//! list positions once a CPU is offline), NUMA `node<N>/meminfo` (a format procfs does not
-//! read), `/proc/<pid>/stat` (procfs slices at `(`−1 and `)`+2, panicking on truncated
+//! list positions once a CPU is offline), `/proc/meminfo`'s two numbers a second (below),
+//! NUMA `node<N>/meminfo` (a format procfs does not read), `/proc/<pid>/stat` (procfs slices at `(`−1 and `)`+2, panicking on truncated
 //! lines) and cgroup files (procfs has no parsers for them): see `parse.rs`.
 
 use procfs_core::FromRead;
@@ -29,20 +29,34 @@ fn failed(what: &str, e: procfs_core::ProcError) -> ParseError {
 /// `MemTotal - MemFree` of `/proc/meminfo`, in bytes: the node's memory usage with page
 /// cache (Koordinator's `usageWithPageCache`).
 pub fn memory_used_with_cache(content: &str) -> Result<u64, ParseError> {
-    ascii(content, "meminfo")?;
-    let m =
-        procfs_core::Meminfo::from_read(content.as_bytes()).map_err(|e| failed("meminfo", e))?;
-    Ok(m.mem_total.saturating_sub(m.mem_free))
+    let total = meminfo_bytes(content, "MemTotal")?;
+    Ok(total.saturating_sub(meminfo_bytes(content, "MemFree")?))
 }
 
 /// `MemTotal - MemAvailable` of `/proc/meminfo`, in bytes: Koordinator's node memory
 /// usage without page cache.
 pub fn memory_used(content: &str) -> Result<u64, ParseError> {
-    ascii(content, "meminfo")?;
-    let m =
-        procfs_core::Meminfo::from_read(content.as_bytes()).map_err(|e| failed("meminfo", e))?;
-    let avail = m.mem_available.ok_or(ParseError::Missing("MemAvailable"))?;
-    Ok(m.mem_total.saturating_sub(avail))
+    let total = meminfo_bytes(content, "MemTotal")?;
+    Ok(total.saturating_sub(meminfo_bytes(content, "MemAvailable")?))
+}
+
+/// One `/proc/meminfo` field in bytes ("MemTotal:  16384 kB"). Read by hand: the node
+/// collector wants two numbers every second, and procfs-core's `Meminfo` builds a map
+/// of all fifty-odd lines for them.
+fn meminfo_bytes(content: &str, key: &'static str) -> Result<u64, ParseError> {
+    let rest = content
+        .lines()
+        .find_map(|l| l.split_once(':').filter(|(k, _)| *k == key).map(|(_, v)| v))
+        .ok_or(ParseError::Missing(key))?;
+    let mut f = rest.split_whitespace();
+    let n: u64 = f
+        .next()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| ParseError::Line(format!("meminfo: {key}:{rest}")))?;
+    Ok(match f.next() {
+        Some("kB") => n.saturating_mul(1024),
+        _ => n,
+    })
 }
 
 /// (vendor id, flags) of the first processor in `/proc/cpuinfo`.
@@ -104,6 +118,11 @@ mod tests {
         assert_eq!(psi(p).unwrap().1.unwrap().total, 2);
         assert!(psi("some").is_err() && psi("sóme avg10=1").is_err());
         assert!(memory_used("é 5\n").is_err());
+        assert!(
+            memory_used("MemTotal: 5 kB\n").is_err(),
+            "MemAvailable missing"
+        );
+        assert!(memory_used("MemTotal: x kB\nMemAvailable: 1 kB\n").is_err());
     }
 
     #[test]

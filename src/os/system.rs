@@ -71,6 +71,17 @@ fn read_parse<T>(
     }
 }
 
+/// A field of a NUMA node's meminfo ("Node 0 MemTotal:  16384 kB") in bytes.
+fn numa_field(meminfo: &str, key: &str) -> Option<i64> {
+    meminfo.lines().find_map(|l| {
+        let mut f = l.split_whitespace().skip(2);
+        (f.next()?.trim_end_matches(':') == key)
+            .then(|| f.next()?.parse::<i64>().ok())
+            .flatten()
+            .map(|kb| kb * 1024)
+    })
+}
+
 impl Host {
     pub fn new(proc_root: impl Into<PathBuf>, sys_root: impl Into<PathBuf>) -> Self {
         Host {
@@ -169,58 +180,55 @@ impl Host {
     /// Memory in use on each NUMA node in bytes, as Koordinator counts it: MemTotal −
     /// (MemFree + Active(file) + Inactive(file) + SReclaimable), floored at 0.
     pub fn numa_mem_used(&self) -> BTreeMap<u32, i64> {
-        self.numa_meminfo()
-            .into_iter()
-            .map(|(n, m)| {
-                let get = |k: &str| m.get(k).copied().unwrap_or(0);
-                let free = get("MemFree")
-                    + get("Active(file)")
-                    + get("Inactive(file)")
-                    + get("SReclaimable");
-                (n, (get("MemTotal") - free).max(0))
-            })
-            .collect()
+        self.numa_meminfo(|m| {
+            let get = |k: &str| numa_field(m, k).unwrap_or(0);
+            let free =
+                get("MemFree") + get("Active(file)") + get("Inactive(file)") + get("SReclaimable");
+            (get("MemTotal") - free).max(0)
+        })
     }
 
     /// `MemTotal` of each NUMA node in bytes (`devices/system/node/node<N>/meminfo`).
     pub fn numa_mem_total(&self) -> BTreeMap<u32, i64> {
-        self.numa_meminfo()
+        let totals = self.numa_meminfo(|m| numa_field(m, "MemTotal"));
+        totals
             .into_iter()
-            .filter_map(|(n, m)| Some((n, *m.get("MemTotal")?)))
+            .filter_map(|(n, t)| Some((n, t?)))
             .collect()
     }
 
-    /// `devices/system/node/node<N>` directories by N.
+    /// `devices/system/node/node<N>` directories by N: from `online` (a line read every
+    /// second), else from the directory listing (whose 32 KiB buffer glibc allocates anew
+    /// for every listing).
     fn numa_dirs(&self) -> Vec<(u32, PathBuf)> {
         let nodes = self.sys_root.join("devices/system/node");
+        let online = super::knob::with_small_file(&nodes.join("online"), |s| {
+            crate::api::cpuset::parse(s.trim())
+        });
+        if let Ok(Ok(ids)) = online {
+            let dir = |n: u32| nodes.join(format!("node{n}"));
+            return ids.into_iter().map(|n| (n, dir(n))).collect();
+        }
         std::fs::read_dir(&nodes)
             .into_iter()
             .flatten()
             .flatten()
             .filter_map(|e| {
-                let name = e.file_name().to_string_lossy().to_string();
-                let n = name.strip_prefix("node")?.parse::<u32>().ok()?;
+                let name = e.file_name();
+                let n = name.to_str()?.strip_prefix("node")?.parse::<u32>().ok()?;
                 Some((n, e.path()))
             })
             .collect()
     }
 
-    /// Each NUMA node's meminfo ("Node 0 MemTotal:  16384 kB") in bytes by field.
-    fn numa_meminfo(&self) -> BTreeMap<u32, BTreeMap<String, i64>> {
+    /// What `f` makes of each readable NUMA node's meminfo, read into a reused buffer
+    /// (asked every second).
+    fn numa_meminfo<T>(&self, f: impl Fn(&str) -> T) -> BTreeMap<u32, T> {
         let mut out = BTreeMap::new();
         for (n, dir) in self.numa_dirs() {
-            let Ok(info) = std::fs::read_to_string(dir.join("meminfo")) else {
-                continue;
-            };
-            let fields = info
-                .lines()
-                .filter_map(|l| {
-                    let f: Vec<&str> = l.split_whitespace().collect();
-                    let kb: i64 = f.get(3)?.parse().ok()?;
-                    Some((f.get(2)?.trim_end_matches(':').to_string(), kb * 1024))
-                })
-                .collect();
-            out.insert(n, fields);
+            if let Ok(v) = super::knob::with_small_file(&dir.join("meminfo"), &f) {
+                out.insert(n, v);
+            }
         }
         out
     }

@@ -485,7 +485,7 @@ async fn deletion_waits_the_grace_period_then_kills() {
         "not killed after the grace period: {took:?}"
     );
     assert!(dead(pid));
-    assert!(!cg.exists(&CgroupDir::new(dir.parent().unwrap().as_str().to_string())));
+    assert!(!cg.exists(&CgroupDir::new(dir.parent().unwrap().as_str())));
     rt.finish().await;
 }
 

@@ -82,12 +82,12 @@ impl Collector for PodResource {
             };
             let ts = env.now_ms;
             out.push((
-                SeriesKey::pod(MetricKind::PodMemoryUsage, &pod.uid),
+                SeriesKey::with(MetricKind::PodMemoryUsage, &pod.series),
                 Point { ts, value: mem },
             ));
             if with_cache && let Ok(v) = env.cgroups.read_i64(Resource::MemoryUsage, &pod.dir) {
                 out.push((
-                    SeriesKey::pod(MetricKind::PodMemoryWithPageCache, &pod.uid),
+                    SeriesKey::with(MetricKind::PodMemoryWithPageCache, &pod.series),
                     Point {
                         ts,
                         value: v as f64,
@@ -97,7 +97,7 @@ impl Collector for PodResource {
             mem_sum += mem;
             if let Some(c) = cpu {
                 out.push((
-                    SeriesKey::pod(MetricKind::PodCpuUsage, &pod.uid),
+                    SeriesKey::with(MetricKind::PodCpuUsage, &pod.series),
                     Point { ts, value: c },
                 ));
                 cpu_sum += c;
@@ -108,12 +108,12 @@ impl Collector for PodResource {
                     continue;
                 };
                 out.push((
-                    SeriesKey::container(MetricKind::ContainerMemoryUsage, id),
+                    SeriesKey::with(MetricKind::ContainerMemoryUsage, &c.series),
                     Point { ts, value: mem },
                 ));
                 if with_cache && let Ok(v) = env.cgroups.read_i64(Resource::MemoryUsage, &c.dir) {
                     out.push((
-                        SeriesKey::container(MetricKind::ContainerMemoryWithPageCache, id),
+                        SeriesKey::with(MetricKind::ContainerMemoryWithPageCache, &c.series),
                         Point {
                             ts,
                             value: v as f64,
@@ -122,7 +122,7 @@ impl Collector for PodResource {
                 }
                 if let Some(cpu) = cpu {
                     out.push((
-                        SeriesKey::container(MetricKind::ContainerCpuUsage, id),
+                        SeriesKey::with(MetricKind::ContainerCpuUsage, &c.series),
                         Point { ts, value: cpu },
                     ));
                 }

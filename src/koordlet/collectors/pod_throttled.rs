@@ -75,7 +75,7 @@ impl Collector for PodThrottled {
         for pod in env.states.pods.iter() {
             if let Some(r) = Self::ratio(env, &mut self.pods, &pod.uid, &pod.dir) {
                 out.push((
-                    SeriesKey::pod(MetricKind::PodCpuThrottled, &pod.uid),
+                    SeriesKey::with(MetricKind::PodCpuThrottled, &pod.series),
                     Point {
                         ts: env.now_ms,
                         value: r,
@@ -86,7 +86,7 @@ impl Collector for PodThrottled {
                 let id = PodMeta::container_id(c);
                 if let Some(r) = Self::ratio(env, &mut self.containers, id, &c.dir) {
                     out.push((
-                        SeriesKey::container(MetricKind::ContainerCpuThrottled, id),
+                        SeriesKey::with(MetricKind::ContainerCpuThrottled, &c.series),
                         Point {
                             ts: env.now_ms,
                             value: r,

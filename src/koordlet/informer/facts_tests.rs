@@ -80,3 +80,23 @@ fn pod_facts_are_what_the_pod_object_says() {
         assert!(!gone.running);
     }
 }
+
+#[test]
+fn the_series_labels_a_pod_meta_keeps_name_its_series() {
+    use crate::koordlet::store::{MetricKind, SeriesKey};
+    let m = meta(pod(serde_json::json!({}), Some("Running"), None));
+    let kind = MetricKind::PodCpuUsage;
+    assert_eq!(SeriesKey::with(kind, &m.series), SeriesKey::pod(kind, "u1"));
+    let kind = MetricKind::ContainerCpuUsage;
+    for c in &m.containers {
+        let bare = PodMeta::container_id(c);
+        assert_eq!(
+            SeriesKey::with(kind, &c.series),
+            SeriesKey::container(kind, bare)
+        );
+    }
+    assert_eq!(
+        SeriesKey::with(kind, &m.containers[0].series).encode(),
+        "container_cpu_usage{container_id=a1}"
+    );
+}

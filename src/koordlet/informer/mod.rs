@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use crate::api::extension::qos::{KubeQoS, QoSClass, kube_qos, pod_qos_class};
 use crate::api::slo::{NodeMetric, NodeSLO};
 use crate::kernel::{Shutdown, Tasks};
+use crate::koordlet::store::series::Labels;
 use crate::os::{CgroupDir, Cgroups};
 
 /// A pod and where its cgroups are.
@@ -30,6 +31,8 @@ pub struct PodMeta {
     /// pod object each second they touched several of its allocations a pod, and the
     /// koordlet's CPU follows the pages it touches a second (issue 41).
     pub facts: PodFacts,
+    /// `pod_uid=<uid>`, the labels of the pod's series (made once, shared by its keys).
+    pub series: Labels,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -75,6 +78,8 @@ pub struct ContainerMeta {
     pub cpu_limit_milli: Option<i64>,
     /// Its status says running.
     pub running: bool,
+    /// `container_id=<bare id>`, the labels of the container's series.
+    pub series: Labels,
 }
 
 impl PodMeta {
@@ -101,9 +106,11 @@ impl PodMeta {
                         .copied()
                         .unwrap_or(0)
                 });
+                let bare = id.split_once("://").map_or(id.as_str(), |(_, b)| b);
                 Some(ContainerMeta {
                     name: c.name.clone(),
                     dir: cgroups.container_dir(&dir, &id)?,
+                    series: Labels::container(bare),
                     id,
                     cpu_limit_milli,
                     running: c.state.as_ref().is_some_and(|s| s.running.is_some()),
@@ -111,6 +118,7 @@ impl PodMeta {
             })
             .collect();
         Some(PodMeta {
+            series: Labels::pod(&uid),
             uid,
             namespace: pod.metadata.namespace.clone().unwrap_or_default(),
             name: pod.metadata.name.clone().unwrap_or_default(),

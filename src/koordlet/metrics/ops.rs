@@ -283,7 +283,7 @@ impl OpSeries {
 
     /// The values cpuburst wrote this pass; a series stays until its container is gone
     /// (Koordinator's keep their last value).
-    pub fn set_scaled_cfs(&self, node: &str, now: Vec<ScaledCfs>, live_ids: HashSet<String>) {
+    pub fn set_scaled_cfs(&self, node: &str, now: Vec<ScaledCfs>, runs: &dyn Fn(&str) -> bool) {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         for v in now {
             let l: Pairs = vec![
@@ -298,7 +298,7 @@ impl OpSeries {
             live.scaled.insert((v.container_id, l, v.burst));
         }
         live.scaled.retain(|(id, l, burst)| {
-            let keep = live_ids.contains(id);
+            let keep = runs(id);
             if !keep {
                 self.scaled_family(*burst).remove(l);
             }

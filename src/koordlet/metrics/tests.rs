@@ -260,10 +260,10 @@ fn per_container_knobs_follow_their_containers() {
     m.ops.set_scaled_cfs(
         "n1",
         vec![cfs("a", true, 50_000.0), cfs("b", false, 120_000.0)],
-        ["a".to_string(), "b".to_string()].into(),
+        &|id| id == "a" || id == "b",
     );
     // b's quota is not rewritten this pass but b still runs: its series stays; a is gone.
-    m.ops.set_scaled_cfs("n1", vec![], ["b".to_string()].into());
+    m.ops.set_scaled_cfs("n1", vec![], &|id| id == "b");
     let scrape = registry.scrape();
     assert!(samples_of(&scrape, "koordlet_container_scaled_cfs_burst_us").is_empty());
     let q = samples_of(&scrape, "koordlet_container_scaled_cfs_quota_us");

@@ -5,7 +5,8 @@
 //! - `cfsQuotaBurstOnly`/`auto`: [`cfs_updates`] scales a running container's quota with
 //!   the decisions of [`super::cfsquotaburst`].
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -34,9 +35,10 @@ pub fn node_strategy(states: &States) -> &CPUBurstStrategy {
     &states.slo().cpu_burst
 }
 
-/// The node strategy over defaults, with the pod's `koordinator.sh/cpuBurst` on top.
-pub fn config_for(states: &States, pod: &Pod) -> CPUBurstConfig {
-    let base = node_strategy(states).config.clone();
+/// The node strategy over defaults, with the pod's `koordinator.sh/cpuBurst` on top
+/// (borrowed for the pods without one, nearly all, asked every second).
+pub fn config_for<'a>(states: &'a States, pod: &Pod) -> Cow<'a, CPUBurstConfig> {
+    let base = &node_strategy(states).config;
     let over: Option<CPUBurstConfig> = pod
         .metadata
         .annotations
@@ -44,8 +46,8 @@ pub fn config_for(states: &States, pod: &Pod) -> CPUBurstConfig {
         .and_then(|a| a.get(ANNOTATION_CPU_BURST))
         .and_then(|s| serde_json::from_str(s).ok());
     match over {
-        Some(o) => overlay(&base, &o),
-        None => base,
+        Some(o) => Cow::Owned(overlay(base, &o)),
+        None => Cow::Borrowed(base),
     }
 }
 
@@ -334,12 +336,22 @@ impl Strategy for CpuBurst {
             }
             record(ctx, "cpuburst", &pod.name, results);
         }
-        let node = states.node.as_ref().and_then(|n| n.metadata.name.clone());
-        let live = states.pods.iter().flat_map(|p| &p.containers);
-        let live = live.map(|c| crate::koordlet::informer::PodMeta::container_id(c).to_string());
+        let node = states
+            .node
+            .as_ref()
+            .and_then(|n| n.metadata.name.as_deref());
+        // Built only when some container has a scaled series to keep or drop.
+        let ids = std::cell::OnceCell::new();
+        let live = |id: &str| {
+            ids.get_or_init(|| {
+                let all = states.pods.iter().flat_map(|p| &p.containers);
+                all.map(PodMeta::container_id).collect::<HashSet<&str>>()
+            })
+            .contains(id)
+        };
         ctx.metrics
             .ops
-            .set_scaled_cfs(&node.unwrap_or_default(), scaled, live.collect());
+            .set_scaled_cfs(node.unwrap_or_default(), scaled, &live);
         self.limiters.retain(|_, l| !l.expired(now));
         futures::future::ready(Round::DONE).boxed()
     }

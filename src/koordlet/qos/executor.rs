@@ -101,7 +101,7 @@ pub struct Executor {
     cgroups: Cgroups,
     /// Path → (value there, when seen); `None`: the cgroup exists without the file (a
     /// kernel without the knob), which a kernel does not grow later.
-    cache: Mutex<HashMap<String, (Option<String>, Instant)>>,
+    cache: Mutex<Cache>,
     /// The cache's size at which expired entries (pods gone) are dropped.
     prune_at: std::sync::atomic::AtomicUsize,
     force_update: Duration,
@@ -112,35 +112,52 @@ pub struct Executor {
 /// Below this many entries the cache is not pruned.
 const PRUNE_MIN: usize = 1024;
 
-fn key(u: &Update) -> String {
-    let (file, dir) = (u.resource.v1_name(), u.dir.as_str());
-    let mut k = String::with_capacity(file.len() + 1 + dir.len());
-    k.push_str(file);
-    k.push(':');
-    k.push_str(dir);
-    k
+/// `file:dir` → (value there, when seen). The key of a lookup is built in `key`, reused,
+/// so an unchanged value (nearly every update) costs no allocation.
+#[derive(Default)]
+struct Cache {
+    entries: Entries,
+    key: String,
+}
+
+type Entries = HashMap<String, (Option<String>, Instant)>;
+
+impl Cache {
+    fn set_key(&mut self, u: &Update) {
+        self.key.clear();
+        self.key.push_str(u.resource.v1_name());
+        self.key.push(':');
+        self.key.push_str(u.dir.as_str());
+    }
+}
+
+/// What the cache knows of an update's file while fresh.
+enum Known {
+    /// The cgroup exists without the knob.
+    Missing,
+    /// The file holds the wanted value.
+    Same,
+    /// Not cached, expired, or another value.
+    Unknown,
 }
 
 /// Values compare as numbers or CPU sets, so "0-3" equals "0,1,2,3" and "max" equals -1.
-fn normalize(res: Resource, v: &str) -> String {
+fn normalize(res: Resource, v: &str) -> std::borrow::Cow<'_, str> {
     let v = v.trim();
     if matches!(res, Resource::CpusetCpus | Resource::CpusetMems) {
-        return cpuset::parse(v)
-            .map(|c| cpuset::format(&c))
-            .unwrap_or_else(|_| v.to_string());
+        return match cpuset::parse(v) {
+            Ok(c) => cpuset::format(&c).into(),
+            Err(_) => v.into(),
+        };
     }
-    if v == "max" {
-        "-1".to_string()
-    } else {
-        v.to_string()
-    }
+    if v == "max" { "-1".into() } else { v.into() }
 }
 
 impl Executor {
     pub fn new(cgroups: Cgroups, force_update: Duration) -> Executor {
         Executor {
             cgroups,
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(Cache::default()),
             prune_at: std::sync::atomic::AtomicUsize::new(PRUNE_MIN),
             force_update,
             observed: None,
@@ -168,33 +185,62 @@ impl Executor {
         }
     }
 
-    /// What the cache holds for `key` while fresh: `Some(None)` for a knob the cgroup lacks.
-    fn cached(&self, key: &str) -> Option<Option<String>> {
-        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        let (v, at) = cache.get(key)?;
-        (at.elapsed() < self.force_update).then(|| v.clone())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn remember(&self, key: &str, value: Option<String>) {
+    /// What the cache knows of `u`'s file against the (normalized) value `want`.
+    fn known(&self, u: &Update, want: &str) -> Known {
+        let mut cache = self.lock();
+        let cache = &mut *cache;
+        cache.set_key(u);
+        match cache.entries.get(cache.key.as_str()) {
+            Some((v, at)) if at.elapsed() < self.force_update => match v {
+                None => Known::Missing,
+                Some(v) if v == want => Known::Same,
+                Some(_) => Known::Unknown,
+            },
+            _ => Known::Unknown,
+        }
+    }
+
+    fn remember(&self, u: &Update, value: Option<&str>) {
+        let mut cache = self.lock();
+        cache.set_key(u);
+        let Cache { entries, key } = &mut *cache;
+        self.remember_in(entries, key, value);
+    }
+
+    /// Updates the entry in place when there is one (no allocation for a known file).
+    fn remember_in(&self, entries: &mut Entries, key: &str, value: Option<&str>) {
         use std::sync::atomic::Ordering::Relaxed;
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        cache.insert(key.to_string(), (value, Instant::now()));
-        if cache.len() >= self.prune_at.load(Relaxed) {
-            cache.retain(|_, (_, at)| at.elapsed() < self.force_update);
+        let now = Instant::now();
+        match (entries.get_mut(key), value) {
+            (Some((Some(old), at)), Some(v)) => {
+                old.clear();
+                old.push_str(v);
+                *at = now;
+            }
+            _ => {
+                entries.insert(key.to_string(), (value.map(str::to_string), now));
+            }
+        }
+        if entries.len() >= self.prune_at.load(Relaxed) {
+            entries.retain(|_, (_, at)| at.elapsed() < self.force_update);
             self.prune_at
-                .store((cache.len() * 2).max(PRUNE_MIN), Relaxed);
+                .store((entries.len() * 2).max(PRUNE_MIN), Relaxed);
         }
     }
 
     /// A file missing from an existing cgroup is a knob this kernel lacks: not asked again
     /// until `force_update` (a cgroup not there yet, a pod starting, is asked every time).
-    fn remember_missing(&self, u: &Update, key: &str) {
+    fn remember_missing(&self, u: &Update) {
         if self
             .cgroups
             .dir_path(u.resource.subsystem(), &u.dir)
             .is_dir()
         {
-            self.remember(key, None);
+            self.remember(u, None);
         }
     }
 
@@ -215,23 +261,21 @@ impl Executor {
             reason,
         })?;
         let want = normalize(u.resource, &u.value);
-        let k = key(u);
-        match self.cached(&k) {
-            Some(None) => return Ok(Outcome::Missing),
-            Some(Some(v)) if v == want => return Ok(Outcome::Unchanged),
-            _ => {}
+        match self.known(u, &want) {
+            Known::Missing => return Ok(Outcome::Missing),
+            Known::Same => return Ok(Outcome::Unchanged),
+            Known::Unknown => {}
         }
         let old = match self.current(u) {
-            Ok(v) => normalize(u.resource, &v),
+            Ok(v) => normalize(u.resource, &v).into_owned(),
             Err(e) if e.is_not_found() => {
-                self.remember_missing(u, &k);
+                self.remember_missing(u);
                 return Ok(Outcome::Missing);
             }
             Err(e) => return Err(e.into()),
         };
-        let remember = |v: String| self.remember(&k, Some(v));
         if old == want {
-            remember(want);
+            self.remember(u, Some(&want));
             return Ok(Outcome::Unchanged);
         }
         let start = Instant::now();
@@ -245,12 +289,12 @@ impl Executor {
             Err(e) if e.is_not_found() => return Ok(Outcome::Missing),
             Err(e) => return Err(e.into()),
         }
-        remember(want.clone());
+        self.remember(u, Some(&want));
         let change = Change {
             resource: u.resource,
             dir: u.dir.as_str().into(),
             old,
-            new: want,
+            new: want.into_owned(),
         };
         tracing::info!(resource = ?change.resource, dir = %change.dir, old = %change.old, new = %change.new, "cgroup updated");
         Ok(Outcome::Written(change))
@@ -317,9 +361,10 @@ impl Executor {
         );
         // Known to hold the value already (or to lack the knob): nothing to relax.
         if !relaxable
-            || self
-                .cached(&key(u))
-                .is_some_and(|v| v.is_none_or(|v| v == normalize(u.resource, &u.value)))
+            || matches!(
+                self.known(u, &normalize(u.resource, &u.value)),
+                Known::Missing | Known::Same
+            )
         {
             return None;
         }

@@ -186,17 +186,21 @@ fn a_knob_the_cgroup_lacks_is_remembered_and_a_cgroup_not_there_yet_is_asked_aga
 #[test]
 fn the_cache_drops_what_has_expired_once_it_grows() {
     let (_d, cg) = tree(Version::V1, Driver::Cgroupfs);
-    let len = |ex: &Executor| ex.cache.lock().unwrap().len();
+    let len = |ex: &Executor| ex.cache.lock().unwrap().entries.len();
     // Nothing expires within a minute: the cache keeps all and prunes again at twice the size.
     let ex = Executor::new(cg.clone(), Duration::from_secs(60));
     for i in 0..PRUNE_MIN + 10 {
-        ex.remember(&format!("cpu.shares:pod{i}"), Some("2".into()));
+        ex.remember_in(
+            &mut ex.lock().entries,
+            &format!("cpu.shares:pod{i}"),
+            Some("2"),
+        );
     }
     assert_eq!(len(&ex), PRUNE_MIN + 10);
     // Every entry expired at once (pods gone): pruned when the cache reaches the mark.
     let ex = Executor::new(cg, Duration::ZERO);
     for i in 0..PRUNE_MIN + 10 {
-        ex.remember(&format!("cpu.shares:pod{i}"), None);
+        ex.remember_in(&mut ex.lock().entries, &format!("cpu.shares:pod{i}"), None);
     }
     assert!(len(&ex) <= 10, "{}", len(&ex));
 }

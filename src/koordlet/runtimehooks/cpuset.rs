@@ -33,6 +33,8 @@ pub struct CpusetRule {
     pub system_qos_cpuset: String,
     /// The BECPUManager gate.
     pub be_cpu_manager: bool,
+    /// Every LS share pool joined, made on first use: most pods get it, every round.
+    pub all_pools: std::cell::OnceCell<String>,
 }
 
 impl CpusetRule {
@@ -49,6 +51,7 @@ impl CpusetRule {
                 .and_then(topology::system_qos_cpuset)
                 .unwrap_or_default(),
             be_cpu_manager,
+            all_pools: Default::default(),
         }
     }
 
@@ -76,7 +79,10 @@ impl CpusetRule {
         if qos == QoSClass::System && !self.system_qos_cpuset.is_empty() {
             return Ok(Some(self.system_qos_cpuset.clone()));
         }
-        let all = || join(self.share_pools.iter());
+        let all = || {
+            let all = self.all_pools.get_or_init(|| join(self.share_pools.iter()));
+            all.clone()
+        };
         if qos == QoSClass::Ls {
             return Ok(Some(all()));
         }

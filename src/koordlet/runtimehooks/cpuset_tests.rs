@@ -165,6 +165,7 @@ fn cpuset_rule_get_container_cpuset() {
             be_share_pools: pools(c.be_share),
             system_qos_cpuset: c.system_qos.to_string(),
             be_cpu_manager: c.be_cpu_manager,
+            ..Default::default()
         };
         let got = rule.container_cpuset(&pod_of(&c));
         match c.want {

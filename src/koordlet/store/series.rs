@@ -1,5 +1,7 @@
 //! Metric kinds (Koordinator's `metric_types.go` names) and series keys.
 
+use std::sync::Arc;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum MetricKind {
     NodeCpuUsage,
@@ -90,15 +92,68 @@ impl MetricKind {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SeriesKey {
     pub kind: MetricKind,
-    pub labels: Vec<(&'static str, String)>,
+    labels: Labels,
+}
+
+/// A series' labels, `k=v,k=v` as the store names the series, shared: a pod's and a
+/// container's are made once with its `PodMeta`, and the collectors' hundreds of keys a
+/// second share them instead of each allocating its own.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Labels(Arc<str>);
+
+impl Labels {
+    pub fn new(labels: &[(&'static str, &str)]) -> Labels {
+        let mut text =
+            String::with_capacity(labels.iter().map(|(k, v)| k.len() + v.len() + 2).sum());
+        if labels.is_sorted() {
+            push_labels(&mut text, labels.iter());
+        } else {
+            let mut sorted: Vec<_> = labels.iter().collect();
+            sorted.sort();
+            push_labels(&mut text, sorted.into_iter());
+        }
+        Labels(text.into())
+    }
+
+    /// `pod_uid=<uid>`.
+    pub fn pod(uid: &str) -> Labels {
+        Labels::new(&[("pod_uid", uid)])
+    }
+
+    /// `container_id=<id>` (the bare id).
+    pub fn container(id: &str) -> Labels {
+        Labels::new(&[("container_id", id)])
+    }
 }
 
 impl SeriesKey {
     pub fn new(kind: MetricKind, labels: &[(&'static str, &str)]) -> Self {
-        let mut labels: Vec<(&'static str, String)> =
-            labels.iter().map(|(k, v)| (*k, v.to_string())).collect();
-        labels.sort();
-        SeriesKey { kind, labels }
+        Self::with(kind, &Labels::new(labels))
+    }
+
+    /// A key with labels made before (a pod's, a container's): no allocation.
+    pub fn with(kind: MetricKind, labels: &Labels) -> Self {
+        SeriesKey {
+            kind,
+            labels: labels.clone(),
+        }
+    }
+
+    /// The value of label `name`. Values are read up to the next `,name=` of a later
+    /// label, so a value holding such text reads short (uids, ids and numbers do not).
+    pub fn label(&self, name: &str) -> Option<&str> {
+        self.labels().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// (name, value) in name order.
+    pub fn labels(&self) -> impl Iterator<Item = (&str, &str)> {
+        let mut rest = (!self.labels.0.is_empty()).then_some(&*self.labels.0);
+        std::iter::from_fn(move || {
+            let (name, tail) = rest?.split_once('=')?;
+            let end = next_label(tail);
+            rest = (end < tail.len()).then(|| &tail[end + 1..]);
+            Some((name, &tail[..end]))
+        })
     }
 
     pub fn node(kind: MetricKind) -> Self {
@@ -141,19 +196,41 @@ impl SeriesKey {
     /// every series it is asked for, and reuses one buffer for that.
     pub fn encode_into(&self, out: &mut String) {
         let name = self.kind.name();
-        let len = self.labels.iter().map(|(k, v)| k.len() + v.len() + 2);
         out.clear();
-        out.reserve(name.len() + 2 + len.sum::<usize>());
+        out.reserve(name.len() + 2 + self.labels.0.len());
         out.push_str(name);
         out.push('{');
-        for (i, (k, v)) in self.labels.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(k);
-            out.push('=');
-            out.push_str(v);
-        }
+        out.push_str(&self.labels.0);
         out.push('}');
     }
+}
+
+fn push_labels<'a>(out: &mut String, labels: impl Iterator<Item = &'a (&'static str, &'a str)>) {
+    for (i, (k, v)) in labels.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(k);
+        out.push('=');
+        out.push_str(v);
+    }
+}
+
+/// Where the value at the start of `tail` ends: at the first `,` followed by a label
+/// name (`[a-z_]+=`), or the end.
+fn next_label(tail: &str) -> usize {
+    let bytes = tail.as_bytes();
+    let mut at = 0;
+    while let Some(i) = tail[at..].find(',') {
+        let comma = at + i;
+        let name = bytes[comma + 1..]
+            .iter()
+            .take_while(|b| b.is_ascii_lowercase() || **b == b'_')
+            .count();
+        if name > 0 && bytes.get(comma + 1 + name) == Some(&b'=') {
+            return comma;
+        }
+        at = comma + 1;
+    }
+    tail.len()
 }

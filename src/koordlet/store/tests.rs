@@ -332,3 +332,33 @@ fn an_uncompressed_store_is_migrated_on_open() {
         ]
     );
 }
+
+#[test]
+fn a_key_reads_its_labels_back_in_name_order() {
+    let be = SeriesKey::new(
+        MetricKind::NodeBe,
+        &[("be_resource", "cpu"), ("be_allocation", "usage")],
+    );
+    assert_eq!(be.encode(), "node_be{be_allocation=usage,be_resource=cpu}");
+    let labels: Vec<_> = be.labels().collect();
+    assert_eq!(labels, [("be_allocation", "usage"), ("be_resource", "cpu")]);
+    assert_eq!(be.label("be_resource"), Some("cpu"));
+    assert_eq!(be.label("pod_uid"), None);
+    assert_eq!(
+        SeriesKey::node(MetricKind::NodeCpuUsage).labels().count(),
+        0
+    );
+    assert_eq!(
+        SeriesKey::node(MetricKind::NodeCpuUsage).encode(),
+        "node_cpu_usage{}"
+    );
+    // A comma inside a value is kept unless a label name follows it.
+    let app = SeriesKey::host_app(MetricKind::HostAppCpuUsage, "nginx, v=2");
+    assert_eq!(app.label("host_app_name"), Some("nginx, v=2"));
+    let pod = SeriesKey::new(
+        MetricKind::PodPsi,
+        &[("pod_uid", "u,1"), ("psi_degree", "")],
+    );
+    assert_eq!(pod.label("pod_uid"), Some("u,1"));
+    assert_eq!(pod.label("psi_degree"), Some(""));
+}

@@ -58,27 +58,26 @@ impl Subsystem {
 }
 
 /// A cgroup directory relative to the hierarchy root, without leading slash
-/// (`kubepods/besteffort/pod<uid>`).
+/// (`kubepods/besteffort/pod<uid>`). Shared, not copied: the QoS strategies name the
+/// same pod and container directories in every update they build, every second.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CgroupDir(pub String);
+pub struct CgroupDir(std::sync::Arc<str>);
 
 impl CgroupDir {
-    pub fn new(s: impl Into<String>) -> Self {
-        CgroupDir(s.into().trim_matches('/').to_string())
+    pub fn new(s: impl AsRef<str>) -> Self {
+        CgroupDir(s.as_ref().trim_matches('/').into())
     }
 
     pub fn join(&self, child: &str) -> CgroupDir {
         if self.0.is_empty() {
             CgroupDir::new(child)
         } else {
-            CgroupDir(format!("{}/{}", self.0, child.trim_matches('/')))
+            CgroupDir(format!("{}/{}", self.0, child.trim_matches('/')).into())
         }
     }
 
     pub fn parent(&self) -> Option<CgroupDir> {
-        self.0
-            .rsplit_once('/')
-            .map(|(p, _)| CgroupDir(p.to_string()))
+        self.0.rsplit_once('/').map(|(p, _)| CgroupDir(p.into()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -349,12 +348,35 @@ impl Cgroups {
     }
 
     pub fn file(&self, res: Resource, dir: &CgroupDir) -> PathBuf {
-        let (sub, v1, v2) = res.files();
-        let name = match self.version {
-            Version::V1 => v1,
-            Version::V2 => v2,
-        };
+        let (sub, name) = self.file_name(res);
         self.path_of(sub, dir, Some(name))
+    }
+
+    fn file_name(&self, res: Resource) -> (Subsystem, &'static str) {
+        let (sub, v1, v2) = res.files();
+        match self.version {
+            Version::V1 => (sub, v1),
+            Version::V2 => (sub, v2),
+        }
+    }
+
+    /// Hands `f` the path of `res` in `dir`, built in a buffer the thread reuses: every
+    /// cgroup read builds one, hundreds a second, and a fresh allocation each time kept
+    /// the allocator moving through new memory.
+    fn with_file<R>(&self, res: Resource, dir: &CgroupDir, f: impl FnOnce(&Path) -> R) -> R {
+        thread_local! {
+            static PATH: std::cell::RefCell<PathBuf> = std::cell::RefCell::new(PathBuf::new());
+        }
+        let (sub, name) = self.file_name(res);
+        PATH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut buf) => {
+                buf.as_mut_os_string().clear();
+                self.fill_path(&mut buf, sub, dir, Some(name));
+                f(&buf)
+            }
+            // `f` builds another path itself: that one gets a buffer of its own.
+            Err(_) => f(&self.path_of(sub, dir, Some(name))),
+        })
     }
 
     /// `root[/subsystem]/dir[/file]` in one allocation: built for every cgroup file read,
@@ -367,15 +389,19 @@ impl Cgroups {
             + file.map_or(0, |f| f.len() + 1)
             + 1;
         let mut p = PathBuf::with_capacity(cap);
+        self.fill_path(&mut p, sub, dir, file);
+        p
+    }
+
+    fn fill_path(&self, p: &mut PathBuf, sub: Subsystem, dir: &CgroupDir, file: Option<&str>) {
         p.push(&self.root);
-        if v1 {
+        if self.version == Version::V1 {
             p.push(sub.name());
         }
-        p.push(&dir.0);
+        p.push(&*dir.0);
         if let Some(f) = file {
             p.push(f);
         }
-        p
     }
 
     /// The raw file content, trimmed.
@@ -390,16 +416,18 @@ impl Cgroups {
         dir: &CgroupDir,
         f: impl FnOnce(&str) -> R,
     ) -> Result<R, CgroupError> {
-        let path = self.file(res, dir);
-        crate::os::knob::with_small_file(&path, |s| f(s.trim())).map_err(io_err(&path))
+        self.with_file(res, dir, |path| {
+            crate::os::knob::with_small_file(path, |s| f(s.trim())).map_err(io_err(path))
+        })
     }
 
     /// A numeric resource in v1 semantics (shares, quota with -1 for none, bytes with -1
     /// for no limit, cpuacct nanoseconds).
     pub fn read_i64(&self, res: Resource, dir: &CgroupDir) -> Result<i64, CgroupError> {
-        let path = self.file(res, dir);
-        crate::os::knob::with_small_file(&path, |raw| self.parse_i64(res, &path, raw.trim()))
-            .map_err(io_err(&path))?
+        self.with_file(res, dir, |path| {
+            crate::os::knob::with_small_file(path, |raw| self.parse_i64(res, path, raw.trim()))
+                .map_err(io_err(path))?
+        })
     }
 
     fn parse_i64(&self, res: Resource, path: &Path, raw: &str) -> Result<i64, CgroupError> {
