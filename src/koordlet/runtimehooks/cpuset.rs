@@ -34,7 +34,7 @@ pub struct CpusetRule {
     /// The BECPUManager gate.
     pub be_cpu_manager: bool,
     /// Every LS share pool joined, made on first use: most pods get it, every round.
-    pub all_pools: std::cell::OnceCell<String>,
+    all_pools: std::cell::OnceCell<String>,
 }
 
 impl CpusetRule {
