@@ -282,9 +282,8 @@ impl Cache {
     /// Resolves once every kind has been listed; false if the process drains first.
     pub async fn wait_synced(&self, shutdown: &Shutdown) -> bool {
         while !self.synced() {
-            tokio::select! {
-                _ = shutdown.draining() => return false,
-                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            if !shutdown.sleep(Duration::from_millis(100)).await {
+                return false;
             }
         }
         true

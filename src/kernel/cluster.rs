@@ -119,9 +119,8 @@ pub async fn wait_reachable(client: &kube::Client, shutdown: &Shutdown) -> bool 
             Ok(_) => return true,
             Err(err) => tracing::warn!(%err, "API server not reachable yet"),
         }
-        tokio::select! {
-            _ = shutdown.draining() => return false,
-            _ = tokio::time::sleep(delay) => {}
+        if !shutdown.sleep(delay).await {
+            return false;
         }
         delay = (delay * 2).min(Duration::from_secs(5));
     }

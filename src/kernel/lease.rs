@@ -148,9 +148,8 @@ impl Elector {
                 tracing::info!(lease = %self.cfg.name, identity = %self.identity, leading, "leadership changed");
                 tx.send_replace(leading);
             }
-            tokio::select! {
-                _ = shutdown.draining() => return,
-                _ = tokio::time::sleep(period) => {}
+            if !shutdown.sleep(period).await {
+                return;
             }
         }
     }

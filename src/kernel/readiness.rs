@@ -54,6 +54,14 @@ impl Readiness {
         self.draining.store(true, Ordering::SeqCst);
     }
 
+    /// Every component ready, and not draining (what `report` says without its body).
+    pub fn is_ready(&self) -> bool {
+        let components = self.components.lock().unwrap_or_else(|p| p.into_inner());
+        !components.is_empty()
+            && components.values().all(|ok| *ok)
+            && !self.draining.load(Ordering::SeqCst)
+    }
+
     /// (ready, body) in kube-apiserver's `[+]name ok` style.
     pub fn report(&self) -> (bool, String) {
         let components = self.components.lock().unwrap_or_else(|p| p.into_inner());
@@ -119,15 +127,19 @@ mod tests {
     fn ready_only_when_all_ready_and_not_draining() {
         let r = Readiness::new(&super::super::Metrics::new());
         assert!(!r.report().0, "nothing registered is not ready");
+        assert!(!r.is_ready());
         let a = r.register("manager");
         let b = r.register("scheduler");
         a.set(true);
         assert!(!r.report().0);
+        assert!(!r.is_ready());
         b.set(true);
         let (ok, body) = r.report();
         assert!(ok, "{body}");
+        assert!(r.is_ready());
         assert!(body.contains("[+]manager ok"));
         r.set_draining();
         assert!(!r.report().0);
+        assert!(!r.is_ready());
     }
 }

@@ -341,9 +341,8 @@ pub async fn report_loop(
             (_, Err(e)) => tracing::debug!(error = %e, "NVML read failed"),
             _ => {}
         }
-        tokio::select! {
-            _ = shutdown.draining() => return,
-            _ = tokio::time::sleep(every) => {}
+        if !shutdown.sleep(every).await {
+            return;
         }
     }
 }

@@ -43,14 +43,6 @@ pub(super) struct LoopCtx {
     pub(super) node: String,
 }
 
-/// Sleeps `d`; false when the process starts draining.
-async fn pause(shutdown: &Shutdown, d: Duration) -> bool {
-    tokio::select! {
-        _ = shutdown.draining() => false,
-        _ = tokio::time::sleep(d) => true,
-    }
-}
-
 pub(super) async fn collect_loop(
     l: LoopCtx,
     mut advisor: Advisor,
@@ -345,7 +337,7 @@ pub(super) async fn report_loop(
             policy.interval
         };
         first = false;
-        if !pause(&l.shutdown, wait).await {
+        if !l.shutdown.sleep(wait).await {
             return Ok(());
         }
         let states = l.informer.snapshot();
@@ -425,7 +417,7 @@ fn publish_report(l: &LoopCtx, status: &crate::api::slo::NodeMetricStatus) {
 
 pub(super) async fn gc_loop(l: LoopCtx, every: Duration) -> anyhow::Result<()> {
     loop {
-        if !pause(&l.shutdown, every).await {
+        if !l.shutdown.sleep(every).await {
             return Ok(());
         }
         let store = l.store.clone();
@@ -460,7 +452,7 @@ pub(super) async fn prediction_loop(
         .unwrap_or_else(|e| e.into_inner())
         .training_interval();
     loop {
-        let keep_going = pause(&l.shutdown, every).await;
+        let keep_going = l.shutdown.sleep(every).await;
         let (p, store, states) = (predictor.clone(), l.store.clone(), l.informer.snapshot());
         tokio::task::spawn_blocking(move || -> Result<(), store::StoreError> {
             let mut p = p.lock().unwrap_or_else(|e| e.into_inner());

@@ -468,9 +468,8 @@ pub async fn report_loop(
                 }
             }
         }
-        tokio::select! {
-            _ = shutdown.draining() => return,
-            _ = tokio::time::sleep(Duration::from_secs(10)) => {}
+        if !shutdown.sleep(Duration::from_secs(10)).await {
+            return;
         }
     }
 }

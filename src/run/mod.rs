@@ -161,16 +161,35 @@ fn build_runtime(roles: &RoleSet) -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 /// A node agent keeps in memory the code it runs each minute, not what it ran once
-/// (`shed_idle_code`).
-fn shed_idle_code_every_minute(tasks: &Tasks, shutdown: &Shutdown) {
+/// (`shed_idle_code`). The first shed comes once start-up is over — ready, and
+/// [`SETTLE`] later for the first passes after that — rather than a minute in: start-up
+/// maps ~15 MiB of the binary (client set-up, the informer's first list) that would
+/// otherwise stay resident until then.
+fn shed_idle_code_every_minute(tasks: &Tasks, shutdown: &Shutdown, readiness: &Readiness) {
+    const SETTLE: Duration = Duration::from_secs(10);
+    const EVERY: Duration = Duration::from_secs(60);
     let shutdown = shutdown.clone();
+    let readiness = readiness.clone();
     tasks.spawn("node-agent/idle-code", async move {
+        let mut waited = Duration::ZERO;
+        while waited < EVERY && !readiness.is_ready() {
+            if !shutdown.sleep(Duration::from_secs(1)).await {
+                return Ok(());
+            }
+            waited += Duration::from_secs(1);
+        }
+        // Not ready within a minute: shed as before, each minute.
+        let mut next = if waited < EVERY {
+            SETTLE
+        } else {
+            Duration::ZERO
+        };
         loop {
-            tokio::select! {
-                _ = shutdown.draining() => return Ok(()),
-                _ = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+            if !shutdown.sleep(next).await {
+                return Ok(());
             }
             tokio::task::spawn_blocking(crate::os::tuning::shed_idle_code).await?;
+            next = EVERY;
         }
     });
 }
@@ -260,7 +279,7 @@ async fn run_roles(
     let readiness = Readiness::new(&metrics);
     let tasks = Tasks::new(shutdown.clone());
     if roles.node_agent_only() {
-        shed_idle_code_every_minute(&tasks, &shutdown);
+        shed_idle_code_every_minute(&tasks, &shutdown, &readiness);
     }
     let _data_dir_lock = if cfg.embedded.enabled || roles.0.iter().any(|r| r.uses_data_dir()) {
         match claim_data_dir(&cfg.common.data_dir, cfg.embedded.enabled) {

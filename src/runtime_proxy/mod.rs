@@ -147,9 +147,8 @@ async fn wait_for_runtime(
                 tracing::warn!(runtime = %runtime.display(), error = %why, "runtime proxy idle: the runtime does not answer; the kubelet's CRI socket is served once it does (retrying every 5 s)");
             }
         }
-        tokio::select! {
-            _ = ctx.shutdown.draining() => return None,
-            _ = tokio::time::sleep(RETRY_EVERY) => {}
+        if !ctx.shutdown.sleep(RETRY_EVERY).await {
+            return None;
         }
     }
 }

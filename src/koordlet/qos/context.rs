@@ -24,21 +24,6 @@ pub(super) fn now_ms() -> i64 {
     k8s_openapi::jiff::Timestamp::now().as_millisecond()
 }
 
-/// Sleeps until `at`; false when the process starts draining.
-pub(super) async fn pause_until(shutdown: &Shutdown, at: tokio::time::Instant) -> bool {
-    tokio::select! {
-        _ = shutdown.draining() => false,
-        _ = tokio::time::sleep_until(at) => true,
-    }
-}
-
-pub(super) async fn pause(shutdown: &Shutdown, d: Duration) -> bool {
-    tokio::select! {
-        _ = shutdown.draining() => false,
-        _ = tokio::time::sleep(d) => true,
-    }
-}
-
 /// The last node sample and per-pod samples of two kinds, scaled (1000 for cores → milli).
 pub(super) fn last_samples(
     ctx: &QosCtx,
@@ -48,16 +33,33 @@ pub(super) fn last_samples(
     scale: f64,
 ) -> (Option<i64>, HashMap<String, i64>) {
     let now = now_ms();
-    let last = |key: &SeriesKey| -> Option<i64> {
-        let points = ctx.store.query(key, now - LAST, now).ok()?;
-        points.last().map(|p| (p.value * scale).round() as i64)
-    };
+    let last = |key: &SeriesKey| last_scaled(ctx, key, now, scale);
     let pods = states
         .pods
         .iter()
         .filter_map(|p| last(&SeriesKey::pod(pod, &p.uid)).map(|v| (p.uid.clone(), v)))
         .collect();
     (last(&SeriesKey::node(node)), pods)
+}
+
+/// A series' last sample (within [`LAST`] of `now`) times `scale`, rounded.
+fn last_scaled(ctx: &QosCtx, key: &SeriesKey, now: i64, scale: f64) -> Option<i64> {
+    let points = ctx.store.query(key, now - LAST, now).ok()?;
+    points.last().map(|p| (p.value * scale).round() as i64)
+}
+
+/// The last CPU sample of each NodeSLO host application, in milli-cores, by name
+/// (Koordinator's `CollectAllHostAppMetricsLast`); one without a recent sample is absent.
+pub(super) fn last_host_app_cpu(ctx: &QosCtx, states: &States) -> HashMap<String, i64> {
+    let now = now_ms();
+    let apps = &states.slo().host_applications;
+    apps.iter()
+        .filter_map(|a| a.name.as_deref())
+        .filter_map(|name| {
+            let key = SeriesKey::host_app(MetricKind::HostAppCpuUsage, name);
+            Some((name.to_string(), last_scaled(ctx, &key, now, 1000.0)?))
+        })
+        .collect()
 }
 
 /// The last node and per-pod CPU samples, in milli-cores.
@@ -117,6 +119,8 @@ pub struct Deps {
     pub unset_cpu_quota: bool,
     /// `koordlet.kubelet.cpuManagerStateFile`.
     pub kubelet_state: std::path::PathBuf,
+    /// The BECPUManager gate: the cpuset hook owns NUMA-bound BE pods' cpusets.
+    pub be_cpu_manager: bool,
     /// Shared by every eviction strategy (one memory of recently evicted pods).
     pub evictor: Arc<super::evictor::Evictor>,
     /// NodeStorageInfoCollector's interval (blkio's disk maps).

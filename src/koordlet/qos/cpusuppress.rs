@@ -3,7 +3,7 @@
 //! cgroup (`cfsQuota` policy) or as a set of CPUs (`cpuset` policy, the default). Pure
 //! decisions, then the strategy's round ([`CpuSuppress`]) that applies them.
 
-use super::context::{QosCtx, count, last_cpu};
+use super::context::{QosCtx, count, last_cpu, last_host_app_cpu};
 use super::evictor;
 use super::executor::Executor;
 use super::runner::{Entry, Round, Strategy};
@@ -18,12 +18,15 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::executor::{Change, Outcome, Update};
 use crate::api::cpuset;
+use crate::api::extension::nodereservation::NodeReservation;
 use crate::api::extension::qos::{
     KubeQoS, QoSClass, kube_qos, pod_qos_class, pod_qos_class_with_default,
 };
-use crate::api::extension::resourcestatus::pinned_cpus;
+use crate::api::extension::resourcestatus::{pinned_cpus, resource_status};
 use crate::api::quantity::q_milli;
-use crate::api::slo::nodeslo::ResourceThresholdStrategy;
+use crate::api::slo::nodeslo::{HostApplicationSpec, ResourceThresholdStrategy};
+use crate::koordlet::informer::PodMeta;
+use crate::koordlet::topology::KubeletCpuState;
 use crate::os::{CgroupDir, Resource};
 use std::sync::Arc;
 
@@ -186,6 +189,8 @@ pub struct Usage {
     pub node: Option<i64>,
     /// Pod uid → usage.
     pub pods: HashMap<String, i64>,
+    /// NodeSLO host application name → usage.
+    pub host_apps: HashMap<String, i64>,
 }
 
 /// What the last pass left in place, so restoring is not repeated every second.
@@ -198,18 +203,39 @@ fn is_be(pod: &Pod) -> bool {
     pod_qos_class(pod) == QoSClass::Be || kube_qos(pod) == KubeQoS::BestEffort
 }
 
-/// The inputs of the formula from the informer's state and measured usage.
+/// Koordinator's `NonBEHostAppFilter` negated: a host application is BE only with QoS `BE`
+/// *and* a cgroup under the kube best-effort directory.
+fn host_app_is_be(app: &HostApplicationSpec) -> bool {
+    app.qos.as_deref() == Some("BE")
+        && app.cgroup_path.as_ref().and_then(|c| c.base.as_deref()) == Some("KubepodsBesteffort")
+}
+
+/// `GetNodeResourceReserved`'s CPU: the larger of what the kubelet holds back (capacity −
+/// allocatable) and the node's `node.koordinator.sh/reservation` annotation.
+fn node_reserved_milli(node: &k8s_openapi::api::core::v1::Node, capacity: i64) -> i64 {
+    let allocatable = node
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref()?.get("cpu"))
+        .map_or(0, q_milli);
+    let kubelet = (capacity - allocatable).max(0);
+    let annotated = NodeReservation::parse(node.metadata.annotations.as_ref())
+        .and_then(|r| r.resources().get("cpu").copied())
+        .unwrap_or(0);
+    kubelet.max(annotated)
+}
+
+/// The inputs of the formula from the informer's state and measured usage
+/// (`calculateBESuppressCPU` with `CalculateFilterPodsUsed`). Host applications count as
+/// the NodeSLO lists them, each with its last usage if it has one.
 pub fn inputs(states: &States, usage: &Usage, s: &ResourceThresholdStrategy) -> Option<Inputs> {
     let node = states.node.as_ref()?;
-    let status = node.status.as_ref()?;
-    let cpu = |l: Option<
-        &std::collections::BTreeMap<
-            String,
-            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
-        >,
-    >| { l.and_then(|m| m.get("cpu")).map(q_milli).unwrap_or(0) };
-    let capacity = cpu(status.capacity.as_ref());
-    let reserved = (capacity - cpu(status.allocatable.as_ref())).max(0);
+    let capacity = node
+        .status
+        .as_ref()
+        .and_then(|s| s.capacity.as_ref()?.get("cpu"))
+        .map_or(0, q_milli);
+    let reserved = node_reserved_milli(node, capacity);
     let node_used = usage.node?;
     let pods_used: i64 = usage.pods.values().sum();
     let non_be: i64 = states
@@ -226,17 +252,33 @@ pub fn inputs(states: &States, usage: &Usage, s: &ResourceThresholdStrategy) -> 
         .filter(|(uid, _)| !known.contains(uid.as_str()))
         .map(|(_, v)| v)
         .sum();
+    let (mut apps_used, mut non_be_apps) = (0, 0);
+    for app in &states.slo().host_applications {
+        let Some(used) = app.name.as_deref().and_then(|n| usage.host_apps.get(n)) else {
+            continue;
+        };
+        apps_used += used;
+        if !host_app_is_be(app) {
+            non_be_apps += used;
+        }
+    }
     Some(Inputs {
         capacity_milli: capacity,
         threshold_percent: s.cpu_suppress_threshold_percent.unwrap_or(65),
         min_percent: s.cpu_suppress_min_percent,
         non_be_pods_milli: non_be + unknown,
-        non_be_host_milli: 0,
-        system_used_milli: system_used(node_used, pods_used, 0, reserved),
+        non_be_host_milli: non_be_apps,
+        system_used_milli: system_used(node_used, pods_used, apps_used, reserved),
     })
 }
 
-fn be_dirs(states: &States, ex: &Executor) -> Vec<Vec<CgroupDir>> {
+/// The besteffort QoS dir, its pods and their containers (those of pods `containers_of`
+/// accepts), top down.
+fn be_dirs_of(
+    states: &States,
+    ex: &Executor,
+    containers_of: impl Fn(&PodMeta) -> bool,
+) -> Vec<Vec<CgroupDir>> {
     let be_pods: Vec<_> = states
         .pods
         .iter()
@@ -247,14 +289,51 @@ fn be_dirs(states: &States, ex: &Executor) -> Vec<Vec<CgroupDir>> {
         be_pods.iter().map(|p| p.dir.clone()).collect(),
         be_pods
             .iter()
+            .filter(|p| containers_of(p))
             .flat_map(|p| p.containers.iter().map(|c| c.dir.clone()))
             .collect(),
     ]
 }
 
+fn be_dirs(states: &States, ex: &Executor) -> Vec<Vec<CgroupDir>> {
+    be_dirs_of(states, ex, |_| true)
+}
+
+/// Koordinator's `recoverCPUSetForBECPUManager`: the BE pool on the QoS and pod levels and on
+/// the containers of pods the scheduler bound to no cpuset or NUMA node (those are the
+/// cpuset hook's).
+fn restore_for_be_cpu_manager(ex: &Executor, states: &States, pool: &[u32], out: &mut Vec<Change>) {
+    let unbound = |p: &PodMeta| {
+        resource_status(&p.pod).map_or(true, |s| {
+            s.cpuset.is_empty() && s.numa_node_resources.as_ref().is_none_or(|n| n.is_empty())
+        })
+    };
+    write_cpuset(ex, be_dirs_of(states, ex, unbound), pool, out);
+}
+
 fn apply_cpuset(ex: &Executor, states: &States, cpus: &[u32], out: &mut Vec<Change>) {
+    write_cpuset(ex, be_dirs(states, ex), cpus, out);
+}
+
+/// The suppressed set under the kubelet's static CPU manager (Koordinator's
+/// `applyCPUSetWithStaticPolicy`): the QoS and pod levels keep the BE pool, so the kubelet's
+/// own writes below them stay valid, and only the containers get the suppressed CPUs.
+fn apply_cpuset_static(
+    ex: &Executor,
+    states: &States,
+    pool: &[u32],
+    cpus: &[u32],
+    out: &mut Vec<Change>,
+) {
+    let mut levels = be_dirs(states, ex);
+    let containers = levels.pop().unwrap_or_default();
+    write_cpuset(ex, levels, pool, out);
+    write_cpuset(ex, vec![containers], cpus, out);
+}
+
+fn write_cpuset(ex: &Executor, dirs: Vec<Vec<CgroupDir>>, cpus: &[u32], out: &mut Vec<Change>) {
     let value = cpuset::format(cpus);
-    let levels: Vec<Vec<Update>> = be_dirs(states, ex)
+    let levels: Vec<Vec<Update>> = dirs
         .into_iter()
         .map(|l| {
             l.into_iter()
@@ -283,14 +362,28 @@ fn set_quota(ex: &Executor, quota: i64, out: &mut Vec<Change>) {
     );
 }
 
-/// CPUs BE pods may never use: those pinned by LSE pods.
-fn lse_pinned_cpus(states: &States) -> BTreeSet<u32> {
-    states
+/// CPUs BE pods may never use: those pinned by LSE pods, the node's reserved CPUs and its
+/// exclusive system-QoS CPUs (`calcBECPUSet`, and the candidates of `adjustByCPUSet`).
+fn excluded_cpus(states: &States) -> BTreeSet<u32> {
+    let mut out: BTreeSet<u32> = states
         .pods
         .iter()
         .filter(|p| pod_qos_class_with_default(&p.pod) == QoSClass::Lse)
         .flat_map(|p| pinned_cpus(&p.pod))
-        .collect()
+        .collect();
+    if let Some(node) = states.node.as_deref() {
+        out.extend(crate::koordlet::topology::reserved(node));
+    }
+    out
+}
+
+/// What decides how a round writes, beside the NodeSLO.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodePolicy {
+    /// The kubelet runs the static CPU manager (the cpuset policy writes containers only).
+    pub kubelet_static: bool,
+    /// The BECPUManager gate: no suppression, the BE pool restored each round.
+    pub be_cpu_manager: bool,
 }
 
 /// One cpusuppress round; returns the changes written.
@@ -300,18 +393,25 @@ pub fn pass(
     topo: &[Cpu],
     ex: &Executor,
     mem: &mut Memory,
+    policy: NodePolicy,
 ) -> Vec<Change> {
     let s = &states.slo().threshold;
     let mut out = Vec::new();
-    if s.enable != Some(true) && mem.restored {
+    if s.enable != Some(true) && mem.restored && !policy.be_cpu_manager {
         return out;
     }
-    let excluded = lse_pinned_cpus(states);
+    let excluded = excluded_cpus(states);
     let all: Vec<u32> = topo
         .iter()
         .map(|c| c.id)
         .filter(|c| !excluded.contains(c))
         .collect();
+    if policy.be_cpu_manager {
+        // Koordinator's suppressBECPU does not run beside BECPUManager, whatever the NodeSLO.
+        set_quota(ex, -1, &mut out);
+        restore_for_be_cpu_manager(ex, states, &all, &mut out);
+        return out;
+    }
     if s.enable != Some(true) {
         if !mem.restored {
             set_quota(ex, -1, &mut out);
@@ -353,7 +453,11 @@ pub fn pass(
         .collect();
     let cpus = be_cpuset(topo, n, &excluded, &lsr);
     if !cpus.is_empty() {
-        apply_cpuset(ex, states, &cpus, &mut out);
+        if policy.kubelet_static {
+            apply_cpuset_static(ex, states, &all, &cpus, &mut out);
+        } else {
+            apply_cpuset(ex, states, &cpus, &mut out);
+        }
     }
     set_quota(ex, -1, &mut out);
     out
@@ -366,6 +470,10 @@ pub struct CpuSuppress {
     pub client: kube::Client,
     pub topo: Vec<crate::os::system::CpuInfo>,
     pub mem: Memory,
+    /// The kubelet's CPU manager checkpoint (`cpu_manager_state`): its policy.
+    pub kubelet_state: std::path::PathBuf,
+    /// The BECPUManager gate.
+    pub be_cpu_manager: bool,
 }
 
 impl Strategy for CpuSuppress {
@@ -387,10 +495,15 @@ impl Strategy for CpuSuppress {
             // As Koordinator's suppressBECPU: usage is read and the suppress series recorded
             // only while the strategy is on; off, a round restores (once) what an earlier
             // suppression changed (`pass`).
-            let on = strategy.enable == Some(true);
+            let on = strategy.enable == Some(true) && !self.be_cpu_manager;
             let usage = if on {
                 let (node, pods) = last_cpu(ctx, states);
-                Usage { node, pods }
+                let host_apps = last_host_app_cpu(ctx, states);
+                Usage {
+                    node,
+                    pods,
+                    host_apps,
+                }
             } else {
                 Usage::default()
             };
@@ -412,7 +525,14 @@ impl Strategy for CpuSuppress {
                 let be_used = ctx.metrics.be_suppress_be_used.get_or_create(&node);
                 be_used.set(be.max(0) as f64 / 1000.0);
             }
-            let changes = pass(states, &usage, &self.topo, &self.ex, &mut self.mem);
+            let cpuset_policy = strategy.cpu_suppress_policy.as_deref() != Some("cfsQuota");
+            let policy = NodePolicy {
+                kubelet_static: on
+                    && cpuset_policy
+                    && KubeletCpuState::read(&self.kubelet_state).policy_name == "static",
+                be_cpu_manager: self.be_cpu_manager,
+            };
+            let changes = pass(states, &usage, &self.topo, &self.ex, &mut self.mem, policy);
             for c in &changes {
                 count(ctx, "cpusuppress", format!("{:?}", c.resource), 1);
             }
@@ -443,6 +563,8 @@ pub const ENTRY: Entry = Entry {
             client: d.client.clone(),
             topo: Vec::new(),
             mem: Memory::default(),
+            kubelet_state: d.kubelet_state.clone(),
+            be_cpu_manager: d.be_cpu_manager,
         })
     },
 };

@@ -95,7 +95,13 @@ fn usage() -> Usage {
     Usage {
         node: Some(2500),
         pods: HashMap::from([("ls".to_string(), 1500), ("be".to_string(), 1000)]),
+        host_apps: HashMap::new(),
     }
+}
+
+/// One round with Koordinator's defaults (no static kubelet policy, no BECPUManager).
+fn round(states: &States, ex: &Executor, mem: &mut Memory) -> Vec<Change> {
+    pass(states, &usage(), &topo(), ex, mem, NodePolicy::default())
 }
 
 fn read(p: &Path) -> String {
@@ -108,14 +114,14 @@ fn cfs_quota_policy_writes_the_formula_once() {
         let f = fixture(version, Some("cfsQuota"), true);
         let ex = Executor::new(f.cg.clone(), Duration::from_secs(60));
         let mut mem = Memory::default();
-        let changes = pass(&f.states, &usage(), &topo(), &ex, &mut mem);
+        let changes = round(&f.states, &ex, &mut mem);
         // S = 4000 × 65 % − 1500 (LS) − 0 (system) = 1100 milli → 110000 µs.
         assert_eq!(changes.len(), 1, "{changes:?}");
         assert_eq!(changes[0].new, "110000");
         let be = f.cg.qos_dir(KubeQoS::BestEffort);
         assert!(read(&f.cg.file(Resource::CfsQuota, &be)).starts_with("110000"));
         assert!(
-            pass(&f.states, &usage(), &topo(), &ex, &mut mem).is_empty(),
+            round(&f.states, &ex, &mut mem).is_empty(),
             "nothing changes, nothing is written"
         );
     }
@@ -126,7 +132,7 @@ fn cpuset_policy_shrinks_be_cpus_at_every_level() {
     let f = fixture(Version::V1, None, true);
     let ex = Executor::new(f.cg.clone(), Duration::from_secs(60));
     let mut mem = Memory::default();
-    let changes = pass(&f.states, &usage(), &topo(), &ex, &mut mem);
+    let changes = round(&f.states, &ex, &mut mem);
     let be_pod = &f.states.pods[1];
     for d in [
         f.cg.qos_dir(KubeQoS::BestEffort),
@@ -147,7 +153,7 @@ fn cpuset_policy_shrinks_be_cpus_at_every_level() {
         "LS pods are not touched"
     );
     assert_eq!(changes.iter().filter(|c| c.new == "0-1").count(), 3);
-    assert!(pass(&f.states, &usage(), &topo(), &ex, &mut mem).is_empty());
+    assert!(round(&f.states, &ex, &mut mem).is_empty());
 }
 
 #[test]
@@ -156,21 +162,120 @@ fn disabled_restores_once_and_missing_usage_does_nothing() {
     let ex = Executor::new(f.cg.clone(), Duration::from_secs(60));
     let mut mem = Memory::default();
     assert!(
-        pass(&f.states, &Usage::default(), &topo(), &ex, &mut mem).is_empty(),
+        pass(
+            &f.states,
+            &Usage::default(),
+            &topo(),
+            &ex,
+            &mut mem,
+            NodePolicy::default()
+        )
+        .is_empty(),
         "no node usage yet"
     );
-    pass(&f.states, &usage(), &topo(), &ex, &mut mem);
+    round(&f.states, &ex, &mut mem);
     let off = fixture(Version::V1, Some("cfsQuota"), false);
     let ex_off = Executor::new(off.cg.clone(), Duration::from_secs(60));
     let be = off.cg.qos_dir(KubeQoS::BestEffort);
     std::fs::write(off.cg.file(Resource::CfsQuota, &be), "50000").unwrap();
     let mut mem = Memory::default();
-    let restored = pass(&off.states, &usage(), &topo(), &ex_off, &mut mem);
+    let restored = round(&off.states, &ex_off, &mut mem);
     assert_eq!(restored.len(), 1);
     assert_eq!(read(&off.cg.file(Resource::CfsQuota, &be)), "-1");
     std::fs::write(off.cg.file(Resource::CfsQuota, &be), "50000").unwrap();
     assert!(
-        pass(&off.states, &usage(), &topo(), &ex_off, &mut mem).is_empty(),
+        round(&off.states, &ex_off, &mut mem).is_empty(),
         "restored once, not every second"
     );
+}
+
+/// Koordinator's `applyCPUSetWithStaticPolicy`: under the kubelet's static CPU manager the
+/// QoS and pod levels keep the BE pool and only containers get the suppressed CPUs.
+#[test]
+fn static_kubelet_policy_suppresses_containers_only() {
+    let f = fixture(Version::V1, None, true);
+    let ex = Executor::new(f.cg.clone(), Duration::from_secs(60));
+    let mut mem = Memory::default();
+    let policy = NodePolicy {
+        kubelet_static: true,
+        ..Default::default()
+    };
+    pass(&f.states, &usage(), &topo(), &ex, &mut mem, policy);
+    let be_pod = &f.states.pods[1];
+    let at = |d: &crate::os::CgroupDir| read(&f.cg.file(Resource::CpusetCpus, d));
+    assert_eq!(at(&f.cg.qos_dir(KubeQoS::BestEffort)), "0-3");
+    assert_eq!(at(&be_pod.dir), "0-3");
+    assert_eq!(at(&be_pod.containers[0].dir), "0-1");
+}
+
+/// `adjustByCPUSet` and `calcBECPUSet`: the node's reserved CPUs and its exclusive
+/// system-QoS CPUs are never BE CPUs, suppressed or restored; a non-exclusive system set is.
+#[test]
+fn reserved_and_exclusive_system_cpus_are_never_be_cpus() {
+    let node = |exclusive: bool| {
+        let system = format!("{{\"cpuset\":\"1\",\"cpusetExclusive\":{exclusive}}}");
+        let node = json!({"metadata": {"name": "n", "annotations": {
+                "node.koordinator.sh/reservation": "{\"reservedCPUs\":\"0\"}",
+                "node.koordinator.sh/system-qos-resource": system}},
+            "status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"}}});
+        Some(Arc::new(serde_json::from_value(node).unwrap()))
+    };
+    // One round on a fresh tree; the BE QoS dir's cpuset after it.
+    let round = |enable: bool, exclusive: bool| {
+        let f = fixture(Version::V1, None, enable);
+        let mut states = f.states.clone();
+        states.node = node(exclusive);
+        let ex = Executor::new(f.cg.clone(), Duration::from_secs(60));
+        let mut mem = Memory::default();
+        round(&states, &ex, &mut mem);
+        read(
+            &f.cg
+                .file(Resource::CpusetCpus, &f.cg.qos_dir(KubeQoS::BestEffort)),
+        )
+    };
+    // Without them the pick is the first whole core, 0-1 (`cpuset_policy_shrinks_…`).
+    assert_eq!(round(true, true), "2-3", "suppressed");
+    assert_eq!(round(false, true), "2-3", "restored, system CPUs exclusive");
+    assert_eq!(round(false, false), "1-3", "restored, system CPUs shared");
+}
+
+/// Koordinator's `suppressBECPU` beside BECPUManager: no suppression whatever the NodeSLO;
+/// the quota and the BE pool come back each round, except on the containers of BE pods the
+/// scheduler bound to a NUMA node (the cpuset hook's).
+#[test]
+fn be_cpu_manager_restores_the_pool_but_not_numa_bound_containers() {
+    let f = fixture(Version::V1, None, true);
+    let ex = Executor::new(f.cg.clone(), Duration::from_secs(60));
+    let mut mem = Memory::default();
+    round(&f.states, &ex, &mut mem);
+    let be_qos = f.cg.qos_dir(KubeQoS::BestEffort);
+    std::fs::write(f.cg.file(Resource::CfsQuota, &be_qos), "50000").unwrap();
+    // A fresh executor: the last one remembers writing -1 and trusts it for a minute.
+    let ex = Executor::new(f.cg.clone(), Duration::from_secs(60));
+    let mut bound = f.states.clone();
+    let mut pods = (*bound.pods).clone();
+    let mut pod = (*pods[1].pod).clone();
+    pod.metadata.annotations = Some(std::collections::BTreeMap::from([(
+        "scheduling.koordinator.sh/resource-status".to_string(),
+        r#"{"numaNodeResources":[{"node":0}]}"#.to_string(),
+    )]));
+    pods[1].pod = Arc::new(pod);
+    bound.pods = Arc::new(pods);
+    let policy = NodePolicy {
+        be_cpu_manager: true,
+        ..Default::default()
+    };
+    pass(&bound, &usage(), &topo(), &ex, &mut mem, policy);
+    let be_pod = &f.states.pods[1];
+    let at = |d: &crate::os::CgroupDir| read(&f.cg.file(Resource::CpusetCpus, d));
+    assert_eq!(read(&f.cg.file(Resource::CfsQuota, &be_qos)), "-1");
+    assert_eq!(at(&be_qos), "0-3");
+    assert_eq!(at(&be_pod.dir), "0-3");
+    assert_eq!(
+        at(&be_pod.containers[0].dir),
+        "0-1",
+        "NUMA-bound: the hook's"
+    );
+    pass(&f.states, &usage(), &topo(), &ex, &mut mem, policy);
+    assert_eq!(at(&be_pod.containers[0].dir), "0-3", "unbound: the pool");
 }

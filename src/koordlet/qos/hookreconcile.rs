@@ -62,6 +62,8 @@ pub struct Cpusets {
     pub unset_cpu_quota: bool,
     /// The kubelet's CPU manager state, whose static-policy pins stay out of the pools.
     pub kubelet_state: Option<std::path::PathBuf>,
+    /// The BECPUManager gate: NUMA-bound BE pods get their nodes' BE pools, as from the hook.
+    pub be_cpu_manager: bool,
 }
 
 impl Strategy for Cpusets {
@@ -88,7 +90,7 @@ impl Strategy for Cpusets {
             group_identity: false,
             gpu_env_inject: false,
             rdma_device_inject: false,
-            be_cpu_manager: false,
+            be_cpu_manager: self.be_cpu_manager,
             unset_cpu_quota: self.unset_cpu_quota,
         };
         let cpus = NodeCpus::read(&self.cpus, self.kubelet_state.as_deref(), &states.pods);
@@ -210,6 +212,7 @@ pub const CPUSETS: Entry = Entry {
             cpus: Vec::new(),
             unset_cpu_quota: d.unset_cpu_quota,
             kubelet_state: Some(d.kubelet_state.clone()),
+            be_cpu_manager: d.be_cpu_manager,
         })
     },
 };
@@ -285,6 +288,7 @@ pub(super) mod tests {
             cpus: crate::koordlet::runtimehooks::rules::NodeCpus::online(&[0, 1, 2, 3]).cpus,
             unset_cpu_quota: true,
             kubelet_state: None,
+            be_cpu_manager: false,
         };
         futures::executor::block_on(s.tick(&ctx, &states));
         let read = |p: &PodMeta| {

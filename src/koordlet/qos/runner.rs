@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::context::{QosCtx, pause, pause_until};
+use super::context::QosCtx;
 use crate::koordlet::informer::States;
 
 /// What a round asks of the runner.
@@ -59,13 +59,13 @@ pub async fn run(ctx: QosCtx, mut s: Box<dyn Strategy>) -> anyhow::Result<()> {
     }
     loop {
         let at = crate::koordlet::grid::next(s.interval(), crate::koordlet::grid::QOS_OFFSET);
-        if !pause_until(&ctx.shutdown, at).await {
+        if !ctx.shutdown.sleep_until(at).await {
             break;
         }
         let states = ctx.informer.snapshot();
         let round = s.tick(&ctx, &states).await;
         if let Some(d) = round.cool_down
-            && !pause(&ctx.shutdown, d).await
+            && !ctx.shutdown.sleep(d).await
         {
             break;
         }

@@ -180,10 +180,13 @@ fn keep(v: f64) -> f64 {
 
 impl MetricStore {
     pub fn open(path: &Path, opts: StoreOptions) -> Result<MetricStore, StoreError> {
+        // No background flusher: it woke twice a second to fsync a database that changes once
+        // a minute; `gc` and `flush` make their own writes durable.
         let db = sled::Config::new()
             .path(path)
             .cache_capacity(opts.cache_bytes)
             .mode(sled::Mode::LowSpace)
+            .flush_every_ms(None)
             .open()?;
         Self::from_db(db, opts)
     }
@@ -398,7 +401,8 @@ impl MetricStore {
 
     /// Moves minutes older than the recent window to sled, then drops points older than
     /// the retention, series without recent points, and the oldest points while the store
-    /// exceeds its disk cap. Returns points removed.
+    /// exceeds its disk cap, and makes it all durable (with the prediction checkpoints
+    /// written since). Returns points removed.
     pub fn gc(&self, now: i64) -> Result<usize, StoreError> {
         {
             let mut index = self.lock();
@@ -413,12 +417,15 @@ impl MetricStore {
         let mut removed = self.drop_before(now - self.opts.retention.as_millis() as i64, true)?;
         let mut keep = self.opts.retention.as_millis() as i64;
         for _ in 0..4 {
+            // Durable first, so the file's size counts what was just written.
+            self.db.flush()?;
             if self.db.size_on_disk()? <= self.opts.max_disk_bytes {
-                break;
+                return Ok(removed);
             }
             keep /= 2;
             removed += self.drop_before(now - keep, false)?;
         }
+        self.db.flush()?;
         Ok(removed)
     }
 
