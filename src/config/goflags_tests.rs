@@ -255,3 +255,13 @@ fn bad_values_and_no_role_lines() {
         "subcommands stay clap's"
     );
 }
+
+#[test]
+fn the_kubelet_root_dir_flag_sets_where_pod_volumes_are() {
+    let t = run(&["--role=koordlet", "-var-lib-kubelet-dir=/data/kubelet/"]);
+    assert!(t.errors.is_empty() && t.unsupported.is_empty(), "{t:?}");
+    assert_eq!(
+        layer(&t, "koordlet.kubelet.rootDir")[0].as_str(),
+        Some("/data/kubelet/")
+    );
+}

@@ -95,6 +95,9 @@ pub struct KubeletConfig {
     /// Kubelet's CPU manager checkpoint (static policy pins), reported in the
     /// NodeResourceTopology; absent: kubelet pins nothing.
     pub cpu_manager_state_file: PathBuf,
+    /// The kubelet's root directory (`-var-lib-kubelet-dir`): pods' volume mounts under
+    /// `pods/<uid>/volumes`, for blkio's `podvolume` blocks.
+    pub root_dir: PathBuf,
     /// The kubelet's configuration file (`KubeletConfiguration`): its CPU manager policy,
     /// reserved CPUs and topology manager policy go into the NodeResourceTopology; absent:
     /// the checkpoint's policy and `topologyPolicies: [None]`.
@@ -109,6 +112,7 @@ impl Default for KubeletConfig {
             sync_interval_seconds: 10,
             timeout_seconds: 3,
             cpu_manager_state_file: "/var/lib/kubelet/cpu_manager_state".into(),
+            root_dir: "/var/lib/kubelet".into(),
             config_file: "/var/lib/kubelet/config.yaml".into(),
         }
     }

@@ -201,7 +201,9 @@ pub struct BlockCfg {
     /// `device`, `volumegroup` or `podvolume`.
     #[serde(rename = "type")]
     pub block_type: Option<String>,
-    #[serde(default)]
+    /// `ioCfg`; Go's JSON decoding ignores case, and Koordinator's own pod annotation
+    /// examples spell it `iocfg`.
+    #[serde(default, alias = "iocfg")]
     pub io_cfg: IOCfg,
 }
 

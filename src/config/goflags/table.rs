@@ -266,6 +266,7 @@ static SPECS: &[Spec] = &[
         Bool,
     ),
     key(K, "var-run-root-dir", "koordlet.eviction.varRunRoot", Str),
+    key(K, "var-lib-kubelet-dir", "koordlet.kubelet.rootDir", Str),
     key(
         K,
         "containerd-endpoint",

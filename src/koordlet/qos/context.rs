@@ -119,6 +119,8 @@ pub struct Deps {
     pub unset_cpu_quota: bool,
     /// `koordlet.kubelet.cpuManagerStateFile`.
     pub kubelet_state: std::path::PathBuf,
+    /// `koordlet.kubelet.rootDir`: where pods' volumes are mounted.
+    pub kubelet_root: std::path::PathBuf,
     /// The BECPUManager gate: the cpuset hook owns NUMA-bound BE pods' cpusets.
     pub be_cpu_manager: bool,
     /// Shared by every eviction strategy (one memory of recently evicted pods).
