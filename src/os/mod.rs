@@ -12,6 +12,7 @@ pub mod coresched;
 pub mod files;
 pub mod knob;
 pub mod memory;
+pub mod mount;
 pub mod nvml;
 pub mod parse;
 pub mod pci;

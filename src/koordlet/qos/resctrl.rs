@@ -1,7 +1,8 @@
 //! resctrl (`pkg/koordlet/qosmanager/plugins/resctrl/resctrl_reconcile.go`): LLC ways (CAT) and memory bandwidth (MBA) per QoS group
 //! `LSR`, `LS`, `BE` under `<sys>/fs/resctrl`, and the tasks of pods whose class enables
-//! `resctrlQOS` moved into their group. Hosts without `cat_l3`/`mba` or without a mounted
-//! resctrl filesystem are skipped with one warning (koord does not mount it).
+//! `resctrlQOS` moved into their group. Where the CPU has `cat_l3`/`mba` but resctrl is not
+//! mounted, the koordlet mounts it at `<sys>/fs/resctrl` first, as Koordinator does; hosts
+//! without the flags, or where the mount fails, are skipped with one warning.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -124,11 +125,31 @@ fn write_if_changed(ex: &Executor, path: &Path, content: &str) -> Result<bool, R
 
 /// Whether the host can do resctrl: CPU flags and a mounted resctrl filesystem.
 pub fn supported(host: &Host) -> Result<bool, crate::os::system::HostError> {
+    supported_or_mount(host, &|_| Ok(()))
+}
+
+/// [`supported`], mounting the resctrl filesystem first with `mount` when the CPU has the
+/// flags but it is not mounted (Koordinator's `CheckAndTryEnableResctrlCat`). A failed
+/// mount is logged and counts as unsupported.
+pub fn supported_or_mount(
+    host: &Host,
+    mount: &dyn Fn(&Path) -> std::io::Result<()>,
+) -> Result<bool, crate::os::system::HostError> {
     let (_, flags) = host.cpu_flags()?;
     if !flags.iter().any(|f| f == "cat_l3" || f == "mba") {
         return Ok(false);
     }
-    Ok(host.resctrl_root().join("info/L3/cbm_mask").exists())
+    let cbm = host.resctrl_root().join("info/L3/cbm_mask");
+    if cbm.exists() {
+        return Ok(true);
+    }
+    match mount(&host.resctrl_root()) {
+        Ok(()) => tracing::info!(root = %host.resctrl_root().display(), "resctrl mounted"),
+        Err(e) => {
+            tracing::warn!(root = %host.resctrl_root().display(), error = %e, "resctrl could not be mounted")
+        }
+    }
+    Ok(cbm.exists())
 }
 
 /// One round: groups, schemata and tasks. Returns the files written.
@@ -206,7 +227,7 @@ impl Strategy for Resctrl {
     }
 
     fn prepare(&mut self) -> bool {
-        match supported(&self.host) {
+        match supported_or_mount(&self.host, &crate::os::mount::resctrl) {
             Ok(true) => true,
             Ok(false) => {
                 tracing::warn!(root = %self.host.resctrl_root().display(), "resctrl unsupported here (no cat_l3/mba or not mounted); LLC/MBA isolation skipped");
@@ -285,6 +306,8 @@ mod tests {
         std::fs::create_dir_all(host.resctrl_root().join("info/L3")).unwrap();
         std::fs::write(host.resctrl_root().join("info/L3/cbm_mask"), "7ff\n").unwrap();
         assert_eq!(supported(&host).map_err(|e| e.to_string()), Ok(true));
+        let never = |_: &Path| -> std::io::Result<()> { panic!("mounted already: no mount") };
+        assert_eq!(supported_or_mount(&host, &never).ok(), Some(true));
         let cg = crate::os::Cgroups::new(
             sys_root.path(),
             crate::os::Version::V1,
@@ -312,5 +335,30 @@ mod tests {
             Ok(false),
             "no cat_l3/mba"
         );
+    }
+
+    /// Not mounted: the koordlet mounts it (here a stand-in makes the files a mount would
+    /// show) and checks again; a mount that fails leaves it unsupported.
+    #[test]
+    fn an_unmounted_resctrl_is_mounted_when_the_cpu_has_it() {
+        let proc_root = tempfile::tempdir().unwrap();
+        let sys_root = tempfile::tempdir().unwrap();
+        let cpuinfo = "processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu cat_l3\n";
+        std::fs::write(proc_root.path().join("cpuinfo"), cpuinfo).unwrap();
+        let host = Host::new(proc_root.path(), sys_root.path());
+        let failing = |_: &Path| -> std::io::Result<()> {
+            Err(std::io::Error::from_raw_os_error(libc::EPERM))
+        };
+        assert_eq!(supported_or_mount(&host, &failing).ok(), Some(false));
+        let asked = std::cell::Cell::new(0);
+        let mount = |root: &Path| {
+            asked.set(asked.get() + 1);
+            std::fs::create_dir_all(root.join("info/L3"))?;
+            std::fs::write(root.join("info/L3/cbm_mask"), "7ff\n")
+        };
+        assert_eq!(supported_or_mount(&host, &mount).ok(), Some(true));
+        assert_eq!(asked.get(), 1);
+        assert_eq!(supported_or_mount(&host, &mount).ok(), Some(true));
+        assert_eq!(asked.get(), 1, "mounted: not again");
     }
 }
