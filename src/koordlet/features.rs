@@ -17,7 +17,7 @@ pub const CPU_SET_ALLOCATOR: Gate = gate("CPUSetAllocator", true, true);
 pub const BATCH_RESOURCE: Gate = gate("BatchResource", true, true);
 pub const AUDIT_EVENTS: Gate = gate("AuditEvents", false, false);
 pub const AUDIT_EVENTS_HTTP_HANDLER: Gate = gate("AuditEventsHTTPHandler", false, false);
-pub const BECPU_MANAGER: Gate = gate("BECPUManager", false, false);
+pub const BECPU_MANAGER: Gate = gate("BECPUManager", false, true);
 pub const BECPU_EVICT: Gate = gate("BECPUEvict", false, true);
 pub const CPU_EVICT: Gate = gate("CPUEvict", false, true);
 pub const CPU_ALLOCATABLE_EVICT: Gate = gate("CPUAllocatableEvict", false, true);
@@ -93,3 +93,18 @@ pub const KOORDLET_GATES: GateTable = GateTable {
         OOM_SCORE_ADJ,
     ],
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// BECPUManager acts (the cpuset hook's BE pools, cpusuppress standing aside), so asking
+    /// for it switches it on without a warning.
+    #[test]
+    fn be_cpu_manager_is_honoured_when_asked_for() {
+        let user = std::collections::BTreeMap::from([("BECPUManager".to_string(), true)]);
+        assert!(KOORDLET_GATES.from_user(&user).on(BECPU_MANAGER));
+        assert!(!KOORDLET_GATES.from_user(&Default::default()).on(BECPU_MANAGER));
+        assert!(KOORDLET_GATES.unsupported(&user).is_empty());
+    }
+}
