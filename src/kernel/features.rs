@@ -228,4 +228,57 @@ mod tests {
         );
         assert!(parse_flag("").unwrap().is_empty());
     }
+
+    /// `pub const NAME: Gate = gate("…", default, implemented);` → (NAME, implemented).
+    fn declared(features_rs: &str) -> Vec<(String, bool)> {
+        let flat = features_rs.replace('\n', " ");
+        flat.split("pub const ")
+            .skip(1)
+            .filter_map(|decl| {
+                let (name, rest) = decl.split_once(':')?;
+                let args = rest.split_once("gate(")?.1.split_once(')')?.0;
+                let implemented = args.rsplit(',').next()?.trim() == "true";
+                Some((name.trim().to_string(), implemented))
+            })
+            .collect()
+    }
+
+    fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                rust_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+
+    /// A gate marked unimplemented is forced off, so code that acts on it never runs: every
+    /// gate a component's code checks must be marked implemented (ResctrlCollector,
+    /// ColdPageCollector and PerCPUMetric once were not).
+    #[test]
+    fn every_gate_the_code_acts_on_can_be_switched_on() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        for component in ["koordlet", "scheduler", "manager"] {
+            let dir = src.join(component);
+            let table = std::fs::read_to_string(dir.join("features.rs")).unwrap();
+            let gates = declared(&table);
+            assert!(gates.len() > 5, "{component}: gates parsed {gates:?}");
+            let mut files = Vec::new();
+            rust_files(&dir, &mut files);
+            for f in files.iter().filter(|f| !f.ends_with("features.rs")) {
+                let text = std::fs::read_to_string(f).unwrap();
+                for (name, implemented) in &gates {
+                    let used = text.contains(&format!("features::{name})"))
+                        || text.contains(&format!("features::{name},"));
+                    assert!(
+                        !used || *implemented,
+                        "{} acts on {component} gate {name}, which is marked unimplemented",
+                        f.display()
+                    );
+                }
+            }
+        }
+    }
 }

@@ -25,7 +25,7 @@ pub const BE_MEMORY_EVICT: Gate = gate("BEMemoryEvict", false, true);
 pub const MEMORY_EVICT: Gate = gate("MemoryEvict", false, true);
 pub const MEMORY_ALLOCATABLE_EVICT: Gate = gate("MemoryAllocatableEvict", false, true);
 pub const SYSTEM_CONFIG: Gate = gate("SystemConfig", false, true);
-pub const RESCTRL_COLLECTOR: Gate = gate("ResctrlCollector", false, false);
+pub const RESCTRL_COLLECTOR: Gate = gate("ResctrlCollector", false, true);
 pub const CGROUP_RECONCILE: Gate = gate("CgroupReconcile", false, true);
 pub const ACCELERATORS: Gate = gate("Accelerators", false, true);
 pub const RDMA_DEVICES: Gate = gate("RDMADevices", false, true);
@@ -33,11 +33,11 @@ pub const CPI_COLLECTOR: Gate = gate("CPICollector", false, true);
 pub const LIBPFM4: Gate = gate("Libpfm4", false, false);
 pub const PSI_COLLECTOR: Gate = gate("PSICollector", false, true);
 pub const BLK_IO_RECONCILE: Gate = gate("BlkIOReconcile", false, true);
-pub const COLD_PAGE_COLLECTOR: Gate = gate("ColdPageCollector", false, false);
+pub const COLD_PAGE_COLLECTOR: Gate = gate("ColdPageCollector", false, true);
 pub const HUGE_PAGE_REPORT: Gate = gate("HugePageReport", false, false);
 pub const POD_RESOURCES_PROXY: Gate = gate("PodResourcesProxy", false, false);
 pub const HAMI_CORE_VGPU_MONITOR: Gate = gate("HamiCoreVGPUMonitor", false, false);
-pub const PER_CPU_METRIC: Gate = gate("PerCPUMetric", false, false);
+pub const PER_CPU_METRIC: Gate = gate("PerCPUMetric", false, true);
 pub const NODE_METRIC_PROM_METRICS: Gate = gate("NodeMetricPromMetrics", false, false);
 pub const GPU_ENV_INJECT: Gate = gate("GPUEnvInject", false, true);
 pub const RDMA_DEVICE_INJECT: Gate = gate("RDMADeviceInject", false, true);
@@ -104,7 +104,20 @@ mod tests {
     fn be_cpu_manager_is_honoured_when_asked_for() {
         let user = std::collections::BTreeMap::from([("BECPUManager".to_string(), true)]);
         assert!(KOORDLET_GATES.from_user(&user).on(BECPU_MANAGER));
-        assert!(!KOORDLET_GATES.from_user(&Default::default()).on(BECPU_MANAGER));
+        assert!(
+            !KOORDLET_GATES
+                .from_user(&Default::default())
+                .on(BECPU_MANAGER)
+        );
         assert!(KOORDLET_GATES.unsupported(&user).is_empty());
+    }
+
+    /// The collectors of issue 41 each run behind their gate, which must switch on.
+    #[test]
+    fn collector_gates_switch_on() {
+        for g in [RESCTRL_COLLECTOR, COLD_PAGE_COLLECTOR, PER_CPU_METRIC] {
+            let user = std::collections::BTreeMap::from([(g.name.to_string(), true)]);
+            assert!(KOORDLET_GATES.from_user(&user).on(g), "{}", g.name);
+        }
     }
 }
