@@ -19,8 +19,10 @@ pub mod openapi;
 pub mod podgc;
 #[cfg(test)]
 mod props_tests;
+pub mod protection;
 pub mod proto;
 pub mod pvbinder;
+mod table_storage;
 mod table_workloads;
 pub use crate::api::patch;
 pub mod registry;

@@ -191,7 +191,8 @@ pub fn pass(store: &Store) -> Vec<String> {
     bound
 }
 
-/// Runs [`pass`] every half second until `stop`, when anything was written since the last
+/// Runs [`pass`] and the storage protection controllers ([`super::protection::pass`]) every
+/// half second until `stop`, when anything was written since the last
 /// pass (a pass depends only on what the store holds, so an idle cluster skips it), and at
 /// least every 10 s (a write of the pass that failed is retried).
 pub async fn run(store: Arc<Store>, stop: CancellationToken) {
@@ -209,6 +210,7 @@ pub async fn run(store: Arc<Store>, stop: CancellationToken) {
         }
         (seen, skipped) = (Some(rev), 0);
         pass(&store);
+        super::protection::pass(&store);
     }
 }
 

@@ -73,8 +73,11 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, store: &Store) -> Re
             }
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => accept_crd(info, &name, obj)?,
-        ("", "persistentvolumes" | "persistentvolumeclaims")
-        | ("storage.k8s.io", "storageclasses") => super::defaults::storage(&info.resource, obj),
+        ("", "persistentvolumes" | "persistentvolumeclaims") => {
+            super::defaults::storage(&info.resource, obj);
+            super::protection::protect(&info.resource, obj);
+        }
+        ("storage.k8s.io", "storageclasses") => super::defaults::storage(&info.resource, obj),
         ("apps", "deployments" | "daemonsets" | "statefulsets") | ("batch", "jobs") => {
             super::defaults::workload(&info.resource, obj)
         }

@@ -186,6 +186,11 @@ pub fn table(
                 ],
                 values.iter().map(pod_row).collect(),
             ),
+            (g, r) if super::table_storage::rows(g, r, &[]).is_some() => {
+                let (cols, rows) = super::table_storage::rows(g, r, &values).unwrap_or_default();
+                let columns = cols.iter().map(|(n, t, p, d)| col(n, t, *p, d)).collect();
+                (columns, rows)
+            }
             (g, r) if super::table_workloads::rows(g, r, &[]).is_some() => {
                 let (cols, rows) = super::table_workloads::rows(g, r, &values).unwrap_or_default();
                 let columns = cols.iter().map(|(n, t, d)| col(n, t, 0, d)).collect();

@@ -41,6 +41,8 @@ const KOORDLET: Account = Account {
         (&[""], &["nodes", "pods"], READ),
         (&[""], &["nodes/proxy"], &["get"]),
         (&[""], &["pods/eviction"], &["create"]),
+        // blkio's podvolume blocks: a pod's claim's bound volume.
+        (&[""], &["persistentvolumeclaims"], &["get"]),
         EVENTS,
         (&["slo.koordinator.sh"], &["nodeslos", "nodemetrics"], READ),
         (

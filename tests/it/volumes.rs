@@ -233,3 +233,68 @@ async fn the_live_scheduler_prebinds_the_local_pv_then_binds_the_pod() {
     assert_eq!(local, "n2", "explain agrees with the live scheduler");
     api.stop().await;
 }
+
+/// kube's storage object in-use protection: a claim gets `kubernetes.io/pvc-protection`
+/// when created; deleted while a scheduled pod mounts it, it stays (Terminating) until
+/// the pod is gone, then goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_in_use_stays_until_its_pod_is_gone() {
+    use kube::api::DeleteParams;
+    let api = TestApi::start().await;
+    let c = api.client.clone();
+    let nodes: Api<Node> = Api::all(c.clone());
+    let node = json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}});
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(node).unwrap(),
+        )
+        .await
+        .unwrap();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(c.clone(), "default");
+    let claim = json!({"metadata": {"name": "held"}, "spec": {"accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}}}});
+    let made = claims
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(claim).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        made.metadata.finalizers.as_deref(),
+        Some(&["kubernetes.io/pvc-protection".to_string()][..])
+    );
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let pod = json!({"metadata": {"name": "holder"}, "spec": {"nodeName": "n1",
+        "containers": [{"name": "c", "image": "busybox"}],
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "held"}}]}});
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod).unwrap(),
+    )
+    .await
+    .unwrap();
+    claims
+        .delete("held", &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let still = claims
+        .get_opt("held")
+        .await
+        .unwrap()
+        .expect("held by its pod");
+    assert!(still.metadata.deletion_timestamp.is_some());
+    pods.delete("holder", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let gone = async {
+        while claims.get_opt("held").await.unwrap().is_some() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(15), gone)
+        .await
+        .expect("the claim goes once no pod uses it");
+}
