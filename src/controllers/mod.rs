@@ -276,7 +276,13 @@ fn gc_objs<'a, K: kube::Resource>(
 }
 
 async fn apply_job(client: &Client, j: &Job, plan: job::Plan) {
-    let from = |i| job::pod_from(j, i).and_then(|v| serde_json::from_value::<Pod>(v).ok());
+    let from = |i: Option<i32>| {
+        let mut v = job::pod_from(j, i)?;
+        if let Some(i) = i {
+            job::per_index::annotate(&mut v, &plan.index_failures, i);
+        }
+        serde_json::from_value::<Pod>(v).ok()
+    };
     let new: Vec<Pod> = if plan.indexes.is_empty() {
         from(None).map_or_else(Vec::new, |p| vec![p; plan.create.min(MAX_CREATES)])
     } else {

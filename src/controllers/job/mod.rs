@@ -6,7 +6,8 @@
 //! do `activeDeadlineSeconds` and a `podFailurePolicy` `FailJob` rule (`Ignore` rules do
 //! not count); its pods are then stopped; `suspend` stops them too. Status, the
 //! `Complete`/`Failed` conditions `kubectl wait` reads, and `ttlSecondsAfterFinished` (the
-//! finished Job is deleted; its pods go with it).
+//! finished Job is deleted; its pods go with it). Indexed Jobs may limit failures per index
+//! instead (`backoffLimitPerIndex`, `maxFailedIndexes`, `FailIndex` rules: `per_index`).
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -15,6 +16,7 @@ use serde_json::{Value, json};
 use super::replicaset::{active, owned_pod, ready};
 
 pub mod failure_policy;
+pub mod per_index;
 
 /// The completion index of an Indexed Job's pod (annotation and label).
 pub const INDEX: &str = "batch.kubernetes.io/job-completion-index";
@@ -28,6 +30,8 @@ pub struct Plan {
     pub status: Option<Value>,
     /// The finished Job's time to live is over.
     pub expire: bool,
+    /// `backoffLimitPerIndex`: failures so far of each index (for its new pod).
+    pub index_failures: std::collections::BTreeMap<i32, i32>,
 }
 
 fn phase(p: &Pod) -> Option<&str> {
@@ -153,7 +157,10 @@ pub fn plan(job: &Job, owned: &[&Pod], now: &str, now_s: i64) -> Plan {
     let indexed = spec.and_then(|s| s.completion_mode.as_deref()) == Some("Indexed");
     let parallelism = spec.and_then(|s| s.parallelism).unwrap_or(1).max(0);
     let completions = spec.and_then(|s| s.completions);
-    let backoff = spec.and_then(|s| s.backoff_limit).unwrap_or(6);
+    let per = per_index::evaluate(job, owned);
+    let backoff = spec
+        .and_then(|s| s.backoff_limit)
+        .unwrap_or(if per.is_some() { i32::MAX } else { 6 });
     let suspended = spec.and_then(|s| s.suspend).unwrap_or(false);
     let succeeded_pods: Vec<&Pod> = owned
         .iter()
@@ -171,6 +178,7 @@ pub fn plan(job: &Job, owned: &[&Pod], now: &str, now_s: i64) -> Plan {
         succeeded_pods.len() as i32
     };
     let fails = failures(job, owned);
+    let failed_indexes = per.as_ref().map(|p| p.failed.clone()).unwrap_or_default();
     let started = job
         .status
         .as_ref()
@@ -188,6 +196,16 @@ pub fn plan(job: &Job, owned: &[&Pod], now: &str, now_s: i64) -> Plan {
             "Job has reached the specified backoff limit".into(),
         ));
         0
+    } else if per
+        .as_ref()
+        .is_some_and(per_index::PerIndex::too_many_failed)
+    {
+        condition = Some((
+            "Failed",
+            "MaxFailedIndexesExceeded",
+            "Job has exceeded the specified maximal number of failed indexes".into(),
+        ));
+        0
     } else if deadline
         .zip(started)
         .is_some_and(|(d, s)| !suspended && now_s - s >= d)
@@ -199,11 +217,16 @@ pub fn plan(job: &Job, owned: &[&Pod], now: &str, now_s: i64) -> Plan {
         ));
         0
     } else if let Some(c) = completions {
-        if succeeded >= c {
-            condition = Some(("Complete", "", String::new()));
+        let failed = failed_indexes.len() as i32;
+        if succeeded + failed >= c && (failed == 0 || running.is_empty()) {
+            condition = Some(if failed == 0 {
+                ("Complete", "", String::new())
+            } else {
+                ("Failed", "FailedIndexes", "Job has failed indexes".into())
+            });
             0
         } else {
-            parallelism.min(c - succeeded)
+            parallelism.min((c - succeeded - failed).max(0))
         }
     } else if succeeded > 0 {
         // Work queue: done once one succeeded and the rest stopped.
@@ -221,6 +244,7 @@ pub fn plan(job: &Job, owned: &[&Pod], now: &str, now_s: i64) -> Plan {
             running.iter().filter_map(|p| index_of(p)).collect();
         out.indexes = (0..completions.unwrap_or(0))
             .filter(|i| !done_indexes.contains(i) && !busy.contains(i))
+            .filter(|i| !failed_indexes.contains(i))
             .take(wanted - running.len())
             .collect();
         out.create = out.indexes.len();
@@ -251,6 +275,10 @@ pub fn plan(job: &Job, owned: &[&Pod], now: &str, now_s: i64) -> Plan {
     if indexed {
         status["completedIndexes"] = index_ranges(&done_indexes).into();
     }
+    if let Some(p) = per {
+        status["failedIndexes"] = index_ranges(&p.failed).into();
+        out.index_failures = p.failures;
+    }
     if let Some((kind, reason, message)) = &condition {
         let mut c = json!({"type": kind, "status": "True", "lastProbeTime": now, "lastTransitionTime": now});
         if !reason.is_empty() {
@@ -267,6 +295,7 @@ pub fn plan(job: &Job, owned: &[&Pod], now: &str, now_s: i64) -> Plan {
         cur.get(*k).and_then(Value::as_i64).unwrap_or(0) == status[*k].as_i64().unwrap_or(0)
     }) && cur.get("startTime").is_some()
         && cur.get("completedIndexes") == status.get("completedIndexes")
+        && cur.get("failedIndexes") == status.get("failedIndexes")
         && condition.is_none();
     if !same {
         out.status = Some(status);

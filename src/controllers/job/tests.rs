@@ -208,3 +208,95 @@ fn pod_failure_policy_fail_job_ignore_and_count() {
     let s = plan(&j, &[&f1], NOW, 0).status.unwrap();
     assert_eq!(s["conditions"][0]["reason"], "BackoffLimitExceeded");
 }
+
+fn failed_pod(j: &Job, i: i32, n: usize, status: serde_json::Value) -> Pod {
+    let mut p = indexed_pod(j, i, "Failed");
+    p.metadata.name = Some(format!("pi-{i}-f{n}"));
+    let mut s = status;
+    s["phase"] = "Failed".into();
+    p.status = serde_json::from_value(s).unwrap();
+    p
+}
+
+#[test]
+fn backoff_limit_per_index_fails_an_index_and_the_others_go_on() {
+    let j = job(
+        json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed",
+        "backoffLimitPerIndex": 1}),
+    );
+    let f1 = failed_pod(&j, 1, 1, json!({}));
+    let (a, c) = (
+        indexed_pod(&j, 0, "Succeeded"),
+        indexed_pod(&j, 2, "Running"),
+    );
+    let p = plan(&j, &[&a, &f1, &c], NOW, 0);
+    assert_eq!(p.indexes, [1], "one failure is within the index's limit");
+    assert_eq!(p.index_failures.get(&1), Some(&1));
+    let mut v = pod_from(&j, Some(1)).unwrap();
+    per_index::annotate(&mut v, &p.index_failures, 1);
+    assert_eq!(v["metadata"]["annotations"][per_index::FAILURE_COUNT], "1");
+    let s = p.status.unwrap();
+    assert_eq!(s["failedIndexes"], "");
+    assert!(s.get("conditions").is_none());
+
+    let f2 = failed_pod(&j, 1, 2, json!({}));
+    let p = plan(&j, &[&a, &f1, &f2, &c], NOW, 0);
+    assert!(p.indexes.is_empty(), "index 1 is failed: not retried");
+    assert!(p.delete.is_empty(), "index 2 goes on");
+    let s = p.status.unwrap();
+    assert_eq!(
+        (s["failedIndexes"].as_str(), s["failed"].as_i64()),
+        (Some("1"), Some(2))
+    );
+    assert!(s.get("conditions").is_none(), "not over while index 2 runs");
+
+    let c = indexed_pod(&j, 2, "Succeeded");
+    let s = plan(&j, &[&a, &f1, &f2, &c], NOW, 0).status.unwrap();
+    assert_eq!(s["completedIndexes"], "0,2");
+    assert_eq!(s["conditions"][0]["type"], "Failed");
+    assert_eq!(s["conditions"][0]["reason"], "FailedIndexes");
+    assert_eq!(s["conditions"][0]["message"], "Job has failed indexes");
+}
+
+#[test]
+fn max_failed_indexes_and_fail_index_rules() {
+    let j = job(
+        json!({"completions": 4, "parallelism": 2, "completionMode": "Indexed",
+        "backoffLimitPerIndex": 3, "maxFailedIndexes": 0, "podFailurePolicy": {"rules": [
+            {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [7]}}]}}),
+    );
+    let exited = |code: i32| {
+        json!({"containerStatuses": [{"name": "c", "image": "x", "imageID": "", "ready": false,
+            "restartCount": 0, "state": {"terminated": {"exitCode": code}}}]})
+    };
+    let counted = failed_pod(&j, 0, 1, exited(1));
+    let p = plan(&j, &[&counted], NOW, 0);
+    assert_eq!(p.indexes, [0, 1], "one failure of three allowed: retried");
+    let fail_index = failed_pod(&j, 0, 2, exited(7));
+    let r = indexed_pod(&j, 1, "Running");
+    let p = plan(&j, &[&counted, &fail_index, &r], NOW, 0);
+    assert_eq!(p.delete, ["pi-1-x"], "the Job failed: its pods stop");
+    let s = p.status.unwrap();
+    assert_eq!(s["failedIndexes"], "0", "FailIndex fails the index at once");
+    assert_eq!(s["conditions"][0]["reason"], "MaxFailedIndexesExceeded");
+    assert_eq!(
+        s["conditions"][0]["message"],
+        "Job has exceeded the specified maximal number of failed indexes"
+    );
+}
+
+#[test]
+fn a_per_index_limit_lifts_the_job_wide_default() {
+    let j = job(
+        json!({"completions": 8, "parallelism": 8, "completionMode": "Indexed",
+        "backoffLimitPerIndex": 0}),
+    );
+    let failed: Vec<Pod> = (0..7).map(|i| failed_pod(&j, i, 0, json!({}))).collect();
+    let refs: Vec<&Pod> = failed.iter().collect();
+    let s = plan(&j, &refs, NOW, 0).status.unwrap();
+    assert_eq!(s["failedIndexes"], "0-6");
+    assert!(
+        s.get("conditions").is_none(),
+        "7 failures pass backoffLimit's default of 6, which does not apply here"
+    );
+}
