@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Api;
 use serde::{Deserialize, Serialize};
 
+use super::gpu_health::{self, Unhealthy};
 use super::informer::Informer;
 use crate::api::extension::resources::RDMA;
 use crate::api::scheduling::device::{
@@ -25,6 +26,9 @@ use crate::kernel::Shutdown;
 use crate::os::nvml::{Gpu, Nvml};
 use crate::os::rdma::RdmaNic;
 use crate::os::system::Host;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `koordlet.devices`: where NVML is and how often the Device is refreshed.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -55,10 +59,12 @@ pub use crate::api::extension::keys::{
 pub use crate::api::extension::resources::{GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO};
 
 /// One `type: gpu` entry per GPU, ordered by minor. `placement` maps a PCI bus id to
-/// (NUMA node, PCIe root); topology is set only when both are known, as upstream does.
+/// (NUMA node, PCIe root); topology is set only when both are known, as upstream does. A
+/// GPU in `unhealthy` (by bus id) has `health: false` and a `Healthy=False` condition.
 pub fn gpu_infos(
     gpus: &[Gpu],
     placement: impl Fn(&str) -> Option<(i32, String)>,
+    unhealthy: &BTreeMap<String, Unhealthy>,
 ) -> Vec<DeviceInfo> {
     let mut out: Vec<DeviceInfo> = gpus
         .iter()
@@ -75,7 +81,10 @@ pub fn gpu_infos(
                 type_: Some("gpu".into()),
                 uuid: Some(g.uuid.clone()),
                 minor: i32::try_from(g.minor).ok(),
-                health: true,
+                health: !unhealthy.contains_key(&g.bus_id),
+                conditions: unhealthy
+                    .get(&g.bus_id)
+                    .map(|u| vec![unhealthy_condition(u)]),
                 resources: Some(BTreeMap::from([
                     (GPU_CORE.to_string(), Quantity("100".into())),
                     (GPU_MEMORY.to_string(), Quantity(g.memory_total.to_string())),
@@ -88,6 +97,22 @@ pub fn gpu_infos(
         .collect();
     out.sort_by_key(|d| d.minor);
     out
+}
+
+/// `getGPUDeviceConditions` for an unhealthy GPU (healthy ones carry none, as upstream).
+fn unhealthy_condition(u: &Unhealthy) -> Condition {
+    Condition {
+        type_: "Healthy".into(),
+        status: "False".into(),
+        reason: u.code.clone(),
+        message: u.message.clone(),
+        last_transition_time: Time(
+            u.since
+                .parse()
+                .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now()),
+        ),
+        observed_generation: None,
+    }
 }
 
 /// Upstream's model label: the common product name without `NVIDIA `, spaces as `-`
@@ -224,6 +249,8 @@ pub fn xpu_infos(xpus: &[XpuDevice]) -> Vec<DeviceInfo> {
 #[derive(Debug, Default)]
 pub struct Found {
     pub gpus: Vec<Gpu>,
+    /// GPUs the health watch marked, by bus id.
+    pub unhealthy: BTreeMap<String, Unhealthy>,
     pub driver: String,
     pub xpus: Vec<XpuDevice>,
     pub nics: Vec<RdmaNic>,
@@ -242,7 +269,7 @@ pub fn device_for(node: &Node, found: &Found, host: &Host) -> Device {
             (xpu_infos(&found.xpus), labels)
         }
         None => (
-            gpu_infos(gpus, |bus| host.pci_placement(bus)),
+            gpu_infos(gpus, |bus| host.pci_placement(bus), &found.unhealthy),
             gpu_labels(gpus, driver),
         ),
     };
@@ -316,12 +343,19 @@ pub async fn report_loop(
     shutdown: Shutdown,
 ) {
     let nvml = kinds.gpus.then(|| open_nvml(&cfg.nvml_library)).flatten();
+    let stop_health = Arc::new(AtomicBool::new(false));
+    let health = nvml
+        .as_ref()
+        .map(|_| gpu_health::spawn(cfg.nvml_library.clone(), stop_health.clone()));
     let api: Api<Device> = Api::all(client);
     let mut last: Option<Device> = None;
     let every = Duration::from_secs(cfg.sync_interval_seconds.max(1));
     loop {
         let states = informer.snapshot();
-        let read = find(nvml.as_ref(), kinds, &host, &cfg);
+        let mut read = find(nvml.as_ref(), kinds, &host, &cfg);
+        if let (Ok(found), Some(h)) = (read.as_mut(), &health) {
+            found.unhealthy = h.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        }
         match (states.node.as_deref(), read) {
             (Some(node), Ok(found))
                 if !found.gpus.is_empty() || !found.xpus.is_empty() || !found.nics.is_empty() =>
@@ -342,6 +376,7 @@ pub async fn report_loop(
             _ => {}
         }
         if !shutdown.sleep(every).await {
+            stop_health.store(true, Ordering::Relaxed);
             return;
         }
     }
@@ -371,7 +406,7 @@ mod tests {
             gpu(0, "NVIDIA A100 SXM4 80GB"),
         ];
         let placement = |bus: &str| (bus == "0000:10:00.0").then(|| (1, "pci0000:10".to_string()));
-        let infos = gpu_infos(&gpus, placement);
+        let infos = gpu_infos(&gpus, placement, &BTreeMap::new());
         assert_eq!(infos[0].minor, Some(0));
         assert_eq!(
             infos[0].resources.as_ref().unwrap()[GPU_MEMORY].0,
@@ -390,8 +425,25 @@ mod tests {
         assert!(
             infos
                 .iter()
-                .all(|d| d.health && d.type_.as_deref() == Some("gpu"))
+                .all(|d| d.health && d.type_.as_deref() == Some("gpu") && d.conditions.is_none())
         );
+        let sick = BTreeMap::from([(
+            "0000:11:00.0".to_string(),
+            Unhealthy {
+                code: "Xid79".into(),
+                message: "Xid error detected on device, error code: 79".into(),
+                since: "2026-11-28T00:00:00Z".into(),
+            },
+        )]);
+        let infos = gpu_infos(&gpus, placement, &sick);
+        assert!(infos[0].health && infos[0].conditions.is_none());
+        assert!(!infos[1].health);
+        let c = &infos[1].conditions.as_ref().unwrap()[0];
+        assert_eq!(
+            (c.type_.as_str(), c.status.as_str(), c.reason.as_str()),
+            ("Healthy", "False", "Xid79")
+        );
+        assert_eq!(c.last_transition_time.0.to_string(), "2026-11-28T00:00:00Z");
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod collectors;
 mod config;
 pub mod devices;
 pub mod features;
+pub mod gpu_health;
 mod grid;
 pub mod informer;
 pub mod kubeletconfig;

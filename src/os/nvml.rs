@@ -1,7 +1,7 @@
 //! NVIDIA GPUs through NVML, loaded at run time (`dlopen` of `libnvidia-ml.so.1`, as the
 //! NVIDIA container toolkit mounts it): a node without the library simply has no GPUs.
-//! Only the calls the Device report needs are bound; every one goes through NVML's C ABI
-//! with buffers koord owns.
+//! Only the calls the Device report and its GPU health watch (Xid events) need are bound;
+//! every one goes through NVML's C ABI with buffers koord owns.
 
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
 use std::path::Path;
@@ -45,6 +45,34 @@ type Memory = unsafe extern "C" fn(Device, *mut MemoryInfo) -> c_int;
 type Utilization = unsafe extern "C" fn(Device, *mut UtilRates) -> c_int;
 type Pci = unsafe extern "C" fn(Device, *mut PciInfo) -> c_int;
 type Driver = unsafe extern "C" fn(*mut c_char, c_uint) -> c_int;
+type EventSet = *mut c_void;
+type SetCreate = unsafe extern "C" fn(*mut EventSet) -> c_int;
+type SetFree = unsafe extern "C" fn(EventSet) -> c_int;
+type Register = unsafe extern "C" fn(Device, c_ulonglong, EventSet) -> c_int;
+type Wait = unsafe extern "C" fn(EventSet, *mut EventData, c_uint) -> c_int;
+
+/// `nvmlEventTypeXidCriticalError`.
+const XID_CRITICAL_ERROR: c_ulonglong = 0x8;
+const ERROR_NOT_SUPPORTED: c_int = 3;
+const ERROR_TIMEOUT: c_int = 10;
+
+#[repr(C)]
+struct EventData {
+    device: Device,
+    event_type: c_ulonglong,
+    event_data: c_ulonglong,
+    gpu_instance_id: c_uint,
+    compute_instance_id: c_uint,
+}
+
+/// NVML's event calls; older drivers (and libraries without them) have no health watch.
+#[derive(Clone, Copy)]
+struct EventFns {
+    create: SetCreate,
+    free: SetFree,
+    register: Register,
+    wait: Wait,
+}
 
 #[repr(C)]
 #[derive(Default)]
@@ -84,6 +112,7 @@ struct Fns {
     name: Text,
     driver: Driver,
     shutdown: Init,
+    events: Option<EventFns>,
 }
 
 /// An initialised NVML; shut down on drop. The function pointers stay valid while `_lib`
@@ -145,6 +174,7 @@ impl Nvml {
             name: sym(&lib, "nvmlDeviceGetName")?,
             driver: sym(&lib, "nvmlSystemGetDriverVersion")?,
             shutdown: sym(&lib, "nvmlShutdown")?,
+            events: event_fns(&lib),
         };
         // SAFETY: nvmlInit_v2 takes no arguments.
         check("nvmlInit_v2", unsafe { init() })?;
@@ -220,6 +250,120 @@ impl Nvml {
             util_memory: util.memory,
             bus_id: sysfs_bus_id(&text(&pci.bus_id)),
         })
+    }
+}
+
+fn event_fns(lib: &Library) -> Option<EventFns> {
+    Some(EventFns {
+        create: sym(lib, "nvmlEventSetCreate").ok()?,
+        free: sym(lib, "nvmlEventSetFree").ok()?,
+        register: sym(lib, "nvmlDeviceRegisterEvents").ok()?,
+        wait: sym(lib, "nvmlEventSetWait_v2").ok()?,
+    })
+}
+
+/// An Xid critical error NVML reported: on the GPU at `bus_id`, or on every GPU when NVML
+/// could not say which (`None`, an empty uuid upstream).
+#[derive(Debug, Clone, PartialEq)]
+pub struct XidEvent {
+    pub bus_id: Option<String>,
+    pub xid: u64,
+}
+
+/// Every GPU registered for Xid critical errors in one NVML event set; freed on drop.
+pub struct XidWatch<'a> {
+    nvml: &'a Nvml,
+    fns: EventFns,
+    set: EventSet,
+    /// Bus ids of GPUs too old to report events (NVML said not supported).
+    pub unsupported: Vec<String>,
+}
+
+impl Nvml {
+    /// Registers every GPU for Xid critical errors (`nvmlDeviceRegisterEvents`). `Ok(None)`
+    /// when this NVML has no event calls.
+    pub fn watch_xids(&self) -> Result<Option<XidWatch<'_>>, NvmlError> {
+        let Some(fns) = self.fns.events else {
+            return Ok(None);
+        };
+        let mut set: EventSet = std::ptr::null_mut();
+        // SAFETY: NVML writes one opaque handle, freed in XidWatch's Drop.
+        check("nvmlEventSetCreate", unsafe { (fns.create)(&mut set) })?;
+        let mut watch = XidWatch {
+            nvml: self,
+            fns,
+            set,
+            unsupported: Vec::new(),
+        };
+        let (count, by_index) = (self.fns.count, self.fns.by_index);
+        let mut n: c_uint = 0;
+        // SAFETY: NVML writes one unsigned int.
+        check("nvmlDeviceGetCount_v2", unsafe { count(&mut n) })?;
+        for i in 0..n {
+            let mut dev: Device = std::ptr::null_mut();
+            // SAFETY: NVML writes one opaque handle, valid until nvmlShutdown.
+            check("nvmlDeviceGetHandleByIndex_v2", unsafe {
+                by_index(i, &mut dev)
+            })?;
+            // SAFETY: `dev` and `set` came from NVML.
+            match unsafe { (fns.register)(dev, XID_CRITICAL_ERROR, set) } {
+                0 => {}
+                ERROR_NOT_SUPPORTED => watch.unsupported.push(self.bus_id_of(dev)?),
+                code => {
+                    return Err(NvmlError::Call {
+                        call: "nvmlDeviceRegisterEvents",
+                        code,
+                    });
+                }
+            }
+        }
+        Ok(Some(watch))
+    }
+
+    fn bus_id_of(&self, dev: Device) -> Result<String, NvmlError> {
+        Ok(self.gpu(dev)?.bus_id)
+    }
+}
+
+impl XidWatch<'_> {
+    /// The next Xid critical error within `timeout_ms` (`nvmlEventSetWait_v2`); `Ok(None)`
+    /// when none came.
+    pub fn wait(&self, timeout_ms: u32) -> Result<Option<XidEvent>, NvmlError> {
+        let mut e = EventData {
+            device: std::ptr::null_mut(),
+            event_type: 0,
+            event_data: 0,
+            gpu_instance_id: 0,
+            compute_instance_id: 0,
+        };
+        // SAFETY: NVML fills one nvmlEventData_t (the layout above) we own.
+        match unsafe { (self.fns.wait)(self.set, &mut e, timeout_ms) } {
+            0 if e.event_type == XID_CRITICAL_ERROR => {}
+            0 | ERROR_TIMEOUT => return Ok(None),
+            code => {
+                return Err(NvmlError::Call {
+                    call: "nvmlEventSetWait_v2",
+                    code,
+                });
+            }
+        }
+        let bus_id = if e.device.is_null() {
+            None
+        } else {
+            let gpu = self.nvml.gpu(e.device)?;
+            (!gpu.uuid.is_empty()).then_some(gpu.bus_id)
+        };
+        Ok(Some(XidEvent {
+            bus_id,
+            xid: e.event_data,
+        }))
+    }
+}
+
+impl Drop for XidWatch<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the set came from nvmlEventSetCreate and is freed once.
+        let _ = unsafe { (self.fns.free)(self.set) };
     }
 }
 

@@ -3,7 +3,7 @@
 
 use koord::os::nvml::{Nvml, sysfs_bus_id};
 
-pub use crate::common::nvml::fake_nvml;
+pub use crate::common::nvml::{fake_nvml, fake_nvml_with};
 
 #[test]
 fn stand_in_gpus_come_through_dlopen() {
@@ -66,7 +66,8 @@ fn device_infos_from_the_stand_in_and_a_fake_sysfs() {
 
     let nvml = Nvml::open(lib.to_str().unwrap()).unwrap().unwrap();
     let gpus = nvml.gpus().unwrap();
-    let infos = koord::koordlet::devices::gpu_infos(&gpus, |b| host.pci_placement(b));
+    let infos =
+        koord::koordlet::devices::gpu_infos(&gpus, |b| host.pci_placement(b), &Default::default());
     assert_eq!(infos.len(), 2);
     let t = infos[0].topology.as_ref().expect("GPU 0's topology");
     assert_eq!((t.node_id, t.pcie_id.as_str()), (1, "pci0000:10"));
@@ -103,6 +104,89 @@ fn koordlet_reports_the_device_of_its_node() {
     assert_eq!(
         (owner.kind.as_str(), owner.name.as_str()),
         ("Node", "sim-node-0")
+    );
+    koord.signal("TERM");
+    koord.wait_exit(Duration::from_secs(30)).expect("exit");
+    rt.block_on(api.stop());
+}
+
+/// NVML's Xid events through dlopen: every GPU registers; an Xid on one GPU names it, an
+/// event on no one GPU has no bus id; a GPU too old for events is listed as such.
+#[test]
+fn xid_events_come_through_the_event_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let xid = dir.path().join("xid");
+    let define = format!("FAKE_NVML_XID_FILE=\"{}\"", xid.display());
+    let Some(lib) = fake_nvml_with(dir.path(), 2, &[define]) else {
+        return;
+    };
+    let nvml = Nvml::open(lib.to_str().unwrap()).unwrap().unwrap();
+    let watch = nvml.watch_xids().unwrap().expect("the stand-in has events");
+    assert!(watch.unsupported.is_empty());
+    assert_eq!(watch.wait(50).unwrap(), None, "nothing yet");
+    std::fs::write(&xid, "1 79\n").unwrap();
+    let e = watch.wait(2_000).unwrap().expect("the Xid");
+    assert_eq!((e.bus_id.as_deref(), e.xid), (Some("0000:11:00.0"), 79));
+    std::fs::write(&xid, "-1 48\n").unwrap();
+    let e = watch.wait(2_000).unwrap().expect("the Xid");
+    assert_eq!((e.bus_id, e.xid), (None, 48));
+    drop(watch);
+
+    let old = tempfile::tempdir().unwrap();
+    let define = "FAKE_NVML_NO_EVENTS".to_string();
+    let Some(lib) = fake_nvml_with(old.path(), 2, &[define]) else {
+        return;
+    };
+    let nvml = Nvml::open(lib.to_str().unwrap()).unwrap().unwrap();
+    let watch = nvml.watch_xids().unwrap().unwrap();
+    assert_eq!(watch.unsupported, ["0000:10:00.0", "0000:11:00.0"]);
+}
+
+/// The real koordlet with the stand-in: an Xid 79 on GPU 1 turns its Device entry
+/// unhealthy with Koordinator's `Healthy=False` condition; GPU 0 stays healthy.
+#[test]
+fn an_xid_makes_the_koordlet_report_its_gpu_unhealthy() {
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let xid = dir.path().join("xid");
+    let define = format!("FAKE_NVML_XID_FILE=\"{}\"", xid.display());
+    let Some(lib) = fake_nvml_with(dir.path(), 2, &[define]) else {
+        return;
+    };
+    let (rt, mut api, mut koord, d) = koordlet_device(dir.path(), lib.to_str().unwrap(), None);
+    let infos = d.spec.devices.clone().unwrap_or_default();
+    assert!(infos.iter().all(|i| i.health), "{infos:?}");
+    std::fs::write(&xid, "1 79\n").unwrap();
+    let devices: kube::Api<koord::api::scheduling::device::Device> =
+        kube::Api::all(api.client.clone());
+    let sick = rt.block_on(async {
+        for _ in 0..100 {
+            let d = devices.get("sim-node-0").await.unwrap();
+            let infos = d.spec.devices.unwrap_or_default();
+            if infos.iter().any(|i| !i.health) {
+                return infos;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!("GPU 1 never reported unhealthy");
+    });
+    assert!(sick[0].health && sick[0].conditions.is_none());
+    assert!(!sick[1].health);
+    let c = &sick[1].conditions.as_ref().unwrap()[0];
+    assert_eq!(
+        (
+            c.type_.as_str(),
+            c.status.as_str(),
+            c.reason.as_str(),
+            c.message.as_str()
+        ),
+        (
+            "Healthy",
+            "False",
+            "Xid79",
+            "Xid error detected on device, error code: 79"
+        )
     );
     koord.signal("TERM");
     koord.wait_exit(Duration::from_secs(30)).expect("exit");

@@ -1,17 +1,25 @@
 /* A stand-in for libnvidia-ml.so.1, built by the tests with the machine's C compiler so
  * koord's real dlopen path runs without a GPU. It reports FAKE_NVML_GPUS GPUs (the
  * environment variable, else the compile-time -DFAKE_NVML_DEFAULT_GPUS=N, else 2; at most
- * 8); FAKE_NVML_MODEL sets the product name (default "NVIDIA A100-SXM4-80GB"). Only the
- * entry points koord calls exist, with NVML's ABI. */
+ * 8); FAKE_NVML_MODEL sets the product name (default "NVIDIA A100-SXM4-80GB"). Xid
+ * events: nvmlEventSetWait_v2 delivers "<gpu index> <xid>" from the file named by
+ * -DFAKE_NVML_XID_FILE="path" (or that environment variable) once and removes it; index
+ * -1 stands for an event NVML cannot place on one GPU. -DFAKE_NVML_NO_EVENTS makes every
+ * GPU too old for events. Init is counted, as NVML's is. Only the entry points koord
+ * calls exist, with NVML's ABI. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int nvmlReturn_t;
 #define NVML_SUCCESS 0
 #define NVML_ERROR_UNINITIALIZED 1
 #define NVML_ERROR_INVALID_ARGUMENT 2
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_TIMEOUT 10
+#define NVML_EVENT_XID_CRITICAL_ERROR 0x8ULL
 
 typedef struct { int index; } fake_device;
 typedef fake_device *nvmlDevice_t;
@@ -23,7 +31,16 @@ typedef struct {
     char busId[32];
 } nvmlPciInfo_t;
 
+typedef struct { int unused; } fake_set;
+typedef fake_set *nvmlEventSet_t;
+typedef struct {
+    nvmlDevice_t device;
+    unsigned long long eventType, eventData;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
+
 static fake_device devices[8];
+static fake_set the_set;
 static int initialized = 0;
 
 #ifndef FAKE_NVML_DEFAULT_GPUS
@@ -47,12 +64,12 @@ static nvmlReturn_t copy(char *dst, unsigned int len, const char *src) {
 
 nvmlReturn_t nvmlInit_v2(void) {
     for (int i = 0; i < 8; i++) devices[i].index = i;
-    initialized = 1;
+    initialized++;
     return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlShutdown(void) {
-    initialized = 0;
+    if (initialized > 0) initialized--;
     return NVML_SUCCESS;
 }
 
@@ -116,4 +133,59 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p) {
 
 nvmlReturn_t nvmlSystemGetDriverVersion(char *v, unsigned int len) {
     return copy(v, len, "535.104.05");
+}
+
+static const char *xid_file(void) {
+    const char *e = getenv("FAKE_NVML_XID_FILE");
+    if (e) return e;
+#ifdef FAKE_NVML_XID_FILE
+    return FAKE_NVML_XID_FILE;
+#else
+    return NULL;
+#endif
+}
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+    *set = &the_set;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+    return set ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types, nvmlEventSet_t set) {
+    if (!d || !set) return NVML_ERROR_INVALID_ARGUMENT;
+#ifdef FAKE_NVML_NO_EVENTS
+    (void)types;
+    return NVML_ERROR_NOT_SUPPORTED;
+#else
+    return (types & NVML_EVENT_XID_CRITICAL_ERROR) ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+#endif
+}
+
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeout_ms) {
+    const char *path = xid_file();
+    if (!set || !data) return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned int waited = 0;; waited += 20) {
+        FILE *f = path ? fopen(path, "r") : NULL;
+        if (f) {
+            int index = 0;
+            unsigned long long xid = 0;
+            int got = fscanf(f, "%d %llu", &index, &xid);
+            fclose(f);
+            unlink(path);
+            if (got == 2 && index < (int)count()) {
+                memset(data, 0, sizeof *data);
+                data->device = index < 0 ? NULL : &devices[index];
+                data->eventType = NVML_EVENT_XID_CRITICAL_ERROR;
+                data->eventData = xid;
+                return NVML_SUCCESS;
+            }
+        }
+        if (waited >= timeout_ms) return NVML_ERROR_TIMEOUT;
+        usleep(20000);
+    }
 }
