@@ -7,7 +7,8 @@
 //! not count); its pods are then stopped; `suspend` stops them too. Status, the
 //! `Complete`/`Failed` conditions `kubectl wait` reads, and `ttlSecondsAfterFinished` (the
 //! finished Job is deleted; its pods go with it). Indexed Jobs may limit failures per index
-//! instead (`backoffLimitPerIndex`, `maxFailedIndexes`, `FailIndex` rules: `per_index`).
+//! instead (`backoffLimitPerIndex`, `maxFailedIndexes`, `FailIndex` rules: `per_index`),
+//! and succeed early under a `successPolicy` (`success_policy`).
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -17,6 +18,7 @@ use super::replicaset::{active, owned_pod, ready};
 
 pub mod failure_policy;
 pub mod per_index;
+pub mod success_policy;
 
 /// The completion index of an Indexed Job's pod (annotation and label).
 pub const INDEX: &str = "batch.kubernetes.io/job-completion-index";
@@ -216,6 +218,12 @@ pub fn plan(job: &Job, owned: &[&Pod], now: &str, now_s: i64) -> Plan {
             "Job was active longer than specified deadline".into(),
         ));
         0
+    } else if let Some(why) = indexed
+        .then(|| success_policy::matched(job, &done_indexes))
+        .flatten()
+    {
+        condition = Some(("Complete", "SuccessPolicy", why));
+        0
     } else if let Some(c) = completions {
         let failed = failed_indexes.len() as i32;
         if succeeded + failed >= c && (failed == 0 || running.is_empty()) {
@@ -285,7 +293,14 @@ pub fn plan(job: &Job, owned: &[&Pod], now: &str, now_s: i64) -> Plan {
             c["reason"] = (*reason).into();
             c["message"] = message.clone().into();
         }
-        status["conditions"] = json!([c]);
+        status["conditions"] = if *reason == "SuccessPolicy" {
+            // kube declares the success first, then completes once the pods are gone.
+            let mut met = c.clone();
+            met["type"] = "SuccessCriteriaMet".into();
+            json!([met, c])
+        } else {
+            json!([c])
+        };
         if *kind == "Complete" {
             status["completionTime"] = now.into();
         }

@@ -300,3 +300,47 @@ fn a_per_index_limit_lifts_the_job_wide_default() {
         "7 failures pass backoffLimit's default of 6, which does not apply here"
     );
 }
+
+#[test]
+fn a_success_policy_completes_the_job_early_and_stops_the_rest() {
+    let j = job(
+        json!({"completions": 5, "parallelism": 5, "completionMode": "Indexed",
+        "successPolicy": {"rules": [{"succeededIndexes": "0,2-3", "succeededCount": 2},
+            {"succeededCount": 4}]}}),
+    );
+    let (a, b, c, d) = (
+        indexed_pod(&j, 0, "Succeeded"),
+        indexed_pod(&j, 1, "Succeeded"),
+        indexed_pod(&j, 2, "Running"),
+        indexed_pod(&j, 4, "Running"),
+    );
+    let p = plan(&j, &[&a, &b, &c, &d], NOW, 0);
+    assert!(
+        p.status.unwrap().get("conditions").is_none(),
+        "one of 0,2-3 so far"
+    );
+    let c = indexed_pod(&j, 2, "Succeeded");
+    let p = plan(&j, &[&a, &b, &c, &d], NOW, 0);
+    assert_eq!(p.delete, ["pi-4-x"], "the rest stop");
+    let s = p.status.unwrap();
+    let types: Vec<&str> = s["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["SuccessCriteriaMet", "Complete"]);
+    assert_eq!(s["conditions"][1]["reason"], "SuccessPolicy");
+    assert_eq!(s["conditions"][1]["message"], "Matched rules at index 0");
+    // A count-only rule: any two indexes.
+    let only_count = job(
+        json!({"completions": 5, "parallelism": 5, "completionMode": "Indexed",
+        "successPolicy": {"rules": [{"succeededCount": 2}]}}),
+    );
+    let (a, b) = (
+        indexed_pod(&only_count, 3, "Succeeded"),
+        indexed_pod(&only_count, 4, "Succeeded"),
+    );
+    let s = plan(&only_count, &[&a, &b], NOW, 0).status.unwrap();
+    assert_eq!(s["conditions"][1]["message"], "Matched rules at index 0");
+}
