@@ -15,6 +15,7 @@ const LAYERS: &[&[&str]] = &[
         "security",
     ],
     &["store", "table_workloads", "table_storage"],
+    &["table_core"],
     &["error", "table", "podgc", "protection"],
     // The PV binder runs the protection controllers' pass after its own.
     &[

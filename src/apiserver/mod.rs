@@ -22,6 +22,7 @@ mod props_tests;
 pub mod protection;
 pub mod proto;
 pub mod pvbinder;
+mod table_core;
 mod table_storage;
 mod table_workloads;
 pub use crate::api::patch;

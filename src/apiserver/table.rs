@@ -165,6 +165,9 @@ pub fn table(
     rev: u64,
 ) -> Value {
     let values: Vec<Value> = items.iter().map(|i| i.value()).collect();
+    let (g, r) = (info.group.as_str(), info.resource.as_str());
+    let listed = super::table_storage::rows(g, r, &values)
+        .or_else(|| super::table_core::rows(g, r, &values));
     let (columns, rows): (Vec<Value>, Vec<Vec<Value>>) =
         match (info.group.as_str(), info.resource.as_str()) {
             ("", "pods") => (
@@ -186,8 +189,8 @@ pub fn table(
                 ],
                 values.iter().map(pod_row).collect(),
             ),
-            (g, r) if super::table_storage::rows(g, r, &[]).is_some() => {
-                let (cols, rows) = super::table_storage::rows(g, r, &values).unwrap_or_default();
+            _ if listed.is_some() => {
+                let (cols, rows) = listed.unwrap_or_default();
                 let columns = cols.iter().map(|(n, t, p, d)| col(n, t, *p, d)).collect();
                 (columns, rows)
             }

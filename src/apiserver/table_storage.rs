@@ -7,11 +7,11 @@ use serde_json::Value;
 /// (name, type, priority, description): priority 1 columns show with `-o wide`.
 pub type Columns = Vec<(&'static str, &'static str, u32, &'static str)>;
 
-fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
+pub(super) fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
 }
 
-fn age(v: &Value) -> Value {
+pub(super) fn age(v: &Value) -> Value {
     super::humanize::human_age(
         v.pointer("/metadata/creationTimestamp")
             .and_then(Value::as_str),
