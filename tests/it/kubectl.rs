@@ -168,11 +168,22 @@ async fn kubectl_apply_get_patch_delete() {
     assert_eq!(none["items"].as_array().unwrap().len(), 0);
     let table = k.ok(&["get", "cm", "-n", "demo"], None).await;
     assert!(table.contains("settings"), "{table}");
-    let header: Vec<&str> = table.lines().next().unwrap_or("").split_whitespace().collect();
-    assert_eq!(header, ["NAME", "DATA", "AGE"], "kubectl's ConfigMap columns: {table}");
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "DATA", "AGE"],
+        "kubectl's ConfigMap columns: {table}"
+    );
     let ns = k.ok(&["get", "ns", "demo"], None).await;
     assert!(
-        ns.lines().nth(1).is_some_and(|l| l.split_whitespace().nth(1) == Some("Active")),
+        ns.lines()
+            .nth(1)
+            .is_some_and(|l| l.split_whitespace().nth(1) == Some("Active")),
         "{ns}"
     );
 
