@@ -129,10 +129,10 @@ fn set_finalizer(store: &Store, resource: &str, item: &Stored, finalizer: &str, 
 pub fn pass(store: &Store) -> Vec<String> {
     let mut released = Vec::new();
     let mut pods: Option<Vec<Value>> = None;
-    for resource in ["persistentvolumeclaims", "persistentvolumes"] {
-        let Some(f) = finalizer_of(resource) else {
-            continue;
-        };
+    for (resource, f) in [
+        ("persistentvolumeclaims", PVC_FINALIZER),
+        ("persistentvolumes", PV_FINALIZER),
+    ] {
         let (_, items) = store.list(&key(resource), &Filter::default());
         for item in &items {
             let v = item.value();

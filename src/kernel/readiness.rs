@@ -57,6 +57,10 @@ impl Readiness {
     /// Every component ready, and not draining (what `report` says without its body).
     pub fn is_ready(&self) -> bool {
         let components = self.components.lock().unwrap_or_else(|p| p.into_inner());
+        self.ready_with(&components)
+    }
+
+    fn ready_with(&self, components: &BTreeMap<String, bool>) -> bool {
         !components.is_empty()
             && components.values().all(|ok| *ok)
             && !self.draining.load(Ordering::SeqCst)
@@ -66,15 +70,13 @@ impl Readiness {
     pub fn report(&self) -> (bool, String) {
         let components = self.components.lock().unwrap_or_else(|p| p.into_inner());
         let mut body = String::new();
-        let mut ready = !components.is_empty();
+        let ready = self.ready_with(&components);
         for (name, ok) in components.iter() {
-            ready &= *ok;
             let mark = if *ok { "[+]" } else { "[-]" };
             let state = if *ok { "ok" } else { "not ready" };
             body.push_str(&format!("{mark}{name} {state}\n"));
         }
         if self.draining.load(Ordering::SeqCst) {
-            ready = false;
             body.push_str("[-]shutdown draining\n");
         }
         body.push_str(if ready {
