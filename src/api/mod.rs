@@ -12,6 +12,7 @@ pub mod duration;
 pub mod extension;
 pub mod field;
 pub mod input;
+pub mod kubeletqos;
 pub mod names;
 pub mod patch;
 pub mod placement;

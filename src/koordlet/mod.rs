@@ -203,6 +203,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         unset_cpu_quota: !cfg.runtime_hooks.disable_unset_cpu_quota,
         kubelet_state: cfg.kubelet.cpu_manager_state_file.clone(),
         be_cpu_manager: gates.on(features::BECPU_MANAGER),
+        core_sched: gates.on(features::CORE_SCHED),
         kubelet_root: cfg.kubelet.root_dir.clone(),
         evictor: Arc::new(evictor),
         storage_info_interval: Duration::from_secs(

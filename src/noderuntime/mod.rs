@@ -9,6 +9,7 @@ pub mod container;
 pub mod exec;
 pub mod hooks;
 pub mod logstamp;
+pub mod qos;
 pub mod resources;
 pub mod security;
 pub mod server;
@@ -170,6 +171,12 @@ pub struct NodeRuntime {
     tls: bool,
 }
 
+/// The node's allocatable CPU as the runtime registers it: every CPU.
+fn allocatable_milli() -> i64 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cpus as i64 * 1000
+}
+
 /// Checks that this process may manage cgroups and prepares the QoS directories.
 fn prepare_cgroups(cfg: &Config, is_root: bool) -> Result<Cgroups, StartError> {
     if !is_root {
@@ -198,13 +205,10 @@ fn prepare_cgroups(cfg: &Config, is_root: bool) -> Result<Cgroups, StartError> {
             .create(&dir)
             .map_err(|e| err(format!("creating {}: {e}", dir.as_str())))?;
     }
-    let be = cgroups.qos_dir(crate::api::extension::qos::KubeQoS::BestEffort);
     cgroups
         .write(Resource::CpuShares, &root, &(cpus * 1024).to_string())
         .map_err(|e| err(e.to_string()))?;
-    cgroups
-        .write(Resource::CpuShares, &be, "2")
-        .map_err(|e| err(e.to_string()))?;
+    qos::update(&cgroups, allocatable_milli(), std::iter::empty());
     Ok(cgroups)
 }
 
@@ -333,9 +337,17 @@ async fn manage(
     let mut workers: HashMap<String, Handle> = HashMap::new();
     let mut running: JoinSet<String> = JoinSet::new();
     let mut listed: HashSet<String> = HashSet::new();
+    // The node's pods as last seen, for the QoS levels' shares (the kubelet's active pods).
+    let mut pods: HashMap<String, Pod> = HashMap::new();
+    let mut qos_tick = tokio::time::interval(qos::PERIOD);
+    qos_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let allocatable = allocatable_milli();
     loop {
+        let before = pods.len();
+        let mut changed = false;
         tokio::select! {
             _ = stop.cancelled() => break,
+            _ = qos_tick.tick() => changed = true,
             Some(done) = running.join_next(), if !running.is_empty() => {
                 if let Ok(uid) = done {
                     workers.remove(&uid);
@@ -356,10 +368,16 @@ async fn manage(
                 Some(watcher::Event::Init) => listed.clear(),
                 Some(watcher::Event::InitApply(p)) => {
                     listed.insert(p.metadata.uid.clone().unwrap_or_default());
+                    changed = remember(&mut pods, &p);
                     dispatch(&ctx, &mut workers, &mut running, &mut checkpoints, p).await;
                 }
-                Some(watcher::Event::Apply(p)) => dispatch(&ctx, &mut workers, &mut running, &mut checkpoints, p).await,
+                Some(watcher::Event::Apply(p)) => {
+                    changed = remember(&mut pods, &p);
+                    dispatch(&ctx, &mut workers, &mut running, &mut checkpoints, p).await
+                }
                 Some(watcher::Event::InitDone) => {
+                    pods.retain(|uid, _| listed.contains(uid));
+                    changed = true;
                     for (uid, h) in &workers {
                         if !listed.contains(uid) {
                             let _ = h.tx.send(Msg::Deleted).await;
@@ -368,12 +386,18 @@ async fn manage(
                     clean_orphans(&ctx, &listed, &mut checkpoints);
                 }
                 Some(watcher::Event::Delete(p)) => {
+                    if let Some(uid) = p.metadata.uid.as_ref() {
+                        pods.remove(uid);
+                    }
                     if let Some(h) = p.metadata.uid.as_ref().and_then(|u| workers.get(u)) {
                         let _ = h.tx.send(Msg::Deleted).await;
                     }
                 }
                 None => break,
             },
+        }
+        if changed || pods.len() != before {
+            qos::update(&ctx.cgroups, allocatable, pods.values());
         }
     }
     let keep = ctx.cfg.keep_pods_on_exit;
@@ -389,6 +413,19 @@ async fn manage(
     {
         running.abort_all();
     }
+}
+
+/// Keeps the pod's latest copy; true when what the QoS levels count changed (a new pod,
+/// its requests or its phase).
+fn remember(pods: &mut HashMap<String, Pod>, p: &Pod) -> bool {
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone());
+    let changed = pods.get(&uid).is_none_or(|old| {
+        phase(old) != phase(p)
+            || old.spec.as_ref().map(|s| &s.containers) != p.spec.as_ref().map(|s| &s.containers)
+    });
+    pods.insert(uid, p.clone());
+    changed
 }
 
 async fn dispatch(

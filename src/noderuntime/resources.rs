@@ -8,18 +8,9 @@ use crate::api::pod::{
     all_containers_limit, container_limits, container_requests, pod_limits, pod_requests,
 };
 
-pub const MIN_SHARES: i64 = 2;
-pub const MAX_SHARES: i64 = 262_144;
+pub use crate::api::kubeletqos::{MAX_SHARES, MIN_SHARES, milli_cpu_to_shares};
 pub const CFS_PERIOD_US: i64 = 100_000;
 pub const MIN_QUOTA_US: i64 = 1000;
-
-/// `MilliCPUToShares`.
-pub fn milli_cpu_to_shares(milli: i64) -> i64 {
-    if milli <= 0 {
-        return MIN_SHARES;
-    }
-    (milli * 1024 / 1000).clamp(MIN_SHARES, MAX_SHARES)
-}
 
 /// `MilliCPUToQuota` for the default period; -1 (unlimited) without a limit.
 pub fn milli_cpu_to_quota(milli: i64) -> i64 {

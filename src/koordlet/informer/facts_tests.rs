@@ -1,7 +1,9 @@
 //! The facts a `PodMeta` takes once match what the pod object says.
 
 use super::*;
-use crate::api::extension::qos::{kube_qos, pod_qos_class, pod_qos_class_with_default};
+use crate::api::extension::qos::{
+    kube_qos, pod_hook_qos_class, pod_qos_class, pod_qos_class_with_default,
+};
 use crate::os::cgroup::{Driver, Version};
 
 fn meta(pod: serde_json::Value) -> PodMeta {
@@ -59,6 +61,7 @@ fn pod_facts_are_what_the_pod_object_says() {
         let p = &m.pod;
         let f = m.facts;
         assert_eq!(f.qos, pod_qos_class(p), "{phase:?}");
+        assert_eq!(f.hook_qos, pod_hook_qos_class(p));
         assert_eq!(f.kube_qos, kube_qos(p));
         assert_eq!(f.qos_with_default(), pod_qos_class_with_default(p));
         assert_eq!(f.live, matches!(phase, None | Some("Pending" | "Running")));

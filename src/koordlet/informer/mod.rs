@@ -39,6 +39,9 @@ pub struct PodMeta {
 pub struct PodFacts {
     /// The `koordinator.sh/qosClass` label's class (`None` without one).
     pub qos: QoSClass,
+    /// The class the runtime hooks and their reconcilers act on (`pod_hook_qos_class`:
+    /// the label, else BE for the batch and free priority bands).
+    pub hook_qos: QoSClass,
     pub kube_qos: KubeQoS,
     /// The phase is unset, Pending or Running.
     pub live: bool,
@@ -57,6 +60,7 @@ impl PodFacts {
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
         PodFacts {
             qos: pod_qos_class(pod),
+            hook_qos: crate::api::extension::qos::pod_hook_qos_class(pod),
             kube_qos: kube_qos(pod),
             live: matches!(phase, None | Some("Pending") | Some("Running")),
             cpu_request_milli: crate::api::pod::pod_requests(pod)

@@ -9,7 +9,7 @@ use super::executor::Update;
 use super::podreconcile::Reconcile;
 use super::runner::Entry;
 use crate::api::extension::keys::ANNOTATION_NODE_CPU_NORMALIZATION_RATIO;
-use crate::api::extension::qos::QoSClass;
+use crate::api::extension::qos::{KubeQoS, QoSClass};
 use crate::api::extension::resources::{BATCH_CPU, BATCH_MEMORY};
 use crate::api::pod::{container_limits, container_requests};
 use crate::koordlet::features;
@@ -91,7 +91,7 @@ pub fn container_values(c: &Container, ratio: f64) -> [(Resource, i64); 3] {
 /// `force_unlimited_quota`: BE suppression runs with the cfsQuota policy (the QoS-level
 /// quota governs).
 pub fn updates(pod: &PodMeta, force_unlimited_quota: bool, ratio: f64) -> Vec<Vec<Update>> {
-    if pod.facts.qos != QoSClass::Be {
+    if pod.facts.hook_qos != QoSClass::Be {
         return Vec::new();
     }
     let Some(spec) = pod.pod.spec.as_ref() else {
@@ -103,12 +103,21 @@ pub fn updates(pod: &PodMeta, force_unlimited_quota: bool, ratio: f64) -> Vec<Ve
         force_unlimited_quota,
         ratio,
     );
-    let mut levels = vec![
+    let mut levels = Vec::with_capacity(3);
+    if !force_unlimited_quota
+        && pod.facts.kube_qos == KubeQoS::BestEffort
+        && let Some(qos) = pod.dir.parent()
+    {
+        // Outside the cfsQuota policy the besteffort level has no quota (cpusuppress lifts
+        // it too); lifted first, the pod's quota written below it is never refused.
+        levels.push(vec![Update::new(Resource::CfsQuota, qos, "-1")]);
+    }
+    levels.push(
         pod_level
             .iter()
             .map(|(r, v)| Update::new(*r, pod.dir.clone(), v.to_string()))
             .collect::<Vec<_>>(),
-    ];
+    );
     let mut containers = Vec::new();
     for meta in &pod.containers {
         let Some(c) = spec.containers.iter().find(|c| c.name == meta.name) else {
@@ -206,6 +215,7 @@ mod tests {
         assert_eq!(
             vals(&updates(&p, false, 1.0)),
             vec![
+                vec![(Resource::CfsQuota, "-1".into())],
                 vec![
                     (Resource::CpuShares, "1536".into()),
                     (Resource::CfsQuota, "250000".into()),
@@ -228,14 +238,13 @@ mod tests {
             json!([c("a", 1000, Some(2000), None), c("b", 500, None, None)]),
         );
         let l = vals(&updates(&p, false, 1.0));
-        assert_eq!(l[0][1], (Resource::CfsQuota, "-1".into()));
-        assert_eq!(l[0][2], (Resource::MemoryLimit, "-1".into()));
+        assert_eq!(l[1][1], (Resource::CfsQuota, "-1".into()));
+        assert_eq!(l[1][2], (Resource::MemoryLimit, "-1".into()));
+        let by_quota = updates(&p, true, 1.0);
+        assert_eq!(by_quota.len(), 2, "the QoS level's quota is cpusuppress's");
+        assert_eq!(vals(&by_quota)[1][1], (Resource::CfsQuota, "-1".into()));
         assert_eq!(
-            vals(&updates(&p, true, 1.0))[1][1],
-            (Resource::CfsQuota, "-1".into())
-        );
-        assert_eq!(
-            vals(&updates(&p, false, 1.5))[1][1],
+            vals(&updates(&p, false, 1.5))[2][1],
             (Resource::CfsQuota, "133334".into())
         );
         assert!(
@@ -246,6 +255,14 @@ mod tests {
             )
             .is_empty(),
             "only BE pods"
+        );
+        let batch_band = meta(
+            json!({"koordinator.sh/priority-class": "koord-batch"}),
+            json!([c("a", 1000, Some(1000), None)]),
+        );
+        assert!(
+            !updates(&batch_band, false, 1.0).is_empty(),
+            "the koord-batch band is"
         );
     }
 }

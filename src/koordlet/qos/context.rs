@@ -123,6 +123,8 @@ pub struct Deps {
     pub kubelet_root: std::path::PathBuf,
     /// The BECPUManager gate: the cpuset hook owns NUMA-bound BE pods' cpusets.
     pub be_cpu_manager: bool,
+    /// The CoreSched gate: cpusuppress's `cpuIdle` policy shares besteffort's `cpu.idle`.
+    pub core_sched: bool,
     /// Shared by every eviction strategy (one memory of recently evicted pods).
     pub evictor: Arc<super::evictor::Evictor>,
     /// NodeStorageInfoCollector's interval (blkio's disk maps).

@@ -23,14 +23,14 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::context::{QosCtx, record};
-use super::executor::{ExecError, Executor, Outcome, Update};
+use super::executor::{ExecError, Executor, Outcome};
 use super::runner::{Round, Strategy};
 use crate::api::extension::qos::{KubeQoS, QoSClass, kube_qos, pod_qos_class};
 use crate::api::slo::nodeslo::{CPUQOSCfg, ResourceQOS, ResourceQOSStrategy};
 use crate::koordlet::informer::{PodMeta, States};
 use crate::koordlet::metrics::Pairs;
+use crate::os::CgroupDir;
 use crate::os::coresched::CookieOps;
-use crate::os::{CgroupDir, Resource};
 
 use super::runner::Entry;
 pub use crate::api::extension::keys::{LABEL_CORE_SCHED_GROUP_ID, LABEL_CORE_SCHED_POLICY};
@@ -262,28 +262,23 @@ impl CoreSched {
         self.unsupported.as_deref()
     }
 
-    fn cpu_idle(&self, rule: &Rule) -> Vec<Result<Outcome, ExecError>> {
-        let cg = self.ex.cgroups();
-        let ups: Vec<Update> = [KubeQoS::Guaranteed, KubeQoS::Burstable, KubeQoS::BestEffort]
+    /// `cpu.idle` on the kube QoS cgroups (`kubeqos`: besteffort also under cpusuppress's
+    /// `cpuIdle` policy; a level leaving idle gets the kubelet's weight back).
+    fn cpu_idle(&self, states: &States) -> Vec<Result<Outcome, ExecError>> {
+        [KubeQoS::Guaranteed, KubeQoS::Burstable, KubeQoS::BestEffort]
             .into_iter()
-            .map(|k| (k, cg.qos_dir(k)))
-            .filter(|(_, d)| cg.file(Resource::CpuIdle, d).exists())
-            .map(|(k, d)| {
-                Update::new(
-                    Resource::CpuIdle,
-                    d,
-                    if rule.cpu_idle(k) { "1" } else { "0" },
-                )
+            .flat_map(|k| {
+                let idle = super::kubeqos::wants_idle(states, k, true);
+                super::kubeqos::set_idle(&self.ex, states, k, idle)
             })
-            .collect();
-        self.ex.leveled(&[ups])
+            .collect()
     }
 
     /// One round: `cpu.idle` on the kube QoS cgroups, then the cookies. Returns the
     /// cgroup writes' outcomes and the cookie changes as (pod, message).
     pub fn round(&mut self, states: &States) -> (Vec<Result<Outcome, ExecError>>, Changes) {
         let rule = Rule::new(&states.slo().resource_qos);
-        let idle = self.cpu_idle(&rule);
+        let idle = self.cpu_idle(states);
         if rule.enabled() && !self.probed {
             self.probed = true;
             self.unsupported = crate::os::coresched::enable(&self.proc_root).err();

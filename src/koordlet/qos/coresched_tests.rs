@@ -171,7 +171,16 @@ fn cpu_idle_goes_on_the_kube_qos_cgroups_that_have_it() {
     }
     let ex = Arc::new(Executor::new(cg.clone(), Duration::from_secs(60)));
     let s = CoreSched::new(ex, dir.path().join("proc"), Arc::new(FakeKernel::default()));
-    s.cpu_idle(&rule("coreSched"));
+    let slo = json!({"metadata": {"name": "n"}, "spec": {"resourceQOSStrategy": {
+        "policies": {"cpuPolicy": "coreSched"},
+        "lsClass": {"cpuQOS": {"enable": true, "groupIdentity": 2}},
+        "beClass": {"cpuQOS": {"enable": true, "groupIdentity": -1, "schedIdle": 1}}}}});
+    let states = States {
+        node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
+        ..Default::default()
+    };
+    s.cpu_idle(&states);
+    use crate::os::Resource;
     let read = |k| std::fs::read_to_string(cg.file(Resource::CpuIdle, &cg.qos_dir(k))).unwrap();
     assert_eq!(read(KubeQoS::BestEffort).trim(), "1");
     assert_eq!(read(KubeQoS::Guaranteed).trim(), "0");

@@ -201,7 +201,9 @@ pub fn cfs_updates(
         if target == cur {
             continue;
         }
-        let delta = target - cur;
+        // An unset container quota (-1) took its limit's share of the pod quota (the
+        // kubelet sums the limits): the pod changes by what the container gains over that.
+        let delta = target - if cur > 0 { cur } else { base };
         let quota = Update::new(Resource::CfsQuota, meta.dir.clone(), target.to_string());
         let burst = burst_on(&cfg).then(|| {
             let b = safe_burst(&cfg, limit, || Some(target));

@@ -175,6 +175,39 @@ fn throttled_containers_scale_their_quota_in_kernel_order() {
 }
 
 #[test]
+fn an_unset_container_quota_does_not_double_the_pod_quota() {
+    // Two 1-CPU containers: the kubelet's pod quota is 200000; one container's quota was
+    // unset (-1). Its limit back is 100000, which the pod quota already counts.
+    let p = meta(json!({}), json!({}), &[Some("1"), Some("1")]);
+    let pod_dir = p.dir.as_str().to_string();
+    let (c0, c1) = (
+        p.containers[0].dir.as_str().to_string(),
+        p.containers[1].dir.as_str().to_string(),
+    );
+    let quotas = HashMap::from([(pod_dir.clone(), 200_000), (c0.clone(), -1), (c1, 100_000)]);
+    let only = cfs_states("cpuBurstOnly", -1);
+    let out = plan(
+        &only,
+        &p,
+        NodeBurstState::Idle,
+        &quotas,
+        0.0,
+        &mut HashMap::new(),
+    );
+    let quota_of = |dir: &str| {
+        out.iter()
+            .find(|(r, d, _)| *r == Resource::CfsQuota && d == dir)
+            .map(|(_, _, v)| v.clone())
+    };
+    assert_eq!(quota_of(&c0).as_deref(), Some("100000"));
+    assert_eq!(
+        quota_of(&pod_dir).as_deref(),
+        Some("200000"),
+        "was 300001: target − (−1) added to the pod"
+    );
+}
+
+#[test]
 fn the_limiter_takes_the_burst_back() {
     let p = meta(json!({}), json!({}), &[Some("2")]);
     let (pod_dir, ctr_dir) = (

@@ -6,6 +6,7 @@
 use super::context::{QosCtx, count, last_cpu, last_host_app_cpu};
 use super::evictor;
 use super::executor::Executor;
+use super::kubeqos;
 use super::runner::{Entry, Round, Strategy};
 use crate::koordlet::features;
 use crate::koordlet::informer::States;
@@ -197,6 +198,10 @@ pub struct Usage {
 #[derive(Debug, Default)]
 pub struct Memory {
     restored: bool,
+    /// The CPU the last suppressing pass left BE pods (`koordlet_be_suppress_cpu_cores`, as
+    /// Koordinator records it: the cpuset's CPU count, or the besteffort quota in cores) —
+    /// what was applied, not the formula's value. `None` when the pass applied nothing.
+    pub applied_cores: Option<f64>,
 }
 
 fn is_be(pod: &Pod) -> bool {
@@ -362,6 +367,26 @@ fn set_quota(ex: &Executor, quota: i64, out: &mut Vec<Change>) {
     );
 }
 
+/// The besteffort quota with every BE pod and container below it unlimited first (the
+/// cfsQuota policy: the QoS level governs): cgroup v1 refuses a parent quota below a
+/// child's (EINVAL), so the children are written before the parent.
+fn set_quota_over_be(ex: &Executor, states: &States, quota: i64, out: &mut Vec<Change>) {
+    let unlimited = |dirs: Vec<CgroupDir>| -> Vec<Update> {
+        dirs.into_iter()
+            .map(|d| Update::new(Resource::CfsQuota, d, "-1"))
+            .collect()
+    };
+    let mut levels: Vec<Vec<Update>> = be_dirs(states, ex).into_iter().map(unlimited).collect();
+    if let Some(top) = levels.first_mut() {
+        *top = vec![Update::new(
+            Resource::CfsQuota,
+            ex.cgroups().qos_dir(KubeQoS::BestEffort),
+            quota.to_string(),
+        )];
+    }
+    collect(ex.leveled(&levels), out);
+}
+
 /// CPUs BE pods may never use: those pinned by LSE pods, the node's reserved CPUs and its
 /// exclusive system-QoS CPUs (`calcBECPUSet`, and the candidates of `adjustByCPUSet`).
 fn excluded_cpus(states: &States) -> BTreeSet<u32> {
@@ -384,10 +409,31 @@ pub struct NodePolicy {
     pub kubelet_static: bool,
     /// The BECPUManager gate: no suppression, the BE pool restored each round.
     pub be_cpu_manager: bool,
+    /// The CoreSched gate: its `schedIdle` rule shares besteffort's `cpu.idle` (`kubeqos`).
+    pub core_sched: bool,
 }
 
-/// One cpusuppress round; returns the changes written.
+/// One cpusuppress round; returns the changes written. Under the `cpuIdle` policy the
+/// besteffort level also runs as `cpu.idle` (and the cpuset policy's CPU count applies);
+/// leaving it, the level gets the kubelet's weight back.
 pub fn pass(
+    states: &States,
+    usage: &Usage,
+    topo: &[Cpu],
+    ex: &Executor,
+    mem: &mut Memory,
+    policy: NodePolicy,
+) -> Vec<Change> {
+    let mut out = suppress(states, usage, topo, ex, mem, policy);
+    let idle = kubeqos::wants_idle(states, KubeQoS::BestEffort, policy.core_sched);
+    collect(
+        kubeqos::set_idle(ex, states, KubeQoS::BestEffort, idle),
+        &mut out,
+    );
+    out
+}
+
+fn suppress(
     states: &States,
     usage: &Usage,
     topo: &[Cpu],
@@ -421,6 +467,7 @@ pub fn pass(
         return out;
     }
     mem.restored = false;
+    mem.applied_cores = None;
     let Some(i) = inputs(states, usage, s) else {
         return out;
     };
@@ -431,9 +478,15 @@ pub fn pass(
             .cgroups()
             .read_i64(Resource::CfsQuota, &dir)
             .unwrap_or(-1);
-        if let Some(q) = cfs_quota(suppress, current, i.capacity_milli) {
-            set_quota(ex, q, &mut out);
+        let want = cfs_quota(suppress, current, i.capacity_milli);
+        if let Some(q) = want {
+            set_quota_over_be(ex, states, q, &mut out);
         }
+        let now = ex
+            .cgroups()
+            .read_i64(Resource::CfsQuota, &dir)
+            .unwrap_or(-1);
+        mem.applied_cores = (now > 0).then(|| now as f64 / CFS_PERIOD as f64);
         apply_cpuset(ex, states, &all, &mut out);
         return out;
     }
@@ -453,6 +506,7 @@ pub fn pass(
         .collect();
     let cpus = be_cpuset(topo, n, &excluded, &lsr);
     if !cpus.is_empty() {
+        mem.applied_cores = Some(cpus.len() as f64);
         if policy.kubelet_static {
             apply_cpuset_static(ex, states, &all, &cpus, &mut out);
         } else {
@@ -474,6 +528,8 @@ pub struct CpuSuppress {
     pub kubelet_state: std::path::PathBuf,
     /// The BECPUManager gate.
     pub be_cpu_manager: bool,
+    /// The CoreSched gate.
+    pub core_sched: bool,
 }
 
 impl Strategy for CpuSuppress {
@@ -507,6 +563,15 @@ impl Strategy for CpuSuppress {
             } else {
                 Usage::default()
             };
+            let cpuset_policy = strategy.cpu_suppress_policy.as_deref() != Some("cfsQuota");
+            let policy = NodePolicy {
+                kubelet_static: on
+                    && cpuset_policy
+                    && KubeletCpuState::read(&self.kubelet_state).policy_name == "static",
+                be_cpu_manager: self.be_cpu_manager,
+                core_sched: self.core_sched,
+            };
+            let changes = pass(states, &usage, &self.topo, &self.ex, &mut self.mem, policy);
             if on && let Some(i) = inputs(states, &usage, strategy) {
                 let milli = suppress_milli(&i);
                 ctx.metrics.be_suppress_milli.set(milli);
@@ -516,8 +581,10 @@ impl Strategy for CpuSuppress {
                     ("node", node.unwrap_or_default()),
                     ("type", kind.to_string()),
                 ];
-                let cores = ctx.metrics.be_suppress_cores.get_or_create(&l);
-                cores.set(milli as f64 / 1000.0);
+                if let Some(applied) = self.mem.applied_cores {
+                    let cores = ctx.metrics.be_suppress_cores.get_or_create(&l);
+                    cores.set(applied);
+                }
                 let node = crate::koordlet::metrics::node_only(&l[0].1);
                 let ls = ctx.metrics.be_suppress_ls_used.get_or_create(&node);
                 ls.set(i.non_be_pods_milli as f64 / 1000.0);
@@ -525,14 +592,6 @@ impl Strategy for CpuSuppress {
                 let be_used = ctx.metrics.be_suppress_be_used.get_or_create(&node);
                 be_used.set(be.max(0) as f64 / 1000.0);
             }
-            let cpuset_policy = strategy.cpu_suppress_policy.as_deref() != Some("cfsQuota");
-            let policy = NodePolicy {
-                kubelet_static: on
-                    && cpuset_policy
-                    && KubeletCpuState::read(&self.kubelet_state).policy_name == "static",
-                be_cpu_manager: self.be_cpu_manager,
-            };
-            let changes = pass(states, &usage, &self.topo, &self.ex, &mut self.mem, policy);
             for c in &changes {
                 count(ctx, "cpusuppress", format!("{:?}", c.resource), 1);
             }
@@ -565,6 +624,7 @@ pub const ENTRY: Entry = Entry {
             mem: Memory::default(),
             kubelet_state: d.kubelet_state.clone(),
             be_cpu_manager: d.be_cpu_manager,
+            core_sched: d.core_sched,
         })
     },
 };

@@ -279,3 +279,82 @@ fn be_cpu_manager_restores_the_pool_but_not_numa_bound_containers() {
     pass(&f.states, &usage(), &topo(), &ex, &mut mem, policy);
     assert_eq!(at(&be_pod.containers[0].dir), "0-3", "unbound: the pool");
 }
+
+/// cgroup v1 refuses a parent quota below a child's: under the cfsQuota policy the BE pod
+/// and container quotas are lifted before the besteffort level is lowered.
+#[test]
+fn cfs_quota_lifts_be_children_before_lowering_the_level() {
+    let f = fixture(Version::V1, Some("cfsQuota"), true);
+    let be_pod = &f.states.pods[1];
+    let file = |d: &crate::os::CgroupDir| f.cg.file(Resource::CfsQuota, d);
+    std::fs::write(file(&be_pod.dir), "400000").unwrap();
+    std::fs::write(file(&be_pod.containers[0].dir), "400000").unwrap();
+    let ex = Executor::new(f.cg.clone(), Duration::from_secs(60));
+    let changes = round(&f.states, &ex, &mut Memory::default());
+    let qos = f.cg.qos_dir(KubeQoS::BestEffort);
+    let last = changes.last().map(|c| (c.dir.as_str(), c.new.as_str()));
+    assert_eq!(
+        last,
+        Some((qos.as_str(), "110000")),
+        "the level is written last"
+    );
+    for d in [&be_pod.dir, &be_pod.containers[0].dir] {
+        assert_eq!(f.cg.read_i64(Resource::CfsQuota, d).unwrap(), -1, "{d:?}");
+    }
+}
+
+/// A threshold raised while BE sits at the quota floor gives the CPU back within a few
+/// rounds (at most 10 % of the node a round), and the series says what was applied.
+#[test]
+fn cfs_quota_recovers_after_the_threshold_is_raised() {
+    let mut f = fixture(Version::V1, Some("cfsQuota"), true);
+    let ex = Executor::new(f.cg.clone(), Duration::from_secs(60));
+    let qos = f.cg.qos_dir(KubeQoS::BestEffort);
+    std::fs::write(f.cg.file(Resource::CfsQuota, &qos), MIN_QUOTA.to_string()).unwrap();
+    let slo = json!({"metadata": {"name": "n"}, "spec": {"resourceUsedThresholdWithBE": {
+        "enable": true, "cpuSuppressPolicy": "cfsQuota", "cpuSuppressThresholdPercent": 100}}});
+    f.states.node_slo = Some(Arc::new(serde_json::from_value(slo).unwrap()));
+    let mut mem = Memory::default();
+    let mut quotas = Vec::new();
+    for _ in 0..8 {
+        round(&f.states, &ex, &mut mem);
+        quotas.push(f.cg.read_i64(Resource::CfsQuota, &qos).unwrap());
+    }
+    // S = 4000 − 1500 = 2500 milli → 250000 µs, in steps of 40000 (10 % of 4 CPUs).
+    assert_eq!(
+        quotas,
+        [42000, 82000, 122000, 162000, 202000, 242000, 250000, 250000]
+    );
+    assert_eq!(mem.applied_cores, Some(2.5), "the quota applied, in cores");
+}
+
+/// koord's `cpuIdle` policy: besteffort runs as SCHED_IDLE while it is on; switched off,
+/// the level leaves idle and gets the kubelet's 2 shares back (the kernel resets them).
+#[test]
+fn cpu_idle_policy_sets_and_restores_the_besteffort_level() {
+    let f = fixture(Version::V1, Some("cpuIdle"), true);
+    let qos = f.cg.qos_dir(KubeQoS::BestEffort);
+    let dir = f.cg.dir_path(Resource::CpuIdle.subsystem(), &qos);
+    std::fs::write(dir.join("cpu.idle"), "0").unwrap();
+    std::fs::write(dir.join("cpu.shares"), "2").unwrap();
+    let ex = Executor::new(f.cg.clone(), Duration::from_secs(60));
+    let mut mem = Memory::default();
+    round(&f.states, &ex, &mut mem);
+    assert_eq!(read(&dir.join("cpu.idle")), "1");
+    assert_eq!(
+        mem.applied_cores,
+        Some(2.0),
+        "the cpuset policy's count still applies"
+    );
+    std::fs::write(dir.join("cpu.shares"), "1024").unwrap();
+    let slo = json!({"metadata": {"name": "n"}, "spec": {"resourceUsedThresholdWithBE": {
+        "enable": true, "cpuSuppressPolicy": "cpuset"}}});
+    let states = States {
+        node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
+        slo_view: Default::default(),
+        ..f.states.clone()
+    };
+    round(&states, &ex, &mut mem);
+    assert_eq!(read(&dir.join("cpu.idle")), "0");
+    assert_eq!(read(&dir.join("cpu.shares")), "2");
+}

@@ -244,6 +244,15 @@ impl Executor {
         }
     }
 
+    /// Drops what the cache knows of `u`'s file: the kernel changed it behind the
+    /// executor's back (leaving `cpu.idle` resets `cpu.shares`), so the next update reads it.
+    pub fn forget(&self, u: &Update) {
+        let mut cache = self.lock();
+        cache.set_key(u);
+        let Cache { entries, key } = &mut *cache;
+        entries.remove(key.as_str());
+    }
+
     /// Writes one value unless it is already there.
     pub fn update(&self, u: &Update) -> Result<Outcome, ExecError> {
         if u.dir.as_str().split('/').any(|c| c == ".." || c == ".") {
@@ -394,13 +403,13 @@ impl Executor {
     }
 
     /// `levels[0]` is the top (QoS dir), then pods, then containers: relax top-down, then
-    /// write the exact values bottom-up.
+    /// write the exact values bottom-up. A relaxed value that is the exact one (a quota
+    /// lifted to -1) is written in the top-down pass, so children written after it never
+    /// exceed their parent.
     pub fn leveled(&self, levels: &[Vec<Update>]) -> Vec<Result<Outcome, ExecError>> {
         for level in levels {
             for u in level {
-                if let Some(v) = self.relaxed(u)
-                    && v != normalize(u.resource, &u.value)
-                {
+                if let Some(v) = self.relaxed(u) {
                     let _ = self.update(&Update {
                         value: v,
                         ..u.clone()

@@ -15,6 +15,7 @@ pub mod cpusuppress;
 pub mod evictor;
 pub mod executor;
 pub mod hookreconcile;
+pub mod kubeqos;
 pub mod memoryevict;
 pub mod oomscoreadj;
 pub mod pick;

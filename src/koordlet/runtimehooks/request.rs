@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 
 use crate::api::extension::keys::ANNOTATION_EXTENDED_RESOURCE_SPEC;
+use crate::api::extension::qos::kube_qos_of_cgroup_parent;
 use crate::kernel::hookproto::{
     ContainerResourceHookRequest, PodSandboxHookRequest, PodSandboxMetadata,
 };
@@ -42,13 +43,22 @@ fn overlay(known: &mut Option<BTreeMap<String, String>>, from: &HashMap<String, 
 
 /// The pod with the request's meta, labels and annotations over the informer's copy (a
 /// runtime's sandbox labels are the pod's plus its own; a key only the informer has stays).
+/// Its Kubernetes QoS is where the kubelet put it (the request's cgroup parent), as
+/// Koordinator's hooks read it; a pod neither the request's parent nor the informer
+/// places is Guaranteed (Koordinator's `GetKubeQoSByCgroupParent("")`), never BestEffort
+/// for want of a spec.
 fn with_meta(
     meta: &PodSandboxMetadata,
     labels: &HashMap<String, String>,
     annotations: &HashMap<String, String>,
+    cgroup_parent: &str,
     known: Option<&Pod>,
 ) -> Pod {
     let mut pod = known.cloned().unwrap_or_default();
+    if !cgroup_parent.is_empty() || known.is_none() {
+        let kube = kube_qos_of_cgroup_parent(cgroup_parent);
+        pod.status.get_or_insert_with(Default::default).qos_class = Some(kube.name().to_string());
+    }
     let m = &mut pod.metadata;
     let set = |slot: &mut Option<String>, v: &str| {
         if !v.is_empty() {
@@ -66,7 +76,13 @@ fn with_meta(
 /// The pod a sandbox hook (GroupIdentity) decides for.
 pub fn sandbox_pod(req: &PodSandboxHookRequest, known: Option<&Pod>) -> Option<Pod> {
     let meta = req.pod_meta.as_ref()?;
-    Some(with_meta(meta, &req.labels, &req.annotations, known))
+    Some(with_meta(
+        meta,
+        &req.labels,
+        &req.annotations,
+        &req.cgroup_parent,
+        known,
+    ))
 }
 
 /// The pod a container hook decides for, with the container's batch resources from
@@ -75,7 +91,8 @@ pub fn sandbox_pod(req: &PodSandboxHookRequest, known: Option<&Pod>) -> Option<P
 pub fn container_pod(req: &ContainerResourceHookRequest, known: Option<&Pod>) -> Option<Pod> {
     let meta = req.pod_meta.as_ref()?;
     let name = req.container_meta.as_ref()?.name.as_str();
-    let mut pod = with_meta(meta, &req.pod_labels, &req.pod_annotations, known);
+    let parent = &req.pod_cgroup_parent;
+    let mut pod = with_meta(meta, &req.pod_labels, &req.pod_annotations, parent, known);
     let spec: Option<ContainerSpec> = req
         .pod_annotations
         .get(ANNOTATION_EXTENDED_RESOURCE_SPEC)
@@ -107,7 +124,7 @@ pub fn container_pod(req: &ContainerResourceHookRequest, known: Option<&Pod>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::extension::qos::{QoSClass, pod_qos_class_with_default};
+    use crate::api::extension::qos::{KubeQoS, QoSClass, kube_qos, pod_hook_qos_class};
     use crate::kernel::hookproto::ContainerMetadata;
 
     fn request(annotations: &[(&str, &str)]) -> ContainerResourceHookRequest {
@@ -137,7 +154,7 @@ mod tests {
         let pod =
             container_pod(&request(&[(ANNOTATION_EXTENDED_RESOURCE_SPEC, spec)]), None).unwrap();
         assert_eq!(pod.metadata.uid.as_deref(), Some("u1"));
-        assert_eq!(pod_qos_class_with_default(&pod), QoSClass::Be);
+        assert_eq!(pod_hook_qos_class(&pod), QoSClass::Be);
         let c = &pod.spec.as_ref().unwrap().containers[0];
         let r = c.resources.as_ref().unwrap();
         assert_eq!(c.name, "main");
@@ -148,6 +165,28 @@ mod tests {
         assert_eq!(
             r.requests.as_ref().unwrap()["kubernetes.io/batch-memory"],
             Quantity("1Gi".into())
+        );
+    }
+
+    #[test]
+    fn an_unknown_pod_takes_its_kube_qos_from_the_cgroup_parent() {
+        let mut req = request(&[]);
+        req.pod_labels.clear();
+        req.pod_cgroup_parent = "/kubepods/burstable/podu1".into();
+        let pod = container_pod(&req, None).unwrap();
+        assert_eq!(kube_qos(&pod), KubeQoS::Burstable);
+        assert_eq!(pod_hook_qos_class(&pod), QoSClass::None);
+        req.pod_cgroup_parent.clear();
+        let pod = container_pod(&req, None).unwrap();
+        assert_eq!(
+            kube_qos(&pod),
+            KubeQoS::Guaranteed,
+            "no spec and no parent is not BestEffort"
+        );
+        req.pod_cgroup_parent = "/kubepods/besteffort/podu1".into();
+        assert_eq!(
+            kube_qos(&container_pod(&req, None).unwrap()),
+            KubeQoS::BestEffort
         );
     }
 

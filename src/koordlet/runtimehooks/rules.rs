@@ -10,7 +10,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::api::extension::qos::{KubeQoS, QoSClass, pod_qos_class_with_default};
+use crate::api::extension::qos::{KubeQoS, QoSClass, kube_qos, pod_hook_qos_class, pod_qos_class};
 use crate::api::extension::resourcestatus::pinned_cpus as pinned;
 use crate::api::slo::nodeslo::{ResourceQOS, ResourceQOSStrategy};
 use crate::koordlet::informer::States;
@@ -90,13 +90,15 @@ impl Rules {
         self.cpuset && self.unset_cpu_quota && !pinned(pod).is_empty()
     }
 
-    /// BatchResource: a BE container's cpu.shares, CFS quota and memory limit.
+    /// BatchResource: a BE container's cpu.shares, CFS quota and memory limit. BE is the
+    /// label's (or the batch priority band's, `pod_hook_qos_class`): an unlabeled pod keeps
+    /// the kubelet's values.
     pub fn batch(pod: &Pod, container: &str, states: &States, out: &mut ContainerValues) {
         let spec = pod
             .spec
             .as_ref()
             .and_then(|s| s.containers.iter().find(|c| c.name == container));
-        let Some(c) = spec.filter(|_| pod_qos_class_with_default(pod) == QoSClass::Be) else {
+        let Some(c) = spec.filter(|_| pod_hook_qos_class(pod) == QoSClass::Be) else {
             return;
         };
         let ratio = normalization_ratio(states.node.as_deref());
@@ -152,25 +154,63 @@ impl Rules {
         }
     }
 
+    /// The pod cgroup's `cpu.bvt_warp_ns` as Koordinator's GroupIdentity hook picks it: the
+    /// label's class (LSE, LSR, LS, BE); any other pod by its Kubernetes QoS — BestEffort
+    /// as BE, Burstable as LS, Guaranteed as LSR where LSR's cpuQOS is on, else as LS
+    /// where LS's is, else 0.
+    pub fn pod_bvt(&self, pod: &Pod, states: &States) -> Option<i64> {
+        fn lsr(q: &ResourceQOSStrategy) -> &Option<ResourceQOS> {
+            &q.lsr_class
+        }
+        fn ls(q: &ResourceQOSStrategy) -> &Option<ResourceQOS> {
+            &q.ls_class
+        }
+        match pod_qos_class(pod) {
+            c @ (QoSClass::Lse | QoSClass::Lsr | QoSClass::Ls | QoSClass::Be) => {
+                self.bvt(c, states)
+            }
+            _ => match kube_qos(pod) {
+                KubeQoS::BestEffort => self.bvt(QoSClass::Be, states),
+                KubeQoS::Burstable => self.bvt(QoSClass::Ls, states),
+                KubeQoS::Guaranteed if self.class_on(states, lsr) => self.class_bvt(states, lsr),
+                KubeQoS::Guaranteed if self.class_on(states, ls) => self.class_bvt(states, ls),
+                KubeQoS::Guaranteed => {
+                    (self.group_identity && states.node_slo.is_some()).then_some(0)
+                }
+            },
+        }
+    }
+
+    /// A class's cpuQOS is on under the groupIdentity policy.
+    fn class_on(
+        &self,
+        states: &States,
+        class: impl Fn(&ResourceQOSStrategy) -> &Option<ResourceQOS>,
+    ) -> bool {
+        let q = &states.slo().resource_qos;
+        let policy = q.policies.as_ref().and_then(|p| p.cpu_policy.as_deref());
+        let on = matches!(policy, None | Some("") | Some("groupIdentity"));
+        let cfg = class(q).as_ref().and_then(|c| c.cpu_qos.as_ref());
+        on && cfg.is_some_and(|c| c.enable == Some(true))
+    }
+
     /// A class's `groupIdentity` where its cpuQOS is on under the groupIdentity policy,
     /// else 0; `None` without the gate or a NodeSLO.
     fn class_bvt(
         &self,
         states: &States,
-        class: impl Fn(&ResourceQOSStrategy) -> &Option<ResourceQOS>,
+        class: impl Fn(&ResourceQOSStrategy) -> &Option<ResourceQOS> + Copy,
     ) -> Option<i64> {
         if !self.group_identity {
             return None;
         }
         states.node_slo.as_ref()?;
-        let q = &states.slo().resource_qos;
-        let policy = q.policies.as_ref().and_then(|p| p.cpu_policy.as_deref());
-        let on = matches!(policy, None | Some("") | Some("groupIdentity"));
-        let cfg = class(q).as_ref().and_then(|c| c.cpu_qos.as_ref());
-        match cfg {
-            Some(c) if on && c.enable == Some(true) => Some(c.cpu_qos.group_identity.unwrap_or(0)),
-            _ => Some(0),
+        if !self.class_on(states, class) {
+            return Some(0);
         }
+        let cfg = class(&states.slo().resource_qos).as_ref();
+        let cpu = cfg.and_then(|c| c.cpu_qos.as_ref());
+        Some(cpu.and_then(|c| c.cpu_qos.group_identity).unwrap_or(0))
     }
 }
 
@@ -292,6 +332,90 @@ mod tests {
             off.container(&be, "c", &s, &online),
             ContainerValues::default()
         );
+    }
+
+    #[test]
+    fn an_unlabeled_pod_keeps_the_kubelets_values_at_its_first_hook() {
+        use crate::kernel::hookproto::{
+            ContainerMetadata, ContainerResourceHookRequest, PodSandboxMetadata,
+        };
+        // A Burstable pod (900m / 1 CPU) the informer has not seen yet: the hook request
+        // carries its meta and cgroup parent only.
+        let req = ContainerResourceHookRequest {
+            pod_meta: Some(PodSandboxMetadata {
+                name: "web".into(),
+                namespace: "d".into(),
+                uid: "u-web".into(),
+                attempt: 0,
+            }),
+            container_meta: Some(ContainerMetadata {
+                name: "c".into(),
+                ..Default::default()
+            }),
+            pod_cgroup_parent: "/kubepods/burstable/podu-web".into(),
+            ..Default::default()
+        };
+        let pod = super::super::request::container_pod(&req, None).unwrap();
+        let s = states(vec![]);
+        let online = NodeCpus::online(&[0, 1]);
+        let v = ALL.container(&pod, "c", &s, &online);
+        assert_eq!(
+            (v.cpu_shares, v.cfs_quota, v.memory_limit),
+            (None, None, None),
+            "not BE: no batch values (was cpu.shares 2)"
+        );
+        assert_eq!(
+            v.cpuset.as_deref(),
+            Some("0-1"),
+            "the share pool, not BestEffort's empty set"
+        );
+        // The same pod in the koord-batch band is BE once the informer knows its priority.
+        let mut known = pod.clone();
+        known.spec.as_mut().unwrap().priority = Some(5500);
+        let v = ALL.container(&known, "c", &s, &online);
+        assert_eq!(v.cpu_shares, Some(2), "BE without batch requests");
+    }
+
+    #[test]
+    fn pod_bvt_follows_the_label_then_the_kube_qos() {
+        let slo: crate::api::slo::NodeSLO =
+            serde_json::from_value(json!({"metadata": {"name": "n"},
+            "spec": {"resourceQOSStrategy": {
+                "lsClass": {"cpuQOS": {"enable": true, "groupIdentity": 2}},
+                "beClass": {"cpuQOS": {"enable": true, "groupIdentity": -1}},
+                "lsrClass": {"cpuQOS": {"enable": false, "groupIdentity": 2}}}}}))
+            .unwrap();
+        let s = States {
+            node_slo: Some(Arc::new(slo)),
+            ..Default::default()
+        };
+        let with = |labels: serde_json::Value, qos: &str| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "p", "labels": labels},
+                "status": {"qosClass": qos}}))
+            .unwrap()
+        };
+        let cases = [
+            (
+                json!({"koordinator.sh/qosClass": "BE"}),
+                "Guaranteed",
+                Some(-1),
+            ),
+            (json!({}), "BestEffort", Some(-1)),
+            (json!({}), "Burstable", Some(2)),
+            (json!({}), "Guaranteed", Some(2)),
+            (
+                json!({"koordinator.sh/qosClass": "SYSTEM"}),
+                "Burstable",
+                Some(2),
+            ),
+        ];
+        for (labels, qos, want) in cases {
+            assert_eq!(
+                ALL.pod_bvt(&with(labels.clone(), qos), &s),
+                want,
+                "{labels} {qos}"
+            );
+        }
     }
 
     #[test]

@@ -10,7 +10,6 @@ use tonic::{Request, Response, Status};
 use super::cpuset::CpusetRule;
 use super::request;
 use super::rules::{ContainerValues, NodeCpus, Rules};
-use crate::api::extension::qos::pod_qos_class_with_default;
 use crate::kernel::Shutdown;
 use crate::kernel::hookproto::runtime_hook_service_server::{
     RuntimeHookService, RuntimeHookServiceServer,
@@ -248,7 +247,7 @@ impl Hooks {
         let Some((states, pod, dir)) = self.sandbox(req) else {
             return Ok(());
         };
-        let Some(bvt) = self.rules.bvt(pod_qos_class_with_default(&pod), &states) else {
+        let Some(bvt) = self.rules.pod_bvt(&pod, &states) else {
             return Ok(());
         };
         let file = self.cgroups.file(Resource::BvtWarpNs, &dir);
