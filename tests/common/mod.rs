@@ -334,6 +334,21 @@ impl TestApi {
     }
 }
 
+/// A client of the embedded API server `koord` serves, once it has written `kubeconfig`
+/// (30 s at most; the failure prints koord's log).
+#[allow(dead_code)]
+pub async fn embedded_client(koord: &Koord, kubeconfig: &Path) -> kube::Client {
+    assert!(
+        eventually(Duration::from_secs(30), || async { kubeconfig.exists() }).await,
+        "{}",
+        koord.logs()
+    );
+    koord::kernel::cluster::from_kubeconfig(kubeconfig)
+        .await
+        .unwrap()
+        .client
+}
+
 /// Polls an async condition until it holds or `timeout` passes.
 pub async fn eventually<F, Fut>(timeout: Duration, mut f: F) -> bool
 where

@@ -135,15 +135,7 @@ async fn half_gpu_pods_share_a_gpu_and_get_its_env() {
         dir.path(),
     );
     let kc = data.join("kubeconfig");
-    assert!(
-        eventually(Duration::from_secs(30), || async { kc.exists() }).await,
-        "{}",
-        koord.logs()
-    );
-    let client = koord::kernel::cluster::from_kubeconfig(&kc)
-        .await
-        .unwrap()
-        .client;
+    let client = common::embedded_client(&koord, &kc).await;
 
     // The koordlet's Device, then the manager's node resources and labels.
     let devices: Api<Device> = Api::all(client.clone());

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod colocation_qos;
 mod devices_embedded;
 mod embedded;
 mod fulldisk;

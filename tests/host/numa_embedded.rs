@@ -115,15 +115,7 @@ async fn an_lsr_pod_is_pinned_to_the_cpus_the_scheduler_gave_it() {
         dir.path(),
     );
     let kc = dir.path().join("kubeconfig");
-    assert!(
-        eventually(Duration::from_secs(30), || async { kc.exists() }).await,
-        "{}",
-        koord.logs()
-    );
-    let client = koord::kernel::cluster::from_kubeconfig(&kc)
-        .await
-        .unwrap()
-        .client;
+    let client = common::embedded_client(&koord, &kc).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pp = PostParams::default();
     let created = eventually(Duration::from_secs(30), || async {

@@ -104,6 +104,21 @@ pub fn pod_priority_class(pod: &Pod) -> PriorityClass {
         .unwrap_or(PriorityClass::None)
 }
 
+/// The class Koordinator's runtime hooks and their reconcilers act on (`GetQoSClassByAttrs`):
+/// the `koordinator.sh/qosClass` label; without one, a pod in the koord-batch or koord-free
+/// priority band (`koordinator.sh/priority-class`, else `spec.priority`) counts as BE. Any
+/// other pod has no class here: an ordinary pod is never given BE's batch values, whatever
+/// its Kubernetes QoS.
+pub fn pod_hook_qos_class(pod: &Pod) -> QoSClass {
+    match super::qos::pod_qos_class(pod) {
+        QoSClass::None => match pod_priority_class(pod) {
+            PriorityClass::Batch | PriorityClass::Free => QoSClass::Be,
+            _ => QoSClass::None,
+        },
+        c => c,
+    }
+}
+
 /// The class with Koordinator's default: when the pod states none, it follows its QoS.
 pub fn pod_priority_class_with_default(pod: &Pod) -> PriorityClass {
     match pod_priority_class(pod) {
@@ -115,6 +130,42 @@ pub fn pod_priority_class_with_default(pod: &Pod) -> PriorityClass {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pod(json: serde_json::Value) -> Pod {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn hooks_classify_by_label_then_priority_band() {
+        let plain = pod(serde_json::json!({"spec": {"containers": [{"name": "a",
+            "resources": {"requests": {"cpu": "900m"}, "limits": {"cpu": "1"}}}]}}));
+        assert_eq!(pod_hook_qos_class(&plain), QoSClass::None);
+        let besteffort = pod(serde_json::json!({"spec": {"containers": [{"name": "a"}]}}));
+        assert_eq!(
+            pod_hook_qos_class(&besteffort),
+            QoSClass::None,
+            "Kubernetes BestEffort without a label is not Koordinator's BE"
+        );
+        let labelled = pod(
+            serde_json::json!({"metadata": {"labels": {"koordinator.sh/qosClass": "LS"}},
+            "spec": {"priority": 5500, "containers": [{"name": "a"}]}}),
+        );
+        assert_eq!(
+            pod_hook_qos_class(&labelled),
+            QoSClass::Ls,
+            "the label wins"
+        );
+        let batch =
+            pod(serde_json::json!({"spec": {"priority": 5500, "containers": [{"name": "a"}]}}));
+        assert_eq!(pod_hook_qos_class(&batch), QoSClass::Be);
+        let free = pod(
+            serde_json::json!({"metadata": {"labels": {"koordinator.sh/priority-class": "koord-free"}}}),
+        );
+        assert_eq!(pod_hook_qos_class(&free), QoSClass::Be);
+        let prod =
+            pod(serde_json::json!({"spec": {"priority": 9500, "containers": [{"name": "a"}]}}));
+        assert_eq!(pod_hook_qos_class(&prod), QoSClass::None);
+    }
 
     #[test]
     fn value_ranges() {

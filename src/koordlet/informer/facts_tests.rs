@@ -1,9 +1,8 @@
 //! The facts a `PodMeta` takes once match what the pod object says.
 
 use super::*;
-use crate::api::extension::qos::{
-    kube_qos, pod_hook_qos_class, pod_qos_class, pod_qos_class_with_default,
-};
+use crate::api::extension::priority::pod_hook_qos_class;
+use crate::api::extension::qos::{kube_qos, pod_qos_class, pod_qos_class_with_default};
 use crate::os::cgroup::{Driver, Version};
 
 fn meta(pod: serde_json::Value) -> PodMeta {

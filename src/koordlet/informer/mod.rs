@@ -60,7 +60,7 @@ impl PodFacts {
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
         PodFacts {
             qos: pod_qos_class(pod),
-            hook_qos: crate::api::extension::qos::pod_hook_qos_class(pod),
+            hook_qos: crate::api::extension::priority::pod_hook_qos_class(pod),
             kube_qos: kube_qos(pod),
             live: matches!(phase, None | Some("Pending") | Some("Running")),
             cpu_request_milli: crate::api::pod::pod_requests(pod)

@@ -265,10 +265,11 @@ impl CoreSched {
     /// `cpu.idle` on the kube QoS cgroups (`kubeqos`: besteffort also under cpusuppress's
     /// `cpuIdle` policy; a level leaving idle gets the kubelet's weight back).
     fn cpu_idle(&self, states: &States) -> Vec<Result<Outcome, ExecError>> {
+        let rule = Rule::new(&states.slo().resource_qos);
         [KubeQoS::Guaranteed, KubeQoS::Burstable, KubeQoS::BestEffort]
             .into_iter()
             .flat_map(|k| {
-                let idle = super::kubeqos::wants_idle(states, k, true);
+                let idle = super::kubeqos::wants_idle(states, k, rule.cpu_idle(k));
                 super::kubeqos::set_idle(&self.ex, states, k, idle)
             })
             .collect()

@@ -425,7 +425,9 @@ pub fn pass(
     policy: NodePolicy,
 ) -> Vec<Change> {
     let mut out = suppress(states, usage, topo, ex, mem, policy);
-    let idle = kubeqos::wants_idle(states, KubeQoS::BestEffort, policy.core_sched);
+    let by_core_sched = policy.core_sched
+        && super::coresched::Rule::new(&states.slo().resource_qos).cpu_idle(KubeQoS::BestEffort);
+    let idle = kubeqos::wants_idle(states, KubeQoS::BestEffort, by_core_sched);
     collect(
         kubeqos::set_idle(ex, states, KubeQoS::BestEffort, idle),
         &mut out,

@@ -5,7 +5,6 @@
 //! kernel resets a group's weight to 1024 when `cpu.idle` goes back to 0, which left BE
 //! competing with LS at equal weight until the kubelet's next minute.
 
-use super::coresched::Rule;
 use super::executor::{ExecError, Executor, Outcome, Update};
 use crate::api::extension::qos::KubeQoS;
 use crate::api::kubeletqos::qos_cpu_shares;
@@ -23,10 +22,9 @@ pub fn suppress_by_idle(states: &States) -> bool {
     s.enable == Some(true) && s.cpu_suppress_policy.as_deref() == Some(CPU_IDLE_POLICY)
 }
 
-/// Whether a kube QoS level should run as `cpu.idle`: CoreSched's rule where its gate is
-/// on, and besteffort also under cpusuppress's `cpuIdle` policy.
-pub fn wants_idle(states: &States, kube: KubeQoS, core_sched: bool) -> bool {
-    let by_core_sched = core_sched && Rule::new(&states.slo().resource_qos).cpu_idle(kube);
+/// Whether a kube QoS level should run as `cpu.idle`: what CoreSched's rule says (`false`
+/// where its gate is off), and besteffort also under cpusuppress's `cpuIdle` policy.
+pub fn wants_idle(states: &States, kube: KubeQoS, by_core_sched: bool) -> bool {
     by_core_sched || (kube == KubeQoS::BestEffort && suppress_by_idle(states))
 }
 
@@ -94,6 +92,10 @@ mod tests {
             "enable": true, "cpuSuppressPolicy": "cpuIdle"}}}),
         );
         assert!(wants_idle(&on, KubeQoS::BestEffort, false));
+        assert!(
+            wants_idle(&on, KubeQoS::Burstable, true),
+            "CoreSched's rule says so"
+        );
         assert!(!wants_idle(&on, KubeQoS::Burstable, false));
         let _ = set_idle(&ex, &on, KubeQoS::BestEffort, true);
         assert_eq!(cg.read_i64(Resource::CpuIdle, &be).unwrap(), 1);
@@ -101,7 +103,7 @@ mod tests {
         let _ = ex.update(&Update::new(Resource::CpuShares, be.clone(), "2"));
         std::fs::write(dir.join("cpu.shares"), "1024").unwrap();
         let off = states(json!({"metadata": {"name": "n"}, "spec": {}}));
-        assert!(!wants_idle(&off, KubeQoS::BestEffort, true));
+        assert!(!wants_idle(&off, KubeQoS::BestEffort, false));
         let _ = set_idle(&ex, &off, KubeQoS::BestEffort, false);
         assert_eq!(cg.read_i64(Resource::CpuIdle, &be).unwrap(), 0);
         assert_eq!(

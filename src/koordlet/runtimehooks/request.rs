@@ -124,7 +124,8 @@ pub fn container_pod(req: &ContainerResourceHookRequest, known: Option<&Pod>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::extension::qos::{KubeQoS, QoSClass, kube_qos, pod_hook_qos_class};
+    use crate::api::extension::priority::pod_hook_qos_class;
+    use crate::api::extension::qos::{KubeQoS, QoSClass, kube_qos};
     use crate::kernel::hookproto::ContainerMetadata;
 
     fn request(annotations: &[(&str, &str)]) -> ContainerResourceHookRequest {

@@ -10,7 +10,8 @@
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::api::extension::qos::{KubeQoS, QoSClass, kube_qos, pod_hook_qos_class, pod_qos_class};
+use crate::api::extension::priority::pod_hook_qos_class;
+use crate::api::extension::qos::{KubeQoS, QoSClass, kube_qos, pod_qos_class};
 use crate::api::extension::resourcestatus::pinned_cpus as pinned;
 use crate::api::slo::nodeslo::{ResourceQOS, ResourceQOSStrategy};
 use crate::koordlet::informer::States;
@@ -376,8 +377,8 @@ mod tests {
         assert_eq!(v.cpu_shares, Some(2), "BE without batch requests");
     }
 
-    #[test]
-    fn pod_bvt_follows_the_label_then_the_kube_qos() {
+    /// A NodeSLO with LS (2) and BE (-1) group identity on, LSR's cpuQOS off.
+    fn group_identity_states() -> States {
         let slo: crate::api::slo::NodeSLO =
             serde_json::from_value(json!({"metadata": {"name": "n"},
             "spec": {"resourceQOSStrategy": {
@@ -385,10 +386,15 @@ mod tests {
                 "beClass": {"cpuQOS": {"enable": true, "groupIdentity": -1}},
                 "lsrClass": {"cpuQOS": {"enable": false, "groupIdentity": 2}}}}}))
             .unwrap();
-        let s = States {
+        States {
             node_slo: Some(Arc::new(slo)),
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn pod_bvt_follows_the_label_then_the_kube_qos() {
+        let s = group_identity_states();
         let with = |labels: serde_json::Value, qos: &str| -> Pod {
             serde_json::from_value(json!({"metadata": {"name": "p", "labels": labels},
                 "status": {"qosClass": qos}}))
@@ -461,17 +467,7 @@ mod tests {
 
     #[test]
     fn bvt_follows_the_nodeslo_and_resets_where_cpu_qos_is_off() {
-        let slo: crate::api::slo::NodeSLO =
-            serde_json::from_value(json!({"metadata": {"name": "n"},
-            "spec": {"resourceQOSStrategy": {
-                "lsClass": {"cpuQOS": {"enable": true, "groupIdentity": 2}},
-                "beClass": {"cpuQOS": {"enable": true, "groupIdentity": -1}},
-                "lsrClass": {"cpuQOS": {"enable": false, "groupIdentity": 2}}}}}))
-            .unwrap();
-        let s = States {
-            node_slo: Some(Arc::new(slo)),
-            ..Default::default()
-        };
+        let s = group_identity_states();
         assert_eq!(ALL.bvt(QoSClass::Ls, &s), Some(2));
         assert_eq!(ALL.bvt(QoSClass::Be, &s), Some(-1));
         assert_eq!(
