@@ -44,6 +44,10 @@ const NS: &str = "default";
 const BURNERS: usize = 3;
 
 fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("colocation: bench");
+        return;
+    }
     match std::env::var("COLOCATION_WORKER").as_deref() {
         Ok("probe") => return probe(),
         Ok("burn") => return burn(),

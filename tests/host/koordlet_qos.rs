@@ -90,3 +90,67 @@ async fn be_burner_follows_the_suppress_quota() {
         "restored {restored:.2} cores (suppressed {suppressed:.2})"
     );
 }
+
+/// cgroup v1 refuses a parent quota below a child's (EINVAL). cpusuppress's cfsQuota round
+/// lifts the BE pod's and container's own quotas (400000 µs from their batch-cpu limits)
+/// before lowering the besteffort level, so the level is in force in the same round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cfs_quota_policy_lowers_the_level_after_its_children() {
+    use koord::koordlet::informer::{PodMeta, States};
+    use koord::koordlet::qos::cpusuppress::{Memory, NodePolicy, Usage, pass};
+    use std::sync::Arc;
+    let _cpu = common::cpu_exclusive();
+    if !burner::can_run() {
+        eprintln!("skipping: needs root and a cgroup hierarchy at /sys/fs/cgroup");
+        return;
+    }
+    let cgroups = burner::cgroups("order");
+    let uid = "99999999-2222-3333-4444-666666666666";
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "be", "namespace": "d", "uid": uid,
+                     "labels": {"koordinator.sh/qosClass": "BE"}},
+        "spec": {"containers": [{"name": "c"}]},
+        "status": {"phase": "Running", "qosClass": "BestEffort", "containerStatuses": [{
+            "name": "c", "containerID": "containerd://koordtestorder", "image": "x",
+            "imageID": "", "ready": true, "restartCount": 0}]}}))
+    .unwrap();
+    let meta = PodMeta::new(pod, &cgroups).unwrap();
+    let container = meta.containers[0].dir.clone();
+    let child = burner::start(&cgroups, &container);
+    for d in [&meta.dir, &container] {
+        cgroups.write(Resource::CfsQuota, d, "400000").unwrap();
+    }
+    let slo = serde_json::json!({"metadata": {"name": "n"}, "spec": {"resourceUsedThresholdWithBE": {
+        "enable": true, "cpuSuppressThresholdPercent": 65, "cpuSuppressPolicy": "cfsQuota"}}});
+    let node = serde_json::json!({"metadata": {"name": "n"},
+        "status": {"capacity": {"cpu": "2"}, "allocatable": {"cpu": "2"}}});
+    let states = States {
+        node: Some(Arc::new(serde_json::from_value(node).unwrap())),
+        pods: Arc::new(vec![meta.clone()]),
+        node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
+        ..Default::default()
+    };
+    // 1 core of system use, BE idle: S = 2000 × 65 % − 1000 = 300 milli → 30000 µs.
+    let usage = Usage {
+        node: Some(1000),
+        pods: [(uid.to_string(), 0)].into(),
+        host_apps: Default::default(),
+    };
+    let ex = Executor::new(cgroups.clone(), Duration::from_secs(60));
+    pass(
+        &states,
+        &usage,
+        &[],
+        &ex,
+        &mut Memory::default(),
+        NodePolicy::default(),
+    );
+    let quota = |d| cgroups.read_i64(Resource::CfsQuota, d).unwrap();
+    let got = (
+        quota(&cgroups.qos_dir(KubeQoS::BestEffort)),
+        quota(&meta.dir),
+        quota(&container),
+    );
+    burner::stop(&cgroups, child, &container).await;
+    assert_eq!(got, (30_000, -1, -1), "level, pod, container");
+}

@@ -47,7 +47,7 @@ pub struct ResourceThresholdStrategy {
     pub enable: Option<bool>,
     pub cpu_suppress_threshold_percent: Option<i64>,
     pub cpu_suppress_min_percent: Option<i64>,
-    /// `cpuset` (default) or `cfsQuota`.
+    /// `cpuset` (default), `cfsQuota`, or koord's `cpuIdle` (besteffort runs as `cpu.idle`).
     pub cpu_suppress_policy: Option<String>,
     pub memory_evict_threshold_percent: Option<i64>,
     pub memory_evict_lower_percent: Option<i64>,
