@@ -264,8 +264,7 @@ impl CoreSched {
 
     /// `cpu.idle` on the kube QoS cgroups (`kubeqos`: besteffort also under cpusuppress's
     /// `cpuIdle` policy; a level leaving idle gets the kubelet's weight back).
-    fn cpu_idle(&self, states: &States) -> Vec<Result<Outcome, ExecError>> {
-        let rule = Rule::new(&states.slo().resource_qos);
+    fn cpu_idle(&self, states: &States, rule: &Rule) -> Vec<Result<Outcome, ExecError>> {
         [KubeQoS::Guaranteed, KubeQoS::Burstable, KubeQoS::BestEffort]
             .into_iter()
             .flat_map(|k| {
@@ -279,7 +278,7 @@ impl CoreSched {
     /// cgroup writes' outcomes and the cookie changes as (pod, message).
     pub fn round(&mut self, states: &States) -> (Vec<Result<Outcome, ExecError>>, Changes) {
         let rule = Rule::new(&states.slo().resource_qos);
-        let idle = self.cpu_idle(states);
+        let idle = self.cpu_idle(states, &rule);
         if rule.enabled() && !self.probed {
             self.probed = true;
             self.unsupported = crate::os::coresched::enable(&self.proc_root).err();

@@ -179,7 +179,7 @@ fn cpu_idle_goes_on_the_kube_qos_cgroups_that_have_it() {
         node_slo: Some(Arc::new(serde_json::from_value(slo).unwrap())),
         ..Default::default()
     };
-    s.cpu_idle(&states);
+    s.cpu_idle(&states, &Rule::new(&states.slo().resource_qos));
     use crate::os::Resource;
     let read = |k| std::fs::read_to_string(cg.file(Resource::CpuIdle, &cg.qos_dir(k))).unwrap();
     assert_eq!(read(KubeQoS::BestEffort).trim(), "1");

@@ -17,18 +17,17 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::executor::{Change, Outcome, Update};
+use super::executor::Change;
 use crate::api::cpuset;
 use crate::api::extension::nodereservation::NodeReservation;
 use crate::api::extension::qos::{
     KubeQoS, QoSClass, kube_qos, pod_qos_class, pod_qos_class_with_default,
 };
-use crate::api::extension::resourcestatus::{pinned_cpus, resource_status};
+use crate::api::extension::resourcestatus::pinned_cpus;
 use crate::api::quantity::q_milli;
 use crate::api::slo::nodeslo::{HostApplicationSpec, ResourceThresholdStrategy};
-use crate::koordlet::informer::PodMeta;
 use crate::koordlet::topology::KubeletCpuState;
-use crate::os::{CgroupDir, Resource};
+use crate::os::Resource;
 use std::sync::Arc;
 
 /// CFS period the quota is expressed against (µs).
@@ -277,115 +276,11 @@ pub fn inputs(states: &States, usage: &Usage, s: &ResourceThresholdStrategy) -> 
     })
 }
 
-/// The besteffort QoS dir, its pods and their containers (those of pods `containers_of`
-/// accepts), top down.
-fn be_dirs_of(
-    states: &States,
-    ex: &Executor,
-    containers_of: impl Fn(&PodMeta) -> bool,
-) -> Vec<Vec<CgroupDir>> {
-    let be_pods: Vec<_> = states
-        .pods
-        .iter()
-        .filter(|p| kube_qos(&p.pod) == KubeQoS::BestEffort)
-        .collect();
-    vec![
-        vec![ex.cgroups().qos_dir(KubeQoS::BestEffort)],
-        be_pods.iter().map(|p| p.dir.clone()).collect(),
-        be_pods
-            .iter()
-            .filter(|p| containers_of(p))
-            .flat_map(|p| p.containers.iter().map(|c| c.dir.clone()))
-            .collect(),
-    ]
-}
-
-fn be_dirs(states: &States, ex: &Executor) -> Vec<Vec<CgroupDir>> {
-    be_dirs_of(states, ex, |_| true)
-}
-
-/// Koordinator's `recoverCPUSetForBECPUManager`: the BE pool on the QoS and pod levels and on
-/// the containers of pods the scheduler bound to no cpuset or NUMA node (those are the
-/// cpuset hook's).
-fn restore_for_be_cpu_manager(ex: &Executor, states: &States, pool: &[u32], out: &mut Vec<Change>) {
-    let unbound = |p: &PodMeta| {
-        resource_status(&p.pod).map_or(true, |s| {
-            s.cpuset.is_empty() && s.numa_node_resources.as_ref().is_none_or(|n| n.is_empty())
-        })
-    };
-    write_cpuset(ex, be_dirs_of(states, ex, unbound), pool, out);
-}
-
-fn apply_cpuset(ex: &Executor, states: &States, cpus: &[u32], out: &mut Vec<Change>) {
-    write_cpuset(ex, be_dirs(states, ex), cpus, out);
-}
-
-/// The suppressed set under the kubelet's static CPU manager (Koordinator's
-/// `applyCPUSetWithStaticPolicy`): the QoS and pod levels keep the BE pool, so the kubelet's
-/// own writes below them stay valid, and only the containers get the suppressed CPUs.
-fn apply_cpuset_static(
-    ex: &Executor,
-    states: &States,
-    pool: &[u32],
-    cpus: &[u32],
-    out: &mut Vec<Change>,
-) {
-    let mut levels = be_dirs(states, ex);
-    let containers = levels.pop().unwrap_or_default();
-    write_cpuset(ex, levels, pool, out);
-    write_cpuset(ex, vec![containers], cpus, out);
-}
-
-fn write_cpuset(ex: &Executor, dirs: Vec<Vec<CgroupDir>>, cpus: &[u32], out: &mut Vec<Change>) {
-    let value = cpuset::format(cpus);
-    let levels: Vec<Vec<Update>> = dirs
-        .into_iter()
-        .map(|l| {
-            l.into_iter()
-                .map(|d| Update::new(Resource::CpusetCpus, d, value.clone()))
-                .collect()
-        })
-        .collect();
-    collect(ex.leveled(&levels), out);
-}
-
-fn collect(results: Vec<Result<Outcome, super::executor::ExecError>>, out: &mut Vec<Change>) {
-    for r in results {
-        match r {
-            Ok(Outcome::Written(c)) => out.push(c),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "cpusuppress write rejected"),
-        }
-    }
-}
-
-fn set_quota(ex: &Executor, quota: i64, out: &mut Vec<Change>) {
-    let dir = ex.cgroups().qos_dir(KubeQoS::BestEffort);
-    collect(
-        vec![ex.update(&Update::new(Resource::CfsQuota, dir, quota.to_string()))],
-        out,
-    );
-}
-
-/// The besteffort quota with every BE pod and container below it unlimited first (the
-/// cfsQuota policy: the QoS level governs): cgroup v1 refuses a parent quota below a
-/// child's (EINVAL), so the children are written before the parent.
-fn set_quota_over_be(ex: &Executor, states: &States, quota: i64, out: &mut Vec<Change>) {
-    let unlimited = |dirs: Vec<CgroupDir>| -> Vec<Update> {
-        dirs.into_iter()
-            .map(|d| Update::new(Resource::CfsQuota, d, "-1"))
-            .collect()
-    };
-    let mut levels: Vec<Vec<Update>> = be_dirs(states, ex).into_iter().map(unlimited).collect();
-    if let Some(top) = levels.first_mut() {
-        *top = vec![Update::new(
-            Resource::CfsQuota,
-            ex.cgroups().qos_dir(KubeQoS::BestEffort),
-            quota.to_string(),
-        )];
-    }
-    collect(ex.leveled(&levels), out);
-}
+mod write;
+use write::{
+    apply_cpuset, apply_cpuset_static, collect, restore_for_be_cpu_manager, set_quota,
+    set_quota_over_be,
+};
 
 /// CPUs BE pods may never use: those pinned by LSE pods, the node's reserved CPUs and its
 /// exclusive system-QoS CPUs (`calcBECPUSet`, and the candidates of `adjustByCPUSet`).
@@ -480,14 +375,10 @@ fn suppress(
             .cgroups()
             .read_i64(Resource::CfsQuota, &dir)
             .unwrap_or(-1);
-        let want = cfs_quota(suppress, current, i.capacity_milli);
-        if let Some(q) = want {
-            set_quota_over_be(ex, states, q, &mut out);
-        }
-        let now = ex
-            .cgroups()
-            .read_i64(Resource::CfsQuota, &dir)
-            .unwrap_or(-1);
+        let now = match cfs_quota(suppress, current, i.capacity_milli) {
+            Some(q) if set_quota_over_be(ex, states, q, &mut out) => q,
+            _ => current,
+        };
         mem.applied_cores = (now > 0).then(|| now as f64 / CFS_PERIOD as f64);
         apply_cpuset(ex, states, &all, &mut out);
         return out;
