@@ -28,6 +28,7 @@ pub struct ClusterColocationProfileSpec {
     pub namespace_selector: Option<LabelSelector>,
     pub selector: Option<LabelSelector>,
     pub probability: Option<IntOrString>,
+    #[serde(default)]
     #[schemars(schema_with = "qos_class_schema")]
     pub qos_class: Option<String>,
     pub priority_class_name: Option<String>,
@@ -39,6 +40,7 @@ pub struct ClusterColocationProfileSpec {
     pub label_suffixes: Option<BTreeMap<String, String>>,
     pub scheduler_name: Option<String>,
     /// A strategic-merge patch applied to the pod; kept verbatim.
+    #[serde(default)]
     #[schemars(schema_with = "crate::api::schema::preserve_unknown_object")]
     pub patch: Option<Value>,
 }

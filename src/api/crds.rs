@@ -25,7 +25,29 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         topology::NodeResourceTopology::crd(),
     ];
     crds.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    for crd in &mut crds {
+        spec_optional(crd);
+    }
     crds
+}
+
+/// kube-derive requires `spec` at the root; Koordinator's CRDs do not (a NodeMetric or
+/// NodeSLO may be created without one, and a real cluster would refuse such a create).
+fn spec_optional(crd: &mut CustomResourceDefinition) {
+    for v in &mut crd.spec.versions {
+        let root = v
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut());
+        if let Some(root) = root
+            && let Some(req) = root.required.as_mut()
+        {
+            req.retain(|r| r != "spec");
+            if req.is_empty() {
+                root.required = None;
+            }
+        }
+    }
 }
 
 fn device_crd() -> CustomResourceDefinition {

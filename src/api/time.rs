@@ -6,3 +6,10 @@ pub fn now() -> String {
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
 }
+
+/// Seconds since the epoch in the same form.
+pub fn format_unix(secs: i64) -> String {
+    k8s_openapi::jiff::Timestamp::from_second(secs)
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default()
+}

@@ -1,4 +1,5 @@
-//! Objects a fresh server starts with: namespaces, priority classes, koord's CRDs; and
+//! Objects a fresh server starts with: namespaces, priority classes, kube's bootstrap RBAC
+//! policy, koord's CRDs; and
 //! serving every stored CRD on start.
 
 use std::sync::Arc;
@@ -107,6 +108,11 @@ pub fn run(store: &Arc<Store>, registry: &Registry) -> Result<(), StoreError> {
             obj,
         )?;
     }
+    super::auth::policy::ensure(store, |resource, obj| {
+        if let Some(info) = registry.get("rbac.authorization.k8s.io", resource) {
+            let _ = prepare_create(&info, obj, store);
+        }
+    })?;
     let crd_key = (
         "apiextensions.k8s.io".to_string(),
         "customresourcedefinitions".to_string(),

@@ -3,6 +3,7 @@
 use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 
+use crate::apiserver::cause::{Cause, quote};
 use crate::apiserver::registry::ResourceInfo;
 use crate::kernel::http::{Body, json as json_response};
 
@@ -79,7 +80,7 @@ impl ApiError {
         let mut err = Self::new(
             422,
             "Invalid",
-            format!("{} \"{name}\" is invalid: {message}", info.kind),
+            format!("{} \"{name}\" is invalid: {message}", qualified_kind(info)),
         );
         err.details = Some(json!({
             "name": name,
@@ -215,6 +216,52 @@ impl From<crate::apiserver::store::StoreError> for ApiError {
 }
 
 /// `{"kind":"Status","status":"Success"}` for deletes of collections and subresources.
+/// `Kind.group` as kube names a kind in an `Invalid` message (`Pod`, `Deployment.apps`).
+pub fn qualified_kind(info: &ResourceInfo) -> String {
+    if info.group.is_empty() {
+        info.kind.clone()
+    } else {
+        format!("{}.{}", info.kind, info.group)
+    }
+}
+
+/// kube's `NewInvalid`: one 422 with a cause per field (`[a, b]` when there are several).
+pub fn invalid_causes(info: &ResourceInfo, name: &str, causes: &[Cause]) -> ApiError {
+    let list: Vec<String> = causes.iter().map(Cause::message).collect();
+    let joined = match list.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    };
+    let mut err = ApiError::new(
+        422,
+        "Invalid",
+        format!(
+            "{} {} is invalid: {joined}",
+            qualified_kind(info),
+            quote(name)
+        ),
+    );
+    let mut details = json!({
+        "name": name,
+        "kind": info.kind,
+        "causes": causes.iter().map(Cause::status_cause).collect::<Vec<_>>(),
+    });
+    if !info.group.is_empty() {
+        details["group"] = info.group.clone().into();
+    }
+    err.details = Some(details);
+    err
+}
+
+/// `Err(invalid)` when there is any cause.
+pub fn check_causes(info: &ResourceInfo, name: &str, causes: Vec<Cause>) -> Result<(), ApiError> {
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid_causes(info, name, &causes))
+    }
+}
+
 pub fn success(code: u16) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code})
 }

@@ -5,6 +5,8 @@
 //! room's top, are not modules). Test code may reach anywhere.
 
 const LAYERS: &[&[&str]] = &[
+    &["cause"],
+    &["schema", "podspec"],
     &[
         "registry",
         "humanize",
@@ -25,6 +27,7 @@ const LAYERS: &[&[&str]] = &[
         "openapi",
         "validate",
         "pvbinder",
+        "auth",
     ],
     &["admission", "bootstrap", "node", "sim"],
     &["http"],

@@ -3,7 +3,9 @@
 //! Storage is sled under the data dir; it serves what kube-rs, client-go informers and kubectl rely on.
 
 pub mod admission;
+pub mod auth;
 pub mod bootstrap;
+pub mod cause;
 mod defaults;
 pub mod error;
 pub mod fieldmanager;
@@ -17,6 +19,7 @@ pub mod node;
 pub mod objectmeta;
 pub mod openapi;
 pub mod podgc;
+pub mod podspec;
 #[cfg(test)]
 mod props_tests;
 pub mod protection;
@@ -27,6 +30,7 @@ mod table_storage;
 mod table_workloads;
 pub use crate::api::patch;
 pub mod registry;
+pub mod schema;
 pub mod schemas;
 pub mod security;
 pub mod semantics;
@@ -247,6 +251,9 @@ impl ApiServer {
         let registry = registry::Registry::with_builtins();
         let store_err = |e| StartError::Store(opts.data_dir.clone().unwrap_or_default(), e);
         bootstrap::run(&store, &registry).map_err(store_err)?;
+        let signer = auth::token::Signer::load_or_create(
+            opts.data_dir.as_ref().map(|d| d.join("pki")).as_deref(),
+        )?;
         if let Some(s) = &opts.sim {
             sim::register(&store, &registry, s).map_err(store_err)?;
         }
@@ -271,6 +278,11 @@ impl ApiServer {
                 tls: tls.clone(),
                 token: creds.token.clone(),
             },
+            authn: auth::Authenticator {
+                admin_token: creds.token.clone(),
+                signer,
+            },
+            authz: auth::rbac::Authorizer::new(&store),
             server_addr: addr.to_string(),
             continues: Default::default(),
             bookmark_interval: opts.bookmark_interval,

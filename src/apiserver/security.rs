@@ -25,6 +25,8 @@ pub enum SecurityError {
     Tls(#[from] tls::TlsError),
     #[error("{0}")]
     File(#[from] files::FileError),
+    #[error("{0}")]
+    Key(String),
 }
 
 /// The credentials of a server: its certificates (when it serves HTTPS) and its token.

@@ -72,7 +72,9 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, store: &Store) -> Re
                 obj["spec"]["finalizers"] = json!([NAMESPACE_FINALIZER]);
             }
         }
-        ("apiextensions.k8s.io", "customresourcedefinitions") => accept_crd(info, &name, obj)?,
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            accept_crd(info, &name, obj, None)?
+        }
         ("", "persistentvolumes" | "persistentvolumeclaims") => {
             super::defaults::storage(&info.resource, obj);
             super::protection::protect(&info.resource, obj);
@@ -134,7 +136,12 @@ pub fn prepare_update(
         }
     }
     let old_meta = old.get("metadata").cloned().unwrap_or_default();
-    let spec_changed = strip_meta_status(old) != strip_meta_status(new);
+    // Without a status subresource, status is part of what the generation counts.
+    let spec_changed = if info.has_status() {
+        strip_meta_status(old) != strip_meta_status(new)
+    } else {
+        strip(old, &["metadata"]) != strip(new, &["metadata"])
+    };
     let meta = meta_mut(new);
     for k in [
         "uid",
@@ -172,24 +179,50 @@ pub fn prepare_update(
             Ok(())
         }
         ("", "pods") => check_pod_spec_update(info, &name, old, new),
-        ("apiextensions.k8s.io", "customresourcedefinitions") => accept_crd(info, &name, new),
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            accept_crd(info, &name, new, Some(old))
+        }
         _ => Ok(()),
     }
 }
 
 fn strip_meta_status(v: &Value) -> Value {
+    strip(v, &["metadata", "status"])
+}
+
+fn strip(v: &Value, keys: &[&str]) -> Value {
     let mut c = v.clone();
     if let Some(o) = c.as_object_mut() {
-        o.remove("metadata");
-        o.remove("status");
+        for k in keys {
+            o.remove(*k);
+        }
     }
     c
 }
 
-fn accept_crd(info: &ResourceInfo, name: &str, crd: &mut Value) -> Result<(), ApiError> {
+/// A CRD is served only with a structural schema and one storage version; every version
+/// ever stored stays in `status.storedVersions`.
+fn accept_crd(
+    info: &ResourceInfo,
+    name: &str,
+    crd: &mut Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
     let served = from_crd(crd).map_err(|e| ApiError::invalid(info, name, e.to_string()))?;
+    super::error::check_causes(info, name, super::schema::check_crd(crd, old))?;
     let ts = now();
-    let storage: Vec<String> = served.versions.first().cloned().into_iter().collect();
+    let mut storage: Vec<String> = old
+        .and_then(|o| o.pointer("/status/storedVersions"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    if let Some(s) = served.versions.first()
+        && !storage.contains(s)
+    {
+        storage.push(s.clone());
+    }
     crd["status"] = json!({
         "acceptedNames": crd.pointer("/spec/names").cloned().unwrap_or_default(),
         "storedVersions": storage,
@@ -267,62 +300,7 @@ fn validate_pod_spec(
     name: &str,
     spec: &Map<String, Value>,
 ) -> Result<(), ApiError> {
-    let containers = spec
-        .get("containers")
-        .and_then(Value::as_array)
-        .filter(|c| !c.is_empty());
-    let Some(containers) = containers else {
-        return Err(ApiError::invalid(
-            info,
-            name,
-            "spec.containers: Required value",
-        ));
-    };
-    let mut seen = std::collections::HashSet::new();
-    let all = containers.iter().chain(
-        spec.get("initContainers")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten(),
-    );
-    for (i, c) in all.enumerate() {
-        let cname = c.get("name").and_then(Value::as_str).unwrap_or("");
-        if cname.is_empty() {
-            return Err(ApiError::invalid(
-                info,
-                name,
-                format!("spec.containers[{i}].name: Required value"),
-            ));
-        }
-        if !seen.insert(cname.to_string()) {
-            return Err(ApiError::invalid(
-                info,
-                name,
-                format!("spec.containers[{i}].name: Duplicate value: \"{cname}\""),
-            ));
-        }
-        if c.get("image")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .is_empty()
-        {
-            return Err(ApiError::invalid(
-                info,
-                name,
-                format!("spec.containers[{i}].image: Required value"),
-            ));
-        }
-    }
-    match spec.get("restartPolicy").and_then(Value::as_str) {
-        Some("Always" | "OnFailure" | "Never") => Ok(()),
-        other => Err(ApiError::invalid(
-            info,
-            name,
-            format!(
-                "spec.restartPolicy: Unsupported value: {other:?}: supported values: \"Always\", \"OnFailure\", \"Never\""
-            ),
-        )),
-    }
+    super::error::check_causes(info, name, super::podspec::causes(spec))
 }
 
 fn default_container(c: &mut Value) {

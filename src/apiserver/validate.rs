@@ -1,7 +1,9 @@
-//! Decoding checks for built-in kinds, as kube-apiserver makes them when it decodes a body
-//! into its Go types: a wrongly typed field is a 400, and fields the type does not have are
-//! dropped with a warning, refused (`fieldValidation=Strict`, what kubectl sends) or
-//! dropped silently (`Ignore`).
+//! Decoding checks, as kube-apiserver makes them when it decodes a body: for built-in kinds
+//! into their Go types (a wrongly typed field is a 400), for custom objects through their
+//! CRD's structural schema (pruning, null dropping, defaulting). Either way fields the type
+//! does not have are dropped with a warning, refused (`fieldValidation=Strict`, what
+//! kubectl sends) or dropped silently (`Ignore`). `schema` is the custom objects' 422
+//! check, made after mutating admission.
 
 use hyper::Response;
 use serde_json::Value;
@@ -39,18 +41,21 @@ pub fn builtin(
     obj: &mut Value,
     fv: FieldValidation,
 ) -> Result<Vec<String>, ApiError> {
-    if !info.builtin || !obj.is_object() {
+    if !obj.is_object() {
         return Ok(Vec::new());
     }
-    let api_version = info.api_version(version);
-    let Some(result) = super::proto::check(&api_version, &info.kind, obj) else {
-        return Ok(Vec::new());
-    };
     let cannot = |what: String| {
         ApiError::bad_request(format!(
             "{kind} in version \"{version}\" cannot be handled as a {kind}: {what}",
             kind = info.kind
         ))
+    };
+    if !info.builtin {
+        return custom(info, version, obj, fv).map_err(cannot);
+    }
+    let api_version = info.api_version(version);
+    let Some(result) = super::proto::check(&api_version, &info.kind, obj) else {
+        return Ok(Vec::new());
     };
     let unknown = result.map_err(|e| cannot(e.to_string()))?;
     if unknown.is_empty() {
@@ -74,6 +79,58 @@ pub fn builtin(
     } else {
         Vec::new()
     })
+}
+
+/// A custom object through its schema: unknown fields pruned (or refused under Strict),
+/// nulls dropped, defaults set.
+fn custom(
+    info: &ResourceInfo,
+    version: &str,
+    obj: &mut Value,
+    fv: FieldValidation,
+) -> Result<Vec<String>, String> {
+    let Some(schema) = info.structural.get(version) else {
+        return Ok(Vec::new());
+    };
+    let mut probe = obj.clone();
+    let unknown = super::schema::prune(&mut probe, schema, true);
+    let quoted: Vec<String> = unknown
+        .iter()
+        .map(|u| format!("unknown field {}", super::cause::quote(u)))
+        .collect();
+    if fv == FieldValidation::Strict && !quoted.is_empty() {
+        return Err(format!("strict decoding error: {}", quoted.join(", ")));
+    }
+    *obj = probe;
+    super::schema::drop_nulls(obj, schema);
+    super::schema::default(obj, schema);
+    Ok(if fv == FieldValidation::Warn {
+        quoted
+    } else {
+        Vec::new()
+    })
+}
+
+/// After mutating admission: what a webhook added is pruned and defaulted like the body
+/// was, then the object must pass its schema (422 with every cause). `old` is the stored
+/// object of an update: what the update leaves unchanged ratchets.
+pub fn schema(
+    info: &ResourceInfo,
+    version: &str,
+    name: &str,
+    obj: &mut Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    if info.builtin {
+        return Ok(());
+    }
+    let Some(schema) = info.structural.get(version) else {
+        return Ok(());
+    };
+    super::schema::prune(obj, schema, true);
+    super::schema::drop_nulls(obj, schema);
+    super::schema::default(obj, schema);
+    super::error::check_causes(info, name, super::schema::validate(obj, schema, old))
 }
 
 /// Removes `a.b[2].c` from `obj`.

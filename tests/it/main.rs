@@ -30,6 +30,7 @@ mod nri;
 mod nvml;
 mod preemption;
 mod quota;
+mod rbac;
 mod reservation;
 mod scheduler;
 mod scheduler_diff;

@@ -68,8 +68,10 @@ pub struct PodMigrationJobSpec {
 #[serde(rename_all = "camelCase")]
 pub struct PodMigrateReservationOptions {
     pub reservation_ref: Option<ObjectReference>,
+    #[serde(default)]
     #[schemars(schema_with = "crate::api::schema::preserve_unknown_object")]
     pub template: Option<ReservationTemplateSpec>,
+    #[serde(default)]
     #[schemars(schema_with = "crate::api::schema::preserve_unknown_object")]
     pub preemption_options: Option<serde_json::Value>,
 }

@@ -132,6 +132,7 @@ pub struct PodMetricInfo {
     pub priority: Option<String>,
     /// Koordinator QoS class name (`LS`, `BE`, ...).
     pub qos: Option<String>,
+    #[serde(default)]
     #[schemars(schema_with = "crate::api::schema::extensions_map")]
     pub extensions: Option<ExtensionsMap>,
 }

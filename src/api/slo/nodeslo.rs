@@ -32,6 +32,7 @@ pub struct NodeSLOSpec {
     pub resource_qos_strategy: Option<ResourceQOSStrategy>,
     pub cpu_burst_strategy: Option<CPUBurstStrategy>,
     pub system_strategy: Option<SystemStrategy>,
+    #[serde(default)]
     #[schemars(schema_with = "crate::api::schema::extensions_map")]
     pub extensions: Option<ExtensionsMap>,
     pub host_applications: Option<Vec<HostApplicationSpec>>,
@@ -299,6 +300,7 @@ pub struct HostApplicationSpec {
     pub priority: Option<String>,
     pub qos: Option<String>,
     pub cgroup_path: Option<CgroupPath>,
+    #[serde(default)]
     #[schemars(schema_with = "crate::api::schema::preserve_unknown_object")]
     pub strategy: Option<Value>,
 }

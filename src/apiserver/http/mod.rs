@@ -1,6 +1,7 @@
 //! The REST surface: routing of `/api`, `/apis`, discovery, OpenAPI and resource paths
 //! to the handlers.
 
+pub mod access;
 pub mod apply;
 pub mod delete;
 pub mod exec;
@@ -35,9 +36,13 @@ pub struct ServerState {
     pub store: Arc<Store>,
     pub registry: Registry,
     pub admission: Admission,
-    /// Every request but health checks needs `Authorization: Bearer <token>` when a token
-    /// is set.
+    /// The TLS of the listener and the admin token (the node runtime's kubelet API takes
+    /// the same credentials).
     pub auth: crate::kernel::http::ServerAuth,
+    /// Every request but health checks is authenticated (admin token or ServiceAccount
+    /// token) and authorized by RBAC.
+    pub authn: crate::apiserver::auth::Authenticator,
+    pub authz: crate::apiserver::auth::rbac::Authorizer,
     pub server_addr: String,
     pub continues: ContinueCache,
     pub bookmark_interval: Duration,
@@ -160,6 +165,8 @@ pub struct ResourceRequest {
     pub name: Option<String>,
     pub subresource: Option<String>,
     pub watch_path: bool,
+    /// Who asks (after impersonation).
+    pub user: Arc<crate::apiserver::auth::User>,
 }
 
 impl ResourceRequest {
@@ -215,10 +222,11 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
             ),
         };
     }
-    if !state.auth.allows(req.headers()) {
-        return ApiError::unauthorized().into_response();
-    }
     let query = Query::parse(req.uri().query());
+    let user = match access::admit(&state, &req, &path, query.flag("watch")) {
+        Ok(u) => Arc::new(u),
+        Err(e) => return e.into_response(),
+    };
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     tracing::debug!(method = %req.method(), path = %path, query = req.uri().query().unwrap_or(""), "request");
     let ok = |v: &Value| Ok(Routed::Done(json_response(StatusCode::OK, v)));
@@ -239,8 +247,8 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
             rest @ ..,
         ] if !rest.is_empty() => metrics::serve(&state, rest, &query).map(Routed::Done),
         ["openapi", rest @ ..] => super::openapi::serve(&state.registry, rest).map(Routed::Done),
-        ["api", "v1", rest @ ..] => resolve(&state, "", "v1", rest).map(Routed::Resource),
-        ["apis", g, v, rest @ ..] => resolve(&state, g, v, rest).map(Routed::Resource),
+        ["api", "v1", rest @ ..] => resolve(&state, "", "v1", rest, &user).map(Routed::Resource),
+        ["apis", g, v, rest @ ..] => resolve(&state, g, v, rest, &user).map(Routed::Resource),
         _ => Err(ApiError::route_not_found()),
     };
     let mutating = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
@@ -279,6 +287,7 @@ fn resolve(
     group: &str,
     version: &str,
     rest: &[&str],
+    user: &Arc<crate::apiserver::auth::User>,
 ) -> Result<ResourceRequest, ApiError> {
     let (watch_path, rest) = match rest.first() {
         Some(&"watch") => (true, &rest[1..]),
@@ -305,6 +314,7 @@ fn resolve(
             name: tail.first().map(|s| s.to_string()),
             subresource: sub,
             watch_path,
+            user: user.clone(),
         })
     };
     match rest {
@@ -335,7 +345,7 @@ async fn dispatch(
     let sub = rr.subresource.clone();
     if rr.info.is_review() {
         return match (&method, rr.name.is_some()) {
-            (&Method::POST, false) => subresource::review(&rr, req).await,
+            (&Method::POST, false) => access::review(state, &rr, req).await,
             _ => Err(ApiError::method_not_allowed(&format!(
                 "{method} {}",
                 rr.info.qualified()
@@ -361,6 +371,7 @@ async fn dispatch(
         }
         (&Method::POST, false, None) => write::create(state, &rr, req, q).await,
         (&Method::POST, true, Some("binding")) => subresource::binding(state, &rr, req).await,
+        (&Method::POST, true, Some("token")) => access::token(state, &rr, req).await,
         (&Method::POST, true, Some("eviction")) => subresource::eviction(state, &rr, req).await,
         (&Method::PUT, true, None | Some("status") | Some("finalize")) => {
             write::update(state, &rr, req, q).await

@@ -225,34 +225,6 @@ pub async fn eviction(
     Ok(json_response(StatusCode::CREATED, &success(201)))
 }
 
-/// `kubectl auth can-i`: the embedded server has one identity (the kubeconfig's token),
-/// and it may do everything, so every review is allowed; the review comes back with its
-/// status filled in, as kube-apiserver answers (201, nothing stored).
-pub async fn review(
-    rr: &ResourceRequest,
-    req: Request<Incoming>,
-) -> Result<Response<Body>, ApiError> {
-    let (ct, bytes) = super::write::body_bytes(req).await?;
-    let mut obj = super::write::parse_object(&ct, bytes).await?;
-    obj["apiVersion"] = rr.api_version().into();
-    obj["kind"] = rr.info.kind.clone().into();
-    if !obj.get("metadata").is_some_and(Value::is_object) {
-        obj["metadata"] = json!({});
-    }
-    obj["status"] = match rr.info.resource.as_str() {
-        "selfsubjectaccessreviews" => json!({
-            "allowed": true,
-            "reason": "koord's embedded API server lets its authenticated client do everything"
-        }),
-        _ => json!({
-            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-            "incomplete": false
-        }),
-    };
-    Ok(json_response(StatusCode::CREATED, &obj))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -261,8 +261,10 @@ pub(super) async fn create_object(
     let a = attrs(rr, "CREATE", &name, None);
     state.admission.mutate(&a, &mut obj).await?;
     semantics::after_mutation(&rr.info, &mut obj);
+    validate::schema(&rr.info, &rr.version, &name, &mut obj, None)?;
     finish(&mut obj);
     check_computed(&rr.info, &name, &obj)?;
+    escalation(state, rr, &obj)?;
     state.admission.validate(&a, Some(&obj)).await?;
     if dry {
         return Ok(json_response(StatusCode::CREATED, &obj));
@@ -373,7 +375,9 @@ pub(super) async fn guaranteed_update(
         }
         let a = attrs(rr, "UPDATE", &name, Some(&old));
         state.admission.mutate(&a, &mut new).await?;
+        validate::schema(&rr.info, &rr.version, &name, &mut new, Some(&old))?;
         check_computed(&rr.info, &name, &new)?;
+        escalation(state, rr, &new)?;
         state.admission.validate(&a, Some(&new)).await?;
         if dry {
             return Ok(json_response(StatusCode::OK, &new));
@@ -428,6 +432,10 @@ pub(crate) fn after_write(
     committed: &Committed,
     removed: bool,
 ) {
+    let rbac = info.group == "rbac.authorization.k8s.io";
+    if rbac || (info.group.is_empty() && info.resource == "namespaces" && removed) {
+        state.authz.invalidate();
+    }
     match (info.group.as_str(), info.resource.as_str()) {
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             let crd = committed.object.value();
@@ -473,4 +481,31 @@ fn purge(state: &ServerState, key: &(String, String), ns: Option<&str>) {
             tracing::warn!(error = %e.message, name = %item.name, "purging failed");
         }
     }
+}
+
+/// RBAC's escalation check on a write of a role or binding.
+fn escalation(state: &ServerState, rr: &ResourceRequest, obj: &Value) -> Result<(), ApiError> {
+    if rr.info.group != "rbac.authorization.k8s.io" {
+        return Ok(());
+    }
+    let idx = state.authz.index(&state.store);
+    crate::apiserver::auth::escalation::check(
+        &state.store,
+        &idx,
+        &rr.user,
+        &rr.info.resource,
+        rr.ns(),
+        obj,
+    )
+    .map_err(|why| {
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        ApiError::forbidden(format!(
+            "{} {name:?} is forbidden: {why}",
+            rr.info.qualified()
+        ))
+        .with_details(&rr.info, name)
+    })
 }

@@ -33,14 +33,17 @@ pub struct ResourceInfo {
     pub builtin: bool,
     /// The CRD's OpenAPI schema (per version), for the OpenAPI documents.
     pub schemas: BTreeMap<String, Value>,
+    /// The same schemas compiled, for pruning, defaulting and validating writes.
+    pub structural: BTreeMap<String, Arc<crate::apiserver::schema::Schema>>,
     /// The CRD's `additionalPrinterColumns` (per version), for `kubectl get`.
     pub printer_columns: BTreeMap<String, Vec<Value>>,
 }
 
 impl ResourceInfo {
-    /// `authorization.k8s.io` reviews: answered at once, never stored.
+    /// `authorization.k8s.io` and `authentication.k8s.io` reviews: answered at once,
+    /// never stored.
     pub fn is_review(&self) -> bool {
-        self.group == "authorization.k8s.io"
+        self.group == "authorization.k8s.io" || self.group == "authentication.k8s.io"
     }
 
     pub fn key(&self) -> ResourceKey {
@@ -119,6 +122,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceInfo, CrdError> {
     };
     let mut versions = Vec::new();
     let mut schemas = BTreeMap::new();
+    let mut structural = BTreeMap::new();
     let mut printer_columns = BTreeMap::new();
     let mut subresources = Vec::new();
     let all = spec
@@ -135,6 +139,13 @@ pub fn from_crd(crd: &Value) -> Result<ResourceInfo, CrdError> {
         }
         if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
             schemas.insert(name.clone(), schema.clone());
+            match crate::apiserver::schema::compile(schema) {
+                Ok(c) => {
+                    structural.insert(name.clone(), Arc::new(c));
+                }
+                Err(e) => tracing::warn!(crd = %expected, version = %name, error = %e,
+                    "the CRD's schema does not compile; its objects are not validated"),
+            }
         }
         if let Some(cols) = v.get("additionalPrinterColumns").and_then(Value::as_array) {
             printer_columns.insert(name.clone(), cols.clone());
@@ -161,6 +172,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceInfo, CrdError> {
         subresources,
         builtin: false,
         schemas,
+        structural,
         printer_columns,
     })
 }
@@ -314,6 +326,7 @@ impl Registry {
                 let (kind, verbs) = match sub.as_str() {
                     "binding" => ("Binding", json!(["create"])),
                     "eviction" => ("Eviction", json!(["create"])),
+                    "token" => ("TokenRequest", json!(["create"])),
                     "log" => ("Pod", json!(["get"])),
                     "exec" => ("PodExecOptions", json!(["create", "get"])),
                     "scale" => ("Scale", json!(["get", "patch", "update"])),
@@ -333,6 +346,10 @@ impl Registry {
                 }
                 if sub == "eviction" {
                     entry["group"] = "policy".into();
+                    entry["version"] = "v1".into();
+                }
+                if sub == "token" {
+                    entry["group"] = "authentication.k8s.io".into();
                     entry["version"] = "v1".into();
                 }
                 resources.push(entry);

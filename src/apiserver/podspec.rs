@@ -1,0 +1,210 @@
+//! kube's pod spec validation (`pkg/apis/core/validation`), for the fields the roles and
+//! workload controllers rely on: every cause at once, with kube's field paths and messages.
+
+use serde_json::{Map, Value, json};
+
+use super::cause::Cause;
+use crate::api::quantity;
+
+fn strs(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn one_of(out: &mut Vec<Cause>, field: &str, v: Option<&Value>, allowed: &[&str]) {
+    if let Some(x) = v
+        && !x.as_str().is_some_and(|s| allowed.contains(&s))
+    {
+        out.push(Cause::not_supported(field, x, &strs(allowed)));
+    }
+}
+
+/// Every cause a (defaulted) pod spec breaks.
+pub fn causes(spec: &Map<String, Value>) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let containers = spec
+        .get("containers")
+        .and_then(Value::as_array)
+        .filter(|c| !c.is_empty());
+    if containers.is_none() {
+        out.push(Cause::required("spec.containers", ""));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for list in ["initContainers", "containers"] {
+        for (i, c) in spec
+            .get(list)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            container(&mut out, &format!("spec.{list}[{i}]"), c, &mut seen);
+        }
+    }
+    one_of(
+        &mut out,
+        "spec.restartPolicy",
+        spec.get("restartPolicy"),
+        &["Always", "OnFailure", "Never"],
+    );
+    one_of(
+        &mut out,
+        "spec.dnsPolicy",
+        spec.get("dnsPolicy"),
+        &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"],
+    );
+    for (i, t) in spec
+        .get("tolerations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let at = format!("spec.tolerations[{i}]");
+        one_of(
+            &mut out,
+            &format!("{at}.operator"),
+            t.get("operator").filter(|o| o.as_str() != Some("")),
+            &["Equal", "Exists"],
+        );
+        one_of(
+            &mut out,
+            &format!("{at}.effect"),
+            t.get("effect").filter(|o| o.as_str() != Some("")),
+            &["NoSchedule", "PreferNoSchedule", "NoExecute"],
+        );
+        if t.get("operator").and_then(Value::as_str) == Some("Exists")
+            && t.get("value")
+                .and_then(Value::as_str)
+                .is_some_and(|v| !v.is_empty())
+        {
+            out.push(Cause::invalid(
+                format!("{at}.operator"),
+                &json!("Exists"),
+                "value must be empty when `operator` is 'Exists'",
+            ));
+        }
+    }
+    out
+}
+
+fn container(
+    out: &mut Vec<Cause>,
+    at: &str,
+    c: &Value,
+    seen: &mut std::collections::HashSet<String>,
+) {
+    let name = c.get("name").and_then(Value::as_str).unwrap_or("");
+    if name.is_empty() {
+        out.push(Cause::required(format!("{at}.name"), ""));
+    } else if !seen.insert(name.to_string()) {
+        out.push(Cause::duplicate(format!("{at}.name"), &json!(name)));
+    }
+    if c.get("image")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
+        out.push(Cause::required(format!("{at}.image"), ""));
+    }
+    for (j, p) in c
+        .get("ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let pat = format!("{at}.ports[{j}]");
+        for (k, required) in [("containerPort", true), ("hostPort", false)] {
+            match p.get(k) {
+                None if required => out.push(Cause::required(format!("{pat}.{k}"), "")),
+                Some(v)
+                    if !v.as_i64().is_some_and(|n| (1..=65535).contains(&n))
+                        && (v != &json!(0) || required) =>
+                {
+                    out.push(Cause::invalid(
+                        format!("{pat}.{k}"),
+                        v,
+                        "must be between 1 and 65535, inclusive",
+                    ));
+                }
+                _ => {}
+            }
+        }
+        one_of(
+            out,
+            &format!("{pat}.protocol"),
+            p.get("protocol"),
+            &["SCTP", "TCP", "UDP"],
+        );
+    }
+    resources(out, &format!("{at}.resources"), c.get("resources"));
+}
+
+fn resources(out: &mut Vec<Cause>, at: &str, r: Option<&Value>) {
+    let Some(r) = r else { return };
+    let parsed = |kind: &str, out: &mut Vec<Cause>| -> Map<String, Value> {
+        let mut ok = Map::new();
+        for (res, q) in r.get(kind).and_then(Value::as_object).into_iter().flatten() {
+            let raw = q.as_str().map_or_else(|| q.to_string(), str::to_string);
+            match quantity::milli(&raw) {
+                Ok(m) if m < 0 => out.push(Cause::invalid(
+                    format!("{at}.{kind}[{res}]"),
+                    &json!(raw),
+                    "must be greater than or equal to 0",
+                )),
+                Ok(m) => {
+                    ok.insert(res.clone(), json!([m, raw]));
+                }
+                Err(_) => {}
+            }
+        }
+        ok
+    };
+    let requests = parsed("requests", out);
+    let limits = parsed("limits", out);
+    for (res, req) in &requests {
+        if let (Some(lim), Some(rm)) = (limits.get(res), req[0].as_i64())
+            && lim[0].as_i64().is_some_and(|lm| rm > lm)
+        {
+            let detail = format!(
+                "must be less than or equal to {res} limit of {}",
+                lim[1].as_str().unwrap_or("")
+            );
+            out.push(Cause::invalid(format!("{at}.requests"), &req[1], &detail));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_cause_in_kube_wording() {
+        let spec = json!({"restartPolicy": "Sometimes", "dnsPolicy": "ClusterFirst", "containers": [
+            {"name": "c", "image": "i", "ports": [{"containerPort": 99999}],
+             "resources": {"requests": {"cpu": "-1", "memory": "2Gi"}, "limits": {"memory": "1Gi"}}},
+            {"name": "c"}],
+            "tolerations": [{"operator": "Is", "effect": "Never"}]});
+        let got: Vec<String> = causes(spec.as_object().unwrap())
+            .iter()
+            .map(Cause::message)
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                "spec.containers[0].ports[0].containerPort: Invalid value: 99999: must be between 1 and 65535, inclusive",
+                "spec.containers[0].resources.requests[cpu]: Invalid value: \"-1\": must be greater than or equal to 0",
+                "spec.containers[0].resources.requests: Invalid value: \"2Gi\": must be less than or equal to memory limit of 1Gi",
+                "spec.containers[1].name: Duplicate value: \"c\"",
+                "spec.containers[1].image: Required value",
+                "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
+                "spec.tolerations[0].operator: Unsupported value: \"Is\": supported values: \"Equal\", \"Exists\"",
+                "spec.tolerations[0].effect: Unsupported value: \"Never\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"",
+            ]
+        );
+        for m in &got {
+            assert!(!m.contains("Some(") && !m.contains("None"), "{m}");
+        }
+    }
+}
