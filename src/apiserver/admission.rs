@@ -3,7 +3,7 @@
 //! loopback, JSONPatch responses applied in order, `failurePolicy` and `timeoutSeconds`
 //! honoured.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine;
@@ -31,6 +31,16 @@ pub struct Attributes<'a> {
 #[derive(Clone)]
 pub struct Admission {
     store: Arc<Store>,
+    /// Every write consults the webhook configurations and they rarely change: they are
+    /// parsed once per change (mutating, validating), not on every write.
+    parsed: Arc<Mutex<[Option<Parsed>; 2]>>,
+}
+
+/// The webhooks of one kind and what they were parsed from: the configurations' count
+/// and newest revision (any create, update or delete changes one of them).
+struct Parsed {
+    from: (usize, u64),
+    hooks: Arc<Vec<Arc<Webhook>>>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -50,7 +60,10 @@ impl Kind {
 
 impl Admission {
     pub fn new(store: Arc<Store>) -> Self {
-        Self { store }
+        Self {
+            store,
+            parsed: Default::default(),
+        }
     }
 
     /// Runs every matching mutating webhook in order, applying their patches to `obj`.
@@ -86,13 +99,39 @@ impl Admission {
         Ok(())
     }
 
-    fn webhooks(&self, kind: Kind, attrs: &Attributes<'_>, obj: Option<&Value>) -> Vec<Webhook> {
+    fn webhooks(
+        &self,
+        kind: Kind,
+        attrs: &Attributes<'_>,
+        obj: Option<&Value>,
+    ) -> Vec<Arc<Webhook>> {
+        self.all_webhooks(kind)
+            .iter()
+            .filter(|h| h.matches(attrs, obj, &self.store))
+            .cloned()
+            .collect()
+    }
+
+    /// Every webhook of the stored configurations of `kind`, parsed again only when they
+    /// changed.
+    fn all_webhooks(&self, kind: Kind) -> Arc<Vec<Arc<Webhook>>> {
         let key = (
             "admissionregistration.k8s.io".to_string(),
             kind.resource().to_string(),
         );
         let (_, configs) = self.store.list(&key, &Filter::default());
-        let mut out = Vec::new();
+        let from = (
+            configs.len(),
+            configs.iter().map(|c| c.rev).max().unwrap_or(0),
+        );
+        let slot = kind as usize;
+        let mut parsed = self.parsed.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = &parsed[slot]
+            && p.from == from
+        {
+            return p.hooks.clone();
+        }
+        let mut hooks = Vec::new();
         for config in configs {
             let v = config.value();
             for w in v
@@ -101,13 +140,15 @@ impl Admission {
                 .into_iter()
                 .flatten()
             {
-                let hook = Webhook::from_value(w);
-                if hook.matches(attrs, obj, &self.store) {
-                    out.push(hook);
-                }
+                hooks.push(Arc::new(Webhook::from_value(w)));
             }
         }
-        out
+        let hooks = Arc::new(hooks);
+        parsed[slot] = Some(Parsed {
+            from,
+            hooks: hooks.clone(),
+        });
+        hooks
     }
 
     /// Calls one webhook; returns its JSONPatch, if any. Errors follow `failurePolicy`.

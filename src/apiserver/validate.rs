@@ -92,8 +92,8 @@ fn custom(
     let Some(schema) = info.structural.get(version) else {
         return Ok(Vec::new());
     };
-    let mut probe = obj.clone();
-    let unknown = super::schema::prune(&mut probe, schema, true);
+    // Under Strict the pruned object is dropped with the error, so pruning in place is safe.
+    let unknown = super::schema::prune(obj, schema, true);
     let quoted: Vec<String> = unknown
         .iter()
         .map(|u| format!("unknown field {}", super::cause::quote(u)))
@@ -101,7 +101,6 @@ fn custom(
     if fv == FieldValidation::Strict && !quoted.is_empty() {
         return Err(format!("strict decoding error: {}", quoted.join(", ")));
     }
-    *obj = probe;
     super::schema::drop_nulls(obj, schema);
     super::schema::default(obj, schema);
     Ok(if fv == FieldValidation::Warn {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use common::TestApi;
 use serde_json::Value;
 
-fn kubectl_path() -> Option<PathBuf> {
+pub(crate) fn kubectl_path() -> Option<PathBuf> {
     std::env::var_os("PATH")?
         .to_str()?
         .split(':')

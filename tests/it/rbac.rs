@@ -6,20 +6,14 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use super::kubectl::kubectl_path;
 
 use common::TestApi;
 use serde_json::{Value, json};
 
 const ADMIN: &str = "rbac-test-admin-token-0123456789";
-
-fn kubectl_path() -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| Path::new(d).join("kubectl"))
-        .find(|p| p.is_file())
-}
 
 struct Kubectl {
     bin: PathBuf,
@@ -55,6 +49,19 @@ impl Kubectl {
             String::from_utf8_lossy(&out.stdout).into(),
             String::from_utf8_lossy(&out.stderr).into(),
         )
+    }
+
+    /// `kubectl auth can-i …`: yes (exit 0, "yes") or no (exit 1, "no").
+    async fn can_i(&self, kc: &str, args: &[&str]) -> bool {
+        let mut all = vec!["auth", "can-i"];
+        all.extend_from_slice(args);
+        let (ok, out, err) = self.run(kc, &all, None).await;
+        assert_eq!(
+            out.trim(),
+            if ok { "yes" } else { "no" },
+            "can-i {args:?}: {err}"
+        );
+        ok
     }
 
     async fn ok(&self, kc: &str, args: &[&str], stdin: Option<&str>) -> String {
@@ -159,43 +166,17 @@ async fn service_account_tokens_and_rbac_as_kube_apiserver() {
     );
 
     // can-i as the ServiceAccount, and as the admin impersonating it.
-    assert_eq!(
-        k.ok(
-            "sa",
-            &["auth", "can-i", "list", "pods", "-n", "team-a"],
-            None
-        )
-        .await
-        .trim(),
-        "yes"
-    );
-    let (ok, out, _) = k
-        .run(
-            "sa",
-            &["auth", "can-i", "list", "pods", "-n", "team-b"],
-            None,
-        )
-        .await;
-    assert!(!ok && out.trim() == "no", "{out}");
     let as_sa = "--as=system:serviceaccount:team-a:probe-sa";
-    assert_eq!(
-        k.ok(
-            "admin",
-            &["auth", "can-i", "watch", "pods", "-n", "team-a", as_sa],
-            None
-        )
-        .await
-        .trim(),
-        "yes"
+    assert!(k.can_i("sa", &["list", "pods", "-n", "team-a"]).await);
+    assert!(!k.can_i("sa", &["list", "pods", "-n", "team-b"]).await);
+    assert!(
+        k.can_i("admin", &["watch", "pods", "-n", "team-a", as_sa])
+            .await
     );
-    let (ok, out, _) = k
-        .run(
-            "admin",
-            &["auth", "can-i", "delete", "pods", "-n", "team-a", as_sa],
-            None,
-        )
-        .await;
-    assert!(!ok && out.trim() == "no", "{out}");
+    assert!(
+        !k.can_i("admin", &["delete", "pods", "-n", "team-a", as_sa])
+            .await
+    );
     let list = k
         .ok("sa", &["auth", "can-i", "--list", "-n", "team-a"], None)
         .await;

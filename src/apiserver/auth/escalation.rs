@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::rbac::{Index, Rule, resolve_cluster_roles, rules_of};
+use super::rbac::{Index, Rule, resolve_cluster_roles, rules_of, stored};
 use super::{Attributes, User};
 use crate::apiserver::store::Store;
 
@@ -124,8 +124,7 @@ pub fn check(
     let (granted, verb, target_res, target_name) = match resource {
         "roles" | "clusterroles" => {
             let rules = if resource == "clusterroles" && obj.get("aggregationRule").is_some() {
-                let all = list(store, "clusterroles");
-                let mut with_self = all.clone();
+                let mut with_self = stored(store, "clusterroles");
                 with_self
                     .retain(|o| o.pointer("/metadata/name").and_then(Value::as_str) != Some(name));
                 with_self.push(obj.clone());
@@ -148,11 +147,11 @@ pub fn check(
                 .and_then(Value::as_str)
                 .unwrap_or("");
             let rules = match kind {
-                "ClusterRole" => resolve_cluster_roles(&list(store, "clusterroles"))
+                "ClusterRole" => resolve_cluster_roles(&stored(store, "clusterroles"))
                     .get(role)
                     .map(|r| r.to_vec())
                     .unwrap_or_default(),
-                _ => list(store, "roles")
+                _ => stored(store, "roles")
                     .iter()
                     .find(|r| {
                         r.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns)
@@ -190,14 +189,4 @@ pub fn check(
         user.groups,
         show(&missing)
     ))
-}
-
-fn list(store: &Store, r: &str) -> Vec<Value> {
-    let key = ("rbac.authorization.k8s.io".to_string(), r.to_string());
-    store
-        .list(&key, &Default::default())
-        .1
-        .iter()
-        .map(|o| o.value())
-        .collect()
 }

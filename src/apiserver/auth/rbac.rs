@@ -5,7 +5,7 @@
 //! subject, with their roles' rules (aggregated ClusterRoles included) resolved.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use serde::Deserialize;
@@ -74,22 +74,28 @@ pub struct Grant {
     pub source: String,
 }
 
-/// Every grant by subject: `user:<name>` and `group:<name>`.
+/// Every grant by subject, users and groups apart (looked up by `&str`, no allocation
+/// on the request path).
 #[derive(Debug, Default)]
 pub struct Index {
-    by_subject: HashMap<String, Vec<Grant>>,
+    by_user: HashMap<String, Vec<Grant>>,
+    by_group: HashMap<String, Vec<Grant>>,
 }
 
-fn subject_keys(user: &User) -> impl Iterator<Item = (String, String)> + '_ {
-    std::iter::once((
-        format!("user:{}", user.name),
-        format!("User {:?}", user.name),
-    ))
-    .chain(
-        user.groups
-            .iter()
-            .map(|g| (format!("group:{g}"), format!("Group {g:?}"))),
-    )
+/// Whom a grant applied to, rendered only for a review's reason.
+#[derive(Debug, Clone, Copy)]
+pub enum Subject<'a> {
+    User(&'a str),
+    Group(&'a str),
+}
+
+impl std::fmt::Display for Subject<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Subject::User(n) => write!(f, "User {n:?}"),
+            Subject::Group(n) => write!(f, "Group {n:?}"),
+        }
+    }
 }
 
 impl Index {
@@ -98,18 +104,24 @@ impl Index {
         &'a self,
         user: &'a User,
         ns: &'a str,
-    ) -> impl Iterator<Item = (&'a Grant, String)> + 'a {
-        subject_keys(user).flat_map(move |(key, who)| {
-            self.by_subject
-                .get(&key)
-                .into_iter()
-                .flatten()
+    ) -> impl Iterator<Item = (&'a Grant, Subject<'a>)> + 'a {
+        let users = self
+            .by_user
+            .get(user.name.as_str())
+            .map(|g| (g, Subject::User(&user.name)));
+        let groups = user.groups.iter().filter_map(|n| {
+            self.by_group
+                .get(n.as_str())
+                .map(|g| (g, Subject::Group(n)))
+        });
+        users.into_iter().chain(groups).flat_map(move |(gs, who)| {
+            gs.iter()
                 .filter(move |g| {
                     g.namespace
                         .as_deref()
                         .is_none_or(|n| !ns.is_empty() && n == ns)
                 })
-                .map(move |g| (g, who.clone()))
+                .map(move |g| (g, who))
         })
     }
 
@@ -139,15 +151,7 @@ impl Index {
 
     /// Builds the index from the stored RBAC objects.
     pub fn build(store: &Store) -> Index {
-        let list = |r: &str| -> Vec<Value> {
-            let key = ("rbac.authorization.k8s.io".to_string(), r.to_string());
-            store
-                .list(&key, &Default::default())
-                .1
-                .iter()
-                .map(|o| o.value())
-                .collect()
-        };
+        let list = |r: &str| stored(store, r);
         let cluster_roles = resolve_cluster_roles(&list("clusterroles"));
         let roles: HashMap<(String, String), Arc<Vec<Rule>>> = list("roles")
             .iter()
@@ -210,26 +214,40 @@ impl Index {
             .flatten()
         {
             let name = s.get("name").and_then(Value::as_str).unwrap_or("");
-            let key = match s.get("kind").and_then(Value::as_str) {
-                Some("User") => format!("user:{name}"),
-                Some("Group") => format!("group:{name}"),
+            let (map, key) = match s.get("kind").and_then(Value::as_str) {
+                Some("User") => (&mut self.by_user, name.to_string()),
+                Some("Group") => (&mut self.by_group, name.to_string()),
                 Some("ServiceAccount") => {
                     let sns = s
                         .get("namespace")
                         .and_then(Value::as_str)
                         .filter(|n| !n.is_empty())
                         .unwrap_or(ns);
-                    format!("user:{}", super::token::sa_user(sns, name))
+                    (&mut self.by_user, super::token::sa_user(sns, name))
                 }
                 _ => continue,
             };
-            self.by_subject.entry(key).or_default().push(Grant {
+            map.entry(key).or_default().push(Grant {
                 namespace: scope.clone(),
                 rules: rules.clone(),
                 source: source.clone(),
             });
         }
     }
+}
+
+/// Every stored object of an RBAC resource (`roles`, `clusterrolebindings`, …).
+pub fn stored(store: &Store, resource: &str) -> Vec<Value> {
+    let key = (
+        "rbac.authorization.k8s.io".to_string(),
+        resource.to_string(),
+    );
+    store
+        .list(&key, &Default::default())
+        .1
+        .iter()
+        .map(|o| o.value())
+        .collect()
 }
 
 fn meta(v: &Value, k: &str) -> String {
@@ -311,30 +329,37 @@ pub fn resolve_cluster_roles(all: &[Value]) -> HashMap<String, Arc<Vec<Rule>>> {
     out
 }
 
-/// The index, rebuilt at the first request after an RBAC object changed.
+/// The index, rebuilt at the first request after an RBAC object changed — from a store
+/// that shows that change: a write is committed before the store makes it visible, so an
+/// index built in between would miss it (it is built again until it does not).
 #[derive(Default)]
 pub struct Authorizer {
     index: RwLock<Arc<Index>>,
-    stale: AtomicBool,
+    /// The newest revision that changed RBAC, and the visible revision the index was built
+    /// from.
+    wanted: AtomicU64,
+    built: AtomicU64,
 }
 
 impl Authorizer {
     pub fn new(store: &Store) -> Authorizer {
-        Authorizer {
-            index: RwLock::new(Arc::new(Index::build(store))),
-            stale: AtomicBool::new(false),
-        }
+        let a = Authorizer::default();
+        a.built.store(store.visible_rev(), Ordering::Release);
+        *a.index.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Index::build(store));
+        a
     }
 
-    /// Marks the index stale (an RBAC object or a namespace holding some changed).
-    pub fn invalidate(&self) {
-        self.stale.store(true, Ordering::Release);
+    /// An RBAC object (or a namespace holding some) changed at `rev`.
+    pub fn invalidate(&self, rev: u64) {
+        self.wanted.fetch_max(rev, Ordering::AcqRel);
     }
 
     pub fn index(&self, store: &Store) -> Arc<Index> {
-        if self.stale.swap(false, Ordering::AcqRel) {
+        if self.built.load(Ordering::Acquire) < self.wanted.load(Ordering::Acquire) {
+            let visible = store.visible_rev();
             let fresh = Arc::new(Index::build(store));
             *self.index.write().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
+            self.built.fetch_max(visible, Ordering::AcqRel);
             return fresh;
         }
         self.index.read().unwrap_or_else(|p| p.into_inner()).clone()

@@ -109,14 +109,18 @@ fn rules_review(store: &Store, authz: &Authorizer, user: &User, spec: &Value) ->
     let ns = spec.get("namespace").and_then(Value::as_str).unwrap_or("");
     let mut rules = authz.index(store).rules_for(user, ns);
     if user.is_master() {
-        rules.push(
-            serde_json::from_value(json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}))
-                .unwrap_or_default(),
-        );
-        rules.push(
-            serde_json::from_value(json!({"verbs": ["*"], "nonResourceURLs": ["*"]}))
-                .unwrap_or_default(),
-        );
+        let all = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        rules.push(super::rbac::Rule {
+            verbs: all(&["*"]),
+            api_groups: all(&["*"]),
+            resources: all(&["*"]),
+            ..Default::default()
+        });
+        rules.push(super::rbac::Rule {
+            verbs: all(&["*"]),
+            non_resource_urls: all(&["*"]),
+            ..Default::default()
+        });
     }
     let (res, non): (Vec<_>, Vec<_>) = rules
         .into_iter()
@@ -158,7 +162,12 @@ pub fn token_request(
         .get("expirationSeconds")
         .and_then(Value::as_u64)
         .unwrap_or(DEFAULT_EXPIRY);
-    let tr = token_request_info();
+    // kube names the TokenRequest in its 422, not the ServiceAccount.
+    let tr = ResourceInfo {
+        group: "authentication.k8s.io".into(),
+        kind: "TokenRequest".into(),
+        ..info.clone()
+    };
     if expiry < MIN_EXPIRY {
         let c = Cause::invalid(
             "spec.expirationSeconds",
@@ -211,17 +220,6 @@ pub fn token_request(
     out["spec"]["expirationSeconds"] = json!(expiry);
     out["status"] = json!({"token": t, "expirationTimestamp": rfc3339(now + expiry)});
     Ok(out)
-}
-
-fn token_request_info() -> ResourceInfo {
-    ResourceInfo {
-        group: "authentication.k8s.io".into(),
-        kind: "TokenRequest".into(),
-        ..crate::apiserver::registry::builtins()
-            .into_iter()
-            .find(|i| i.resource == "serviceaccounts")
-            .unwrap_or_else(|| crate::apiserver::registry::builtins().remove(0))
-    }
 }
 
 type Bound = (Option<Ref>, Option<Ref>);

@@ -61,18 +61,15 @@ pub fn admit(
             as_user
         }
     };
+    // kube's privileged-group authorizer: nothing to look at for system:masters.
+    if user.is_master() {
+        return Ok(user);
+    }
     let a = Attributes::of_request(req.method(), path, watch);
     if !state.authz.authorize(&state.store, &user, &a).0 {
         return Err(forbidden(&a, &user));
     }
     Ok(user)
-}
-
-async fn body(req: Request<Incoming>) -> Result<Value, ApiError> {
-    let (ct, bytes) = super::write::body_bytes(req).await?;
-    Ok(super::write::parse_options(&ct, bytes)
-        .await?
-        .unwrap_or_else(|| json!({})))
 }
 
 /// POST of a review: the object back with its `status` (201), never stored.
@@ -81,7 +78,7 @@ pub async fn review(
     rr: &ResourceRequest,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
-    let mut obj = body(req).await?;
+    let mut obj = super::subresource::body_json(req).await?;
     obj["apiVersion"] = rr.api_version().into();
     obj["kind"] = rr.info.kind.clone().into();
     if !obj.get("metadata").is_some_and(Value::is_object) {
@@ -108,7 +105,7 @@ pub async fn token(
     rr: &ResourceRequest,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
-    let b = body(req).await?;
+    let b = super::subresource::body_json(req).await?;
     let name = rr.name.clone().unwrap_or_default();
     let out =
         auth::review::token_request(&state.store, &state.authn, &rr.info, rr.ns(), &name, &b)?;

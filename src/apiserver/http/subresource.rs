@@ -16,7 +16,7 @@ use crate::apiserver::semantics::now;
 use crate::apiserver::store::{Change, Filter};
 use crate::kernel::http::{Body, json as json_response};
 
-async fn body_json(req: Request<Incoming>) -> Result<Value, ApiError> {
+pub(super) async fn body_json(req: Request<Incoming>) -> Result<Value, ApiError> {
     let (ct, bytes) = super::write::body_bytes(req).await?;
     Ok(super::write::parse_options(&ct, bytes)
         .await?

@@ -434,7 +434,7 @@ pub(crate) fn after_write(
 ) {
     let rbac = info.group == "rbac.authorization.k8s.io";
     if rbac || (info.group.is_empty() && info.resource == "namespaces" && removed) {
-        state.authz.invalidate();
+        state.authz.invalidate(committed.object.rev);
     }
     match (info.group.as_str(), info.resource.as_str()) {
         ("apiextensions.k8s.io", "customresourcedefinitions") => {

@@ -35,18 +35,43 @@ fn unchanged(old: &Value, new: &Value, node: &[Seg]) -> bool {
 
 type Found = Vec<(Vec<Seg>, Cause)>;
 
+/// A node's field name, rendered only when a cause needs it (most nodes have none).
+struct Name<'a> {
+    path: &'a [Seg],
+    text: std::cell::OnceCell<String>,
+}
+
+impl<'a> Name<'a> {
+    fn new(path: &'a [Seg]) -> Self {
+        Name {
+            path,
+            text: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn get(&self) -> &str {
+        self.text.get_or_init(|| render(self.path))
+    }
+}
+
+impl std::fmt::Display for Name<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.get())
+    }
+}
+
 fn node(v: &Value, s: &Schema, root: bool, path: &mut Vec<Seg>, out: &mut Found) {
-    let name = render(path);
-    let mut push = |c: Cause| out.push((path.clone(), c));
+    let name = Name::new(path);
+    let mut push = |c: Cause| out.push((path.to_vec(), c));
     if v.is_null() {
         if !s.nullable && (s.ty.is_some() || s.int_or_string) {
             let want = want_type(s);
-            push(type_error(&name, "null", &want));
+            push(type_error(name.get(), "null", &want));
         }
         return;
     }
     if let Some(want) = type_mismatch(v, s) {
-        push(type_error(&name, json_type(v), &want));
+        push(type_error(name.get(), json_type(v), &want));
         return;
     }
     if let Some(f) = &s.checks.format
@@ -54,7 +79,7 @@ fn node(v: &Value, s: &Schema, root: bool, path: &mut Vec<Seg>, out: &mut Found)
         && !super::structural::format_ok(f, text)
     {
         let detail = format!("{name} in body must be of type {f}: {}", quote(text));
-        push(Cause::type_invalid(&name, v, &detail));
+        push(Cause::type_invalid(name.get(), v, &detail));
     }
     scalar_checks(v, s, &name, &mut push);
     junctors(v, s, &name, path, &mut push);
@@ -112,7 +137,7 @@ fn type_mismatch(v: &Value, s: &Schema) -> Option<String> {
     (!ok).then(|| want_type(s))
 }
 
-fn scalar_checks(v: &Value, s: &Schema, name: &str, push: &mut impl FnMut(Cause)) {
+fn scalar_checks(v: &Value, s: &Schema, name: &Name, push: &mut impl FnMut(Cause)) {
     let c = &s.checks;
     if !c.enumeration.is_empty() && !c.enumeration.contains(v) {
         let allowed: Vec<String> = c
@@ -120,7 +145,7 @@ fn scalar_checks(v: &Value, s: &Schema, name: &str, push: &mut impl FnMut(Cause)
             .iter()
             .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_string))
             .collect();
-        push(Cause::not_supported(name, v, &allowed));
+        push(Cause::not_supported(name.get(), v, &allowed));
     }
     if let Some(n) = v.as_f64() {
         number_checks(v, n, s, name, push);
@@ -130,24 +155,24 @@ fn scalar_checks(v: &Value, s: &Schema, name: &str, push: &mut impl FnMut(Cause)
         if let Some(max) = c.max_length
             && len > max
         {
-            push(Cause::too_long(name, max));
+            push(Cause::too_long(name.get(), max));
         }
         if let Some(min) = c.min_length
             && len < min
         {
             let detail = format!("{name} in body should be at least {min} chars long");
-            push(Cause::invalid(name, v, &detail));
+            push(Cause::invalid(name.get(), v, &detail));
         }
         if let Some(p) = &c.pattern
             && !p.re.is_match(text)
         {
             let detail = format!("{name} in body should match '{}'", p.source);
-            push(Cause::invalid(name, v, &detail));
+            push(Cause::invalid(name.get(), v, &detail));
         }
     }
 }
 
-fn number_checks(v: &Value, n: f64, s: &Schema, name: &str, push: &mut impl FnMut(Cause)) {
+fn number_checks(v: &Value, n: f64, s: &Schema, name: &Name, push: &mut impl FnMut(Cause)) {
     let c = &s.checks;
     if let Some((min, excl)) = c.minimum
         && (n < min || (excl && n == min))
@@ -158,7 +183,7 @@ fn number_checks(v: &Value, n: f64, s: &Schema, name: &str, push: &mut impl FnMu
             "greater than or equal to"
         };
         let detail = format!("{name} in body should be {rel} {}", fmt_num(min));
-        push(Cause::invalid(name, v, &detail));
+        push(Cause::invalid(name.get(), v, &detail));
     }
     if let Some((max, excl)) = c.maximum
         && (n > max || (excl && n == max))
@@ -169,14 +194,14 @@ fn number_checks(v: &Value, n: f64, s: &Schema, name: &str, push: &mut impl FnMu
             "less than or equal to"
         };
         let detail = format!("{name} in body should be {rel} {}", fmt_num(max));
-        push(Cause::invalid(name, v, &detail));
+        push(Cause::invalid(name.get(), v, &detail));
     }
     if let Some(m) = c.multiple_of
         && m != 0.0
         && (n / m).fract() != 0.0
     {
         let detail = format!("{name} in body should be a multiple of {}", fmt_num(m));
-        push(Cause::invalid(name, v, &detail));
+        push(Cause::invalid(name.get(), v, &detail));
     }
 }
 
@@ -189,14 +214,15 @@ fn fmt_num(f: f64) -> String {
     }
 }
 
-fn junctors(v: &Value, s: &Schema, name: &str, path: &[Seg], push: &mut impl FnMut(Cause)) {
+fn junctors(v: &Value, s: &Schema, name: &Name, path: &[Seg], push: &mut impl FnMut(Cause)) {
     let c = &s.checks;
+    // Only whether a branch passes matters, not where its causes would be.
     let passes = |sub: &Schema| {
         let mut scratch = Vec::new();
-        node(v, sub, false, &mut path.to_vec(), &mut scratch);
+        node(v, sub, false, &mut Vec::new(), &mut scratch);
         scratch.is_empty()
     };
-    let invalid = |msg: &str| Cause::invalid(name, v, &format!("{name} in body {msg}"));
+    let invalid = |msg: &str| Cause::invalid(name.get(), v, &format!("{name} in body {msg}"));
     for sub in &c.all_of {
         let mut scratch = Vec::new();
         node(v, sub, false, &mut path.to_vec(), &mut scratch);
@@ -216,31 +242,31 @@ fn junctors(v: &Value, s: &Schema, name: &str, path: &[Seg], push: &mut impl FnM
 }
 
 fn object(map: &Map<String, Value>, s: &Schema, root: bool, path: &mut Vec<Seg>, out: &mut Found) {
-    let name = render(path);
+    let name = Name::new(path);
     let c = &s.checks;
     for r in &c.required {
         if map.get(r).is_none_or(Value::is_null) && !(root && r == "metadata") {
-            let field = if name.is_empty() {
+            let field = if name.get().is_empty() {
                 r.clone()
             } else {
                 format!("{name}.{r}")
             };
-            out.push((path.clone(), Cause::required(field, "")));
+            out.push((path.to_vec(), Cause::required(field, "")));
         }
     }
     let n = map.len() as u64;
     if let Some(max) = c.max_properties
         && n > max
     {
-        out.push((path.clone(), Cause::too_many(&name, map.len(), max)));
+        out.push((path.to_vec(), Cause::too_many(name.get(), map.len(), max)));
     }
     if let Some(min) = c.min_properties
         && n < min
     {
         let detail = format!("{name} in body should have at least {min} properties");
         out.push((
-            path.clone(),
-            Cause::invalid(&name, &Value::from(n), &detail),
+            path.to_vec(),
+            Cause::invalid(name.get(), &Value::from(n), &detail),
         ));
     }
     let resource = root || s.embedded;
@@ -258,21 +284,21 @@ fn object(map: &Map<String, Value>, s: &Schema, root: bool, path: &mut Vec<Seg>,
 }
 
 fn array(items: &[Value], s: &Schema, path: &mut Vec<Seg>, out: &mut Found) {
-    let name = render(path);
+    let name = Name::new(path);
     let c = &s.checks;
     let n = items.len() as u64;
     if let Some(max) = c.max_items
         && n > max
     {
-        out.push((path.clone(), Cause::too_many(&name, items.len(), max)));
+        out.push((path.to_vec(), Cause::too_many(name.get(), items.len(), max)));
     }
     if let Some(min) = c.min_items
         && n < min
     {
         let detail = format!("{name} in body should have at least {min} items");
         out.push((
-            path.clone(),
-            Cause::invalid(&name, &Value::from(n), &detail),
+            path.to_vec(),
+            Cause::invalid(name.get(), &Value::from(n), &detail),
         ));
     }
     duplicates(items, s, path, out);
