@@ -19,6 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["store", "table_workloads", "table_storage"],
     &["table_core"],
     &["error", "table", "podgc", "protection"],
+    &["sa_admission"],
     // The PV binder runs the protection controllers' pass after its own.
     &[
         "semantics",
@@ -31,7 +32,7 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["admission", "bootstrap", "node", "sim"],
     &["http"],
-    &["namespaces"],
+    &["namespaces", "sa_controller"],
 ];
 
 fn layer(m: &str) -> Option<usize> {

@@ -25,6 +25,8 @@ mod props_tests;
 pub mod protection;
 pub mod proto;
 pub mod pvbinder;
+pub mod sa_admission;
+pub mod sa_controller;
 mod table_core;
 mod table_storage;
 mod table_workloads;
@@ -322,6 +324,11 @@ impl ApiServer {
         }
         tasks.spawn(gc_events(store.clone(), stop.clone()));
         tasks.spawn(namespaces::run(state.clone(), stop.clone()));
+        // The bootstrap namespaces have theirs before the first request.
+        let ca_pem = creds.tls.as_ref().map(|b| b.ca_pem.clone());
+        sa_controller::pass(&state, ca_pem.as_deref().unwrap_or_default());
+        store.settle().map_err(store_err)?;
+        tasks.spawn(sa_controller::run(state.clone(), ca_pem, stop.clone()));
         tasks.spawn(podgc::run(store.clone(), opts.pod_gc_grace, stop.clone()));
         tasks.spawn(pvbinder::run(store.clone(), stop.clone()));
         tasks.spawn(maintain(

@@ -258,6 +258,15 @@ fn prepare_pod(
         spec.entry(k).or_insert(v);
     }
     validate_pod_spec(info, name, spec)?;
+    let ns = pod
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+        .to_string();
+    super::sa_admission::admit_pod(&ns, name, pod, store)?;
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return Ok(());
+    };
     for list in ["containers", "initContainers"] {
         for c in spec
             .get_mut(list)

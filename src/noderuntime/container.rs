@@ -7,6 +7,7 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::resources::{CgroupValues, container_values};
+use crate::os::mount::MountNs;
 use crate::os::process::{Identity, Spawn, spawn_in_cgroups, start_time};
 use crate::os::{CgroupDir, CgroupError, Cgroups, Resource};
 
@@ -33,6 +34,9 @@ pub enum LaunchError {
     Hook(String),
     #[error("{0}")]
     Security(#[from] super::security::SecurityError),
+    /// A projected volume could not be filled or mounted.
+    #[error("{0}")]
+    Volume(String),
 }
 
 impl LaunchError {
@@ -44,6 +48,8 @@ impl LaunchError {
             }
             LaunchError::Cgroup(_) | LaunchError::Hook(_) => "CreateContainerError",
             LaunchError::Io(_) | LaunchError::File(_) => "RunContainerError",
+            // The kubelet keeps such a pod creating (and reports FailedMount).
+            LaunchError::Volume(_) => "ContainerCreating",
         }
     }
 }
@@ -77,8 +83,16 @@ pub fn command_of(c: &Container) -> Result<(OsString, Vec<OsString>), LaunchErro
     Ok((program.into(), it.map(OsString::from).collect()))
 }
 
-/// The container's environment: literal values and the downward-API fields koord knows.
-pub fn env_of(c: &Container, pod: &Pod, node: &str, ip: &str) -> Vec<(String, String)> {
+/// The container's environment: the API server's address as the kubelet gives it (the
+/// `kubernetes` Service's variables), then literal values and the downward-API fields
+/// koord knows.
+pub fn env_of(
+    c: &Container,
+    pod: &Pod,
+    node: &str,
+    ip: &str,
+    api: Option<std::net::SocketAddr>,
+) -> Vec<(String, String)> {
     let name = pod.metadata.name.clone().unwrap_or_default();
     // The kubelet's: `spec.hostname` when set (StatefulSet and Indexed Job pods).
     let hostname = pod
@@ -94,6 +108,15 @@ pub fn env_of(c: &Container, pod: &Pod, node: &str, ip: &str) -> Vec<(String, St
         ("HOSTNAME".to_string(), hostname),
         ("HOME".to_string(), "/root".to_string()),
     ];
+    if let Some(a) = api {
+        let (host, port) = (a.ip().to_string(), a.port().to_string());
+        env.extend([
+            ("KUBERNETES_SERVICE_HOST".to_string(), host),
+            ("KUBERNETES_SERVICE_PORT".to_string(), port.clone()),
+            ("KUBERNETES_SERVICE_PORT_HTTPS".to_string(), port),
+            ("KUBERNETES_PORT".to_string(), format!("tcp://{a}")),
+        ]);
+    }
     for e in c.env.iter().flatten() {
         let value = match (
             &e.value,
@@ -176,6 +199,10 @@ pub struct LaunchSpec<'a> {
     pub log: &'a Path,
     pub node: &'a str,
     pub ip: &'a str,
+    /// The API server the containers are told of.
+    pub api: Option<std::net::SocketAddr>,
+    /// The container's projected volumes, bound read-only in a mount namespace of its own.
+    pub mounts: Vec<crate::os::mount::BindMount>,
     /// What the runtime hooks changed (values, cpuset, envs).
     pub hooked: &'a super::hooks::Hooked,
     /// The koord binary to start the container under (`__shim`), and where the shims
@@ -263,7 +290,7 @@ pub fn launch(s: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
             .hooked
             .envs
             .clone()
-            .unwrap_or_else(|| env_of(s.container, s.pod, s.node, s.ip));
+            .unwrap_or_else(|| env_of(s.container, s.pod, s.node, s.ip, s.api));
         home_for(&mut env, identity.uid);
         let start = under_shim(s.shim, &id, program, args, identity)?;
         let exit_file = start.exit_file;
@@ -283,6 +310,11 @@ pub fn launch(s: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
             cgroup_procs: s.cgroups.procs_files(&dir),
             identity: start.identity,
             keep_fd: exit_file.as_ref().map(std::os::fd::AsRawFd::as_raw_fd),
+            mounts: if s.mounts.is_empty() {
+                MountNs::Inherit
+            } else {
+                MountNs::New(s.mounts.clone())
+            },
         };
         let oom_before = s.cgroups.oom_kills(&dir);
         let child = spawn_in_cgroups(spec)?;
@@ -325,7 +357,12 @@ mod tests {
         let pod: Pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "web",
             "annotations": {"batch.kubernetes.io/job-completion-index": "3"}}, "spec": {"hostname": "pi-3", "containers": []}}))
         .unwrap();
-        let env = env_of(&c, &pod, "n", "127.0.0.1");
+        let env = env_of(&c, &pod, "n", "127.0.0.1", None);
+        assert!(!env.iter().any(|(k, _)| k.starts_with("KUBERNETES_")));
+        let api = "127.0.0.1:6443".parse().ok();
+        let with_api = env_of(&c, &pod, "n", "127.0.0.1", api);
+        assert!(with_api.contains(&("KUBERNETES_SERVICE_HOST".into(), "127.0.0.1".into())));
+        assert!(with_api.contains(&("KUBERNETES_SERVICE_PORT".into(), "6443".into())));
         assert!(env.contains(&("POD".into(), "web".into())));
         assert!(env.contains(&("JOB_COMPLETION_INDEX".into(), "3".into())));
         assert!(

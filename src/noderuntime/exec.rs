@@ -1,6 +1,7 @@
 //! `kubectl exec` for pods of this runtime: the command runs as the container's process
-//! does, inside the container's cgroup and with the container's environment and working
-//! directory, its stdio piped to the caller (the API server's `pods/exec`).
+//! does, inside the container's cgroup and mount namespace, with the container's
+//! environment and working directory, its stdio piped to the caller (the API server's
+//! `pods/exec`).
 
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use super::Ctx;
 use super::checkpoint;
 use super::container::env_of;
 use crate::os::CgroupDir;
+use crate::os::mount::MountNs;
 use crate::os::process::{Spawn, alive, spawn_in_cgroups};
 
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +29,34 @@ pub enum ExecError {
     Start { cmd: String, err: std::io::Error },
     #[error("{0}")]
     Security(#[from] super::security::SecurityError),
+}
+
+/// The container's mount namespace, when it has one of its own (its projected volumes are
+/// there), entered at its working directory.
+fn mount_ns(
+    proc_root: &std::path::Path,
+    pid: i32,
+    working_dir: Option<&str>,
+) -> Result<MountNs, ExecError> {
+    use std::os::unix::fs::MetadataExt;
+    let inode = |p: std::path::PathBuf| std::fs::metadata(p).map(|m| (m.dev(), m.ino()));
+    let theirs = proc_root.join(pid.to_string()).join("ns").join("mnt");
+    let start = |err| ExecError::Start {
+        cmd: format!("entering the mount namespace of process {pid}"),
+        err,
+    };
+    if inode(theirs).map_err(start)?
+        == inode(proc_root.join("self").join("ns").join("mnt")).map_err(start)?
+    {
+        return Ok(MountNs::Inherit);
+    }
+    let cwd = working_dir
+        .filter(|w| !w.is_empty())
+        .and_then(|w| std::ffi::CString::new(w).ok());
+    Ok(MountNs::Join {
+        ns: crate::os::mount::namespace_of(proc_root, pid).map_err(start)?,
+        cwd,
+    })
 }
 
 /// A handle on the runtime, given to the API server.
@@ -74,7 +104,8 @@ impl Exec {
         // The command runs as the container's process does.
         let identity =
             super::security::identity(pod, spec, crate::os::process::available_capabilities())?;
-        let mut env = env_of(spec, pod, &self.ctx.node, &self.ctx.ip);
+        let api = self.ctx.cfg.api_server;
+        let mut env = env_of(spec, pod, &self.ctx.node, &self.ctx.ip, api);
         super::container::home_for(&mut env, identity.uid);
         let spawn = Spawn {
             program: program.into(),
@@ -98,6 +129,11 @@ impl Exec {
                 .procs_files(&CgroupDir::new(running.dir.clone())),
             identity: Some(identity),
             keep_fd: None,
+            mounts: mount_ns(
+                &self.ctx.proc_root,
+                running.pid,
+                spec.working_dir.as_deref(),
+            )?,
         };
         spawn_in_cgroups(spawn).map_err(|err| ExecError::Start {
             cmd: command.join(" "),

@@ -15,6 +15,7 @@ pub mod security;
 pub mod server;
 pub mod shim;
 pub mod status;
+pub mod volumes;
 pub mod worker;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -61,6 +62,11 @@ pub struct Config {
     /// run the runtime in their own process (containers are then direct children).
     #[serde(skip)]
     pub shim: Option<PathBuf>,
+    /// The API server containers are told of (`KUBERNETES_SERVICE_HOST`/`_PORT`, as the
+    /// kubelet sets them), so a client in a pod finds it with its projected token; set by
+    /// the koord process from the embedded API server.
+    #[serde(skip)]
+    pub api_server: Option<SocketAddr>,
     /// Runtime hook servers to call at container creation, registered as for
     /// koord-runtime-proxy (`*.json`); unset: `<data-dir>/hookserver.d`, where the embedded
     /// koordlet registers.
@@ -78,6 +84,7 @@ impl Default for Config {
             pods_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             hook_server_dir: None,
             shim: None,
+            api_server: None,
             restart_backoff_seconds: 10,
             max_restart_backoff_seconds: 300,
             keep_pods_on_exit: false,
@@ -492,6 +499,7 @@ fn clean_orphans(
         tracing::info!(pod = %cp.name, "cleaning up a pod that disappeared while koord was down");
         reap_cgroup(ctx, &crate::os::CgroupDir::new(cp.pod_dir.clone()));
         checkpoint::remove(&ctx.checkpoints(), uid);
+        volumes::PodVolumes::new(ctx.dir.join("volumes").join(uid)).remove();
         false
     });
 }

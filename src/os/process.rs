@@ -24,6 +24,8 @@ pub struct Spawn {
     pub identity: Option<Identity>,
     /// A descriptor of this process the child keeps across exec (at the same number).
     pub keep_fd: Option<i32>,
+    /// The mount namespace it runs in.
+    pub mounts: crate::os::mount::MountNs,
 }
 
 /// A process's user, groups and capabilities, as a container runtime sets them.
@@ -192,6 +194,7 @@ pub fn spawn_in_cgroups(spec: Spawn) -> io::Result<tokio::process::Child> {
     let last_cap = last_capability();
     let fd_limit = crate::os::tuning::nofile_soft_limit().min(1 << 20) as i32;
     let keep_fd = spec.keep_fd;
+    let mounts = spec.mounts;
     let mut cmd = std::process::Command::new(&spec.program);
     cmd.args(&spec.args)
         .env_clear()
@@ -204,9 +207,10 @@ pub fn spawn_in_cgroups(spec: Spawn) -> io::Result<tokio::process::Child> {
         cmd.current_dir(cwd);
     }
     // SAFETY: the closure runs in the forked child before exec. It only calls write(2),
-    // which is async-signal-safe, on descriptors opened by the parent, then
-    // `become_identity`'s system calls, and allocates nothing. Writing "0" to cgroup.procs
-    // moves the calling process; it happens first, while the child is still root.
+    // which is async-signal-safe, on descriptors opened by the parent, then the mount
+    // namespace's and `become_identity`'s system calls, and allocates nothing. Writing "0"
+    // to cgroup.procs moves the calling process; it happens first, while the child is
+    // still root.
     unsafe {
         cmd.pre_exec(move || {
             for fd in &raw {
@@ -214,6 +218,7 @@ pub fn spawn_in_cgroups(spec: Spawn) -> io::Result<tokio::process::Child> {
                     return Err(io::Error::last_os_error());
                 }
             }
+            crate::os::mount::enter(&mounts)?;
             if let Some(id) = &identity {
                 become_identity(id, last_cap)?;
             }

@@ -150,6 +150,7 @@ pub(super) async fn start_embedded(
     let mut rt_cfg = cfg.embedded.node_runtime.clone();
     // Containers start under this binary's `__shim`, so their exit survives a restart.
     rt_cfg.shim = std::env::current_exe().ok();
+    rt_cfg.api_server = Some(server.addr());
     let runtime = if rt_cfg.enabled && cfg.embedded.register_local_node {
         match NodeRuntime::start(
             rt_cfg,

@@ -52,6 +52,7 @@ pub fn start(cgroups: &Cgroups, dir: &CgroupDir) -> tokio::process::Child {
         cgroup_procs: cgroups.procs_files(dir),
         identity: None,
         keep_fd: None,
+        mounts: Default::default(),
     })
     .unwrap()
 }

@@ -245,7 +245,10 @@ async fn the_kubelet_api_answers_only_with_the_token() {
     k.stop();
 }
 
-/// Every directory under `dir` is 0700 and every file or socket 0600, links none.
+/// Every directory under `dir` is 0700 and every file or socket 0600, links none — but
+/// inside a pod's projected volume (`noderuntime/volumes/<uid>/<volume>`, below a 0700
+/// directory, reached by the pod only through its bind mount) directories are 0755 and
+/// files 0644, so a container of any user reads its token.
 fn assert_private_tree(dir: &Path) {
     use std::os::unix::fs::MetadataExt;
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
@@ -255,7 +258,20 @@ fn assert_private_tree(dir: &Path) {
         if name.extension().is_some_and(|e| e == "log") && name.parent() == Some(dir) {
             continue;
         }
-        let want = if m.is_dir() { 0o700 } else { 0o600 };
+        let in_volume = name
+            .ancestors()
+            .nth(2)
+            .is_some_and(|a| a.ends_with("noderuntime/volumes"))
+            || name
+                .ancestors()
+                .skip(3)
+                .any(|a| a.ends_with("noderuntime/volumes"));
+        let want = match (m.is_dir(), in_volume) {
+            (true, true) => 0o755,
+            (false, true) => 0o644,
+            (true, false) => 0o700,
+            (false, false) => 0o600,
+        };
         assert_eq!(m.mode() & 0o7777, want, "{}", name.display());
         if m.is_dir() {
             assert_private_tree(&name);

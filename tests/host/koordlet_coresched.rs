@@ -41,6 +41,7 @@ fn sleeper(cg: &Cgroups, dir: &CgroupDir) -> tokio::process::Child {
         cgroup_procs: cg.procs_files(dir),
         identity: None,
         keep_fd: None,
+        mounts: Default::default(),
     })
     .unwrap()
 }

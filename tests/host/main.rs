@@ -22,5 +22,6 @@ mod noderuntime;
 mod noderuntime_hooks;
 mod noderuntime_security;
 mod numa_embedded;
+mod pod_identity;
 mod runtime_hooks;
 mod runtime_proxy;

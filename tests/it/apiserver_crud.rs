@@ -439,7 +439,13 @@ async fn metadata_lists_decode() {
         .await
         .unwrap();
     let metas = cms.list_metadata(&ListParams::default()).await.unwrap();
-    assert_eq!(metas.items[0].metadata.name.as_deref(), Some("m"));
+    let names: Vec<_> = metas
+        .items
+        .iter()
+        .map(|m| m.metadata.name.as_deref())
+        .collect();
+    // As on a cluster, every namespace also holds kube-root-ca.crt.
+    assert_eq!(names, vec![Some("kube-root-ca.crt"), Some("m")]);
 }
 
 /// Opens `n` connections to `addr` and sends each `prefix` (nothing for idle ones).

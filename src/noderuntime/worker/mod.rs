@@ -18,6 +18,7 @@ use super::container::{LaunchError, LaunchSpec, RUNTIME_SCHEME, apply_values, la
 use super::logstamp::{STAMP_EVERY, Stamper};
 use super::resources::pod_values;
 use super::status::{ContainerView, PodFacts, State, pod_status};
+use super::volumes::PodVolumes;
 use crate::api::extension::qos::kube_qos;
 use crate::api::time::now;
 use crate::os::CgroupDir;
@@ -87,6 +88,7 @@ pub struct Worker {
     waiters: JoinSet<()>,
     attempt_seq: u64,
     last_sent: Option<Value>,
+    volumes: PodVolumes,
 }
 
 fn exit_code(status: std::process::ExitStatus) -> i32 {
@@ -130,6 +132,7 @@ impl Worker {
             .collect();
         slots.extend(spec.containers.iter().map(|c| slot(c, false)));
         let (exits_tx, exits_rx) = mpsc::unbounded_channel();
+        let ctx_volumes = ctx.dir.join("volumes").join(&uid);
         Worker {
             pod_dir: ctx.cgroups.pod_dir(qos, &uid),
             ns: pod.metadata.namespace.clone().unwrap_or_default(),
@@ -147,6 +150,7 @@ impl Worker {
             waiters: JoinSet::new(),
             attempt_seq: 0,
             last_sent: None,
+            volumes: PodVolumes::new(ctx_volumes),
         }
     }
 
@@ -168,7 +172,11 @@ impl Worker {
             Some("Succeeded" | "Failed")
         );
         match adopt {
-            Some(cp) => self.adopt(cp),
+            Some(cp) => {
+                self.adopt(cp);
+                // Its tokens are new ones: the old ones' refresh times died with koord.
+                self.sync_volumes().await;
+            }
             None if terminal => {
                 // Finished before koord restarted: nothing runs again.
                 for s in &mut self.slots {
@@ -207,6 +215,7 @@ impl Worker {
                 .min();
             let wake = next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             let running = self.slots.iter().any(|s| s.run.is_some());
+            let resync = self.volumes.next_sync(&self.pod).map(Instant::from_std);
             tokio::select! {
                 msg = rx.recv() => match msg {
                     Some(Msg::Update(p)) => self.pod = *p,
@@ -224,6 +233,9 @@ impl Worker {
                 Some(exit) = self.exits_rx.recv() => self.on_exit(exit),
                 _ = tokio::time::sleep_until(wake), if next.is_some() => {}
                 _ = stamp_tick.tick(), if running => self.stamp_logs(),
+                _ = tokio::time::sleep_until(resync.unwrap_or(wake)), if resync.is_some() => {
+                    self.sync_volumes().await
+                }
             }
         }
     }
@@ -304,7 +316,8 @@ impl Worker {
     async fn hook(&self, i: usize) -> Result<super::hooks::Hooked, LaunchError> {
         let c = &self.slots[i].spec;
         let values = super::resources::container_values(c);
-        let env = super::container::env_of(c, &self.pod, &self.ctx.node, &self.ctx.ip);
+        let api = self.ctx.cfg.api_server;
+        let env = super::container::env_of(c, &self.pod, &self.ctx.node, &self.ctx.ip, api);
         super::hooks::pre_create(
             &self.ctx.hooks,
             &self.pod,
@@ -317,10 +330,32 @@ impl Worker {
         .map_err(|e| LaunchError::Hook(e.0))
     }
 
+    /// Brings the projected volumes up to date (tokens near their end requested anew).
+    async fn sync_volumes(&mut self) {
+        if let Err(e) = self.volumes.sync(&self.ctx.client, &self.pod).await {
+            tracing::warn!(pod = %self.name, error = %e, "projected volumes not brought up to date");
+        }
+    }
+
+    /// What container `i` starts with: its volumes filled (once per pod), its mounts and
+    /// the runtime hooks' answer.
+    async fn prepare(
+        &mut self,
+        i: usize,
+    ) -> Result<(super::hooks::Hooked, Vec<crate::os::mount::BindMount>), LaunchError> {
+        if !self.volumes.synced() {
+            let synced = self.volumes.sync(&self.ctx.client, &self.pod).await;
+            synced.map_err(LaunchError::Volume)?;
+        }
+        let mounts = self.volumes.mounts(&self.pod, &self.slots[i].spec);
+        let mounts = mounts.map_err(LaunchError::Volume)?;
+        Ok((self.hook(i).await?, mounts))
+    }
+
     async fn start(&mut self, i: usize) {
         let log = self.log_path(&self.slots[i]);
-        let result = match self.hook(i).await {
-            Ok(hooked) => launch(&LaunchSpec {
+        let result = match self.prepare(i).await {
+            Ok((hooked, mounts)) => launch(&LaunchSpec {
                 cgroups: &self.ctx.cgroups,
                 proc_root: &self.ctx.proc_root,
                 pod: &self.pod,
@@ -329,6 +364,8 @@ impl Worker {
                 log: &log,
                 node: &self.ctx.node,
                 ip: &self.ctx.ip,
+                api: self.ctx.cfg.api_server,
+                mounts,
                 hooked: &hooked,
                 shim: self
                     .ctx
@@ -509,6 +546,7 @@ impl Worker {
         }
         reap_cgroup(&self.ctx, &self.pod_dir);
         checkpoint::remove(&self.ctx.checkpoints(), &self.uid);
+        self.volumes.remove();
         self.ctx.view_remove(&self.uid);
     }
 
