@@ -90,6 +90,12 @@ impl Cause {
         Cause::new(field, CauseType::Invalid, body)
     }
 
+    /// An invalid value kube shows as Go shows it (`[]string{"a"}`, a struct).
+    pub fn invalid_shown(field: impl Into<String>, shown: &str, detail: &str) -> Cause {
+        let body = with_detail(&format!("Invalid value: {shown}"), detail);
+        Cause::new(field, CauseType::Invalid, body)
+    }
+
     pub fn type_invalid(field: impl Into<String>, value: &Value, detail: &str) -> Cause {
         let body = with_detail(&format!("Invalid value: {}", show(value)), detail);
         Cause::new(field, CauseType::TypeInvalid, body)

@@ -6,7 +6,7 @@
 
 const LAYERS: &[&[&str]] = &[
     &["cause"],
-    &["schema", "podspec"],
+    &["schema", "podspec", "kinds"],
     &[
         "registry",
         "humanize",
@@ -32,7 +32,7 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["admission", "bootstrap", "node", "sim"],
     &["http"],
-    &["namespaces", "sa_controller"],
+    &["namespaces", "sa_controller", "aggregation"],
 ];
 
 fn layer(m: &str) -> Option<usize> {

@@ -3,6 +3,7 @@
 //! Storage is sled under the data dir; it serves what kube-rs, client-go informers and kubectl rely on.
 
 pub mod admission;
+pub mod aggregation;
 pub mod auth;
 pub mod bootstrap;
 pub mod cause;
@@ -11,6 +12,7 @@ pub mod error;
 pub mod fieldmanager;
 pub mod http;
 mod humanize;
+pub mod kinds;
 #[cfg(test)]
 mod layering_tests;
 pub mod limits;
@@ -329,6 +331,8 @@ impl ApiServer {
         sa_controller::pass(&state, ca_pem.as_deref().unwrap_or_default());
         store.settle().map_err(store_err)?;
         tasks.spawn(sa_controller::run(state.clone(), ca_pem, stop.clone()));
+        aggregation::pass(&state);
+        tasks.spawn(aggregation::run(state.clone(), stop.clone()));
         tasks.spawn(podgc::run(store.clone(), opts.pod_gc_grace, stop.clone()));
         tasks.spawn(pvbinder::run(store.clone(), stop.clone()));
         tasks.spawn(maintain(

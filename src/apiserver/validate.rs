@@ -53,6 +53,9 @@ pub fn builtin(
     if !info.builtin {
         return custom(info, version, obj, fv).map_err(cannot);
     }
+    if info.group == "rbac.authorization.k8s.io" && info.resource.ends_with("rolebindings") {
+        super::kinds::default_binding(obj);
+    }
     let api_version = info.api_version(version);
     let Some(result) = super::proto::check(&api_version, &info.kind, obj) else {
         return Ok(Vec::new());

@@ -1,5 +1,5 @@
 //! Bindings, evictions with and without a blocking PodDisruptionBudget, CRDs created at
-//! run time, and admission webhooks (HTTPS with a caBundle and plain HTTP to loopback).
+//! run time, and admission webhooks (HTTPS with a caBundle; a plain HTTP one is refused).
 
 use crate::common;
 
@@ -248,25 +248,21 @@ async fn webhooks_mutate_deny_and_follow_failure_policy() {
             .unwrap();
     let https = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let https_addr = https.local_addr().unwrap();
-    let plain = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let plain_addr = plain.local_addr().unwrap();
     let servers = tokio::spawn({
         let stop = stop.clone();
         async move {
             let source = Arc::new(std::sync::RwLock::new(tls));
-            let a = koord::kernel::http::serve_tls(https, source, webhook_handler, stop.clone());
-            let b = koord::kernel::http::serve(plain, webhook_handler, stop);
-            let _ = tokio::join!(a, b);
+            let _ = koord::kernel::http::serve_tls(https, source, webhook_handler, stop).await;
         }
     });
-    let dead = format!("http://127.0.0.1:{}/validate", free_port());
+    let dead = format!("https://127.0.0.1:{}/validate", free_port());
     let mutating = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "m"}, "webhooks": [webhook("mutate.test", &format!("https://{https_addr}/mutate"), Some(&bundle.ca_pem), "on", "Fail")]});
+        "metadata": {"name": "m"}, "webhooks": [webhook("mutate.koord.test", &format!("https://{https_addr}/mutate"), Some(&bundle.ca_pem), "on", "Fail")]});
     let validating = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": "v"}, "webhooks": [
-            webhook("deny.test", &format!("http://{plain_addr}/validate"), None, "on", "Fail"),
-            webhook("down-ignore.test", &dead, None, "ignore", "Ignore"),
-            webhook("down-fail.test", &dead, None, "fail", "Fail")]});
+            webhook("deny.koord.test", &format!("https://{https_addr}/validate"), Some(&bundle.ca_pem), "on", "Fail"),
+            webhook("down-ignore.koord.test", &dead, Some(&bundle.ca_pem), "ignore", "Ignore"),
+            webhook("down-fail.koord.test", &dead, Some(&bundle.ca_pem), "fail", "Fail")]});
     let ar = |kind: &str, plural: &str| {
         ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
@@ -299,6 +295,24 @@ async fn webhooks_mutate_deny_and_follow_failure_policy() {
     )
     .await
     .unwrap();
+    // As kube-apiserver, a webhook is called over HTTPS only, and its name is a domain.
+    let plain = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "plain"}, "webhooks": [webhook("plain.test", "http://127.0.0.1:9/x", None, "on", "Fail")]});
+    let refused = v
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(plain).unwrap(),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = refused else {
+        panic!("{refused:?}")
+    };
+    assert_eq!(status.code, 422);
+    assert_eq!(
+        status.message,
+        "ValidatingWebhookConfiguration.admissionregistration.k8s.io \"plain\" is invalid: [webhooks[0].name: Invalid value: \"plain.test\": should be a domain with at least three segments separated by dots, webhooks[0].clientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme]"
+    );
 
     let cms: Api<ConfigMap> = Api::namespaced(api.client.clone(), "default");
     let cm = |name: &str, hook: &str| -> ConfigMap {
@@ -322,7 +336,7 @@ async fn webhooks_mutate_deny_and_follow_failure_policy() {
             assert_eq!(s.code, 403);
             assert!(
                 s.message.contains(
-                    "admission webhook \"deny.test\" denied the request: names starting with bad-"
+                    "admission webhook \"deny.koord.test\" denied the request: names starting with bad-"
                 ),
                 "{}",
                 s.message

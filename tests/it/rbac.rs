@@ -128,6 +128,31 @@ async fn service_account_tokens_and_rbac_as_kube_apiserver() {
         return;
     };
     k.ok("admin", &["apply", "-f", "-"], Some(OBJECTS)).await;
+    // The aggregated bootstrap roles hold their rules, as the aggregation controller
+    // writes them: `admin` has what `edit` has, which has what `view` has.
+    let rules = |role: &'static str| {
+        let k = &k;
+        async move {
+            let args = ["get", "clusterrole", role, "-o", "jsonpath={.rules}"];
+            let out = k.ok("admin", &args, None).await;
+            serde_json::from_str::<Vec<Value>>(&out).unwrap_or_default()
+        }
+    };
+    let (view, edit, admin) = (
+        rules("view").await,
+        rules("edit").await,
+        rules("admin").await,
+    );
+    assert!(!view.is_empty(), "view has rules");
+    assert!(
+        view.iter().all(|r| edit.contains(r)),
+        "edit has view's rules"
+    );
+    assert!(
+        edit.iter().all(|r| admin.contains(r)),
+        "admin has edit's rules"
+    );
+    assert!(admin.len() > edit.len() && edit.len() > view.len());
     let token = k
         .ok(
             "admin",

@@ -3,6 +3,7 @@
 //! signed), impersonation (`kubectl --as`), and the request's attributes (verb, API group,
 //! resource, subresource, namespace, name, or a non-resource path) that RBAC decides on.
 
+pub mod aggregate;
 pub mod escalation;
 pub mod policy;
 pub mod rbac;

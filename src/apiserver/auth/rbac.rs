@@ -272,59 +272,19 @@ pub fn rules_of(role: &Value) -> Vec<Rule> {
 }
 
 /// ClusterRoles by name, an aggregated one with the rules of every ClusterRole its
-/// `aggregationRule` selects (as kube's aggregation controller fills them in; aggregated
-/// roles selecting aggregated roles, like `admin` over `edit` over `view`, settle in a few
-/// passes).
+/// `aggregationRule` selects (as kube's aggregation controller fills them in, whether or
+/// not the stored object shows them yet).
 pub fn resolve_cluster_roles(all: &[Value]) -> HashMap<String, Arc<Vec<Rule>>> {
     let mut out: HashMap<String, Arc<Vec<Rule>>> = all
         .iter()
         .map(|r| (meta(r, "name"), Arc::new(rules_of(r))))
         .collect();
-    let selectors: Vec<(String, Vec<crate::api::selector::Selector>)> = all
-        .iter()
-        .filter_map(|r| {
-            let sels = r
-                .pointer("/aggregationRule/clusterRoleSelectors")?
-                .as_array()?;
-            let parsed = sels
-                .iter()
-                .filter_map(|s| serde_json::from_value(s.clone()).ok())
-                .filter_map(|ls| crate::api::selector::Selector::from_label_selector(&ls).ok())
-                .collect();
-            Some((meta(r, "name"), parsed))
-        })
-        .collect();
-    let labels = |o: &Value| -> std::collections::BTreeMap<String, String> {
-        o.pointer("/metadata/labels")
-            .and_then(|l| serde_json::from_value(l.clone()).ok())
-            .unwrap_or_default()
-    };
-    for _ in 0..8 {
-        let mut changed = false;
-        for (name, sels) in &selectors {
-            let mut rules = out.get(name).map(|r| r.to_vec()).unwrap_or_default();
-            let before = rules.len();
-            for other in all.iter().filter(|o| meta(o, "name") != *name) {
-                if sels.iter().any(|s| s.matches(&labels(other))) {
-                    for rule in out
-                        .get(&meta(other, "name"))
-                        .into_iter()
-                        .flat_map(|r| r.iter())
-                    {
-                        if !rules.contains(rule) {
-                            rules.push(rule.clone());
-                        }
-                    }
-                }
-            }
-            if rules.len() != before {
-                changed = true;
-                out.insert(name.clone(), Arc::new(rules));
-            }
-        }
-        if !changed {
-            break;
-        }
+    for (name, rules) in super::aggregate::aggregated(all) {
+        let typed = rules
+            .into_iter()
+            .filter_map(|r| serde_json::from_value::<Rule>(r).ok())
+            .collect();
+        out.insert(name, Arc::new(typed));
     }
     out
 }

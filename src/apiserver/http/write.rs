@@ -263,7 +263,7 @@ pub(super) async fn create_object(
     semantics::after_mutation(&rr.info, &mut obj);
     validate::schema(&rr.info, &rr.version, &name, &mut obj, None)?;
     finish(&mut obj);
-    check_computed(&rr.info, &name, &obj)?;
+    check_computed(&rr.info, &name, &obj, None)?;
     escalation(state, rr, &obj)?;
     state.admission.validate(&a, Some(&obj)).await?;
     if dry {
@@ -284,11 +284,21 @@ pub(super) async fn create_object(
 }
 
 /// What every write must hold before it is admitted and stored.
-fn check_computed(info: &ResourceInfo, name: &str, obj: &Value) -> Result<(), ApiError> {
+fn check_computed(
+    info: &ResourceInfo,
+    name: &str,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
     limits::check_result(info, name, obj)?;
     limits::check_string_maps(info, obj)?;
     crate::apiserver::objectmeta::check(info, name, obj)?;
-    limits::check_object_quantities(info, name, obj)
+    limits::check_object_quantities(info, name, obj)?;
+    if info.builtin {
+        let causes = crate::apiserver::kinds::causes(&info.group, &info.resource, obj, old);
+        crate::apiserver::error::check_causes(info, name, causes)?;
+    }
+    Ok(())
 }
 
 pub async fn update(
@@ -365,7 +375,7 @@ pub(super) async fn guaranteed_update(
         new["kind"] = rr.info.kind.clone().into();
         semantics::prepare_update(&rr.info, &old, &mut new, rr.subresource.as_deref())?;
         finish(&old, &mut new);
-        check_computed(&rr.info, &name, &new)?;
+        check_computed(&rr.info, &name, &new, Some(&old))?;
         if without_rv(&new) == without_rv(&old) {
             return Ok(super::object_response(
                 StatusCode::OK,
@@ -376,7 +386,7 @@ pub(super) async fn guaranteed_update(
         let a = attrs(rr, "UPDATE", &name, Some(&old));
         state.admission.mutate(&a, &mut new).await?;
         validate::schema(&rr.info, &rr.version, &name, &mut new, Some(&old))?;
-        check_computed(&rr.info, &name, &new)?;
+        check_computed(&rr.info, &name, &new, Some(&old))?;
         escalation(state, rr, &new)?;
         state.admission.validate(&a, Some(&new)).await?;
         if dry {
