@@ -27,17 +27,12 @@ mod common;
 const NODES: u32 = 500;
 const PODS: usize = 10_000;
 
+/// Pods with a node, through the store's field index: decoding 10,000 pods every poll
+/// would take a core from what is measured.
 fn bound(server: &ApiServer) -> usize {
     let key = (String::new(), "pods".to_string());
-    let (_, pods) = server.store().list(&key, &Filter::default());
-    pods.iter()
-        .filter(|p| {
-            p.value()
-                .pointer("/spec/nodeName")
-                .and_then(|n| n.as_str())
-                .is_some_and(|n| !n.is_empty())
-        })
-        .count()
+    let filter = Filter::parse(None, None, Some("spec.nodeName!=")).unwrap();
+    server.store().list(&key, &filter).1.len()
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -81,7 +81,7 @@ pub(crate) enum ListStrategy {
 
 pub(crate) fn list_strategy(
     field: &str,
-    orig: Option<&Vec<Value>>,
+    orig: Option<&[Value]>,
     patch: &[Value],
 ) -> Option<ListStrategy> {
     let key = match field {
@@ -202,7 +202,7 @@ fn key_of<'a>(e: &'a Value, key: &str) -> Option<&'a Value> {
 }
 
 fn merge_list(field: &str, orig: Option<&Vec<Value>>, patch: &[Value]) -> Vec<Value> {
-    let strategy = list_strategy(field, orig, patch);
+    let strategy = list_strategy(field, orig.map(Vec::as_slice), patch);
     let replace = patch
         .iter()
         .any(|e| e.get("$patch").and_then(Value::as_str) == Some("replace"));
@@ -251,7 +251,7 @@ fn merge_list(field: &str, orig: Option<&Vec<Value>>, patch: &[Value]) -> Vec<Va
 /// Orders `list` as `order` names its elements (by merge key, or by value for primitive
 /// lists); elements `order` does not name keep their relative order at the end.
 fn reorder(field: &str, list: &mut Vec<Value>, order: &[Value]) {
-    let key = match list_strategy(field, Some(list), &[]) {
+    let key = match list_strategy(field, Some(list.as_slice()), &[]) {
         Some(ListStrategy::Key(k)) => Some(k),
         _ => None,
     };

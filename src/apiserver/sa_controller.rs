@@ -87,19 +87,25 @@ pub fn pass(state: &ServerState, ca_pem: &str) {
     }
 }
 
-fn watch(state: &ServerState, resource: &str) -> Option<WatchStart> {
-    state
-        .store
-        .watch(&key(resource), None, Filter::default(), false)
-        .ok()
+/// A watch of `resource`, of only the object named `name` when given (so writes of
+/// other ConfigMaps and ServiceAccounts wake nothing).
+fn watch(state: &ServerState, resource: &str, name: Option<&str>) -> Option<WatchStart> {
+    let fields = name.map(|n| format!("metadata.name={n}"));
+    let filter = Filter::parse(None, None, fields.as_deref()).ok()?;
+    state.store.watch(&key(resource), None, filter, false).ok()
 }
 
 /// Runs [`pass`] at start and after every change to namespaces, ServiceAccounts or
 /// ConfigMaps, until `stop`.
 pub async fn run(state: Arc<ServerState>, ca_pem: Option<String>, stop: CancellationToken) {
     let ca = ca_pem.unwrap_or_default();
-    let kinds = ["namespaces", "serviceaccounts", "configmaps"];
-    let mut watches: Vec<Option<WatchStart>> = kinds.iter().map(|k| watch(&state, k)).collect();
+    let kinds = [
+        ("namespaces", None),
+        ("serviceaccounts", Some(DEFAULT_SERVICE_ACCOUNT)),
+        ("configmaps", Some(ROOT_CA_CONFIGMAP)),
+    ];
+    let mut watches: Vec<Option<WatchStart>> =
+        kinds.iter().map(|(k, n)| watch(&state, k, *n)).collect();
     loop {
         pass(&state, &ca);
         let mut changed = false;
@@ -124,7 +130,7 @@ pub async fn run(state: Arc<ServerState>, ca_pem: Option<String>, stop: Cancella
                 Some(WatchItem::Bookmark(_)) => {}
                 // Closed for lagging: watch again, and look at everything.
                 None => {
-                    watches[i] = watch(&state, kinds[i]);
+                    watches[i] = watch(&state, kinds[i].0, kinds[i].1);
                     changed = true;
                 }
             }

@@ -283,10 +283,47 @@ fn prepare_pod(
     Ok(())
 }
 
+/// The containers' resources, all the QoS class reads (decoding the whole pod, volumes
+/// and all, was a tenth of a create).
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct QosSpec {
+    containers: Vec<QosContainer>,
+    init_containers: Vec<QosContainer>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct QosContainer {
+    resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
+}
+
 fn set_qos_class(pod: &mut Value) {
-    let qos = serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(pod.clone())
-        .map(|p| kube_qos(&p).name())
-        .unwrap_or("BestEffort");
+    use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+    use serde::Deserialize;
+    let spec = pod.get("spec").map(QosSpec::deserialize);
+    let qos = match spec {
+        Some(Ok(s)) => {
+            let typed = |list: Vec<QosContainer>| -> Vec<Container> {
+                let each = list.into_iter();
+                each.map(|c| Container {
+                    resources: c.resources,
+                    ..Default::default()
+                })
+                .collect()
+            };
+            let p = Pod {
+                spec: Some(PodSpec {
+                    containers: typed(s.containers),
+                    init_containers: Some(typed(s.init_containers)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            kube_qos(&p).name()
+        }
+        _ => "BestEffort",
+    };
     if let Some(status) = pod.get_mut("status").and_then(Value::as_object_mut) {
         status.insert("qosClass".into(), qos.into());
     }

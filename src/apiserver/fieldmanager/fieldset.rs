@@ -71,7 +71,7 @@ fn ignored(path: &[Element]) -> bool {
 /// How the items of list `field` are identified: by a key field, by value, or not at all
 /// (the list is replaced as a whole, and owned as one field).
 pub fn item_key(field: &str, list: &[Value], item: &Value) -> Option<Element> {
-    match list_strategy(field, Some(&list.to_vec()), &[])? {
+    match list_strategy(field, Some(list), &[])? {
         ListStrategy::Key(k) => {
             let mut key = Map::new();
             key.insert(k.to_string(), item.get(k)?.clone());
