@@ -76,7 +76,7 @@ impl Admission {
                         hook.name
                     ))
                 })?;
-                json_patch::patch(obj, &p).map_err(|e| {
+                crate::api::patch::apply_json(obj, &p).map_err(|e| {
                     ApiError::internal(format!(
                         "applying the patch of webhook {:?}: {e}",
                         hook.name

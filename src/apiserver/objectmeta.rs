@@ -95,27 +95,10 @@ fn container_errors(v: &Value) -> Vec<String> {
     out
 }
 
-/// Bytes of `v` as compact JSON, counted without building them.
-fn json_len(v: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 += b.len();
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Count(0);
-    let _ = serde_json::to_writer(&mut c, v);
-    c.0
-}
-
 /// What kube-apiserver checks of any object before storing it (and of a pod's
 /// containers): 422 with every cause, or 413 when it is too large to store.
 pub fn check(info: &ResourceInfo, name: &str, v: &Value) -> Result<(), ApiError> {
-    let size = json_len(v);
+    let size = crate::api::patch::json_len(v);
     if size > MAX_OBJECT_BYTES {
         return Err(ApiError::new(
             413,

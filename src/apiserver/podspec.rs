@@ -52,6 +52,11 @@ pub fn causes(spec: &Map<String, Value>) -> Vec<Cause> {
         spec.get("dnsPolicy"),
         &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"],
     );
+    ids(
+        &mut out,
+        "spec.securityContext",
+        spec.get("securityContext"),
+    );
     for (i, t) in spec
         .get("tolerations")
         .and_then(Value::as_array)
@@ -85,6 +90,30 @@ pub fn causes(spec: &Map<String, Value>) -> Vec<Cause> {
         }
     }
     out
+}
+
+/// kube's `ValidateNonnegativeField` range for user and group ids: 0…2^31-1 (a larger
+/// one wraps to -1 at the kernel, which `setresuid` reads as "unchanged": root).
+fn ids(out: &mut Vec<Cause>, at: &str, sc: Option<&Value>) {
+    let Some(sc) = sc else { return };
+    let check = |out: &mut Vec<Cause>, field: String, v: &Value| {
+        if !v
+            .as_i64()
+            .is_some_and(|n| (0..=i64::from(i32::MAX)).contains(&n))
+        {
+            let why = "must be between 0 and 2147483647, inclusive";
+            out.push(Cause::invalid(field, v, why));
+        }
+    };
+    for k in ["runAsUser", "runAsGroup", "fsGroup"] {
+        if let Some(v) = sc.get(k).filter(|v| !v.is_null()) {
+            check(out, format!("{at}.{k}"), v);
+        }
+    }
+    let groups = sc.get("supplementalGroups").and_then(Value::as_array);
+    for (i, g) in groups.into_iter().flatten().enumerate() {
+        check(out, format!("{at}.supplementalGroups[{i}]"), g);
+    }
 }
 
 fn container(
@@ -138,6 +167,11 @@ fn container(
         );
     }
     resources(out, &format!("{at}.resources"), c.get("resources"));
+    ids(
+        out,
+        &format!("{at}.securityContext"),
+        c.get("securityContext"),
+    );
 }
 
 fn resources(out: &mut Vec<Cause>, at: &str, r: Option<&Value>) {
@@ -206,5 +240,31 @@ mod tests {
         for m in &got {
             assert!(!m.contains("Some(") && !m.contains("None"), "{m}");
         }
+    }
+
+    #[test]
+    fn user_and_group_ids_within_kube_range() {
+        let spec = json!({"securityContext": {"runAsUser": 4294967295u64, "fsGroup": -1,
+                "supplementalGroups": [5, 2147483648u64]},
+            "containers": [{"name": "c", "image": "i",
+                "securityContext": {"runAsNonRoot": true, "runAsUser": 4294967295u64, "runAsGroup": 2147483647}}]});
+        let got: Vec<String> = causes(spec.as_object().unwrap())
+            .iter()
+            .map(Cause::message)
+            .collect();
+        let why = "must be between 0 and 2147483647, inclusive";
+        assert_eq!(
+            got,
+            vec![
+                format!(
+                    "spec.containers[0].securityContext.runAsUser: Invalid value: 4294967295: {why}"
+                ),
+                format!("spec.securityContext.runAsUser: Invalid value: 4294967295: {why}"),
+                format!("spec.securityContext.fsGroup: Invalid value: -1: {why}"),
+                format!(
+                    "spec.securityContext.supplementalGroups[1]: Invalid value: 2147483648: {why}"
+                ),
+            ]
+        );
     }
 }

@@ -219,6 +219,31 @@ where
     })
 }
 
+/// Every `K` in the cluster that decodes; one that does not (a Reservation with
+/// `owners: 5` stored before its CRD had a schema) is logged with its reason and left
+/// out, so one bad object cannot stop a controller's whole round.
+pub async fn list_decodable<K>(client: &Client) -> Result<Vec<K>, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let api: Api<Decoded<K>> = Api::all_with(client.clone(), &());
+    let items = api.list(&ListParams::default()).await?.items;
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        match item {
+            Decoded::Ok(k) => out.push(k),
+            Decoded::Bad { meta, error } => tracing::warn!(
+                kind = %K::kind(&()),
+                namespace = meta.namespace.as_deref().unwrap_or(""),
+                name = meta.name.as_deref().unwrap_or(""),
+                %error,
+                "object does not decode; skipped"
+            ),
+        }
+    }
+    Ok(out)
+}
+
 /// Whether the API server serves `K` (an optional CRD may not be installed).
 pub async fn served<K>(client: &Client) -> bool
 where

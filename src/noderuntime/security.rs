@@ -83,7 +83,7 @@ pub enum SecurityError {
     RunAsUserRoot { pod: String, container: String },
     #[error("unknown capability {0:?} in securityContext.capabilities")]
     UnknownCapability(String),
-    #[error("{field} {value} is out of range for a Linux id")]
+    #[error("{field} {value} is out of range: must be between 0 and 2147483647, inclusive")]
     OutOfRange { field: &'static str, value: i64 },
 }
 
@@ -99,8 +99,13 @@ fn cap_number(name: &str) -> Result<u32, SecurityError> {
         .ok_or_else(|| SecurityError::UnknownCapability(name.to_string()))
 }
 
+/// A user or group id in kube's range, 0…2^31-1: `u32::MAX` is -1 to `setresuid`,
+/// which leaves the id unchanged — a "non-root" container would run as root.
 fn id(field: &'static str, value: i64) -> Result<u32, SecurityError> {
-    u32::try_from(value).map_err(|_| SecurityError::OutOfRange { field, value })
+    u32::try_from(value)
+        .ok()
+        .filter(|v| *v <= i32::MAX as u32)
+        .ok_or(SecurityError::OutOfRange { field, value })
 }
 
 /// containerd's default set with the container's additions and drops ("ALL" in either).
@@ -293,5 +298,21 @@ mod tests {
             SecurityError::UnknownCapability("FLY".into())
         );
         assert!(case(json!({}), json!({"runAsUser": -1})).is_err());
+        // -1 to the kernel: setresuid would leave root's uid in place.
+        let max = case(
+            json!({}),
+            json!({"runAsNonRoot": true, "runAsUser": 4294967295u64}),
+        );
+        assert!(
+            matches!(max, Err(SecurityError::OutOfRange { .. })),
+            "{max:?}"
+        );
+        assert!(case(json!({}), json!({"runAsUser": 2147483648u64})).is_err());
+        assert_eq!(
+            case(json!({}), json!({"runAsUser": 2147483647}))
+                .unwrap()
+                .uid,
+            i32::MAX as u32
+        );
     }
 }

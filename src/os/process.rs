@@ -300,10 +300,16 @@ pub fn parse_start_time(stat: &str) -> Option<u64> {
     after.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// Whether `pid` is a live (non-zombie) process with the given start time.
+/// Whether `pid` is a live (non-zombie) process with the given start time. Only a
+/// missing `/proc/<pid>` means gone: failing to read it (out of descriptors or memory)
+/// says nothing of the process, so the kernel is asked without a descriptor (`kill 0`);
+/// the start time cannot be compared then, and the pid is trusted — declaring a running
+/// container dead would start it twice.
 pub fn alive(proc_root: &Path, pid: i32, started: Option<u64>) -> bool {
-    let Ok(stat) = std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")) else {
-        return false;
+    let stat = match std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")) {
+        Ok(s) => s,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
+        Err(_) => return exists(pid),
     };
     let state = stat
         .rfind(')')
@@ -312,6 +318,16 @@ pub fn alive(proc_root: &Path, pid: i32, started: Option<u64>) -> bool {
         return false;
     }
     started.is_none_or(|s| parse_start_time(&stat) == Some(s))
+}
+
+/// Whether a process `pid` exists, by `kill(pid, 0)` (EPERM: it does, not ours).
+fn exists(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks the pid; no memory is passed.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// The shim's side of a container launch: takes ownership of the exit-status descriptor
@@ -356,6 +372,20 @@ mod tests {
             start_time(Path::new("/proc"), me)
         ));
         assert!(!alive(Path::new("/proc"), me, Some(1)));
+        // A stat that cannot be read (here a directory; EMFILE in the field) is not death.
+        let fake = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(fake.path().join(me.to_string()).join("stat")).unwrap();
+        assert!(
+            alive(fake.path(), me, Some(1)),
+            "unreadable: asked the kernel"
+        );
+        let gone = i32::MAX - 1;
+        std::fs::create_dir_all(fake.path().join(gone.to_string()).join("stat")).unwrap();
+        assert!(
+            !alive(fake.path(), gone, None),
+            "the kernel knows no such pid"
+        );
+        assert!(!alive(fake.path(), 12345678, None), "no /proc entry: gone");
         assert!(signal(0, SIGTERM).is_err());
         let id = Identity {
             uid: 65534,

@@ -212,7 +212,6 @@ pub fn decide(
 /// reservation still pending or available, for the controller to wake up then.
 pub async fn reconcile(client: &kube::Client) -> Result<Option<i64>, kube::Error> {
     let rapi: Api<Reservation> = Api::all(client.clone());
-    let pods: Api<Pod> = Api::all(client.clone());
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
     let node_names: std::collections::HashSet<String> = nodes
         .list_metadata(&ListParams::default())
@@ -222,7 +221,7 @@ pub async fn reconcile(client: &kube::Client) -> Result<Option<i64>, kube::Error
         .filter_map(|n| n.metadata.name)
         .collect();
     let mut owners: BTreeMap<String, Vec<ObjectReference>> = BTreeMap::new();
-    for p in pods.list(&ListParams::default()).await?.items {
+    for p in crate::kernel::watch::list_decodable::<Pod>(client).await? {
         let Some(raw) = p
             .metadata
             .annotations
@@ -254,7 +253,7 @@ pub async fn reconcile(client: &kube::Client) -> Result<Option<i64>, kube::Error
     }
     let now_s = k8s_openapi::jiff::Timestamp::now().as_second();
     let mut next_expiry: Option<i64> = None;
-    for r in rapi.list(&ListParams::default()).await?.items {
+    for r in crate::kernel::watch::list_decodable::<Reservation>(client).await? {
         let name = r.metadata.name.clone().unwrap_or_default();
         let uid = r.metadata.uid.clone().unwrap_or_default();
         let mine = owners.get(&uid).cloned().unwrap_or_default();

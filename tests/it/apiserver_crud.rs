@@ -991,3 +991,53 @@ async fn metadata_and_container_names_are_validated_as_kube_apiserver_does() {
         .await;
     assert_eq!(api_code(many), 413);
 }
+
+/// A ~1 KB JSON patch of copies doubling a ConfigMap's data used to take the server's
+/// memory (20 copies: 0.8 GB); kube-apiserver's bounds refuse it at once, and a patch of
+/// more than 10,000 operations with its 413.
+#[tokio::test]
+async fn json_patches_within_kube_apiserver_bounds() {
+    let api = TestApi::start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(api.client.clone(), "default");
+    let grow: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "grow"}, "data": {"payload": "x".repeat(1024)}}),
+    )
+    .unwrap();
+    cms.create(&PostParams::default(), &grow).await.unwrap();
+    let copies: Vec<serde_json::Value> = (0..30)
+        .map(|i| json!({"op": "copy", "from": "/data", "path": format!("/data/c{i}")}))
+        .collect();
+    let patch: json_patch::Patch = serde_json::from_value(json!(copies)).unwrap();
+    let pp = PatchParams::default();
+    let err = cms
+        .patch("grow", &pp, &Patch::Json::<()>(patch))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(s) = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(s.code, 422, "{}", s.message);
+    assert!(
+        s.message.contains("exceeding the limit 3145728"),
+        "{}",
+        s.message
+    );
+    let many: Vec<serde_json::Value> = (0..10_001)
+        .map(|_| json!({"op": "test", "path": "/metadata/name", "value": "grow"}))
+        .collect();
+    let patch: json_patch::Patch = serde_json::from_value(json!(many)).unwrap();
+    let err = cms
+        .patch("grow", &pp, &Patch::Json::<()>(patch))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(s) = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(s.code, 413);
+    assert_eq!(
+        s.message,
+        "The allowed maximum operations in a JSON patch is 10000, got 10001"
+    );
+    let kept = cms.get("grow").await.unwrap();
+    assert_eq!(kept.data.unwrap().len(), 1, "nothing applied");
+}

@@ -224,3 +224,41 @@ async fn reserve_use_expire_and_complete() {
     drop(sched);
     api.stop().await;
 }
+
+/// A Reservation that does not decode (`owners: 5`, stored before its CRD had a schema)
+/// is skipped with a log line; the controller's round still expires the others.
+#[tokio::test]
+async fn one_bad_reservation_stops_no_round() {
+    let api = TestApi::start().await;
+    let c = api.client.clone();
+    let key = (
+        "scheduling.koordinator.sh".to_string(),
+        "reservations".to_string(),
+    );
+    let bad = json!({"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Reservation",
+        "metadata": {"name": "bad", "uid": "bad-uid", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"ttl": "1s", "owners": 5, "template": {}}});
+    let store = api.server().store();
+    store
+        .commit::<koord::apiserver::store::StoreError>(&key, "", "bad", |_| {
+            Ok(koord::apiserver::store::Change::Put(bad))
+        })
+        .unwrap();
+    store.settle().unwrap();
+    let rs: Api<Reservation> = Api::all(c.clone());
+    rs.create(
+        &PostParams::default(),
+        &reservation("short", "1", "nobody", "1s"),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    koord::scheduler::reservation_live::reconcile(&c)
+        .await
+        .expect("a round despite the bad object");
+    assert_eq!(
+        phase(&rs, "short").await.0,
+        "Failed",
+        "the good one expired"
+    );
+}

@@ -47,8 +47,15 @@ pub async fn patch(
         |old: &Value, new: &mut Value| fieldmanager::record_update(Some(old), new, &m, has_status);
     let warnings = std::sync::Mutex::new(Vec::new());
     let compute = |old: &Value| {
-        let mut new =
-            patch::apply(kind, old, &bytes).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let mut new = patch::apply(kind, old, &bytes).map_err(|e| match e {
+            patch::PatchError::TooManyOperations(_) => {
+                ApiError::new(413, "RequestEntityTooLarge", e.to_string())
+            }
+            patch::PatchError::Apply(m) if m.starts_with("Unable to complete the copy") => {
+                ApiError::new(422, "Invalid", m)
+            }
+            other => ApiError::bad_request(other.to_string()),
+        })?;
         limits::check_result(&rr.info, &name_of(old), &new)?;
         let w = validate::builtin(&rr.info, &rr.version, &mut new, fv)?;
         *warnings.lock().unwrap_or_else(|p| p.into_inner()) = w;
