@@ -7,17 +7,24 @@ pub const LABEL_VALUE: &str = "a valid label must be an empty string or consist 
 pub const DNS_LABEL: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 pub const DNS_SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
-pub fn dns_label(s: &str) -> bool {
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, of any length.
+fn label_chars(s: &str) -> bool {
     !s.is_empty()
-        && s.len() <= 63
         && s.bytes()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
 
+pub fn dns_label(s: &str) -> bool {
+    s.len() <= 63 && label_chars(s)
+}
+
+/// apimachinery's `IsDNS1123Subdomain`: at most 253 characters matching its regex — its
+/// dot-separated parts are not held to a label's 63 (a 253-character name without dots is
+/// a valid object name).
 pub fn dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(dns_label)
+    s.len() <= 253 && s.split('.').all(label_chars)
 }
 
 /// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`
@@ -58,6 +65,20 @@ pub fn qualified_name(s: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn subdomains_as_apimachinery_judges_them() {
+        assert!(
+            dns_subdomain(&"a".repeat(253)),
+            "253 characters without a dot"
+        );
+        assert!(!dns_subdomain(&"a".repeat(254)));
+        assert!(dns_subdomain(&format!("{}.b", "a".repeat(100))));
+        for bad in ["", "a..b", ".a", "a.", "-a", "A", "a_b"] {
+            assert!(!dns_subdomain(bad), "{bad:?}");
+        }
+        assert!(!dns_label(&"a".repeat(64)), "a label keeps its 63");
+    }
 
     #[test]
     fn qualified_names_as_apimachinery_judges_them() {

@@ -57,6 +57,18 @@ pub fn causes(spec: &Map<String, Value>) -> Vec<Cause> {
         "spec.securityContext",
         spec.get("securityContext"),
     );
+    if let Some(node) = spec.get("nodeName").and_then(Value::as_str)
+        && !node.is_empty()
+    {
+        // The node runtime puts nothing of it in a path, but kube refuses such names.
+        if node.len() > 253 {
+            let why = "must be no more than 253 characters";
+            out.push(Cause::invalid("spec.nodeName", &json!(node), why));
+        } else if !crate::api::names::dns_subdomain(node) {
+            let why = crate::api::names::DNS_SUBDOMAIN;
+            out.push(Cause::invalid("spec.nodeName", &json!(node), why));
+        }
+    }
     for (i, t) in spec
         .get("tolerations")
         .and_then(Value::as_array)
@@ -167,6 +179,19 @@ fn container(
         );
     }
     resources(out, &format!("{at}.resources"), c.get("resources"));
+    let env = c.get("env").and_then(Value::as_array);
+    for (j, e) in env.into_iter().flatten().enumerate() {
+        let field = format!("{at}.env[{j}].name");
+        let name = e.get("name").and_then(Value::as_str).unwrap_or("");
+        let printable = name.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'=');
+        if name.is_empty() {
+            out.push(Cause::required(field, ""));
+        } else if !printable {
+            // kube 1.33's (relaxed) rule: an `=` would make `A=B=c` ambiguous in environ.
+            let why = "a valid environment variable name must consist only of printable ASCII characters other than '='";
+            out.push(Cause::invalid(field, &json!(name), why));
+        }
+    }
     ids(
         out,
         &format!("{at}.securityContext"),
@@ -240,6 +265,25 @@ mod tests {
         for m in &got {
             assert!(!m.contains("Some(") && !m.contains("None"), "{m}");
         }
+    }
+
+    #[test]
+    fn node_names_and_environment_names() {
+        let spec = json!({"nodeName": "../../x", "containers": [{"name": "c", "image": "i",
+            "env": [{"name": "A=B", "value": "c"}, {"name": "OK.name-1"}, {"name": ""}]}]});
+        let got: Vec<String> = causes(spec.as_object().unwrap())
+            .iter()
+            .map(Cause::message)
+            .collect();
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(
+            got[0],
+            "spec.containers[0].env[0].name: Invalid value: \"A=B\": a valid environment variable name must consist only of printable ASCII characters other than '='"
+        );
+        assert_eq!(got[1], "spec.containers[0].env[2].name: Required value");
+        assert!(got[2].starts_with(
+            "spec.nodeName: Invalid value: \"../../x\": a lowercase RFC 1123 subdomain"
+        ));
     }
 
     #[test]

@@ -257,6 +257,15 @@ fn prepare_pod(
     for (k, v) in defaults {
         spec.entry(k).or_insert(v);
     }
+    // kube-apiserver (1.27+) turns a negative grace period into 1 s: "now" is 0, and a
+    // negative one meant the kubelet killed at once without the pod ever being told.
+    if spec
+        .get("terminationGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .is_some_and(|g| g < 0)
+    {
+        spec.insert("terminationGracePeriodSeconds".into(), 1.into());
+    }
     validate_pod_spec(info, name, spec)?;
     let ns = pod
         .pointer("/metadata/namespace")
@@ -531,6 +540,14 @@ mod tests {
         );
         assert_eq!(pod["metadata"]["generation"], 1);
         assert!(pod["metadata"]["uid"].as_str().unwrap().len() == 36);
+        assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 30);
+        let mut negative = json!({"metadata": {"name": "n", "namespace": "default"}, "spec": {
+            "terminationGracePeriodSeconds": -5, "containers": [{"name": "c", "image": "busybox"}]}});
+        prepare_create(&pods(), &mut negative, &s).unwrap();
+        assert_eq!(
+            negative["spec"]["terminationGracePeriodSeconds"], 1,
+            "as kube 1.27+"
+        );
     }
 
     #[test]
