@@ -178,13 +178,22 @@ impl<L: Listener> Acceptor<L> {
 
 /// Listens on a unix socket at `path` with `mode` whatever the umask: bound under a
 /// temporary name, narrowed, then renamed into place, so no one can connect through a
-/// wider mode in between. A stale socket at `path` is replaced.
+/// wider mode in between. A stale socket at `path` is replaced. Missing directories are
+/// made 0755 whatever the umask, and every directory above the socket must be root's or
+/// ours and writable by no one else (unless sticky): in a directory others may write, a
+/// stranger could put their own socket in its place.
 pub fn bind_unix(path: &Path, mode: u32) -> io::Result<UnixListener> {
+    use std::os::unix::fs::DirBuilderExt;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    std::fs::create_dir_all(dir)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)?;
+    crate::os::files::check_ancestors(path)
+        .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e.to_string()))?;
     let tmp = dir.join(format!(
         ".{}.{}.bind",
         path.file_name().unwrap_or_default().to_string_lossy(),
@@ -226,5 +235,22 @@ mod tests {
         drop(a1);
         let third = tokio::time::timeout(Duration::from_secs(5), acceptor.accept()).await;
         assert!(third.is_ok(), "a freed slot takes the waiting connection");
+    }
+
+    #[tokio::test]
+    async fn a_socket_is_never_placed_where_others_may_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let made = dir.path().join("a").join("b");
+        bind_unix(&made.join("s.sock"), 0o600).unwrap();
+        for d in [dir.path().join("a"), made.clone()] {
+            let mode = std::fs::metadata(&d).unwrap().mode() & 0o777;
+            assert_eq!(mode & 0o022, 0, "{} made {mode:o}", d.display());
+        }
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = bind_unix(&open.join("s.sock"), 0o600).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied, "{err}");
+        assert!(!open.join("s.sock").exists());
     }
 }
