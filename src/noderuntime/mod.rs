@@ -143,6 +143,11 @@ impl Ctx {
         self.dir.join("pods")
     }
 
+    /// Where pod `uid`'s projected volumes are filled.
+    pub fn volumes_of(&self, uid: &str) -> PathBuf {
+        self.dir.join("volumes").join(uid)
+    }
+
     pub fn view_put(&self, uid: &str, pod: &Pod) {
         if let Ok(v) = serde_json::to_value(pod) {
             self.view
@@ -499,7 +504,7 @@ fn clean_orphans(
         tracing::info!(pod = %cp.name, "cleaning up a pod that disappeared while koord was down");
         reap_cgroup(ctx, &crate::os::CgroupDir::new(cp.pod_dir.clone()));
         checkpoint::remove(&ctx.checkpoints(), uid);
-        volumes::PodVolumes::new(ctx.dir.join("volumes").join(uid)).remove();
+        volumes::PodVolumes::new(ctx.volumes_of(uid)).remove();
         false
     });
 }

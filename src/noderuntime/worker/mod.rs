@@ -132,7 +132,7 @@ impl Worker {
             .collect();
         slots.extend(spec.containers.iter().map(|c| slot(c, false)));
         let (exits_tx, exits_rx) = mpsc::unbounded_channel();
-        let ctx_volumes = ctx.dir.join("volumes").join(&uid);
+        let volumes = PodVolumes::new(ctx.volumes_of(&uid));
         Worker {
             pod_dir: ctx.cgroups.pod_dir(qos, &uid),
             ns: pod.metadata.namespace.clone().unwrap_or_default(),
@@ -150,7 +150,7 @@ impl Worker {
             waiters: JoinSet::new(),
             attempt_seq: 0,
             last_sent: None,
-            volumes: PodVolumes::new(ctx_volumes),
+            volumes,
         }
     }
 
