@@ -19,7 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["store", "table_workloads", "table_storage"],
     &["table_core"],
     &["error", "table", "podgc", "protection"],
-    &["sa_admission"],
+    &["sa_admission", "crd_lifecycle"],
     // The PV binder runs the protection controllers' pass after its own.
     &[
         "semantics",
@@ -32,7 +32,7 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["admission", "bootstrap", "node", "sim"],
     &["http"],
-    &["namespaces", "sa_controller", "aggregation"],
+    &["namespaces", "sa_controller", "aggregation", "crd_cleanup"],
 ];
 
 fn layer(m: &str) -> Option<usize> {

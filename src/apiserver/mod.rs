@@ -7,6 +7,8 @@ pub mod aggregation;
 pub mod auth;
 pub mod bootstrap;
 pub mod cause;
+pub mod crd_cleanup;
+pub mod crd_lifecycle;
 mod defaults;
 pub mod error;
 pub mod fieldmanager;
@@ -326,6 +328,7 @@ impl ApiServer {
         }
         tasks.spawn(gc_events(store.clone(), stop.clone()));
         tasks.spawn(namespaces::run(state.clone(), stop.clone()));
+        tasks.spawn(crd_cleanup::run(state.clone(), stop.clone()));
         // The bootstrap namespaces have theirs before the first request.
         let ca_pem = creds.tls.as_ref().map(|b| b.ca_pem.clone());
         sa_controller::pass(&state, ca_pem.as_deref().unwrap_or_default());

@@ -5,14 +5,13 @@
 //! conditions say what remains, and nothing new may be created in it.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::http::ServerState;
 use super::http::delete::{DeleteOptions, delete_one};
-use super::store::{Change, Filter, Skippable, WatchItem};
+use super::store::{Change, Filter, Skippable};
 use crate::apiserver::semantics::now;
 
 pub use super::semantics::NAMESPACE_FINALIZER as FINALIZER;
@@ -137,14 +136,10 @@ fn settle(state: &Arc<ServerState>, ns: &str, left: &Remaining) {
         }
         Ok(Change::Put(v))
     });
-    if let Ok(c) = committed {
-        let removed = c.removed();
-        if removed {
-            tracing::info!(namespace = ns, "namespace deleted");
-        }
-        if let Some(info) = state.registry.get("", "namespaces") {
-            super::http::write::after_write(state, &info, &c, removed);
-        }
+    if let Ok(c) = committed
+        && super::http::write::after_controller_write(state, &ns_key(), &c)
+    {
+        tracing::info!(namespace = ns, "namespace deleted");
     }
 }
 
@@ -166,33 +161,6 @@ pub async fn pass(state: &Arc<ServerState>) -> bool {
 /// Runs a pass whenever a namespace changes, and every second while one is terminating
 /// (its pods finish their grace periods, finalizers are removed); idle otherwise.
 pub async fn run(state: Arc<ServerState>, stop: CancellationToken) {
-    let Ok(mut watch) = state.store.watch(&ns_key(), None, Filter::default(), false) else {
-        return;
-    };
-    let mut pending = true;
-    loop {
-        if pending {
-            pending = pass(&state).await;
-        }
-        let tick = async {
-            if pending {
-                tokio::time::sleep(Duration::from_secs(1)).await
-            } else {
-                std::future::pending().await
-            }
-        };
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            item = watch.rx.recv() => match item {
-                Some(WatchItem::Event(..)) => pending = true,
-                Some(WatchItem::Bookmark(_)) => {}
-                // Closed for lagging: watch again.
-                None => match state.store.watch(&ns_key(), None, Filter::default(), false) {
-                    Ok(w) => { watch = w; pending = true; }
-                    Err(_) => return,
-                },
-            },
-            _ = tick => pending = true,
-        }
-    }
+    let store = state.store.clone();
+    super::store::resync_loop(&store, &ns_key(), &stop, || pass(&state)).await
 }

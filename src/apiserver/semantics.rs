@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::error::ApiError;
-use super::registry::{ResourceInfo, from_crd};
+use super::registry::ResourceInfo;
 use super::store::Store;
 use crate::api::extension::qos::kube_qos;
 
@@ -73,7 +73,7 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, store: &Store) -> Re
             }
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            accept_crd(info, &name, obj, None)?
+            super::crd_lifecycle::accept_crd(info, &name, obj, None)?
         }
         ("", "persistentvolumes" | "persistentvolumeclaims") => {
             super::defaults::storage(&info.resource, obj);
@@ -180,7 +180,7 @@ pub fn prepare_update(
         }
         ("", "pods") => check_pod_spec_update(info, &name, old, new),
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            accept_crd(info, &name, new, Some(old))
+            super::crd_lifecycle::accept_crd(info, &name, new, Some(old))
         }
         _ => Ok(()),
     }
@@ -198,42 +198,6 @@ fn strip(v: &Value, keys: &[&str]) -> Value {
         }
     }
     c
-}
-
-/// A CRD is served only with a structural schema and one storage version; every version
-/// ever stored stays in `status.storedVersions`.
-fn accept_crd(
-    info: &ResourceInfo,
-    name: &str,
-    crd: &mut Value,
-    old: Option<&Value>,
-) -> Result<(), ApiError> {
-    let served = from_crd(crd).map_err(|e| ApiError::invalid(info, name, e.to_string()))?;
-    super::error::check_causes(info, name, super::schema::check_crd(crd, old))?;
-    let ts = now();
-    let mut storage: Vec<String> = old
-        .and_then(|o| o.pointer("/status/storedVersions"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
-    if let Some(s) = served.versions.first()
-        && !storage.contains(s)
-    {
-        storage.push(s.clone());
-    }
-    crd["status"] = json!({
-        "acceptedNames": crd.pointer("/spec/names").cloned().unwrap_or_default(),
-        "storedVersions": storage,
-        "conditions": [
-            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-             "message": "no conflicts found", "lastTransitionTime": ts},
-            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-             "message": "the initial names have been accepted", "lastTransitionTime": ts},
-        ]
-    });
-    Ok(())
 }
 
 fn prepare_pod(

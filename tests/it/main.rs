@@ -14,6 +14,7 @@ mod bus;
 mod chart;
 mod cli;
 mod client_workloads;
+mod crd_deletion;
 mod crd_drift;
 mod descheduler;
 mod descheduler_upstream;

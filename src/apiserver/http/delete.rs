@@ -163,6 +163,9 @@ fn deletion(
         }
         return Some(v);
     }
+    if info.group == "apiextensions.k8s.io" && info.resource == "customresourcedefinitions" {
+        return Some(crate::apiserver::crd_lifecycle::mark_deleted(cur));
+    }
     let has_finalizers = cur
         .pointer("/metadata/finalizers")
         .and_then(Value::as_array)

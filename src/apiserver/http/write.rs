@@ -212,6 +212,20 @@ pub(super) async fn create_object(
         obj["metadata"] = json!({});
     }
     let meta = &mut obj["metadata"];
+    if !rr.info.builtin
+        && crate::apiserver::crd_lifecycle::terminating(
+            &state.store,
+            &rr.info.group,
+            &rr.info.resource,
+        )
+    {
+        return Err(ApiError::new(
+            405,
+            "MethodNotAllowed",
+            "create not allowed while custom resource definition is terminating",
+        )
+        .with_details(&rr.info, ""));
+    }
     if rr.info.namespaced {
         let ns = rr.ns().to_string();
         match meta.get("namespace").and_then(Value::as_str) {
@@ -471,6 +485,19 @@ pub(crate) fn after_write(
         }
         _ => {}
     }
+}
+
+/// `after_write` for a controller's own commit to `key`; whether the object was removed.
+pub(crate) fn after_controller_write(
+    state: &Arc<ServerState>,
+    key: &(String, String),
+    committed: &Committed,
+) -> bool {
+    let removed = committed.removed();
+    if let Some(info) = state.registry.get(&key.0, &key.1) {
+        after_write(state, &info, committed, removed);
+    }
+    removed
 }
 
 /// Removes every object of a resource (in one namespace, or all).

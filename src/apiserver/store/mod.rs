@@ -360,7 +360,6 @@ impl Store {
                 .fetch_sub(c.bytes.len() as u64, Ordering::Relaxed);
         }
         rev_guard.rev = rev;
-        self.rev.store(rev, Ordering::SeqCst);
         let w = Write {
             key: key.clone(),
             ns: ns.to_string(),
@@ -369,12 +368,19 @@ impl Store {
             object: stored.clone(),
             previous: current.clone(),
         };
+        // Staged before the revision is published: the flusher promotes every staged
+        // write up to the revision it read, so one published but not yet staged would be
+        // acknowledged yet stay invisible until some later flush.
         match self.group() {
             Some(g) => {
                 self.mem.stage(w);
+                self.rev.store(rev, Ordering::SeqCst);
                 g.request(rev);
             }
-            None => self.mem.apply_now(w),
+            None => {
+                self.mem.apply_now(w);
+                self.rev.store(rev, Ordering::SeqCst);
+            }
         }
         Ok(Committed {
             object: stored,
@@ -514,6 +520,48 @@ impl Drop for Store {
             .and_then(|_| Ok(backend.db.flush()?));
         if let Err(e) = closed {
             tracing::warn!(error = %e, "closing the API server's store");
+        }
+    }
+}
+
+/// Runs `pass` whenever an object of `key` changes, and every second while the last pass
+/// said work remains; idle otherwise (the controllers of namespaces and CRDs).
+pub async fn resync_loop<F, Fut>(
+    store: &Store,
+    key: &ResourceKey,
+    stop: &tokio_util::sync::CancellationToken,
+    mut pass: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let Ok(mut watch) = store.watch(key, None, Filter::default(), false) else {
+        return;
+    };
+    let mut pending = true;
+    loop {
+        if pending {
+            pending = pass().await;
+        }
+        let tick = async {
+            if pending {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await
+            } else {
+                std::future::pending().await
+            }
+        };
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            item = watch.rx.recv() => match item {
+                Some(WatchItem::Event(..)) => pending = true,
+                Some(WatchItem::Bookmark(_)) => {}
+                // Closed for lagging: watch again.
+                None => match store.watch(key, None, Filter::default(), false) {
+                    Ok(w) => { watch = w; pending = true; }
+                    Err(_) => return,
+                },
+            },
+            _ = tick => pending = true,
         }
     }
 }
