@@ -143,6 +143,7 @@ fn roles_of(argv: &[String]) -> Vec<Role> {
 /// scheduler and descheduler take their component configuration with `--config`.
 fn component_config(path: &str) -> Option<&'static str> {
     let text = crate::os::files::read_config(std::path::Path::new(path)).ok()?;
+    crate::api::input::prescan_yaml(text.as_bytes()).ok()?;
     let doc: serde_yaml::Value = serde_yaml::from_str(&text).ok()?;
     match doc.get("kind")?.as_str()? {
         "KubeSchedulerConfiguration" => Some("scheduler.configFile"),

@@ -89,6 +89,9 @@ pub fn load(
             (format!("config file `{}`", path.display()), text)
         }
     };
+    if let Err(e) = crate::api::input::prescan_yaml(text.as_bytes()) {
+        return Err(ConfigError(vec![format!("{name}: {e}")]));
+    }
     if !text.trim().is_empty() {
         figment = figment.merge(Named {
             inner: Yaml::string(&text),
@@ -248,15 +251,38 @@ fn redact(value: &mut serde_json::Value) {
     }
 }
 
-/// `scheme://user:password@host/...` with the credentials replaced; `None` when the
-/// string carries none.
+/// A query parameter whose name says it carries a credential.
+fn secret_param(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    ["token", "password", "secret", "key", "signature", "auth"]
+        .iter()
+        .any(|s| lower.contains(s))
+}
+
+/// `scheme://user:password@host/...?token=...` with the credentials (user information,
+/// and query values whose names say they are secret) replaced; `None` when the string
+/// carries none.
 fn redact_url(s: &str) -> Option<String> {
     let start = s.find("://")? + 3;
     let authority_end = s[start..]
         .find(['/', '?', '#'])
         .map_or(s.len(), |i| start + i);
-    let at = s[start..authority_end].rfind('@')? + start;
-    Some(format!("{}<redacted>{}", &s[..start], &s[at..]))
+    let mut out = match s[start..authority_end].rfind('@') {
+        Some(at) => format!("{}<redacted>{}", &s[..start], &s[start + at..]),
+        None => s.to_string(),
+    };
+    if let Some(q) = out.find('?') {
+        let frag = out[q..].find('#').map_or(out.len(), |i| q + i);
+        let params: Vec<String> = out[q + 1..frag]
+            .split('&')
+            .map(|p| match p.split_once('=') {
+                Some((k, _)) if secret_param(k) => format!("{k}=<redacted>"),
+                _ => p.to_string(),
+            })
+            .collect();
+        out = format!("{}?{}{}", &out[..q], params.join("&"), &out[frag..]);
+    }
+    (out != s).then_some(out)
 }
 
 #[cfg(test)]

@@ -176,5 +176,28 @@ fn print_limits_sections_and_redacts() {
     );
     assert!(!to_yaml(&cfg, None).contains("hunter2"));
     assert_eq!(redact_url("http://plain.host/p@q"), None);
+    assert_eq!(
+        redact_url("https://h/p?watch=1&access_token=abc&X-Amz-Signature=s#f").as_deref(),
+        Some("https://h/p?watch=1&access_token=<redacted>&X-Amz-Signature=<redacted>#f"),
+        "a token in the query string is a secret too"
+    );
+    cfg.koordlet.kubelet.pods_url = Some("https://10.0.0.1:10250/pods?token=qs-2718".into());
+    assert!(!redacted_json(&cfg).to_string().contains("qs-2718"));
     assert_eq!(redact_url("no url"), None);
+}
+
+#[test]
+fn deeply_nested_config_is_refused_before_parsing() {
+    let flow = format!("common: {}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let err = load(&host(), yaml(&flow), vec![]).unwrap_err().to_string();
+    assert!(
+        err.contains("test.yaml") && err.contains("nested deeper"),
+        "{err}"
+    );
+    let mut block = String::new();
+    for i in 0..2_000 {
+        block.push_str(&format!("{}k{i}:\n", " ".repeat(i)));
+    }
+    let err = load(&host(), yaml(&block), vec![]).unwrap_err().to_string();
+    assert!(err.contains("nested deeper"), "{err}");
 }

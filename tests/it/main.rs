@@ -24,6 +24,7 @@ mod explain_schedule;
 mod gang;
 mod job_preemption;
 mod kubectl;
+mod list_exact;
 mod manager;
 mod metric_names;
 mod migration_loop;

@@ -70,6 +70,33 @@ fn decode_continue(token: &str) -> Option<(u64, usize)> {
     Some((id.parse().ok()?, off.parse().ok()?))
 }
 
+/// `resourceVersionMatch`, checked as kube's ListOptions validation does; the revision
+/// a list must be served at exactly (`Exact`), if any.
+fn exact_rv(q: &Query) -> Result<Option<u64>, ApiError> {
+    let Some(m) = q.get("resourceVersionMatch").filter(|m| !m.is_empty()) else {
+        return Ok(None);
+    };
+    let invalid = |why: String| ApiError::invalid_option("ListOptions", why);
+    let rv = q.get("resourceVersion").unwrap_or("");
+    if rv.is_empty() {
+        return Err(invalid("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided".into()));
+    }
+    if q.get("continue").is_some_and(|c| !c.is_empty()) {
+        return Err(invalid("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided".into()));
+    }
+    match m {
+        "NotOlderThan" => Ok(None),
+        "Exact" if rv == "0" => Err(invalid(format!(
+            "resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""
+        ))),
+        // read_rv already refused a malformed or future revision.
+        "Exact" => Ok(rv.parse().ok()),
+        other => Err(invalid(format!(
+            "resourceVersionMatch: Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\", \"\""
+        ))),
+    }
+}
+
 pub fn list(
     state: &ServerState,
     rr: &ResourceRequest,
@@ -89,10 +116,21 @@ pub fn list(
             })?;
             (Some(id), rev, items, offset)
         }
-        None => {
-            let (rev, items) = state.store.list(&rr.info.key(), &filter(rr, q)?);
-            (None, rev, Arc::new(items), 0)
-        }
+        None => match exact_rv(q)? {
+            Some(at) => {
+                let items = state
+                    .store
+                    .list_at(&rr.info.key(), &filter(rr, q)?, at)
+                    .map_err(|_| {
+                        ApiError::gone("The resourceVersion for the provided list is too old.")
+                    })?;
+                (None, at, Arc::new(items), 0)
+            }
+            None => {
+                let (rev, items) = state.store.list(&rr.info.key(), &filter(rr, q)?);
+                (None, rev, Arc::new(items), 0)
+            }
+        },
     };
     let offset = offset.min(items.len());
     let end = limit.map_or(items.len(), |l| (offset + l).min(items.len()));

@@ -159,10 +159,11 @@ impl Memory {
                 inner.objects.insert(obj_key, w.object.clone());
             }
         }
-        let previous = if w.kind == EventType::Modified {
-            w.previous
-        } else {
+        // A deletion keeps what it deleted too: a list at an older revision puts it back.
+        let previous = if w.kind == EventType::Added {
             None
+        } else {
+            w.previous
         };
         let ev = Arc::new(Event {
             kind: w.kind,
@@ -197,6 +198,39 @@ impl Memory {
                 .collect(),
         };
         (self.visible_rev(), items)
+    }
+
+    /// The matching objects as they were at `rev` (`resourceVersionMatch=Exact`): the
+    /// visible state with every later event of the history undone.
+    pub fn list_at(
+        &self,
+        key: &ResourceKey,
+        filter: &Filter,
+        rev: u64,
+    ) -> Result<Vec<Arc<Stored>>, Expired> {
+        let t = self.type_state(key);
+        let _pending = lock(&self.pending);
+        let inner = lock(&t);
+        if rev < inner.oldest {
+            return Err(Expired {
+                requested: rev,
+                oldest: inner.oldest,
+            });
+        }
+        let mut at = inner.objects.clone();
+        for ev in inner
+            .history
+            .iter()
+            .rev()
+            .take_while(|e| e.object.rev > rev)
+        {
+            let k = (ev.object.namespace.clone(), ev.object.name.clone());
+            match (&ev.kind, &ev.previous) {
+                (EventType::Added, _) | (_, None) => at.remove(&k),
+                (_, Some(p)) => at.insert(k, p.clone()),
+            };
+        }
+        Ok(at.into_values().filter(|o| filter.matches(o)).collect())
     }
 
     pub fn count(&self, key: &ResourceKey) -> usize {

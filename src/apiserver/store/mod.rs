@@ -304,6 +304,16 @@ impl Store {
         self.mem.list(key, filter)
     }
 
+    /// The matching objects as they were at `rev`, while the history reaches back to it.
+    pub fn list_at(
+        &self,
+        key: &ResourceKey,
+        filter: &Filter,
+        rev: u64,
+    ) -> Result<Vec<Arc<Stored>>, Expired> {
+        self.mem.list_at(key, filter, rev)
+    }
+
     /// Number of objects of a resource (all namespaces).
     pub fn count(&self, key: &ResourceKey) -> usize {
         self.mem.count(key)

@@ -263,6 +263,8 @@ fn upstream_default() -> Result<Profile, FieldError> {
 }
 
 fn parse_doc(text: &str, source: &str) -> Result<KubeSchedulerConfiguration, FieldError> {
+    crate::api::input::prescan_yaml(text.as_bytes())
+        .map_err(|e| FieldError::whole(e).within(source))?;
     let doc: KubeSchedulerConfiguration =
         serde_yaml::from_str(text).map_err(|e| FieldError::whole(e.to_string()).within(source))?;
     if doc.kind != "KubeSchedulerConfiguration"

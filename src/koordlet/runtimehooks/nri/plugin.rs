@@ -169,6 +169,8 @@ impl Plugin {
         let events = match req.config.trim() {
             "" => vec![EVENTS.to_string()],
             text => {
+                crate::api::input::prescan_yaml(text.as_bytes())
+                    .map_err(|e| invalid(format!("NRI plugin configuration: {e}")))?;
                 serde_yaml::from_str::<PluginConfig>(text)
                     .map_err(|e| invalid(format!("NRI plugin configuration: {e}")))?
                     .events
