@@ -86,9 +86,9 @@ fn exact_rv(q: &Query) -> Result<Option<u64>, ApiError> {
     }
     match m {
         "NotOlderThan" => Ok(None),
-        "Exact" if rv == "0" => Err(invalid(format!(
-            "resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""
-        ))),
+        "Exact" if rv == "0" => Err(invalid(
+            "resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"".into(),
+        )),
         // read_rv already refused a malformed or future revision.
         "Exact" => Ok(rv.parse().ok()),
         other => Err(invalid(format!(
