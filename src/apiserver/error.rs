@@ -139,6 +139,13 @@ impl ApiError {
         Self::new(429, "TooManyRequests", message)
     }
 
+    /// `details.retryAfterSeconds`, also sent as the `Retry-After` header.
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        let d = self.details.get_or_insert_with(|| json!({}));
+        d["retryAfterSeconds"] = secs.into();
+        self
+    }
+
     /// 413 with kube-apiserver's wording.
     pub fn too_large(limit: usize) -> Self {
         Self::new(
@@ -199,7 +206,17 @@ impl ApiError {
 
     pub fn into_response(self) -> Response<Body> {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        json_response(code, &self.status_object())
+        let mut resp = json_response(code, &self.status_object());
+        let retry = self
+            .details
+            .as_ref()
+            .and_then(|d| d.get("retryAfterSeconds"))
+            .and_then(Value::as_u64);
+        if let Some(secs) = retry.filter(|_| code == StatusCode::TOO_MANY_REQUESTS) {
+            resp.headers_mut()
+                .insert(hyper::header::RETRY_AFTER, secs.into());
+        }
+        resp
     }
 }
 

@@ -79,6 +79,10 @@ pub struct Config {
     pub watcher_buffer: usize,
     /// Seconds between watch bookmarks.
     pub bookmark_interval_seconds: u64,
+    /// Reads served at once (kube-apiserver's `--max-requests-inflight`).
+    pub max_requests_inflight: usize,
+    /// Writes served at once (`--max-mutating-requests-inflight`).
+    pub max_mutating_requests_inflight: usize,
     /// Simulated nodes to register (`--sim-nodes`).
     pub sim_nodes: u32,
     /// CPU of each simulated node (`--sim-node-cpu`).
@@ -101,6 +105,8 @@ impl Default for Config {
             watch_history_bytes: 16 << 20,
             watcher_buffer: 4096,
             bookmark_interval_seconds: 60,
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
             sim_nodes: 0,
             sim_node_cpu: "32".into(),
             sim_node_memory: "256Gi".into(),
@@ -135,6 +141,10 @@ impl Config {
                 .register_local_node
                 .then(|| node::LocalNode::detect(node_name)),
             limits: Default::default(),
+            inflight: http::InFlight::new(
+                self.max_requests_inflight,
+                self.max_mutating_requests_inflight,
+            ),
             compaction_interval: Duration::from_secs(10),
             pod_gc_grace: Duration::from_secs(40),
             pod_logs: Some(data_dir.join("noderuntime").join("logs")),
@@ -172,6 +182,8 @@ pub struct Options {
     pub local_node: Option<node::LocalNode>,
     /// Connection cap and timeouts of the listener.
     pub limits: crate::kernel::http::Limits,
+    /// Requests served at once, reads and writes apart.
+    pub inflight: http::InFlight,
     /// How often the store's size on disk is compared with its live data.
     pub compaction_interval: Duration,
     /// How long a pod bound to a node that does not exist stays before it is deleted.
@@ -193,6 +205,7 @@ impl Options {
             sim: None,
             local_node: None,
             limits: Default::default(),
+            inflight: http::InFlight::new(400, 200),
             compaction_interval: Duration::from_secs(10),
             pod_gc_grace: Duration::from_secs(40),
             pod_logs: None,
@@ -295,6 +308,7 @@ impl ApiServer {
             pod_logs: opts.pod_logs.clone(),
             exec: Default::default(),
             collected: Default::default(),
+            inflight: opts.inflight.clone(),
         });
         let stop = CancellationToken::new();
         let mut tasks = JoinSet::new();

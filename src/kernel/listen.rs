@@ -7,8 +7,9 @@ use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use futures::Stream;
@@ -60,10 +61,53 @@ impl Listener for UnixListener {
     }
 }
 
-/// An accepted connection; its slot is given back when it is dropped.
+/// Every listener's connections together stay within half the open-file limit: each
+/// listener's own cap alone would let them add up past it.
+fn fd_budget() -> Arc<Semaphore> {
+    static BUDGET: std::sync::OnceLock<Arc<Semaphore>> = std::sync::OnceLock::new();
+    BUDGET
+        .get_or_init(|| Arc::new(Semaphore::new(default_max_connections())))
+        .clone()
+}
+
+/// A connection may be closed to make room for a new one once it has been idle this long.
+pub const EVICT_IDLE: Duration = Duration::from_secs(10);
+
+/// When a connection last moved a byte, and whether it is asked to close.
+struct Activity {
+    since: Instant,
+    last_ms: AtomicU64,
+    evicted: AtomicBool,
+    reader: Mutex<Option<Waker>>,
+}
+
+impl Activity {
+    fn touch(&self) {
+        let ms = self.since.elapsed().as_millis() as u64;
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn idle(&self) -> Duration {
+        let now = self.since.elapsed().as_millis() as u64;
+        Duration::from_millis(now.saturating_sub(self.last_ms.load(Ordering::Relaxed)))
+    }
+
+    /// Ends the connection: its next read sees end of file, its writes fail.
+    fn evict(&self) {
+        self.evicted.store(true, Ordering::SeqCst);
+        let waker = self.reader.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// An accepted connection; its slots are given back when it is dropped.
 pub struct Conn<S> {
     io: S,
+    activity: Arc<Activity>,
     _slot: Option<OwnedSemaphorePermit>,
+    _budget: Option<OwnedSemaphorePermit>,
 }
 
 impl<S> Conn<S> {
@@ -78,7 +122,23 @@ impl<S: AsyncRead + Unpin> AsyncRead for Conn<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
+        if self.activity.evicted.load(Ordering::SeqCst) {
+            return Poll::Ready(Ok(()));
+        }
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.io).poll_read(cx, buf);
+        match &r {
+            Poll::Ready(Ok(())) if buf.filled().len() > before => self.activity.touch(),
+            Poll::Pending => {
+                *self
+                    .activity
+                    .reader
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(cx.waker().clone());
+            }
+            _ => {}
+        }
+        r
     }
 }
 
@@ -88,7 +148,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Conn<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        if self.activity.evicted.load(Ordering::SeqCst) {
+            return Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into()));
+        }
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        r
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.io).poll_flush(cx)
@@ -101,7 +168,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Conn<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        if self.activity.evicted.load(Ordering::SeqCst) {
+            return Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into()));
+        }
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        r
     }
     fn is_write_vectored(&self) -> bool {
         self.io.is_write_vectored()
@@ -120,12 +194,16 @@ const BACKOFF_MAX: Duration = Duration::from_secs(1);
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// Accepts on `listener` within the bounds above; `name` says which listener in logs.
+/// When every slot is taken, the connection idle the longest (at least `evict_idle`) is
+/// closed to make room: idle clients cannot keep out the ones with work to do.
 pub struct Acceptor<L> {
     listener: L,
     slots: Arc<Semaphore>,
     name: &'static str,
     failures: u64,
     logged: Option<Instant>,
+    open: Vec<std::sync::Weak<Activity>>,
+    evict_idle: Duration,
 }
 
 impl<L: Listener> Acceptor<L> {
@@ -136,19 +214,72 @@ impl<L: Listener> Acceptor<L> {
             name,
             failures: 0,
             logged: None,
+            open: Vec::new(),
+            evict_idle: EVICT_IDLE,
+        }
+    }
+
+    /// How long a connection must be idle before it may be closed for a new one.
+    pub fn evict_after(mut self, idle: Duration) -> Self {
+        self.evict_idle = idle;
+        self
+    }
+
+    /// A permit of `sem`, closing idle connections while none is free.
+    async fn permit(&mut self, sem: &Arc<Semaphore>) -> Option<OwnedSemaphorePermit> {
+        loop {
+            if let Ok(p) = sem.clone().try_acquire_owned() {
+                return Some(p);
+            }
+            self.evict_one();
+            let wait = (self.evict_idle / 4).clamp(Duration::from_millis(10), BACKOFF_MAX);
+            // The semaphore is never closed, so a permit always comes.
+            if let Ok(p) = tokio::time::timeout(wait, sem.clone().acquire_owned()).await {
+                return p.ok();
+            }
+        }
+    }
+
+    fn evict_one(&mut self) {
+        self.open.retain(|w| w.strong_count() > 0);
+        let idlest = self
+            .open
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .filter(|a| !a.evicted.load(Ordering::SeqCst))
+            .max_by_key(|a| a.idle());
+        if let Some(a) = idlest.filter(|a| a.idle() >= self.evict_idle) {
+            tracing::debug!(
+                listener = self.name,
+                idle_ms = a.idle().as_millis() as u64,
+                "closing an idle connection to make room"
+            );
+            a.evict();
         }
     }
 
     /// The next connection: waits for a free slot first, and never returns an error.
     pub async fn accept(&mut self) -> Conn<L::Io> {
-        // The semaphore is never closed, so a slot always comes.
-        let slot = self.slots.clone().acquire_owned().await.ok();
+        let slot = self.permit(&self.slots.clone()).await;
+        let budget = self.permit(&fd_budget()).await;
         let mut delay = BACKOFF_MIN;
         loop {
             match futures::future::poll_fn(|cx| self.listener.poll_accept(cx)).await {
                 Ok(io) => {
                     self.failures = 0;
-                    return Conn { io, _slot: slot };
+                    let activity = Arc::new(Activity {
+                        since: Instant::now(),
+                        last_ms: AtomicU64::new(0),
+                        evicted: AtomicBool::new(false),
+                        reader: Mutex::new(None),
+                    });
+                    self.open.push(Arc::downgrade(&activity));
+                    return Conn {
+                        io,
+                        activity,
+                        _slot: slot,
+                        _budget: budget,
+                    };
                 }
                 Err(err) => {
                     self.note_failure(&err);
@@ -235,6 +366,54 @@ mod tests {
         drop(a1);
         let third = tokio::time::timeout(Duration::from_secs(5), acceptor.accept()).await;
         assert!(third.is_ok(), "a freed slot takes the waiting connection");
+    }
+
+    #[tokio::test]
+    async fn idle_connections_make_room_for_new_ones() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let listener = bind_unix(&path, 0o600).unwrap();
+        let mut acceptor =
+            Acceptor::new(listener, 2, "test").evict_after(Duration::from_millis(300));
+        let mut idle = UnixStream::connect(&path).await.unwrap();
+        let mut busy = UnixStream::connect(&path).await.unwrap();
+        let _waiting = UnixStream::connect(&path).await.unwrap();
+        let mut a_idle = acceptor.accept().await;
+        let mut a_busy = acceptor.accept().await;
+        // The idle side sees end of file once evicted; the busy one keeps talking.
+        let served = tokio::spawn(async move {
+            let mut b = [0u8; 1];
+            a_idle.read(&mut b).await.unwrap()
+        });
+        let busy_served = tokio::spawn(async move {
+            let mut b = [0u8; 1];
+            for _ in 0..40 {
+                a_busy.read_exact(&mut b).await.unwrap();
+            }
+        });
+        let pinger = tokio::spawn(async move {
+            for _ in 0..40 {
+                busy.write_all(b"x").await.unwrap();
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let third = tokio::time::timeout(Duration::from_secs(5), acceptor.accept()).await;
+        assert!(third.is_ok(), "the idle connection was closed to make room");
+        assert_eq!(
+            served.await.unwrap(),
+            0,
+            "the idle connection read end of file"
+        );
+        let mut b = [0u8; 1];
+        assert_eq!(
+            idle.read(&mut b).await.unwrap(),
+            0,
+            "and its client sees it closed"
+        );
+        pinger.await.unwrap();
+        busy_served.await.unwrap();
     }
 
     #[tokio::test]

@@ -79,3 +79,49 @@ async fn exact_list_is_the_state_at_that_revision() {
         assert_eq!(api_code(r), 422, "{why}");
     }
 }
+
+/// kube-apiserver's max-in-flight: a read holds its seat until its body is sent, the next
+/// read beyond the limit gets 429 with Retry-After, and writes and watches have their own.
+#[tokio::test]
+async fn reads_beyond_the_inflight_limit_get_429() {
+    use std::io::Write;
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.inflight = koord::apiserver::http::InFlight::new(1, 1);
+    let api = TestApi::start_with(opts).await;
+    let cms: Api<ConfigMap> = Api::namespaced(api.client.clone(), "default");
+    let big = "x".repeat(500_000);
+    for i in 0..40 {
+        cms.create(&PostParams::default(), &cm(&format!("big-{i}"), &big))
+            .await
+            .unwrap();
+    }
+    // A client that asks for 20 MB and reads none of it keeps its seat.
+    let mut slow = std::net::TcpStream::connect(api.server().addr()).unwrap();
+    slow.write_all(b"GET /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut refused = false;
+    for _ in 0..50 {
+        match cms.list(&ListParams::default().limit(1)).await {
+            Err(kube::Error::Api(s)) if s.code == 429 => {
+                assert_eq!(s.message, "Too many requests, please try again later.");
+                refused = true;
+                break;
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+        }
+    }
+    assert!(refused, "a second read while the first is being sent");
+    cms.create(&PostParams::default(), &cm("small", "1"))
+        .await
+        .expect("writes have seats of their own");
+    let w = cms
+        .watch(&kube::api::WatchParams::default().timeout(1), "0")
+        .await;
+    assert!(w.is_ok(), "a watch takes no seat");
+    drop(slow);
+    let freed = common::eventually(std::time::Duration::from_secs(10), || async {
+        cms.list(&ListParams::default().limit(1)).await.is_ok()
+    })
+    .await;
+    assert!(freed, "the seat comes back once the slow client leaves");
+}

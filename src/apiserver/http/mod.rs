@@ -54,6 +54,59 @@ pub struct ServerState {
     /// them does a DELETE with `Orphan` or `Foreground` propagation hold the object with
     /// kube's `orphan` / `foregroundDeletion` finalizer (nothing would ever release others).
     pub collected: std::sync::OnceLock<Vec<(String, String)>>,
+    pub inflight: InFlight,
+}
+
+/// kube-apiserver's max-in-flight filter: reads and writes each have so many seats;
+/// long-running requests (watches, logs, exec) take none.
+#[derive(Debug, Clone)]
+pub struct InFlight {
+    read_only: Arc<tokio::sync::Semaphore>,
+    mutating: Arc<tokio::sync::Semaphore>,
+}
+
+impl InFlight {
+    pub fn new(read_only: usize, mutating: usize) -> InFlight {
+        InFlight {
+            read_only: Arc::new(tokio::sync::Semaphore::new(read_only.max(1))),
+            mutating: Arc::new(tokio::sync::Semaphore::new(mutating.max(1))),
+        }
+    }
+
+    /// A seat, or kube's 429 when every one is taken.
+    fn seat(&self, mutating: bool) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+        let sem = if mutating {
+            &self.mutating
+        } else {
+            &self.read_only
+        };
+        sem.clone().try_acquire_owned().map_err(|_| {
+            ApiError::too_many_requests("Too many requests, please try again later.").retry_after(1)
+        })
+    }
+}
+
+/// Watches, followed logs, exec and attach hold their request for as long as they last.
+fn long_running(rr: &ResourceRequest, q: &Query) -> bool {
+    rr.watch_path
+        || q.flag("watch")
+        || matches!(
+            rr.subresource.as_deref(),
+            Some("exec" | "attach" | "portforward" | "proxy")
+        )
+        || (rr.subresource.as_deref() == Some("log") && q.flag("follow"))
+}
+
+/// The response with `seat` held until its body has been sent.
+fn holding(resp: Response<Body>, seat: tokio::sync::OwnedSemaphorePermit) -> Response<Body> {
+    use http_body_util::BodyExt;
+    resp.map(|b| {
+        b.map_frame(move |f| {
+            let _held = &seat;
+            f
+        })
+        .boxed_unsync()
+    })
 }
 
 /// Snapshots behind `continue` tokens, so every page of a list is served at the
@@ -253,9 +306,19 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
     };
     let mutating = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     let accept = negotiate::accept_of(&req);
+    let mut seat = None;
     let result = match routed {
         Ok(Routed::Done(resp)) => return resp,
-        Ok(Routed::Resource(rr)) => dispatch(&state, rr, req, &query, accept.as_deref()).await,
+        Ok(Routed::Resource(rr)) if long_running(&rr, &query) => {
+            dispatch(&state, rr, req, &query, accept.as_deref()).await
+        }
+        Ok(Routed::Resource(rr)) => match state.inflight.seat(mutating) {
+            Ok(s) => {
+                seat = Some(s);
+                dispatch(&state, rr, req, &query, accept.as_deref()).await
+            }
+            Err(e) => Err(e),
+        },
         Err(err) => Err(err),
     };
     // A write is answered once it is on disk (with whatever else committed meanwhile).
@@ -266,7 +329,11 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
         return ApiError::from(e).into_response();
     }
     let resp = result.unwrap_or_else(ApiError::into_response);
-    negotiate::negotiate(resp, accept.as_deref()).await
+    let resp = negotiate::negotiate(resp, accept.as_deref()).await;
+    match seat {
+        Some(s) => holding(resp, s),
+        None => resp,
+    }
 }
 
 enum Routed {

@@ -16,7 +16,7 @@ use super::{Query, ResourceRequest, ServerState, object_response, render};
 use crate::apiserver::error::ApiError;
 use crate::apiserver::store::{Filter, Stored, WatchItem};
 use crate::apiserver::table;
-use crate::kernel::http::{Body, respond};
+use crate::kernel::http::Body;
 
 /// Watches without `timeoutSeconds` end after this long (kube-apiserver picks 30–60 min).
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -154,28 +154,43 @@ pub fn list(
     }
     let api_version = rr.api_version();
     let head = json!({"apiVersion": api_version, "kind": format!("{}List", rr.info.kind), "metadata": metadata});
-    Ok(respond(
-        StatusCode::OK,
-        "application/json",
-        list_body(&head, &items[offset..end], &api_version),
-    ))
+    let mut resp = Response::new(list_body(&head, items, offset..end, api_version));
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
 }
 
-/// `{"apiVersion":..,"kind":..,"metadata":..,"items":[..]}` without re-parsing the items.
-fn list_body(head: &Value, items: &[Arc<Stored>], api_version: &str) -> Bytes {
-    let mut out =
-        BytesMut::with_capacity(64 + items.iter().map(|i| i.bytes.len() + 1).sum::<usize>());
+/// What a list body is sent in: a slow client holds one chunk, not a copy of the list.
+const LIST_CHUNK: usize = 64 << 10;
+
+/// `{"apiVersion":..,"kind":..,"metadata":..,"items":[..]}` without re-parsing the items,
+/// rendered chunk by chunk as the client takes them.
+fn list_body(
+    head: &Value,
+    items: Arc<Vec<Arc<Stored>>>,
+    range: std::ops::Range<usize>,
+    api_version: String,
+) -> Body {
     let head = serde_json::to_vec(head).unwrap_or_default();
+    let mut out = BytesMut::with_capacity(LIST_CHUNK + 4096);
     out.put_slice(&head[..head.len().saturating_sub(1)]);
     out.put_slice(b",\"items\":[");
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.put_u8(b',');
+    let stream = async_stream::stream! {
+        for i in range.clone() {
+            if i > range.start {
+                out.put_u8(b',');
+            }
+            out.put_slice(&render(&items[i], &api_version));
+            if out.len() >= LIST_CHUNK {
+                yield out.split().freeze();
+            }
         }
-        out.put_slice(&render(item, api_version));
-    }
-    out.put_slice(b"]}");
-    out.freeze()
+        out.put_slice(b"]}");
+        yield out.split().freeze();
+    };
+    StreamBody::new(stream.map(|b| Ok::<_, Infallible>(Frame::data(b)))).boxed_unsync()
 }
 
 fn event_line(kind: &str, object: &[u8]) -> Bytes {
@@ -354,19 +369,19 @@ mod tests {
     fn list_body_is_valid_json() {
         let a = Arc::new(Stored::new(
             1,
-            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}),
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "annotations": {"x": "y".repeat(40_000)}}}),
         ));
-        let body = list_body(
-            &json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}}),
-            &[a.clone(), a],
-            "v1",
-        );
-        let v: Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(v["items"].as_array().unwrap().len(), 2);
-        let empty = list_body(&json!({"kind": "X"}), &[], "v1");
-        assert_eq!(
-            serde_json::from_slice::<Value>(&empty).unwrap()["items"],
-            json!([])
-        );
+        let whole = |head: Value, items: Vec<Arc<Stored>>| {
+            let n = items.len();
+            let body = list_body(&head, Arc::new(items), 0..n, "v1".into());
+            let bytes = futures::executor::block_on(body.collect())
+                .unwrap()
+                .to_bytes();
+            serde_json::from_slice::<Value>(&bytes).unwrap()
+        };
+        let head = json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}});
+        let v = whole(head, vec![a.clone(), a.clone(), a]);
+        assert_eq!(v["items"].as_array().unwrap().len(), 3, "across chunks");
+        assert_eq!(whole(json!({"kind": "X"}), vec![])["items"], json!([]));
     }
 }
