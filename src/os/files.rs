@@ -88,19 +88,36 @@ pub fn private_dir(path: &Path) -> Result<(), FileError> {
 
 /// Every directory above `path` must be root's or ours and writable by nobody else unless
 /// sticky (as /tmp): otherwise another user could swap `path` for something of theirs.
-/// Links among the ancestors are fine (`/var/run` -> `/run`): their targets are checked.
+/// Links among the ancestors are fine (`/var/run` -> `/run`) when they are root's or ours
+/// (in a sticky directory a link's owner may replace it with one pointing elsewhere); the
+/// directories they lead to are checked up to `/`.
 pub fn check_ancestors(path: &Path) -> Result<(), FileError> {
     let me = euid();
     let absolute = std::path::absolute(path).map_err(io(path))?;
     for dir in absolute.ancestors().skip(1) {
-        let m = std::fs::metadata(dir).map_err(io(dir))?;
-        if m.uid() != 0 && m.uid() != me {
-            return Err(FileError::Owner(dir.to_path_buf(), m.uid(), me));
+        let link = std::fs::symlink_metadata(dir).map_err(io(dir))?;
+        if link.file_type().is_symlink() && link.uid() != 0 && link.uid() != me {
+            return Err(FileError::Owner(dir.to_path_buf(), link.uid(), me));
         }
-        let mode = m.mode() & 0o7777;
-        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
-            return Err(FileError::Writable(dir.to_path_buf(), mode));
+        check_dir_trusted(dir, me)?;
+    }
+    if let Some(parent) = absolute.parent() {
+        let real = std::fs::canonicalize(parent).map_err(io(parent))?;
+        for dir in real.ancestors() {
+            check_dir_trusted(dir, me)?;
         }
+    }
+    Ok(())
+}
+
+fn check_dir_trusted(dir: &Path, me: u32) -> Result<(), FileError> {
+    let m = std::fs::metadata(dir).map_err(io(dir))?;
+    if m.uid() != 0 && m.uid() != me {
+        return Err(FileError::Owner(dir.to_path_buf(), m.uid(), me));
+    }
+    let mode = m.mode() & 0o7777;
+    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        return Err(FileError::Writable(dir.to_path_buf(), mode));
     }
     Ok(())
 }
@@ -366,6 +383,41 @@ mod tests {
         assert!(matches!(err, FileError::Writable(..)), "{err}");
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
         check_ancestors(&open.join("data")).unwrap();
+    }
+
+    #[test]
+    fn a_link_of_another_user_above_the_data_dir_is_refused() {
+        if euid() != 0 {
+            eprintln!("skipped: needs root to give a link to another user");
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        let real = t.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let sticky = t.path().join("sticky");
+        std::fs::create_dir(&sticky).unwrap();
+        std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let link = sticky.join("koord");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        check_ancestors(&link.join("data")).unwrap();
+        // nobody's link in a sticky directory: they may point it anywhere at any time.
+        std::os::unix::fs::lchown(&link, Some(65534), None).unwrap();
+        let err = check_ancestors(&link.join("data")).unwrap_err();
+        assert!(
+            matches!(err, FileError::Owner(ref p, 65534, _) if *p == link),
+            "{err}"
+        );
+        // A link of ours to a directory below someone else's is refused too.
+        let theirs = t.path().join("theirs");
+        std::fs::create_dir_all(theirs.join("inner")).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+        let ours = t.path().join("ours");
+        std::os::unix::fs::symlink(theirs.join("inner"), &ours).unwrap();
+        let err = check_ancestors(&ours.join("data")).unwrap_err();
+        assert!(
+            matches!(err, FileError::Owner(ref p, 65534, _) if *p == theirs),
+            "{err}"
+        );
     }
 
     #[test]
