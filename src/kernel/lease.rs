@@ -63,6 +63,8 @@ pub struct Leadership {
     rx: watch::Receiver<bool>,
     /// Keeps the channel open when nobody campaigns.
     _fixed: Option<std::sync::Arc<watch::Sender<bool>>>,
+    /// When the lease was last renewed, and for how long a renewal counts.
+    renewed: Option<(std::sync::Arc<std::sync::Mutex<Option<Instant>>>, Duration)>,
 }
 
 impl Leadership {
@@ -72,11 +74,27 @@ impl Leadership {
         Leadership {
             rx,
             _fixed: Some(std::sync::Arc::new(tx)),
+            renewed: None,
         }
     }
 
     pub fn is_leader(&self) -> bool {
         *self.rx.borrow()
+    }
+
+    /// Leading, with a renewal younger than the renew deadline: what a write only the
+    /// leader may make (a binding) checks first. A replica that was paused still believes
+    /// it leads until its elector runs again; by the clock its lease may already be
+    /// another's.
+    pub fn fresh(&self) -> bool {
+        if !self.is_leader() {
+            return false;
+        }
+        let Some((renewed, deadline)) = &self.renewed else {
+            return true;
+        };
+        let last = *renewed.lock().unwrap_or_else(|p| p.into_inner());
+        last.is_some_and(|t| t.elapsed() < *deadline)
     }
 
     /// Resolves when leadership changes.
@@ -99,7 +117,10 @@ pub fn start(
         return Leadership::always();
     }
     let (tx, rx) = watch::channel(false);
+    let renewed = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let deadline = Duration::from_secs(cfg.renew_deadline_seconds);
     let shutdown = shutdown.clone();
+    let shared = renewed.clone();
     let name = format!("lease/{}", cfg.name);
     tasks.spawn(name, async move {
         let api: Api<Lease> = Api::namespaced(client, &cfg.namespace);
@@ -110,6 +131,7 @@ pub fn start(
             observed: None,
             last_renew: None,
             held: None,
+            renewed: shared,
         };
         elector.campaign(&tx, &shutdown).await;
         if *tx.borrow() {
@@ -118,7 +140,11 @@ pub fn start(
         }
         Ok(())
     });
-    Leadership { rx, _fixed: None }
+    Leadership {
+        rx,
+        _fixed: None,
+        renewed: Some((renewed, deadline)),
+    }
 }
 
 struct Elector {
@@ -132,6 +158,8 @@ struct Elector {
     /// (its resourceVersion still guards against another writer) instead of reading it
     /// first — one request per retry period instead of two, for every role that elects.
     held: Option<Lease>,
+    /// `last_renew`, shared with every [`Leadership`] handle.
+    renewed: std::sync::Arc<std::sync::Mutex<Option<Instant>>>,
 }
 
 fn now_micro() -> MicroTime {
@@ -183,6 +211,11 @@ impl Elector {
         self.write(lease, true).await
     }
 
+    fn renewed_now(&mut self) {
+        self.last_renew = Some(Instant::now());
+        *self.renewed.lock().unwrap_or_else(|p| p.into_inner()) = self.last_renew;
+    }
+
     fn still_within_deadline(&self) -> bool {
         self.last_renew
             .is_some_and(|t| t.elapsed() < Duration::from_secs(self.cfg.renew_deadline_seconds))
@@ -231,7 +264,7 @@ impl Elector {
         };
         match self.api.create(&PostParams::default(), &lease).await {
             Ok(created) => {
-                self.last_renew = Some(Instant::now());
+                self.renewed_now();
                 self.held = Some(created);
                 true
             }
@@ -258,7 +291,7 @@ impl Elector {
             .await
         {
             Ok(written) => {
-                self.last_renew = Some(Instant::now());
+                self.renewed_now();
                 self.observed = None;
                 self.held = Some(written);
                 true
@@ -291,5 +324,28 @@ impl Elector {
         } else {
             tracing::info!(lease = %self.cfg.name, "lease released");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A replica paused past its renew deadline still reads `leading` from its channel
+    /// (its elector has not run since); `fresh` goes by the clock.
+    #[test]
+    fn a_paused_leader_is_not_fresh() {
+        let (tx, rx) = watch::channel(true);
+        let renewed = std::sync::Arc::new(std::sync::Mutex::new(Some(Instant::now())));
+        let lease = Leadership {
+            rx,
+            _fixed: Some(std::sync::Arc::new(tx)),
+            renewed: Some((renewed.clone(), Duration::from_secs(10))),
+        };
+        assert!(lease.is_leader() && lease.fresh());
+        *renewed.lock().unwrap() = Instant::now().checked_sub(Duration::from_secs(11));
+        assert!(lease.is_leader(), "the channel still says leading");
+        assert!(!lease.fresh(), "but the last renewal is past the deadline");
+        assert!(Leadership::always().fresh(), "no election: always");
     }
 }

@@ -117,9 +117,11 @@ impl Scheduler {
     ) {
         let (client, metrics) = (self.client.clone(), self.metrics.clone());
         let (fws, waiting) = (self.frameworks.clone(), self.waiting.clone());
+        let lease = self.leadership.clone();
         self.binds.spawn(async move {
             let fw = &fws[fi];
-            let result = binding_cycle(fw, &client, &waiting, &pod, &node, placed, &metrics).await;
+            let api = (&client, &lease);
+            let result = binding_cycle(fw, api, &waiting, &pod, &node, placed, &metrics).await;
             let outcome = if result.is_ok() {
                 let since = first.unwrap_or(started).elapsed().as_secs_f64();
                 metrics.pods.scheduled(attempts, since);

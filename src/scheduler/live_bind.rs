@@ -3,6 +3,7 @@
 
 use super::binder::{self, BindError};
 use super::{Placed, Waiting};
+use crate::kernel::lease::Leadership;
 use crate::scheduler::framework::PodInfo;
 use crate::scheduler::framework::runtime::Framework;
 use crate::scheduler::metrics::SchedulerMetrics;
@@ -11,7 +12,8 @@ use crate::scheduler::volume_binder;
 /// The binding cycle of one pod: wait at Permit, PreBind (one patch), Bind, PostBind.
 pub(super) async fn binding_cycle(
     fw: &Framework,
-    client: &kube::Client,
+    // The client, and the lease it binds under.
+    (client, lease): (&kube::Client, &Leadership),
     waiting: &Waiting,
     pod: &PodInfo,
     node: &str,
@@ -62,6 +64,14 @@ pub(super) async fn binding_cycle(
     // PreBind ran in the scheduling cycle (the pod was assumed with its result).
     if let Some(modified) = &modified {
         binder::patch(client, pod, modified).await?;
+    }
+    // Fenced: a scheduler paused past its renew deadline may have lost the lease to a
+    // replica that already placed this pod elsewhere; the API's 409 is the last guard.
+    if !lease.fresh() {
+        return Err(rejected(
+            "Leadership",
+            "this scheduler no longer holds its lease; the leader binds the pod".into(),
+        ));
     }
     binder::bind(client, pod, node).await?;
     fw.post_bind(&state, pod, node);
