@@ -330,9 +330,12 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
     }
     let resp = result.unwrap_or_else(ApiError::into_response);
     let resp = negotiate::negotiate(resp, accept.as_deref()).await;
+    // A body of one known size is handed to the connection whole; only a streamed one
+    // (a list) is still being produced when the handler returns.
+    let streamed = hyper::body::Body::size_hint(resp.body()).exact().is_none();
     match seat {
-        Some(s) => holding(resp, s),
-        None => resp,
+        Some(s) if streamed => holding(resp, s),
+        _ => resp,
     }
 }
 
