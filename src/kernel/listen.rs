@@ -202,7 +202,9 @@ pub struct Acceptor<L> {
     name: &'static str,
     failures: u64,
     logged: Option<Instant>,
+    /// The connections handed out (those since closed are pruned as the list grows).
     open: Vec<std::sync::Weak<Activity>>,
+    max: usize,
     evict_idle: Duration,
 }
 
@@ -215,6 +217,7 @@ impl<L: Listener> Acceptor<L> {
             failures: 0,
             logged: None,
             open: Vec::new(),
+            max: max_connections.max(1),
             evict_idle: EVICT_IDLE,
         }
     }
@@ -273,6 +276,11 @@ impl<L: Listener> Acceptor<L> {
                         evicted: AtomicBool::new(false),
                         reader: Mutex::new(None),
                     });
+                    // At most `max` are open, so pruning at twice that keeps the list
+                    // bounded at a cost of O(1) per accept.
+                    if self.open.len() >= 2 * self.max {
+                        self.open.retain(|w| w.strong_count() > 0);
+                    }
                     self.open.push(Arc::downgrade(&activity));
                     return Conn {
                         io,

@@ -65,6 +65,16 @@ pub struct InFlight {
     mutating: Arc<tokio::sync::Semaphore>,
 }
 
+/// kube-apiserver's defaults: `--max-requests-inflight`, `--max-mutating-requests-inflight`.
+pub const MAX_REQUESTS_INFLIGHT: usize = 400;
+pub const MAX_MUTATING_REQUESTS_INFLIGHT: usize = 200;
+
+impl Default for InFlight {
+    fn default() -> Self {
+        InFlight::new(MAX_REQUESTS_INFLIGHT, MAX_MUTATING_REQUESTS_INFLIGHT)
+    }
+}
+
 impl InFlight {
     pub fn new(read_only: usize, mutating: usize) -> InFlight {
         InFlight {
