@@ -22,6 +22,7 @@ mod dropin;
 mod explain;
 mod explain_schedule;
 mod gang;
+mod history;
 mod job_preemption;
 mod kubectl;
 mod list_exact;
