@@ -77,6 +77,10 @@ pub struct Config {
     pub watch_history_bytes: u64,
     /// Events buffered per watcher before a slow watcher is closed.
     pub watcher_buffer: usize,
+    /// Bytes of objects buffered per watcher before a slow watcher is closed.
+    pub watcher_buffer_bytes: u64,
+    /// Bytes of objects buffered for all watchers together.
+    pub watch_buffer_bytes: u64,
     /// Seconds between watch bookmarks.
     pub bookmark_interval_seconds: u64,
     /// Reads served at once (kube-apiserver's `--max-requests-inflight`).
@@ -104,6 +108,8 @@ impl Default for Config {
             watch_history: 10_000,
             watch_history_bytes: 16 << 20,
             watcher_buffer: 4096,
+            watcher_buffer_bytes: store::WATCHER_BUFFER_BYTES,
+            watch_buffer_bytes: store::WATCH_BUFFER_BYTES,
             bookmark_interval_seconds: 60,
             max_requests_inflight: http::MAX_REQUESTS_INFLIGHT,
             max_mutating_requests_inflight: http::MAX_MUTATING_REQUESTS_INFLIGHT,
@@ -128,6 +134,8 @@ impl Config {
                 history: self.watch_history,
                 history_bytes: self.watch_history_bytes,
                 watcher_buffer: self.watcher_buffer,
+                watcher_buffer_bytes: self.watcher_buffer_bytes,
+                watch_buffer_bytes: self.watch_buffer_bytes,
                 ..Default::default()
             },
             bookmark_interval: Duration::from_secs(self.bookmark_interval_seconds.max(1)),

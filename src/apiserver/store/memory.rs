@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use tokio::sync::mpsc;
+use super::queue::QueueBudget;
 
 use super::object::{Filter, Stored};
 use super::watch::{Event, EventType, TypeInner, WatchItem, Watcher};
@@ -44,6 +44,7 @@ pub(crate) struct Memory {
     visible: AtomicU64,
     next_watcher: AtomicU64,
     lagged: AtomicU64,
+    queues: QueueBudget,
     opts: StoreOptions,
 }
 
@@ -62,6 +63,7 @@ impl Memory {
             visible: AtomicU64::new(rev),
             next_watcher: AtomicU64::new(1),
             lagged: AtomicU64::new(0),
+            queues: QueueBudget::new(opts.watcher_buffer_bytes, opts.watch_buffer_bytes),
             opts,
         }
     }
@@ -285,7 +287,7 @@ impl Memory {
             }
             events = inner.replay(r, &filter);
         }
-        let (tx, rx) = mpsc::channel(self.opts.watcher_buffer.max(1));
+        let (tx, rx) = self.queues.queue(self.opts.watcher_buffer);
         let id = self.next_watcher.fetch_add(1, Ordering::Relaxed);
         inner.watchers.push(Watcher { id, filter, tx });
         Ok(WatchStart {
@@ -314,6 +316,11 @@ impl Memory {
             return false;
         }
         true
+    }
+
+    /// Bytes of objects queued to watchers and not yet read by them.
+    pub fn watch_queued_bytes(&self) -> u64 {
+        self.queues.held()
     }
 
     pub fn watcher_count(&self, key: &ResourceKey) -> usize {

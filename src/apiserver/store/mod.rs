@@ -14,6 +14,7 @@ mod durable;
 mod health;
 mod memory;
 pub mod object;
+mod queue;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -22,10 +23,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 pub use health::Failure;
 pub use object::{FieldRequirement, Filter, FilterError, Stored};
+pub use queue::{QueueBudget, QueueRx, WATCH_BUFFER_BYTES, WATCHER_BUFFER_BYTES};
 pub use watch::{Event, EventType, WatchItem};
 
 use super::registry::ResourceKey;
@@ -47,6 +48,11 @@ pub struct StoreOptions {
     pub compact_slack_bytes: u64,
     /// Bytes of history kept per resource (with `history` events at most).
     pub history_bytes: u64,
+    /// Bytes of objects queued to one watcher before it is closed as too slow.
+    pub watcher_buffer_bytes: u64,
+    /// Bytes of objects queued to all watchers together; the watcher whose event would
+    /// pass it is closed.
+    pub watch_buffer_bytes: u64,
 }
 
 impl Default for StoreOptions {
@@ -57,6 +63,8 @@ impl Default for StoreOptions {
             cache_bytes: 8 << 20,
             compact_slack_bytes: 8 << 20,
             history_bytes: 16 << 20,
+            watcher_buffer_bytes: queue::WATCHER_BUFFER_BYTES,
+            watch_buffer_bytes: queue::WATCH_BUFFER_BYTES,
         }
     }
 }
@@ -114,7 +122,7 @@ pub struct WatchStart {
     /// The revision the initial state corresponds to.
     pub rev: u64,
     pub initial: Vec<(EventType, Arc<Stored>)>,
-    pub rx: mpsc::Receiver<WatchItem>,
+    pub rx: QueueRx,
 }
 
 /// The requested resourceVersion has been compacted away.
@@ -286,6 +294,11 @@ impl Store {
     /// Watchers closed so far for falling behind.
     pub fn lagged_watchers(&self) -> u64 {
         self.mem.lagged()
+    }
+
+    /// Bytes of objects queued to watchers and not yet read by them.
+    pub fn watch_queued_bytes(&self) -> u64 {
+        self.mem.watch_queued_bytes()
     }
 
     /// The object as acknowledged (what readers are served).

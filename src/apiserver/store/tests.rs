@@ -250,3 +250,70 @@ fn acknowledged_writes_are_read_back_under_concurrent_flushes() {
         .collect();
     assert!(stale.is_empty(), "acked but not read back: {stale:?}");
 }
+
+fn put_kib(store: &Store, name: &str, kib: usize) {
+    let v = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default"}, "data": {"d": "x".repeat(kib << 10)}});
+    store
+        .commit::<StoreError>(&key(), "default", name, |_| Ok(Change::Put(v)))
+        .unwrap();
+}
+
+#[test]
+fn slow_watcher_of_large_objects_is_closed_by_bytes() {
+    let s = Store::temporary(StoreOptions {
+        watcher_buffer_bytes: 64 << 10,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut slow = s.watch(&key(), None, Filter::default(), false).unwrap();
+    for i in 0..6 {
+        put_kib(&s, &format!("o{i}"), 10);
+    }
+    assert_eq!(s.watcher_count(&key()), 1, "60 KiB queued: still open");
+    let held = s.watch_queued_bytes();
+    assert!(held > 60 << 10 && held < 64 << 10, "{held}");
+    put_kib(&s, "o6", 10);
+    assert_eq!(s.watcher_count(&key()), 0, "70 KiB would be queued: closed");
+    assert_eq!(s.lagged_watchers(), 1);
+    // What it was sent before it was closed is still read, then the stream ends.
+    let mut read = 0;
+    while slow.rx.try_recv().is_ok() {
+        read += 1;
+    }
+    assert_eq!(read, 6);
+    assert_eq!(s.watch_queued_bytes(), 0, "read items are released");
+}
+
+#[test]
+fn watchers_together_hold_at_most_the_total_budget() {
+    let s = Store::temporary(StoreOptions {
+        watcher_buffer_bytes: 1 << 20,
+        watch_buffer_bytes: 100 << 10,
+        ..Default::default()
+    })
+    .unwrap();
+    let watchers: Vec<_> = (0..3)
+        .map(|_| s.watch(&key(), None, Filter::default(), false).unwrap())
+        .collect();
+    for i in 0..4 {
+        put_kib(&s, &format!("o{i}"), 10);
+    }
+    assert!(s.watch_queued_bytes() <= 100 << 10);
+    assert!(
+        s.watcher_count(&key()) < 3,
+        "a watcher past the total was closed"
+    );
+    let mut fast = s.watch(&key(), None, Filter::default(), false).unwrap();
+    drop(watchers);
+    assert_eq!(
+        s.watch_queued_bytes(),
+        0,
+        "a dropped watcher's queue is released"
+    );
+    put_kib(&s, "o4", 10);
+    assert!(
+        fast.rx.try_recv().is_ok(),
+        "room again once the slow ones are gone"
+    );
+}

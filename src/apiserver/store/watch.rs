@@ -1,13 +1,12 @@
 //! Per-resource event history and watchers. Writers never wait for watchers: each watcher
-//! has a bounded buffer and is dropped when it falls too far behind (its client re-watches
+//! has a queue bounded by events and bytes and is dropped when it falls too far behind (its client re-watches
 //! from its last resourceVersion, or re-lists when that has left the history).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
-
 use super::object::{Filter, Stored};
+use super::queue::{QueueTx, Refused};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
@@ -63,7 +62,7 @@ pub fn project(filter: &Filter, ev: &Event) -> Option<(EventType, Arc<Stored>)> 
 pub(crate) struct Watcher {
     pub id: u64,
     pub filter: Filter,
-    pub tx: mpsc::Sender<WatchItem>,
+    pub tx: QueueTx,
 }
 
 /// Objects, history and watchers of one resource, guarded by one lock so that a watch
@@ -109,11 +108,11 @@ impl TypeInner {
             };
             match w.tx.try_send(WatchItem::Event(kind, obj)) {
                 Ok(()) => true,
-                Err(mpsc::error::TrySendError::Full(_)) => {
+                Err(Refused::Full) => {
                     lagged += 1;
                     false
                 }
-                Err(mpsc::error::TrySendError::Closed(_)) => false,
+                Err(Refused::Closed) => false,
             }
         });
         lagged
