@@ -110,7 +110,6 @@ pub fn koord(args: &[String], envs: &[(&str, String)]) -> Proc {
         .env_remove("KUBECONFIG")
         .env_remove("RUST_LOG")
         .env("KOORD_MANAGER__WEBHOOK__PORT", free_port().to_string())
-        .env("KOORD_MANAGER__WEBHOOK__HOST", "127.0.0.1")
         .stdout(std::process::Stdio::null())
         .stderr(if log.is_some() {
             std::process::Stdio::inherit()

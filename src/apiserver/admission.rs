@@ -1,8 +1,10 @@
 //! Calls the Mutating/ValidatingWebhookConfigurations stored in the server, as
 //! kube-apiserver does: AdmissionReview v1 over HTTPS (trusting the `caBundle`) or HTTP to
-//! loopback, JSONPatch responses applied in order, `failurePolicy` and `timeoutSeconds`
-//! honoured.
+//! loopback, to a URL or to a Service's ready endpoints (the next one tried when one
+//! refuses the connection, so a replica that died is skipped), JSONPatch responses applied
+//! in order, `failurePolicy` and `timeoutSeconds` honoured.
 
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -158,7 +160,7 @@ impl Admission {
         attrs: &Attributes<'_>,
         obj: Option<&Value>,
     ) -> Result<Option<Vec<u8>>, ApiError> {
-        match hook.review(attrs, obj).await {
+        match hook.review(&self.store, attrs, obj).await {
             Ok(Outcome::Allowed(patch)) => Ok(patch),
             Ok(Outcome::Denied(err)) => Err(err),
             Err(msg) if hook.fail_open => {
@@ -287,11 +289,15 @@ impl Webhook {
         sel.matches(&labels_of(obj)) || (a.old.is_some() && sel.matches(&labels_of(a.old)))
     }
 
-    async fn review(&self, a: &Attributes<'_>, obj: Option<&Value>) -> Result<Outcome, String> {
+    async fn review(
+        &self,
+        store: &Store,
+        a: &Attributes<'_>,
+        obj: Option<&Value>,
+    ) -> Result<Outcome, String> {
         let cc = self.raw.get("clientConfig").cloned().unwrap_or_default();
-        let Some(url) = cc.get("url").and_then(Value::as_str) else {
-            return Err("service-based clientConfig is not supported by the embedded API server; use clientConfig.url".into());
-        };
+        let (url, endpoints) = target(store, &cc)?;
+        let url = url.as_str();
         let uid = super::semantics::new_uid();
         let gvk = json!({"group": a.info.group, "version": a.version, "kind": a.info.kind});
         let gvr = json!({"group": a.info.group, "version": a.version, "resource": a.info.resource});
@@ -308,19 +314,7 @@ impl Webhook {
         let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request});
         let trust = trust_for(url, &cc)?;
         let body = serde_json::to_vec(&review).map_err(|e| e.to_string())?;
-        let resp = http_client::send(
-            Method::POST,
-            url,
-            &[
-                ("content-type", "application/json"),
-                ("accept", "application/json"),
-            ],
-            Some(body),
-            trust.as_ref(),
-            self.timeout,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+        let resp = self.post(url, &endpoints, body, trust.as_ref()).await?;
         if !resp.status.is_success() {
             return Err(format!(
                 "webhook answered HTTP {}: {}",
@@ -357,6 +351,40 @@ impl Webhook {
         }
     }
 
+    /// Posts to the first endpoint that takes the connection, within the webhook's timeout.
+    async fn post(
+        &self,
+        url: &str,
+        endpoints: &[Option<SocketAddr>],
+        body: Vec<u8>,
+        trust: Option<&Trust>,
+    ) -> Result<http_client::Response, String> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let headers = [
+            ("content-type", "application/json"),
+            ("accept", "application/json"),
+        ];
+        let mut last = String::new();
+        for via in endpoints {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let sent = http_client::send_via(
+                *via,
+                Method::POST,
+                url,
+                &headers,
+                Some(body.clone()),
+                trust,
+                left,
+            )
+            .await;
+            match sent {
+                Err(e @ http_client::ClientError::Connect(..)) => last = e.to_string(),
+                other => return other.map_err(|e| e.to_string()),
+            }
+        }
+        Err(last)
+    }
+
     fn denial(&self, response: &Value) -> ApiError {
         let status = response.get("status").cloned().unwrap_or_default();
         let msg = status
@@ -383,6 +411,28 @@ impl Webhook {
             ),
         )
     }
+}
+
+/// The URL to call and where to connect: the URL's own host, or a Service's ready
+/// endpoints (starting at a different one each call, to spread the load).
+fn target(store: &Store, cc: &Value) -> Result<(String, Vec<Option<SocketAddr>>), String> {
+    if let Some(url) = cc.get("url").and_then(Value::as_str) {
+        return Ok((url.to_string(), vec![None]));
+    }
+    let svc = cc
+        .get("service")
+        .ok_or("clientConfig has neither url nor service")?;
+    let field = |f: &str| svc.get(f).and_then(Value::as_str).unwrap_or("");
+    let (ns, name, path) = (field("namespace"), field("name"), field("path"));
+    let port = svc.get("port").and_then(Value::as_u64).unwrap_or(443);
+    let port = u16::try_from(port).map_err(|_| format!("service port {port} is out of range"))?;
+    let mut ready = super::endpoints::resolve(store, ns, name, port)?;
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let start = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % ready.len();
+    ready.rotate_left(start);
+    let path = if path.is_empty() { "/" } else { path };
+    let url = format!("https://{name}.{ns}.svc:{port}{path}");
+    Ok((url, ready.into_iter().map(Some).collect()))
 }
 
 /// HTTPS trusts the `caBundle`; plain HTTP is allowed only to loopback.

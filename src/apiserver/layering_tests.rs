@@ -29,6 +29,7 @@ const LAYERS: &[&[&str]] = &[
         "validate",
         "pvbinder",
         "auth",
+        "endpoints",
     ],
     &["admission", "bootstrap", "node", "sim"],
     &["http"],

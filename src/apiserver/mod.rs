@@ -10,6 +10,7 @@ pub mod cause;
 pub mod crd_cleanup;
 pub mod crd_lifecycle;
 mod defaults;
+pub mod endpoints;
 pub mod error;
 pub mod fieldmanager;
 pub mod http;

@@ -38,9 +38,9 @@ pub fn builtins() -> &'static Builtins {
     ONCE.get_or_init(|| {
         use k8s_openapi::api::{
             admissionregistration::v1 as adm, apps::v1 as apps, authorization::v1 as authz,
-            batch::v1 as batch, coordination::v1 as coord, core::v1 as core, events::v1 as events,
-            policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as sched,
-            storage::v1 as storage,
+            batch::v1 as batch, coordination::v1 as coord, core::v1 as core,
+            discovery::v1 as discovery, events::v1 as events, policy::v1 as policy,
+            rbac::v1 as rbac, scheduling::v1 as sched, storage::v1 as storage,
         };
         use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
         let mut g = SchemaSettings::openapi3().into_generator();
@@ -57,6 +57,7 @@ pub fn builtins() -> &'static Builtins {
             core::Service,
             core::ServiceAccount,
             core::Endpoints,
+            discovery::EndpointSlice,
             core::PersistentVolumeClaim,
             core::PersistentVolume,
             core::ReplicationController,

@@ -51,13 +51,30 @@ pub async fn send(
     trust: Option<&Trust>,
     timeout: Duration,
 ) -> Result<Response, ClientError> {
-    match tokio::time::timeout(timeout, send_inner(method, url, headers, body, trust)).await {
+    send_via(None, method, url, headers, body, trust, timeout).await
+}
+
+/// Like [`send`], connecting to `via` when given instead of the URL's host: a Service's
+/// endpoint, called as kube-apiserver calls a webhook Service (the URL and the server's
+/// certificate name the Service, the connection goes to one of its endpoints).
+pub async fn send_via(
+    via: Option<std::net::SocketAddr>,
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<Vec<u8>>,
+    trust: Option<&Trust>,
+    timeout: Duration,
+) -> Result<Response, ClientError> {
+    let req = send_inner(via, method, url, headers, body, trust);
+    match tokio::time::timeout(timeout, req).await {
         Ok(r) => r,
         Err(_) => Err(ClientError::Timeout(url.to_string(), timeout)),
     }
 }
 
 async fn send_inner(
+    via: Option<std::net::SocketAddr>,
     method: Method,
     url: &str,
     headers: &[(&str, &str)],
@@ -72,9 +89,12 @@ async fn send_inner(
         .trim_matches(['[', ']'])
         .to_string();
     let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-    let tcp = TcpStream::connect((host.as_str(), port))
-        .await
-        .map_err(|e| ClientError::Connect(format!("{host}:{port}"), e.to_string()))?;
+    let tcp = match via {
+        Some(addr) => TcpStream::connect(addr).await,
+        None => TcpStream::connect((host.as_str(), port)).await,
+    };
+    let dialed = via.map_or(format!("{host}:{port}"), |a| a.to_string());
+    let tcp = tcp.map_err(|e| ClientError::Connect(dialed, e.to_string()))?;
     let _ = tcp.set_nodelay(true);
     let path = uri
         .path_and_query()

@@ -191,10 +191,9 @@ impl Koord {
             .env("HOME", log_dir)
             .stdout(Stdio::null())
             .stderr(file)
-            // Every manager serves webhooks: give each its own port, reachable by URL
-            // (the test API servers have no Services to resolve).
+            // Every manager serves webhooks: give each its own port (on the embedded API
+            // server each publishes itself as an endpoint of the webhook Service).
             .env("KOORD_MANAGER__WEBHOOK__PORT", free_port().to_string())
-            .env("KOORD_MANAGER__WEBHOOK__HOST", "127.0.0.1")
             // The koordlet's hook server listens in the test's directory, not /var/run.
             .env(
                 "KOORD_KOORDLET__RUNTIME_HOOKS__SOCKET",
@@ -258,6 +257,20 @@ impl Koord {
 
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The log without terminal colours (to search for `key=value`).
+    #[allow(dead_code)]
+    pub fn plain_logs(&self) -> String {
+        let mut out = String::new();
+        let mut rest = self.logs();
+        while let Some(i) = rest.find('\x1b') {
+            out.push_str(&rest[..i]);
+            let tail = &rest[i..];
+            let end = tail.find('m').map_or(tail.len(), |e| e + 1);
+            rest = tail[end..].to_string();
+        }
+        out + &rest
     }
 }
 

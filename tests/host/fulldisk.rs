@@ -77,14 +77,22 @@ async fn start(data: &Path) -> TestApi {
     TestApi::start_with(opts).await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_disk_refuses_writes_at_once_and_recovers_by_itself() {
+/// A 20 MiB tmpfs, or `None` (with the reason printed) where one cannot be mounted.
+fn small_disk() -> Option<Tmpfs> {
     if !is_root() {
         eprintln!("skipping the full disk test: needs root (mount)");
-        return;
+        return None;
     }
-    let Some(fs) = Tmpfs::mount("20m") else {
+    let fs = Tmpfs::mount("20m");
+    if fs.is_none() {
         eprintln!("skipping the full disk test: cannot mount a tmpfs");
+    }
+    fs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_refuses_writes_at_once_and_recovers_by_itself() {
+    let Some(fs) = small_disk() else {
         return;
     };
     let data: PathBuf = fs.path().join("data");
@@ -174,5 +182,65 @@ async fn a_full_disk_refuses_writes_at_once_and_recovers_by_itself() {
             "{name} after a restart"
         );
     }
+    api.stop().await;
+}
+
+/// Fills the rest of the file system at `dir` with one file; returns it.
+fn fill(dir: &Path) -> PathBuf {
+    use std::io::Write;
+    let path = dir.join("filler");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let chunk = vec![0u8; 64 << 10];
+    while f.write_all(&chunk).is_ok() {}
+    let _ = f.sync_all();
+    path
+}
+
+/// The disk filled by something else (not by koord's own writes): a write is answered
+/// with a 507 Status at once, not a dropped connection, and once the space is given back
+/// writes succeed again without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_filled_by_another_file_answers_507_and_recovers() {
+    let Some(fs) = small_disk() else {
+        return;
+    };
+    let data: PathBuf = fs.path().join("data");
+    let mut api = start(&data).await;
+    let cms: Api<ConfigMap> = Api::namespaced(api.client.clone(), "default");
+    let pp = PostParams::default();
+    cms.create(&pp, &cm("before", 1)).await.unwrap();
+    let filler = fill(fs.path());
+    let mut codes = Vec::new();
+    for i in 0..20 {
+        let t = Instant::now();
+        let r = tokio::time::timeout(
+            Duration::from_secs(30),
+            cms.create(&pp, &cm(&format!("full-{i}"), 50)),
+        )
+        .await
+        .expect("every write is answered, none hangs");
+        match r {
+            Ok(_) => codes.push(201),
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(s.code, 507, "{s:?}");
+                assert!(t.elapsed() < Duration::from_secs(25));
+                codes.push(507);
+            }
+            Err(e) => panic!("write {i}: not an HTTP Status but {e}"),
+        }
+    }
+    assert!(codes.contains(&507), "{codes:?}");
+    std::fs::remove_file(&filler).unwrap();
+    let back = async {
+        for _ in 0..150 {
+            if cms.create(&pp, &cm("after", 1)).await.is_ok() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    };
+    assert!(back.await, "writes never resumed once the space was back");
+    assert_eq!(readyz(&api).await, 200);
     api.stop().await;
 }

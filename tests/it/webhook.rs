@@ -11,10 +11,11 @@ use std::time::Duration;
 use common::{Koord, TestApi, eventually, free_port, kubeconfig};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use koord::api::config::ClusterColocationProfile;
 use koord::api::quota::ElasticQuota;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 const CONFIG: &str = "manager:\n  featureGates:\n    ConfigMapValidatingWebhook: true\n    NodeValidatingWebhook: true\n    NodeMutatingWebhook: true\n    EnablePodEnhancedValidator: true\n";
@@ -69,18 +70,36 @@ fn denial(r: Result<impl std::fmt::Debug, kube::Error>) -> String {
     }
 }
 
+/// The configurations call the webhook Service and some replica is an endpoint of it.
 async fn webhooks_ready(c: &kube::Client) -> bool {
     let api: Api<MutatingWebhookConfiguration> = Api::all(c.clone());
     let Ok(m) = api.get("koordinator-mutating-webhook-configuration").await else {
         return false;
     };
-    m.webhooks.unwrap_or_default().iter().any(|w| {
+    let registered = m.webhooks.unwrap_or_default().iter().any(|w| {
         w.client_config.ca_bundle.is_some()
-            && w.client_config
-                .url
-                .as_deref()
-                .is_some_and(|u| u.ends_with("/mutate-pod"))
-    })
+            && w.client_config.service.as_ref().is_some_and(|s| {
+                s.name == "koordinator-webhook-service" && s.path.as_deref() == Some("/mutate-pod")
+            })
+    });
+    registered && !endpoint_ports(c).await.is_empty()
+}
+
+/// The ports of the webhook Service's endpoints.
+async fn endpoint_ports(c: &kube::Client) -> Vec<u16> {
+    let slices: Api<EndpointSlice> = Api::namespaced(c.clone(), "koordinator-system");
+    let lp = ListParams::default().labels("kubernetes.io/service-name=koordinator-webhook-service");
+    let Ok(list) = slices.list(&lp).await else {
+        return Vec::new();
+    };
+    let mut ports: Vec<u16> = list
+        .items
+        .iter()
+        .flat_map(|s| s.ports.iter().flatten().filter_map(|p| p.port))
+        .map(|p| p as u16)
+        .collect();
+    ports.sort();
+    ports
 }
 
 /// An API server and a manager whose webhooks are registered.
@@ -295,14 +314,13 @@ async fn webhooks_mutate_validate_and_honour_failure_policies() {
         .await
         .unwrap();
 
-    // 5. A manager that stops cleanly takes its URL-based configurations with it.
-    // (It leads once the killed one's lease runs out.)
+    // 5. The last replica to stop cleanly takes the configurations with it (no endpoint
+    // is left to answer them). It removes the killed one's endpoint and leads once the
+    // killed one's lease runs out.
     let port = free_port();
     let mut again = start_manager(dir.path(), api_port, port);
     let ours = eventually(Duration::from_secs(40), || async {
-        pod_hook_url(&c)
-            .await
-            .is_some_and(|u| u.contains(&format!(":{port}/")))
+        endpoint_ports(&c).await == vec![port] && again.plain_logs().contains("leading=true")
     });
     assert!(ours.await, "{}", again.logs());
     again.signal("TERM");
@@ -327,69 +345,114 @@ async fn webhooks_mutate_validate_and_honour_failure_policies() {
     api.stop().await;
 }
 
-/// The mutating configuration's URL for `/mutate-pod`, if any.
-async fn pod_hook_url(c: &kube::Client) -> Option<String> {
-    let api: Api<MutatingWebhookConfiguration> = Api::all(c.clone());
-    let m = api
-        .get_opt("koordinator-mutating-webhook-configuration")
-        .await
-        .ok()??;
-    m.webhooks?
-        .into_iter()
-        .find_map(|w| w.client_config.url.filter(|u| u.ends_with("/mutate-pod")))
+fn profile() -> ClusterColocationProfile {
+    obj(json!({"apiVersion": "config.koordinator.sh/v1alpha1",
+        "kind": "ClusterColocationProfile", "metadata": {"name": "colocation"},
+        "spec": {"namespaceSelector": {"matchLabels": {"colocation": "on"}}, "qosClass": "BE",
+            "priorityClassName": "koord-batch", "koordinatorPriority": 1111,
+            "schedulerName": "koord-scheduler"}}))
 }
 
+fn is_be(p: &Pod) -> bool {
+    p.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("koordinator.sh/qosClass"))
+        == Some(&"BE".to_string())
+}
+
+/// Two replicas serve admission as endpoints of the webhook Service: they write the same
+/// configurations (no fight), and with one killed by SIGKILL — the leader or not — every
+/// pod created right after is still mutated by the other (before, only the leader's URL
+/// was registered and pods went unmutated for the whole failover).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replicas_do_not_fight_over_the_configurations_and_a_plain_manager_finds_loopback() {
+async fn replicas_serve_admission_through_the_service_and_a_killed_one_loses_none() {
     let dir = tempfile::tempdir().unwrap();
     let api_port = free_port();
     let mut opts = koord::apiserver::Options::for_tests();
     opts.addr = SocketAddr::from(([127, 0, 0, 1], api_port));
     let mut api = TestApi::start_with(opts).await;
     let c = api.client.clone();
+    let pp = PostParams::default();
     let (p1, p2) = (free_port(), free_port());
-    // No webhook host: against koord's embedded API server the manager picks loopback.
-    let fast = [
-        ("KOORD_MANAGER__WEBHOOK__RESYNC_SECONDS", "1"),
-        ("KOORD_MANAGER__WEBHOOK__HOST", ""),
-    ];
+    let fast = [("KOORD_MANAGER__WEBHOOK__RESYNC_SECONDS", "1")];
     let m1 = start_manager_with(dir.path(), api_port, p1, &fast, &[]);
-    assert!(
-        eventually(Duration::from_secs(30), || webhooks_ready(&c)).await,
-        "{}",
-        m1.logs()
-    );
-    let first = pod_hook_url(&c).await.unwrap();
     let m2 = start_manager_with(dir.path(), api_port, p2, &fast, &[]);
-    for _ in 0..25 {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(
-            pod_hook_url(&c).await.as_deref(),
-            Some(first.as_str()),
-            "the leader's URL stays\n{}",
-            m2.logs()
-        );
-    }
-    // The leader leaves; the other replica takes over the configurations.
-    let (mut leader, follower_port) = if first.contains(&format!(":{p1}/")) {
-        (m1, p2)
-    } else {
-        (m2, p1)
-    };
-    leader.signal("TERM");
-    assert!(leader.wait_exit(Duration::from_secs(20)).is_some());
-    let taken = eventually(Duration::from_secs(30), || async {
-        pod_hook_url(&c)
-            .await
-            .is_some_and(|u| u.contains(&format!(":{follower_port}/")))
-    })
-    .await;
-    assert!(taken, "no takeover: {:?}", pod_hook_url(&c).await);
-    // A pod is admitted (and mutated where a profile says so) through the survivor.
-    Api::<Pod>::namespaced(c.clone(), "default")
-        .create(&PostParams::default(), &plain_pod("after", "default"))
+    let mut both = vec![p1, p2];
+    both.sort();
+    let ready = eventually(Duration::from_secs(30), || async {
+        webhooks_ready(&c).await && endpoint_ports(&c).await == both
+    });
+    assert!(ready.await, "{}\n{}", m1.logs(), m2.logs());
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(c.clone());
+    let name = "koordinator-mutating-webhook-configuration";
+    let rv = |m: MutatingWebhookConfiguration| m.metadata.resource_version;
+    let before = rv(mutating.get(name).await.unwrap());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        rv(mutating.get(name).await.unwrap()),
+        before,
+        "no replica rewrote them"
+    );
+
+    let nss: Api<Namespace> = Api::all(c.clone());
+    let ns = json!({"metadata": {"name": "batch", "labels": {"colocation": "on"}}});
+    nss.create(&pp, &obj(ns)).await.unwrap();
+    Api::<ClusterColocationProfile>::all(c.clone())
+        .create(&pp, &profile())
         .await
         .unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "batch");
+    let mut n = 0;
+    let profiled = eventually(Duration::from_secs(15), || {
+        n += 1;
+        let (pods, name) = (pods.clone(), format!("warm-{n}"));
+        async move {
+            is_be(
+                &pods
+                    .create(&PostParams::default(), &plain_pod(&name, "batch"))
+                    .await
+                    .unwrap(),
+            )
+        }
+    });
+    assert!(profiled.await, "the profile reached both replicas' caches");
+    // Both replicas have read the profile once each has mutated a pod.
+    for i in 0..10 {
+        let p = pods
+            .create(&pp, &plain_pod(&format!("both-{i}"), "batch"))
+            .await
+            .unwrap();
+        assert!(is_be(&p), "pod both-{i} unmutated with both replicas up");
+    }
+    // The leader goes: the one that wrote the configurations.
+    let (mut leader, survivor, left) = if m1.plain_logs().contains("leading=true") {
+        (m1, m2, p2)
+    } else {
+        (m2, m1, p1)
+    };
+    leader.signal("KILL");
+    assert!(leader.wait_exit(Duration::from_secs(10)).is_some());
+    for i in 0..30 {
+        let p = pods
+            .create(&pp, &plain_pod(&format!("after-{i}"), "batch"))
+            .await
+            .unwrap();
+        assert!(
+            is_be(&p),
+            "pod after-{i} unmutated after the leader was killed\n{}",
+            survivor.logs()
+        );
+    }
+    let pruned = eventually(Duration::from_secs(15), || async {
+        endpoint_ports(&c).await == vec![left]
+    });
+    assert!(
+        pruned.await,
+        "the killed replica's endpoint was not removed: {:?}",
+        endpoint_ports(&c).await
+    );
+    drop(survivor);
     api.stop().await;
 }
 

@@ -140,6 +140,15 @@ pub fn builtins() -> Vec<ResourceInfo> {
         ),
         builtin("", "v1", "endpoints", "Endpoints", true, &["ep"], &[]),
         builtin(
+            "discovery.k8s.io",
+            "v1",
+            "endpointslices",
+            "EndpointSlice",
+            true,
+            &[],
+            &[],
+        ),
+        builtin(
             "",
             "v1",
             "persistentvolumeclaims",

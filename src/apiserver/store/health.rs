@@ -24,9 +24,15 @@ impl std::fmt::Display for Failure {
 
 impl Failure {
     pub fn of_sled(e: &sled::Error, doing: &str) -> Failure {
+        // sled hands out clones of the error it met, and a clone keeps the kind but not
+        // the OS error number: both are checked.
         let no_space = match e {
             sled::Error::Io(io) => {
                 matches!(io.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+                    || matches!(
+                        io.kind(),
+                        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+                    )
             }
             _ => false,
         };
@@ -80,5 +86,21 @@ impl Health {
     pub fn recover(&self) {
         let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         self.tx.send_replace(None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_told_apart_from_other_failures() {
+        let os = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        assert!(Failure::of_sled(&sled::Error::Io(os), "flushing").no_space);
+        // What sled returns for an error met earlier: a copy with the kind, not the number.
+        let copy = std::io::Error::new(std::io::ErrorKind::StorageFull, "Os { code: 28 }");
+        assert!(Failure::of_sled(&sled::Error::Io(copy), "flushing").no_space);
+        let other = std::io::Error::from_raw_os_error(libc::EIO);
+        assert!(!Failure::of_sled(&sled::Error::Io(other), "flushing").no_space);
     }
 }

@@ -12,6 +12,7 @@ mod backend;
 mod compaction;
 mod durable;
 mod health;
+mod item;
 mod memory;
 pub mod object;
 mod queue;

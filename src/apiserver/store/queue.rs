@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use tokio::sync::mpsc;
 
-use super::watch::WatchItem;
+use super::item::WatchItem;
 
 /// Bytes of objects one watcher may have queued (the size of a resource's watch history).
 pub const WATCHER_BUFFER_BYTES: u64 = 16 << 20;

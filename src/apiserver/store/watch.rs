@@ -5,25 +5,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+pub use super::item::{EventType, WatchItem};
 use super::object::{Filter, Stored};
 use super::queue::{QueueTx, Refused};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    Added,
-    Modified,
-    Deleted,
-}
-
-impl EventType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        }
-    }
-}
 
 /// One committed change.
 #[derive(Debug)]
@@ -31,14 +15,6 @@ pub struct Event {
     pub kind: EventType,
     pub object: Arc<Stored>,
     pub previous: Option<Arc<Stored>>,
-}
-
-/// What a watcher receives, already projected through its filter.
-#[derive(Debug, Clone)]
-pub enum WatchItem {
-    Event(EventType, Arc<Stored>),
-    /// All events up to this revision have been delivered.
-    Bookmark(u64),
 }
 
 /// An event as seen through `filter`: an object moving out of the selection reads as

@@ -85,7 +85,8 @@ pub fn render(
         .collect()
 }
 
-/// Whether every entry calls this manager by URL (`https://<host>:<port>/...`).
+/// Whether every entry calls this manager: by URL (`https://<host>:<port>/...`) when
+/// `host` is set, else through its Service.
 fn all_ours(webhooks: Option<&Value>, cfg: &Config) -> bool {
     let host = if cfg.host.contains(':') {
         format!("[{}]", cfg.host)
@@ -93,20 +94,32 @@ fn all_ours(webhooks: Option<&Value>, cfg: &Config) -> bool {
         cfg.host.clone()
     };
     let prefix = format!("https://{host}:{}/", cfg.port);
-    webhooks.and_then(Value::as_array).is_some_and(|l| {
-        l.iter().all(|w| {
+    let ours = |w: &Value| {
+        if cfg.host.is_empty() {
+            let field = |f: &str| w.pointer(&format!("/clientConfig/service/{f}"));
+            field("name").and_then(Value::as_str) == Some(cfg.service_name.as_str())
+                && field("namespace").and_then(Value::as_str) == Some(cfg.namespace.as_str())
+        } else {
             w.pointer("/clientConfig/url")
                 .and_then(Value::as_str)
                 .is_some_and(|u| u.starts_with(&prefix))
-        })
-    })
+        }
+    };
+    webhooks
+        .and_then(Value::as_array)
+        .is_some_and(|l| l.iter().all(ours))
 }
 
-/// Removes the configurations this manager wrote when they still call it by URL: nothing
-/// else can answer at that address once it stops (a Service-based configuration stays,
-/// as Koordinator leaves it: the Service routes to the other replicas).
-pub async fn remove_own(client: &kube::Client, cfg: &Config) -> Result<(), ConfigsError> {
-    if cfg.host.is_empty() {
+/// Removes the configurations this manager wrote when nothing else can answer them once
+/// it stops: they call it by URL, or `last` (the last endpoint of the Service is going).
+/// A Service-based configuration with other endpoints stays, as Koordinator leaves it:
+/// the Service routes to the other replicas.
+pub async fn remove_own(
+    client: &kube::Client,
+    cfg: &Config,
+    last: bool,
+) -> Result<(), ConfigsError> {
+    if cfg.host.is_empty() && !last {
         return Ok(());
     }
     for (kind, name) in [

@@ -7,6 +7,7 @@ pub mod binding;
 pub mod certs;
 pub mod configmap;
 pub mod configs;
+pub mod endpoint;
 pub mod enhanced;
 pub mod json;
 pub mod lookup;

@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 
 use super::certs::{self, Served};
 use super::lookup::Live;
-use super::{Config, Handlers, configs};
+use super::{Config, Handlers, configs, endpoint};
 use crate::kernel::http::{self, Body, TlsSource};
 use crate::kernel::{Shutdown, Tasks, tls};
 use crate::manager::cache::{Caches, Dirty, reflect};
@@ -73,14 +73,11 @@ fn tls_of(s: &Served) -> Result<Arc<rustls::ServerConfig>, tls::TlsError> {
 /// Certificates first (retrying until they exist), then caches, then serve; returns once
 /// serving (or when the process drains first).
 pub async fn start(mut s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::Result<()> {
-    if s.cfg.host.is_empty() && crate::kernel::cluster::is_koord_embedded(&s.client).await {
-        // koord's embedded API server resolves no Service: it calls the webhooks by URL,
-        // over loopback (the embedded server is a single machine).
-        s.cfg.host = "127.0.0.1".into();
-        if s.cfg.bind_address.is_unspecified() {
-            s.cfg.bind_address = std::net::Ipv4Addr::LOCALHOST.into();
-        }
-        tracing::info!("koord's embedded API server: webhooks registered at https://127.0.0.1");
+    let embedded =
+        s.cfg.host.is_empty() && crate::kernel::cluster::is_koord_embedded(&s.client).await;
+    if embedded && s.cfg.bind_address.is_unspecified() {
+        // The embedded API server is on this machine: serve on loopback only.
+        s.cfg.bind_address = std::net::Ipv4Addr::LOCALHOST.into();
     }
     let addr = SocketAddr::new(s.cfg.bind_address, s.cfg.port);
     let listener = TcpListener::bind(addr)
@@ -179,11 +176,15 @@ pub async fn start(mut s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::
         Ok(())
     });
     tracing::info!(%addr, paths = ?enabled, "webhook server listening");
+    if embedded {
+        tracing::info!(%addr, "koord's embedded API server: serving as an endpoint of Service {}/{}", s.cfg.namespace, s.cfg.service_name);
+    }
     let sync = Resync {
         client: s.client,
         cfg: s.cfg,
         leadership: s.leadership,
         enabled,
+        endpoint: embedded.then_some(addr),
     };
     let shutdown2 = shutdown.clone();
     tasks.spawn("manager/webhook/resync", async move {
@@ -198,6 +199,9 @@ struct Resync {
     cfg: Config,
     leadership: crate::kernel::lease::Leadership,
     enabled: Vec<&'static str>,
+    /// On koord's embedded API server: this replica's address, published as an endpoint
+    /// of the webhook Service.
+    endpoint: Option<SocketAddr>,
 }
 
 impl Resync {
@@ -207,6 +211,7 @@ impl Resync {
         let period = Duration::from_secs(self.cfg.resync_seconds);
         let mut wrote = false;
         loop {
+            self.publish().await;
             if self.leadership.is_leader() {
                 let ca = served.ca_pem.as_deref();
                 match configs::ensure(&self.client, &self.cfg, ca, &self.enabled).await {
@@ -225,9 +230,35 @@ impl Resync {
             }
             self.reload(&mut served, &source).await;
         }
-        if wrote && let Err(e) = configs::remove_own(&self.client, &self.cfg).await {
+        let last = self.withdraw().await;
+        if wrote && let Err(e) = configs::remove_own(&self.client, &self.cfg, last).await {
             tracing::warn!(error = %e, "removing the webhook configurations");
         }
+    }
+
+    /// Publishes this replica's endpoint and removes those of replicas that are gone.
+    async fn publish(&self) {
+        let Some(addr) = self.endpoint else {
+            return;
+        };
+        if let Err(e) = endpoint::publish(&self.client, &self.cfg, addr).await {
+            tracing::warn!(error = %e, "publishing the webhook endpoint; retrying");
+        }
+        if let Err(e) = endpoint::prune(&self.client, &self.cfg, addr).await {
+            tracing::warn!(error = %e, "removing stale webhook endpoints");
+        }
+    }
+
+    /// Withdraws this replica's endpoint; whether it was the Service's last.
+    async fn withdraw(&self) -> bool {
+        let Some(addr) = self.endpoint else {
+            return false;
+        };
+        if let Err(e) = endpoint::withdraw(&self.client, &self.cfg, addr).await {
+            tracing::warn!(error = %e, "withdrawing the webhook endpoint");
+        }
+        let _ = endpoint::prune(&self.client, &self.cfg, addr).await;
+        endpoint::remaining(&self.client, &self.cfg).await == Some(0)
     }
 
     async fn reload(&self, served: &mut Served, source: &TlsSource) {
