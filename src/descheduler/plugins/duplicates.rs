@@ -41,6 +41,16 @@ fn owner_keys(p: &PodView) -> (Vec<OwnerKey>, Vec<String>) {
     (keys, container_keys)
 }
 
+/// Whether RemoveDuplicates looks at the pod at all: owned, of no excluded owner kind,
+/// selected by the profile's namespaces and label selector.
+fn listed(a: &RemoveDuplicatesArgs, p: &PodView) -> bool {
+    let excluded = p
+        .owners
+        .iter()
+        .any(|o| a.exclude_owner_kinds.contains(&o.kind));
+    !p.owners.is_empty() && !excluded && a.selects(p)
+}
+
 fn find(a: &RemoveDuplicatesArgs, env: &Env, act: &mut dyn Act) -> Found {
     let mut f = Found {
         occurrences: BTreeMap::new(),
@@ -50,18 +60,19 @@ fn find(a: &RemoveDuplicatesArgs, env: &Env, act: &mut dyn Act) -> Found {
         let node = i.node.metadata.name.clone().unwrap_or_default();
         // Each pod's sorted owner/image keys; a pod matching an earlier list is a duplicate.
         let mut seen: Vec<Vec<String>> = Vec::new();
-        for p in &i.pods {
-            let excluded = p
-                .owners
-                .iter()
-                .any(|o| a.exclude_owner_kinds.contains(&o.kind));
-            if p.owners.is_empty() || excluded || !a.selects(p) {
-                continue;
-            }
-            if !act.filter(p, false) || !act.pre_evict(p, false) {
-                continue;
-            }
+        let listed: Vec<&Arc<PodView>> = i.pods.iter().filter(|p| listed(a, p)).collect();
+        let mut piles: BTreeMap<Vec<String>, usize> = BTreeMap::new();
+        for p in &listed {
+            *piles.entry(owner_keys(p).1).or_default() += 1;
+        }
+        for p in listed {
             let (keys, container_keys) = owner_keys(p);
+            // The evictor's refusal is told (a skip) for pods piled with others of their
+            // owner, the ones an operator expects to see spread.
+            let piled = !container_keys.is_empty() && piles[&container_keys] > 1;
+            if !act.filter(p, piled) || !act.pre_evict(p, piled) {
+                continue;
+            }
             for k in &keys {
                 *f.occurrences.entry(k.clone()).or_default() += 1;
             }

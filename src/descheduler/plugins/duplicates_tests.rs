@@ -472,3 +472,46 @@ fn node_fit_looks_only_at_the_nodes_the_evictor_selector_names() {
     );
     assert!(bad.unwrap_err().to_string().contains("nodeSelector"));
 }
+
+/// koord's own: replicas piled on one node that the evictor refuses are reported as
+/// skipped with its reason (an operator asking why they stay sees it); a pod alone of its
+/// owner on its node is not a candidate and is not reported.
+#[test]
+fn piled_replicas_the_evictor_refuses_are_reported() {
+    let local = json!({"spec": {"volumes": [{"name": "scratch", "emptyDir": {}}]}});
+    let mut pods: Vec<Pod> = ["p1", "p2", "p3"]
+        .map(|n| on(n, "n1", with(&[rs_owner(), local.clone()])))
+        .to_vec();
+    let other = json!({"metadata": {"ownerReferences": [
+        {"apiVersion": "v1", "kind": "ReplicaSet", "name": "other", "uid": ""}]}});
+    pods.push(on("lone", "n2", with(&[other, local])));
+    let nodes = vec![
+        test_node("n1", json!({})),
+        test_node("n2", json!({})),
+        test_node("n3", json!({})),
+    ];
+    let r = pass(
+        "RemoveDuplicates",
+        "balance",
+        json!({}),
+        json!({}),
+        nodes,
+        pods,
+    );
+    assert!(r.evictions.is_empty());
+    let mut skipped: Vec<(&str, &str)> = r
+        .skipped
+        .iter()
+        .map(|s| (s.pod.as_str(), s.reason.as_str()))
+        .collect();
+    skipped.sort();
+    let why = "pod has local storage and descheduler is not configured with evictLocalStoragePods";
+    assert_eq!(
+        skipped,
+        vec![
+            ("default/p1", why),
+            ("default/p2", why),
+            ("default/p3", why)
+        ]
+    );
+}
