@@ -235,6 +235,11 @@ async fn pass_loop(
         }
         if !ran || !interval.is_zero() {
             role.pass(&wake).await;
+            if interval.is_zero() && !ran {
+                tracing::info!(
+                    "deschedulingInterval is 0: that was the only pass (as Koordinator's descheduler); set it to run passes periodically"
+                );
+            }
             ran = true;
             // Each pass frees its world; without a trim those holes stay resident.
             crate::os::memory::trim();

@@ -32,6 +32,7 @@ mod migration_loop;
 mod nri;
 mod nvml;
 mod preemption;
+mod protobuf_lists;
 mod quota;
 mod rbac;
 mod reservation;

@@ -3,7 +3,11 @@
 //! built-in type. Custom resources stay JSON, as kube-apiserver serves them (406 when the
 //! client accepts nothing else).
 
-use http_body_util::BodyExt;
+use std::convert::Infallible;
+
+use futures::StreamExt;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
 use hyper::{Response, StatusCode};
 use serde_json::Value;
 
@@ -25,9 +29,20 @@ pub async fn negotiate(resp: Response<Body>, accept: Option<&str>) -> Response<B
         return resp;
     }
     let (parts, body) = resp.into_parts();
-    let bytes = match body.collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(never) => match never {},
+    let bytes = match collect_up_to(body, MAX_TRANSCODED).await {
+        Ok(b) => b,
+        Err(whole) => {
+            // Too big to transcode in memory: the JSON as it streams, which clients that
+            // prefer protobuf accept too (client-go asks for both).
+            if proto::only_protobuf(accept) {
+                let why = format!(
+                    "a protobuf response of more than {} MiB of JSON is not served; accept application/json",
+                    MAX_TRANSCODED >> 20
+                );
+                return ApiError::new(406, "NotAcceptable", why).into_response();
+            }
+            return Response::from_parts(parts, whole);
+        }
     };
     let json_again = |bytes: bytes::Bytes| {
         let mut r = Response::from_parts(parts.clone(), crate::kernel::http::full(bytes));
@@ -66,6 +81,35 @@ pub async fn negotiate(resp: Response<Body>, accept: Option<&str>) -> Response<B
             ApiError::internal(format!("encoding {kind} as protobuf: {e}")).into_response()
         }
     }
+}
+
+/// The most JSON a response is held in memory for, to be transcoded to protobuf: a
+/// transcode holds the JSON, its parsed tree and the encoding at once.
+pub const MAX_TRANSCODED: usize = 16 << 20;
+
+/// The whole body when it is at most `max` bytes; else a body that replays what was read
+/// and streams the rest.
+async fn collect_up_to(mut body: Body, max: usize) -> Result<bytes::Bytes, Body> {
+    let mut chunks: Vec<bytes::Bytes> = Vec::new();
+    let mut total = 0;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.unwrap_or_else(|never| match never {}).into_data() else {
+            continue;
+        };
+        total += data.len();
+        chunks.push(data);
+        if total > max {
+            let rest = body.into_data_stream();
+            let all = futures::stream::iter(chunks.into_iter().map(Ok)).chain(rest);
+            let frames = all.map(|b: Result<bytes::Bytes, Infallible>| b.map(Frame::data));
+            return Err(StreamBody::new(frames).boxed_unsync());
+        }
+    }
+    let mut all = bytes::BytesMut::with_capacity(total);
+    for c in chunks {
+        all.extend_from_slice(&c);
+    }
+    Ok(all.freeze())
 }
 
 fn is_json(resp: &Response<Body>) -> bool {
