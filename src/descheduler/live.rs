@@ -179,8 +179,11 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     if dcfg.leader_elect == Some(false) {
         lease_cfg.enabled = false;
     }
-    let instance = uuid::Uuid::new_v4().to_string();
-    let identity = format!("{}_{}", ctx.common.node_name, instance);
+    // The lease identity is fresh per process (two replicas on one node must not share
+    // it); the jobs' creator is stable per node and lease, so a descheduler restarted
+    // after a crash continues the jobs it created instead of leaving them to expire.
+    let identity = format!("{}_{}", ctx.common.node_name, uuid::Uuid::new_v4());
+    let instance = job_creator(&ctx.common.node_name, &lease_cfg.name);
     let leadership = lease::start(
         client.clone(),
         lease_cfg,
@@ -216,6 +219,13 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     tracing::info!(interval = ?interval, dry_run = dcfg.dry_run, profiles = dcfg.profiles.len(), "descheduler starting");
     pass_loop(&mut role, interval, leadership, wake, &ctx).await;
     Ok(())
+}
+
+/// The `koordinator.sh/job-created-by` of this node's descheduler under this lease: a
+/// UUID, as Koordinator's, but the same after a restart.
+fn job_creator(node: &str, lease: &str) -> String {
+    let name = format!("koord-descheduler/{node}/{lease}");
+    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, name.as_bytes()).to_string()
 }
 
 async fn pass_loop(
@@ -320,4 +330,18 @@ fn spawn_controller(
                     .await;
             }
         });
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_job_creator_survives_a_restart_and_differs_by_node() {
+        let a = super::job_creator("node-1", "koord-descheduler");
+        assert_eq!(a, super::job_creator("node-1", "koord-descheduler"));
+        assert_ne!(a, super::job_creator("node-2", "koord-descheduler"));
+        assert!(
+            uuid::Uuid::parse_str(&a).is_ok(),
+            "a UUID, as Koordinator's"
+        );
+    }
 }

@@ -9,6 +9,7 @@ pub mod compat;
 pub mod cri;
 pub mod entry;
 pub mod events;
+pub mod fault;
 pub mod features;
 pub mod hookproto;
 pub mod host;

@@ -64,6 +64,7 @@ pub(super) async fn binding_cycle(
     // PreBind ran in the scheduling cycle (the pod was assumed with its result).
     if let Some(modified) = &modified {
         binder::patch(client, pod, modified).await?;
+        crate::kernel::fault::point("scheduler.after-prebind");
     }
     // Fenced: a scheduler paused past its renew deadline may have lost the lease to a
     // replica that already placed this pod elsewhere; the API's 409 is the last guard.
@@ -74,6 +75,7 @@ pub(super) async fn binding_cycle(
         ));
     }
     binder::bind(client, pod, node).await?;
+    crate::kernel::fault::point("scheduler.after-bind");
     fw.post_bind(&state, pod, node);
     binder::scheduled(client, pod, node).await;
     Ok(())

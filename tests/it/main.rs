@@ -21,6 +21,7 @@ mod descheduler_upstream;
 mod dropin;
 mod explain;
 mod explain_schedule;
+mod faults;
 mod gang;
 mod history;
 mod job_preemption;

@@ -88,7 +88,7 @@ async fn report_load(c: &Client, hot_pods: &[String]) {
     }
 }
 
-fn start(dir: &std::path::Path) -> Koord {
+fn start(dir: &std::path::Path, faults: &[(&str, &str)]) -> Koord {
     let desched = dir.join("descheduler.yaml");
     std::fs::write(&desched, DESCHEDULER).unwrap();
     Koord::embedded(
@@ -103,7 +103,11 @@ fn start(dir: &std::path::Path) -> Koord {
             ("KOORD_EMBEDDED__REGISTER_LOCAL_NODE", "false"),
             ("KOORD_DESCHEDULER__CONFIG_FILE", desched.to_str().unwrap()),
             ("KOORD_COMMON__LOG_LEVEL", "koord::descheduler=debug,info"),
-        ],
+        ]
+        .iter()
+        .chain(faults)
+        .copied()
+        .collect::<Vec<_>>(),
     )
 }
 
@@ -118,12 +122,23 @@ const WEB: &str = r#"{"apiVersion": "apps/v1", "kind": "Deployment",
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deployment_replica_moves_off_a_hot_node_through_a_reservation() {
     let _cpu = common::cpu_exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let koord = start(dir.path());
-    let kubeconfig = dir.path().join("data/kubeconfig");
+    moves_off_a_hot_node(&[]).await;
+}
+
+/// The same loop with the whole process killed right after the job created its
+/// Reservation (before the job records it): restarted, the job finds its Reservation
+/// (one, not a second) and completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_killed_after_creating_its_reservation_completes_with_one() {
+    let _cpu = common::cpu_exclusive();
+    let fault = [(koord::kernel::fault::ENV, "descheduler.after-reservation")];
+    moves_off_a_hot_node(&fault).await;
+}
+
+async fn ready(koord: &Koord, kubeconfig: &std::path::Path) -> Client {
     let ready = eventually(Duration::from_secs(30), || async {
         kubeconfig.exists() && {
-            let c = client(&kubeconfig).await;
+            let c = client(kubeconfig).await;
             Api::<Node>::all(c)
                 .list(&Default::default())
                 .await
@@ -132,7 +147,14 @@ async fn a_deployment_replica_moves_off_a_hot_node_through_a_reservation() {
     })
     .await;
     assert!(ready, "{}", koord.logs());
-    let c = client(&kubeconfig).await;
+    client(kubeconfig).await
+}
+
+async fn moves_off_a_hot_node(faults: &[(&str, &str)]) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut koord = start(dir.path(), faults);
+    let kubeconfig = dir.path().join("data/kubeconfig");
+    let mut c = ready(&koord, &kubeconfig).await;
 
     // Every replica on sim-node-0: the others are cordoned while the Deployment rolls out.
     cordon(&c, "sim-node-1", true).await;
@@ -159,6 +181,12 @@ async fn a_deployment_replica_moves_off_a_hot_node_through_a_reservation() {
     cordon(&c, "sim-node-1", false).await;
     cordon(&c, "sim-node-2", false).await;
     report_load(&c, &before).await;
+    if !faults.is_empty() {
+        let killed = koord.wait_exit(Duration::from_secs(60)).is_some();
+        assert!(killed, "the fault point was not reached\n{}", koord.logs());
+        koord = start(dir.path(), &[]);
+        c = ready(&koord, &kubeconfig).await;
+    }
 
     // LowNodeLoad: one PodMigrationJob for one of the replicas.
     let jobs_api: Api<PodMigrationJob> = Api::all(c.clone());
@@ -227,5 +255,19 @@ async fn a_deployment_replica_moves_off_a_hot_node_through_a_reservation() {
         "placed into reservation {reservation}: {allocated:?}"
     );
     assert_eq!(pods.len(), 4, "the Deployment is whole again");
+    let all = Api::<koord::api::scheduling::reservation::Reservation>::all(c.clone());
+    let names: Vec<String> = all
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|r| r.metadata.name)
+        .collect();
+    assert_eq!(
+        names,
+        vec![reservation.clone()],
+        "one Reservation for the job"
+    );
     drop(koord);
 }

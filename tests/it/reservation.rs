@@ -18,7 +18,7 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
 
-const CONFIG: &str = r#"apiVersion: kubescheduler.config.k8s.io/v1
+pub(crate) const CONFIG: &str = r#"apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 profiles:
 - schedulerName: koord-scheduler
@@ -34,7 +34,7 @@ fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
     serde_json::from_value(v).unwrap()
 }
 
-fn reservation(name: &str, cpu: &str, app: &str, ttl: &str) -> Reservation {
+pub(crate) fn reservation(name: &str, cpu: &str, app: &str, ttl: &str) -> Reservation {
     obj(
         json!({"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Reservation", "metadata": {"name": name},
         "spec": {"ttl": ttl, "owners": [{"labelSelector": {"matchLabels": {"app": app}}}],
@@ -43,7 +43,7 @@ fn reservation(name: &str, cpu: &str, app: &str, ttl: &str) -> Reservation {
     )
 }
 
-fn pod(name: &str, cpu: &str, app: &str) -> Pod {
+pub(crate) fn pod(name: &str, cpu: &str, app: &str) -> Pod {
     obj(
         json!({"metadata": {"name": name, "namespace": "default", "labels": {"app": app}},
         "spec": {"schedulerName": "koord-scheduler", "containers": [{"name": "c", "image": "x",
@@ -51,7 +51,17 @@ fn pod(name: &str, cpu: &str, app: &str) -> Pod {
     )
 }
 
-fn start(dir: &std::path::Path, port: u16, cfg: &std::path::Path) -> Koord {
+pub(crate) fn start(dir: &std::path::Path, port: u16, cfg: &std::path::Path) -> Koord {
+    start_with(dir, port, cfg, &[])
+}
+
+/// [`start`] with more environment (fault points).
+pub(crate) fn start_with(
+    dir: &std::path::Path,
+    port: u16,
+    cfg: &std::path::Path,
+    more: &[(&str, &str)],
+) -> Koord {
     let admin = format!("127.0.0.1:{}", free_port());
     let kc = kubeconfig(dir, port);
     Koord::start(
@@ -67,14 +77,18 @@ fn start(dir: &std::path::Path, port: u16, cfg: &std::path::Path) -> Koord {
             "s1",
         ],
         &[
-            ("KOORD_SCHEDULER__CONFIG_FILE", cfg.to_str().unwrap()),
-            ("KOORD_COMMON__LOG_LEVEL", "koord::scheduler=debug,info"),
-        ],
+            &[
+                ("KOORD_SCHEDULER__CONFIG_FILE", cfg.to_str().unwrap()),
+                ("KOORD_COMMON__LOG_LEVEL", "koord::scheduler=debug,info"),
+            ],
+            more,
+        ]
+        .concat(),
         dir,
     )
 }
 
-async fn phase(api: &Api<Reservation>, name: &str) -> (String, String) {
+pub(crate) async fn phase(api: &Api<Reservation>, name: &str) -> (String, String) {
     let r = api.get(name).await.unwrap();
     let s = r.status.unwrap_or_default();
     (s.phase.unwrap_or_default(), s.node_name.unwrap_or_default())

@@ -495,6 +495,7 @@ impl Controller {
             };
             return self.condition(job, &c, json!({})).await;
         }
+        crate::kernel::fault::point("descheduler.after-reservation");
         let patch = json!({"spec": {"reservationOptions": {"reservationRef": {"name": name, "kind": "Reservation", "apiVersion": "scheduling.koordinator.sh/v1alpha1"}}}});
         self.merge(job, &patch).await?;
         let c = Condition {
