@@ -1,10 +1,13 @@
 //! Fault tests (Sieve-style): a role killed with SIGKILL at the moment that matters —
-//! right after a Bind, between a Reservation's allocation patch and the Bind, right after
-//! a migration job created its Reservation — then restarted; nothing is bound twice or
-//! counted twice, and the work converges. The points are `koord::kernel::fault`'s.
+//! right after a Bind (plain pods, ElasticQuota pods), between a Reservation's or a GPU's
+//! allocation patch and the Bind (and, in `migration_loop.rs`, right after a migration job
+//! created its Reservation) — then restarted; nothing is bound twice or counted twice, and
+//! the work converges. The points are `koord::kernel::fault`'s.
 
 use crate::common;
-use crate::quota::node_of;
+use crate::quota::{
+    node_of, quota, quota_pod, start_scheduler_with, two_nodes, unschedulable_reason, used_cpu,
+};
 use crate::reservation::{CONFIG, phase, pod, reservation, start_with};
 
 use std::collections::BTreeMap;
@@ -19,11 +22,12 @@ use kube::api::PostParams;
 
 const FAULTS: &str = koord::kernel::fault::ENV;
 
+/// An API server on a port of its own with `count` simulated nodes of `cpu` (none: 0).
 async fn api_with_nodes(count: u32, cpu: &str) -> (TestApi, u16) {
     let port = free_port();
     let mut opts = koord::apiserver::Options::for_tests();
     opts.addr = SocketAddr::from(([127, 0, 0, 1], port));
-    opts.sim = Some(koord::apiserver::sim::SimNodes {
+    opts.sim = (count > 0).then(|| koord::apiserver::sim::SimNodes {
         count,
         cpu: cpu.into(),
         memory: "16Gi".into(),
@@ -166,6 +170,156 @@ async fn a_scheduler_killed_between_allocation_and_bind_counts_the_pod_once() {
         "the 4 unreserved CPUs are free\n{}",
         second.logs()
     );
+    drop(second);
+    api.stop().await;
+}
+
+/// Killed right after its second Bind of pods of an ElasticQuota (max 4 CPUs), the
+/// scheduler restarts: of six 1-CPU pods the quota takes exactly four — the two bound
+/// before the crash counted once — the others wait, and `status.used` says 4.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_killed_after_a_quota_bind_counts_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut api = two_nodes(port).await;
+    let c = api.client.clone();
+    let pp = PostParams::default();
+    let quotas: Api<koord::api::quota::ElasticQuota> = Api::namespaced(c.clone(), "default");
+    quotas.create(&pp, &quota("team", "2", "4")).await.unwrap();
+    let mut first = start_scheduler_with(dir.path(), port, &[(FAULTS, "scheduler.after-bind@2")]);
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    for i in 0..6 {
+        let p = quota_pod(&format!("team-{i}"), "team", "1");
+        pods.create(&pp, &p).await.unwrap();
+    }
+    assert!(
+        first.wait_exit(Duration::from_secs(30)).is_some(),
+        "the fault point was not reached\n{}",
+        first.logs()
+    );
+    let second = start_scheduler_with(dir.path(), port, &[]);
+    let bound = || async { cpu_by_node(&pods).await.values().sum::<f64>() };
+    let four = eventually(Duration::from_secs(30), || async { bound().await == 4.0 });
+    assert!(
+        four.await,
+        "{:?}\n{}",
+        cpu_by_node(&pods).await,
+        second.logs()
+    );
+    let used = eventually(Duration::from_secs(20), || async {
+        used_cpu(&quotas, "team").await.as_deref() == Some("4")
+    });
+    assert!(
+        used.await,
+        "status.used {:?}",
+        used_cpu(&quotas, "team").await
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        bound().await,
+        4.0,
+        "the quota's max holds after the restart"
+    );
+    drop(second);
+    api.stop().await;
+}
+
+fn gpu_pod(name: &str) -> Pod {
+    serde_json::from_value(serde_json::json!({"metadata": {"name": name, "namespace": "default"},
+        "spec": {"schedulerName": "koord-scheduler", "containers": [{"name": "c", "image": "x",
+            "resources": {"requests": {"cpu": "100m", "koordinator.sh/gpu-core": "100",
+                "koordinator.sh/gpu-memory-ratio": "100"},
+            "limits": {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory-ratio": "100"}}}]}}))
+    .unwrap()
+}
+
+/// A node with two GPUs (its Node and its Device).
+async fn gpu_node(c: &kube::Client) {
+    let alloc = serde_json::json!({"cpu": "8", "memory": "16Gi", "pods": "110",
+        "koordinator.sh/gpu-core": "200", "koordinator.sh/gpu-memory-ratio": "200",
+        "koordinator.sh/gpu-memory": "32Gi"});
+    let node = serde_json::json!({"metadata": {"name": "gpu-node", "labels": {"kubernetes.io/hostname": "gpu-node"}},
+        "status": {"allocatable": alloc, "capacity": alloc,
+            "conditions": [{"type": "Ready", "status": "True"}]}});
+    Api::<k8s_openapi::api::core::v1::Node>::all(c.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(node).unwrap(),
+        )
+        .await
+        .unwrap();
+    let devices: Vec<serde_json::Value> = (0..2)
+        .map(|minor| serde_json::json!({"type": "gpu", "id": format!("GPU-{minor}"), "minor": minor, "health": true,
+            "resources": {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory": "16Gi",
+                "koordinator.sh/gpu-memory-ratio": "100"}}))
+        .collect();
+    let device = serde_json::json!({"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device",
+        "metadata": {"name": "gpu-node"}, "spec": {"devices": devices}});
+    Api::<koord::api::scheduling::device::Device>::all(c.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(device).unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
+/// Killed between DeviceShare's allocation patch (the pod annotated with its GPU, not
+/// bound) and the Bind, the scheduler restarts: the pod gets one GPU, a second pod the
+/// other, and a third waits — the GPU is counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_killed_between_device_allocation_and_bind_counts_the_gpu_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut api, port) = api_with_nodes(0, "").await;
+    let c = api.client.clone();
+    let pp = PostParams::default();
+    gpu_node(&c).await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let mut first = start_scheduler_with(dir.path(), port, &[(FAULTS, "scheduler.after-prebind")]);
+    pods.create(&pp, &gpu_pod("gpu-1")).await.unwrap();
+    assert!(
+        first.wait_exit(Duration::from_secs(30)).is_some(),
+        "the fault point was not reached\n{}",
+        first.logs()
+    );
+    let p = pods.get("gpu-1").await.unwrap();
+    let ann = p.metadata.annotations.unwrap_or_default();
+    assert!(
+        ann.contains_key("scheduling.koordinator.sh/device-allocated"),
+        "{ann:?}"
+    );
+    assert_eq!(
+        node_of(&pods, "gpu-1").await,
+        None,
+        "not bound before the crash"
+    );
+    let second = start_scheduler_with(dir.path(), port, &[]);
+    pods.create(&pp, &gpu_pod("gpu-2")).await.unwrap();
+    let both = eventually(Duration::from_secs(30), || async {
+        node_of(&pods, "gpu-1").await.is_some() && node_of(&pods, "gpu-2").await.is_some()
+    });
+    assert!(both.await, "{}", second.logs());
+    let minors = |p: Pod| {
+        let a = p.metadata.annotations.unwrap_or_default();
+        a.get("scheduling.koordinator.sh/device-allocated")
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (a, b) = (
+        minors(pods.get("gpu-1").await.unwrap()),
+        minors(pods.get("gpu-2").await.unwrap()),
+    );
+    assert_ne!(a, b, "two pods, two GPUs: {a} / {b}");
+    pods.create(&pp, &gpu_pod("gpu-3")).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        node_of(&pods, "gpu-3").await,
+        None,
+        "no third GPU\n{}",
+        second.logs()
+    );
+    let why = unschedulable_reason(&pods, "gpu-3").await;
+    assert!(why.contains("Insufficient"), "{why}");
     drop(second);
     api.stop().await;
 }

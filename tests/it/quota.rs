@@ -20,7 +20,7 @@ fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
     serde_json::from_value(v).unwrap()
 }
 
-fn quota(name: &str, min: &str, max: &str) -> ElasticQuota {
+pub fn quota(name: &str, min: &str, max: &str) -> ElasticQuota {
     obj(
         json!({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
         "metadata": {"name": name, "namespace": "default"},
@@ -36,6 +36,11 @@ pub fn quota_pod(name: &str, quota: &str, cpu: &str) -> Pod {
 }
 
 pub fn start_scheduler(dir: &std::path::Path, port: u16) -> Koord {
+    start_scheduler_with(dir, port, &[])
+}
+
+/// [`start_scheduler`] with more environment (fault points).
+pub fn start_scheduler_with(dir: &std::path::Path, port: u16, more: &[(&str, &str)]) -> Koord {
     let admin = format!("127.0.0.1:{}", free_port());
     let kc = kubeconfig(dir, port);
     Koord::start(
@@ -50,7 +55,11 @@ pub fn start_scheduler(dir: &std::path::Path, port: u16) -> Koord {
             "--node-name",
             "s1",
         ],
-        &[("KOORD_COMMON__LOG_LEVEL", "koord::scheduler=debug,info")],
+        &[
+            &[("KOORD_COMMON__LOG_LEVEL", "koord::scheduler=debug,info")],
+            more,
+        ]
+        .concat(),
         dir,
     )
 }
@@ -90,7 +99,7 @@ pub async fn delete(pods: &Api<Pod>, name: &str) {
         .unwrap();
 }
 
-async fn used_cpu(quotas: &Api<ElasticQuota>, name: &str) -> Option<String> {
+pub async fn used_cpu(quotas: &Api<ElasticQuota>, name: &str) -> Option<String> {
     let q = quotas.get(name).await.ok()?;
     Some(q.status?.used?.get("cpu")?.0.clone())
 }
