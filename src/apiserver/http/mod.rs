@@ -120,24 +120,44 @@ fn holding(resp: Response<Body>, seat: tokio::sync::OwnedSemaphorePermit) -> Res
 }
 
 /// Snapshots behind `continue` tokens, so every page of a list is served at the
-/// revision of its first page.
-#[derive(Default)]
+/// revision of its first page. Bounded by count, age and the bytes of the objects they
+/// hold (a snapshot keeps versions the store has since replaced alive); the newest is
+/// always kept, so a list bigger than the budget still pages.
 pub struct ContinueCache {
     inner: Mutex<(u64, HashMap<u64, Snapshot>)>,
+    max_bytes: u64,
 }
 
-/// When it was taken, its revision, and the items.
-type Snapshot = (Instant, u64, Arc<Vec<Arc<Stored>>>);
+impl Default for ContinueCache {
+    fn default() -> Self {
+        ContinueCache::with_budget(CONTINUE_MAX_BYTES)
+    }
+}
+
+/// When it was taken, its revision, the items, and their bytes.
+type Snapshot = (Instant, u64, Arc<Vec<Arc<Stored>>>, u64);
 
 const CONTINUE_TTL: Duration = Duration::from_secs(120);
 /// Snapshots kept at once; the oldest go first (their clients re-list on 410).
 const CONTINUE_MAX: usize = 64;
+/// Bytes of objects all snapshots may hold together.
+pub const CONTINUE_MAX_BYTES: u64 = 256 << 20;
 
 impl ContinueCache {
+    pub fn with_budget(max_bytes: u64) -> ContinueCache {
+        ContinueCache {
+            inner: Mutex::default(),
+            max_bytes,
+        }
+    }
+
     pub fn put(&self, rev: u64, items: Arc<Vec<Arc<Stored>>>) -> u64 {
+        let bytes: u64 = items.iter().map(|o| o.bytes.len() as u64).sum();
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        g.1.retain(|_, (at, _, _)| at.elapsed() < CONTINUE_TTL);
-        while g.1.len() >= CONTINUE_MAX {
+        g.1.retain(|_, (at, _, _, _)| at.elapsed() < CONTINUE_TTL);
+        let held = |m: &HashMap<u64, Snapshot>| m.values().map(|s| s.3).sum::<u64>();
+        while g.1.len() >= CONTINUE_MAX || (!g.1.is_empty() && held(&g.1) + bytes > self.max_bytes)
+        {
             let Some(oldest) = g.1.keys().min().copied() else {
                 break;
             };
@@ -145,15 +165,21 @@ impl ContinueCache {
         }
         g.0 += 1;
         let id = g.0;
-        g.1.insert(id, (Instant::now(), rev, items));
+        g.1.insert(id, (Instant::now(), rev, items, bytes));
         id
     }
 
     pub fn get(&self, id: u64) -> Option<(u64, Arc<Vec<Arc<Stored>>>)> {
         let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         g.1.get(&id)
-            .filter(|(at, _, _)| at.elapsed() < CONTINUE_TTL)
-            .map(|(_, r, i)| (*r, i.clone()))
+            .filter(|(at, _, _, _)| at.elapsed() < CONTINUE_TTL)
+            .map(|(_, r, i, _)| (*r, i.clone()))
+    }
+
+    /// Bytes of the objects the snapshots hold.
+    pub fn held_bytes(&self) -> u64 {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.1.values().map(|s| s.3).sum()
     }
 }
 

@@ -366,6 +366,29 @@ mod tests {
     }
 
     #[test]
+    fn continue_snapshots_hold_at_most_their_byte_budget_but_the_newest_stays() {
+        let obj = |kib: usize| {
+            let v = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a"}, "data": {"v": "x".repeat(kib << 10)}});
+            Arc::new(vec![Arc::new(Stored::new(1, &v))])
+        };
+        let cache = super::super::ContinueCache::with_budget(100 << 10);
+        let first = cache.put(1, obj(40));
+        let second = cache.put(2, obj(40));
+        assert!(cache.get(first).is_some() && cache.get(second).is_some());
+        let third = cache.put(3, obj(40));
+        assert!(cache.get(first).is_none(), "the oldest gave way");
+        assert!(cache.get(second).is_some() && cache.get(third).is_some());
+        assert!(cache.held_bytes() <= 100 << 10);
+        let huge = cache.put(4, obj(300));
+        assert!(
+            cache.get(huge).is_some(),
+            "a list bigger than the budget still pages"
+        );
+        assert!(cache.get(third).is_none());
+    }
+
+    #[test]
     fn list_body_is_valid_json() {
         let a = Arc::new(Stored::new(
             1,
