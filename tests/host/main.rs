@@ -9,6 +9,7 @@ mod colocation_qos;
 mod devices_embedded;
 mod embedded;
 mod fulldisk;
+mod grpc_authority;
 mod hardening;
 mod koordlet_cgroup;
 mod koordlet_coresched;
