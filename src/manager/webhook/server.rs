@@ -230,8 +230,12 @@ impl Resync {
             }
             self.reload(&mut served, &source).await;
         }
+        // The last endpoint of the Service takes the configurations with it whether or not
+        // it wrote them (nothing is left to answer them); by URL, only the one that wrote.
         let last = self.withdraw().await;
-        if wrote && let Err(e) = configs::remove_own(&self.client, &self.cfg, last).await {
+        if (wrote || last)
+            && let Err(e) = configs::remove_own(&self.client, &self.cfg, last).await
+        {
             tracing::warn!(error = %e, "removing the webhook configurations");
         }
     }
