@@ -8,6 +8,7 @@ RUN apt-get update \
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY proto ./proto
 COPY link ./link
+COPY vendor ./vendor
 COPY src ./src
 COPY benches ./benches
 COPY config ./config
