@@ -77,6 +77,21 @@ async fn start(data: &Path) -> TestApi {
     TestApi::start_with(opts).await
 }
 
+/// Whether a small write succeeds again within 15 s, without a restart.
+async fn writes_resume(cms: &Api<ConfigMap>) -> bool {
+    for _ in 0..150 {
+        if cms
+            .create(&PostParams::default(), &cm("after", 1))
+            .await
+            .is_ok()
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
 /// A 20 MiB tmpfs, or `None` (with the reason printed) where one cannot be mounted.
 fn small_disk() -> Option<Tmpfs> {
     if !is_root() {
@@ -154,16 +169,7 @@ async fn a_full_disk_refuses_writes_at_once_and_recovers_by_itself() {
 
     // More room: the store takes writes again by itself.
     fs.resize("200m");
-    let back = async {
-        for _ in 0..150 {
-            if cms.create(&pp, &cm("after", 1)).await.is_ok() {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        false
-    };
-    assert!(back.await, "writes never resumed");
+    assert!(writes_resume(&cms).await, "writes never resumed");
     assert_eq!(readyz(&api).await, 200);
 
     // A restart serves exactly the acknowledged objects.
@@ -231,16 +237,10 @@ async fn a_disk_filled_by_another_file_answers_507_and_recovers() {
     }
     assert!(codes.contains(&507), "{codes:?}");
     std::fs::remove_file(&filler).unwrap();
-    let back = async {
-        for _ in 0..150 {
-            if cms.create(&pp, &cm("after", 1)).await.is_ok() {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        false
-    };
-    assert!(back.await, "writes never resumed once the space was back");
+    assert!(
+        writes_resume(&cms).await,
+        "writes never resumed once the space was back"
+    );
     assert_eq!(readyz(&api).await, 200);
     api.stop().await;
 }

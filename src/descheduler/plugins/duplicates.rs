@@ -20,7 +20,10 @@ struct Found {
     duplicates: BTreeMap<OwnerKey, BTreeMap<String, Vec<Arc<PodView>>>>,
 }
 
-fn owner_keys(p: &PodView) -> (Vec<OwnerKey>, Vec<String>) {
+/// A pod's owner keys, and its sorted owner/image keys (what makes two pods duplicates).
+type Keys = (Vec<OwnerKey>, Vec<String>);
+
+fn owner_keys(p: &PodView) -> Keys {
     let mut images: Vec<String> = p.images.to_vec();
     images.sort();
     let hash = images.join("#");
@@ -59,21 +62,25 @@ fn find(a: &RemoveDuplicatesArgs, env: &Env, act: &mut dyn Act) -> Found {
     for i in env.inputs {
         let node = i.node.metadata.name.clone().unwrap_or_default();
         // Each pod's sorted owner/image keys; a pod matching an earlier list is a duplicate.
-        let mut seen: Vec<Vec<String>> = Vec::new();
-        let listed: Vec<&Arc<PodView>> = i.pods.iter().filter(|p| listed(a, p)).collect();
-        let mut piles: BTreeMap<Vec<String>, usize> = BTreeMap::new();
-        for p in &listed {
-            *piles.entry(owner_keys(p).1).or_default() += 1;
+        let mut seen: Vec<&Vec<String>> = Vec::new();
+        let listed: Vec<(&Arc<PodView>, Keys)> = i
+            .pods
+            .iter()
+            .filter(|p| listed(a, p))
+            .map(|p| (p, owner_keys(p)))
+            .collect();
+        let mut piles: BTreeMap<&[String], usize> = BTreeMap::new();
+        for (_, (_, container_keys)) in &listed {
+            *piles.entry(container_keys).or_default() += 1;
         }
-        for p in listed {
-            let (keys, container_keys) = owner_keys(p);
+        for (p, (keys, container_keys)) in &listed {
             // The evictor's refusal is told (a skip) for pods piled with others of their
             // owner, the ones an operator expects to see spread.
-            let piled = !container_keys.is_empty() && piles[&container_keys] > 1;
+            let piled = !container_keys.is_empty() && piles[container_keys.as_slice()] > 1;
             if !act.filter(p, piled) || !act.pre_evict(p, piled) {
                 continue;
             }
-            for k in &keys {
+            for k in keys {
                 *f.occurrences.entry(k.clone()).or_default() += 1;
             }
             if container_keys.is_empty() {
@@ -81,8 +88,8 @@ fn find(a: &RemoveDuplicatesArgs, env: &Env, act: &mut dyn Act) -> Found {
             }
             if seen.contains(&container_keys) {
                 for k in keys {
-                    let by_node = f.duplicates.entry(k).or_default();
-                    by_node.entry(node.clone()).or_default().push(p.clone());
+                    let by_node = f.duplicates.entry(k.clone()).or_default();
+                    by_node.entry(node.clone()).or_default().push((*p).clone());
                 }
             } else {
                 seen.push(container_keys);
