@@ -66,6 +66,7 @@ pub(super) async fn binding_cycle(
         binder::patch(client, pod, modified).await?;
         crate::kernel::fault::point("scheduler.after-prebind");
     }
+    crate::kernel::fault::point("scheduler.before-bind");
     // Fenced: a scheduler paused past its renew deadline may have lost the lease to a
     // replica that already placed this pod elsewhere; the API's 409 is the last guard.
     if !lease.fresh() {

@@ -1,8 +1,10 @@
 //! Fault tests (Sieve-style): a role killed with SIGKILL at the moment that matters —
 //! right after a Bind (plain pods, ElasticQuota pods), between a Reservation's or a GPU's
 //! allocation patch and the Bind (and, in `migration_loop.rs`, right after a migration job
-//! created its Reservation) — then restarted; nothing is bound twice or counted twice, and
-//! the work converges. The points are `koord::kernel::fault`'s.
+//! created its Reservation; in `manager.rs`, in the middle of a NodeResource pass) — then
+//! restarted; or paused with SIGSTOP just before a Bind until a new leader took over, then
+//! resumed. Nothing is bound twice or counted twice, and the work converges. The points
+//! are `koord::kernel::fault`'s.
 
 use crate::common;
 use crate::quota::{
@@ -320,6 +322,194 @@ async fn a_scheduler_killed_between_device_allocation_and_bind_counts_the_gpu_on
     );
     let why = unschedulable_reason(&pods, "gpu-3").await;
     assert!(why.contains("Insufficient"), "{why}");
+    drop(second);
+    api.stop().await;
+}
+
+/// A short lease, so a paused leader loses it in seconds.
+const SHORT_LEASE: &str = r#"apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection: {leaderElect: true, leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 1s}
+profiles:
+- schedulerName: koord-scheduler
+"#;
+
+/// The state letter of `/proc/<pid>/stat` (`T` stopped).
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// Paused (SIGSTOP) after deciding a pod fits a node and before its Bind, the leader
+/// loses its lease; meanwhile the node fills (a pod bound there directly) and the new
+/// leader finds the pod unschedulable. Resumed, the old leader does not bind its stale
+/// decision — the API would accept it, as the pod is still unbound — so the node is not
+/// overcommitted and the pod stays pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_paused_before_a_bind_does_not_bind_once_its_lease_is_gone() {
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (mut api, port) = api_with_nodes(1, "4").await;
+    let c = api.client.clone();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let node = koord_node_name(&c).await;
+    let cfg = dir_a.path().join("sched.yaml");
+    std::fs::write(&cfg, SHORT_LEASE).unwrap();
+    let mut paused = start_with(
+        dir_a.path(),
+        port,
+        &cfg,
+        &[(FAULTS, "scheduler.before-bind:pause")],
+    );
+    let pp = PostParams::default();
+    pods.create(&pp, &pod("stale", "4", "x")).await.unwrap();
+    let stopped = common::wait_until(Duration::from_secs(30), || {
+        proc_state(paused.pid()) == Some('T')
+    });
+    assert!(
+        stopped,
+        "the pause point was not reached\n{}",
+        paused.logs()
+    );
+    assert_eq!(
+        node_of(&pods, "stale").await,
+        None,
+        "paused before its bind\n{}",
+        paused.logs()
+    );
+    let mut direct = pod("direct", "4", "y");
+    direct.spec.as_mut().unwrap().node_name = Some(node.clone());
+    pods.create(&pp, &direct).await.unwrap();
+    let leader = start_with(dir_b.path(), port, &cfg, &[]);
+    let refused = eventually(Duration::from_secs(30), || async {
+        !unschedulable_reason(&pods, "stale").await.is_empty()
+    });
+    assert!(
+        refused.await,
+        "the new leader never tried\n{}",
+        leader.logs()
+    );
+    paused.signal("CONT");
+    // Running again, past the point where it would bind.
+    let running = common::wait_until(Duration::from_secs(15), || {
+        paused.plain_logs().contains("continued")
+    });
+    assert!(running, "resumed, it never ran\n{}", paused.logs());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(node_of(&pods, "stale").await, None, "{}", paused.logs());
+    assert_eq!(cpu_by_node(&pods).await, BTreeMap::from([(node, 4.0)]));
+    paused.signal("TERM");
+    paused.wait_exit(Duration::from_secs(15));
+    drop(leader);
+    api.stop().await;
+}
+
+async fn koord_node_name(c: &kube::Client) -> String {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(c.clone());
+    let list = nodes.list(&Default::default()).await.unwrap();
+    list.items[0].metadata.name.clone().unwrap()
+}
+
+/// Three nodes alike, each with a fresh NodeMetric, and colocation on.
+async fn colocation_nodes(c: &kube::Client, names: &[&str]) {
+    use k8s_openapi::api::core::v1::{ConfigMap, Node};
+    use koord::api::slo::NodeMetric;
+    use kube::api::{Patch, PatchParams};
+    let pp = PostParams::default();
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "slo-controller-config", "namespace": "koordinator-system"},
+        "data": {"colocation-config": r#"{"enable": true}"#}}))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(c.clone(), "koordinator-system")
+        .create(&pp, &cm)
+        .await
+        .unwrap();
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let usage =
+        |cpu: &str, mem: &str| serde_json::json!({"resources": {"cpu": cpu, "memory": mem}});
+    for n in names {
+        let node: Node =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": n}})).unwrap();
+        let nodes: Api<Node> = Api::all(c.clone());
+        nodes.create(&pp, &node).await.unwrap();
+        let status = serde_json::json!({"status": {
+            "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+            "allocatable": {"cpu": "15", "memory": "62Gi", "pods": "110"}}});
+        let merge = PatchParams::default();
+        nodes
+            .patch_status(n, &merge, &Patch::Merge(status))
+            .await
+            .unwrap();
+        let metrics: Api<NodeMetric> = Api::all(c.clone());
+        let m: NodeMetric = serde_json::from_value(serde_json::json!({
+            "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric",
+            "metadata": {"name": n}, "spec": {}}))
+        .unwrap();
+        metrics.create(&pp, &m).await.unwrap();
+        let status = serde_json::json!({"status": {"updateTime": now,
+            "nodeMetric": {"nodeUsage": usage("2", "8Gi"), "systemUsage": usage("500m", "1Gi")}}});
+        metrics
+            .patch_status(n, &merge, &Patch::Merge(status))
+            .await
+            .unwrap();
+    }
+}
+
+async fn batch_cpu(c: &kube::Client, names: &[&str]) -> Vec<Option<String>> {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(c.clone());
+    let mut out = Vec::new();
+    for n in names {
+        let node = nodes.get(n).await.unwrap();
+        let alloc = node.status.and_then(|s| s.allocatable).unwrap_or_default();
+        out.push(alloc.get("kubernetes.io/batch-cpu").map(|q| q.0.clone()));
+    }
+    out
+}
+
+/// Killed as it sends the second node's status in a NodeResource pass (the first may or
+/// may not have landed; the others are not sent), the manager restarts and writes every
+/// node's batch resources within a few resyncs (2 s each), the same on all three alike
+/// nodes: nothing half-applied is left behind, nothing is skipped as already done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_killed_in_a_noderesource_pass_converges() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut api, port) = api_with_nodes(0, "0").await;
+    let c = api.client.clone();
+    let names = ["n1", "n2", "n3"];
+    colocation_nodes(&c, &names).await;
+    let (mut first, _) = crate::manager::manager_env(
+        dir.path(),
+        port,
+        "m1",
+        &[],
+        &[(FAULTS, "manager.before-node-status@2")],
+    );
+    let died = first.wait_exit(Duration::from_secs(30)).is_some();
+    assert!(died, "the fault point was not reached\n{}", first.logs());
+    let at_crash = batch_cpu(&c, &names).await;
+    let written = at_crash.iter().flatten().count();
+    assert!(written <= 1, "killed mid-pass: {at_crash:?}");
+    let (second, _) = crate::manager::manager(dir.path(), port, "m2");
+    let all = eventually(Duration::from_secs(20), || async {
+        batch_cpu(&c, &names).await.iter().all(Option::is_some)
+    });
+    assert!(
+        all.await,
+        "{:?}\n{}",
+        batch_cpu(&c, &names).await,
+        second.logs()
+    );
+    let after = batch_cpu(&c, &names).await;
+    assert!(
+        after.windows(2).all(|w| w[0] == w[1]),
+        "alike nodes: {after:?}"
+    );
+    if let Some(v) = at_crash.iter().flatten().next() {
+        assert_eq!(
+            after[0].as_ref(),
+            Some(v),
+            "the value written before the crash"
+        );
+    }
     drop(second);
     api.stop().await;
 }

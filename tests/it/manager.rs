@@ -33,6 +33,17 @@ fn manager_with(
     name: &str,
     extra: &[&str],
 ) -> (Koord, SocketAddr) {
+    manager_env(dir, api_port, name, extra, &[])
+}
+
+/// A manager (resync 2 s, lease 4 s) with more arguments and environment (fault points).
+pub(crate) fn manager_env(
+    dir: &std::path::Path,
+    api_port: u16,
+    name: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Koord, SocketAddr) {
     let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let data = dir.join(name);
     std::fs::create_dir_all(&data).unwrap();
@@ -50,22 +61,19 @@ fn manager_with(
         name,
     ];
     args.extend_from_slice(extra);
-    let koord = Koord::start(
-        &args,
-        &[
-            ("KOORD_MANAGER__RESYNC_SECONDS", "2"),
-            (
-                "KOORD_MANAGER__LEADER_ELECTION__LEASE_DURATION_SECONDS",
-                "4",
-            ),
-            (
-                "KOORD_MANAGER__LEADER_ELECTION__RENEW_DEADLINE_SECONDS",
-                "3",
-            ),
-            ("KOORD_MANAGER__LEADER_ELECTION__RETRY_PERIOD_SECONDS", "1"),
-        ],
-        &data,
-    );
+    let base = [
+        ("KOORD_MANAGER__RESYNC_SECONDS", "2"),
+        (
+            "KOORD_MANAGER__LEADER_ELECTION__LEASE_DURATION_SECONDS",
+            "4",
+        ),
+        (
+            "KOORD_MANAGER__LEADER_ELECTION__RENEW_DEADLINE_SECONDS",
+            "3",
+        ),
+        ("KOORD_MANAGER__LEADER_ELECTION__RETRY_PERIOD_SECONDS", "1"),
+    ];
+    let koord = Koord::start(&args, &[&base[..], env].concat(), &data);
     (koord, admin)
 }
 

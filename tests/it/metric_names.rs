@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::{Koord, free_port, http_get, kubeconfig, wait_until};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
 use kube::api::PostParams;
 
@@ -53,12 +53,16 @@ const KOORDLET: &[&str] = &[
     "koordlet_core_sched_cookie_manage_status",
 ];
 
-/// Series this scenario must produce (an empty family is not exposed), with the
-/// kube-scheduler names.
+/// Series this scenario must produce, with the kube-scheduler and slo-controller names. As
+/// in kube-scheduler and Koordinator (client_golang vectors), a labelled family is exposed
+/// from its first sample: the scheduler's after the first attempt, the manager's after the
+/// first NodeResource pass over a node with a NodeMetric.
 const SAMPLED: &[&str] = &[
     "koordlet_start_time",
     "koordlet_node_used_cpu_cores",
     "koordlet_node_used_memory_bytes",
+    "slo_controller_node_extended_resource_allocatable_internal",
+    "slo_controller_node_resource_reconcile_count",
     "scheduler_schedule_attempts_total",
     "scheduler_scheduling_attempt_duration_seconds_count",
     "scheduler_e2e_scheduling_duration_seconds_count",
@@ -113,6 +117,15 @@ fn metrics_carry_koordinator_and_kube_scheduler_names() {
         &[],
         dir.path(),
     );
+    // Colocation on, as an operator running batch work sets it (off by default, and then
+    // neither Koordinator nor koord computes batch allocatable).
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "slo-controller-config", "namespace": "koordinator-system"},
+        "data": {"colocation-config": r#"{"enable": true}"#}}))
+    .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(api.client.clone(), "koordinator-system");
+    rt.block_on(cms.create(&PostParams::default(), &cm))
+        .unwrap();
     let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
     let pod = crate::quota::quota_pod("p1", "none", "100m");
     rt.block_on(pods.create(&PostParams::default(), &pod))
@@ -122,6 +135,7 @@ fn metrics_carry_koordinator_and_kube_scheduler_names() {
         http_get(addr, "/metrics").is_some_and(|(_, m)| {
             m.contains("scheduler_e2e_scheduling_duration_seconds_count{")
                 && m.contains("koordlet_node_used_cpu_cores{")
+                && m.contains("slo_controller_node_extended_resource_allocatable_internal{")
         })
     });
     assert!(scraped, "no scheduling attempt counted:\n{}", koord.logs());
@@ -147,6 +161,15 @@ fn metrics_carry_koordinator_and_kube_scheduler_names() {
         .expect("an attempt sample");
     assert_eq!(attempt.labels.get("result"), Some("scheduled"), "{text}");
     assert_eq!(attempt.labels.get("profile"), Some("koord-scheduler"));
+    let batch_cpu = samples
+        .iter()
+        .find(|s| {
+            s.metric == "slo_controller_node_extended_resource_allocatable_internal"
+                && s.labels.get("resource") == Some("kubernetes.io/batch-cpu")
+        })
+        .expect("a batch-cpu sample");
+    assert_eq!(batch_cpu.labels.get("node"), Some("sim-node-0"), "{text}");
+    assert_eq!(batch_cpu.labels.get("unit"), Some("integer"), "{text}");
     let unsupported: Vec<_> = samples
         .iter()
         .filter(|s| s.metric == "koord_unsupported_config")

@@ -322,6 +322,7 @@ impl Controllers {
                 (n, "nodeslo", r)
             }
             Write::NodeStatus(n, p) => {
+                crate::kernel::fault::point("manager.before-node-status");
                 let r = nodes
                     .patch_status(&n, &patch, &Patch::Merge(p))
                     .await
