@@ -1,7 +1,8 @@
 //! The history check (see `tests/history/mod.rs`) at bench size: `HISTORY_CLIENTS`
 //! clients (default 8) and `HISTORY_WATCHERS` watchers (3) on `HISTORY_KEYS` ConfigMaps
 //! (8) through `HISTORY_LIVES` lifetimes (10) of `HISTORY_LIFE_MS` (3000) each, ended by
-//! SIGKILL. Prints the operation counts and every violation; exits 1 on any.
+//! SIGKILL, each stopped `HISTORY_PAUSE_MS` (500; 0: never) with SIGSTOP halfway. Prints
+//! the operation counts and every violation; exits 1 on any.
 
 mod common;
 #[path = "../tests/history/mod.rs"]
@@ -31,6 +32,7 @@ async fn main() {
         watchers: env("HISTORY_WATCHERS", 3) as usize,
         lives: env("HISTORY_LIVES", 10) as usize,
         life: Duration::from_millis(env("HISTORY_LIFE_MS", 3000)),
+        pause: Duration::from_millis(env("HISTORY_PAUSE_MS", 500)),
         seed,
     };
     println!("history: {cfg:?}");

@@ -33,6 +33,9 @@ pub struct Config {
     pub lives: usize,
     /// How long clients run in each lifetime before the kill (at random in [½, 1]×).
     pub life: Duration,
+    /// In each lifetime, the server is also stopped (SIGSTOP) this long and continued
+    /// (SIGCONT) halfway, as a long GC pause or a frozen VM would; zero: never.
+    pub pause: Duration,
     pub seed: u64,
 }
 
@@ -70,10 +73,16 @@ pub async fn run(bin: &Path, dir: &Path, api_port: u16, admin_port: u16, cfg: &C
     let mut rng = cfg.seed | 1;
     for life in 1..cfg.lives {
         let half = cfg.life.as_millis() as u64 / 2;
-        tokio::time::sleep(Duration::from_millis(
-            half + xorshift(&mut rng) % half.max(1),
-        ))
-        .await;
+        let ran = Duration::from_millis(half + xorshift(&mut rng) % half.max(1));
+        if cfg.pause.is_zero() {
+            tokio::time::sleep(ran).await;
+        } else {
+            tokio::time::sleep(ran / 2).await;
+            server.signal(libc::SIGSTOP);
+            tokio::time::sleep(cfg.pause).await;
+            server.signal(libc::SIGCONT);
+            tokio::time::sleep(ran / 2).await;
+        }
         server.kill();
         server = Server::start(bin, dir, api_port, admin_port);
         server.ready(&client, life).await;
@@ -91,7 +100,7 @@ pub async fn run(bin: &Path, dir: &Path, api_port: u16, admin_port: u16, cfg: &C
     rec.report()
 }
 
-/// The `koord --embedded` process of one lifetime; SIGKILLed on drop.
+/// The `koord --embedded` process of one lifetime; SIGKILLed on drop (a stopped one too).
 struct Server(Child);
 
 impl Server {
@@ -145,6 +154,11 @@ impl Server {
             assert!(Instant::now() < deadline, "lifetime {life}: API not ready");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid, which it keeps until we wait for it.
+        unsafe { libc::kill(self.0.id() as i32, sig) };
     }
 
     fn kill(&mut self) {

@@ -1,5 +1,6 @@
 //! The history check at CI size: 4 clients and 2 watchers on 6 ConfigMaps through 4
-//! lifetimes of `koord --embedded` (3 SIGKILLs); `benches/history.rs` runs it bigger.
+//! lifetimes of `koord --embedded` (3 SIGKILLs, each lifetime paused 400 ms with SIGSTOP
+//! on the way); `benches/history.rs` runs it bigger.
 
 #[path = "../history/check_tests.rs"]
 mod check_tests;
@@ -25,6 +26,7 @@ async fn kill_9_history_is_linearizable() {
         watchers: 2,
         lives: 4,
         life: Duration::from_millis(1500),
+        pause: Duration::from_millis(400),
         seed,
     };
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_koord"));
