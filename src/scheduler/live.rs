@@ -60,8 +60,8 @@ pub struct Scheduler {
     pub queue: Queue,
     pub leadership: Leadership,
     /// Pods, nodes, NodeMetrics, Reservations, ElasticQuotas (when a profile uses them),
-    /// PersistentVolumes, claims, StorageClasses, PodDisruptionBudgets.
-    synced: [bool; 9],
+    /// PersistentVolumes, claims, StorageClasses, PodDisruptionBudgets, Devices.
+    synced: [bool; 10],
     pub quota_status: Publisher<quota_status::Figures>,
     pub pod_group_status: Publisher<gang_status::Figures>,
     /// Why gang members were released, for their PodScheduled condition.
@@ -133,7 +133,7 @@ impl Scheduler {
             queue: Queue::new(backoff),
             leadership,
             synced: [
-                false, false, false, false, !quotas, false, false, false, false,
+                false, false, false, false, !quotas, false, false, false, false, false,
             ],
             quota_status: Publisher::detached(quota_status::figures, quota_status::version),
             pod_group_status: Publisher::detached(gang_status::figures, gang_status::version),
@@ -311,8 +311,11 @@ impl Scheduler {
             Ev::Device(Delete(d)) => self
                 .cluster
                 .remove_device(d.metadata.name.as_deref().unwrap_or("")),
-            // Not waited for, like topologies: a node without a Device passes DeviceShare.
-            Ev::Device(Init | InitDone) => {}
+            // Waited for, as kube-scheduler waits for every informer: a node whose
+            // Device is not known yet passes DeviceShare, so a GPU pod placed before the
+            // sync would be bound with no device allocated (and its GPU given twice).
+            Ev::Device(InitDone) => self.synced[9] = true,
+            Ev::Device(Init) => {}
             Ev::Reservation(Apply(r) | InitApply(r)) => {
                 self.reservation_kick.notify_one();
                 self.apply_reservation(Arc::new(r));
@@ -555,5 +558,34 @@ mod tests {
             s.binding_room(),
             "a gang member waiting at Permit does not hold the others back"
         );
+    }
+    /// As kube-scheduler waits for every informer: with every other kind listed, a
+    /// scheduler that has not yet listed the Devices does not schedule (a GPU pod would
+    /// pass DeviceShare on a node whose Device is unknown and get no GPU).
+    #[tokio::test]
+    async fn devices_are_listed_before_scheduling() {
+        use kube::runtime::watcher::Event::InitDone;
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let cfg = super::super::config::default_config().unwrap();
+        let mut s = Scheduler::new(client, &cfg, Leadership::always()).unwrap();
+        let others = [
+            Ev::Pod(InitDone),
+            Ev::Node(InitDone),
+            Ev::Metric(InitDone),
+            Ev::Reservation(InitDone),
+            Ev::Quota(InitDone),
+            Ev::Pdb(Box::new(InitDone)),
+            Ev::Storage(Box::new(crate::scheduler::live_watch::Storage::Pv(InitDone))),
+            Ev::Storage(Box::new(crate::scheduler::live_watch::Storage::Pvc(InitDone))),
+            Ev::Storage(Box::new(crate::scheduler::live_watch::Storage::Class(InitDone))),
+        ];
+        for ev in others {
+            s.apply(ev);
+        }
+        assert!(!s.synced(), "Devices not listed yet");
+        s.apply(Ev::Device(InitDone));
+        assert!(s.synced());
     }
 }
