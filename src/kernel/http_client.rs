@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Method, Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -36,6 +36,10 @@ pub enum Trust {
     /// No verification (kubelet `/pods` with `--kubelet-insecure-tls`, like Koordinator).
     Insecure,
 }
+
+/// The most of a response body read: a webhook's or a kubelet's answer past it is an
+/// error, not an allocation (a kubelet's `/pods` of 110 pods is a few MiB).
+pub const MAX_RESPONSE: usize = 64 << 20;
 
 pub struct Response {
     pub status: StatusCode,
@@ -142,11 +146,10 @@ where
             .await
             .map_err(|e| ClientError::Http(e.to_string()))?;
         let status = resp.status();
-        let body = resp
-            .into_body()
+        let body = Limited::new(resp.into_body(), MAX_RESPONSE)
             .collect()
             .await
-            .map_err(|e| ClientError::Http(e.to_string()))?
+            .map_err(|e| ClientError::Http(format!("response body: {e}")))?
             .to_bytes();
         Ok(Response { status, body })
     };
@@ -245,5 +248,42 @@ impl ServerCertVerifier for NoVerify {
         provider()
             .signature_verification_algorithms
             .supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A server that answers with an endless chunked body: the client stops at
+    /// `MAX_RESPONSE` with an error instead of holding whatever it is sent.
+    #[tokio::test]
+    async fn an_endless_response_is_refused_past_the_bound() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut head = [0u8; 1024];
+            let _ = s.read(&mut head).await;
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+                .await;
+            let chunk = vec![b'x'; 1 << 20];
+            let mut sent = 0usize;
+            while s.write_all(b"100000\r\n").await.is_ok()
+                && s.write_all(&chunk).await.is_ok()
+                && s.write_all(b"\r\n").await.is_ok()
+            {
+                sent += chunk.len();
+            }
+            sent
+        });
+        let url = format!("http://{addr}/pods");
+        let got = send(Method::GET, &url, &[], None, None, Duration::from_secs(30)).await;
+        let err = got.err().expect("refused");
+        assert!(err.to_string().contains("response body"), "{err}");
+        let sent = server.await.unwrap();
+        assert!(sent < 2 * MAX_RESPONSE, "stopped reading, sent {sent}");
     }
 }
