@@ -41,7 +41,7 @@ pub struct ClusterColocationProfileSpec {
     pub scheduler_name: Option<String>,
     /// A strategic-merge patch applied to the pod; kept verbatim.
     #[serde(default)]
-    #[schemars(schema_with = "crate::api::schema::preserve_unknown_object")]
+    #[schemars(schema_with = "crate::api::schema::preserve_unknown_value")]
     pub patch: Option<Value>,
 }
 

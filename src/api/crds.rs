@@ -2,33 +2,95 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
-    CustomResourceDefinitionVersion, CustomResourceValidation, JSONSchemaProps,
+    CustomResourceDefinitionVersion, CustomResourceValidation,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::CustomResourceExt;
 
-use super::schema::props_for;
-use super::{config, quota, scheduling, slo, topology};
+use super::schema::crd_schema;
+use super::{analysis, config, quota, scheduling, slo, topology};
 
 /// All CRDs, sorted by name.
 pub fn all() -> Vec<CustomResourceDefinition> {
     let mut crds = vec![
-        slo::NodeSLO::crd(),
-        slo::NodeMetric::crd(),
-        config::ClusterColocationProfile::crd(),
-        scheduling::Reservation::crd(),
-        scheduling::PodMigrationJob::crd(),
+        derived::<slo::NodeSLO>(),
+        derived::<slo::NodeMetric>(),
+        derived::<config::ClusterColocationProfile>(),
+        derived::<scheduling::Reservation>(),
+        derived::<scheduling::PodMigrationJob>(),
+        derived::<scheduling::explanation::ScheduleExplanation>(),
+        derived::<scheduling::network_topology::ClusterNetworkTopology>(),
+        derived::<analysis::Recommendation>(),
         device_crd(),
-        quota::ElasticQuota::crd(),
-        quota::PodGroup::crd(),
-        quota::ElasticQuotaProfile::crd(),
-        topology::NodeResourceTopology::crd(),
+        derived::<quota::ElasticQuota>(),
+        derived::<quota::PodGroup>(),
+        derived::<quota::ElasticQuotaProfile>(),
+        node_resource_topology(),
     ];
     crds.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for crd in &mut crds {
         spec_optional(crd);
+        crd.spec.names.list_kind = Some(format!("{}List", crd.spec.names.kind));
+        if WITHOUT_STATUS_SUBRESOURCE.contains(&crd.spec.names.plural.as_str()) {
+            for v in &mut crd.spec.versions {
+                v.subresources = None;
+            }
+        }
     }
     crds
+}
+
+/// Kinds Koordinator's chart serves with a `status` but no status subresource (kube-derive
+/// adds one with every status): their status is written with the object.
+const WITHOUT_STATUS_SUBRESOURCE: &[&str] = &["elasticquotaprofiles", "elasticquotas", "podgroups"];
+
+/// kube-derive's CRD of `K` with the schema as controller-gen writes Koordinator's.
+fn derived<K: CustomResourceExt + schemars::JsonSchema>() -> CustomResourceDefinition {
+    let mut crd = K::crd();
+    for v in &mut crd.spec.versions {
+        v.schema = Some(CustomResourceValidation {
+            open_api_v3_schema: Some(crd_schema::<K>()),
+        });
+    }
+    crd
+}
+
+/// NodeResourceTopology as the chart installs it: `v1alpha1` served and `v1alpha2` stored
+/// (the same fields plus root `attributes`; no conversion, as between the two upstream).
+/// koord reads and writes `v1alpha1`, so a cluster that stored `v1alpha2` keeps working.
+fn node_resource_topology() -> CustomResourceDefinition {
+    let mut crd = derived::<topology::NodeResourceTopology>();
+    let mut v2 = crd.spec.versions[0].clone();
+    v2.name = "v1alpha2".into();
+    v2.storage = true;
+    if let Some(root) = schema_root(&mut v2) {
+        root.required = Some(vec!["zones".into()]);
+    }
+    let v1 = &mut crd.spec.versions[0];
+    v1.storage = false;
+    if let Some(root) = schema_root(v1) {
+        root.required = Some(vec!["topologyPolicies".into(), "zones".into()]);
+        if let Some(p) = root.properties.as_mut() {
+            p.remove("attributes");
+        }
+    }
+    crd.spec.versions.push(v2);
+    crd
+}
+
+fn schema_root(
+    v: &mut CustomResourceDefinitionVersion,
+) -> Option<&mut k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps>
+{
+    v.schema.as_mut()?.open_api_v3_schema.as_mut()
+}
+
+/// The shape of a Device object, for its schema only.
+#[derive(schemars::JsonSchema)]
+#[allow(dead_code)]
+struct DeviceObject {
+    spec: Option<scheduling::DeviceSpec>,
+    status: Option<scheduling::DeviceStatus>,
 }
 
 /// kube-derive requires `spec` at the root; Koordinator's CRDs do not (a NodeMetric or
@@ -51,30 +113,7 @@ fn spec_optional(crd: &mut CustomResourceDefinition) {
 }
 
 fn device_crd() -> CustomResourceDefinition {
-    let object = |props: Vec<(&str, JSONSchemaProps)>| JSONSchemaProps {
-        type_: Some("object".into()),
-        properties: Some(props.into_iter().map(|(k, v)| (k.to_string(), v)).collect()),
-        ..Default::default()
-    };
-    let string = || JSONSchemaProps {
-        type_: Some("string".into()),
-        ..Default::default()
-    };
-    let mut status = props_for::<scheduling::DeviceStatus>();
-    status.nullable = Some(true);
-    let root = object(vec![
-        ("apiVersion", string()),
-        ("kind", string()),
-        (
-            "metadata",
-            JSONSchemaProps {
-                type_: Some("object".into()),
-                ..Default::default()
-            },
-        ),
-        ("spec", props_for::<scheduling::DeviceSpec>()),
-        ("status", status),
-    ]);
+    let root = crd_schema::<DeviceObject>();
     CustomResourceDefinition {
         metadata: ObjectMeta {
             name: Some("devices.scheduling.koordinator.sh".into()),
@@ -126,61 +165,4 @@ pub fn render_all() -> String {
         .map(|c| format!("---\n{}", to_yaml(c)))
         .collect::<Vec<_>>()
         .join("")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_and_scopes_match_koordinator() {
-        let crds = all();
-        let summary: Vec<(String, String, bool)> = crds
-            .iter()
-            .map(|c| {
-                let status = c.spec.versions[0]
-                    .subresources
-                    .as_ref()
-                    .is_some_and(|s| s.status.is_some());
-                (
-                    c.metadata.name.clone().unwrap_or_default(),
-                    c.spec.scope.clone(),
-                    status,
-                )
-            })
-            .collect();
-        let expect = [
-            (
-                "clustercolocationprofiles.config.koordinator.sh",
-                "Cluster",
-                true,
-            ),
-            ("devices.scheduling.koordinator.sh", "Cluster", false),
-            (
-                "elasticquotaprofiles.quota.koordinator.sh",
-                "Namespaced",
-                false,
-            ),
-            ("elasticquotas.scheduling.sigs.k8s.io", "Namespaced", true),
-            ("nodemetrics.slo.koordinator.sh", "Cluster", true),
-            (
-                "noderesourcetopologies.topology.node.k8s.io",
-                "Cluster",
-                false,
-            ),
-            ("nodeslos.slo.koordinator.sh", "Cluster", true),
-            ("podgroups.scheduling.sigs.k8s.io", "Namespaced", true),
-            (
-                "podmigrationjobs.scheduling.koordinator.sh",
-                "Cluster",
-                true,
-            ),
-            ("reservations.scheduling.koordinator.sh", "Cluster", true),
-        ];
-        let expect: Vec<(String, String, bool)> = expect
-            .iter()
-            .map(|(n, s, st)| (n.to_string(), s.to_string(), *st))
-            .collect();
-        assert_eq!(summary, expect);
-    }
 }

@@ -4,6 +4,7 @@
 // kube-derive takes repeated keys (`printcolumn`, `shortname`, `derive`) by design.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod analysis;
 pub mod config;
 pub mod cpuset;
 pub mod crds;

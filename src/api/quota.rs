@@ -24,8 +24,6 @@ pub type ResourceList = BTreeMap<String, Quantity>;
     doc = "ElasticQuota sets elastic quota restrictions per namespace",
     plural = "elasticquotas",
     namespaced,
-    shortname = "eq",
-    shortname = "eqs",
     status = "ElasticQuotaStatus",
     derive = "PartialEq",
     derive = "Default"
@@ -50,8 +48,6 @@ pub struct ElasticQuotaStatus {
     doc = "PodGroup is a collection of Pod; used for batch workload",
     plural = "podgroups",
     namespaced,
-    shortname = "pg",
-    shortname = "pgs",
     status = "PodGroupStatus",
     derive = "PartialEq",
     derive = "Default"
@@ -88,10 +84,12 @@ pub struct PodGroupStatus {
     plural = "elasticquotaprofiles",
     namespaced,
     shortname = "eqp",
+    status = "ElasticQuotaProfileStatus",
     derive = "PartialEq",
     derive = "Default"
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["nodeSelector", "quotaName"]))]
 pub struct ElasticQuotaProfileSpec {
     #[serde(default)]
     pub quota_name: String,
@@ -99,6 +97,9 @@ pub struct ElasticQuotaProfileSpec {
     pub resource_ratio: Option<String>,
     pub node_selector: Option<LabelSelector>,
 }
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ElasticQuotaProfileStatus {}
 
 /// An ElasticQuota as the webhooks and the scheduler read it: tree position, bounds and
 /// Koordinator's labels and annotations, parsed once.

@@ -577,9 +577,15 @@ mod tests {
             Ev::Reservation(InitDone),
             Ev::Quota(InitDone),
             Ev::Pdb(Box::new(InitDone)),
-            Ev::Storage(Box::new(crate::scheduler::live_watch::Storage::Pv(InitDone))),
-            Ev::Storage(Box::new(crate::scheduler::live_watch::Storage::Pvc(InitDone))),
-            Ev::Storage(Box::new(crate::scheduler::live_watch::Storage::Class(InitDone))),
+            Ev::Storage(Box::new(crate::scheduler::live_watch::Storage::Pv(
+                InitDone,
+            ))),
+            Ev::Storage(Box::new(crate::scheduler::live_watch::Storage::Pvc(
+                InitDone,
+            ))),
+            Ev::Storage(Box::new(crate::scheduler::live_watch::Storage::Class(
+                InitDone,
+            ))),
         ];
         for ev in others {
             s.apply(ev);

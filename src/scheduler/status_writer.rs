@@ -119,7 +119,8 @@ where
     }
 }
 
-/// Writes an ElasticQuota's annotations, then its status subresource.
+/// Writes an ElasticQuota's annotations and status in one merge patch of the object:
+/// Koordinator's CRD (as scheduler-plugins') has no status subresource.
 pub async fn write_quota(
     client: kube::Client,
     name: String,
@@ -129,15 +130,13 @@ pub async fn write_quota(
     let api: kube::Api<crate::api::quota::ElasticQuota> =
         kube::Api::namespaced(client, &f.namespace);
     let body = crate::scheduler::plugins::elasticquota::status::patch(&f);
-    let pp = PatchParams::default();
-    let meta = serde_json::json!({"metadata": body["metadata"]});
-    api.patch(&name, &pp, &Patch::Merge(&meta)).await?;
-    let status = serde_json::json!({"status": body["status"]});
-    api.patch_status(&name, &pp, &Patch::Merge(&status)).await?;
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&body))
+        .await?;
     Ok(())
 }
 
-/// Writes a PodGroup's status subresource.
+/// Writes a PodGroup's status, a merge patch of the object (no status subresource, as
+/// for ElasticQuotas).
 pub async fn write_pod_group(
     client: kube::Client,
     _key: String,
@@ -146,7 +145,7 @@ pub async fn write_pod_group(
     use kube::api::{Patch, PatchParams};
     let api: kube::Api<crate::api::quota::PodGroup> = kube::Api::namespaced(client, &f.namespace);
     let body = crate::scheduler::plugins::coscheduling::status::patch(&f);
-    api.patch_status(&f.name, &PatchParams::default(), &Patch::Merge(&body))
+    api.patch(&f.name, &PatchParams::default(), &Patch::Merge(&body))
         .await?;
     Ok(())
 }

@@ -14,6 +14,7 @@ mod bus;
 mod chart;
 mod cli;
 mod client_workloads;
+mod crd_chart;
 mod crd_deletion;
 mod crd_drift;
 mod descheduler;

@@ -254,7 +254,7 @@ async fn profile_creates_its_root_quota() {
     let p = obj(
         json!({"apiVersion": "quota.koordinator.sh/v1alpha1", "kind": "ElasticQuotaProfile",
         "metadata": {"name": "pool", "namespace": "default"},
-        "spec": {"quotaName": "pool-root", "resourceRatio": "0.5"}}),
+        "spec": {"quotaName": "pool-root", "resourceRatio": "0.5", "nodeSelector": {}}}),
     );
     profiles.create(&PostParams::default(), &p).await.unwrap();
     let (mgr, _) = crate::manager::manager(dir.path(), port, "m1");

@@ -336,7 +336,7 @@ const BAD_RESERVATION: &str = r#"
 apiVersion: scheduling.koordinator.sh/v1alpha1
 kind: Reservation
 metadata: {name: r-bad}
-spec: {ttl: 12, owners: "everyone", template: 5}
+spec: {ttl: 12, owners: "everyone", template: {}, allocatePolicy: Loose}
 "#;
 
 #[tokio::test]
@@ -352,7 +352,7 @@ async fn custom_objects_meet_their_crd_schema() {
         err.contains("The Reservation \"r-bad\" is invalid"),
         "{err}"
     );
-    assert!(err.contains("spec.template: Invalid value: \"integer\": spec.template in body must be of type object: \"integer\""), "{err}");
+    assert!(err.contains("spec.allocatePolicy: Unsupported value: \"Loose\": supported values: \"Aligned\", \"Restricted\""), "{err}");
     assert!(err.contains("spec.owners: Invalid value: \"string\": spec.owners in body must be of type array: \"string\""), "{err}");
     assert!(err.contains("spec.ttl: Invalid value: \"integer\": spec.ttl in body must be of type string: \"integer\""), "{err}");
     let unknown = "apiVersion: slo.koordinator.sh/v1alpha1\nkind: NodeSLO\nmetadata: {name: n1}\nspec: {colour: red}\n";

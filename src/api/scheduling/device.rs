@@ -84,6 +84,7 @@ pub struct DeviceSpec {
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["health"]))]
 pub struct DeviceInfo {
     /// `gpu`, `fpga` or `rdma`.
     #[serde(rename = "type")]
@@ -95,6 +96,7 @@ pub struct DeviceInfo {
     #[serde(rename = "moduleID")]
     pub module_id: Option<i32>,
     #[serde(default)]
+    #[schemars(extend("x-koord-default" = false))]
     pub health: bool,
     pub resources: Option<BTreeMap<String, Quantity>>,
     pub topology: Option<DeviceTopology>,
@@ -104,6 +106,7 @@ pub struct DeviceInfo {
 
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[schemars(extend("required" = ["nodeID", "pcieID", "socketID"]))]
 pub struct DeviceTopology {
     #[serde(rename = "socketID", default)]
     pub socket_id: i32,
@@ -124,6 +127,7 @@ pub struct VirtualFunctionGroup {
 
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[schemars(extend("required" = ["minor"]))]
 pub struct VirtualFunction {
     #[serde(default)]
     pub minor: i32,

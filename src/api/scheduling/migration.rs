@@ -58,6 +58,7 @@ pub struct PodMigrationJobSpec {
     pub ttl: Option<String>,
     /// `ReservationFirst` (default) or `EvictDirectly`.
     pub mode: Option<String>,
+    #[schemars(required)]
     pub pod_ref: Option<ObjectReference>,
     pub reservation_options: Option<PodMigrateReservationOptions>,
     pub delete_options: Option<DeleteOptions>,
@@ -69,10 +70,11 @@ pub struct PodMigrationJobSpec {
 pub struct PodMigrateReservationOptions {
     pub reservation_ref: Option<ObjectReference>,
     #[serde(default)]
-    #[schemars(schema_with = "crate::api::schema::preserve_unknown_object")]
+    #[schemars(schema_with = "crate::api::schema::preserve_unknown_value")]
     pub template: Option<ReservationTemplateSpec>,
+    /// Koordinator's `PodMigrationJobPreemptionOptions` has no fields yet.
     #[serde(default)]
-    #[schemars(schema_with = "crate::api::schema::preserve_unknown_object")]
+    #[schemars(schema_with = "crate::api::schema::empty_object")]
     pub preemption_options: Option<serde_json::Value>,
 }
 
@@ -119,7 +121,9 @@ pub struct PodMigrationJobCondition {
     #[serde(rename = "type")]
     pub type_: String,
     pub status: String,
+    #[schemars(extend("x-koord-nullable" = true))]
     pub last_probe_time: Option<Time>,
+    #[schemars(extend("x-koord-nullable" = true))]
     pub last_transition_time: Option<Time>,
     pub reason: Option<String>,
     pub message: Option<String>,

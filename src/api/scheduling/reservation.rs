@@ -36,19 +36,24 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Expires", type_ = "string", json_path = ".spec.expires")
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["owners", "template"]))]
 pub struct ReservationSpec {
     /// Scheduled like a pod; a preset `template.spec.nodeName` pins the node.
-    #[schemars(schema_with = "crate::api::schema::preserve_unknown_object")]
+    #[schemars(schema_with = "crate::api::schema::preserve_unknown_value")]
     pub template: Option<PodTemplateSpec>,
     /// Owner selectors, ORed.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     pub owners: Vec<ReservationOwner>,
     /// Go duration (`24h`); `0` disables expiry.
+    #[schemars(extend("x-koord-default" = "24h"))]
     pub ttl: Option<String>,
     pub expires: Option<Time>,
     pub pre_allocation: Option<bool>,
+    #[schemars(extend("x-koord-default" = true))]
     pub allocate_once: Option<bool>,
     /// `""`, `Aligned` or `Restricted`.
+    #[schemars(extend("enum" = ["Aligned", "Restricted"]))]
     pub allocate_policy: Option<String>,
     pub unschedulable: Option<bool>,
     pub taints: Option<Vec<Taint>>,
@@ -60,7 +65,9 @@ pub struct ReservationSpec {
 #[serde(rename_all = "camelCase")]
 pub struct PreAllocationPolicy {
     /// `Default` or `Cluster`.
+    #[schemars(extend("x-koord-default" = "Default", "enum" = ["Default", "Cluster"]))]
     pub mode: Option<String>,
+    #[schemars(extend("x-koord-default" = false))]
     pub enable_multiple: Option<bool>,
 }
 
@@ -68,6 +75,7 @@ pub struct PreAllocationPolicy {
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("minProperties" = 1))]
 pub struct ReservationOwner {
     pub object: Option<ObjectReference>,
     pub controller: Option<ReservationControllerReference>,
@@ -78,6 +86,10 @@ pub struct ReservationOwner {
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend(
+    "required" = ["apiVersion", "kind", "name", "uid"],
+    "x-kubernetes-map-type" = "atomic"
+))]
 pub struct ReservationControllerReference {
     pub api_version: Option<String>,
     pub kind: Option<String>,
@@ -93,6 +105,7 @@ pub struct ReservationControllerReference {
 #[serde(rename_all = "camelCase")]
 pub struct ReservationStatus {
     /// `Pending`, `Available`, `Succeeded`, `Waiting` or `Failed`.
+    #[schemars(extend("x-koord-default" = "Pending"))]
     pub phase: Option<String>,
     pub conditions: Option<Vec<ReservationCondition>>,
     pub current_owners: Option<Vec<ObjectReference>>,

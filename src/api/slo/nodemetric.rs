@@ -39,6 +39,9 @@ pub struct NodeMetricCollectPolicy {
     pub report_interval_seconds: Option<i64>,
     pub node_aggregate_policy: Option<AggregatePolicy>,
     /// `usageWithoutPageCache` (default), `usageWithPageCache` or `usageWithHotPageCache`.
+    #[schemars(extend(
+        "enum" = ["usageWithHotPageCache", "usageWithoutPageCache", "usageWithPageCache"]
+    ))]
     pub node_memory_collect_policy: Option<String>,
 }
 

@@ -46,11 +46,15 @@ pub struct NodeSLOStatus {}
 #[serde(rename_all = "camelCase")]
 pub struct ResourceThresholdStrategy {
     pub enable: Option<bool>,
+    #[schemars(range(min = 0, max = 100))]
     pub cpu_suppress_threshold_percent: Option<i64>,
+    #[schemars(range(min = 0, max = 100))]
     pub cpu_suppress_min_percent: Option<i64>,
     /// `cpuset` (default), `cfsQuota`, or koord's `cpuIdle` (besteffort runs as `cpu.idle`).
     pub cpu_suppress_policy: Option<String>,
+    #[schemars(range(min = 0, max = 100))]
     pub memory_evict_threshold_percent: Option<i64>,
+    #[schemars(range(min = 0, max = 100))]
     pub memory_evict_lower_percent: Option<i64>,
     #[serde(rename = "cpuEvictBESatisfactionUpperPercent")]
     pub cpu_evict_be_satisfaction_upper_percent: Option<i64>,
@@ -61,11 +65,17 @@ pub struct ResourceThresholdStrategy {
     pub cpu_evict_time_window_seconds: Option<i64>,
     /// `evictByRealLimit` (default) or `evictByAllocatable`.
     pub cpu_evict_policy: Option<String>,
+    #[schemars(range(min = 0, max = 100))]
     pub cpu_evict_threshold_percent: Option<i64>,
+    #[schemars(range(min = 0, max = 100))]
     pub cpu_evict_lower_percent: Option<i64>,
+    #[schemars(range(min = 0))]
     pub memory_allocatable_evict_threshold_percent: Option<i64>,
+    #[schemars(range(min = 0))]
     pub memory_allocatable_evict_lower_percent: Option<i64>,
+    #[schemars(range(min = 0))]
     pub cpu_allocatable_evict_threshold_percent: Option<i64>,
+    #[schemars(range(min = 0))]
     pub cpu_allocatable_evict_lower_percent: Option<i64>,
     pub evict_enabled_priority_threshold: Option<i32>,
     pub allocatable_evict_priority_threshold: Option<i32>,
@@ -130,15 +140,27 @@ pub struct CPUQOSCfg {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MemoryQOS {
+    #[schemars(range(min = 0))]
     pub min_limit_percent: Option<i64>,
+    #[schemars(range(min = 0))]
     pub low_limit_percent: Option<i64>,
+    #[schemars(range(min = 0))]
     pub throttling_percent: Option<i64>,
+    #[schemars(range(min = 0, max = 100))]
     pub wmark_ratio: Option<i64>,
+    #[schemars(range(min = 1, max = 1000))]
     pub wmark_scale_permill: Option<i64>,
+    #[schemars(range(min = -25, max = 50))]
     pub wmark_min_adj: Option<i64>,
-    pub page_cache_limit_enable: Option<i64>,
-    pub page_cache_limit_sync: Option<i64>,
+    /// `memory.pagecache_limit.enable`, the per-memcg switch.
+    pub page_cache_enable: Option<bool>,
+    /// `memory.pagecache_limit.size` as a percentage of the pod's memory limit.
+    #[schemars(range(min = 0, max = 100))]
+    pub page_cache_limit_percent: Option<i64>,
+    /// `memory.pagecache_limit.size` in bytes (over the percentage; capped by the limit).
     pub page_cache_limit_size: Option<i64>,
+    /// `memory.pagecache_limit.sync`: reclaim synchronously.
+    pub page_cache_reclaim_sync: Option<bool>,
     pub priority_enable: Option<i64>,
     pub priority: Option<i64>,
     pub oom_kill_group: Option<i64>,
@@ -166,30 +188,43 @@ pub struct PodMemoryQOSConfig {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct IOCfg {
+    #[schemars(range(min = 0))]
     #[serde(rename = "readIOPS")]
     pub read_iops: Option<i64>,
+    #[schemars(range(min = 0))]
     #[serde(rename = "writeIOPS")]
     pub write_iops: Option<i64>,
+    #[schemars(range(min = 0))]
     #[serde(rename = "readBPS")]
     pub read_bps: Option<i64>,
+    #[schemars(range(min = 0))]
     #[serde(rename = "writeBPS")]
     pub write_bps: Option<i64>,
+    #[schemars(range(min = 1, max = 100))]
     pub io_weight_percent: Option<i64>,
     pub read_latency: Option<i64>,
     pub write_latency: Option<i64>,
+    #[schemars(range(min = 0, max = 100))]
     pub read_latency_percent: Option<i64>,
+    #[schemars(range(min = 0, max = 100))]
     pub write_latency_percent: Option<i64>,
     pub enable_user_model: Option<bool>,
+    #[schemars(range(min = 1))]
     #[serde(rename = "modelReadBPS")]
     pub model_read_bps: Option<i64>,
+    #[schemars(range(min = 1))]
     #[serde(rename = "modelWriteBPS")]
     pub model_write_bps: Option<i64>,
+    #[schemars(range(min = 1))]
     #[serde(rename = "modelReadSeqIOPS")]
     pub model_read_seq_iops: Option<i64>,
+    #[schemars(range(min = 1))]
     #[serde(rename = "modelWriteSeqIOPS")]
     pub model_write_seq_iops: Option<i64>,
+    #[schemars(range(min = 1))]
     #[serde(rename = "modelReadRandIOPS")]
     pub model_read_rand_iops: Option<i64>,
+    #[schemars(range(min = 1))]
     #[serde(rename = "modelWriteRandIOPS")]
     pub model_write_rand_iops: Option<i64>,
 }
@@ -226,8 +261,11 @@ pub struct BlkIOQOSCfg {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ResctrlQOS {
+    #[schemars(range(min = 0, max = 100))]
     pub cat_range_start_percent: Option<i64>,
+    #[schemars(range(min = 0, max = 100))]
     pub cat_range_end_percent: Option<i64>,
+    #[schemars(range(min = 0, max = 100))]
     pub mba_percent: Option<i64>,
 }
 
@@ -243,9 +281,13 @@ pub struct ResctrlQOSCfg {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkQOS {
+    #[schemars(extend("x-koord-default" = 0))]
     pub ingress_request: Option<IntOrString>,
+    #[schemars(extend("x-koord-default" = 100))]
     pub ingress_limit: Option<IntOrString>,
+    #[schemars(extend("x-koord-default" = 0))]
     pub egress_request: Option<IntOrString>,
+    #[schemars(extend("x-koord-default" = 100))]
     pub egress_limit: Option<IntOrString>,
 }
 
@@ -263,6 +305,7 @@ pub struct NetworkQOSCfg {
 pub struct CPUBurstConfig {
     /// `none`, `cpuBurstOnly`, `cfsQuotaBurstOnly` or `auto`.
     pub policy: Option<String>,
+    #[schemars(range(min = 0, max = 10000))]
     pub cpu_burst_percent: Option<i64>,
     pub cfs_quota_burst_percent: Option<i64>,
     pub cfs_quota_burst_period_seconds: Option<i64>,
@@ -300,8 +343,9 @@ pub struct HostApplicationSpec {
     pub priority: Option<String>,
     pub qos: Option<String>,
     pub cgroup_path: Option<CgroupPath>,
+    /// Koordinator's `HostApplicationStrategy` has no fields yet (its CRD prunes any).
     #[serde(default)]
-    #[schemars(schema_with = "crate::api::schema::preserve_unknown_object")]
+    #[schemars(schema_with = "crate::api::schema::empty_object")]
     pub strategy: Option<Value>,
 }
 
