@@ -39,17 +39,6 @@ pub fn crd_generator() -> SchemaGenerator {
         .into_generator()
 }
 
-/// Structural schema of `T` as CRD `JSONSchemaProps`.
-pub fn props_for<T: JsonSchema>() -> JSONSchemaProps {
-    let schema = crd_generator().into_root_schema_for::<T>();
-    let mut value = serde_json::to_value(schema).unwrap_or_default();
-    if let Some(obj) = value.as_object_mut() {
-        obj.remove("title");
-        obj.remove("$schema");
-    }
-    serde_json::from_value(value).unwrap_or_default()
-}
-
 /// Marks a field's `default` as Koordinator's `+kubebuilder:default` (schemars writes a
 /// `default` for every `#[serde(default)]` field; controller-gen only for the marker).
 pub const DEFAULT_MARKER: &str = "x-koord-default";

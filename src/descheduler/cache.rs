@@ -16,12 +16,14 @@ use kube::Resource;
 use kube::runtime::watcher;
 use tokio::sync::Notify;
 
+use super::access;
 use super::framework::podview::PodView;
 use super::framework::world::World;
 use super::lownodeload::metric::MetricView;
 use crate::api::extension::keys::ANNOTATION_NODE_RAW_ALLOCATABLE;
 use crate::api::scheduling::migration::PodMigrationJob;
 use crate::api::slo::NodeMetric;
+use crate::kernel::access::{Granted, Need};
 use crate::kernel::watch::{Watchable, served};
 use crate::kernel::{Shutdown, Tasks};
 
@@ -49,6 +51,24 @@ impl<V> Clone for Views<V> {
 }
 
 impl<V> Views<V> {
+    /// Listed and empty: a kind not followed.
+    fn empty() -> Views<V> {
+        let views = Views::unsynced();
+        views.lock().synced = true;
+        views
+    }
+
+    fn unsynced() -> Views<V> {
+        Views {
+            inner: Arc::new(Mutex::new(Inner {
+                map: BTreeMap::new(),
+                building: None,
+                synced: false,
+            })),
+            changed: Arc::new(Notify::new()),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner<V>> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -124,14 +144,7 @@ where
     K: Watchable,
     V: Send + Sync + 'static,
 {
-    let views = Views {
-        inner: Arc::new(Mutex::new(Inner {
-            map: BTreeMap::new(),
-            building: None,
-            synced: false,
-        })),
-        changed: Arc::new(Notify::new()),
-    };
+    let views = Views::unsynced();
     let (v, client, shutdown) = (views.clone(), client.clone(), shutdown.clone());
     tasks.spawn(format!("descheduler/cache/{what}"), async move {
         if !K::group(&()).is_empty() && !served::<K>(&client).await {
@@ -247,8 +260,25 @@ pub struct Cache {
 }
 
 impl Cache {
-    pub fn start(client: &kube::Client, tasks: &Tasks, shutdown: &Shutdown) -> Cache {
+    /// Follows every kind; a workload kind RBAC does not let it list stays empty.
+    pub fn start(
+        client: &kube::Client,
+        granted: &Granted,
+        tasks: &Tasks,
+        shutdown: &Shutdown,
+    ) -> Cache {
         let c = client;
+        let may = |n: Need| granted.allows("list", n.group, n.resources[0]);
+        let rc = if may(access::REPLICATION_CONTROLLERS) {
+            follow(c, "replicationcontrollers", rc, tasks, shutdown)
+        } else {
+            Views::empty()
+        };
+        let job = if may(access::JOBS) {
+            follow(c, "jobs", job, tasks, shutdown)
+        } else {
+            Views::empty()
+        };
         Cache {
             nodes: follow(c, "nodes", node_view, tasks, shutdown),
             pods: follow(c, "pods", pod_view, tasks, shutdown),
@@ -263,8 +293,8 @@ impl Cache {
             workloads: [
                 follow(c, "replicasets", rs, tasks, shutdown),
                 follow(c, "statefulsets", sts, tasks, shutdown),
-                follow(c, "replicationcontrollers", rc, tasks, shutdown),
-                follow(c, "jobs", job, tasks, shutdown),
+                rc,
+                job,
             ],
             priority_classes: follow(c, "priorityclasses", priority, tasks, shutdown),
         }

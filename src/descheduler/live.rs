@@ -182,6 +182,18 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     // The lease identity is fresh per process (two replicas on one node must not share
     // it); the jobs' creator is stable per node and lease, so a descheduler restarted
     // after a crash continues the jobs it created instead of leaving them to expire.
+    let Some(granted) = crate::kernel::access::settle(
+        &client,
+        "descheduler",
+        super::access::NEEDS,
+        &lease_cfg.namespace,
+        &ctx.ready,
+        &ctx.shutdown,
+    )
+    .await
+    else {
+        return Ok(());
+    };
     let identity = format!("{}_{}", ctx.common.node_name, uuid::Uuid::new_v4());
     let instance = job_creator(&ctx.common.node_name, &lease_cfg.name);
     let leadership = lease::start(
@@ -194,7 +206,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     let interval = dcfg.interval;
     let plugins = Plugins::build(&dcfg, interval.as_millis() as u64)
         .map_err(|e| anyhow::anyhow!("descheduler: {e}"))?;
-    let cache = Cache::start(&client, &ctx.tasks, &ctx.shutdown);
+    let cache = Cache::start(&client, &granted, &ctx.tasks, &ctx.shutdown);
     let wake = Arc::new(Notify::new());
     let migration = migration_args(&dcfg);
     if let Some(a) = &migration {

@@ -5,6 +5,7 @@
 //! PodMigrationJobs, which the migration controller carries out. `dryRun` logs the
 //! decisions and writes nothing.
 
+pub mod access;
 pub mod cache;
 pub mod config;
 pub mod configfile;

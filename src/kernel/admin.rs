@@ -44,7 +44,16 @@ fn route(state: &AdminState, method: &Method, path: &str) -> Response<Body> {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET is served\n");
     }
     match path {
-        "/healthz" | "/livez" => text(StatusCode::OK, "ok\n"),
+        "/livez" => text(StatusCode::OK, "ok\n"),
+        "/healthz" => {
+            let (healthy, body) = state.readiness.health();
+            let status = if healthy {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            text(status, body)
+        }
         "/readyz" => {
             let (ready, body) = state.readiness.report();
             let status = if ready {

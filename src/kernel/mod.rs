@@ -1,6 +1,7 @@
 //! Shared by every role; imports no role. Shutdown, tracked tasks, readiness, metrics,
 //! the admin HTTP endpoint, telemetry and cluster access.
 
+pub mod access;
 pub mod admin;
 pub mod bus;
 pub mod cluster;

@@ -17,6 +17,9 @@ struct ComponentLabel {
 #[derive(Clone, Default)]
 pub struct Readiness {
     components: Arc<Mutex<BTreeMap<String, bool>>>,
+    /// Components that have been ready at least once: `/healthz` (the chart probes the
+    /// scheduler's and descheduler's readiness there) fails until each has.
+    ever: Arc<Mutex<std::collections::BTreeSet<String>>>,
     draining: Arc<AtomicBool>,
     gauge: Family<ComponentLabel, Gauge>,
 }
@@ -87,7 +90,33 @@ impl Readiness {
         (ready, body)
     }
 
+    /// (healthy, body): every registered component has been ready at least once — a role
+    /// that never synced (a watch it may not make, a store it cannot open) is not healthy.
+    pub fn health(&self) -> (bool, String) {
+        let components = self.components.lock().unwrap_or_else(|p| p.into_inner());
+        let ever = self.ever.lock().unwrap_or_else(|p| p.into_inner());
+        let never: Vec<&String> = components.keys().filter(|c| !ever.contains(*c)).collect();
+        if components.is_empty() {
+            return (false, "nothing started yet\n".into());
+        }
+        if never.is_empty() {
+            return (true, "ok\n".into());
+        }
+        let mut body = String::new();
+        for c in never {
+            body.push_str(&format!("[-]{c} never ready\n"));
+        }
+        body.push_str("healthz check failed\n");
+        (false, body)
+    }
+
     fn set(&self, name: &str, ready: bool) {
+        if ready {
+            self.ever
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(name.to_string());
+        }
         self.components
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -135,11 +164,19 @@ mod tests {
         a.set(true);
         assert!(!r.report().0);
         assert!(!r.is_ready());
+        assert!(!r.health().0, "scheduler never ready: {}", r.health().1);
         b.set(true);
         let (ok, body) = r.report();
         assert!(ok, "{body}");
+        assert!(r.health().0);
         assert!(r.is_ready());
         assert!(body.contains("[+]manager ok"));
+        a.set(false);
+        assert!(
+            r.health().0,
+            "once ready, healthy: a role that loses a watch stays alive"
+        );
+        a.set(true);
         r.set_draining();
         assert!(!r.report().0);
         assert!(!r.is_ready());

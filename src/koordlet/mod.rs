@@ -2,6 +2,7 @@
 //! sled time-series store, the NodeMetric reporter, peak prediction: `measure.rs`) and
 //! enforces (the QoS strategies: `qos/`). `run` wires them together.
 
+pub mod access;
 pub mod advisor;
 pub mod collectors;
 mod config;
@@ -43,6 +44,17 @@ pub use config::{Config, EvictionConfig, KubeletConfig, ReporterConfig, StoreCon
 pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     let cluster = ctx.cluster()?.clone();
     if !crate::kernel::cluster::wait_reachable(&cluster.client, &ctx.shutdown).await {
+        return Ok(());
+    }
+    let settled = crate::kernel::access::settle(
+        &cluster.client,
+        "koordlet",
+        access::NEEDS,
+        "",
+        &ctx.ready,
+        &ctx.shutdown,
+    );
+    if settled.await.is_none() {
         return Ok(());
     }
     let node = ctx.common.node_name.clone();

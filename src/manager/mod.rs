@@ -4,6 +4,7 @@
 //! ConfigMap into per-node NodeSLOs and NodeMetrics. Every replica keeps warm caches; only
 //! the holder of the `koordinator-manager` Lease writes.
 
+pub mod access;
 pub mod cache;
 pub mod controllers;
 pub mod features;
@@ -105,6 +106,18 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         return Ok(());
     }
     let client = cluster.client.clone();
+    let Some(granted) = crate::kernel::access::settle(
+        &client,
+        "manager",
+        access::NEEDS,
+        &cfg.leader_election.namespace,
+        &ctx.ready,
+        &ctx.shutdown,
+    )
+    .await
+    else {
+        return Ok(());
+    };
     let metrics = metrics::ManagerMetrics::register(&ctx.metrics);
     let identity = format!("{}_{}", ctx.common.node_name, uuid::Uuid::new_v4());
     let leadership = lease::start(
@@ -149,13 +162,16 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             slo: config.clone(),
             slo_config: (cfg.config_namespace.clone(), cfg.slo_config_name.clone()),
             binding_decisions: metrics.binding_decisions.clone(),
+            granted: granted.clone(),
         };
         webhook::start(start, &ctx.tasks, &ctx.shutdown).await?;
     }
     tracing::info!("manager caches synced");
     ctx.ready.set(true);
     metrics.is_leader.set(leadership.is_leader() as i64);
-    if run.colocationprofile && colocation_profiles {
+    let p = access::POD_PATCH;
+    let may_patch_pods = granted.allows(p.verbs[0], p.group, p.resources[0]);
+    if run.colocationprofile && colocation_profiles && may_patch_pods {
         controllers::colocationprofile::spawn(
             client.clone(),
             caches.pods.clone(),

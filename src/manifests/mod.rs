@@ -116,16 +116,21 @@ WantedBy=multi-user.target
 }
 
 fn service_monitors() -> Vec<Value> {
-    ["koordlet", "koord-manager", "koord-descheduler"]
-        .iter()
-        .map(|n| {
-            json!({"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+    [
+        "koordlet",
+        "koord-manager",
+        "koord-scheduler",
+        "koord-descheduler",
+    ]
+    .iter()
+    .map(|n| {
+        json!({"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
                 "metadata": {"name": n, "namespace": NAMESPACE},
                 "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": n,
                     "app.kubernetes.io/component": "metrics"}},
                     "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s"}]}})
-        })
-        .collect()
+    })
+    .collect()
 }
 
 fn kustomization(body: Value) -> String {
@@ -154,11 +159,12 @@ fn base() -> Vec<Manifest> {
     let descheduler_cfg = include_str!("../../config/koord-descheduler-config.yaml");
     out.extend([
         file("priorityclasses.yaml", yaml_docs("Koordinator's priority classes.", &priority_classes())),
-        file("rbac.yaml", yaml_docs("One ServiceAccount per Deployment/DaemonSet, least privilege.", &rbac)),
+        file("rbac.yaml", yaml_docs("One ServiceAccount per Deployment/DaemonSet under the chart's names, each granted exactly what its role asks for at start.", &rbac)),
         file("slo-controller-config.yaml", yaml_docs("Koordinator's cluster colocation and QoS configuration.", &[slo_controller_config()])),
-        file("koord-scheduler-config.yaml", yaml_docs("The scheduler's KubeSchedulerConfiguration (Koordinator's layout), mounted by koord-manager.", &[configmap("koord-scheduler-config", json!({"koord-scheduler-config": scheduler_cfg}))])),
+        file("koord-scheduler-config.yaml", yaml_docs("The scheduler's KubeSchedulerConfiguration (Koordinator's layout), mounted by koord-scheduler.", &[configmap("koord-scheduler-config", json!({"koord-scheduler-config": scheduler_cfg}))])),
         file("koord-descheduler-config.yaml", yaml_docs("The descheduler's DeschedulerConfiguration, mounted by koord-descheduler.", &[configmap("koord-descheduler-config", json!({"koord-descheduler-config": descheduler_cfg}))])),
-        file("manager.yaml", yaml_docs("Manager (SLO controllers, webhooks) and scheduler in one process.", &workloads::manager())),
+        file("manager.yaml", yaml_docs("koord-manager: the SLO controllers and the webhooks.", &workloads::manager())),
+        file("scheduler.yaml", yaml_docs("koord-scheduler: Koordinator's scheduler profile.", &workloads::scheduler())),
         file("descheduler.yaml", yaml_docs("koord-descheduler: LowNodeLoad and the MigrationController.", &workloads::descheduler())),
         file("koordlet.yaml", yaml_docs("The node agent on every node (Koordinator's host path layout).", &workloads::koordlet())),
         file("webhooks.yaml", format!("{HEADER}{}", include_str!("../../config/webhooks.yaml"))),
@@ -209,7 +215,7 @@ fn overlays() -> Vec<Manifest> {
         "overlays/single-replica/kustomization.yaml",
         kustomization(json!({
             "resources": ["../../base"],
-            "patches": [replicas("Deployment", "koord-manager")],
+            "patches": [replicas("Deployment", "koord-manager"), replicas("Deployment", "koord-scheduler")],
         })),
     ));
     out.push(file(

@@ -1,183 +1,75 @@
-//! RBAC per role, least privilege: each rule is what that role's code reads or writes
-//! (watches, status writes, evictions, Leases in its own namespace), nothing wildcarded.
-//! Cluster-scoped needs go in a ClusterRole; Leases, Secrets and ConfigMaps of the
-//! install namespace in a Role there.
+//! RBAC per role, least privilege: each rule is one of the role's own `access::NEEDS` (the
+//! list the role checks at start), nothing wildcarded. Cluster-wide needs go in a
+//! ClusterRole; Leases, Secrets, ConfigMaps and events of the install namespace in a Role
+//! there. Names are Koordinator's chart's (`koordlet-role`, `koord-manager-rolebinding`,
+//! ...), so applying koord's manifests over the chart replaces its RBAC instead of
+//! binding a second set; the chart's bindings to kube's `system:kube-scheduler` and
+//! `system:volume-scheduler` are not made (koord's scheduler role holds what it needs).
 
 use serde_json::{Value, json};
 
 use super::NAMESPACE;
+use crate::kernel::access::Need;
 
-const READ: &[&str] = &["get", "list", "watch"];
-
-/// (apiGroups, resources, verbs).
-type Rule = (
-    &'static [&'static str],
-    &'static [&'static str],
-    &'static [&'static str],
-);
-
-/// One ServiceAccount's permissions.
+/// One ServiceAccount's permissions, under the chart's names.
 pub struct Account {
     pub name: &'static str,
-    pub cluster: &'static [Rule],
-    pub namespaced: &'static [Rule],
+    pub needs: &'static [Need],
+    pub cluster_role: &'static str,
+    pub cluster_binding: &'static str,
+    /// (Role, RoleBinding) in the install namespace, for its own-namespace needs.
+    pub role: (&'static str, &'static str),
 }
 
-const EVENTS: Rule = (
-    &["", "events.k8s.io"],
-    &["events"],
-    &["create", "patch", "update"],
-);
-const LEASES: Rule = (
-    &["coordination.k8s.io"],
-    &["leases"],
-    &["get", "create", "update"],
-);
+pub const ACCOUNTS: &[Account] = &[
+    Account {
+        name: "koordlet",
+        needs: crate::koordlet::access::NEEDS,
+        cluster_role: "koordlet-role",
+        cluster_binding: "koordlet-rolebinding",
+        role: ("koordlet-role", "koordlet-rolebinding"),
+    },
+    Account {
+        name: "koord-manager",
+        needs: crate::manager::access::NEEDS,
+        cluster_role: "koord-manager-role",
+        cluster_binding: "koord-manager-rolebinding",
+        role: (
+            "koord-leader-election-role",
+            "koord-leader-election-rolebinding",
+        ),
+    },
+    Account {
+        name: "koord-scheduler",
+        needs: crate::scheduler::access::NEEDS,
+        cluster_role: "koord-scheduler-role",
+        cluster_binding: "koord-scheduler-rolebinding-custom",
+        role: (
+            "koord-scheduler-leader-election-role",
+            "koord-scheduler-leader-election-rolebinding",
+        ),
+    },
+    Account {
+        name: "koord-descheduler",
+        needs: crate::descheduler::access::NEEDS,
+        cluster_role: "koord-descheduler-role",
+        cluster_binding: "koord-descheduler-rolebinding",
+        role: (
+            "koord-descheduler-leader-election-role",
+            "koord-descheduler-leader-election-rolebinding",
+        ),
+    },
+];
 
-/// The koordlet: its node, pods and SLO objects; NodeMetric status, its topology, evictions.
-const KOORDLET: Account = Account {
-    name: "koordlet",
-    cluster: &[
-        (&[""], &["nodes", "pods"], READ),
-        (&[""], &["nodes/proxy"], &["get"]),
-        (&[""], &["pods/eviction"], &["create"]),
-        // blkio's podvolume blocks: a pod's claim's bound volume.
-        (&[""], &["persistentvolumeclaims"], &["get"]),
-        EVENTS,
-        (&["slo.koordinator.sh"], &["nodeslos", "nodemetrics"], READ),
-        (
-            &["slo.koordinator.sh"],
-            &["nodemetrics/status"],
-            &["get", "update"],
-        ),
-        (
-            &["topology.node.k8s.io"],
-            &["noderesourcetopologies"],
-            &["get", "list", "watch", "create", "update"],
-        ),
-        (
-            &["scheduling.koordinator.sh"],
-            &["devices"],
-            &["get", "create", "update"],
-        ),
-    ],
-    namespaced: &[],
-};
-
-/// The manager and the scheduler share one Deployment (`--role=manager,scheduler`).
-const MANAGER: Account = Account {
-    name: "koord-manager",
-    cluster: &[
-        (&[""], &["nodes", "pods", "namespaces"], READ),
-        (&[""], &["nodes", "nodes/status"], &["patch"]),
-        (&[""], &["pods"], &["patch", "delete"]),
-        (&[""], &["pods/status"], &["patch"]),
-        (&[""], &["pods/binding"], &["create"]),
-        // ElasticQuota's over-use revoke controller.
-        (&[""], &["pods/eviction"], &["create"]),
-        EVENTS,
-        (&["scheduling.k8s.io"], &["priorityclasses"], READ),
-        // The volume plugins (VolumeBinding writes claimRef / selected-node at PreBind).
-        (
-            &[""],
-            &["persistentvolumes", "persistentvolumeclaims"],
-            &["get", "list", "watch", "update"],
-        ),
-        (&["storage.k8s.io"], &["storageclasses", "csinodes"], READ),
-        // Default topology spreading's selectors; preemption's PodDisruptionBudgets.
-        (&[""], &["services", "replicationcontrollers"], READ),
-        (&["apps"], &["replicasets", "statefulsets"], READ),
-        (&["policy"], &["poddisruptionbudgets"], READ),
-        (
-            &["admissionregistration.k8s.io"],
-            &[
-                "mutatingwebhookconfigurations",
-                "validatingwebhookconfigurations",
-            ],
-            &["get", "create", "update"],
-        ),
-        (
-            &["slo.koordinator.sh"],
-            &["nodemetrics", "nodeslos"],
-            &["get", "list", "watch", "create", "patch", "delete"],
-        ),
-        (
-            &["config.koordinator.sh"],
-            &["clustercolocationprofiles"],
-            READ,
-        ),
-        (
-            &["scheduling.koordinator.sh"],
-            &["reservations"],
-            &["get", "list", "watch", "patch", "delete"],
-        ),
-        (
-            &["scheduling.koordinator.sh"],
-            &["reservations/status"],
-            &["patch"],
-        ),
-        (
-            &["scheduling.sigs.k8s.io"],
-            &["elasticquotas"],
-            &["get", "list", "watch", "create", "patch"],
-        ),
-        (
-            &["scheduling.sigs.k8s.io"],
-            &["elasticquotas/status", "podgroups/status"],
-            &["patch"],
-        ),
-        (&["scheduling.sigs.k8s.io"], &["podgroups"], READ),
-        (&["quota.koordinator.sh"], &["elasticquotaprofiles"], READ),
-        (&["topology.node.k8s.io"], &["noderesourcetopologies"], READ),
-        (&["scheduling.koordinator.sh"], &["devices"], READ),
-    ],
-    namespaced: &[
-        LEASES,
-        (&[""], &["configmaps"], READ),
-        (&[""], &["secrets"], &["get", "create", "update"]),
-    ],
-};
-
-/// The descheduler: load and owners to choose pods, PodMigrationJobs to move them.
-const DESCHEDULER: Account = Account {
-    name: "koord-descheduler",
-    cluster: &[
-        (&[""], &["nodes", "pods", "namespaces"], READ),
-        (&[""], &["pods"], &["delete"]),
-        (&[""], &["pods/eviction"], &["create"]),
-        EVENTS,
-        (&["apps"], &["replicasets", "statefulsets"], READ),
-        (&["batch"], &["jobs"], READ),
-        (&["scheduling.k8s.io"], &["priorityclasses"], READ),
-        (&["slo.koordinator.sh"], &["nodemetrics"], READ),
-        (
-            &["scheduling.koordinator.sh"],
-            &["podmigrationjobs"],
-            &["get", "list", "watch", "create", "patch", "delete"],
-        ),
-        (
-            &["scheduling.koordinator.sh"],
-            &["podmigrationjobs/status"],
-            &["patch"],
-        ),
-        (
-            &["scheduling.koordinator.sh"],
-            &["reservations"],
-            &["get", "list", "watch", "create", "delete"],
-        ),
-    ],
-    namespaced: &[LEASES],
-};
-
-pub const ACCOUNTS: &[Account] = &[KOORDLET, MANAGER, DESCHEDULER];
-
-fn rules(list: &[Rule]) -> Value {
-    list.iter()
-        .map(|(g, r, v)| json!({"apiGroups": g, "resources": r, "verbs": v}))
+fn rules(needs: &[Need], own_namespace: bool) -> Vec<Value> {
+    needs
+        .iter()
+        .filter(|n| n.own_namespace == own_namespace)
+        .map(|n| json!({"apiGroups": [n.group], "resources": n.resources, "verbs": n.verbs}))
         .collect()
 }
 
-fn binding(kind: &str, name: &str, namespaced: bool) -> Value {
+fn binding(kind: &str, name: &str, role: &str, account: &str, namespaced: bool) -> Value {
     let mut meta = json!({"name": name});
     if namespaced {
         meta["namespace"] = json!(NAMESPACE);
@@ -186,8 +78,8 @@ fn binding(kind: &str, name: &str, namespaced: bool) -> Value {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": format!("{kind}Binding"),
         "metadata": meta,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}],
     })
 }
 
@@ -197,15 +89,23 @@ pub fn objects(a: &Account) -> Vec<Value> {
         json!({"apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": a.name, "namespace": NAMESPACE}}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": a.name}, "rules": rules(a.cluster)}),
-        binding("ClusterRole", a.name, false),
+            "metadata": {"name": a.cluster_role}, "rules": rules(a.needs, false)}),
+        binding(
+            "ClusterRole",
+            a.cluster_binding,
+            a.cluster_role,
+            a.name,
+            false,
+        ),
     ];
-    if !a.namespaced.is_empty() {
+    let namespaced = rules(a.needs, true);
+    if !namespaced.is_empty() {
+        let (role, bound) = a.role;
         out.push(
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": a.name, "namespace": NAMESPACE}, "rules": rules(a.namespaced)}),
+            "metadata": {"name": role, "namespace": NAMESPACE}, "rules": namespaced}),
         );
-        out.push(binding("Role", a.name, true));
+        out.push(binding("Role", bound, role, a.name, true));
     }
     out
 }

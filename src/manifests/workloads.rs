@@ -1,5 +1,6 @@
-//! The koordlet DaemonSet, the manager+scheduler and descheduler Deployments and their
-//! Services. Every process serves `/healthz`, `/readyz` and `/metrics` on its admin port.
+//! The koordlet DaemonSet, the manager, scheduler and descheduler Deployments and their
+//! Services. Every process serves `/livez`, `/healthz`, `/readyz` and `/metrics` on its
+//! admin port; liveness is `/livez` (a role waiting for RBAC is alive, not restarted).
 
 use serde_json::{Value, json};
 
@@ -15,7 +16,7 @@ fn env(pairs: &[(&str, &str)]) -> Value {
 fn probes(container: &mut Value) {
     container["readinessProbe"] = json!({"httpGet": {"path": "/readyz", "port": ADMIN_PORT}});
     container["livenessProbe"] =
-        json!({"httpGet": {"path": "/healthz", "port": ADMIN_PORT}, "initialDelaySeconds": 10});
+        json!({"httpGet": {"path": "/livez", "port": ADMIN_PORT}, "initialDelaySeconds": 10});
 }
 
 fn labels(name: &str) -> Value {
@@ -184,32 +185,22 @@ fn deployment(name: &str, replicas: u32, container: Value, volumes: Value) -> Va
     })
 }
 
-/// Manager and scheduler in one process; every replica serves the webhooks, the Lease
-/// holders run the controllers and schedule.
+/// The manager: every replica serves the webhooks, the Lease holder runs the controllers.
 pub fn manager() -> Vec<Value> {
     let mut c = json!({
         "name": "koord", "image": IMAGE, "imagePullPolicy": "IfNotPresent",
-        "args": ["--role=manager,scheduler"],
+        "args": ["--role=manager"],
         "env": [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
         "ports": [{"name": "admin", "containerPort": ADMIN_PORT},
             {"name": "webhook", "containerPort": WEBHOOK_PORT}],
         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
             "limits": {"cpu": "1", "memory": "512Mi"}},
-        "volumeMounts": [{"name": "scheduler-config", "mountPath": "/config", "readOnly": true}],
     });
-    let extra = env(&[
-        ("KOORD_COMMON__ADMIN_ADDR", &format!("0.0.0.0:{ADMIN_PORT}")),
-        (
-            "KOORD_SCHEDULER__CONFIG_FILE",
-            "/config/koord-scheduler.config",
-        ),
-    ]);
+    let extra = env(&[("KOORD_COMMON__ADMIN_ADDR", &format!("0.0.0.0:{ADMIN_PORT}"))]);
     if let (Some(e), Some(more)) = (c["env"].as_array_mut(), extra.as_array()) {
         e.extend(more.iter().cloned());
     }
     probes(&mut c);
-    let volumes = json!([{"name": "scheduler-config", "configMap": {"name": "koord-scheduler-config",
-        "items": [{"key": "koord-scheduler-config", "path": "koord-scheduler.config"}]}}]);
     let webhook_service = json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "koordinator-webhook-service", "namespace": NAMESPACE, "labels": labels("koord-manager")},
@@ -217,9 +208,31 @@ pub fn manager() -> Vec<Value> {
             "ports": [{"name": "https", "port": 443, "targetPort": WEBHOOK_PORT}]},
     });
     vec![
-        deployment("koord-manager", 2, c, volumes),
+        deployment("koord-manager", 2, c, json!([])),
         webhook_service,
         metrics_service("koord-manager"),
+    ]
+}
+
+/// The scheduler, under its own ServiceAccount as in Koordinator's chart; the Lease
+/// holder schedules, every replica keeps its caches warm.
+pub fn scheduler() -> Vec<Value> {
+    let mut c = json!({
+        "name": "koord", "image": IMAGE, "imagePullPolicy": "IfNotPresent",
+        "args": ["--role=scheduler"],
+        "env": env(&[("KOORD_COMMON__ADMIN_ADDR", &format!("0.0.0.0:{ADMIN_PORT}")),
+            ("KOORD_SCHEDULER__CONFIG_FILE", "/config/koord-scheduler.config")]),
+        "ports": [{"name": "admin", "containerPort": ADMIN_PORT}],
+        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
+            "limits": {"cpu": "1", "memory": "512Mi"}},
+        "volumeMounts": [{"name": "scheduler-config", "mountPath": "/config", "readOnly": true}],
+    });
+    probes(&mut c);
+    let volumes = json!([{"name": "scheduler-config", "configMap": {"name": "koord-scheduler-config",
+        "items": [{"key": "koord-scheduler-config", "path": "koord-scheduler.config"}]}}]);
+    vec![
+        deployment("koord-scheduler", 2, c, volumes),
+        metrics_service("koord-scheduler"),
     ]
 }
 

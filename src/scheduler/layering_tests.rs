@@ -4,7 +4,7 @@
 //! `mod tests`) may reach up, as it only builds fixtures.
 
 const LAYERS: &[&[&str]] = &[
-    &["model", "features"],
+    &["model", "features", "access"],
     &["framework"],
     &["plugins"],
     &["compat", "binder"],

@@ -4,6 +4,7 @@
 //! pods/binding. Only the holder of the `koord-scheduler` Lease schedules; every replica
 //! keeps its caches warm.
 
+pub mod access;
 pub mod binder;
 pub mod compat;
 pub mod config;
@@ -280,6 +281,19 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         framework::set_parallelism(n);
     }
     let leader_election = lease_config(&cfg, &sched_cfg)?;
+    let ns = leader_election.namespace.clone();
+    let Some(granted) = crate::kernel::access::settle(
+        &client,
+        "scheduler",
+        access::NEEDS,
+        &ns,
+        &ctx.ready,
+        &ctx.shutdown,
+    )
+    .await
+    else {
+        return Ok(());
+    };
     let leadership = lease::start(
         client.clone(),
         leader_election,
@@ -298,7 +312,9 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     if scheduler.uses_quotas() {
         let quota_args = quota_args_of(&sched_cfg.profiles);
         if let Some(args) = quota_args {
-            if args.monitor_all_quotas && args.enable_runtime_quota {
+            let e = access::EVICTION;
+            let may_evict = granted.allows(e.verbs[0], e.group, e.resources[0]);
+            if args.monitor_all_quotas && args.enable_runtime_quota && may_evict {
                 scheduler.revoke = Some(live::revoke::Revoke::new(
                     args.delay_evict_time,
                     args.revoke_pod_interval,

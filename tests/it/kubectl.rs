@@ -301,8 +301,10 @@ async fn kubectl_dry_run_accepts_every_manifest() {
         }
         for kind in [
             "deployment.apps/koord-manager",
+            "deployment.apps/koord-scheduler",
             "daemonset.apps/koordlet",
-            "clusterrole.rbac.authorization.k8s.io/koordlet",
+            "clusterrole.rbac.authorization.k8s.io/koordlet-role",
+            "clusterrolebinding.rbac.authorization.k8s.io/koord-scheduler-rolebinding-custom",
             "mutatingwebhookconfiguration.admissionregistration.k8s.io/koordinator-mutating-webhook-configuration",
             "customresourcedefinition.apiextensions.k8s.io/nodeslos.slo.koordinator.sh",
         ] {

@@ -49,7 +49,10 @@ fn all_roles_earn_readiness_and_drain_on_sigterm() {
     let (status, body) = http_get(admin, "/readyz").unwrap();
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("[-]scheduler not ready"), "{body}");
-    assert_eq!(http_get(admin, "/healthz").unwrap().0, 200);
+    assert_eq!(http_get(admin, "/livez").unwrap().0, 200, "alive");
+    let (status, body) = http_get(admin, "/healthz").unwrap();
+    assert_eq!(status, 503, "never synced, not healthy: {body}");
+    assert!(body.contains("[-]scheduler never ready"), "{body}");
 
     let (rt, mut api) = start_api(api_port);
     assert!(
@@ -58,6 +61,11 @@ fn all_roles_earn_readiness_and_drain_on_sigterm() {
         "never became ready:\n{}\n{}",
         http_get(admin, "/readyz").map(|r| r.1).unwrap_or_default(),
         koord.logs()
+    );
+    assert_eq!(
+        http_get(admin, "/healthz").unwrap().0,
+        200,
+        "synced once: healthy"
     );
     let (_, body) = http_get(admin, "/readyz").unwrap();
     for role in [

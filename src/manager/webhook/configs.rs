@@ -24,6 +24,10 @@ pub enum ConfigsError {
     },
     #[error("built-in webhook template: {0}")]
     Template(String),
+    #[error(
+        "{kind} {name} does not exist and RBAC does not let the manager create it (the chart creates it)"
+    )]
+    Missing { kind: &'static str, name: String },
 }
 
 /// The built-in configuration of `kind` from `config/webhooks.yaml`.
@@ -172,12 +176,14 @@ fn resource(kind: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&gvk, &plural)
 }
 
-/// Brings both configurations up to date.
+/// Brings both configurations up to date; a missing one is created only with `create`
+/// (RBAC's leave; under Koordinator's chart the chart creates them).
 pub async fn ensure(
     client: &kube::Client,
     cfg: &Config,
     ca_pem: Option<&str>,
     enabled: &[&str],
+    create: bool,
 ) -> Result<(), ConfigsError> {
     for (kind, name) in [
         (
@@ -189,7 +195,7 @@ pub async fn ensure(
             &cfg.validating_configuration_name,
         ),
     ] {
-        ensure_one(client, cfg, kind, name, ca_pem, enabled).await?;
+        ensure_one(client, cfg, (kind, name), ca_pem, enabled, create).await?;
     }
     Ok(())
 }
@@ -197,10 +203,10 @@ pub async fn ensure(
 async fn ensure_one(
     client: &kube::Client,
     cfg: &Config,
-    kind: &'static str,
-    name: &str,
+    (kind, name): (&'static str, &str),
     ca_pem: Option<&str>,
     enabled: &[&str],
+    create: bool,
 ) -> Result<(), ConfigsError> {
     let ar = resource(kind);
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
@@ -210,6 +216,12 @@ async fn ensure_one(
         err: e,
     };
     let current = api.get_opt(name).await.map_err(err)?;
+    if current.is_none() && !create {
+        return Err(ConfigsError::Missing {
+            kind,
+            name: name.to_string(),
+        });
+    }
     let mut obj = match &current {
         Some(o) => o.clone(),
         None => {

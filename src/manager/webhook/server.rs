@@ -64,6 +64,8 @@ pub struct Start {
     /// (namespace, name) of slo-controller-config.
     pub slo_config: (String, String),
     pub binding_decisions: super::BindingDecisions,
+    /// What RBAC lets the manager do of its optional requests.
+    pub granted: crate::kernel::access::Granted,
 }
 
 fn tls_of(s: &Served) -> Result<Arc<rustls::ServerConfig>, tls::TlsError> {
@@ -176,7 +178,13 @@ pub async fn start(mut s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::
         Ok(())
     });
     tracing::info!(%addr, paths = ?enabled, "webhook server listening");
-    if embedded {
+    let may = |n: &crate::kernel::access::Need| {
+        n.verbs
+            .iter()
+            .all(|v| s.granted.allows(v, n.group, n.resources[0]))
+    };
+    let publish = embedded && super::super::access::WEBHOOK_ENDPOINTS.iter().all(may);
+    if publish {
         tracing::info!(%addr, "koord's embedded API server: serving as an endpoint of Service {}/{}", s.cfg.namespace, s.cfg.service_name);
     }
     let sync = Resync {
@@ -184,7 +192,8 @@ pub async fn start(mut s: Start, tasks: &Tasks, shutdown: &Shutdown) -> anyhow::
         cfg: s.cfg,
         leadership: s.leadership,
         enabled,
-        endpoint: embedded.then_some(addr),
+        endpoint: publish.then_some(addr),
+        create_configurations: may(&super::super::access::WEBHOOK_CONFIGURATIONS),
     };
     let shutdown2 = shutdown.clone();
     tasks.spawn("manager/webhook/resync", async move {
@@ -202,6 +211,9 @@ struct Resync {
     /// On koord's embedded API server: this replica's address, published as an endpoint
     /// of the webhook Service.
     endpoint: Option<SocketAddr>,
+    /// RBAC lets it create and delete the configurations (the chart's does not: it
+    /// creates them itself, and the manager only updates them).
+    create_configurations: bool,
 }
 
 impl Resync {
@@ -210,12 +222,20 @@ impl Resync {
     async fn run(mut self, mut served: Served, source: TlsSource, shutdown: Shutdown) {
         let period = Duration::from_secs(self.cfg.resync_seconds);
         let mut wrote = false;
+        let mut said_missing = false;
         loop {
             self.publish().await;
             if self.leadership.is_leader() {
                 let ca = served.ca_pem.as_deref();
-                match configs::ensure(&self.client, &self.cfg, ca, &self.enabled).await {
+                let create = self.create_configurations;
+                match configs::ensure(&self.client, &self.cfg, ca, &self.enabled, create).await {
                     Ok(()) => wrote = true,
+                    // Said once: it stays so until someone creates the configuration.
+                    Err(e @ configs::ConfigsError::Missing { .. }) if !said_missing => {
+                        tracing::warn!(error = %e, "webhook configuration not written");
+                        said_missing = true;
+                    }
+                    Err(configs::ConfigsError::Missing { .. }) => {}
                     Err(e) => {
                         tracing::warn!(error = %e, "webhook configurations not updated; retrying")
                     }
@@ -234,6 +254,7 @@ impl Resync {
         // it wrote them (nothing is left to answer them); by URL, only the one that wrote.
         let last = self.withdraw().await;
         if (wrote || last)
+            && self.create_configurations
             && let Err(e) = configs::remove_own(&self.client, &self.cfg, last).await
         {
             tracing::warn!(error = %e, "removing the webhook configurations");
