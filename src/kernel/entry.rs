@@ -14,9 +14,14 @@ pub const ENTRY_POINTS: &[(&str, &str)] = &[
 ];
 
 /// Koordinator's koordlet in its DaemonSet ("dsMode", its default unless
-/// `agent_mode=hostMode`) finds the host's directories where the chart mounts them.
+/// `agent_mode=hostMode`) finds the host's directories where the chart mounts them, and
+/// keeps its metric store and prediction checkpoints where the chart mounts those
+/// (Koordinator's `-tsdb-path` and `-prediction-checkpoint-filepath` defaults), so they
+/// outlive a container restart.
 pub const KOORDLET_DS_MODE: &[&str] = &[
     "-cgroup-root-dir=/host-cgroup/",
+    "-tsdb-path=/metric-data/",
+    "-prediction-checkpoint-filepath=/prediction-checkpoints",
     "-sys-root-dir=/host-sys/",
     "-var-run-root-dir=/host-var-run/",
     "-runtime-hooks-addr=/host-var-run-koordlet/koordlet.sock",

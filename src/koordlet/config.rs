@@ -121,6 +121,8 @@ impl Default for KubeletConfig {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub struct StoreConfig {
+    /// The store's directory; unset: `<common.dataDir>/koordlet/metrics`.
+    pub path: Option<PathBuf>,
     pub retention_hours: u64,
     /// Hard cap; the oldest points go first when it is exceeded.
     pub max_disk_mib: u64,
@@ -132,6 +134,7 @@ pub struct StoreConfig {
 impl Default for StoreConfig {
     fn default() -> Self {
         Self {
+            path: None,
             retention_hours: 12,
             max_disk_mib: 100,
             cache_mib: 1,

@@ -11,7 +11,7 @@ use super::advisor::Advisor;
 use super::informer::{Informer, States};
 use super::metrics::{CollectorLabels, KoordletMetrics, NodeLabels};
 use super::prediction::Predictor;
-use super::store::{self, MetricKind, MetricStore, SeriesKey};
+use super::store::{MetricKind, MetricStore, SeriesKey};
 use super::usage_series::{LastPass, UsageSeries};
 use super::{ReporterConfig, collectors, informer, prediction, qos, reporter};
 
@@ -438,12 +438,18 @@ pub(super) async fn gc_loop(l: LoopCtx, every: Duration) -> anyhow::Result<()> {
 pub(super) async fn prediction_loop(
     l: LoopCtx,
     predictor: Arc<Mutex<Predictor>>,
+    checkpoints: Arc<dyn crate::koordlet::prediction::checkpoints::Checkpoints>,
 ) -> anyhow::Result<()> {
     let restored = predictor
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .restore(&l.store)?;
-    tracing::debug!(restored, "prediction models restored");
+        .restore(checkpoints.as_ref())?;
+    if restored > 0 {
+        tracing::info!(
+            restored,
+            "prediction models restored from their checkpoints"
+        );
+    }
     if !l.informer.wait_synced(&l.shutdown).await {
         return Ok(());
     }
@@ -454,13 +460,14 @@ pub(super) async fn prediction_loop(
     loop {
         let keep_going = l.shutdown.sleep(every).await;
         let (p, store, states) = (predictor.clone(), l.store.clone(), l.informer.snapshot());
-        tokio::task::spawn_blocking(move || -> Result<(), store::StoreError> {
+        let to = checkpoints.clone();
+        tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
             let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
             let now = now_ms();
             if keep_going {
                 p.train(&store, &states, now)?;
             }
-            p.checkpoint(&store, now, !keep_going)?;
+            p.checkpoint(to.as_ref(), now, !keep_going)?;
             Ok(())
         })
         .await??;

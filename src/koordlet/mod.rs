@@ -68,7 +68,8 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         cgroups = Cgroups::new(&cfg.cgroup_root, cgroups.version(), d, &cfg.cgroup_parent);
     }
     let host = Host::new(&cfg.proc_root, &cfg.sys_root);
-    let store_dir = ctx.common.data_dir.join("koordlet").join("metrics");
+    let store_dir = (cfg.store.path.clone())
+        .unwrap_or_else(|| ctx.common.data_dir.join("koordlet").join("metrics"));
     crate::os::files::private_dir(&store_dir)?;
     let opts = StoreOptions {
         retention: Duration::from_secs(cfg.store.retention_hours * 3600),
@@ -226,13 +227,25 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     qos::registry::spawn(&gates, move || l.qos(), deps, &ctx.tasks);
     if cfg.prediction.enabled {
         let l = loop_ctx.clone();
+        let checkpoints = checkpoints(&cfg.prediction, &store)?;
         ctx.tasks.spawn("koordlet/prediction", async move {
-            prediction_loop(l, predictor).await
+            prediction_loop(l, predictor, checkpoints).await
         });
     }
     ctx.ready.set(true);
     ctx.shutdown.draining().await;
     Ok(())
+}
+
+/// Where prediction models are kept: `checkpointDir`, or the metric store.
+fn checkpoints(
+    cfg: &prediction::Config,
+    store: &Arc<MetricStore>,
+) -> anyhow::Result<Arc<dyn prediction::checkpoints::Checkpoints>> {
+    Ok(match &cfg.checkpoint_dir {
+        Some(dir) => Arc::new(prediction::checkpoints::CheckpointDir::open(dir)?),
+        None => store.clone(),
+    })
 }
 
 /// The runtime hook server (proxy mode). Failing to listen (no root, read-only /var/run)

@@ -61,7 +61,9 @@ fn check_own_dir(path: &Path, m: &std::fs::Metadata) -> Result<(), FileError> {
 
 /// Makes `path` a directory only its owner can use (0700): created when missing (with
 /// missing parents, also 0700), narrowed when ours and readable by others, refused when it
-/// is a link, another user's, or writable by others (anything could have been put in it).
+/// is a link, another user's, or writable by others and not empty (anything could have
+/// been put in it). An empty one writable by others — a pod's `emptyDir`, which the
+/// kubelet makes 0777, as Koordinator's chart mounts at `/metric-data` — is narrowed.
 pub fn private_dir(path: &Path) -> Result<(), FileError> {
     let m = match lstat(path)? {
         Some(m) => m,
@@ -78,12 +80,25 @@ pub fn private_dir(path: &Path) -> Result<(), FileError> {
     };
     check_own_dir(path, &m)?;
     if m.mode() & 0o022 != 0 {
-        return Err(FileError::Writable(path.to_path_buf(), m.mode() & 0o7777));
+        let writable = || FileError::Writable(path.to_path_buf(), m.mode() & 0o7777);
+        if !is_empty(path)? {
+            return Err(writable());
+        }
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(io(path))?;
+        // Narrowed: nobody else can add to it now; anything added before is refused.
+        if !is_empty(path)? {
+            return Err(writable());
+        }
+        return Ok(());
     }
     if m.mode() & 0o077 != 0 {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(io(path))?;
     }
     Ok(())
+}
+
+fn is_empty(dir: &Path) -> Result<bool, FileError> {
+    Ok(std::fs::read_dir(dir).map_err(io(dir))?.next().is_none())
 }
 
 /// Every directory above `path` must be root's or ours and writable by nobody else unless
@@ -362,6 +377,14 @@ mod tests {
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
         private_dir(&d).unwrap();
         assert_eq!(mode(&d), 0o700);
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        private_dir(&d).unwrap();
+        assert_eq!(
+            mode(&d),
+            0o700,
+            "an empty one (a fresh emptyDir) is narrowed"
+        );
+        std::fs::write(d.join("planted"), "").unwrap();
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
         assert!(matches!(private_dir(&d), Err(FileError::Writable(..))));
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();

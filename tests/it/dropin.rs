@@ -297,3 +297,103 @@ fn each_role_starts_with_its_koordinator_flags() {
     start_with_flags("runtime-proxy", &args, admin, &[]);
     rt.block_on(api.stop());
 }
+
+/// Under the chart's DaemonSet the koordlet keeps its metric store in `/metric-data` (an
+/// emptyDir, which the kubelet makes 0777) and its prediction checkpoints in the hostPath
+/// `/prediction-checkpoints` — Koordinator's `-tsdb-path` and
+/// `-prediction-checkpoint-filepath`, which koord run as `/koordlet` implies. Here both
+/// point into the test's directory; restarted, the koordlet restores its models.
+#[test]
+fn the_koordlet_keeps_its_history_where_the_chart_mounts_it() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(
+        koord::kernel::entry::KOORDLET_DS_MODE.contains(&"-tsdb-path=/metric-data/")
+            && koord::kernel::entry::KOORDLET_DS_MODE
+                .contains(&"-prediction-checkpoint-filepath=/prediction-checkpoints"),
+        "dsMode implies the chart's paths"
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let api_port = free_port();
+    let mut opts = koord::apiserver::Options::for_tests();
+    opts.addr = SocketAddr::from(([127, 0, 0, 1], api_port));
+    opts.sim = Some(koord::apiserver::sim::SimNodes {
+        count: 1,
+        cpu: "8".into(),
+        memory: "16Gi".into(),
+        pods: 110,
+    });
+    let mut api = rt.block_on(common::TestApi::start_with(opts));
+    let dir = tempfile::tempdir().unwrap();
+    let kc = kubeconfig(dir.path(), api_port);
+    let (metric_data, checkpoints) = (dir.path().join("metric-data"), dir.path().join("ckpt"));
+    std::fs::create_dir(&metric_data).unwrap();
+    std::fs::set_permissions(&metric_data, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let run = |log_dir: &Path| {
+        let admin = addr();
+        let d = dir.path().display();
+        let args = [
+            format!("--kubeconfig={}", kc.display()),
+            format!("--data-dir={d}/data"),
+            "--node-name=sim-node-0".to_string(),
+            format!("-addr={admin}"),
+            format!("-tsdb-path={}/", metric_data.display()),
+            format!("-prediction-checkpoint-filepath={}", checkpoints.display()),
+            "-prediction-training-interval=1s".to_string(),
+            format!("-runtime-hooks-addr={d}/koordlet.sock"),
+            format!("-runtime-hooks-config-path={d}/hookserver.d/"),
+        ];
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let koord = Koord::start_as("koordlet", &argv, &[("agent_mode", "hostMode")], log_dir);
+        let ready = wait_until(Duration::from_secs(30), || {
+            http_get(admin, "/readyz").is_some_and(|(s, _)| s == 200)
+        });
+        assert!(ready, "never ready:\n{}", koord.logs());
+        koord
+    };
+    let logs = tempfile::tempdir().unwrap();
+    let mut first = run(logs.path());
+    // A few trainings, then the checkpoints written on the way out.
+    std::thread::sleep(Duration::from_secs(4));
+    first.signal("TERM");
+    assert_eq!(
+        first
+            .wait_exit(Duration::from_secs(30))
+            .and_then(|s| s.code()),
+        Some(0),
+        "{}",
+        first.logs()
+    );
+    let mode = std::fs::metadata(&metric_data)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700, "the emptyDir narrowed to the koordlet");
+    let stored = std::fs::read_dir(&metric_data).unwrap().count();
+    assert!(stored > 0, "the metric store lives in /metric-data");
+    assert!(
+        !dir.path().join("data/koordlet/metrics").exists(),
+        "and not under the data dir"
+    );
+    let models: Vec<String> = std::fs::read_dir(&checkpoints)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        models.iter().any(|m| m == "__node__.json"),
+        "the node's model checkpointed: {models:?}\n{}",
+        first.logs()
+    );
+    let logs = tempfile::tempdir().unwrap();
+    let mut second = run(logs.path());
+    let restored = wait_until(Duration::from_secs(10), || {
+        second
+            .plain_logs()
+            .contains("prediction models restored from their checkpoints")
+    });
+    assert!(restored, "{}", second.logs());
+    second.signal("TERM");
+    second.wait_exit(Duration::from_secs(30));
+    rt.block_on(api.stop());
+}

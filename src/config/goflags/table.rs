@@ -343,10 +343,12 @@ static SPECS: &[Spec] = &[
         "configmap-namespace",
         "koord reads the slo-controller-config through NodeSLO, as Koordinator does",
     ),
-    note(
+    key(K, "tsdb-path", "koordlet.store.path", Str),
+    key(
         K,
-        "tsdb-path",
-        "the koordlet's metric store is sled under common.dataDir (koordlet.store)",
+        "prediction-checkpoint-filepath",
+        "koordlet.prediction.checkpointDir",
+        Str,
     ),
     note(
         K,

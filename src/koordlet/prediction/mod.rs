@@ -1,8 +1,9 @@
 //! Peak prediction (Koordinator's `pkg/koordlet/prediction`): per-pod, per-priority-class,
 //! node and system models of CPU and memory, trained every minute from the store, and the
 //! prod reclaimable estimate they give (`NodeMetric.status.prodReclaimableMetric`, the
-//! input of mid-tier resources). Models are checkpointed in the store.
+//! input of mid-tier resources). Models are checkpointed in the store, or in a directory.
 
+pub mod checkpoints;
 pub mod histogram;
 pub mod peak;
 
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::informer::States;
 use super::store::{MetricKind, MetricStore, SeriesKey, StoreError};
 use crate::api::extension::priority::pod_priority_class_with_default;
+use checkpoints::{CheckpointError, Checkpoints};
 use histogram::{Buckets, DecayingHistogram};
 
 /// The `koordlet.prediction` configuration section (Koordinator's defaults).
@@ -29,6 +31,9 @@ pub struct Config {
     pub safety_margin_percent: u64,
     pub cpu_half_life_hours: u64,
     pub memory_half_life_hours: u64,
+    /// One file per model here (Koordinator's `-prediction-checkpoint-filepath`); unset:
+    /// in the metric store.
+    pub checkpoint_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for Config {
@@ -43,6 +48,7 @@ impl Default for Config {
             safety_margin_percent: 10,
             cpu_half_life_hours: 12,
             memory_half_life_hours: 24,
+            checkpoint_dir: None,
         }
     }
 }
@@ -88,8 +94,6 @@ pub struct Predictor {
     cfg: Config,
     models: HashMap<String, Model>,
 }
-
-const CHECKPOINT_PREFIX: &str = "prediction/";
 
 impl Predictor {
     pub fn new(cfg: Config) -> Self {
@@ -168,10 +172,10 @@ impl Predictor {
     /// Saves up to `maxCheckpointsPerRound` models not saved for a checkpoint interval.
     pub fn checkpoint(
         &mut self,
-        store: &MetricStore,
+        to: &dyn Checkpoints,
         now_ms: i64,
         all: bool,
-    ) -> Result<usize, StoreError> {
+    ) -> Result<usize, CheckpointError> {
         let now_s = now_ms / 1000;
         let every = self.cfg.checkpoint_interval_seconds as i64;
         let mut due: Vec<&String> = self
@@ -190,34 +194,27 @@ impl Predictor {
         for key in &keys {
             if let Some(m) = self.models.get_mut(key) {
                 m.last_checkpoint = now_s;
-                store.kv_put(
-                    &format!("{CHECKPOINT_PREFIX}{key}"),
-                    &serde_json::to_vec(m).unwrap_or_default(),
-                )?;
+                to.put(key, &serde_json::to_vec(m).unwrap_or_default())?;
             }
         }
-        for stale in store.kv_keys(CHECKPOINT_PREFIX) {
-            if !self
-                .models
-                .contains_key(stale.trim_start_matches(CHECKPOINT_PREFIX))
-            {
-                store.kv_remove(&stale)?;
+        for stale in to.keys() {
+            if !self.models.contains_key(&stale) {
+                to.remove(&stale)?;
             }
         }
         Ok(keys.len())
     }
 
     /// Loads the checkpointed models (a restart does not reset prediction).
-    pub fn restore(&mut self, store: &MetricStore) -> Result<usize, StoreError> {
+    pub fn restore(&mut self, from: &dyn Checkpoints) -> Result<usize, CheckpointError> {
         let mut n = 0;
-        for key in store.kv_keys(CHECKPOINT_PREFIX) {
-            let Some(bytes) = store.kv_get(&key)? else {
+        for key in from.keys() {
+            let Some(bytes) = from.get(&key)? else {
                 continue;
             };
             match serde_json::from_slice::<Model>(&bytes) {
                 Ok(m) => {
-                    self.models
-                        .insert(key.trim_start_matches(CHECKPOINT_PREFIX).to_string(), m);
+                    self.models.insert(key, m);
                     n += 1;
                 }
                 Err(e) => {
