@@ -7,8 +7,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{EvictParams, Patch, PatchParams, PostParams};
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use serde_json::Value;
 use tokio::sync::Notify;
 
@@ -22,13 +22,13 @@ use crate::api::scheduling::migration::PodMigrationJob;
 use crate::kernel::RoleCtx;
 use crate::kernel::lease::{self, Leadership};
 
-type Evicted = Family<Vec<(&'static str, String)>, Gauge>;
+type Evicted = Family<Vec<(&'static str, String)>, Counter>;
 
-/// Koordinator's `descheduler_pods_evicted{result,strategy,namespace,node}`, kept as a
-/// gauge so the exposition does not append `_total` to the Go counter's name.
+/// Koordinator's `descheduler_pods_evicted{result,strategy,namespace,node}`, a counter
+/// named without `_total`.
 pub fn register_pods_evicted(metrics: &crate::kernel::Metrics) -> Evicted {
     let f = Evicted::default();
-    metrics.register(
+    metrics.register_bare_counter(
         "descheduler_pods_evicted",
         "Number of evicted pods, by the result, by the strategy, by the namespace, by the node name. 'error' result means a pod could not be evicted",
         f.clone(),

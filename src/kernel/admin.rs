@@ -65,7 +65,7 @@ fn route(state: &AdminState, method: &Method, path: &str) -> Response<Body> {
         }
         "/metrics" => respond(
             StatusCode::OK,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            "text/plain; version=0.0.4; charset=utf-8",
             state.metrics.encode(),
         ),
         "/debug/config" => json(StatusCode::OK, &state.config),

@@ -31,6 +31,8 @@ pub struct Metrics {
     /// Every registered family name (an empty family is not exposed, so `/metrics` alone
     /// cannot say what a process exports).
     names: Arc<Mutex<Vec<String>>>,
+    /// Counter families exposed without `_total` (Koordinator's Go counters).
+    bare: Arc<Mutex<std::collections::BTreeSet<String>>>,
     loops: Family<LoopLabels, Counter>,
     unsupported: Family<UnsupportedLabels, Gauge>,
 }
@@ -46,6 +48,7 @@ impl Metrics {
         let m = Self {
             registry: Arc::default(),
             names: Arc::default(),
+            bare: Arc::default(),
             loops: Family::default(),
             unsupported: Family::default(),
         };
@@ -99,6 +102,16 @@ impl Metrics {
             .register(name, help, metric);
     }
 
+    /// Registers a counter exposed under `name` itself, as Koordinator's Go counters named
+    /// without `_total` (`koordlet_pod_eviction`, `slo_controller_nodeslo_reconcile_count`).
+    pub fn register_bare_counter(&self, name: &str, help: &str, metric: impl Metric) {
+        self.bare
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string());
+        self.register(name, help, metric);
+    }
+
     /// Registers a collector that encodes the families `names` itself at each scrape.
     pub fn register_collector(
         &self,
@@ -149,13 +162,52 @@ impl Metrics {
             .expect("valid Prometheus text format")
     }
 
-    /// Prometheus/OpenMetrics text exposition.
+    /// The exposition in Prometheus's text format 0.0.4 (see `kernel::exposition`).
     pub fn encode(&self) -> String {
         let mut out = String::new();
-        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(err) = prometheus_client::encoding::text::encode(&mut out, &registry) {
-            tracing::warn!(%err, "encoding metrics failed");
+        {
+            let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(err) = prometheus_client::encoding::text::encode(&mut out, &registry) {
+                tracing::warn!(%err, "encoding metrics failed");
+            }
         }
-        out
+        let bare = self.bare.lock().unwrap_or_else(|p| p.into_inner());
+        super::exposition::text_004(&out, &bare)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The manager's, koordlet's and descheduler's Koordinator counters, and kube's.
+    #[test]
+    fn koordinators_counters_are_counters_under_their_go_names() {
+        let m = Metrics::new();
+        crate::manager::metrics::ManagerMetrics::register(&m).reconciled("nodeslo", true, "x");
+        let k = crate::koordlet::metrics::KoordletMetrics::register(&m);
+        k.collected_node_info("n1", true, true);
+        crate::descheduler::live::register_pods_evicted(&m)
+            .get_or_create(&vec![("result", "success".to_string())])
+            .inc();
+        m.loop_counter("x").inc();
+        let text = m.encode();
+        for name in [
+            "slo_controller_nodeslo_reconcile_count",
+            "koordlet_collect_node_cpu_info_status",
+            "descheduler_pods_evicted",
+            "koord_loop_iterations_total",
+        ] {
+            assert!(
+                text.contains(&format!("# TYPE {name} counter\n")),
+                "{name}:\n{text}"
+            );
+            assert!(
+                text.contains(&format!("\n{name}{{")),
+                "{name} sample:\n{text}"
+            );
+        }
+        assert!(!text.contains("slo_controller_nodeslo_reconcile_count_total"));
+        assert!(!text.contains("# EOF"));
     }
 }

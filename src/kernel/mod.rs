@@ -10,6 +10,7 @@ pub mod compat;
 pub mod cri;
 pub mod entry;
 pub mod events;
+pub mod exposition;
 pub mod fault;
 pub mod features;
 pub mod hookproto;

@@ -39,11 +39,11 @@ pub struct ManagerMetrics {
     /// Koordinator's `slo_controller_node_extended_resource_allocatable_internal{node,
     /// resource,unit}`: cpu in cores (`integer`), memory in bytes.
     pub allocatable_internal: Family<Vec<(&'static str, String)>, FGauge>,
-    /// Koordinator's `slo_controller_*_count{status,reason}` (counts kept in gauges: its
-    /// Go counters are named without `_total`), by name.
-    pub counts: std::collections::BTreeMap<&'static str, Family<CountLabels, Gauge>>,
+    /// Koordinator's `slo_controller_*_count{status,reason}` (counters named without
+    /// `_total`), by name.
+    pub counts: std::collections::BTreeMap<&'static str, Family<CountLabels, Counter>>,
     /// Koordinator's `slo_controller_node_resource_run_plugin_status{plugin,status,reason}`.
-    pub plugin_status: Family<Vec<(&'static str, String)>, Gauge>,
+    pub plugin_status: Family<Vec<(&'static str, String)>, Counter>,
     /// Koordinator's `koord_manager_webhook_binding_admission_decisions_total{decision}`.
     pub binding_decisions: Family<Vec<(&'static str, String)>, Counter>,
 }
@@ -131,13 +131,13 @@ impl ManagerMetrics {
             "Total number of binding admission decisions.",
             m.binding_decisions.clone(),
         );
-        metrics.register(
+        metrics.register_bare_counter(
             "slo_controller_node_resource_run_plugin_status",
             "the status count of running node resource plugins",
             m.plugin_status.clone(),
         );
         for (name, help) in COUNTS {
-            metrics.register(name, help, m.counts[name].clone());
+            metrics.register_bare_counter(name, help, m.counts[name].clone());
         }
         let reg = [
             (

@@ -96,7 +96,7 @@ pub struct PodSeries {
     pub unschedulable: Family<UnschedulableLabels, Gauge>,
     permit_wait: Hist<ResultLabels>,
     volume_errors: Family<OperationLabels, Counter>,
-    timeouts: Family<ProfileLabels, Gauge>,
+    timeouts: Family<ProfileLabels, Counter>,
     work: Family<WorkLabels, Gauge>,
     pub quota_spec: Family<QuotaLabels, Gauge>,
     pub quota_status: Family<QuotaLabels, Gauge>,
@@ -175,7 +175,7 @@ impl PodSeries {
             "Volume scheduling stage error count",
             self.volume_errors.clone(),
         );
-        m.register(
+        m.register_bare_counter(
             "scheduler_scheduling_timeout",
             "The currently scheduled Pod exceeds the maximum acceptable time interval (a count)",
             self.timeouts.clone(),

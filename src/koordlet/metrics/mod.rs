@@ -57,10 +57,10 @@ pub struct KoordletMetrics {
     pub predicted_peak: Family<Pairs, FGauge>,
     /// `{node,numa_node_id,resource,unit}`: the last report's per-NUMA usage.
     pub node_metric_numa_usage: Family<Pairs, FGauge>,
-    /// `{node,status}` counts (gauges: Koordinator's counters have no `_total`).
-    pub cpu_info_status: Family<Pairs, Gauge>,
-    pub numa_info_status: Family<Pairs, Gauge>,
-    pub storage_info_status: Family<Pairs, Gauge>,
+    /// `{node,status}` counts (counters named without `_total`, as Koordinator's).
+    pub cpu_info_status: Family<Pairs, Counter>,
+    pub numa_info_status: Family<Pairs, Counter>,
+    pub storage_info_status: Family<Pairs, Counter>,
     /// `{node,host_application_name,resource,priority_class,qos}`.
     pub host_app_usage: Family<Pairs, FGauge>,
     /// CPUs in the LS and BE share pools the topology report computed.
@@ -71,9 +71,8 @@ pub struct KoordletMetrics {
     pub node_metric_system_usage: Family<Pairs, FGauge>,
     /// `{node,predictor,resource,unit}`.
     pub predicted_reclaimable: Family<Pairs, FGauge>,
-    /// A count kept in a gauge: Koordinator's Go counter is named without `_total`, and
-    /// prometheus-client would add that suffix to a counter, breaking existing queries.
-    pub pod_eviction: Family<Pairs, Gauge>,
+    /// Koordinator's counter, named without `_total`.
+    pub pod_eviction: Family<Pairs, Counter>,
     pub node_usage: Family<NodeLabels, FGauge>,
     pub collector_errors: Family<CollectorLabels, Counter>,
     pub collector_disabled: Family<CollectorLabels, Gauge>,
@@ -148,17 +147,17 @@ impl KoordletMetrics {
             "the per-NUMA node usage reported in the NodeMetric",
             m.node_metric_numa_usage.clone(),
         );
-        metrics.register(
+        metrics.register_bare_counter(
             "koordlet_collect_node_cpu_info_status",
             "the count of CollectNodeCPUInfo status",
             m.cpu_info_status.clone(),
         );
-        metrics.register(
+        metrics.register_bare_counter(
             "koordlet_collect_node_numa_info_status",
             "the count of CollectNodeNUMAInfo status",
             m.numa_info_status.clone(),
         );
-        metrics.register(
+        metrics.register_bare_counter(
             "koordlet_collect_node_local_storage_info_status",
             "the count of CollectNodeLocalStorageInfo status",
             m.storage_info_status.clone(),
@@ -203,7 +202,7 @@ impl KoordletMetrics {
             "the container limits of resources updated by koordinator",
             m.container_limits.clone(),
         );
-        metrics.register(
+        metrics.register_bare_counter(
             "koordlet_pod_eviction",
             "Number of eviction launched by koordlet",
             m.pod_eviction.clone(),
@@ -429,7 +428,7 @@ pub use ops::{KubeletRequests, ScaledCfs};
 mod tests;
 
 /// Koordinator's `Record…Status(err)`: one more `{node, status=succeeded|failed}`.
-fn count_status(family: &Family<Pairs, Gauge>, node: &str, ok: bool) {
+fn count_status(family: &Family<Pairs, Counter>, node: &str, ok: bool) {
     let status = if ok { "succeeded" } else { "failed" };
     let l: Pairs = vec![("node", node.to_string()), ("status", status.to_string())];
     family.get_or_create(&l).inc();

@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -48,7 +49,7 @@ pub struct OpSeries {
     /// `{type,status}`: `cgroup` or `default` (other kernel files), `success`/`failed`.
     pub resource_update: Hist,
     /// `{node,pod_namespace,pod_name,reason}`; Go's counter, a gauge holding the count.
-    pub eviction_detail: Family<Pairs, Gauge>,
+    pub eviction_detail: Family<Pairs, Counter>,
     /// `{node,pod_name,pod_namespace,pod_uid,container_name}`.
     pub oom_score_adj: Family<Pairs, FGauge>,
     /// `{node,pod_namespace,pod_name,container_id,container_name}`.
@@ -58,7 +59,7 @@ pub struct OpSeries {
     pub core_sched_cookie: Family<Pairs, FGauge>,
     /// `{node,core_sched_group,status}`: per CoreSched round and group, whether all its
     /// processes share one cookie; Go's counter, a gauge holding the count.
-    pub core_sched_status: Family<Pairs, Gauge>,
+    pub core_sched_status: Family<Pairs, Counter>,
     /// `{node,cpu}` = 1 for each CPU of the pool.
     pub share_pool_info: Family<Pairs, Gauge>,
     pub be_share_pool_info: Family<Pairs, Gauge>,
@@ -160,7 +161,7 @@ impl OpSeries {
             "time duration of resource update such as cgroup files",
             self.resource_update.clone(),
         );
-        m.register(
+        m.register_bare_counter(
             "koordlet_pod_eviction_detail",
             "evict detail launched by koordlet",
             self.eviction_detail.clone(),
@@ -185,7 +186,7 @@ impl OpSeries {
             "the core scheduling cookie of the container",
             self.core_sched_cookie.clone(),
         );
-        m.register(
+        m.register_bare_counter(
             "koordlet_core_sched_cookie_manage_status",
             "the manage status of the core scheduling cookie",
             self.core_sched_status.clone(),

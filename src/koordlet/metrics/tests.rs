@@ -274,7 +274,11 @@ fn per_container_knobs_follow_their_containers() {
     m.ops.evicted("n1", "d", "p", "evictPodByNodeMemoryUsage");
     let scrape = registry.scrape();
     let e = samples_of(&scrape, "koordlet_pod_eviction_detail");
-    assert_eq!(format!("{:?}", e[0].value), "Gauge(2.0)");
+    assert_eq!(
+        format!("{:?}", e[0].value),
+        "Counter(2.0)",
+        "a counter, as Koordinator's, named without _total"
+    );
     assert_eq!(e[0].labels.get("reason"), Some("evictPodByNodeMemoryUsage"));
 }
 
