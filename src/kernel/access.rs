@@ -123,9 +123,21 @@ pub async fn settle(
         let (required, optional): (Vec<_>, Vec<_>) =
             denied.into_iter().partition(|(_, n)| n.without.is_none());
         if required.is_empty() {
-            for ((verb, group, resource), n) in &optional {
-                tracing::warn!(role, verb, group = %group_name(group), resource,
-                    "RBAC does not allow this; {}", n.without.unwrap_or_default());
+            // One line per need, its refused verbs together.
+            let mut said = Vec::new();
+            for (_, n) in &optional {
+                if said.contains(n) {
+                    continue;
+                }
+                said.push(*n);
+                let verbs: Vec<&str> = optional
+                    .iter()
+                    .filter(|(_, m)| m == n)
+                    .map(|((v, _, _), _)| v.as_str())
+                    .collect();
+                tracing::warn!(role, verbs = %verbs.join(","), group = %group_name(n.group),
+                    resources = %n.resources.join(","), "RBAC does not allow this; {}",
+                    n.without.unwrap_or_default());
             }
             gate.set(true);
             return Some(Granted {
