@@ -123,19 +123,8 @@ pub async fn settle(
         let (required, optional): (Vec<_>, Vec<_>) =
             denied.into_iter().partition(|(_, n)| n.without.is_none());
         if required.is_empty() {
-            // One line per need, its refused verbs together.
-            let mut said = Vec::new();
-            for (_, n) in &optional {
-                if said.contains(n) {
-                    continue;
-                }
-                said.push(*n);
-                let verbs: Vec<&str> = optional
-                    .iter()
-                    .filter(|(_, m)| m == n)
-                    .map(|((v, _, _), _)| v.as_str())
-                    .collect();
-                tracing::warn!(role, verbs = %verbs.join(","), group = %group_name(n.group),
+            for (n, verbs) in by_need(&optional) {
+                tracing::warn!(role, verbs = %verbs, group = %group_name(n.group),
                     resources = %n.resources.join(","), "RBAC does not allow this; {}",
                     n.without.unwrap_or_default());
             }
@@ -146,10 +135,11 @@ pub async fn settle(
         }
         let now: Vec<Request> = required.iter().map(|(r, _)| r.clone()).collect();
         if said.as_ref() != Some(&now) {
-            for ((verb, group, resource), n) in &required {
+            for (n, verbs) in by_need(&required) {
                 let scope = if n.own_namespace { namespace } else { "" };
-                tracing::error!(role, verb, group = %group_name(group), resource,
-                    namespace = scope, "RBAC does not allow a request this role needs; not ready until it does (asking again every 30 s)");
+                tracing::error!(role, verbs = %verbs, group = %group_name(n.group),
+                    resources = %n.resources.join(","), namespace = scope,
+                    "RBAC does not allow a request this role needs; not ready until it does (asking again every 30 s)");
             }
             said = Some(now);
         }
@@ -158,6 +148,19 @@ pub async fn settle(
             _ = shutdown.draining() => return None,
         }
     }
+}
+
+/// Denied requests by need, each with its denied verbs (one log line per need).
+fn by_need(denied: &[(Request, Need)]) -> Vec<(Need, String)> {
+    let mut out: Vec<(Need, Vec<&str>)> = Vec::new();
+    for ((verb, _, _), n) in denied {
+        match out.iter_mut().find(|(m, _)| m == n) {
+            Some((_, verbs)) if !verbs.contains(&verb.as_str()) => verbs.push(verb),
+            Some(_) => {}
+            None => out.push((*n, vec![verb])),
+        }
+    }
+    out.into_iter().map(|(n, v)| (n, v.join(","))).collect()
 }
 
 fn group_name(g: &str) -> &str {

@@ -188,3 +188,87 @@ async fn koords_crds_apply_over_koordinators() {
     let mut cluster = cluster;
     cluster.api.stop().await;
 }
+
+/// A role missing a permission it cannot do without is not ready — `/readyz` and
+/// `/healthz` 503, a log line naming verb, group and resource — and starts once RBAC
+/// grants it (asked again every 30 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_waits_for_a_permission_it_needs() {
+    let cluster = Cluster::start(&[(NODE, "8", "16Gi")]).await;
+    let docs = base();
+    let rbac: Vec<Value> = docs
+        .iter()
+        .filter(|d| {
+            d["apiVersion"].as_str().unwrap_or("").starts_with("rbac.")
+                || d["kind"] == "ServiceAccount"
+        })
+        .cloned()
+        .collect();
+    let role = |keep_metrics: bool| -> Vec<Value> {
+        rbac.iter()
+            .filter(|d| d["metadata"]["name"] == "koord-descheduler-role")
+            .map(|d| {
+                let mut d = d.clone();
+                if !keep_metrics {
+                    let rules = d["rules"].as_array_mut().unwrap();
+                    rules.retain(|r| r["resources"] != json!(["nodemetrics"]));
+                }
+                d
+            })
+            .collect()
+    };
+    cluster.apply(&rbac).await;
+    cluster.apply(&role(false)).await;
+    let cms = docs
+        .iter()
+        .filter(|d| d["kind"] == "ConfigMap")
+        .map(|d| {
+            let cm: ConfigMap = serde_json::from_value(d.clone()).unwrap();
+            (cm.metadata.name.clone().unwrap(), cm)
+        })
+        .collect();
+    cluster
+        .apply(
+            &docs
+                .iter()
+                .filter(|d| d["kind"] == "ConfigMap")
+                .cloned()
+                .collect::<Vec<_>>(),
+        )
+        .await;
+    let w = crate::podrun::Workload::all(&docs)
+        .into_iter()
+        .find(|w| w.name == "koord-descheduler")
+        .unwrap();
+    let r = cluster.run(&w, NODE, &cms).await;
+    let (path, addr) = r.ready_at.clone().unwrap();
+    let said = crate::common::wait_until(Duration::from_secs(20), || {
+        r.koord
+            .plain_logs()
+            .contains("RBAC does not allow a request this role needs")
+    });
+    assert!(said, "{}", r.koord.logs());
+    let log = r.koord.plain_logs();
+    let line = log
+        .lines()
+        .find(|l| l.contains("RBAC does not allow a request"))
+        .unwrap();
+    for part in [
+        "verbs=get,list,watch",
+        "group=slo.koordinator.sh",
+        "resources=nodemetrics",
+    ] {
+        assert!(line.contains(part), "{part} in {line}");
+    }
+    let (status, body) = crate::common::http_get(addr, &path).unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("[-]descheduler/access not ready"), "{body}");
+    let (status, _) = crate::common::http_get(addr, "/healthz").unwrap();
+    assert_eq!(status, 503, "never synced: not healthy");
+    cluster.apply(&role(true)).await;
+    r.wait_ready(Duration::from_secs(45));
+    assert_eq!(crate::common::http_get(addr, "/healthz").unwrap().0, 200);
+    drop(r);
+    let mut cluster = cluster;
+    cluster.api.stop().await;
+}
