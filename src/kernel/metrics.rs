@@ -175,39 +175,3 @@ impl Metrics {
         super::exposition::text_004(&out, &bare)
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The manager's, koordlet's and descheduler's Koordinator counters, and kube's.
-    #[test]
-    fn koordinators_counters_are_counters_under_their_go_names() {
-        let m = Metrics::new();
-        crate::manager::metrics::ManagerMetrics::register(&m).reconciled("nodeslo", true, "x");
-        let k = crate::koordlet::metrics::KoordletMetrics::register(&m);
-        k.collected_node_info("n1", true, true);
-        crate::descheduler::live::register_pods_evicted(&m)
-            .get_or_create(&vec![("result", "success".to_string())])
-            .inc();
-        m.loop_counter("x").inc();
-        let text = m.encode();
-        for name in [
-            "slo_controller_nodeslo_reconcile_count",
-            "koordlet_collect_node_cpu_info_status",
-            "descheduler_pods_evicted",
-            "koord_loop_iterations_total",
-        ] {
-            assert!(
-                text.contains(&format!("# TYPE {name} counter\n")),
-                "{name}:\n{text}"
-            );
-            assert!(
-                text.contains(&format!("\n{name}{{")),
-                "{name} sample:\n{text}"
-            );
-        }
-        assert!(!text.contains("slo_controller_nodeslo_reconcile_count_total"));
-        assert!(!text.contains("# EOF"));
-    }
-}

@@ -41,7 +41,7 @@ fn fold(
 }
 
 /// One quota's figures as written.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Figures {
     pub namespace: String,
     pub used: Amounts,
@@ -98,13 +98,17 @@ fn list_json(a: &Amounts) -> String {
     serde_json::to_string(&resource_list(&nonzero)).unwrap_or_else(|_| "{}".into())
 }
 
-/// The merge patch that writes `f` (status.used and the annotations).
+/// The merge patch that writes `f` (status.used and the annotations). A resource of the
+/// quota's max used by nothing is removed (`null`), as Koordinator's two-way merge patch
+/// removes it: written as absent, a merge patch would leave its last value in place.
 pub fn patch(f: &Figures) -> Value {
-    let used: Amounts = f
+    let used: serde_json::Map<String, Value> = f
         .used
         .iter()
-        .filter(|(_, v)| **v != 0)
-        .map(|(k, v)| (k.clone(), *v))
+        .map(|(k, v)| {
+            let q = (*v != 0).then(|| resource_list(&[(k.clone(), *v)].into())[k].0.clone());
+            (k.clone(), q.map_or(Value::Null, Value::String))
+        })
         .collect();
     json!({
         "metadata": {"annotations": {
@@ -113,10 +117,28 @@ pub fn patch(f: &Figures) -> Value {
             ANNOTATION_QUOTA_CHILD_REQUEST: list_json(&f.child_request),
             ANNOTATION_QUOTA_NON_PREEMPTIBLE_USED: list_json(&f.non_preemptible_used),
         }},
-        "status": {"used": resource_list(&used)},
+        "status": {"used": used},
     })
 }
 
 pub fn version(cluster: &ClusterState) -> Option<u64> {
     cluster.quotas.enabled().then_some(cluster.quotas.version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resource_used_by_nothing_is_removed_from_status() {
+        let f = Figures {
+            used: [("cpu".to_string(), 1500), ("memory".to_string(), 0)].into(),
+            ..Default::default()
+        };
+        let p = patch(&f);
+        assert_eq!(p["status"]["used"], json!({"cpu": "1500m", "memory": null}));
+        let mut status = json!({"used": {"cpu": "2", "memory": "1Gi"}});
+        json_patch::merge(&mut status, &p["status"]);
+        assert_eq!(status, json!({"used": {"cpu": "1500m"}}));
+    }
 }
