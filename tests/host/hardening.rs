@@ -361,9 +361,11 @@ fn a_data_dir_a_stranger_controls_is_refused() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("owned by uid 65534"), "{err}");
 
-    // root's own data dir, but anyone may write into it.
+    // root's own data dir, but anyone may write into it, and someone did (an empty one, as
+    // a pod's emptyDir is made, is narrowed to 0700 instead: nothing can have been put in).
     let open = t.path().join("open");
     std::fs::create_dir(&open).unwrap();
+    std::fs::write(open.join("planted"), "").unwrap();
     std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let (code, err) = embedded_exit(&open);
     assert_eq!(code, Some(1), "{err}");
