@@ -8,6 +8,7 @@
 
 pub mod preempt;
 pub mod status;
+pub mod topology;
 
 use crate::api::field::FieldError;
 use std::collections::BTreeMap;
