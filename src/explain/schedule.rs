@@ -153,6 +153,7 @@ pub fn cluster_of(
     for g in of_kind::<crate::api::quota::PodGroup>(snap, "PodGroup") {
         cluster.gangs.upsert_pod_group(&g);
     }
+    cluster.network_topology = network_topology(snap, &cluster);
     let mut pending = Vec::new();
     for p in &snap.pods {
         let mut p = p.clone();
@@ -170,6 +171,26 @@ pub fn cluster_of(
         }
     }
     (cluster, pending)
+}
+
+/// The tree of the snapshot's ClusterNetworkTopology `default` (as the live scheduler's
+/// network-topology manager keeps it) over its nodes.
+fn network_topology(
+    snap: &Snapshot,
+    cluster: &ClusterState,
+) -> Option<Arc<crate::scheduler::model::network_topology::Tree>> {
+    use crate::api::scheduling::network_topology::{ClusterNetworkTopology, DEFAULT_NAME};
+    let cnt = of_kind::<ClusterNetworkTopology>(snap, "ClusterNetworkTopology")
+        .into_iter()
+        .find(|c| c.metadata.name.as_deref() == Some(DEFAULT_NAME))?;
+    let nodes = cluster.nodes.iter().map(|n| (n.name.as_str(), &n.labels));
+    match crate::scheduler::model::network_topology::build(&cnt, nodes) {
+        Ok(t) => Some(Arc::new(t)),
+        Err(e) => {
+            tracing::warn!(error = %e, "ClusterNetworkTopology in the snapshot skipped");
+            None
+        }
+    }
 }
 
 /// The snapshot's objects of one kind (a malformed one is skipped with a warning).

@@ -162,6 +162,7 @@ impl Snapshot {
             }
             "ElasticQuota"
             | "PodGroup"
+            | "ClusterNetworkTopology"
             | "Reservation"
             | "NodeResourceTopology"
             | "PriorityClass"

@@ -7,6 +7,14 @@ use crate::kernel::access::{Need, READ};
 pub const EVICTION: Need = Need::cluster("", &["pods/eviction"], &["create"])
     .optional("ElasticQuota's over-used quotas are not revoked (no evictions)");
 
+/// The network-topology manager's tree and status (`networkTopologyManager`).
+pub const NETWORK_TOPOLOGY: Need = Need::cluster(
+    "scheduling.koordinator.sh",
+    &["clusternetworktopologies"],
+    READ,
+)
+.optional("no network-topology tree: gangs with a network-topology spec are unschedulable");
+
 pub const NEEDS: &[Need] = &[
     Need::cluster("", &["pods", "nodes"], READ),
     Need::cluster("", &["pods/binding"], &["create"]),
@@ -40,6 +48,13 @@ pub const NEEDS: &[Need] = &[
         &["reservations/status"],
         &["patch"],
     ),
+    NETWORK_TOPOLOGY,
+    Need::cluster(
+        "scheduling.koordinator.sh",
+        &["clusternetworktopologies/status"],
+        &["patch"],
+    )
+    .optional("the ClusterNetworkTopology's status is not written"),
     // The built-in quotas are created; quota and PodGroup status written with the object.
     Need::cluster(
         "scheduling.sigs.k8s.io",

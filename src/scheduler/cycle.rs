@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::framework::gangs;
 use super::framework::runtime::{CycleResult, Framework, NodeVerdict, Scope, fit_error};
 use super::framework::{ClusterState, Code, Nomination, PodInfo, Status};
+use super::plugins::coscheduling::topology;
 use super::reservation_live;
 use crate::api::scheduling::reservation::Reservation;
 
@@ -113,6 +114,16 @@ pub fn run(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState, scope: Sco
         return Attempt::new(Outcome::Gated { plugin, reason }, None);
     }
     cluster.gangs.attempt(&pod.key);
+    // A gang group placed whole in its network topology before its first member's cycle.
+    let planned = topology::plan_job(fw, pod, cluster);
+    let mut attempt = schedule(fw, pod, cluster, scope);
+    if let Some(p) = planned {
+        attempt.details.insert("networkTopology", p);
+    }
+    attempt
+}
+
+fn schedule(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState, scope: Scope) -> Attempt {
     let mut result = fw.schedule(pod, cluster, scope);
     let Some(node) = result.node.clone() else {
         let message = fit_error(cluster.nodes.len(), &result);

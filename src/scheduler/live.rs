@@ -72,6 +72,8 @@ pub struct Scheduler {
     pub reservation_kick: Arc<tokio::sync::Notify>,
     /// ElasticQuota's over-use revoke controller (`monitorAllQuotas`).
     pub revoke: Option<revoke::Revoke>,
+    /// The network-topology manager, when `scheduler.networkTopologyManager` is on.
+    pub topology: Option<topology::Manager>,
     /// Reservations placed but not yet written Available: name → the object before.
     assumed_reservations: HashMap<String, Arc<Reservation>>,
     pub metrics: Arc<super::metrics::SchedulerMetrics>,
@@ -147,6 +149,7 @@ impl Scheduler {
             assumed_reservations: HashMap::new(),
             reservation_kick: Default::default(),
             revoke: None,
+            topology: None,
             metrics: Default::default(),
         }
     }
@@ -162,7 +165,9 @@ impl Scheduler {
     }
 
     pub fn synced(&self) -> bool {
-        self.synced.iter().all(|s| *s)
+        // With the network-topology manager, gangs are not placed before the tree is.
+        let tree = self.topology.as_ref().is_none_or(|m| m.synced);
+        tree && self.synced.iter().all(|s| *s)
     }
 
     /// Once a burst is over (nothing to schedule, every binding done), gives the memory it
@@ -275,14 +280,18 @@ impl Scheduler {
             }
             Ev::Pod(Delete(p)) => self.apply_pod(p, true),
             Ev::Pod(InitDone) => self.synced[0] = true,
+            Ev::NetworkTopology(ev) => self.apply_topology(ev),
             Ev::Node(Apply(mut n) | InitApply(mut n)) => {
+                self.topology_node_changed();
                 super::live_watch::slim_node(&mut n);
                 self.cluster.upsert_node(Arc::new(n));
                 self.queue.on_cluster_event(now);
             }
-            Ev::Node(Delete(n)) => self
-                .cluster
-                .remove_node(n.metadata.name.as_deref().unwrap_or("")),
+            Ev::Node(Delete(n)) => {
+                self.topology_node_changed();
+                self.cluster
+                    .remove_node(n.metadata.name.as_deref().unwrap_or(""));
+            }
             Ev::Node(InitDone) => self.synced[1] = true,
             Ev::Metric(Apply(m) | InitApply(m)) => {
                 self.cluster.upsert_metric(Arc::new(m));
@@ -478,6 +487,8 @@ impl Scheduler {
                 ready();
             }
             self.queue.flush(Instant::now());
+            // Before scheduling: a tree due (the topology just listed or changed) is built.
+            let topology_wake = self.topology_tick(Instant::now());
             let can_schedule = self.synced() && self.leadership.is_leader();
             if can_schedule && self.binding_room() && self.schedule_one() {
                 self.worked = true;
@@ -490,6 +501,7 @@ impl Scheduler {
             let wake = [
                 self.revoke_tick(now),
                 self.queue.next_wakeup(),
+                topology_wake,
                 self.quota_status.tick(&self.cluster, now),
                 self.pod_group_status.tick(&self.cluster, now),
             ]
@@ -530,6 +542,8 @@ mod gang;
 mod observe;
 #[path = "live_revoke.rs"]
 pub mod revoke;
+#[path = "live_topology.rs"]
+pub mod topology;
 
 #[cfg(test)]
 mod tests {

@@ -18,6 +18,9 @@ pub enum Ev {
     Metric(watcher::Event<NodeMetric>),
     Topology(watcher::Event<NodeResourceTopology>),
     Device(watcher::Event<Device>),
+    NetworkTopology(
+        watcher::Event<crate::api::scheduling::network_topology::ClusterNetworkTopology>,
+    ),
     Reservation(watcher::Event<Reservation>),
     Quota(watcher::Event<crate::api::quota::ElasticQuota>),
     PodGroup(watcher::Event<crate::api::quota::PodGroup>),

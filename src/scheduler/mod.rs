@@ -48,6 +48,10 @@ pub struct Config {
     pub leader_election: LeaseConfig,
     /// Koordinator's scheduler feature gates (`--feature-gates`).
     pub feature_gates: BTreeMap<String, bool>,
+    /// Koordinator's `--enable-network-topology-manager`: the scheduler keeps the tree of
+    /// the ClusterNetworkTopology `default` over the nodes (and writes its status), which
+    /// network-topology-aware gangs are placed in; off, such gangs are unschedulable.
+    pub network_topology_manager: bool,
     /// Set by `--embedded` (not a configuration key): there is no kube-scheduler, so the
     /// first profile also serves pods of `default-scheduler` (a pod without a
     /// `schedulerName`), unless a profile of that name is configured.
@@ -61,6 +65,7 @@ impl Default for Config {
             config_file: None,
             leader_election: LeaseConfig::named("koord-scheduler"),
             feature_gates: BTreeMap::new(),
+            network_topology_manager: false,
             serve_default_scheduler: false,
         }
     }
@@ -197,6 +202,17 @@ pub fn watches(
         let g = live::Ev::PodGroup;
         live::watch(c(), "podgroups", g, tx.clone(), tasks, shutdown);
     }
+    if scheduler.topology.is_some() {
+        let t = live::Ev::NetworkTopology;
+        live::watch(
+            c(),
+            "clusternetworktopologies",
+            t,
+            tx.clone(),
+            tasks,
+            shutdown,
+        );
+    }
     storage_watches(client, &tx, tasks, shutdown);
     let pdb = |e| live::Ev::Pdb(Box::new(e));
     live::watch(
@@ -307,6 +323,19 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     scheduler.metrics = metrics::SchedulerMetrics::register(&ctx.metrics);
     for fw in scheduler.frameworks.iter() {
         let _ = fw.observer.set(scheduler.metrics.observer());
+    }
+    let t = access::NETWORK_TOPOLOGY;
+    if cfg.network_topology_manager && granted.allows("watch", t.group, t.resources[0]) {
+        use live::topology as nt;
+        let status = status_writer::spawn(
+            "network-topology",
+            client.clone(),
+            leadership.clone(),
+            (&ctx.tasks, &ctx.shutdown),
+            (nt::figures, nt::version),
+            nt::write,
+        );
+        scheduler.topology = Some(nt::Manager::new(status));
     }
     let rx = watches(&scheduler, &client, &ctx.tasks, &ctx.shutdown);
     if scheduler.uses_quotas() {

@@ -32,6 +32,7 @@ mod manager;
 mod manifests_run;
 mod metric_names;
 mod migration_loop;
+mod network_topology;
 mod nri;
 mod nvml;
 mod podrun;

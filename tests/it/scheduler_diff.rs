@@ -1,6 +1,7 @@
 //! The live scheduler and `koord explain schedule` are two drivers of one cycle: on seeded
 //! random clusters (NodeMetrics with and without `spec`, CPU topologies, GPUs, an
-//! ElasticQuota, a pending Reservation and its owners, a gang, pods of every QoS and size) each new pod is first
+//! ElasticQuota, a pending Reservation and its owners, a gang, a gang placed in its network
+//! topology, pods of every QoS and size) each new pod is first
 //! explained on a snapshot of the API server, then created and scheduled by the live
 //! scheduler running in process with its real watches. Every pod must land on the node
 //! explain chose, and that node must be one of explain's highest `total`s.
@@ -80,6 +81,13 @@ const KINDS: &[(&str, &str, &str, &str, bool)] = &[
         "ElasticQuota",
         "elasticquotas",
         true,
+    ),
+    (
+        "scheduling.koordinator.sh",
+        "v1alpha1",
+        "ClusterNetworkTopology",
+        "clusternetworktopologies",
+        false,
     ),
     (
         "scheduling.k8s.io",
@@ -163,10 +171,21 @@ fn device(name: &str, gpus: u64) -> Value {
 fn cluster(rng: &mut Rng) -> Vec<Value> {
     // The PodGroup exists before its members: created with them, its watch event may reach
     // the live scheduler after theirs (another stream), which a snapshot cannot show.
+    let gather = [
+        r#"{"gatherStrategy":[{"layer":"BlockLayer","strategy":"PreferGather"}]}"#,
+        r#"{"gatherStrategy":[{"layer":"SpineLayer","strategy":"MustGather"}]}"#,
+    ][rng.below(2) as usize];
     let mut out = vec![
         json!({"kind": "ElasticQuota", "metadata": {"name": "q1", "namespace": "default"},
         "spec": {"max": {"cpu": "3", "memory": "24Gi"}, "min": {"cpu": "2", "memory": "4Gi"}}}),
         json!({"kind": "PodGroup", "metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": 2}}),
+        json!({"kind": "PodGroup", "metadata": {"name": "t", "namespace": "default", "annotations": {
+            "gang.scheduling.koordinator.sh/network-topology-spec": gather}}, "spec": {"minMember": 2}}),
+        json!({"kind": "ClusterNetworkTopology", "metadata": {"name": "default"},
+            "spec": {"networkTopologySpec": [
+                {"labelKey": ["spine"], "topologyLayer": "SpineLayer"},
+                {"labelKey": ["block"], "parentTopologyLayer": "SpineLayer", "topologyLayer": "BlockLayer"},
+                {"parentTopologyLayer": "BlockLayer", "topologyLayer": "NodeTopologyLayer"}]}}),
     ];
     let nodes = 4 + rng.below(5);
     for i in 0..nodes {
@@ -183,7 +202,8 @@ fn cluster(rng: &mut Rng) -> Vec<Value> {
             alloc["koordinator.sh/gpu-memory"] = format!("{}Gi", gpus * 16).into();
             out.push(device(&name, gpus));
         }
-        let mut node = json!({"kind": "Node", "metadata": {"name": name, "labels": {"zone": format!("z{}", i % 2)}},
+        let labels = json!({"zone": format!("z{}", i % 2), "spine": format!("s{}", i % 2), "block": format!("b{}", i % 4)});
+        let mut node = json!({"kind": "Node", "metadata": {"name": name, "labels": labels},
             "status": {"allocatable": alloc, "capacity": alloc}});
         if rng.chance(15) {
             node["spec"] = json!({"taints": [{"key": "dedicated", "effect": "NoSchedule"}]});
@@ -268,6 +288,10 @@ fn steps(rng: &mut Rng) -> Vec<Vec<Value>> {
                 let gang = json!({"pod-group.scheduling.sigs.k8s.io": "g"});
                 out.push(vec![pod(rng, "g-a", gang.clone()), pod(rng, "g-b", gang)]);
             }
+            10 => {
+                let gang = json!({"pod-group.scheduling.sigs.k8s.io": "t"});
+                out.push(vec![pod(rng, "t-a", gang.clone()), pod(rng, "t-b", gang)]);
+            }
             6 | 9 => out.push(vec![pod(rng, &name, json!({"app": "owner"}))]),
             _ => out.push(vec![pod(rng, &name, json!({}))]),
         }
@@ -351,6 +375,20 @@ fn exercised(p: &koord::explain::schedule::Placement, seen: &mut BTreeSet<String
     }
 }
 
+/// Koordinator's default profile with Coscheduling's `awareNetworkTopology`, as the chart
+/// sets it.
+fn config() -> koord::scheduler::config::SchedulerConfig {
+    let mut cfg = koord::scheduler::config::default_config().unwrap();
+    for p in &mut cfg.profiles {
+        let args = p
+            .args
+            .entry("Coscheduling".into())
+            .or_insert_with(|| json!({}));
+        args["awareNetworkTopology"] = true.into();
+    }
+    cfg
+}
+
 async fn one_seed(seed: u64, seen: &mut BTreeSet<String>) {
     let mut rng = Rng(seed);
     let mut api_server = TestApi::start().await;
@@ -358,9 +396,10 @@ async fn one_seed(seed: u64, seen: &mut BTreeSet<String>) {
     for o in cluster(&mut rng) {
         create(&c, o).await;
     }
-    let cfg = koord::scheduler::config::default_config().unwrap();
+    let cfg = config();
     let leader = koord::kernel::lease::Leadership::always();
-    let sched = koord::scheduler::live::Scheduler::new(c.clone(), &cfg, leader).unwrap();
+    let mut sched = koord::scheduler::live::Scheduler::new(c.clone(), &cfg, leader).unwrap();
+    sched.topology = Some(koord::scheduler::live::topology::Manager::detached());
     let shutdown = Shutdown::new();
     let tasks = Tasks::new(shutdown.clone());
     let rx = koord::scheduler::watches(&sched, &c, &tasks, &shutdown);
@@ -438,6 +477,7 @@ async fn live_and_explain_place_every_pod_alike() {
         "reservation placed",
         "ElasticQuota",
         "Coscheduling",
+        "networkTopology",
         "NodeNUMAResource",
         "LoadAwareScheduling scored",
         "DeviceShare scored",

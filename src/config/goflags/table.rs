@@ -441,10 +441,11 @@ static SPECS: &[Spec] = &[
         "authorization-always-allow-paths",
         "koord's admin endpoint needs no authorization",
     ),
-    note(
+    key(
         S,
         "enable-network-topology-manager",
-        "koord has no network-topology manager; a gang whose pods ask for a network topology is placed without it (warned when it is scheduled)",
+        "scheduler.networkTopologyManager",
+        Bool,
     ),
     unsupported(
         S,

@@ -51,6 +51,9 @@ pub struct ClusterState {
     pub owners: crate::scheduler::model::owners::Owners,
     /// PersistentVolumes, claims, StorageClasses and CSINodes, with Reserve's assumptions.
     pub volumes: crate::scheduler::model::volumes::Volumes,
+    /// The network-topology tree (a ClusterNetworkTopology `default` over the nodes), when
+    /// the network-topology manager runs.
+    pub network_topology: Option<Arc<crate::scheduler::model::network_topology::Tree>>,
     /// Each node's position in name order (ties between equal scores go to the first).
     rank: std::sync::OnceLock<Vec<u32>>,
 }

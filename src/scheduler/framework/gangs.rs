@@ -12,6 +12,7 @@ use super::types::PodInfo;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::api::quota::PodGroup;
+use crate::api::scheduling::network_topology::GatherSpec;
 
 pub use crate::api::scheduling::gang::{ANN_PREFIX, LABEL_POD_GROUP, gang_of};
 use crate::api::scheduling::gang::{ann, label};
@@ -38,6 +39,8 @@ pub enum GangError {
 pub struct GangSettings {
     pub default_timeout: Duration,
     pub default_match_policy: String,
+    /// `awareNetworkTopology`: a gang group with a network-topology spec is placed whole.
+    pub aware_network_topology: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +58,8 @@ pub struct GangSpec {
     /// Gang ids scheduled together (always including this gang's own).
     pub groups: Vec<String>,
     pub match_policy: String,
+    /// `gang.scheduling.koordinator.sh/network-topology-spec` (a malformed one: none).
+    pub network_topology: Option<GatherSpec>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -87,6 +92,18 @@ pub struct GangState {
     /// Gang group id → the pod whose job preemption succeeded and its message, until a
     /// member is placed or that pod tries again (Koordinator's gang scheduling context).
     preempted: HashMap<String, (String, String)>,
+    /// Gang group id → its network-topology placement (or why there is none) for this
+    /// round: until the group passes Permit, a member fails, or the pod that planned it
+    /// tries again.
+    plans: HashMap<String, JobPlan>,
+}
+
+/// A gang group's placement in its network topology, made by `trigger`'s cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobPlan {
+    pub trigger: String,
+    /// Pod key → planned node, and the domain; or Koordinator's message why none.
+    pub result: Result<(BTreeMap<String, String>, String), String>,
 }
 
 fn parse_spec(
@@ -120,6 +137,15 @@ fn parse_spec(
     let match_policy = get("match-policy")
         .filter(|p| ["once-satisfied", "only-waiting", "waiting-and-running"].contains(&p.as_str()))
         .unwrap_or_else(|| s.default_match_policy.clone());
+    let network_topology = get("network-topology-spec")
+        .filter(|v| !v.is_empty())
+        .and_then(|v| match serde_json::from_str(&v) {
+            Ok(spec) => Some(spec),
+            Err(e) => {
+                tracing::warn!(gang = id, error = %e, "the gang's network-topology-spec does not parse; ignored");
+                None
+            }
+        });
     GangSpec {
         min,
         total,
@@ -127,6 +153,7 @@ fn parse_spec(
         wait,
         groups,
         match_policy,
+        network_topology,
     }
 }
 
@@ -264,10 +291,30 @@ impl GangState {
         self.preempted.insert(group.to_string(), v);
     }
 
-    /// `key` tries again: what it preempted for its group is over.
+    /// `key` tries again: what it preempted or planned for its group is over.
     pub fn attempt(&mut self, key: &str) {
         if !self.preempted.is_empty() {
             self.preempted.retain(|_, (t, _)| t != key);
+        }
+        if !self.plans.is_empty() {
+            self.plans.retain(|_, p| p.trigger != key);
+        }
+    }
+
+    /// The network-topology placement of `key`'s gang group in this round.
+    pub fn plan_of(&self, key: &str) -> Option<&JobPlan> {
+        let id = self.gang_id(key)?;
+        self.plans.get(&self.group_id(id))
+    }
+
+    pub fn set_plan(&mut self, group: &str, plan: JobPlan) {
+        self.plans.insert(group.to_string(), plan);
+    }
+
+    fn end_plan(&mut self, key: &str) {
+        if let Some(id) = self.gang_id(key) {
+            let group = self.group_id(id);
+            self.plans.remove(&group);
         }
     }
 
@@ -282,6 +329,7 @@ impl GangState {
     pub fn untrack(&mut self, key: &str) {
         self.unbound.remove(key);
         self.preempted.retain(|_, (t, _)| t != key);
+        self.plans.retain(|_, p| p.trigger != key);
         self.waiting.remove(key);
         if let Some(id) = self.pod_gang.remove(key) {
             if let Some(g) = self.gangs.get_mut(&id) {
@@ -427,6 +475,7 @@ impl GangState {
         let Some(id) = self.gang_id(key).map(str::to_string) else {
             return Vec::new();
         };
+        self.end_plan(key);
         let mut out = Vec::new();
         for m in self.group(&id) {
             if let Some(g) = self.gangs.get_mut(&m) {
@@ -446,6 +495,19 @@ impl GangState {
     /// satisfied, every waiting member of the group is rejected too.
     pub fn member_failed(&mut self, key: &str) -> Vec<String> {
         self.waiting.remove(key);
+        // The plan is no longer good for the group: the next round makes another.
+        if self
+            .plans
+            .get(
+                &self
+                    .gang_id(key)
+                    .map(|id| self.group_id(id))
+                    .unwrap_or_default(),
+            )
+            .is_some_and(|p| p.result.is_ok())
+        {
+            self.end_plan(key);
+        }
         let Some(id) = self.gang_id(key).map(str::to_string) else {
             return Vec::new();
         };

@@ -9,6 +9,7 @@ use super::*;
 
 fn settings() -> GangSettings {
     GangSettings {
+        aware_network_topology: false,
         default_timeout: Duration::from_secs(600),
         default_match_policy: "once-satisfied".into(),
     }

@@ -8,6 +8,7 @@ pub mod gangs;
 pub mod memo;
 pub mod metric;
 pub mod nominated;
+pub mod offer;
 pub mod quotas;
 pub mod res;
 pub mod reservations;
@@ -152,6 +153,10 @@ pub struct CycleState {
     pub observer: Option<PluginObserver>,
     /// Filter and Score calls timed so far in this cycle (see `NODE_CALLS_TIMED`).
     node_calls_timed: [std::sync::atomic::AtomicU32; 2],
+    /// This PreFilter pass is for a member of a job another pod's cycle places (offer
+    /// slots, preemption's dry run), not the member's own cycle: a group's placement plan
+    /// does not bind it, as Koordinator runs every member on the trigger's cycle state.
+    pub as_member: bool,
 }
 
 /// Filter and Score run once per node and plugin: timing every call of a sampled cycle

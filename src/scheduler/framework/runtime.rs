@@ -114,7 +114,7 @@ fn with_nominated(
 
 /// `RunFilterPluginsWithNominatedPods` in a job's preemption dry run: the pods nominated
 /// to the node are counted except the job's own (`MakeNominatedPodsOfTheSameJob`).
-fn filters_except(
+pub(super) fn filters_except(
     filters: &[&Enabled],
     state: &CycleState,
     pod: &PodInfo,
@@ -448,12 +448,15 @@ impl Framework {
 
     /// Another pod's own PreFilter pass (a member of a preempting job): its cycle state
     /// and the nodes PreFilter allows, or PreFilter's rejection.
-    fn own_state(
+    pub(super) fn own_state(
         &self,
         pod: &PodInfo,
         cluster: &ClusterState,
     ) -> Result<(CycleState, super::PreFilterResult), Status> {
-        let mut state = CycleState::default();
+        let mut state = CycleState {
+            as_member: true,
+            ..CycleState::default()
+        };
         match self.pre_filter(&mut state, pod, cluster) {
             Ok(allowed) => Ok((state, allowed)),
             Err((_, s)) => Err(s),

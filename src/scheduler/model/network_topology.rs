@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::api::scheduling::network_topology::{
-    CLUSTER_LAYER, ClusterNetworkTopologyStatus, NODE_LAYER, NetworkTopologyDetailStatus,
-    NetworkTopologyLayer, TopologyInfo,
+    CLUSTER_LAYER, ClusterNetworkTopology, ClusterNetworkTopologyStatus, NODE_LAYER,
+    NetworkTopologyDetailStatus, NetworkTopologyLayer, TopologyInfo,
 };
 
 /// One domain.
@@ -36,6 +36,8 @@ pub struct Tree {
     /// Each layer's depth (the root's is 0).
     depth: HashMap<String, usize>,
     index: HashMap<(String, String), usize>,
+    /// Which build this is (the live manager counts its rebuilds).
+    pub generation: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,6 +80,7 @@ impl Tree {
             layers,
             depth,
             index,
+            generation: 0,
         })
     }
 
@@ -109,7 +112,11 @@ impl Tree {
     }
 
     /// (layer, domain) from the outermost layer down to the node itself.
-    fn path_of(&self, name: &str, labels: &BTreeMap<String, String>) -> Option<Vec<(String, String)>> {
+    fn path_of(
+        &self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Option<Vec<(String, String)>> {
         let last = self.layers.len();
         let mut out = Vec::with_capacity(last);
         for (i, (layer, keys)) in self.layers.iter().enumerate() {
@@ -140,7 +147,9 @@ impl Tree {
 
     /// The domain `name` of `layer`.
     pub fn find(&self, layer: &str, name: &str) -> Option<usize> {
-        self.index.get(&(layer.to_string(), name.to_string())).copied()
+        self.index
+            .get(&(layer.to_string(), name.to_string()))
+            .copied()
     }
 
     /// The domain of node `name` in the node layer.
@@ -179,15 +188,18 @@ impl Tree {
             topology_layer: t.layer.clone(),
             topology_name: t.name.clone(),
         };
-        let child_layer = n.children.values().next().map(|c| self.nodes[*c].layer.clone());
+        let child_layer = n
+            .children
+            .values()
+            .next()
+            .map(|c| self.nodes[*c].layer.clone());
         let names: Vec<String> = n.children.keys().cloned().collect();
         let at = out.len();
         out.push(NetworkTopologyDetailStatus {
             topology_info: info(n),
             parent_topology_info: n.parent.map(|p| info(&self.nodes[p])),
-            child_topology_names: (!names.is_empty()
-                && child_layer.as_deref() != Some(NODE_LAYER))
-            .then_some(names),
+            child_topology_names: (!names.is_empty() && child_layer.as_deref() != Some(NODE_LAYER))
+                .then_some(names),
             child_topology_layer: child_layer,
             node_num: 0,
         });
@@ -195,6 +207,18 @@ impl Tree {
         out[at].node_num = total;
         total
     }
+}
+
+/// The tree of `cnt` (the ClusterNetworkTopology `default`) over `nodes` (name, labels).
+pub fn build<'a>(
+    cnt: &ClusterNetworkTopology,
+    nodes: impl Iterator<Item = (&'a str, &'a BTreeMap<String, String>)>,
+) -> Result<Tree, TreeError> {
+    let mut tree = Tree::new(&cnt.spec.network_topology_spec)?;
+    for (name, labels) in nodes {
+        tree.add_node(name, labels);
+    }
+    Ok(tree)
 }
 
 #[cfg(test)]

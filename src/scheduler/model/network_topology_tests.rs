@@ -17,12 +17,25 @@ pub(crate) fn fake_spec() -> ClusterNetworkTopologySpec {
 }
 
 pub(crate) fn labels(spine: &str, block: &str) -> BTreeMap<String, String> {
-    [(SPINE.to_string(), spine.to_string()), (BLOCK.to_string(), block.to_string())].into()
+    [
+        (SPINE.to_string(), spine.to_string()),
+        (BLOCK.to_string(), block.to_string()),
+    ]
+    .into()
 }
 
 /// node-1..8: two per block, two blocks per spine.
 pub(crate) fn eight_nodes() -> Vec<(String, BTreeMap<String, String>)> {
-    let place = [("s1", "b1"), ("s1", "b1"), ("s1", "b2"), ("s1", "b2"), ("s2", "b3"), ("s2", "b3"), ("s2", "b4"), ("s2", "b4")];
+    let place = [
+        ("s1", "b1"),
+        ("s1", "b1"),
+        ("s1", "b2"),
+        ("s1", "b2"),
+        ("s2", "b3"),
+        ("s2", "b3"),
+        ("s2", "b4"),
+        ("s2", "b4"),
+    ];
     place
         .iter()
         .enumerate()
@@ -42,7 +55,8 @@ fn tree_of(nodes: &[(String, BTreeMap<String, String>)]) -> Tree {
 #[test]
 fn tree_manager_run_normal_flow() {
     let status = tree_of(&eight_nodes()).status();
-    let want: ClusterNetworkTopologyStatus = serde_json::from_value(serde_json::json!({"detailStatus": [
+    let want: ClusterNetworkTopologyStatus =
+        serde_json::from_value(serde_json::json!({"detailStatus": [
         {"childTopologyLayer": "SpineLayer", "childTopologyNames": ["s1", "s2"], "nodeNum": 8,
             "topologyInfo": {"topologyLayer": "ClusterTopologyLayer", "topologyName": ""}},
         {"childTopologyLayer": "BlockLayer", "childTopologyNames": ["b1", "b2"], "nodeNum": 4,
@@ -63,7 +77,7 @@ fn tree_manager_run_normal_flow() {
         {"childTopologyLayer": "NodeTopologyLayer", "nodeNum": 2,
             "parentTopologyInfo": {"topologyLayer": "SpineLayer", "topologyName": "s2"},
             "topologyInfo": {"topologyLayer": "BlockLayer", "topologyName": "b4"}}]}))
-    .unwrap();
+        .unwrap();
     assert_eq!(status, want);
 }
 
@@ -90,10 +104,16 @@ fn tree_manager_get_snapshot_normal_flow() {
 fn a_node_without_an_outer_layer_is_left_out_and_the_last_falls_back_to_its_name() {
     let mut t = Tree::new(&fake_spec().network_topology_spec).unwrap();
     let only_spine: BTreeMap<String, String> = [(SPINE.to_string(), "s1".to_string())].into();
-    assert!(t.add_node("lonely", &only_spine), "block falls back to the node's name");
+    assert!(
+        t.add_node("lonely", &only_spine),
+        "block falls back to the node's name"
+    );
     let b = t.nodes[t.leaf("lonely").unwrap()].parent.unwrap();
     assert_eq!(t.nodes[b].name, "lonely");
-    assert!(!t.add_node("nowhere", &BTreeMap::new()), "no spine: left out");
+    assert!(
+        !t.add_node("nowhere", &BTreeMap::new()),
+        "no spine: left out"
+    );
     assert_eq!(t.leaf("nowhere"), None);
 }
 

@@ -3,7 +3,11 @@
 //! at PreFilter); at Permit it waits until every gang of its group has min members
 //! waiting, then the whole group goes on; a Strict gang whose member fails releases every
 //! waiting member. PreBind records the gang group on the pod. With `enablePreemption`,
-//! PostFilter preempts for the whole job (`preempt.rs`). The gang cache lives in
+//! PostFilter preempts for the whole job (`preempt.rs`). With `awareNetworkTopology`, a
+//! gang group with a network-topology spec is placed whole in its topology before its
+//! first member's cycle (`topology.rs`), and each member's PreFilter allows only its
+//! planned node; a pod with a network-topology selector is scored by how close each node
+//! is to the pods already there with that selector. The gang cache lives in
 //! [`ClusterState::gangs`]; waiting and releasing are driven by the scheduling loop.
 
 pub mod preempt;
@@ -20,8 +24,8 @@ use serde_json::Value;
 use super::super::framework::gangs::{GangSettings, gang_of};
 use super::super::framework::runtime::NodeVerdict;
 use super::super::framework::{
-    ClusterState, Code, CycleState, Fits, FitsPod, Nomination, Plugin, PodDraft, PodInfo, Point,
-    PreFilterResult, Status,
+    ClusterState, Code, CycleState, Fits, FitsPod, NodeInfo, Nomination, Plugin, PodDraft, PodInfo,
+    Point, PreFilterResult, Status,
 };
 
 pub const NAME: &str = "Coscheduling";
@@ -47,15 +51,7 @@ pub struct Coscheduling {
     pub settings: GangSettings,
     /// `enablePreemption`: PostFilter preempts for the whole job (`preempt.rs`).
     pub enable_preemption: bool,
-    /// `awareNetworkTopology` (Koordinator's chart sets it): it changes nothing for gangs
-    /// without a network-topology spec, as in Koordinator; a gang with one is placed
-    /// without its topology (koord has no network-topology planner), warned once.
-    pub aware_network_topology: bool,
-    warned_topology: std::sync::Mutex<std::collections::HashSet<String>>,
 }
-
-/// Koordinator's `AnnotationGangNetworkTopologySpec`.
-pub const ANN_NETWORK_TOPOLOGY_SPEC: &str = "gang.scheduling.koordinator.sh/network-topology-spec";
 
 impl Coscheduling {
     pub fn new(raw: Option<&Value>) -> Result<Coscheduling, FieldError> {
@@ -78,32 +74,10 @@ impl Coscheduling {
             settings: GangSettings {
                 default_timeout,
                 default_match_policy: policy,
+                aware_network_topology: a.aware_network_topology.unwrap_or(false),
             },
             enable_preemption: a.enable_preemption.unwrap_or(false),
-            aware_network_topology: a.aware_network_topology.unwrap_or(false),
-            warned_topology: Default::default(),
         })
-    }
-
-    /// Warns once per gang whose pods ask for a network topology koord cannot honour.
-    fn note_topology(&self, gang: &str, pod: &PodInfo) {
-        let asks = pod.pod.metadata.annotations.as_ref().is_some_and(|a| {
-            a.get(ANN_NETWORK_TOPOLOGY_SPEC)
-                .is_some_and(|s| !s.is_empty())
-        });
-        if !(self.aware_network_topology && asks) {
-            return;
-        }
-        let mut warned = self
-            .warned_topology
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if warned.len() < 10_000 && warned.insert(gang.to_string()) {
-            tracing::warn!(
-                gang,
-                "awareNetworkTopology: koord has no network-topology planner; this gang's {ANN_NETWORK_TOPOLOGY_SPEC} is not honoured and its members are placed without it"
-            );
-        }
     }
 }
 
@@ -119,9 +93,40 @@ impl Plugin for Coscheduling {
         NAME
     }
 
-    /// Listed at Score in Koordinator's profile, it scores nothing (every node 0).
-    fn scores_nothing(&self, _: &CycleState, _: &PodInfo) -> bool {
-        true
+    /// Only a pod with a network-topology selector is scored (nodes nearer the pods with
+    /// the same selector higher); every other pod gets 0 everywhere.
+    fn scores_nothing(&self, state: &CycleState, _: &PodInfo) -> bool {
+        state
+            .read::<topology::SelectorOrder>(topology::SELECTOR_ORDER)
+            .is_none()
+    }
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        feasible: &[usize],
+        cluster: &ClusterState,
+    ) -> Status {
+        if let Some(order) = topology::selector_order(pod, feasible, cluster) {
+            state.write(topology::SELECTOR_ORDER, order);
+        }
+        Status::success()
+    }
+    fn score(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        node: &NodeInfo,
+        _: &ClusterState,
+    ) -> Result<i64, Status> {
+        let order = state.read::<topology::SelectorOrder>(topology::SELECTOR_ORDER);
+        Ok(order.and_then(|o| o.get(&node.name).copied()).unwrap_or(0))
+    }
+    fn normalize(&self, state: &CycleState, pod: &PodInfo, scores: &mut [i64]) {
+        // Without a selector PreScore skips Score: nothing to normalize.
+        if !self.scores_nothing(state, pod) {
+            super::taint::default_normalize(scores, true);
+        }
     }
     fn points(&self) -> &'static [Point] {
         &[
@@ -154,10 +159,23 @@ impl Plugin for Coscheduling {
         let Some(id) = gang_of(&pod.pod) else {
             return (Status::skip(), None);
         };
-        self.note_topology(&id, pod);
         if let Err(m) = cluster.gangs.check(&pod.key, &pod.pod) {
             return (Status::unresolvable(m.to_string()), None);
         }
+        // A network-topology placement of the group: only the pod's planned node.
+        let plan = cluster.gangs.plan_of(&pod.key).filter(|_| !state.as_member);
+        let allowed = match plan.map(|p| (&p.trigger, &p.result)) {
+            None => None,
+            // The pod that planned may preempt for the group; its siblings wait for it.
+            Some((trigger, Err(why))) if *trigger == pod.key && why != topology::NO_TOPOLOGY => {
+                return (Status::unschedulable(why.clone()), None);
+            }
+            Some((_, Err(why))) => return (Status::unresolvable(why.clone()), None),
+            Some((_, Ok((pods, _)))) => match pods.get(&pod.key) {
+                Some(node) => Some([node.clone()].into_iter().collect()),
+                None => return (Status::unresolvable(topology::NO_PLANNED_NODE), None),
+            },
+        };
         let g = &cluster.gangs;
         let spec = g.spec(&id);
         let members = spec
@@ -176,7 +194,7 @@ impl Plugin for Coscheduling {
                 members,
             },
         );
-        (Status::success(), None)
+        (Status::success(), allowed)
     }
     fn post_filter(
         &self,
@@ -234,40 +252,3 @@ impl Plugin for Coscheduling {
 }
 
 pub use crate::scheduler::framework::gangs::rejected_message;
-
-#[cfg(test)]
-mod topology_tests {
-    use std::sync::Arc;
-
-    use super::*;
-
-    fn pod(spec: Option<&str>) -> PodInfo {
-        let mut ann = serde_json::Map::new();
-        if let Some(s) = spec {
-            ann.insert(ANN_NETWORK_TOPOLOGY_SPEC.into(), s.into());
-        }
-        PodInfo::new(Arc::new(
-            serde_json::from_value(serde_json::json!({
-                "metadata": {"name": "p", "namespace": "d", "annotations": ann},
-                "spec": {"containers": []}}))
-            .unwrap(),
-        ))
-    }
-
-    /// Koordinator's chart turns awareNetworkTopology on: nothing changes for gangs
-    /// without a topology spec; a gang with one is noted once.
-    #[test]
-    fn only_gangs_asking_for_a_topology_are_noted_once() {
-        let on =
-            Coscheduling::new(Some(&serde_json::json!({"awareNetworkTopology": true}))).unwrap();
-        on.note_topology("d/g1", &pod(None));
-        assert!(on.warned_topology.lock().unwrap().is_empty());
-        let spec = r#"{"gatherStrategy":[{"layer":"spineLayer","strategy":"PreferGather"}]}"#;
-        on.note_topology("d/g1", &pod(Some(spec)));
-        on.note_topology("d/g1", &pod(Some(spec)));
-        assert_eq!(on.warned_topology.lock().unwrap().len(), 1);
-        let off = Coscheduling::new(None).unwrap();
-        off.note_topology("d/g1", &pod(Some(spec)));
-        assert!(off.warned_topology.lock().unwrap().is_empty());
-    }
-}

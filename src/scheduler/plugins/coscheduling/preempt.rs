@@ -5,8 +5,9 @@
 //! job among the victims, the rank of its priority); then on each chosen node the victims
 //! are given back, most important first, while all members placed there still fit. Every
 //! member is nominated; members waiting at Permit go back to the queue, nominated where
-//! they waited. Koordinator's `coscheduling/core/preemption.go`, pod mode (the network
-//! topology planner belongs to `awareNetworkTopology`, which koord does not do).
+//! they waited. Koordinator's `coscheduling/core/preemption.go`; a gang with a network
+//! topology (`awareNetworkTopology`) is planned in its topology instead (`PlanNodes`), each
+//! node scored by minus its preemption cost.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -16,9 +17,12 @@ use super::super::super::framework::runtime::{NodeVerdict, nodes_available};
 use super::super::super::framework::{
     ClusterState, Code, FitsPod, JobNomination, NodeInfo, Nomination, PodInfo, Status,
 };
+use super::topology::{self, NoCandidates, NodeFigures, Requirements, topology_of};
 use crate::api::extension::keys::{
     LABEL_DISABLE_PREEMPTIBLE, LABEL_QUESTIONED_OBJECT_KEY, LABEL_QUOTA_PREEMPTIBLE,
 };
+use crate::api::scheduling::network_topology::GatherSpec;
+use crate::scheduler::model::network_topology::Tree;
 
 pub const REASON_NO_PENDING_PODS: &str = "no pending pods";
 pub const REASON_POLICY_NEVER: &str = "not eligible due to preemptionPolicy=Never.";
@@ -235,6 +239,64 @@ impl DryRun<'_> {
         Some(chosen)
     }
 
+    /// `PlanNodes`: the members placed as the network-topology solver places a gang, on
+    /// the trial nodes (victims gone), each node scored by minus its preemption cost.
+    fn place_in(
+        &mut self,
+        trials: &[Trial],
+        pending: &[Arc<PodInfo>],
+        spec: &GatherSpec,
+        tree: &Tree,
+    ) -> Result<Vec<usize>, NoCandidates> {
+        let mut ordered = pending.to_vec();
+        topology::by_index(&mut ordered);
+        let costs = costs(trials);
+        let figures = NodeFigures {
+            offer: trials
+                .iter()
+                .map(|t| (t.name.clone(), self.slots(&ordered, t)))
+                .collect(),
+            score: trials
+                .iter()
+                .zip(costs)
+                .map(|(t, c)| (t.name.clone(), -(c as i64)))
+                .collect(),
+            existing: HashMap::new(),
+        };
+        let req = Requirements::of(spec, tree, ordered.len());
+        let pods: Vec<_> = ordered
+            .iter()
+            .map(|p| (p.key.clone(), p.name.clone()))
+            .collect();
+        let placed = topology::place(&mut tree.clone(), &figures, &req, &pods)?;
+        let trial_of = |key: &String| {
+            let node = placed.pods.get(key)?;
+            trials.iter().position(|t| &t.name == node)
+        };
+        // The domain holds enough slots for every member; should one be left over, the
+        // job does not fit.
+        let chosen: Option<Vec<usize>> = pending.iter().map(|p| trial_of(&p.key)).collect();
+        chosen.ok_or(NoCandidates {
+            desired: req.desired,
+            domains: vec![placed.domain],
+            multiples: Vec::new(),
+        })
+    }
+
+    /// How many of `pods` fit on the trial's node one after another; the first that does
+    /// not says why in the statuses.
+    fn slots(&mut self, pods: &[Arc<PodInfo>], trial: &Trial) -> i64 {
+        let mut node = trial.node.clone();
+        for (i, p) in pods.iter().enumerate() {
+            if let Err(why) = (self.fits)(p, &node, &self.job) {
+                self.statuses.insert(trial.name.clone(), why.message());
+                return i as i64;
+            }
+            node.add_pod(assumed(p, &trial.name));
+        }
+        pods.len() as i64
+    }
+
     /// Whether the members placed on `node` all fit there, one after another.
     fn all_fit(&self, members: &[&Arc<PodInfo>], node: &NodeInfo) -> bool {
         let mut node = node.clone();
@@ -302,9 +364,21 @@ pub fn preempt(
     if trials.is_empty() {
         return not_helpful(&unhelped);
     }
-    let placed = match trials.iter().all(|t| t.victims.is_empty()) {
-        true => None,
-        false => run.place(&trials, &job.pending),
+    let placed = match (
+        trials.iter().all(|t| t.victims.is_empty()),
+        topology_of(pod, cluster),
+    ) {
+        (true, _) => None,
+        (false, None) => run.place(&trials, &job.pending),
+        (false, Some((spec, tree))) => match run.place_in(&trials, &job.pending, &spec, &tree) {
+            Ok(chosen) => Some(chosen),
+            Err(no) => {
+                return fail(&no.message(&nodes_available(
+                    cluster.nodes.len(),
+                    run.statuses.values().map(String::as_str),
+                )));
+            }
+        },
     };
     let Some(chosen) = placed else {
         return not_helpful(&run.statuses);

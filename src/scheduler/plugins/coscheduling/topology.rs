@@ -8,14 +8,26 @@
 //! `podCountMultiple` rounds its domains' slots down to a multiple.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
-use crate::api::scheduling::network_topology::{GatherSpec, NODE_LAYER};
+use serde_json::{Value, json};
+
+use super::super::super::framework::gangs::JobPlan;
+use super::super::super::framework::runtime::{Framework, nodes_available};
+use super::super::super::framework::{ClusterState, PodInfo};
+use crate::api::scheduling::network_topology::{ANN_INDEX, ANN_SELECTOR, GatherSpec, NODE_LAYER};
 use crate::scheduler::model::network_topology::Tree;
 
 /// Koordinator's `MessageNoCandidateTopologyNodes`.
 pub const NO_CANDIDATES: &str = "no candidate topology nodes can accommodate job";
 /// Koordinator's `ErrNoClusterNetworkTopology`.
 pub const NO_TOPOLOGY: &str = "no cluster network topology";
+/// Koordinator's `ErrorNoPlannedNodes`: a member the group's placement does not cover.
+pub const NO_PLANNED_NODE: &str = "no planned pods";
+/// Where PreScore leaves a selector pod's node order.
+pub const SELECTOR_ORDER: &str = "Coscheduling/network-topology-order";
+/// Node → its place in the topology order (0 nearest).
+pub type SelectorOrder = HashMap<String, i64>;
 
 /// What the job asks of the network (`JobTopologyRequirements`).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -133,21 +145,30 @@ pub fn place(
         .iter()
         .map(|i| {
             let n = &tree.nodes[*i];
-            format!("topology topologyNode {}/{}: {}", n.layer, n.name, n.offer_slot)
+            format!(
+                "topology topologyNode {}/{}: {}",
+                n.layer, n.name, n.offer_slot
+            )
         })
         .collect();
     domains.sort();
     Err(NoCandidates {
         desired: req.desired,
         domains,
-        multiples: req.multiple.iter().map(|(l, m)| format!("{l}={m}")).collect(),
+        multiples: req
+            .multiple
+            .iter()
+            .map(|(l, m)| format!("{l}={m}"))
+            .collect(),
     })
 }
 
 /// `evaluateTopologyNode`: every node's figures added to it and its ancestors.
 fn evaluate(tree: &mut Tree, f: &NodeFigures) {
     for (node, slots) in &f.offer {
-        let Some(leaf) = tree.leaf(node) else { continue };
+        let Some(leaf) = tree.leaf(node) else {
+            continue;
+        };
         let score = f.score.get(node).copied().unwrap_or(0);
         let path: Vec<usize> = tree.up(leaf).collect();
         for i in path {
@@ -156,7 +177,9 @@ fn evaluate(tree: &mut Tree, f: &NodeFigures) {
         }
     }
     for (node, n) in &f.existing {
-        let Some(leaf) = tree.leaf(node) else { continue };
+        let Some(leaf) = tree.leaf(node) else {
+            continue;
+        };
         let path: Vec<usize> = tree.up(leaf).collect();
         for i in path {
             tree.nodes[i].existing += n;
@@ -337,6 +360,141 @@ pub fn order_by_topology(
     out
 }
 
+/// The network-topology selector of `pod`, if any.
+fn selector_of(pod: &k8s_openapi::api::core::v1::Pod) -> Option<&str> {
+    let a = pod.metadata.annotations.as_ref()?;
+    a.get(ANN_SELECTOR)
+        .map(String::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// Per node, the pods there with `selector`.
+fn existing_with(cluster: &ClusterState, selector: Option<&str>) -> HashMap<String, i64> {
+    let Some(selector) = selector else {
+        return HashMap::new();
+    };
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            let count = n
+                .pods
+                .iter()
+                .filter(|p| selector_of(&p.pod) == Some(selector))
+                .count();
+            (n.name.clone(), count as i64)
+        })
+        .collect()
+}
+
+/// PreScore for a pod with a network-topology selector: the feasible nodes in topology
+/// order (`sortNodesByTopology`); None for any other pod or without a topology.
+pub fn selector_order(
+    pod: &PodInfo,
+    feasible: &[usize],
+    cluster: &ClusterState,
+) -> Option<SelectorOrder> {
+    let selector = selector_of(&pod.pod)?;
+    let tree = cluster.network_topology.as_ref()?;
+    let names: Vec<String> = feasible
+        .iter()
+        .map(|i| cluster.nodes[*i].name.clone())
+        .collect();
+    let existing = existing_with(cluster, Some(selector));
+    let ordered = order_by_topology(tree, &names, &existing);
+    Some(
+        ordered
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| (n, i as i64))
+            .collect(),
+    )
+}
+
+/// `SortPodsByIndex`: members with a network-topology index first, by it, then by name.
+pub(super) fn by_index(pods: &mut [Arc<PodInfo>]) {
+    let index = |p: &PodInfo| {
+        let a = p.pod.metadata.annotations.as_ref()?;
+        a.get(ANN_INDEX)?.parse::<i64>().ok().filter(|i| *i >= 0)
+    };
+    pods.sort_by(|a, b| match (index(a), index(b)) {
+        (Some(x), Some(y)) if x != y => x.cmp(&y),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        _ => a.name.cmp(&b.name),
+    });
+}
+
+/// The network-topology spec of `pod`'s gang, when placement heeds it.
+fn spec_of(pod: &PodInfo, cluster: &ClusterState) -> Option<GatherSpec> {
+    let g = &cluster.gangs;
+    if !g
+        .settings
+        .as_ref()
+        .is_some_and(|s| s.aware_network_topology)
+    {
+        return None;
+    }
+    g.spec(g.gang_id(&pod.key)?)?.network_topology.clone()
+}
+
+/// The spec and tree a preempting gang is planned in (none: placed member by member).
+pub fn topology_of(pod: &PodInfo, cluster: &ClusterState) -> Option<(GatherSpec, Arc<Tree>)> {
+    Some((spec_of(pod, cluster)?, cluster.network_topology.clone()?))
+}
+
+/// Before the first member's cycle of a gang group with a network-topology spec (and
+/// `awareNetworkTopology`), the whole group's placement (Koordinator's FindOneNode): kept
+/// in the gang cache for the group's round; what it found, for the attempt's details.
+pub fn plan_job(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState) -> Option<Value> {
+    let spec = spec_of(pod, cluster)?;
+    let g = &cluster.gangs;
+    let id = g.gang_id(&pod.key)?.to_string();
+    if g.plan_of(&pod.key).is_some() || g.check(&pod.key, &pod.pod).is_err() {
+        return None;
+    }
+    let group = g.group_id(&id);
+    let result = match cluster.network_topology.clone() {
+        None => Err(NO_TOPOLOGY.to_string()),
+        Some(tree) => {
+            let mut pending = g.pending_members(&id, &cluster.assumed);
+            by_index(&mut pending);
+            let offer = fw.offer_slots(&pending, cluster);
+            let figures = NodeFigures {
+                offer: offer.slots.clone(),
+                score: HashMap::new(),
+                existing: existing_with(cluster, pending.first().and_then(|p| selector_of(&p.pod))),
+            };
+            let req = Requirements::of(&spec, &tree, pending.len());
+            let pods: Vec<(String, String)> = pending
+                .iter()
+                .map(|p| (p.key.clone(), p.name.clone()))
+                .collect();
+            let mut t = (*tree).clone();
+            place(&mut t, &figures, &req, &pods)
+                .map(|p| (p.pods, p.domain))
+                .map_err(|e| {
+                    let reasons = offer.rejected.values().map(String::as_str);
+                    e.message(&nodes_available(cluster.nodes.len(), reasons))
+                })
+        }
+    };
+    let details = match &result {
+        Ok((pods, domain)) => json!({"domain": domain, "pods": pods}),
+        Err(why) => json!({"error": why}),
+    };
+    let plan = JobPlan {
+        trigger: pod.key.clone(),
+        result,
+    };
+    cluster.gangs.set_plan(&group, plan);
+    Some(details)
+}
+
 #[cfg(test)]
 #[path = "topology_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "topology_cycle_tests.rs"]
+mod cycle_tests;

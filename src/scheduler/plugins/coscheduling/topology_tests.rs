@@ -20,14 +20,19 @@ fn spec() -> Vec<crate::api::scheduling::network_topology::NetworkTopologyLayer>
 fn tree(nodes: &[(&str, &str, &str)]) -> Tree {
     let mut t = Tree::new(&spec()).unwrap();
     for (n, s, b) in nodes {
-        let labels = [(SPINE.to_string(), s.to_string()), (BLOCK.to_string(), b.to_string())].into();
+        let labels = [
+            (SPINE.to_string(), s.to_string()),
+            (BLOCK.to_string(), b.to_string()),
+        ]
+        .into();
         t.add_node(n, &labels);
     }
     t
 }
 
 fn at(t: &Tree, layer: &str, name: &str) -> usize {
-    t.find(layer, name).unwrap_or_else(|| panic!("{layer}/{name}"))
+    t.find(layer, name)
+        .unwrap_or_else(|| panic!("{layer}/{name}"))
 }
 
 fn set(t: &mut Tree, layer: &str, name: &str, slot: i64, score: i64) {
@@ -38,7 +43,12 @@ fn set(t: &mut Tree, layer: &str, name: &str, slot: i64, score: i64) {
 
 /// TestTopologyNodeLessFunc's tree: s1 (3): b1 (2), b2 (2); s2 (4): b3 (2), b4 (3).
 fn less_tree() -> Tree {
-    let mut t = tree(&[("n1", "s1", "b1"), ("n2", "s1", "b2"), ("n3", "s2", "b3"), ("n4", "s2", "b4")]);
+    let mut t = tree(&[
+        ("n1", "s1", "b1"),
+        ("n2", "s1", "b2"),
+        ("n3", "s2", "b3"),
+        ("n4", "s2", "b4"),
+    ]);
     t.nodes[0].offer_slot = 7;
     set(&mut t, "SpineLayer", "s1", 3, 0);
     set(&mut t, "SpineLayer", "s2", 4, 0);
@@ -54,13 +64,55 @@ fn topology_node_less_func() {
     let b = |n: &str| at(&t, "BlockLayer", n);
     let less = |a: &str, c: &str, lower: bool| order(&t, b(a), b(c), lower) == Ordering::Less;
     let cases = [
-        ("different OfferSlot, lowerFirst=true, a < b", "b1", "b4", true, true),
-        ("different OfferSlot, lowerFirst=true, a > b", "b4", "b1", true, false),
-        ("different OfferSlot, lowerFirst=false, a < b", "b1", "b4", false, false),
-        ("different OfferSlot, lowerFirst=false, a > b", "b4", "b1", false, true),
-        ("same OfferSlot, different parent OfferSlot, lowerFirst=true", "b1", "b3", true, true),
-        ("same OfferSlot, different parent OfferSlot, lowerFirst=false", "b1", "b3", false, false),
-        ("same OfferSlot, same parent OfferSlot, fallback to name", "b1", "b2", true, true),
+        (
+            "different OfferSlot, lowerFirst=true, a < b",
+            "b1",
+            "b4",
+            true,
+            true,
+        ),
+        (
+            "different OfferSlot, lowerFirst=true, a > b",
+            "b4",
+            "b1",
+            true,
+            false,
+        ),
+        (
+            "different OfferSlot, lowerFirst=false, a < b",
+            "b1",
+            "b4",
+            false,
+            false,
+        ),
+        (
+            "different OfferSlot, lowerFirst=false, a > b",
+            "b4",
+            "b1",
+            false,
+            true,
+        ),
+        (
+            "same OfferSlot, different parent OfferSlot, lowerFirst=true",
+            "b1",
+            "b3",
+            true,
+            true,
+        ),
+        (
+            "same OfferSlot, different parent OfferSlot, lowerFirst=false",
+            "b1",
+            "b3",
+            false,
+            false,
+        ),
+        (
+            "same OfferSlot, same parent OfferSlot, fallback to name",
+            "b1",
+            "b2",
+            true,
+            true,
+        ),
     ];
     for (name, a, c, lower, want) in cases {
         assert_eq!(less(a, c, lower), want, "{name}");
@@ -90,7 +142,12 @@ fn topology_node_less_func_nil_parent() {
 
 /// s1: b1 (n1 5, n2 7), b2 (n3 6, n4 4).
 fn slot_tree() -> Tree {
-    let mut t = tree(&[("n1", "s1", "b1"), ("n2", "s1", "b1"), ("n3", "s1", "b2"), ("n4", "s1", "b2")]);
+    let mut t = tree(&[
+        ("n1", "s1", "b1"),
+        ("n2", "s1", "b1"),
+        ("n3", "s1", "b2"),
+        ("n4", "s1", "b2"),
+    ]);
     for (n, slot) in [("n1", 5), ("n2", 7), ("n3", 6), ("n4", 4)] {
         set(&mut t, "NodeTopologyLayer", n, slot, 0);
     }
@@ -100,17 +157,44 @@ fn slot_tree() -> Tree {
     t
 }
 
+/// `(layer, multiple)` pairs, or `(node, slots)`.
+type Pairs<'a> = &'a [(&'a str, i64)];
+
 fn multiples(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
     pairs.iter().map(|(l, m)| (l.to_string(), *m)).collect()
 }
 
 #[test]
 fn distribute_offer_slot_with_pod_count_multiple() {
-    let cases: [(&str, i64, &[(&str, i64)], &[(&str, i64)], i64); 4] = [
-        ("no slot multiple constraint", 15, &[], &[("n1", 5), ("n2", 7), ("n3", 3), ("n4", 0)], 15),
-        ("node layer slot multiple = 4", 20, &[("NodeTopologyLayer", 4)], &[("n1", 4), ("n2", 4), ("n3", 4), ("n4", 4)], 16),
-        ("block layer slot multiple = 8", 20, &[("BlockLayer", 8)], &[("n2", 7), ("n1", 1), ("n3", 6), ("n4", 2)], 16),
-        ("both node and block layer slot multiple", 20, &[("NodeTopologyLayer", 2), ("BlockLayer", 8)], &[("n2", 6), ("n1", 2), ("n3", 6), ("n4", 2)], 16),
+    let cases: [(&str, i64, Pairs, Pairs, i64); 4] = [
+        (
+            "no slot multiple constraint",
+            15,
+            &[],
+            &[("n1", 5), ("n2", 7), ("n3", 3), ("n4", 0)],
+            15,
+        ),
+        (
+            "node layer slot multiple = 4",
+            20,
+            &[("NodeTopologyLayer", 4)],
+            &[("n1", 4), ("n2", 4), ("n3", 4), ("n4", 4)],
+            16,
+        ),
+        (
+            "block layer slot multiple = 8",
+            20,
+            &[("BlockLayer", 8)],
+            &[("n2", 7), ("n1", 1), ("n3", 6), ("n4", 2)],
+            16,
+        ),
+        (
+            "both node and block layer slot multiple",
+            20,
+            &[("NodeTopologyLayer", 2), ("BlockLayer", 8)],
+            &[("n2", 6), ("n1", 2), ("n3", 6), ("n4", 2)],
+            16,
+        ),
     ];
     for (name, desired, m, want, total) in cases {
         let t = slot_tree();
@@ -125,18 +209,38 @@ fn distribute_offer_slot_with_pod_count_multiple() {
 
 #[test]
 fn get_layer_pod_count_multiple() {
-    let rule = |layer: &str, strategy: &str, m: i64| crate::api::scheduling::network_topology::GatherRule {
-        layer: layer.into(),
-        strategy: strategy.into(),
-        pod_count_multiple: m,
+    let rule = |layer: &str, strategy: &str, m: i64| {
+        crate::api::scheduling::network_topology::GatherRule {
+            layer: layer.into(),
+            strategy: strategy.into(),
+            pod_count_multiple: m,
+        }
     };
-    let spec = |rules| GatherSpec { gather_strategy: rules };
+    let spec = |rules| GatherSpec {
+        gather_strategy: rules,
+    };
     assert_eq!(pod_count_multiple(None), None, "nil spec");
-    assert_eq!(pod_count_multiple(Some(&spec(vec![]))), None, "empty gather strategy");
+    assert_eq!(
+        pod_count_multiple(Some(&spec(vec![]))),
+        None,
+        "empty gather strategy"
+    );
     let must = "MustGather";
-    assert_eq!(pod_count_multiple(Some(&spec(vec![rule("SpineLayer", must, 0)]))), None, "no slot multiple specified");
-    assert_eq!(pod_count_multiple(Some(&spec(vec![rule("SpineLayer", must, 1)]))), None, "slot multiple = 1 should be ignored");
-    assert_eq!(pod_count_multiple(Some(&spec(vec![rule("SpineLayer", must, 0)]))), None, "slot multiple = 0 should be ignored");
+    assert_eq!(
+        pod_count_multiple(Some(&spec(vec![rule("SpineLayer", must, 0)]))),
+        None,
+        "no slot multiple specified"
+    );
+    assert_eq!(
+        pod_count_multiple(Some(&spec(vec![rule("SpineLayer", must, 1)]))),
+        None,
+        "slot multiple = 1 should be ignored"
+    );
+    assert_eq!(
+        pod_count_multiple(Some(&spec(vec![rule("SpineLayer", must, 0)]))),
+        None,
+        "slot multiple = 0 should be ignored"
+    );
     assert_eq!(
         pod_count_multiple(Some(&spec(vec![rule("BlockLayer", "PreferGather", 8)]))),
         Some(multiples(&[("BlockLayer", 8)])),
@@ -149,27 +253,48 @@ fn get_layer_pod_count_multiple() {
     ]);
     assert_eq!(
         pod_count_multiple(Some(&all)),
-        Some(multiples(&[("SpineLayer", 16), ("BlockLayer", 8), ("NodeTopologyLayer", 4)])),
+        Some(multiples(&[
+            ("SpineLayer", 16),
+            ("BlockLayer", 8),
+            ("NodeTopologyLayer", 4)
+        ])),
         "multiple layers with slot multiple"
     );
 }
 
 #[test]
 fn constrain_offer_slot_by_pod_count_multiple() {
-    let cases: [(&str, &[(&str, i64)], [i64; 7]); 4] = [
+    let cases: [(&str, Pairs, [i64; 7]); 4] = [
         // s1, b1, b2, n1, n2, n3, n4
         ("nil constraints", &[], [22, 12, 10, 5, 7, 6, 4]),
-        ("node layer multiple = 4", &[("NodeTopologyLayer", 4)], [16, 8, 8, 4, 4, 4, 4]),
-        ("block layer multiple = 8", &[("BlockLayer", 8)], [16, 8, 8, 5, 7, 6, 4]),
-        ("both node and block layer", &[("NodeTopologyLayer", 2), ("BlockLayer", 8)], [16, 8, 8, 4, 6, 6, 4]),
+        (
+            "node layer multiple = 4",
+            &[("NodeTopologyLayer", 4)],
+            [16, 8, 8, 4, 4, 4, 4],
+        ),
+        (
+            "block layer multiple = 8",
+            &[("BlockLayer", 8)],
+            [16, 8, 8, 5, 7, 6, 4],
+        ),
+        (
+            "both node and block layer",
+            &[("NodeTopologyLayer", 2), ("BlockLayer", 8)],
+            [16, 8, 8, 4, 6, 6, 4],
+        ),
     ];
     for (name, m, want) in cases {
         let mut t = slot_tree();
         let s1 = at(&t, "SpineLayer", "s1");
         constrain_by_multiple(&mut t, s1, &multiples(m));
         let got = [
-            ("SpineLayer", "s1"), ("BlockLayer", "b1"), ("BlockLayer", "b2"),
-            ("NodeTopologyLayer", "n1"), ("NodeTopologyLayer", "n2"), ("NodeTopologyLayer", "n3"), ("NodeTopologyLayer", "n4"),
+            ("SpineLayer", "s1"),
+            ("BlockLayer", "b1"),
+            ("BlockLayer", "b2"),
+            ("NodeTopologyLayer", "n1"),
+            ("NodeTopologyLayer", "n2"),
+            ("NodeTopologyLayer", "n3"),
+            ("NodeTopologyLayer", "n4"),
         ]
         .map(|(l, n)| t.nodes[at(&t, l, n)].offer_slot);
         assert_eq!(got, want, "{name}");
@@ -185,23 +310,47 @@ fn distribute_offer_slot_pod_count_multiple_insufficient_slots() {
     set(&mut t, "SpineLayer", "s1", 10, 0);
     let mut distribution = BTreeMap::new();
     let s1 = at(&t, "SpineLayer", "s1");
-    let (_, got) = distribute(&t, 10, s1, &mut distribution, &multiples(&[("NodeTopologyLayer", 4)]));
-    assert_eq!(got, 8, "should only allocate 8 slots due to PodCountMultiple constraint");
+    let (_, got) = distribute(
+        &t,
+        10,
+        s1,
+        &mut distribution,
+        &multiples(&[("NodeTopologyLayer", 4)]),
+    );
+    assert_eq!(
+        got, 8,
+        "should only allocate 8 slots due to PodCountMultiple constraint"
+    );
     assert_eq!(distribution["n1"], 4, "n1 should have 4 slots");
     assert_eq!(distribution["n2"], 4, "n2 should have 4 slots");
 }
 
+/// `FakeClusterNetworkTopology`'s nodes as `TestPodGroupManager_NetworkTopology` lists
+/// them: (node, spine, block).
+pub(super) const FAKE_NODES: [(&str, &str, &str); 8] = [
+    ("node-8", "s1", "b1"),
+    ("node-1", "s1", "b1"),
+    ("node-7", "s1", "b2"),
+    ("node-2", "s1", "b2"),
+    ("node-6", "s2", "b3"),
+    ("node-3", "s2", "b3"),
+    ("node-5", "s2", "b4"),
+    ("node-4", "s2", "b4"),
+];
+
 /// The fake topology with node-1..8 as in `TestPodGroupManager_NetworkTopology`.
 fn fake_cluster() -> Tree {
-    tree(&[
-        ("node-8", "s1", "b1"), ("node-1", "s1", "b1"), ("node-7", "s1", "b2"), ("node-2", "s1", "b2"),
-        ("node-6", "s2", "b3"), ("node-3", "s2", "b3"), ("node-5", "s2", "b4"), ("node-4", "s2", "b4"),
-    ])
+    tree(&FAKE_NODES)
 }
 
 fn pending(n: usize) -> Vec<(String, String)> {
     (1..=n)
-        .map(|i| (format!("default/pending-pod-{i}"), format!("pending-pod-{i}")))
+        .map(|i| {
+            (
+                format!("default/pending-pod-{i}"),
+                format!("pending-pod-{i}"),
+            )
+        })
         .collect()
 }
 
@@ -216,11 +365,13 @@ fn gather(rules: &[(&str, &str)]) -> GatherSpec {
     GatherSpec {
         gather_strategy: rules
             .iter()
-            .map(|(l, s)| crate::api::scheduling::network_topology::GatherRule {
-                layer: l.to_string(),
-                strategy: s.to_string(),
-                pod_count_multiple: 0,
-            })
+            .map(
+                |(l, s)| crate::api::scheduling::network_topology::GatherRule {
+                    layer: l.to_string(),
+                    strategy: s.to_string(),
+                    pod_count_multiple: 0,
+                },
+            )
             .collect(),
     }
 }
@@ -228,7 +379,10 @@ fn gather(rules: &[(&str, &str)]) -> GatherSpec {
 #[test]
 fn network_topology_scheduled_prefer_gather() {
     let mut t = fake_cluster();
-    let spec = gather(&[("BlockLayer", "PreferGather"), ("SpineLayer", "PreferGather")]);
+    let spec = gather(&[
+        ("BlockLayer", "PreferGather"),
+        ("SpineLayer", "PreferGather"),
+    ]);
     let req = Requirements::of(&spec, &t, 4);
     let got = place(&mut t, &one_slot_each(), &req, &pending(4)).unwrap();
     let want: BTreeMap<String, String> = [
@@ -292,7 +446,12 @@ fn existing_pods_with_the_selector_pull_the_job_to_their_domain() {
     let t = fake_cluster();
     let order = order_by_topology(
         &t,
-        &["node-1".into(), "node-3".into(), "node-4".into(), "elsewhere".into()],
+        &[
+            "node-1".into(),
+            "node-3".into(),
+            "node-4".into(),
+            "elsewhere".into(),
+        ],
         &[("node-5".to_string(), 1)].into(),
     );
     assert_eq!(order, ["node-4", "node-3", "node-1", "elsewhere"]);
