@@ -87,6 +87,8 @@ pub struct Attempt {
     pub outcome: Outcome,
     pub result: Option<CycleResult>,
     pub details: BTreeMap<&'static str, Value>,
+    /// The PostFilter plugins that ran, for their series.
+    pub post_filter: Vec<crate::scheduler::framework::runtime::PostFilterRun>,
 }
 
 impl Attempt {
@@ -95,6 +97,7 @@ impl Attempt {
             outcome,
             result,
             details: BTreeMap::new(),
+            post_filter: Vec::new(),
         }
     }
 
@@ -130,9 +133,9 @@ fn schedule(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState, scope: Sc
         // While its victims are still leaving the pod waits on its nomination (kube-scheduler:
         // "not eligible due to a terminating pod on the nominated node").
         let waiting = cluster.victims_leaving(pod);
-        let nomination = match pod.reserve_of {
-            None if !waiting => fw.post_filter(&result, pod, cluster),
-            _ => None,
+        let (nomination, post_filter) = match pod.reserve_of {
+            None if !waiting => fw.post_filter_runs(&result, pod, cluster),
+            _ => (None, Vec::new()),
         };
         // The nomination stands until the pod is placed (or the next attempt's replaces it).
         let mut rejected = Vec::new();
@@ -151,7 +154,9 @@ fn schedule(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState, scope: Sc
             nomination,
             rejected,
         };
-        return Attempt::new(outcome, Some(result));
+        let mut attempt = Attempt::new(outcome, Some(result));
+        attempt.post_filter = post_filter;
+        return attempt;
     };
     if let Err((plugin, s)) = fw.reserve(&mut result.state, pod, &node, cluster) {
         return failed(result, node, plugin, s);
@@ -183,6 +188,7 @@ fn schedule(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState, scope: Sc
             outcome,
             result: Some(result),
             details,
+            post_filter: Vec::new(),
         };
     }
     result.node = None;

@@ -74,6 +74,13 @@ pub struct Scheduler {
     pub revoke: Option<revoke::Revoke>,
     /// The network-topology manager, when `scheduler.networkTopologyManager` is on.
     pub topology: Option<topology::Manager>,
+    /// Pods in flight, against `scheduler.schedulingTimeoutSeconds`.
+    pub monitor: monitor::Monitor,
+    /// Devices labelled with secondary devices not well planned, for their series.
+    not_well_planned: std::collections::BTreeSet<String>,
+    devices_changed: bool,
+    /// When the reservation series are next recomputed.
+    reservation_series_at: Option<Instant>,
     /// Reservations placed but not yet written Available: name → the object before.
     assumed_reservations: HashMap<String, Arc<Reservation>>,
     pub metrics: Arc<super::metrics::SchedulerMetrics>,
@@ -84,6 +91,8 @@ pub struct Scheduler {
     worked: bool,
     trimmed_at: Option<Instant>,
 }
+
+const SECONDARY_DEVICE_WELL_PLANNED: &str = "node.koordinator.sh/secondary-device-well-planned";
 
 /// Freed memory goes back to the system at most this often (after a burst ends).
 const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
@@ -150,6 +159,10 @@ impl Scheduler {
             reservation_kick: Default::default(),
             revoke: None,
             topology: None,
+            monitor: Default::default(),
+            not_well_planned: Default::default(),
+            devices_changed: false,
+            reservation_series_at: None,
             metrics: Default::default(),
         }
     }
@@ -269,6 +282,19 @@ impl Scheduler {
         }
     }
 
+    /// Whether the Device says its secondary devices are not well planned (Koordinator's
+    /// `node.koordinator.sh/secondary-device-well-planned: "false"`).
+    fn note_device(&mut self, d: &crate::api::scheduling::device::Device, deleted: bool) {
+        let name = d.metadata.name.clone().unwrap_or_default();
+        let labels = d.metadata.labels.as_ref();
+        let label = labels.and_then(|l| l.get(SECONDARY_DEVICE_WELL_PLANNED));
+        let changed = match !deleted && label.is_some_and(|v| v == "false") {
+            true => self.not_well_planned.insert(name),
+            false => self.not_well_planned.remove(&name),
+        };
+        self.devices_changed |= changed;
+    }
+
     /// Applies one watch event to the cluster state and the queue.
     pub fn apply(&mut self, ev: Ev) {
         use watcher::Event::*;
@@ -314,12 +340,15 @@ impl Scheduler {
             // then wait for a topology, requeued when one arrives).
             Ev::Topology(Init | InitDone) => {}
             Ev::Device(Apply(d) | InitApply(d)) => {
+                self.note_device(&d, false);
                 self.cluster.upsert_device(&d);
                 self.queue.on_cluster_event(now);
             }
-            Ev::Device(Delete(d)) => self
-                .cluster
-                .remove_device(d.metadata.name.as_deref().unwrap_or("")),
+            Ev::Device(Delete(d)) => {
+                self.note_device(&d, true);
+                self.cluster
+                    .remove_device(d.metadata.name.as_deref().unwrap_or(""))
+            }
             // Waited for, as kube-scheduler waits for every informer: a node whose
             // Device is not known yet passes DeviceShare, so a GPU pod placed before the
             // sync would be bound with no device allocated (and its GPU given twice).
@@ -397,6 +426,8 @@ impl Scheduler {
         };
         self.cluster.now_ms = k8s_openapi::jiff::Timestamp::now().as_millisecond();
         let started = Instant::now();
+        let profile = &self.frameworks[fi].scheduler_name;
+        self.monitor.start(&pod.key, profile, started);
         let frameworks = self.frameworks.clone();
         let scope = Scope::Live {
             start: self.next_start,
@@ -411,6 +442,10 @@ impl Scheduler {
     }
 
     fn bind_done(&mut self, done: BindDone) {
+        // A binding cycle (not a status write) ended: the pod's scheduling is over.
+        if !done.node.is_empty() {
+            self.monitor_complete(&done.pod.key);
+        }
         if let (Err(e), Some(name)) = (&done.result, &done.pod.reserve_of) {
             tracing::warn!(reservation = %name, error = %e, "reservation not bound; back to pending");
             if let Some(before) = self.assumed_reservations.remove(name) {
@@ -502,6 +537,8 @@ impl Scheduler {
                 self.revoke_tick(now),
                 self.queue.next_wakeup(),
                 topology_wake,
+                self.monitor_tick(now),
+                self.publish_koord(now),
                 self.quota_status.tick(&self.cluster, now),
                 self.pod_group_status.tick(&self.cluster, now),
             ]
@@ -538,6 +575,8 @@ mod act;
 mod bind;
 #[path = "live_gang.rs"]
 mod gang;
+#[path = "live_monitor.rs"]
+pub mod monitor;
 #[path = "live_metrics.rs"]
 mod observe;
 #[path = "live_revoke.rs"]

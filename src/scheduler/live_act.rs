@@ -21,6 +21,14 @@ impl Scheduler {
     ) {
         let result = attempt.result.as_ref();
         let now = Instant::now();
+        let binding = matches!(
+            attempt.outcome,
+            cycle::Outcome::Placed { .. } | cycle::Outcome::Reservation { .. }
+        );
+        if !binding {
+            self.monitor_complete(&pod.key);
+        }
+        self.observe_job_preemption(&pod, &attempt.post_filter);
         match attempt.outcome {
             cycle::Outcome::Gated { plugin, reason } => {
                 tracing::debug!(pod = %pod.key, plugin, %reason, "waiting at PreEnqueue");

@@ -28,7 +28,6 @@ impl Scheduler {
             self.metrics.pods.cycle(algorithm, placed);
         }
         let seconds = started.elapsed().as_secs_f64();
-        self.metrics.pods.maybe_timeout(profile, seconds);
         self.metrics.attempt(profile, outcome, seconds);
     }
 
@@ -42,6 +41,12 @@ impl Scheduler {
         self.metrics.pods.work("permit", self.waiting_count());
         for ((queue, event), n) in self.queue.drain_incoming() {
             self.metrics.pods.incoming(queue, event, n);
+        }
+        for (reason, members, seconds) in self.queue.gang_cycles.drain(..) {
+            self.metrics.koord.gang_cycle(reason, members, seconds);
+        }
+        for seconds in self.queue.next_pod_seconds.drain(..) {
+            self.metrics.koord.next_pod(seconds);
         }
         let version = self.queue.unschedulable_version;
         if version == self.unschedulable_published {
@@ -134,5 +139,186 @@ impl Scheduler {
         self.metrics
             .pods
             .quota_process("syncElasticQuotaStatusMetrics", seconds);
+    }
+}
+
+impl Scheduler {
+    /// Coscheduling's job preemption in this attempt, under the job's name (its gang
+    /// group, or the pod) and Koordinator's reason.
+    pub(super) fn observe_job_preemption(
+        &self,
+        pod: &crate::scheduler::framework::PodInfo,
+        runs: &[crate::scheduler::framework::runtime::PostFilterRun],
+    ) {
+        use crate::scheduler::plugins::coscheduling::preempt::reason_label;
+        let Some(run) = runs.iter().find(|r| r.plugin == "Coscheduling") else {
+            return;
+        };
+        if run.message.is_empty() && !run.success {
+            return; // enablePreemption is off: no job preemption ran
+        }
+        let g = &self.cluster.gangs;
+        let job = g.gang_id(&pod.key).map(|id| g.group_id(id));
+        let job = job.unwrap_or_else(|| pod.key.clone());
+        let reason = reason_label(&run.message, run.success);
+        self.metrics
+            .koord
+            .job_preemption(&job, reason, run.seconds, Instant::now());
+    }
+}
+
+/// Koordinator resyncs its reservation series every minute.
+const RESERVATION_SERIES_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Scheduler {
+    /// Koordinator's own series that follow the cluster: waiting gang groups at once,
+    /// reservations by phase and resource every minute; when to publish them next.
+    pub(super) fn publish_koord(&mut self, now: Instant) -> Option<Instant> {
+        let g = &self.cluster.gangs;
+        let groups: std::collections::BTreeSet<String> = g
+            .waiting
+            .iter()
+            .filter_map(|k| g.gang_id(k))
+            .map(|id| g.group_id(id))
+            .collect();
+        self.metrics.koord.waiting_gang_groups(groups.len());
+        if self.devices_changed {
+            self.devices_changed = false;
+            let names: Vec<String> = self.not_well_planned.iter().cloned().collect();
+            self.metrics.koord.secondary_devices(&names);
+        }
+        let due = self.reservation_series_at.is_none_or(|at| at <= now);
+        if due && self.synced() {
+            self.reservation_series_at = Some(now + RESERVATION_SERIES_EVERY);
+            let infos = self
+                .cluster
+                .reservations
+                .values()
+                .map(|r| r.object.as_ref());
+            reservation_series(&self.metrics.koord, infos);
+        }
+        self.reservation_series_at
+    }
+}
+
+/// `resyncReservations`: every reservation's phases (1 for its own, Pending when it has
+/// none) and, per resource it has allocatable, allocatable, allocated and utilization.
+fn reservation_series<'a>(
+    s: &crate::scheduler::metrics::koord::KoordSeries,
+    reservations: impl Iterator<Item = &'a crate::api::scheduling::reservation::Reservation>,
+) {
+    use crate::scheduler::metrics::koord::{PhaseLabels, ResourceLabels};
+    s.reservation_phase.clear();
+    s.reservation_resource.clear();
+    for r in reservations {
+        let name = r.metadata.name.clone().unwrap_or_default();
+        let status = r.status.as_ref();
+        let phase = status
+            .and_then(|s| s.phase.as_deref())
+            .filter(|p| !p.is_empty());
+        for p in ["Pending", "Available", "Succeeded", "Failed"] {
+            let own = phase.unwrap_or("Pending") == p;
+            let l = PhaseLabels {
+                name: name.clone(),
+                phase: p.into(),
+            };
+            s.reservation_phase
+                .get_or_create(&l)
+                .set(if own { 1.0 } else { 0.0 });
+        }
+        let Some(alloc) = status.and_then(|s| s.allocatable.as_ref()) else {
+            continue;
+        };
+        let allocated = status.and_then(|s| s.allocated.as_ref());
+        for (resource, q) in alloc {
+            let used = allocated.and_then(|a| a.get(resource));
+            let (total, used, unit) = in_unit(resource, q, used);
+            let set = |ty: &str, unit: &str, v: f64| {
+                let l = ResourceLabels {
+                    r#type: ty.into(),
+                    name: name.clone(),
+                    resource: resource.clone(),
+                    unit: unit.into(),
+                };
+                s.reservation_resource.get_or_create(&l).set(v);
+            };
+            set("allocatable", unit, total);
+            set("allocated", unit, used);
+            if total > 0.0 {
+                set("utilization", "ratio", used / total);
+            }
+        }
+    }
+}
+
+/// A reservation's quantity in Koordinator's unit: CPU in cores, memory in GiB, the rest
+/// raw.
+fn in_unit(
+    resource: &str,
+    total: &k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+    used: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+) -> (f64, f64, &'static str) {
+    use crate::api::quantity::{milli, value as whole};
+    type Q = k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let value = |q: Option<&Q>, in_milli: bool| match (q, in_milli) {
+        (None, _) => 0.0,
+        (Some(q), true) => milli(&q.0).unwrap_or(0) as f64 / 1000.0,
+        (Some(q), false) => whole(&q.0).unwrap_or(0) as f64,
+    };
+    const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+    match resource {
+        "cpu" => (value(Some(total), true), value(used, true), "core"),
+        "memory" => (
+            value(Some(total), false) / GIB,
+            value(used, false) / GIB,
+            "Gi",
+        ),
+        _ => (value(Some(total), false), value(used, false), "raw"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::metrics::koord::{KoordSeries, PhaseLabels, ResourceLabels};
+
+    #[test]
+    fn reservation_series_follow_koordinators_resync() {
+        let r = |v: serde_json::Value| -> crate::api::scheduling::reservation::Reservation {
+            serde_json::from_value(v).unwrap()
+        };
+        let available = r(serde_json::json!({"metadata": {"name": "r1"},
+            "spec": {"template": {}, "owners": []},
+            "status": {"phase": "Available", "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "2"},
+                "allocated": {"cpu": "1500m", "memory": "2Gi"}}}));
+        let pending = r(serde_json::json!({"metadata": {"name": "r2"},
+            "spec": {"template": {}, "owners": []}}));
+        let s = KoordSeries::default();
+        reservation_series(&s, [&available, &pending].into_iter());
+        let phase = |name: &str, phase: &str| {
+            let l = PhaseLabels {
+                name: name.into(),
+                phase: phase.into(),
+            };
+            s.reservation_phase.get_or_create(&l).get()
+        };
+        assert_eq!(phase("r1", "Available"), 1.0);
+        assert_eq!(phase("r1", "Pending"), 0.0);
+        assert_eq!(phase("r2", "Pending"), 1.0, "no phase yet: Pending");
+        let res = |ty: &str, resource: &str, unit: &str| {
+            let l = ResourceLabels {
+                r#type: ty.into(),
+                name: "r1".into(),
+                resource: resource.into(),
+                unit: unit.into(),
+            };
+            s.reservation_resource.get_or_create(&l).get()
+        };
+        assert_eq!(res("allocatable", "cpu", "core"), 4.0);
+        assert_eq!(res("allocated", "cpu", "core"), 1.5);
+        assert_eq!(res("utilization", "cpu", "ratio"), 0.375);
+        assert_eq!(res("allocatable", "memory", "Gi"), 8.0);
+        assert_eq!(res("utilization", "memory", "ratio"), 0.25);
+        assert_eq!(res("allocated", "pods", "raw"), 0.0);
     }
 }

@@ -12,6 +12,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use super::framework::Point;
 use crate::kernel::Metrics;
 
+#[path = "metrics_koord.rs"]
+pub mod koord;
 #[path = "metrics_pods.rs"]
 pub mod pods;
 
@@ -98,6 +100,8 @@ pub struct SchedulerMetrics {
     preemption_victims: Histogram,
     /// The rest of the dashboard's series (`metrics_pods.rs`).
     pub pods: pods::PodSeries,
+    /// Koordinator's own series (`metrics_koord.rs`).
+    pub koord: koord::KoordSeries,
 }
 
 impl Default for SchedulerMetrics {
@@ -113,6 +117,7 @@ impl Default for SchedulerMetrics {
             preemption_attempts: Counter::default(),
             preemption_victims: victim_buckets(),
             pods: Default::default(),
+            koord: Default::default(),
         }
     }
 }
@@ -166,6 +171,7 @@ impl SchedulerMetrics {
             m.preemption_victims.clone(),
         );
         m.pods.register(metrics);
+        m.koord.register(metrics);
         m
     }
 

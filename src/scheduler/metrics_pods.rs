@@ -83,9 +83,6 @@ fn quota_hook_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.000001, 2.0, 24))
 }
 
-/// Koordinator's `scheduling-timeout` (30 s): an attempt taking longer is counted.
-pub const SCHEDULING_TIMEOUT_SECONDS: f64 = 30.0;
-
 pub struct PodSeries {
     algorithm: Histogram,
     evaluated: Histogram,
@@ -252,14 +249,12 @@ impl PodSeries {
         self.volume_errors.get_or_create(&l).inc();
     }
 
-    /// An attempt of `profile` that took `seconds`.
-    pub fn maybe_timeout(&self, profile: &str, seconds: f64) {
-        if seconds > SCHEDULING_TIMEOUT_SECONDS {
-            let l = ProfileLabels {
-                profile: profile.into(),
-            };
-            self.timeouts.get_or_create(&l).inc();
-        }
+    /// A pod of `profile` in flight past `--scheduling-timeout` (see the live monitor).
+    pub fn timed_out(&self, profile: &str) {
+        let l = ProfileLabels {
+            profile: profile.into(),
+        };
+        self.timeouts.get_or_create(&l).inc();
     }
 
     /// One ElasticQuota pass (`operation`: Koordinator's name for the step).

@@ -52,6 +52,13 @@ pub struct Config {
     /// the ClusterNetworkTopology `default` over the nodes (and writes its status), which
     /// network-topology-aware gangs are placed in; off, such gangs are unschedulable.
     pub network_topology_manager: bool,
+    /// Koordinator's `--scheduling-timeout`: a pod whose scheduling (from its attempt's
+    /// start until it is bound or given up) takes longer is logged and counted in
+    /// `scheduler_scheduling_timeout`.
+    pub scheduling_timeout_seconds: u64,
+    /// Koordinator's `--scheduler-monitor-period`: how often pods still in flight are
+    /// checked against the timeout.
+    pub monitor_period_seconds: u64,
     /// Set by `--embedded` (not a configuration key): there is no kube-scheduler, so the
     /// first profile also serves pods of `default-scheduler` (a pod without a
     /// `schedulerName`), unless a profile of that name is configured.
@@ -66,6 +73,8 @@ impl Default for Config {
             leader_election: LeaseConfig::named("koord-scheduler"),
             feature_gates: BTreeMap::new(),
             network_topology_manager: false,
+            scheduling_timeout_seconds: 30,
+            monitor_period_seconds: 10,
             serve_default_scheduler: false,
         }
     }
@@ -76,6 +85,14 @@ pub fn validate(cfg: &Config, strict: bool) -> Vec<(String, String)> {
     let mut out = Vec::new();
     if let Err(e) = cfg.leader_election.validate() {
         out.push(("leaderElection".into(), e));
+    }
+    for (key, v) in [
+        ("schedulingTimeoutSeconds", cfg.scheduling_timeout_seconds),
+        ("monitorPeriodSeconds", cfg.monitor_period_seconds),
+    ] {
+        if v == 0 {
+            out.push((key.into(), "must be at least 1".into()));
+        }
     }
     match load(cfg) {
         Err(e) => out.push(("configFile".into(), e.to_string())),
@@ -321,6 +338,11 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     let mut scheduler = live::Scheduler::new(client.clone(), &sched_cfg, leadership.clone())
         .map_err(|e| anyhow::anyhow!("scheduler: {e}"))?;
     scheduler.metrics = metrics::SchedulerMetrics::register(&ctx.metrics);
+    let secs = std::time::Duration::from_secs;
+    scheduler.monitor = live::monitor::Monitor::new(
+        secs(cfg.scheduling_timeout_seconds),
+        secs(cfg.monitor_period_seconds),
+    );
     for fw in scheduler.frameworks.iter() {
         let _ = fw.observer.set(scheduler.metrics.observer());
     }

@@ -11,6 +11,13 @@ use std::time::{Duration, Instant};
 use super::config::Backoff;
 use super::framework::PodInfo;
 
+/// Koordinator's reasons for clearing a gang scheduling context.
+const GANG_ATTEMPTED: &str = "all pending pods is already been attempted";
+const GANG_GONE: &str = "gang is nil, may be already deleted";
+
+/// Observations kept for the metrics between drains (a queue nobody drains stays small).
+const UNDRAINED_MAX: usize = 4096;
+
 /// Upstream's maximum stay in the unschedulable pool.
 pub const MAX_UNSCHEDULABLE: Duration = Duration::from_secs(300);
 
@@ -61,6 +68,12 @@ pub struct Queue {
     /// scheduling context does, whatever else is queued.
     by_gang: HashMap<String, std::collections::BTreeSet<String>>,
     burst: Option<String>,
+    /// The burst's start and how many members it took (Koordinator's gang scheduling
+    /// context), and for the metrics: bursts ended (reason, members, seconds) and the
+    /// time each sibling took to leave the queue, since the last drain.
+    burst_started: Option<(Instant, usize)>,
+    pub gang_cycles: Vec<(&'static str, usize, f64)>,
+    pub next_pod_seconds: Vec<f64>,
     /// Pods per state (Active, Backoff, Unschedulable, Gated), kept with every change so
     /// the loop's per-iteration checks do not walk every pending pod.
     counts: [usize; 4],
@@ -104,6 +117,9 @@ impl Queue {
             backoff,
             by_gang: HashMap::new(),
             burst: None,
+            burst_started: None,
+            gang_cycles: Vec::new(),
+            next_pod_seconds: Vec::new(),
             counts: [0; 4],
             earliest: None,
             first_attempt: HashMap::new(),
@@ -254,7 +270,11 @@ impl Queue {
             if let Some((_, Where::Active)) = self.pods.get(&p.key) {
                 // Popped pods leave the queue until they are requeued.
                 let cur = self.take(&p.key)?;
+                self.end_burst(GANG_ATTEMPTED);
                 self.burst = cur.gang.clone();
+                if self.burst.is_some() {
+                    self.burst_started = Some((Instant::now(), 1));
+                }
                 return Some(cur);
             }
         }
@@ -262,17 +282,37 @@ impl Queue {
     }
 
     fn pop_sibling(&mut self, gang: &str) -> Option<Arc<PodInfo>> {
-        let keys = self.by_gang.get(gang)?;
+        let clock = Instant::now();
+        let Some(keys) = self.by_gang.get(gang) else {
+            self.end_burst(GANG_GONE);
+            return None;
+        };
         let key = keys
             .iter()
             .find(|k| matches!(self.pods.get(*k), Some((_, Where::Active))))
             .cloned();
-        match key {
-            Some(k) => self.take(&k),
-            None => {
-                self.burst = None;
-                None
-            }
+        let Some(k) = key else {
+            self.end_burst(GANG_ATTEMPTED);
+            return None;
+        };
+        let p = self.take(&k)?;
+        if self.next_pod_seconds.len() < UNDRAINED_MAX {
+            self.next_pod_seconds.push(clock.elapsed().as_secs_f64());
+        }
+        if let Some((_, n)) = self.burst_started.as_mut() {
+            *n += 1;
+        }
+        Some(p)
+    }
+
+    /// The gang burst is over (Koordinator clears its gang scheduling context).
+    fn end_burst(&mut self, reason: &'static str) {
+        self.burst = None;
+        if let Some((at, n)) = self.burst_started.take()
+            && self.gang_cycles.len() < UNDRAINED_MAX
+        {
+            self.gang_cycles
+                .push((reason, n, at.elapsed().as_secs_f64()));
         }
     }
 
@@ -481,6 +521,10 @@ mod tests {
             .map(|p| p.name.clone())
             .collect();
         assert_eq!(order, ["g-a", "g-b", "other"], "g-b follows g-a");
+        // One gang scheduling cycle of two members, one sibling taken from the queue.
+        let cycles: Vec<(&str, usize)> = q.gang_cycles.iter().map(|(r, n, _)| (*r, *n)).collect();
+        assert_eq!(cycles, [(GANG_ATTEMPTED, 2)]);
+        assert_eq!(q.next_pod_seconds.len(), 1);
     }
 
     /// The kept counts always equal a recount, through every kind of move.

@@ -5,7 +5,7 @@
 //! keeps them waiting. A PodGroup's status is written.
 
 use crate::common;
-use crate::quota::{delete, node_of, start_scheduler, two_nodes, unschedulable_reason};
+use crate::quota::{delete, node_of, start_scheduler_with, two_nodes, unschedulable_reason};
 
 use std::time::Duration;
 
@@ -81,7 +81,12 @@ async fn gang_places_all_or_none_strict_and_nonstrict() {
     let pp = PostParams::default();
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     let groups: Api<PodGroup> = Api::namespaced(c.clone(), "default");
-    let sched = start_scheduler(dir.path(), port);
+    // Koordinator's scheduling timeout, short: members waiting at Permit pass it.
+    let timeout = [
+        ("KOORD_SCHEDULER__SCHEDULING_TIMEOUT_SECONDS", "1"),
+        ("KOORD_SCHEDULER__MONITOR_PERIOD_SECONDS", "1"),
+    ];
+    let sched = start_scheduler_with(dir.path(), port, &timeout);
 
     // A blocker leaves room for three 2-CPU pods.
     pods.create(&pp, &plain("blocker", "2")).await.unwrap();
@@ -165,6 +170,8 @@ async fn gang_places_all_or_none_strict_and_nonstrict() {
         0,
         "NonStrict keeps them waiting"
     );
+    let late = "!!!CRITICAL TIMEOUT!!! scheduling pod took longer than the timeout";
+    assert!(sched.logs().contains(late), "{}", sched.logs());
     assert_eq!(bound(&pods, &relaxed).await, 0);
     delete(&pods, "blocker-2").await;
     let all = eventually(Duration::from_secs(40), || async {

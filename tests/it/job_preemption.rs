@@ -108,7 +108,10 @@ async fn the_live_scheduler_preempts_for_the_gang() {
     let c = api.client.clone();
     let pp = PostParams::default();
     let env = [("KOORD_SCHEDULER__CONFIG_FILE", sched.to_str().unwrap())];
-    let koord = crate::scheduler::start_scheduler(dir.path(), port, &env);
+    let admin: std::net::SocketAddr = format!("127.0.0.1:{}", common::free_port())
+        .parse()
+        .unwrap();
+    let koord = crate::scheduler::start_scheduler_at(dir.path(), port, &env, &admin.to_string());
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     for b in ["batch-a", "batch-b"] {
         pods.create(&pp, &batch(b)).await.unwrap();
@@ -142,6 +145,10 @@ async fn the_live_scheduler_preempts_for_the_gang() {
         BTreeSet::from(["batch-a".to_string(), "batch-b".to_string()]),
         "each victim carried DisruptionTarget before it went"
     );
+    // Koordinator's job preemption series, under the gang group and its reason.
+    let (_, text) = common::http_get(admin, "/metrics").expect("metrics");
+    let preempted = "scheduler_job_preemption_duration_seconds_count{jobName=\"default/job\",result=\"preempt success, alreadyWaitingForBound: %d/%d\"}";
+    assert!(text.contains(preempted), "{text}");
     drop(koord);
     api.stop().await;
 }

@@ -273,14 +273,38 @@ const MANAGER: &[&str] = &[
     "slo_controller_node_extended_resource_allocatable_internal",
 ];
 
-/// Every koordlet and manager series this file claims (Koordinator's names) stays registered.
+/// Koordinator's scheduler series (pkg/scheduler/metrics, every one of `metricsList` and
+/// the GC'd job preemption histogram) and its ElasticQuota gauges.
+const SCHEDULER: &[&str] = &[
+    "scheduler_scheduling_timeout",
+    "scheduler_reservation_status_phase",
+    "scheduler_reservation_resource",
+    "scheduler_pod_scheduling_evaluated_nodes",
+    "scheduler_pod_scheduling_feasible_nodes",
+    "scheduler_elastic_quota_process_latency",
+    "scheduler_secondary_device_not_well_planned",
+    "scheduler_waiting_gang_group_number",
+    "scheduler_next_pod_delete_from_queue_latency",
+    "scheduler_elastic_quota_hook_plugin_latency",
+    "scheduler_gang_schedule_cycle_duration_seconds",
+    "scheduler_reservation_selector_index_query",
+    "scheduler_reservation_selector_index_candidates_count",
+    "scheduler_inline_batch_schedule_duration_seconds",
+    "scheduler_job_preemption_duration_seconds",
+    "scheduler_elastic_quota_spec",
+    "scheduler_elastic_quota_status",
+];
+
+/// Every koordlet, manager and scheduler series this file claims (Koordinator's names)
+/// stays registered.
 #[test]
 fn the_series_koord_claims_are_registered() {
     let m = koord::kernel::Metrics::new();
     koord::koordlet::metrics::KoordletMetrics::register(&m);
     koord::manager::metrics::ManagerMetrics::register(&m);
+    koord::scheduler::metrics::SchedulerMetrics::register(&m);
     let names = m.names();
-    for n in KOORDLET.iter().chain(MANAGER) {
+    for n in KOORDLET.iter().chain(MANAGER).chain(SCHEDULER) {
         assert!(names.iter().any(|x| x == n), "{n} is gone");
     }
 }

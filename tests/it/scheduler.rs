@@ -67,13 +67,23 @@ fn pod(i: usize) -> Pod {
 /// The real `koord --role=scheduler` against the test API server on `port`.
 pub(crate) fn start_scheduler(dir: &std::path::Path, port: u16, env: &[(&str, &str)]) -> Koord {
     let admin = format!("127.0.0.1:{}", free_port());
+    start_scheduler_at(dir, port, env, &admin)
+}
+
+/// [`start_scheduler`] serving /metrics on `admin`.
+pub(crate) fn start_scheduler_at(
+    dir: &std::path::Path,
+    port: u16,
+    env: &[(&str, &str)],
+    admin: &str,
+) -> Koord {
     let kc = kubeconfig(dir, port);
     let args = [
         "--role=scheduler",
         "--kubeconfig",
         kc.to_str().unwrap(),
         "--admin-addr",
-        &admin,
+        admin,
         "--data-dir",
         dir.to_str().unwrap(),
         "--node-name",

@@ -447,6 +447,23 @@ static SPECS: &[Spec] = &[
         "scheduler.networkTopologyManager",
         Bool,
     ),
+    key(
+        S,
+        "scheduling-timeout",
+        "scheduler.schedulingTimeoutSeconds",
+        Secs,
+    ),
+    key(
+        S,
+        "scheduler-monitor-period",
+        "scheduler.monitorPeriodSeconds",
+        Secs,
+    ),
+    note(
+        S,
+        "scheduling-drop-unhandled-timeout",
+        "koord schedules every pod it takes from the queue at once: none is left unhandled",
+    ),
     unsupported(
         S,
         "secure-port",

@@ -395,8 +395,20 @@ impl Framework {
         pod: &PodInfo,
         cluster: &ClusterState,
     ) -> Option<super::Nomination> {
+        self.post_filter_runs(result, pod, cluster).0
+    }
+
+    /// [`Framework::post_filter`], with what each plugin that ran said and how long it took.
+    pub fn post_filter_runs(
+        &self,
+        result: &CycleResult,
+        pod: &PodInfo,
+        cluster: &ClusterState,
+    ) -> (Option<super::Nomination>, Vec<PostFilterRun>) {
         self.trial(result, pod, cluster, |fits, fits_pod| {
+            let mut runs = Vec::new();
             for e in self.enabled(Point::PostFilter) {
+                let clock = std::time::Instant::now();
                 let (s, nomination) = e.plugin.post_filter(
                     &result.state,
                     pod,
@@ -405,13 +417,19 @@ impl Framework {
                     fits,
                     fits_pod,
                 );
+                runs.push(PostFilterRun {
+                    plugin: e.plugin.name(),
+                    success: s.is_success(),
+                    message: s.message(),
+                    seconds: clock.elapsed().as_secs_f64(),
+                });
                 match s.code {
-                    Code::Success => return nomination,
-                    Code::UnschedulableAndUnresolvable => return None,
+                    Code::Success => return (nomination, runs),
+                    Code::UnschedulableAndUnresolvable => return (None, runs),
                     _ => tracing::trace!(pod = %pod.key, plugin = e.plugin.name(), reason = %s.message(), "PostFilter"),
                 }
             }
-            None
+            (None, runs)
         })
     }
 
@@ -538,6 +556,15 @@ pub fn fit_error(total: usize, result: &CycleResult) -> String {
     }
     let reasons = result.verdicts.values().filter(|v| !v.feasible);
     nodes_available(total, reasons.map(|v| v.reason.as_str()))
+}
+
+/// One PostFilter plugin's run in a cycle.
+#[derive(Debug, Clone)]
+pub struct PostFilterRun {
+    pub plugin: &'static str,
+    pub success: bool,
+    pub message: String,
+    pub seconds: f64,
 }
 
 /// "0/N nodes are available: 2 reason, 1 other reason." over each rejected node's reason.

@@ -333,6 +333,22 @@ impl DryRun<'_> {
     }
 }
 
+/// Koordinator's reason for a job preemption that ended with `message` (PostFilter's,
+/// without "preemption: "), for `scheduler_job_preemption_duration_seconds{result}`.
+pub fn reason_label(message: &str, success: bool) -> &'static str {
+    let m = message.strip_prefix("preemption: ").unwrap_or(message);
+    match m {
+        _ if success => "preempt success, alreadyWaitingForBound: %d/%d",
+        _ if m.starts_with("preemption already attempted by") => {
+            "preemption already attempted by %s with message %s"
+        }
+        REASON_NO_PENDING_PODS => REASON_NO_PENDING_PODS,
+        REASON_POLICY_NEVER => REASON_POLICY_NEVER,
+        REASON_TERMINATING => REASON_TERMINATING,
+        _ => "preemption not helpful",
+    }
+}
+
 /// Coscheduling's PostFilter with `enablePreemption`.
 pub fn preempt(
     pod: &PodInfo,

@@ -254,3 +254,35 @@ fn scores_follow_koordinator() {
         "100 × 10 / 4000 rounds down to 0"
     );
 }
+
+/// `TestScoreWithOrder`: four nodes, each with a reservation of 4 CPUs and 8 Gi the pod
+/// fills exactly; test-node-4's carries `reservation-order: 123456`. Koordinator scores
+/// test-node-4 `mostPreferredScore` (1000) and the others `MaxNodeScore` (100), which
+/// normalize to 100 and 10; the pod goes to test-node-4.
+#[test]
+fn score_with_order() {
+    let fw = framework();
+    let nodes = (1..=4).map(|i| node_json(&format!("test-node-{i}"), "32", "64Gi"));
+    let mut c = cluster(nodes.collect());
+    let fill = json!({"cpu": "4", "memory": "8Gi"});
+    for i in 1..=4 {
+        let mut r = reservation(
+            &format!("test-reservation-{i}"),
+            &format!("test-node-{i}"),
+            "Default",
+            fill.clone(),
+            json!({}),
+        );
+        if i == 4 {
+            r["metadata"]["labels"]["scheduling.koordinator.sh/reservation-order"] =
+                "123456".into();
+        }
+        c.upsert_reservation(Arc::new(serde_json::from_value(r).unwrap()));
+    }
+    let p = owner("test-pod-1", "4", false);
+    let r = fw.schedule(&p, &c, Scope::Everything);
+    let score = |n: &str| r.verdicts[n].scores[NAME];
+    let scores: Vec<i64> = (1..=4).map(|i| score(&format!("test-node-{i}"))).collect();
+    assert_eq!(scores, [10, 10, 10, 100]);
+    assert_eq!(r.node.as_deref(), Some("test-node-4"));
+}
