@@ -92,6 +92,8 @@ pub struct Scheduler {
     trimmed_at: Option<Instant>,
 }
 
+use super::framework::events::{ClusterEvent, Events, node_change};
+
 const SECONDARY_DEVICE_WELL_PLANNED: &str = "node.koordinator.sh/secondary-device-well-planned";
 
 /// Freed memory goes back to the system at most this often (after a burst ends).
@@ -224,9 +226,14 @@ impl Scheduler {
         if deleted {
             // A pod deleted while waiting at Permit stops waiting (kube-scheduler rejects it).
             self.resolve_waiting(&key, false);
+            let held = self
+                .cluster
+                .placement(&key)
+                .or(self.cluster.nominated.node_of(&key));
+            let held = held.map(str::to_string);
             self.cluster.delete_pod(&key);
             self.queue.remove(&key);
-            self.queue.on_cluster_event(Instant::now());
+            self.pod_left(held);
             return;
         }
         let bound = pod
@@ -241,20 +248,33 @@ impl Scheduler {
             .as_ref()
             .and_then(|s| s.phase.as_deref())
             .is_some_and(|p| p == "Succeeded" || p == "Failed");
-        let freed = (gone || finished) && self.cluster.placement(&key).is_some();
+        let held = self.cluster.placement(&key).map(str::to_string);
+        let freed = (gone || finished) && held.is_some();
         let pod = Arc::new(pod);
         let new_gang_member = self.cluster.gangs.enabled()
             && !bound
             && super::framework::gangs::gang_of(&pod).is_some()
             && self.cluster.gangs.gang_id(&key).is_none();
         let info = self.cluster.upsert_pod(pod);
+        let placed = self.cluster.placement(&key).map(str::to_string);
+        if held.is_none()
+            && let Some(node) = placed
+        {
+            // Bound by someone else, or our binding seen: pods that wait for company
+            // (affinity, spreading) may fit now.
+            let ev = crate::scheduler::framework::events::ClusterEvent::on_node(
+                crate::scheduler::framework::events::Events::POD_ASSIGNED_ADD,
+                &node,
+            );
+            self.cluster_changed(ev);
+        }
         if new_gang_member {
             // Its siblings may have waited at PreEnqueue for it.
             self.queue.ungate_all();
         }
         if freed {
             // A terminating or finished pod no longer counts: waiting pods may fit now.
-            self.queue.on_cluster_event(Instant::now());
+            self.pod_left(held);
         }
         if bound || gone || !ours {
             self.queue.remove(&key);
@@ -298,7 +318,6 @@ impl Scheduler {
     /// Applies one watch event to the cluster state and the queue.
     pub fn apply(&mut self, ev: Ev) {
         use watcher::Event::*;
-        let now = Instant::now();
         match ev {
             Ev::Pod(Apply(mut p) | InitApply(mut p)) => {
                 super::live_watch::slim_pod(&mut p);
@@ -310,8 +329,10 @@ impl Scheduler {
             Ev::Node(Apply(mut n) | InitApply(mut n)) => {
                 self.topology_node_changed();
                 super::live_watch::slim_node(&mut n);
+                let name = n.metadata.name.clone().unwrap_or_default();
+                let kind = node_change(self.cluster.node(&name), &n);
                 self.cluster.upsert_node(Arc::new(n));
-                self.queue.on_cluster_event(now);
+                self.cluster_changed(ClusterEvent::on_node(kind, &name));
             }
             Ev::Node(Delete(n)) => {
                 self.topology_node_changed();
@@ -320,18 +341,20 @@ impl Scheduler {
             }
             Ev::Node(InitDone) => self.synced[1] = true,
             Ev::Metric(Apply(m) | InitApply(m)) => {
+                let name = m.metadata.name.clone().unwrap_or_default();
                 self.cluster.upsert_metric(Arc::new(m));
-                self.queue.on_cluster_event(now);
+                self.cluster_changed(ClusterEvent::on_node(Events::NODE_METRIC, &name));
             }
             Ev::Metric(Delete(m)) => {
-                self.cluster
-                    .remove_metric(m.metadata.name.as_deref().unwrap_or(""));
-                self.queue.on_cluster_event(now);
+                let name = m.metadata.name.clone().unwrap_or_default();
+                self.cluster.remove_metric(&name);
+                self.cluster_changed(ClusterEvent::on_node(Events::NODE_METRIC, &name));
             }
             Ev::Metric(InitDone) => self.synced[2] = true,
             Ev::Topology(Apply(t) | InitApply(t)) => {
                 self.cluster.upsert_topology(&t);
-                self.queue.on_cluster_event(now);
+                let name = t.metadata.name.clone().unwrap_or_default();
+                self.cluster_changed(ClusterEvent::on_node(Events::TOPOLOGY, &name));
             }
             Ev::Topology(Delete(t)) => self
                 .cluster
@@ -342,7 +365,8 @@ impl Scheduler {
             Ev::Device(Apply(d) | InitApply(d)) => {
                 self.note_device(&d, false);
                 self.cluster.upsert_device(&d);
-                self.queue.on_cluster_event(now);
+                let name = d.metadata.name.clone().unwrap_or_default();
+                self.cluster_changed(ClusterEvent::on_node(Events::DEVICE, &name));
             }
             Ev::Device(Delete(d)) => {
                 self.note_device(&d, true);
@@ -357,7 +381,7 @@ impl Scheduler {
             Ev::Reservation(Apply(r) | InitApply(r)) => {
                 self.reservation_kick.notify_one();
                 self.apply_reservation(Arc::new(r));
-                self.queue.on_cluster_event(now);
+                self.cluster_changed(ClusterEvent::of(Events::RESERVATION));
             }
             Ev::Reservation(Delete(r)) => {
                 let name = r.metadata.name.clone().unwrap_or_default();
@@ -365,7 +389,7 @@ impl Scheduler {
                 self.assumed_reservations.remove(&name);
                 self.queue
                     .remove(&super::framework::reservations::reserve_key(&name));
-                self.queue.on_cluster_event(now);
+                self.cluster_changed(ClusterEvent::of(Events::RESERVATION));
             }
             // Waited for (Koordinator needs its CRDs too): before it, an owner could be
             // placed outside its reservation and a non-owner on reserved capacity.
@@ -375,13 +399,13 @@ impl Scheduler {
                 if let Err(e) = self.cluster.quotas.upsert(&q) {
                     tracing::warn!(quota = %key_of(&q.metadata), error = %e, "ElasticQuota ignored");
                 }
-                self.queue.on_cluster_event(now);
+                self.cluster_changed(ClusterEvent::of(Events::QUOTA));
             }
             Ev::Quota(Delete(q)) => {
                 self.cluster
                     .quotas
                     .remove(q.metadata.name.as_deref().unwrap_or(""));
-                self.queue.on_cluster_event(now);
+                self.cluster_changed(ClusterEvent::of(Events::QUOTA));
             }
             Ev::Quota(InitDone) => self.synced[4] = true,
             Ev::Quota(Init) => {}
@@ -405,12 +429,14 @@ impl Scheduler {
             },
             Ev::Owner(ev) => {
                 if super::live_storage::apply_owner(&mut self.cluster.owners, *ev) {
-                    self.queue.on_cluster_event(now);
+                    self.cluster_changed(ClusterEvent::of(Events::OWNER));
                 }
             }
             Ev::Storage(ev) => match super::live_storage::apply(&mut self.cluster.volumes, *ev) {
                 super::live_storage::Applied::Synced(kind) => self.synced[5 + kind] = true,
-                super::live_storage::Applied::Changed => self.queue.on_cluster_event(now),
+                super::live_storage::Applied::Changed => {
+                    self.cluster_changed(ClusterEvent::of(Events::STORAGE))
+                }
                 super::live_storage::Applied::Nothing => {}
             },
         }
@@ -575,6 +601,8 @@ mod act;
 mod bind;
 #[path = "live_gang.rs"]
 mod gang;
+#[path = "live_events.rs"]
+mod hints;
 #[path = "live_monitor.rs"]
 pub mod monitor;
 #[path = "live_metrics.rs"]

@@ -89,6 +89,7 @@ impl Scheduler {
         plugins.sort_unstable();
         plugins.dedup();
         let profile = self.frameworks[fi].scheduler_name.clone();
+        self.note_hint(fi, key, &plugins);
         self.queue.set_unschedulable_by(key, &profile, plugins);
     }
 }

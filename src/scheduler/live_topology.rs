@@ -87,11 +87,24 @@ impl Scheduler {
 
     /// Rebuilds the tree when due and publishes its status; when to wake for the next.
     pub(super) fn topology_tick(&mut self, now: Instant) -> Option<Instant> {
+        use crate::scheduler::framework::events::{ClusterEvent, Events};
+        match self.rebuild_topology(now)? {
+            Rebuild::Due(at) => return Some(at),
+            // Gangs refused for want of a tree, or planned in the old one, try again.
+            Rebuild::Done => self.cluster_changed(ClusterEvent::of(Events::NETWORK_TOPOLOGY)),
+            Rebuild::Clean => {}
+        }
+        let m = self.topology.as_mut()?;
+        m.status.tick(&self.cluster, now)
+    }
+
+    /// Rebuilds the tree when it is dirty and due.
+    fn rebuild_topology(&mut self, now: Instant) -> Option<Rebuild> {
         let m = self.topology.as_mut()?;
         if m.dirty {
             let due = m.built.map(|b| b + REBUILD_EVERY).filter(|at| *at > now);
             if let Some(at) = due {
-                return Some(at);
+                return Some(Rebuild::Due(at));
             }
             m.dirty = false;
             m.built = Some(now);
@@ -113,11 +126,17 @@ impl Scheduler {
                     }
                 }
             });
-            // Gangs refused for want of a tree, or planned in the old one, try again.
-            self.queue.on_cluster_event(now);
+            return Some(Rebuild::Done);
         }
-        m.status.tick(&self.cluster, now)
+        Some(Rebuild::Clean)
     }
+}
+
+enum Rebuild {
+    Clean,
+    Done,
+    /// Dirty, rebuilt at this instant.
+    Due(Instant),
 }
 
 /// Writes the ClusterNetworkTopology's status (the leader only, through the writer).

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::config::Backoff;
 use super::framework::PodInfo;
+use super::framework::events::Events;
 
 /// Koordinator's reasons for clearing a gang scheduling context.
 const GANG_ATTEMPTED: &str = "all pending pods is already been attempted";
@@ -54,7 +55,9 @@ impl Eq for Entry {}
 enum Where {
     Active,
     Backoff(Instant),
-    Unschedulable(Instant),
+    /// Since when, and the events that may let it fit (kept here too, so a cluster
+    /// event passes over the pods it cannot help without a lookup).
+    Unschedulable(Instant, Events),
     Gated,
 }
 
@@ -85,6 +88,8 @@ pub struct Queue {
     first_attempt: HashMap<String, Instant>,
     incoming: HashMap<(&'static str, &'static str), u64>,
     unschedulable_by: HashMap<String, (String, Vec<&'static str>)>,
+    /// The events the plugins that rejected each unschedulable pod registered for.
+    hints: HashMap<String, Events>,
     pub unschedulable_version: u64,
 }
 
@@ -93,7 +98,7 @@ impl Where {
         match self {
             Where::Active => 0,
             Where::Backoff(_) => 1,
-            Where::Unschedulable(_) => 2,
+            Where::Unschedulable(..) => 2,
             Where::Gated => 3,
         }
     }
@@ -102,7 +107,7 @@ impl Where {
     fn due(self) -> Option<Instant> {
         match self {
             Where::Backoff(until) => Some(until),
-            Where::Unschedulable(since) => Some(since + MAX_UNSCHEDULABLE),
+            Where::Unschedulable(since, _) => Some(since + MAX_UNSCHEDULABLE),
             _ => None,
         }
     }
@@ -125,6 +130,7 @@ impl Queue {
             first_attempt: HashMap::new(),
             incoming: HashMap::new(),
             unschedulable_by: HashMap::new(),
+            hints: HashMap::new(),
             unschedulable_version: 0,
         }
     }
@@ -153,11 +159,19 @@ impl Queue {
         self.unschedulable_version += 1;
     }
 
+    /// The events that may let `key` fit (its rejecting plugins' registrations).
+    pub fn set_hint(&mut self, key: &str, events: Events) {
+        self.hints.insert(key.to_string(), events);
+        if let Some((_, Where::Unschedulable(_, h))) = self.pods.get_mut(key) {
+            *h = events;
+        }
+    }
+
     /// Unschedulable pods per (plugin, profile) (pods no longer unschedulable forgotten).
     pub fn unschedulable_by_plugin(&mut self) -> HashMap<(&'static str, String), i64> {
         let pods = &self.pods;
         self.unschedulable_by
-            .retain(|k, _| matches!(pods.get(k), Some((_, Where::Unschedulable(_)))));
+            .retain(|k, _| matches!(pods.get(k), Some((_, Where::Unschedulable(..)))));
         let mut out = HashMap::new();
         for (profile, plugins) in self.unschedulable_by.values() {
             for p in plugins {
@@ -169,7 +183,7 @@ impl Queue {
 
     /// Counts a pod moving from `old` (if it was queued) to `new` (if it stays).
     fn moved(&mut self, old: Option<Where>, new: Option<Where>) {
-        let unschedulable = |w: Option<Where>| matches!(w, Some(Where::Unschedulable(_)));
+        let unschedulable = |w: Option<Where>| matches!(w, Some(Where::Unschedulable(..)));
         if unschedulable(old) || unschedulable(new) {
             self.unschedulable_version += 1;
         }
@@ -250,6 +264,7 @@ impl Queue {
         }
         self.attempts.remove(key);
         self.first_attempt.remove(key);
+        self.hints.remove(key);
     }
 
     /// The next pod to schedule: an active sibling of the last gang pod first, else the
@@ -336,7 +351,8 @@ impl Queue {
     pub fn requeue_unschedulable(&mut self, pod: Arc<PodInfo>, now: Instant) {
         self.bump(&pod.key);
         self.note("unschedulable", "ScheduleAttemptFailure", 1);
-        self.put(pod, Where::Unschedulable(now));
+        let hint = self.hints.get(&pod.key).copied().unwrap_or(Events::ALL);
+        self.put(pod, Where::Unschedulable(now, hint));
     }
 
     /// PreEnqueue refused it: wait for an update of the pod.
@@ -366,14 +382,34 @@ impl Queue {
     /// A cluster event that may make unschedulable pods fit: they go back to the active
     /// queue, or to backoff while their backoff lasts.
     pub fn on_cluster_event(&mut self, now: Instant) {
+        self.on_event(now, Events::ALL, |_, _| true);
+    }
+
+    /// A cluster event of `kind`: the unschedulable pods whose rejecting plugins registered
+    /// for it and whose hint (`may_help`, given the pod and those plugins) says it may let
+    /// them fit go back, as [`Queue::on_cluster_event`] moves them; the rest stay.
+    pub fn on_event(
+        &mut self,
+        now: Instant,
+        kind: Events,
+        mut may_help: impl FnMut(&PodInfo, &[&'static str]) -> bool,
+    ) {
         if self.counts[2] == 0 {
             return;
         }
         let mut activate = Vec::new();
         let mut backoff = Vec::new();
         let (cfg, attempts) = (self.backoff, &self.attempts);
+        let by = &self.unschedulable_by;
         for (key, (pod, w)) in self.pods.iter_mut() {
-            if let Where::Unschedulable(since) = *w {
+            if let Where::Unschedulable(since, hint) = *w {
+                if !hint.contains(kind) {
+                    continue;
+                }
+                let plugins = by.get(key).map(|(_, p)| p.as_slice()).unwrap_or(&[]);
+                if !may_help(pod, plugins) {
+                    continue;
+                }
                 let until = since + backoff_after(cfg, attempts.get(key).copied());
                 if until > now {
                     *w = Where::Backoff(until);
@@ -384,9 +420,15 @@ impl Queue {
                 }
             }
         }
+        if activate.is_empty() && backoff.is_empty() {
+            return;
+        }
         self.note("backoff", "ClusterEvent", backoff.len());
         for until in backoff {
-            self.moved(Some(Where::Unschedulable(now)), Some(Where::Backoff(until)));
+            self.moved(
+                Some(Where::Unschedulable(now, Events::ALL)),
+                Some(Where::Backoff(until)),
+            );
         }
         self.counts[2] -= activate.len();
         self.counts[0] += activate.len();

@@ -245,6 +245,7 @@ pub fn framework(p: &Profile) -> Result<Framework, FieldError> {
         scheduler_name: p.scheduler_name.clone(),
         percentage_of_nodes_to_score: p.percentage_of_nodes_to_score,
         points,
+        by_name: built.into_values().map(|pl| (pl.name(), pl)).collect(),
         observer: Default::default(),
         cycles: Default::default(),
     })

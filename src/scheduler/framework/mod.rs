@@ -4,6 +4,7 @@
 //! `koord explain schedule` run the same code.
 
 pub mod cluster;
+pub mod events;
 pub mod gangs;
 pub mod memo;
 pub mod metric;
@@ -280,6 +281,16 @@ pub trait Plugin: Send + Sync {
 
     fn pre_enqueue(&self, _pod: &PodInfo, _cluster: &ClusterState) -> Status {
         Status::success()
+    }
+    /// EventsToRegister: the changes that may let a pod this plugin rejected fit (all,
+    /// unless the plugin knows better).
+    fn events(&self) -> events::Events {
+        events::Events::ALL
+    }
+    /// QueueingHint: whether `ev` (one of `events`, already applied to `cluster`) may let
+    /// `pod`, which this plugin rejected, fit.
+    fn hint(&self, _pod: &PodInfo, _ev: &events::ClusterEvent, _cluster: &ClusterState) -> bool {
+        true
     }
     /// QueueSort: whether `a` goes before `b`.
     fn less(&self, _a: &PodInfo, _b: &PodInfo) -> bool {

@@ -72,6 +72,11 @@ pub fn lookup(name: &str) -> Option<ResId> {
 }
 
 /// The name behind an id (for messages).
+/// The name of a well-known resource without a lookup (None for the others).
+pub fn well_known_name(id: ResId) -> Option<&'static str> {
+    WELL_KNOWN.get(id.0 as usize).copied()
+}
+
 pub fn name(id: ResId) -> String {
     let t = table().read().unwrap_or_else(|p| p.into_inner());
     t.names.get(id.0 as usize).cloned().unwrap_or_default()

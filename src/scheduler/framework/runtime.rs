@@ -24,6 +24,8 @@ pub struct Framework {
     pub scheduler_name: String,
     pub percentage_of_nodes_to_score: Option<i32>,
     pub points: HashMap<Point, Vec<Enabled>>,
+    /// Every plugin of the profile by name (queueing hints look rejecting plugins up).
+    pub by_name: HashMap<&'static str, Arc<dyn Plugin>>,
     /// Per-plugin durations of every 10th cycle go here (set once by the live scheduler).
     pub observer: std::sync::OnceLock<super::PluginObserver>,
     pub(crate) cycles: AtomicUsize,
@@ -50,6 +52,22 @@ impl NodeVerdict {
             plugin: Some(plugin),
             code: s.code,
             reason: s.message(),
+            scores: BTreeMap::new(),
+            total: 0,
+        }
+    }
+
+    /// As [`NodeVerdict::rejected`], taking the status (one reason moves, not copied).
+    fn rejected_by(plugin: &'static str, mut s: Status) -> NodeVerdict {
+        let reason = match s.reasons.len() {
+            1 => s.reasons.pop().unwrap_or_default(),
+            _ => s.message(),
+        };
+        NodeVerdict {
+            feasible: false,
+            plugin: Some(plugin),
+            code: s.code,
+            reason,
             scores: BTreeMap::new(),
             total: 0,
         }
@@ -175,6 +193,39 @@ impl Framework {
         self.points.get(&point).map(Vec::as_slice).unwrap_or(&[])
     }
 
+    /// The events the plugins named registered for (every event when none is named, or
+    /// one this profile does not hold).
+    pub fn events_of(&self, plugins: &[&'static str]) -> super::events::Events {
+        use super::events::Events;
+        if plugins.is_empty() {
+            return Events::ALL;
+        }
+        plugins.iter().fold(Events::default(), |acc, name| {
+            match self.by_name.get(name) {
+                Some(p) => acc.or(p.events()),
+                None => Events::ALL,
+            }
+        })
+    }
+
+    /// Whether `ev` may let `pod` fit, asked of the plugins that rejected it (kube-scheduler's
+    /// queueing hints); none known, or one this profile does not hold: yes.
+    pub fn may_help(
+        &self,
+        rejected_by: &[&'static str],
+        pod: &PodInfo,
+        ev: &super::events::ClusterEvent,
+        cluster: &ClusterState,
+    ) -> bool {
+        if rejected_by.is_empty() {
+            return true;
+        }
+        rejected_by.iter().any(|name| match self.by_name.get(name) {
+            None => true,
+            Some(p) => p.events().contains(ev.kind) && p.hint(pod, ev, cluster),
+        })
+    }
+
     /// Lets every enabled plugin switch on what it tracks in `cluster` (once per plugin
     /// and point; setup is idempotent).
     pub fn setup(&self, cluster: &mut ClusterState) {
@@ -271,9 +322,8 @@ impl Framework {
         let allowed = match pre_filter {
             Ok(a) => a,
             Err((plugin, s)) => {
-                for n in &cluster.nodes {
-                    verdicts.insert(n.name.clone(), NodeVerdict::rejected(plugin, &s));
-                }
+                let each = |n: &NodeInfo| (n.name.clone(), NodeVerdict::rejected(plugin, &s));
+                verdicts = cluster.nodes.iter().map(each).collect();
                 return CycleResult {
                     node: None,
                     verdicts,
@@ -323,11 +373,23 @@ impl Framework {
         let (rejected, processed) =
             self.find_feasible(&state, pod, cluster, order, limit, &mut scratch.feasible);
         timings.push((Point::Filter, clock.elapsed().as_secs_f64()));
-        for (i, plugin, s) in rejected {
-            verdicts.insert(
+        let mut rejected = rejected;
+        if verdicts.is_empty() && rejected.len() > 64 {
+            // Many nodes rejected the pod (it may fit nowhere): put them in name order by
+            // the cached rank, so the map is built in one pass, not sorted by names.
+            let rank = cluster.name_rank();
+            rejected.sort_unstable_by_key(|r| rank[r.0]);
+        }
+        let rejected = rejected.into_iter().map(|(i, plugin, s)| {
+            (
                 cluster.nodes[i].name.clone(),
-                NodeVerdict::rejected(plugin, &s),
-            );
+                NodeVerdict::rejected_by(plugin, s),
+            )
+        });
+        if verdicts.is_empty() {
+            verdicts = rejected.collect();
+        } else {
+            verdicts.extend(rejected);
         }
         let clock = std::time::Instant::now();
         let node = self.choose(&mut state, pod, cluster, &mut scratch, scope, &mut verdicts);
@@ -571,6 +633,13 @@ pub struct PostFilterRun {
 pub fn nodes_available<'a>(total: usize, reasons: impl Iterator<Item = &'a str>) -> String {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for reason in reasons {
+        if !reason.as_bytes().contains(&b',') {
+            // One reason (the common case, once per node): no split.
+            if !reason.is_empty() {
+                *counts.entry(reason).or_insert(0) += 1;
+            }
+            continue;
+        }
         for r in reason.split(", ").filter(|r| !r.is_empty()) {
             *counts.entry(r).or_insert(0) += 1;
         }

@@ -86,7 +86,14 @@ impl Framework {
                         found.fetch_add(1, Ordering::Relaxed);
                         ok.push(i);
                     }
-                    Err((p, s)) => bad.push((i, p, s)),
+                    Err((p, s)) => {
+                        if bad.len() == 64 {
+                            // Many nodes reject this pod (it may fit nowhere): room for
+                            // the rest of the range at once, not doubling ten times.
+                            bad.reserve(at.end - k);
+                        }
+                        bad.push((i, p, s))
+                    }
                 }
             }
             (bad, seen)

@@ -9,6 +9,7 @@ use super::super::framework::{
 use super::taint::default_normalize;
 use crate::api::field::FieldError;
 pub use crate::api::placement::term_matches;
+use crate::scheduler::framework::events::{ClusterEvent, Events};
 
 /// nodeSelector and required affinity of `pod` hold on `node`.
 pub fn required_matches(pod: &PodInfo, node: &NodeInfo) -> bool {
@@ -77,6 +78,16 @@ fn preferred(pod: &PodInfo) -> Option<&Vec<k8s_openapi::api::core::v1::Preferred
 impl Plugin for NodeAffinity {
     fn name(&self) -> &'static str {
         "NodeAffinity"
+    }
+    fn events(&self) -> Events {
+        Events::NODE_ADD.or(Events::NODE_LABEL)
+    }
+    /// Only when the added or relabelled node matches the pod's required affinity.
+    fn hint(&self, pod: &PodInfo, ev: &ClusterEvent, cluster: &ClusterState) -> bool {
+        match ev.node_in(cluster) {
+            Some(node) => self.added_matches(node) && required_matches(pod, node),
+            None => true,
+        }
     }
     fn points(&self) -> &'static [Point] {
         &[

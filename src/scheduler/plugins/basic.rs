@@ -3,6 +3,7 @@
 
 use super::super::framework::{ClusterState, CycleState, NodeInfo, Plugin, PodInfo, Point, Status};
 use super::taint::tolerates;
+use crate::scheduler::framework::events::Events;
 
 /// QueueSort: higher `spec.priority` first, then the earlier creation, then the name.
 pub struct PrioritySort;
@@ -50,6 +51,9 @@ impl Plugin for NodeUnschedulable {
     fn name(&self) -> &'static str {
         "NodeUnschedulable"
     }
+    fn events(&self) -> Events {
+        Events::NODE_ADD.or(Events::NODE_TAINT)
+    }
     fn points(&self) -> &'static [Point] {
         &[Point::Filter]
     }
@@ -80,6 +84,9 @@ impl Plugin for NodeName {
     fn name(&self) -> &'static str {
         "NodeName"
     }
+    fn events(&self) -> Events {
+        Events::NODE_ADD
+    }
     fn points(&self) -> &'static [Point] {
         &[Point::Filter]
     }
@@ -106,6 +113,9 @@ fn conflicts(a: &(String, String, i32), b: &(String, String, i32)) -> bool {
 impl Plugin for NodePorts {
     fn name(&self) -> &'static str {
         "NodePorts"
+    }
+    fn events(&self) -> Events {
+        Events::NODE_ADD.or(Events::POD_ASSIGNED_DELETE)
     }
     fn points(&self) -> &'static [Point] {
         &[Point::PreFilter, Point::Filter]

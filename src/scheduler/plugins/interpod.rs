@@ -13,8 +13,6 @@ use super::super::framework::{
 use crate::api::selector::label_selector_matches;
 
 const KEY: &str = "InterPodAffinity";
-/// `hardPodAffinityWeight` default of `InterPodAffinityArgs`.
-const HARD_WEIGHT: i64 = 1;
 
 /// A topology domain: (topology key, value).
 type Domain = (String, String);
@@ -96,6 +94,9 @@ struct Facts {
 
 pub struct InterPodAffinity {
     pub ignore_existing_preferred: bool,
+    /// `hardPodAffinityWeight`: what an existing pod's required affinity to the incoming
+    /// pod adds to its domains' score (kube's default 1; 0 counts none).
+    pub hard_weight: i64,
 }
 
 impl InterPodAffinity {
@@ -146,8 +147,10 @@ impl InterPodAffinity {
                 for t in o_anti.iter().filter(|t| selects(t, &other.namespace, pod)) {
                     f.existing_anti.extend(domain(node, &t.topology_key));
                 }
-                for t in o_aff.iter().filter(|t| selects(t, &other.namespace, pod)) {
-                    add(&t.topology_key, HARD_WEIGHT);
+                if self.hard_weight > 0 {
+                    for t in o_aff.iter().filter(|t| selects(t, &other.namespace, pod)) {
+                        add(&t.topology_key, self.hard_weight);
+                    }
                 }
                 if self.ignore_existing_preferred {
                     continue;

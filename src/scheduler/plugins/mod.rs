@@ -127,6 +127,7 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, FieldEr
             let a: InterPodArgs = strip_meta(args(name, raw)?);
             Arc::new(interpod::InterPodAffinity {
                 ignore_existing_preferred: a.ignore_preferred_terms_of_existing_pods,
+                hard_weight: a.hard_pod_affinity_weight,
             })
         }
         "VolumeBinding" => Arc::new(
@@ -154,14 +155,13 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, FieldEr
     })
 }
 
-/// `InterPodAffinityArgs`: only the default `hardPodAffinityWeight` (1) is supported.
+/// `InterPodAffinityArgs`.
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct InterPodArgs {
     #[serde(default)]
     ignore_preferred_terms_of_existing_pods: bool,
-    #[serde(default = "one", deserialize_with = "only_one")]
-    #[allow(dead_code)]
+    #[serde(default = "one", deserialize_with = "hard_weight")]
     hard_pod_affinity_weight: i64,
 }
 
@@ -169,13 +169,14 @@ fn one() -> i64 {
     1
 }
 
-fn only_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+/// kube's `ValidateInterPodAffinityArgs`: the weight lies in [0, 100].
+fn hard_weight<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     let v = i64::deserialize(d)?;
-    if v == 1 {
+    if (0..=100).contains(&v) {
         Ok(v)
     } else {
         Err(serde::de::Error::custom(format!(
-            "hardPodAffinityWeight {v}: only 1 is supported"
+            "hardPodAffinityWeight: Invalid value: {v}: not in valid range [0-100]"
         )))
     }
 }

@@ -12,6 +12,7 @@ use super::super::framework::{
     ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point, Status,
 };
 use crate::api::extension::resources::{CPU, MEMORY};
+use crate::scheduler::framework::events::{ClusterEvent, Events};
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -117,24 +118,26 @@ impl NodeResourcesFit {
 
     /// The reasons `pod` does not fit on `node` (empty = fits), sorted by resource name.
     pub fn insufficient(&self, pod: &PodInfo, node: &NodeInfo) -> Vec<String> {
-        self.insufficient_with(pod, node, None)
+        self.insufficient_with(pod, node, None).0
     }
 
     /// As [`insufficient`], with `restored` (resources and pod slots of reservations that
-    /// serve this pod on this node) counted as free.
+    /// serve this pod on this node) counted as free; and whether a request exceeds the
+    /// node's allocatable itself (kube's `Unresolvable`: no eviction makes room).
     pub fn insufficient_with(
         &self,
         pod: &PodInfo,
         node: &NodeInfo,
         restored: Option<&(ResVec, i64)>,
-    ) -> Vec<String> {
+    ) -> (Vec<String>, bool) {
         let mut out = Vec::new();
+        let mut unresolvable = false;
         let (credit, slots) = restored.map(|(r, n)| (Some(r), *n)).unwrap_or((None, 0));
         if node.pods.len() as i64 - slots + 1 > node.allowed_pods() {
             out.push("Too many pods".to_string());
         }
         let ignoring = !self.ignored.is_empty() || !self.ignored_groups.is_empty();
-        let mut short = Vec::new();
+        let first = out.len();
         for (id, want) in pod.req.iter() {
             if want <= 0 || id == R_PODS {
                 continue;
@@ -145,12 +148,19 @@ impl NodeResourcesFit {
             }
             let free = node.alloc.get(id) - node.req.get(id) + credit.map_or(0, |c| c.get(id));
             if want > free {
-                short.push(res::name(id));
+                unresolvable |= want > node.alloc.get(id);
+                // A pod that fits nowhere is told so by every node of the cluster: the
+                // common reasons are built without looking the name up.
+                out.push(match id {
+                    R_CPU => "Insufficient cpu".to_string(),
+                    R_MEMORY => "Insufficient memory".to_string(),
+                    R_EPHEMERAL_STORAGE => "Insufficient ephemeral-storage".to_string(),
+                    _ => format!("Insufficient {}", res::name(id)),
+                });
             }
         }
-        short.sort();
-        out.extend(short.into_iter().map(|n| format!("Insufficient {n}")));
-        out
+        out[first..].sort();
+        (out, unresolvable)
     }
 }
 
@@ -191,6 +201,22 @@ impl Plugin for NodeResourcesFit {
     fn name(&self) -> &'static str {
         "NodeResourcesFit"
     }
+    /// kube-scheduler's: a node added or grown, a pod gone from a node (a reservation's
+    /// reserve pod too).
+    fn events(&self) -> Events {
+        Events::NODE_ADD
+            .or(Events::NODE_ALLOCATABLE)
+            .or(Events::POD_ASSIGNED_DELETE)
+            .or(Events::RESERVATION)
+    }
+    /// Only when the pod's requests fit the node's allocatable at all (kube-scheduler asks
+    /// this of node events; a pod larger than the node cannot fit there whatever leaves).
+    fn hint(&self, pod: &PodInfo, ev: &ClusterEvent, cluster: &ClusterState) -> bool {
+        match ev.node_in(cluster) {
+            Some(node) => pod.req.iter().all(|(id, want)| want <= node.alloc.get(id)),
+            None => true,
+        }
+    }
     fn points(&self) -> &'static [Point] {
         &[
             Point::PreFilter,
@@ -211,14 +237,18 @@ impl Plugin for NodeResourcesFit {
                 crate::scheduler::plugins::reservation::plugin::RESTORED,
             )
             .and_then(|r| r.0.get(&node.name));
-        let reasons = self.insufficient_with(pod, node, restored);
-        if reasons.is_empty() {
-            Status::success()
-        } else {
-            Status {
-                code: super::super::framework::Code::Unschedulable,
+        let (reasons, unresolvable) = self.insufficient_with(pod, node, restored);
+        use super::super::framework::Code;
+        match (reasons.is_empty(), unresolvable) {
+            (true, _) => Status::success(),
+            (false, false) => Status {
+                code: Code::Unschedulable,
                 reasons,
-            }
+            },
+            (false, true) => Status {
+                code: Code::UnschedulableAndUnresolvable,
+                reasons,
+            },
         }
     }
     fn score(

@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::Toleration;
 use super::super::framework::{
     ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point, Status,
 };
+use crate::scheduler::framework::events::{ClusterEvent, Events};
 
 pub use crate::api::placement::{tolerates, toleration_matches};
 
@@ -14,6 +15,18 @@ pub struct TaintToleration;
 impl Plugin for TaintToleration {
     fn name(&self) -> &'static str {
         "TaintToleration"
+    }
+    fn events(&self) -> Events {
+        Events::NODE_ADD.or(Events::NODE_TAINT)
+    }
+    /// Only when the pod tolerates the node's taints now.
+    fn hint(&self, pod: &PodInfo, ev: &ClusterEvent, cluster: &ClusterState) -> bool {
+        match ev.node_in(cluster) {
+            Some(node) => self
+                .filter(&CycleState::default(), pod, node, cluster)
+                .is_success(),
+            None => true,
+        }
     }
     fn points(&self) -> &'static [Point] {
         &[Point::Filter, Point::PreScore, Point::Score]

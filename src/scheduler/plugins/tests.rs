@@ -57,6 +57,31 @@ fn node_resources_fit_filter() {
             "{cpu} {mem} {extra}"
         );
     }
+    // kube's Unresolvable: a request over the node's allocatable itself (no eviction
+    // makes room, so preemption skips the node); over what is free only: Unschedulable.
+    use crate::scheduler::framework::Code;
+    for (cpu, extra, want) in [
+        ("1500m", json!({}), Code::Unschedulable),
+        ("5", json!({}), Code::UnschedulableAndUnresolvable),
+        (
+            "1",
+            json!({"kubernetes.io/batch-cpu": "500"}),
+            Code::UnschedulableAndUnresolvable,
+        ),
+    ] {
+        let mut req = json!({"cpu": cpu, "memory": "1Gi"});
+        for (k, v) in extra.as_object().unwrap() {
+            req[k] = v.clone();
+        }
+        let p = pod(
+            json!({"metadata": {"name": "p", "namespace": "d"}, "spec": {"containers": [{"name": "c", "resources": {"requests": req}}]}}),
+        );
+        assert_eq!(
+            fit.filter(&CycleState::default(), &p, &n, &c).code,
+            want,
+            "{cpu} {extra}"
+        );
+    }
     let mut full = node_json("n2", "4", "8Gi");
     full["status"]["allocatable"]["pods"] = "0".into();
     assert_eq!(
@@ -321,6 +346,7 @@ mod interpod {
     fn verdicts(c: &ClusterState, p: &PodInfo) -> Vec<String> {
         let plugin = InterPodAffinity {
             ignore_existing_preferred: false,
+            hard_weight: 1,
         };
         let mut state = CycleState::default();
         let (s, _) = plugin.pre_filter(&mut state, p, c);
@@ -391,6 +417,7 @@ mod interpod {
         );
         let plugin = InterPodAffinity {
             ignore_existing_preferred: false,
+            hard_weight: 1,
         };
         let mut state = CycleState::default();
         let nodes: Vec<usize> = (0..c.nodes.len()).collect();
@@ -403,6 +430,48 @@ mod interpod {
         assert_eq!(scores, [10, 10, 0]);
         plugin.normalize(&state, &p, &mut scores);
         assert_eq!(scores, [100, 100, 0]);
+    }
+
+    /// kube's TestPreferredAffinityWithHardPodAffinitySymmetricWeight: an existing pod's
+    /// required affinity to the incoming pod scores its domains by `hardPodAffinityWeight`
+    /// ("with default weight"), and not at all with weight 0 ("with zero weight").
+    #[test]
+    fn hard_pod_affinity_symmetric_weight() {
+        let mut c = zoned();
+        placed(
+            &mut c,
+            "wants-web",
+            "a1",
+            json!({"app": "cache"}),
+            json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term("web", "zone")]}}),
+        );
+        let p = incoming(json!(null));
+        for (weight, raw, normalized) in [(1, [1, 1, 0], [100, 100, 0]), (0, [0; 3], [0; 3])] {
+            let plugin = InterPodAffinity {
+                ignore_existing_preferred: false,
+                hard_weight: weight,
+            };
+            let mut state = CycleState::default();
+            let nodes: Vec<usize> = (0..c.nodes.len()).collect();
+            let pre = plugin.pre_score(&mut state, &p, &nodes, &c);
+            let mut scores: Vec<i64> = c
+                .nodes
+                .iter()
+                .map(|n| match pre.is_success() {
+                    true => plugin.score(&state, &p, n, &c).unwrap(),
+                    false => 0,
+                })
+                .collect();
+            assert_eq!(scores, raw, "weight {weight}");
+            plugin.normalize(&state, &p, &mut scores);
+            assert_eq!(scores, normalized, "weight {weight}");
+        }
+        let bad = serde_json::json!({"hardPodAffinityWeight": 101});
+        let err = crate::scheduler::plugins::build("InterPodAffinity", Some(&bad))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("not in valid range [0-100]"), "{err}");
     }
 }
 

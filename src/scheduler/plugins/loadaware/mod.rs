@@ -206,6 +206,14 @@ impl Plugin for LoadAware {
     fn name(&self) -> &'static str {
         NAME
     }
+    /// Usage falls (a NodeMetric, a pod gone), a node is added or changed (allocatable,
+    /// threshold annotations, labels).
+    fn events(&self) -> crate::scheduler::framework::events::Events {
+        use crate::scheduler::framework::events::Events;
+        Events::NODE
+            .or(Events::NODE_METRIC)
+            .or(Events::POD_ASSIGNED_DELETE)
+    }
     fn points(&self) -> &'static [Point] {
         &[Point::Filter, Point::Score, Point::Reserve]
     }

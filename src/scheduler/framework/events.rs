@@ -1,0 +1,155 @@
+//! Cluster events and queueing hints (kube-scheduler's `EventsToRegister` and
+//! `QueueingHintFn`): a pod left unschedulable goes back to the active queue only when an
+//! event one of the plugins that rejected it registered for happens, and that plugin's
+//! hint says the change may let the pod fit — so a pod that can never fit is not
+//! retried on every unrelated change.
+
+use std::sync::Arc;
+
+use super::{ClusterState, PodInfo};
+
+/// A set of event kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Events(u32);
+
+impl Events {
+    pub const NODE_ADD: Events = Events(1);
+    /// A node's allocatable changed.
+    pub const NODE_ALLOCATABLE: Events = Events(1 << 1);
+    pub const NODE_LABEL: Events = Events(1 << 2);
+    /// A node's taints or `spec.unschedulable` changed.
+    pub const NODE_TAINT: Events = Events(1 << 3);
+    /// Anything else on a node (conditions, annotations, images).
+    pub const NODE_OTHER: Events = Events(1 << 4);
+    pub const NODE_DELETE: Events = Events(1 << 5);
+    /// A pod was bound to a node (or counted there).
+    pub const POD_ASSIGNED_ADD: Events = Events(1 << 6);
+    /// A pod on a node went away: deleted, terminating or finished.
+    pub const POD_ASSIGNED_DELETE: Events = Events(1 << 7);
+    pub const NODE_METRIC: Events = Events(1 << 8);
+    pub const TOPOLOGY: Events = Events(1 << 9);
+    pub const DEVICE: Events = Events(1 << 10);
+    pub const RESERVATION: Events = Events(1 << 11);
+    pub const QUOTA: Events = Events(1 << 12);
+    pub const POD_GROUP: Events = Events(1 << 13);
+    pub const STORAGE: Events = Events(1 << 14);
+    /// Services and controllers (default topology spreading reads their selectors).
+    pub const OWNER: Events = Events(1 << 15);
+    pub const NETWORK_TOPOLOGY: Events = Events(1 << 16);
+    pub const ALL: Events = Events(u32::MAX);
+
+    pub const fn or(self, o: Events) -> Events {
+        Events(self.0 | o.0)
+    }
+
+    pub const fn contains(self, o: Events) -> bool {
+        self.0 & o.0 != 0
+    }
+
+    /// Any change to a node.
+    pub const NODE: Events = Events::NODE_ADD
+        .or(Events::NODE_ALLOCATABLE)
+        .or(Events::NODE_LABEL)
+        .or(Events::NODE_TAINT)
+        .or(Events::NODE_OTHER)
+        .or(Events::NODE_DELETE);
+}
+
+/// One cluster change: its kind, the node it happened on (node events, pods on a node),
+/// and the pod (pod events).
+#[derive(Debug, Clone)]
+pub struct ClusterEvent {
+    pub kind: Events,
+    pub node: Option<String>,
+    pub pod: Option<Arc<PodInfo>>,
+}
+
+impl ClusterEvent {
+    pub fn of(kind: Events) -> ClusterEvent {
+        ClusterEvent {
+            kind,
+            node: None,
+            pod: None,
+        }
+    }
+
+    pub fn on_node(kind: Events, node: &str) -> ClusterEvent {
+        ClusterEvent {
+            kind,
+            node: Some(node.to_string()),
+            pod: None,
+        }
+    }
+
+    /// The node the event happened on, as the cluster holds it now.
+    pub fn node_in<'a>(&self, cluster: &'a ClusterState) -> Option<&'a super::NodeInfo> {
+        cluster.node(self.node.as_deref()?)
+    }
+}
+
+/// What changed between a node as the cluster held it and its new version.
+pub fn node_change(
+    old: Option<&super::NodeInfo>,
+    new: &k8s_openapi::api::core::v1::Node,
+) -> Events {
+    let Some(old) = old else {
+        return Events::NODE_ADD;
+    };
+    let (spec, status) = (new.spec.as_ref(), new.status.as_ref());
+    let mut e = Events::default();
+    if old
+        .node
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref())
+        != status.and_then(|s| s.allocatable.as_ref())
+    {
+        e = e.or(Events::NODE_ALLOCATABLE);
+    }
+    if old.node.metadata.labels != new.metadata.labels {
+        e = e.or(Events::NODE_LABEL);
+    }
+    let taints = |s: Option<&k8s_openapi::api::core::v1::NodeSpec>| {
+        s.map(|s| (s.taints.clone(), s.unschedulable))
+    };
+    if taints(old.node.spec.as_ref()) != taints(spec) {
+        e = e.or(Events::NODE_TAINT);
+    }
+    if e == Events::default() {
+        e = Events::NODE_OTHER;
+    }
+    e
+}
+
+#[cfg(test)]
+#[path = "events_tests.rs"]
+mod hint_tests;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_update_is_told_apart_by_what_changed() {
+        let node = |v: serde_json::Value| -> k8s_openapi::api::core::v1::Node {
+            serde_json::from_value(v).unwrap()
+        };
+        let base = serde_json::json!({"metadata": {"name": "n", "labels": {"a": "1"}},
+            "status": {"allocatable": {"cpu": "4"}}});
+        let c = crate::scheduler::test_util::cluster(vec![base.clone()]);
+        let old = c.nodes[0].clone();
+        assert_eq!(node_change(None, &node(base.clone())), Events::NODE_ADD);
+        let mut v = base.clone();
+        v["status"]["allocatable"]["cpu"] = "8".into();
+        assert_eq!(node_change(Some(&old), &node(v)), Events::NODE_ALLOCATABLE);
+        let mut v = base.clone();
+        v["metadata"]["labels"]["b"] = "2".into();
+        v["spec"] = serde_json::json!({"unschedulable": true});
+        let both = node_change(Some(&old), &node(v));
+        assert!(both.contains(Events::NODE_LABEL) && both.contains(Events::NODE_TAINT));
+        assert!(!both.contains(Events::NODE_ALLOCATABLE));
+        let mut v = base;
+        v["metadata"]["annotations"] = serde_json::json!({"x": "y"});
+        assert_eq!(node_change(Some(&old), &node(v)), Events::NODE_OTHER);
+    }
+}

@@ -1,0 +1,45 @@
+//! Cluster events into the queue through the plugins' queueing hints: an unschedulable
+//! pod moves back only when a plugin that rejected it says the change may let it fit.
+
+use std::time::Instant;
+
+use super::Scheduler;
+use crate::scheduler::framework::events::{ClusterEvent, Events};
+
+impl Scheduler {
+    /// `ev` happened (and is applied to the cluster): the unschedulable pods it may help
+    /// go back to the queue.
+    pub(super) fn cluster_changed(&mut self, ev: ClusterEvent) {
+        let frameworks = self.frameworks.clone();
+        let cluster = &self.cluster;
+        self.queue
+            .on_event(Instant::now(), ev.kind, |pod, plugins| {
+                let name = pod
+                    .pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.scheduler_name.as_deref());
+                let name = name.unwrap_or("default-scheduler");
+                match frameworks.iter().find(|f| f.scheduler_name == name) {
+                    Some(fw) => fw.may_help(plugins, pod, &ev, cluster),
+                    None => true,
+                }
+            });
+    }
+
+    /// A pod that held room on a node (bound, assumed or nominated) is gone or no longer
+    /// counts; a pending one that held none went away (a gang's member, say).
+    pub(super) fn pod_left(&mut self, node: Option<String>) {
+        let ev = match node {
+            Some(n) => ClusterEvent::on_node(Events::POD_ASSIGNED_DELETE, &n),
+            None => ClusterEvent::of(Events::POD_GROUP),
+        };
+        self.cluster_changed(ev);
+    }
+
+    /// The events that may let a pod fit which `plugins` of profile `fi` rejected.
+    pub(super) fn note_hint(&mut self, fi: usize, key: &str, plugins: &[&'static str]) {
+        let events = self.frameworks[fi].events_of(plugins);
+        self.queue.set_hint(key, events);
+    }
+}
