@@ -79,8 +79,25 @@ fn aggregate(spec: &PodSpec, pick: impl Fn(&Container) -> Amounts) -> Amounts {
         max_into(&mut init_peak, &during);
     }
     max_into(&mut total, &init_peak);
-    add(&mut total, &amounts(spec.overhead.as_ref()));
     total
+}
+
+/// The resources a pod may set for itself as a whole (kube's PodLevelResources: cpu,
+/// memory, hugepages).
+pub fn pod_level_supported(name: &str) -> bool {
+    name == "cpu" || name == "memory" || name.starts_with("hugepages-")
+}
+
+/// The pod-level amounts of `pick` (requests or limits) that replace the containers' sum.
+pub fn pod_level(
+    spec: &PodSpec,
+    pick: impl Fn(
+        &k8s_openapi::api::core::v1::ResourceRequirements,
+    ) -> Option<&BTreeMap<String, Quantity>>,
+) -> Amounts {
+    let mut own = amounts(spec.resources.as_ref().and_then(pick));
+    own.retain(|name, _| pod_level_supported(name));
+    own
 }
 
 pub fn container_requests(c: &Container) -> Amounts {
@@ -91,20 +108,32 @@ pub fn container_limits(c: &Container) -> Amounts {
     amounts(c.resources.as_ref().and_then(|r| r.limits.as_ref()))
 }
 
-/// The pod's effective requests.
+/// The pod's effective requests (kube's `PodRequests`): the containers' (init and sidecar
+/// rules), each pod-level request in their place, plus the overhead.
 pub fn pod_requests(pod: &Pod) -> Amounts {
-    pod.spec
-        .as_ref()
-        .map(|s| aggregate(s, container_requests))
-        .unwrap_or_default()
+    let Some(spec) = pod.spec.as_ref() else {
+        return Amounts::new();
+    };
+    let mut total = aggregate(spec, container_requests);
+    total.extend(pod_level(spec, |r| r.requests.as_ref()));
+    add(&mut total, &amounts(spec.overhead.as_ref()));
+    total
 }
 
-/// The pod's effective limits (a resource is limited only where containers set limits).
+/// The pod's effective limits (kube's `PodLimits`; a resource is limited only where
+/// containers or the pod set limits, and the overhead adds only to those).
 pub fn pod_limits(pod: &Pod) -> Amounts {
-    pod.spec
-        .as_ref()
-        .map(|s| aggregate(s, container_limits))
-        .unwrap_or_default()
+    let Some(spec) = pod.spec.as_ref() else {
+        return Amounts::new();
+    };
+    let mut total = aggregate(spec, container_limits);
+    total.extend(pod_level(spec, |r| r.limits.as_ref()));
+    for (name, v) in amounts(spec.overhead.as_ref()) {
+        if let Some(limit) = total.get_mut(&name) {
+            *limit = limit.saturating_add(v);
+        }
+    }
+    total
 }
 
 /// Whether every regular and init container sets a limit for `resource`.
@@ -143,6 +172,41 @@ mod tests {
             r["kubernetes.io/batch-cpu"], 2000,
             "batch-cpu stays an integer"
         );
+    }
+
+    /// kube's TestPodResourceRequests / TestPodResourceLimits with pod-level resources:
+    /// cpu and memory set for the pod replace the containers' sum, anything else set there
+    /// is ignored, the overhead still adds (to limits only where a limit exists).
+    #[test]
+    fn pod_level_resources_replace_the_containers_sum() {
+        let p = pod(serde_json::json!({"spec": {
+            "resources": {"requests": {"cpu": "2", "example.com/widget": "3"},
+                "limits": {"memory": "4Gi"}},
+            "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"},
+                    "limits": {"cpu": "1"}}},
+                {"name": "b", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}}],
+            "overhead": {"cpu": "100m", "memory": "64Mi"}}}));
+        let r = pod_requests(&p);
+        assert_eq!(r["cpu"], 2100, "the pod's 2 CPUs, not 750m, plus overhead");
+        assert_eq!(
+            r["memory"],
+            (2 << 30) + (64 << 20),
+            "containers' sum plus overhead"
+        );
+        assert!(
+            !r.contains_key("example.com/widget"),
+            "not a pod-level resource"
+        );
+        let l = pod_limits(&p);
+        assert_eq!(l["memory"], (4 << 30) + (64 << 20));
+        assert_eq!(
+            l["cpu"], 1100,
+            "only container a limits cpu; overhead on top"
+        );
+        let no_limits = pod(serde_json::json!({"spec": {"containers": [{"name": "a"}],
+            "overhead": {"cpu": "100m"}}}));
+        assert!(pod_limits(&no_limits).is_empty(), "overhead makes no limit");
     }
 
     #[test]

@@ -216,11 +216,7 @@ fn reservations(snap: &Snapshot) -> Vec<Arc<Reservation>> {
 }
 
 fn profile_of<'a>(fws: &'a [Framework], pod: &Pod) -> Option<&'a Framework> {
-    let name = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.scheduler_name.as_deref())
-        .unwrap_or("default-scheduler");
+    let name = crate::scheduler::model::transform::scheduler_name(pod);
     fws.iter().find(|f| f.scheduler_name == name)
 }
 

@@ -41,8 +41,11 @@ impl BindError {
 
 /// DefaultPreBind: one JSON patch from the pod as scheduled to what PreBind made of it.
 pub async fn patch(client: &kube::Client, pod: &PodInfo, modified: &Pod) -> Result<(), BindError> {
-    let before = serde_json::to_value(&*pod.pod).unwrap_or_default();
-    let after = serde_json::to_value(modified).unwrap_or_default();
+    use crate::scheduler::model::transform::untransformed;
+    let mut before = serde_json::to_value(&*pod.pod).unwrap_or_default();
+    let mut after = serde_json::to_value(modified).unwrap_or_default();
+    untransformed(&mut before);
+    untransformed(&mut after);
     let diff = json_patch::diff(&before, &after);
     let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
     api.patch(&pod.name, &PatchParams::default(), &Patch::<()>::Json(diff))

@@ -94,6 +94,15 @@ pub struct Scheduler {
 
 use super::framework::events::{ClusterEvent, Events, node_change};
 
+/// What Koordinator's pod informer does to a pod as it arrives (the scheduler-name label,
+/// deprecated resource names), before the queue or a profile looks at it.
+fn transform_arrived(pod: &mut Pod) {
+    use super::model::transform;
+    if transform::pod_needs(pod) {
+        transform::transform_pod(pod);
+    }
+}
+
 const SECONDARY_DEVICE_WELL_PLANNED: &str = "node.koordinator.sh/secondary-device-well-planned";
 
 /// Freed memory goes back to the system at most this often (after a burst ends).
@@ -204,11 +213,7 @@ impl Scheduler {
     }
 
     fn framework_for(&self, pod: &Pod) -> Option<usize> {
-        let name = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.scheduler_name.as_deref())
-            .unwrap_or("default-scheduler");
+        let name = super::model::transform::scheduler_name(pod);
         self.frameworks
             .iter()
             .position(|f| f.scheduler_name == name)
@@ -231,9 +236,10 @@ impl Scheduler {
                 .placement(&key)
                 .or(self.cluster.nominated.node_of(&key));
             let held = held.map(str::to_string);
+            let charged = self.cluster.quotas.quota_of(&key).map(str::to_string);
             self.cluster.delete_pod(&key);
             self.queue.remove(&key);
-            self.pod_left(held);
+            self.pod_left(held, charged);
             return;
         }
         let bound = pod
@@ -249,6 +255,7 @@ impl Scheduler {
             .and_then(|s| s.phase.as_deref())
             .is_some_and(|p| p == "Succeeded" || p == "Failed");
         let held = self.cluster.placement(&key).map(str::to_string);
+        let charged = self.cluster.quotas.quota_of(&key).map(str::to_string);
         let freed = (gone || finished) && held.is_some();
         let pod = Arc::new(pod);
         let new_gang_member = self.cluster.gangs.enabled()
@@ -274,7 +281,7 @@ impl Scheduler {
         }
         if freed {
             // A terminating or finished pod no longer counts: waiting pods may fit now.
-            self.pod_left(held);
+            self.pod_left(held, charged);
         }
         if bound || gone || !ours {
             self.queue.remove(&key);
@@ -321,9 +328,13 @@ impl Scheduler {
         match ev {
             Ev::Pod(Apply(mut p) | InitApply(mut p)) => {
                 super::live_watch::slim_pod(&mut p);
+                transform_arrived(&mut p);
                 self.apply_pod(p, false)
             }
-            Ev::Pod(Delete(p)) => self.apply_pod(p, true),
+            Ev::Pod(Delete(mut p)) => {
+                transform_arrived(&mut p);
+                self.apply_pod(p, true)
+            }
             Ev::Pod(InitDone) => self.synced[0] = true,
             Ev::NetworkTopology(ev) => self.apply_topology(ev),
             Ev::Node(Apply(mut n) | InitApply(mut n)) => {
@@ -396,10 +407,13 @@ impl Scheduler {
             Ev::Reservation(InitDone) => self.synced[3] = true,
             Ev::Reservation(Init) => {}
             Ev::Quota(Apply(q) | InitApply(q)) => {
+                let name = q.metadata.name.clone().unwrap_or_default();
+                // An update names its quota; an addition may help any pod.
+                let updated = self.cluster.quotas.info(&name).is_some().then_some(name);
                 if let Err(e) = self.cluster.quotas.upsert(&q) {
                     tracing::warn!(quota = %key_of(&q.metadata), error = %e, "ElasticQuota ignored");
                 }
-                self.cluster_changed(ClusterEvent::of(Events::QUOTA));
+                self.cluster_changed(ClusterEvent::of(Events::QUOTA).with_quota(updated));
             }
             Ev::Quota(Delete(q)) => {
                 self.cluster

@@ -14,12 +14,7 @@ impl Scheduler {
         let cluster = &self.cluster;
         self.queue
             .on_event(Instant::now(), ev.kind, |pod, plugins| {
-                let name = pod
-                    .pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.scheduler_name.as_deref());
-                let name = name.unwrap_or("default-scheduler");
+                let name = crate::scheduler::model::transform::scheduler_name(&pod.pod);
                 match frameworks.iter().find(|f| f.scheduler_name == name) {
                     Some(fw) => fw.may_help(plugins, pod, &ev, cluster),
                     None => true,
@@ -29,12 +24,13 @@ impl Scheduler {
 
     /// A pod that held room on a node (bound, assumed or nominated) is gone or no longer
     /// counts; a pending one that held none went away (a gang's member, say).
-    pub(super) fn pod_left(&mut self, node: Option<String>) {
+    /// `quota`: the ElasticQuota it was charged to.
+    pub(super) fn pod_left(&mut self, node: Option<String>, quota: Option<String>) {
         let ev = match node {
             Some(n) => ClusterEvent::on_node(Events::POD_ASSIGNED_DELETE, &n),
             None => ClusterEvent::of(Events::POD_GROUP),
         };
-        self.cluster_changed(ev);
+        self.cluster_changed(ev.with_quota(quota));
     }
 
     /// The events that may let a pod fit which `plugins` of profile `fi` rejected.

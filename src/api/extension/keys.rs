@@ -10,6 +10,11 @@ pub const LABEL_POD_PRIORITY: &str = "koordinator.sh/priority";
 pub const LABEL_POD_PRIORITY_CLASS: &str = "koordinator.sh/priority-class";
 pub const LABEL_EVICTION_ENABLED: &str = "koordinator.sh/eviction-enabled";
 pub const LABEL_CORE_SCHED_GROUP_ID: &str = "koordinator.sh/core-sched-group-id";
+/// The scheduler profile for a pod, over its `spec.schedulerName` (`LabelSchedulerName`).
+pub const LABEL_SCHEDULER_NAME: &str = "scheduling.koordinator.sh/scheduler-name";
+/// Where the scheduler keeps `spec.schedulerName` when the label replaced it in its cache.
+pub const ANNOTATION_ORIGINAL_SCHEDULER_NAME: &str =
+    "internal.scheduling.koordinator.sh/original-scheduler-name";
 pub const LABEL_CORE_SCHED_POLICY: &str = "koordinator.sh/core-sched-policy";
 /// A Reservation's order among those a pod matches (the descheduler sets unix ms).
 pub const LABEL_RESERVATION_ORDER: &str = "scheduling.koordinator.sh/reservation-order";

@@ -4,9 +4,7 @@
 //! hint says the change may let the pod fit — so a pod that can never fit is not
 //! retried on every unrelated change.
 
-use std::sync::Arc;
-
-use super::{ClusterState, PodInfo};
+use super::ClusterState;
 
 /// A set of event kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -56,12 +54,13 @@ impl Events {
 }
 
 /// One cluster change: its kind, the node it happened on (node events, pods on a node),
-/// and the pod (pod events).
+/// and the ElasticQuota it concerns.
 #[derive(Debug, Clone)]
 pub struct ClusterEvent {
     pub kind: Events,
     pub node: Option<String>,
-    pub pod: Option<Arc<PodInfo>>,
+    /// The ElasticQuota concerned: the one changed, or the one a deleted pod was charged to.
+    pub quota: Option<String>,
 }
 
 impl ClusterEvent {
@@ -69,7 +68,7 @@ impl ClusterEvent {
         ClusterEvent {
             kind,
             node: None,
-            pod: None,
+            quota: None,
         }
     }
 
@@ -77,8 +76,14 @@ impl ClusterEvent {
         ClusterEvent {
             kind,
             node: Some(node.to_string()),
-            pod: None,
+            quota: None,
         }
+    }
+
+    /// The same event, concerning ElasticQuota `quota`.
+    pub fn with_quota(mut self, quota: Option<String>) -> ClusterEvent {
+        self.quota = quota;
+        self
     }
 
     /// The node the event happened on, as the cluster holds it now.

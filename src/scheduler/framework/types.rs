@@ -172,6 +172,11 @@ fn non_zero_requests(pod: &Pod) -> (i64, i64) {
                 .unwrap_or(DEFAULT_MEMORY),
         );
     }
+    // Pod-level requests replace the containers' (defaults included), as kube's
+    // `PodRequests` does before the non-zero defaults matter.
+    let own = crate::api::pod::pod_level(spec, |r| r.requests.as_ref());
+    cpu = own.get(CPU).copied().unwrap_or(cpu);
+    mem = own.get(MEMORY).copied().unwrap_or(mem);
     let overhead = amounts(spec.overhead.as_ref());
     (
         cpu.saturating_add(overhead.get(CPU).copied().unwrap_or(0)),

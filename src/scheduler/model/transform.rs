@@ -1,14 +1,17 @@
 //! What Koordinator's scheduler does to nodes and pods as its informers receive them
 //! (`pkg/util/transformer`): a node's allocatable less what its
 //! `node.koordinator.sh/reservation` annotation holds back, and deprecated resource names
-//! (`koordinator.sh/batch-cpu`, `kubernetes.io/gpu-core`, …) renamed to today's. Applied in
-//! `ClusterState`, so the live scheduler and `koord explain` see the same objects.
+//! (`koordinator.sh/batch-cpu`, `kubernetes.io/gpu-core`, …) renamed to today's, and a pod's
+//! `scheduling.koordinator.sh/scheduler-name` label taking the place of its
+//! `spec.schedulerName`. Applied in `ClusterState` (and to each pod as it arrives), so the
+//! live scheduler and `koord explain` see the same objects.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use crate::api::extension::keys;
 use crate::api::extension::nodereservation::NodeReservation;
 use crate::api::extension::resources::{
     BATCH_CPU, BATCH_MEMORY, FPGA, GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, KOORD_GPU, RDMA,
@@ -95,11 +98,71 @@ fn trim(alloc: &mut BTreeMap<String, Quantity>, r: &NodeReservation) {
     }
 }
 
+/// The scheduler profile a pod asks for: its `scheduling.koordinator.sh/scheduler-name`
+/// label when it has one, else `spec.schedulerName` (Koordinator's `GetSchedulerName`).
+pub fn scheduler_name(pod: &Pod) -> &str {
+    let label = pod.metadata.labels.as_ref();
+    if let Some(name) = label.and_then(|l| l.get(keys::LABEL_SCHEDULER_NAME)) {
+        return name;
+    }
+    let spec = pod.spec.as_ref();
+    spec.and_then(|s| s.scheduler_name.as_deref())
+        .unwrap_or("default-scheduler")
+}
+
+fn spec_scheduler_name(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref())
+}
+
+/// `TransformSchedulerName`: the label's profile in `spec.schedulerName`, the original kept
+/// in `internal.scheduling.koordinator.sh/original-scheduler-name` when they differ.
+fn transform_scheduler_name(pod: &mut Pod) {
+    let wanted = scheduler_name(pod).to_string();
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    if spec.scheduler_name.as_deref() == Some(wanted.as_str()) {
+        return;
+    }
+    let original = spec.scheduler_name.replace(wanted).unwrap_or_default();
+    let annotations = pod.metadata.annotations.get_or_insert_default();
+    annotations.insert(
+        keys::ANNOTATION_ORIGINAL_SCHEDULER_NAME.to_string(),
+        original,
+    );
+}
+
+/// A pod as JSON the way the API server holds it: `TransformSchedulerName` undone (the
+/// original `spec.schedulerName` back, its annotation gone, and an annotation map left
+/// empty by that removed), so a patch computed between two cached copies applies there.
+pub fn untransformed(pod: &mut serde_json::Value) {
+    let meta = &mut pod["metadata"];
+    let Some(annotations) = meta.get_mut("annotations").and_then(|a| a.as_object_mut()) else {
+        return;
+    };
+    let Some(original) = annotations.remove(keys::ANNOTATION_ORIGINAL_SCHEDULER_NAME) else {
+        return;
+    };
+    if annotations.is_empty() {
+        meta.as_object_mut().map(|m| m.remove("annotations"));
+    }
+    if let Some(spec) = pod.get_mut("spec").and_then(|s| s.as_object_mut()) {
+        spec.insert("schedulerName".into(), original);
+    }
+}
+
 /// Whether [`transform_pod`] would change the pod.
 pub fn pod_needs(pod: &Pod) -> bool {
     let Some(spec) = pod.spec.as_ref() else {
         return false;
     };
+    let label = pod.metadata.labels.as_ref();
+    if label
+        .and_then(|l| l.get(keys::LABEL_SCHEDULER_NAME))
+        .is_some_and(|n| spec_scheduler_name(pod) != Some(n.as_str()))
+    {
+        return true;
+    }
     spec.containers
         .iter()
         .chain(spec.init_containers.iter().flatten())
@@ -109,8 +172,9 @@ pub fn pod_needs(pod: &Pod) -> bool {
 }
 
 /// `TransformDeprecatedBatchResources` / `TransformDeprecatedDeviceResources` on the
-/// containers' requests and limits and the overhead.
+/// containers' requests and limits and the overhead; `TransformSchedulerName`.
 pub fn transform_pod(pod: &mut Pod) {
+    transform_scheduler_name(pod);
     let Some(spec) = pod.spec.as_mut() else {
         return;
     };
@@ -160,6 +224,68 @@ mod tests {
             8000,
             "ReservedCPUsOnly does not trim"
         );
+    }
+
+    /// Koordinator's TestTransformSchedulerName.
+    #[test]
+    fn transform_scheduler_name() {
+        let label = keys::LABEL_SCHEDULER_NAME;
+        let original = keys::ANNOTATION_ORIGINAL_SCHEDULER_NAME;
+        for (name, labels, want, saved) in [
+            (
+                "label overrides spec, saves original",
+                json!({label: "koord-scheduler"}),
+                "koord-scheduler",
+                Some("default-scheduler"),
+            ),
+            (
+                "no label, no change, no annotation",
+                json!(null),
+                "default-scheduler",
+                None,
+            ),
+            (
+                "label same as spec, no annotation needed",
+                json!({label: "default-scheduler"}),
+                "default-scheduler",
+                None,
+            ),
+        ] {
+            let mut pod: Pod =
+                serde_json::from_value(json!({"metadata": {"name": "p", "labels": labels},
+                "spec": {"schedulerName": "default-scheduler", "containers": []}}))
+                .unwrap();
+            assert_eq!(scheduler_name(&pod), want, "{name}");
+            assert_eq!(pod_needs(&pod), saved.is_some(), "{name}");
+            transform_pod(&mut pod);
+            assert_eq!(spec_scheduler_name(&pod), Some(want), "{name}");
+            let kept = pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(original));
+            assert_eq!(kept.map(String::as_str), saved, "{name}");
+            assert!(!pod_needs(&pod), "{name}: once is enough");
+        }
+    }
+
+    #[test]
+    fn a_patch_between_cached_copies_applies_to_the_stored_pod() {
+        let stored = json!({"metadata": {"name": "p", "labels": {keys::LABEL_SCHEDULER_NAME: "koord-scheduler"}},
+            "spec": {"schedulerName": "default-scheduler", "containers": []}});
+        let mut cached: Pod = serde_json::from_value(stored.clone()).unwrap();
+        transform_pod(&mut cached);
+        let mut before = serde_json::to_value(&cached).unwrap();
+        let mut after = before.clone();
+        after["metadata"]["annotations"]["x"] = "y".into();
+        untransformed(&mut before);
+        untransformed(&mut after);
+        let stored: Pod = serde_json::from_value(stored).unwrap();
+        assert_eq!(before, serde_json::to_value(&stored).unwrap());
+        let mut patched = before.clone();
+        json_patch::patch(&mut patched, &json_patch::diff(&before, &after)).unwrap();
+        assert_eq!(patched["metadata"]["annotations"], json!({"x": "y"}));
+        assert_eq!(patched["spec"]["schedulerName"], "default-scheduler");
     }
 
     #[test]

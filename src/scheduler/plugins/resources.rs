@@ -33,6 +33,109 @@ pub struct ScoringStrategy {
     pub kind: String,
     #[serde(default)]
     pub resources: Vec<ResourceSpec>,
+    pub requested_to_capacity_ratio: Option<RatioParam>,
+}
+
+/// `RequestedToCapacityRatioParam`: the score (0–10) at each utilization (0–100 %).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RatioParam {
+    #[serde(default)]
+    pub shape: Vec<ShapePoint>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ShapePoint {
+    pub utilization: i64,
+    pub score: i64,
+}
+
+/// How NodeResourcesFit scores a node.
+enum Scoring {
+    Least,
+    Most,
+    /// (utilization %, score 0–100) points of the broken linear function.
+    Ratio(Vec<(i64, i64)>),
+}
+
+/// kube's `MaxCustomPriorityScore`: shape scores are 0–10, scaled to node scores.
+const MAX_CUSTOM_SCORE: i64 = 10;
+
+/// kube's `validateFunctionShape` (field names and wording as kube's).
+fn ratio_shape(param: Option<RatioParam>) -> Result<Vec<(i64, i64)>, FieldError> {
+    let at = "scoringStrategy.requestedToCapacityRatio.shape";
+    let shape = param.map(|p| p.shape).unwrap_or_default();
+    if shape.is_empty() {
+        return Err(FieldError::new(
+            at,
+            "Required value: at least one point must be specified",
+        ));
+    }
+    for (i, p) in shape.iter().enumerate() {
+        if i > 0 && shape[i - 1].utilization >= p.utilization {
+            return Err(FieldError::new(
+                format!("{at}[{i}].utilization"),
+                format!(
+                    "Invalid value: {}: utilization values must be sorted in increasing order",
+                    p.utilization
+                ),
+            ));
+        }
+        if !(0..=100).contains(&p.utilization) {
+            return Err(FieldError::new(
+                format!("{at}[{i}].utilization"),
+                format!(
+                    "Invalid value: {}: not in valid range [0, 100]",
+                    p.utilization
+                ),
+            ));
+        }
+        if !(0..=MAX_CUSTOM_SCORE).contains(&p.score) {
+            return Err(FieldError::new(
+                format!("{at}[{i}].score"),
+                format!(
+                    "Invalid value: {}: not in valid range [0, {MAX_CUSTOM_SCORE}]",
+                    p.score
+                ),
+            ));
+        }
+    }
+    let scale = MAX_NODE_SCORE / MAX_CUSTOM_SCORE;
+    Ok(shape
+        .iter()
+        .map(|p| (p.utilization, p.score * scale))
+        .collect())
+}
+
+/// kube's `BuildBrokenLinearFunction`: the shape's score at utilization `u`, linear
+/// between points, flat before the first and after the last.
+fn broken_linear(shape: &[(i64, i64)], u: i64) -> i64 {
+    for (i, &(at, score)) in shape.iter().enumerate() {
+        if u <= at {
+            if i == 0 {
+                return score;
+            }
+            let (from, from_score) = shape[i - 1];
+            return from_score + (score - from_score) * (u - from) / (at - from);
+        }
+    }
+    shape.last().map_or(0, |p| p.1)
+}
+
+/// [`broken_linear`] for kube's own table (shape scores unscaled).
+#[cfg(test)]
+pub fn broken_linear_points(shape: &[(i64, i64)], u: i64) -> i64 {
+    broken_linear(shape, u)
+}
+
+/// kube's RequestedToCapacityRatio score of one resource: full utilization when the node
+/// has none of it or the pod would overfill it.
+fn ratio_score(shape: &[(i64, i64)], requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 || requested > capacity {
+        return broken_linear(shape, 100);
+    }
+    broken_linear(shape, requested * 100 / capacity)
 }
 
 fn least() -> String {
@@ -66,7 +169,7 @@ fn default_resources() -> Vec<ResourceSpec> {
 pub struct NodeResourcesFit {
     ignored: Vec<String>,
     ignored_groups: Vec<String>,
-    most_allocated: bool,
+    scoring: Scoring,
     /// (resource, weight) of the scoring strategy.
     resources: Vec<(ResId, i64)>,
 }
@@ -76,14 +179,20 @@ impl NodeResourcesFit {
         let strategy = args.scoring_strategy.unwrap_or(ScoringStrategy {
             kind: least(),
             resources: Vec::new(),
+            requested_to_capacity_ratio: None,
         });
-        let most_allocated = match strategy.kind.as_str() {
-            "LeastAllocated" => false,
-            "MostAllocated" => true,
+        let scoring = match strategy.kind.as_str() {
+            "LeastAllocated" => Scoring::Least,
+            "MostAllocated" => Scoring::Most,
+            "RequestedToCapacityRatio" => {
+                Scoring::Ratio(ratio_shape(strategy.requested_to_capacity_ratio)?)
+            }
             other => {
                 return Err(FieldError::new(
                     "scoringStrategy.type",
-                    format!("{other:?} is not supported (LeastAllocated, MostAllocated)"),
+                    format!(
+                        "Unsupported value: {other:?}: supported values: \"LeastAllocated\", \"MostAllocated\", \"RequestedToCapacityRatio\""
+                    ),
                 ));
             }
         };
@@ -101,7 +210,7 @@ impl NodeResourcesFit {
         Ok(NodeResourcesFit {
             ignored: args.ignored_resources,
             ignored_groups: args.ignored_resource_groups,
-            most_allocated,
+            scoring,
             resources: resources
                 .iter()
                 .map(|r| (res::intern(&r.name), r.weight))
@@ -264,15 +373,24 @@ impl Plugin for NodeResourcesFit {
             if alloc == 0 {
                 continue;
             }
-            let s = if self.most_allocated {
-                most_allocated(req, alloc)
-            } else {
-                least_allocated(req, alloc)
+            let s = match &self.scoring {
+                Scoring::Least => least_allocated(req, alloc),
+                Scoring::Most => most_allocated(req, alloc),
+                Scoring::Ratio(shape) => ratio_score(shape, req, alloc),
             };
+            if matches!(self.scoring, Scoring::Ratio(_)) && s == 0 {
+                // kube leaves a resource scoring 0 out of the weighted mean here.
+                continue;
+            }
             total += s * weight;
             weights += weight;
         }
-        Ok(if weights == 0 { 0 } else { total / weights })
+        Ok(match (weights, &self.scoring) {
+            (0, _) => 0,
+            // math.Round of the mean, as kube's requestedToCapacityRatioScorer.
+            (w, Scoring::Ratio(_)) => (total * 2 + w) / (2 * w),
+            (w, _) => total / w,
+        })
     }
 }
 

@@ -134,7 +134,7 @@ impl PodTopologySpread {
             return own
                 .iter()
                 .filter(|c| c.when_unsatisfiable == mode)
-                .cloned()
+                .map(|c| with_match_label_keys(c, pod))
                 .collect();
         }
         let wanted: Vec<&TopologySpreadConstraint> = self
@@ -193,9 +193,47 @@ fn matching(pod: &PodInfo, node: &NodeInfo, c: &TopologySpreadConstraint) -> i64
         .count() as i64
 }
 
-/// The node counts for the pod (`nodeAffinityPolicy: Honor`, the default).
+/// `matchLabelKeys`: the pod's own values of those labels narrow the selector (kube's
+/// `mergeLabelSetWithSelector`, as `key In (value)` requirements beside the others); a
+/// constraint with no selector selects nothing and stays so.
+fn with_match_label_keys(c: &TopologySpreadConstraint, pod: &PodInfo) -> TopologySpreadConstraint {
+    let mut c = c.clone();
+    let keys = c.match_label_keys.as_deref().unwrap_or_default();
+    let Some(selector) = c.label_selector.as_mut() else {
+        return c;
+    };
+    for key in keys {
+        if let Some(value) = pod.labels.get(key) {
+            selector.match_expressions.get_or_insert_default().push(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                    key: key.clone(),
+                    operator: "In".into(),
+                    values: Some(vec![value.clone()]),
+                },
+            );
+        }
+    }
+    c
+}
+
+/// The node counts for the pod: `nodeAffinityPolicy: Honor` (the default) — the pod's
+/// required node affinity selects it; `nodeTaintsPolicy: Honor` (default Ignore) — the pod
+/// tolerates its NoSchedule and NoExecute taints.
 fn included(pod: &PodInfo, node: &NodeInfo, c: &TopologySpreadConstraint) -> bool {
-    c.node_affinity_policy.as_deref() == Some("Ignore") || required_matches(pod, node)
+    let affinity =
+        c.node_affinity_policy.as_deref() == Some("Ignore") || required_matches(pod, node);
+    affinity && (c.node_taints_policy.as_deref() != Some("Honor") || tolerated(pod, node))
+}
+
+fn tolerated(pod: &PodInfo, node: &NodeInfo) -> bool {
+    let tolerations = pod
+        .spec()
+        .and_then(|s| s.tolerations.as_deref())
+        .unwrap_or_default();
+    node.taints
+        .iter()
+        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+        .all(|t| super::taint::tolerates(tolerations, t))
 }
 
 fn counts(

@@ -131,3 +131,91 @@ fn args_are_validated_like_upstream() {
     let e = bad(json!({"defaultingType": "Custom"}));
     assert!(e.contains("defaultingType: Unsupported value"), "{e}");
 }
+
+/// PreFilter, then Filter on every node: which nodes pass.
+fn passes(pl: &PodTopologySpread, c: &ClusterState, p: Value) -> Vec<bool> {
+    let p = pod(p);
+    let mut state = CycleState::default();
+    let (s, _) = pl.pre_filter(&mut state, &p, c);
+    assert!(s.is_success(), "{}", s.message());
+    c.nodes
+        .iter()
+        .map(|n| pl.filter(&state, &p, n, c).is_success())
+        .collect()
+}
+
+fn web(name: &str, node: Option<&str>, version: &str, spread: Value) -> Value {
+    let mut p = json!({"metadata": {"name": name, "namespace": "default",
+            "labels": {"app": "web", "version": version}},
+        "spec": {"containers": [{"name": "c"}], "topologySpreadConstraints": spread}});
+    if let Some(n) = node {
+        p["spec"]["nodeName"] = n.into();
+    }
+    p
+}
+
+fn zones_with(pods: &[(&str, &str, &str)], taint_c: bool) -> ClusterState {
+    let mut c = ClusterState::default();
+    for (name, zone) in [
+        ("node-a", "zone1"),
+        ("node-b", "zone1"),
+        ("node-c", "zone2"),
+    ] {
+        let mut n = node(name, zone);
+        if taint_c && name == "node-c" {
+            n["spec"] =
+                json!({"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]});
+        }
+        c.upsert_node(Arc::new(serde_json::from_value(n).unwrap()));
+    }
+    for (name, on, version) in pods {
+        let p = web(name, Some(on), version, json!(null));
+        c.upsert_pod(Arc::new(serde_json::from_value(p).unwrap()));
+    }
+    c
+}
+
+/// kube's podtopologyspread filtering cases with matchLabelKeys: the pod's own `version`
+/// narrows the selector, so only pods of its version count.
+#[test]
+fn match_label_keys_count_only_the_pods_own_version() {
+    let c = zones_with(
+        &[
+            ("v1-a", "node-a", "v1"),
+            ("v2-c1", "node-c", "v2"),
+            ("v2-c2", "node-c", "v2"),
+        ],
+        false,
+    );
+    let pl = PodTopologySpread::new(Args::default()).unwrap();
+    let constraint = |keys: Value| {
+        json!([{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": keys}])
+    };
+    // Every version: zone1 1, zone2 2 — zone2 would be 3 against 1.
+    let all = web("in", None, "v1", constraint(json!(null)));
+    assert_eq!(passes(&pl, &c, all), [true, true, false]);
+    // Its version only: zone1 1, zone2 0 — zone1 would be 2 against 0.
+    let own = web("in", None, "v1", constraint(json!(["version"])));
+    assert_eq!(passes(&pl, &c, own), [false, false, true]);
+}
+
+/// nodeTaintsPolicy: Ignore (the default) counts a domain whose only node the pod does not
+/// tolerate; Honor leaves it out, so it does not hold the minimum at 0.
+#[test]
+fn node_taints_policy_honor_leaves_untolerated_nodes_out() {
+    let c = zones_with(&[("web-a", "node-a", "v1")], true);
+    let pl = PodTopologySpread::new(Args::default()).unwrap();
+    let constraint = |policy: &str| {
+        json!([{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}}, "nodeTaintsPolicy": policy}])
+    };
+    let ignore = passes(&pl, &c, web("in", None, "v1", constraint("Ignore")));
+    assert_eq!(ignore[..2], [false, false], "zone2 counts with 0");
+    let honor = passes(&pl, &c, web("in", None, "v1", constraint("Honor")));
+    assert_eq!(
+        honor[..2],
+        [true, true],
+        "zone2 is not a domain for this pod"
+    );
+}

@@ -38,6 +38,9 @@ pub struct Args {
     pub enable_check_parent_quota: bool,
     pub enable_runtime_quota: bool,
     pub disable_default_quota_preemption: bool,
+    /// `enableQueueHint`: a pending pod moves back only for a change in its own quota tree
+    /// that may give it room (Koordinator's QueueingHints; default off).
+    pub enable_queue_hint: bool,
     pub settings: QuotaSettings,
 }
 
@@ -62,7 +65,8 @@ impl Args {
             Some(l) if !l.is_empty() => amounts(Some(l)),
             _ => huge(),
         };
-        let _ = (raw.enable_queue_hint, &raw.quota_snapshot_update_interval);
+        // koord reads the quota tree live: no snapshot to refresh on an interval.
+        let _ = &raw.quota_snapshot_update_interval;
         Ok(Args {
             delay_evict_time: duration(
                 "delayEvictTime",
@@ -82,6 +86,7 @@ impl Args {
             enable_check_parent_quota: raw.enable_check_parent_quota.unwrap_or(false),
             enable_runtime_quota: raw.enable_runtime_quota.unwrap_or(true),
             disable_default_quota_preemption: raw.disable_default_quota_preemption.unwrap_or(true),
+            enable_queue_hint: raw.enable_queue_hint.unwrap_or(false),
             settings: QuotaSettings {
                 enable_min_quota_scale: raw.enable_min_quota_scale.unwrap_or(true),
                 default_max: max_or_huge(&raw.default_quota_group_max),

@@ -5,6 +5,7 @@
 //! lives in [`ClusterState::quotas`] so explain and the live scheduler share it.
 
 pub mod args;
+mod hints;
 pub mod preempt;
 pub mod revoke;
 pub mod status;
@@ -18,6 +19,7 @@ use super::super::framework::{
 };
 use crate::api::extension::keys::{LABEL_QUOTA_PREEMPTIBLE, QUOTA_ROOT};
 use crate::api::pod::Amounts;
+use crate::scheduler::framework::events::{ClusterEvent, Events};
 use crate::scheduler::framework::quotas::masked;
 
 pub const NAME: &str = "ElasticQuota";
@@ -85,6 +87,19 @@ fn sum(a: &Amounts, b: &Amounts) -> Amounts {
     out
 }
 
+/// The quota a pod is charged to: where it is counted, else its label or namespace.
+pub fn quota_for(cluster: &ClusterState, pod: &PodInfo) -> String {
+    if let Some(q) = cluster.quotas.quota_of(&pod.key) {
+        return q.to_string();
+    }
+    let label = pod
+        .labels
+        .get(crate::api::extension::keys::LABEL_QUOTA_NAME);
+    cluster
+        .quotas
+        .resolve(&pod.namespace, label.map(String::as_str))
+}
+
 impl ElasticQuota {
     /// The quota, its limit and its used, for a pod of `quota`.
     fn cycle(&self, cluster: &ClusterState, quota: &str, pod: &PodInfo) -> Option<QuotaCycle> {
@@ -139,6 +154,13 @@ impl Plugin for ElasticQuota {
     fn name(&self) -> &'static str {
         NAME
     }
+    /// Koordinator's EventsToRegister: a pod deleted, an ElasticQuota changed.
+    fn events(&self) -> Events {
+        Events::POD_ASSIGNED_DELETE.or(Events::QUOTA)
+    }
+    fn hint(&self, pod: &PodInfo, ev: &ClusterEvent, cluster: &ClusterState) -> bool {
+        !self.args.enable_queue_hint || hints::may_help(self, pod, ev, cluster)
+    }
     fn points(&self) -> &'static [Point] {
         &[Point::PreFilter, Point::PostFilter, Point::Reserve]
     }
@@ -155,18 +177,7 @@ impl Plugin for ElasticQuota {
             // A cluster state built without this plugin's setup tracks no quotas.
             return (Status::skip(), None);
         }
-        let quota = cluster
-            .quotas
-            .quota_of(&pod.key)
-            .map(str::to_string)
-            .unwrap_or_else(|| {
-                let label = pod
-                    .labels
-                    .get(crate::api::extension::keys::LABEL_QUOTA_NAME);
-                cluster
-                    .quotas
-                    .resolve(&pod.namespace, label.map(String::as_str))
-            });
+        let quota = quota_for(cluster, pod);
         let Some(c) = self.cycle(cluster, &quota, pod) else {
             return (
                 Status::error(format!("Could not find the specified ElasticQuota {quota}")),

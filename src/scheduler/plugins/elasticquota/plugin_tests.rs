@@ -251,3 +251,61 @@ fn over_used_quota_revokes_its_least_important_pods_after_the_delay() {
         "the clock restarts after a revocation"
     );
 }
+
+/// Koordinator's isSchedulableAfterPodDeletion / isSchedulableAfterQuotaChanged with
+/// `enableQueueHint`: only a change in the pod's own quota — or one on its path to the
+/// root, with `enableCheckParentQuota` — of its own tree may help; without the arg,
+/// every pod deletion and quota change does.
+#[test]
+fn queue_hints_follow_the_pods_own_quota_tree() {
+    use crate::scheduler::framework::events::{ClusterEvent, Events};
+    let (mut c, off) = setup();
+    let parent = json!({"labels": {"quota.scheduling.koordinator.sh/is-parent": "true"}});
+    c.quotas.upsert(&quota("p", "4", "12", parent)).unwrap();
+    let child = json!({"labels": {"quota.scheduling.koordinator.sh/parent": "p"}});
+    c.quotas.upsert(&quota("a2", "1", "6", child)).unwrap();
+    let other_tree = json!({"labels": {"quota.scheduling.koordinator.sh/tree-id": "t1"}});
+    c.quotas.upsert(&quota("t", "1", "6", other_tree)).unwrap();
+    let with = |v: Value| ElasticQuota {
+        args: Args::parse(Some(&v)).unwrap(),
+    };
+    let on = with(json!({"enableQueueHint": true}));
+    let parents = with(json!({"enableQueueHint": true, "enableCheckParentQuota": true}));
+    let p = pod(quota_pod("pending", "a2", "1", None, 0));
+    let deleted = |q: Option<&str>| {
+        ClusterEvent::on_node(Events::POD_ASSIGNED_DELETE, "n1").with_quota(q.map(str::to_string))
+    };
+    let changed =
+        |q: Option<&str>| ClusterEvent::of(Events::QUOTA).with_quota(q.map(str::to_string));
+    for (name, plugin, ev, want) in [
+        ("hint off: any deletion", &off, deleted(Some("b")), true),
+        ("hint off: a pod of no quota", &off, deleted(None), true),
+        ("same quota", &on, deleted(Some("a2")), true),
+        ("another quota of the tree", &on, deleted(Some("b")), false),
+        (
+            "the parent, parents not checked",
+            &on,
+            deleted(Some("p")),
+            false,
+        ),
+        (
+            "the parent, parents checked",
+            &parents,
+            deleted(Some("p")),
+            true,
+        ),
+        ("another tree", &parents, deleted(Some("t")), false),
+        ("a pod of no quota", &on, deleted(None), false),
+        ("its quota updated", &on, changed(Some("a2")), true),
+        ("another quota updated", &on, changed(Some("b")), false),
+        (
+            "its parent updated, parents checked",
+            &parents,
+            changed(Some("p")),
+            true,
+        ),
+        ("a quota added or deleted", &on, changed(None), true),
+    ] {
+        assert_eq!(plugin.hint(&p, &ev, &c), want, "{name}");
+    }
+}
