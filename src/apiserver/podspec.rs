@@ -312,3 +312,119 @@ mod tests {
         );
     }
 }
+
+/// kube-apiserver's pod creation strategy (`mutatePodAffinity`,
+/// `mutateTopologySpreadConstraints`): each pod affinity and anti-affinity term's
+/// `matchLabelKeys` become `key In (the pod's value)` and `mismatchLabelKeys`
+/// `key NotIn (the pod's value)` in its label selector, and each topology spread
+/// constraint's `matchLabelKeys` `key In (value)`; a key the pod does not carry adds
+/// nothing, and a term without a selector (it selects nothing) is left alone.
+pub fn merge_label_keys(pod: &mut Value) {
+    let labels = pod
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let Some(spec) = pod.get_mut("spec") else {
+        return;
+    };
+    for kind in ["podAffinity", "podAntiAffinity"] {
+        let Some(a) = spec.pointer_mut(&format!("/affinity/{kind}")) else {
+            continue;
+        };
+        for term in list(a, "requiredDuringSchedulingIgnoredDuringExecution") {
+            merge_term(term, &labels);
+        }
+        for term in list(a, "preferredDuringSchedulingIgnoredDuringExecution") {
+            if let Some(t) = term.get_mut("podAffinityTerm") {
+                merge_term(t, &labels);
+            }
+        }
+    }
+    for c in list(spec, "topologySpreadConstraints") {
+        let keys = c.get("matchLabelKeys").cloned();
+        merge_into(c, keys.as_ref(), "In", &labels);
+    }
+}
+
+fn list<'a>(v: &'a mut Value, key: &str) -> impl Iterator<Item = &'a mut Value> {
+    v.get_mut(key)
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+}
+
+fn merge_term(term: &mut Value, labels: &Map<String, Value>) {
+    let (matching, mismatching) = (
+        term.get("matchLabelKeys").cloned(),
+        term.get("mismatchLabelKeys").cloned(),
+    );
+    merge_into(term, matching.as_ref(), "In", labels);
+    merge_into(term, mismatching.as_ref(), "NotIn", labels);
+}
+
+fn merge_into(
+    holder: &mut Value,
+    keys: Option<&Value>,
+    operator: &str,
+    labels: &Map<String, Value>,
+) {
+    let keys = keys.and_then(Value::as_array).cloned().unwrap_or_default();
+    let Some(selector) = holder
+        .get_mut("labelSelector")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    for key in keys.iter().filter_map(Value::as_str) {
+        let Some(value) = labels.get(key) else {
+            continue;
+        };
+        let exprs = selector
+            .entry("matchExpressions")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Some(exprs) = exprs.as_array_mut() {
+            exprs.push(serde_json::json!({"key": key, "operator": operator, "values": [value]}));
+        }
+    }
+}
+
+#[cfg(test)]
+mod label_key_tests {
+    use serde_json::json;
+
+    /// kube's pod strategy cases (TestApplyLabelKeysToLabelSelector / the
+    /// MatchLabelKeysInPodAffinity and SelectorMerge creation cases).
+    #[test]
+    fn match_and_mismatch_label_keys_merge_into_the_selectors() {
+        let mut pod = json!({"metadata": {"labels": {"app": "web", "version": "v1"}},
+            "spec": {"affinity": {
+                "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone",
+                     "matchLabelKeys": ["version", "absent"], "mismatchLabelKeys": ["app"]}]},
+                "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "podAffinityTerm": {"topologyKey": "zone",
+                        "mismatchLabelKeys": ["version"]}}]}},
+              "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["version"]}]}});
+        super::merge_label_keys(&mut pod);
+        let req = &pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            [0];
+        assert_eq!(
+            req["labelSelector"]["matchExpressions"],
+            json!([{"key": "version", "operator": "In", "values": ["v1"]},
+                {"key": "app", "operator": "NotIn", "values": ["web"]}])
+        );
+        let pref = &pod["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+            [0];
+        assert!(
+            pref["podAffinityTerm"].get("labelSelector").is_none(),
+            "no selector: selects nothing, left so"
+        );
+        assert_eq!(
+            pod["spec"]["topologySpreadConstraints"][0]["labelSelector"]["matchExpressions"],
+            json!([{"key": "version", "operator": "In", "values": ["v1"]}])
+        );
+    }
+}

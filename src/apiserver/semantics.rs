@@ -231,6 +231,7 @@ fn prepare_pod(
         spec.insert("terminationGracePeriodSeconds".into(), 1.into());
     }
     validate_pod_spec(info, name, spec)?;
+    super::podspec::merge_label_keys(pod);
     let ns = pod
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
