@@ -262,18 +262,23 @@ impl Scheduler {
             && !bound
             && super::framework::gangs::gang_of(&pod).is_some()
             && self.cluster.gangs.gang_id(&key).is_none();
+        let before = held.as_deref().and_then(|n| self.cluster.node(n));
+        let before = before.and_then(|n| n.pods.iter().find(|p| p.key == key).cloned());
         let info = self.cluster.upsert_pod(pod);
         let placed = self.cluster.placement(&key).map(str::to_string);
-        if held.is_none()
-            && let Some(node) = placed
-        {
+        match (held.as_deref(), placed) {
             // Bound by someone else, or our binding seen: pods that wait for company
             // (affinity, spreading) may fit now.
-            let ev = crate::scheduler::framework::events::ClusterEvent::on_node(
-                crate::scheduler::framework::events::Events::POD_ASSIGNED_ADD,
-                &node,
-            );
-            self.cluster_changed(ev);
+            (None, Some(node)) => {
+                self.cluster_changed(ClusterEvent::on_node(Events::POD_ASSIGNED_ADD, &node))
+            }
+            // Relabelled where it runs: it may select, or stop repelling, a waiting pod.
+            (Some(was), Some(node))
+                if was == node && before.is_some_and(|b| b.labels != info.labels) =>
+            {
+                self.cluster_changed(ClusterEvent::on_node(Events::POD_ASSIGNED_UPDATE, &node))
+            }
+            _ => {}
         }
         if new_gang_member {
             // Its siblings may have waited at PreEnqueue for it.

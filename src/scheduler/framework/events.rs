@@ -34,6 +34,8 @@ impl Events {
     /// Services and controllers (default topology spreading reads their selectors).
     pub const OWNER: Events = Events(1 << 15);
     pub const NETWORK_TOPOLOGY: Events = Events(1 << 16);
+    /// The labels of a pod on a node changed.
+    pub const POD_ASSIGNED_UPDATE: Events = Events(1 << 17);
     pub const ALL: Events = Events(u32::MAX);
 
     pub const fn or(self, o: Events) -> Events {
@@ -43,6 +45,11 @@ impl Events {
     pub const fn contains(self, o: Events) -> bool {
         self.0 & o.0 != 0
     }
+
+    /// A pod on a node added, relabelled or gone.
+    pub const POD_ASSIGNED: Events = Events::POD_ASSIGNED_ADD
+        .or(Events::POD_ASSIGNED_UPDATE)
+        .or(Events::POD_ASSIGNED_DELETE);
 
     /// Any change to a node.
     pub const NODE: Events = Events::NODE_ADD

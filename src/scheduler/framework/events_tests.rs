@@ -17,6 +17,17 @@ use crate::scheduler::test_util::{cluster, node_json, simple_pod};
 
 /// As the live scheduler: a cycle, and a rejected pod kept unschedulable with its hint.
 fn reject(fw: &Framework, q: &mut Queue, c: &mut ClusterState, pod: PodInfo, now: Instant) {
+    reject_by(fw, q, c, pod, now, "NodeResourcesFit");
+}
+
+fn reject_by(
+    fw: &Framework,
+    q: &mut Queue,
+    c: &mut ClusterState,
+    pod: PodInfo,
+    now: Instant,
+    by: &str,
+) {
     let pod = Arc::new(pod);
     let a = cycle::run(fw, &pod, c, Scope::Live { start: 0 });
     assert!(
@@ -28,7 +39,7 @@ fn reject(fw: &Framework, q: &mut Queue, c: &mut ClusterState, pod: PodInfo, now
     let mut plugins: Vec<&'static str> = verdicts.filter_map(|v| v.plugin).collect();
     plugins.sort_unstable();
     plugins.dedup();
-    assert_eq!(plugins, ["NodeResourcesFit"], "{}", pod.name);
+    assert_eq!(plugins, [by], "{}", pod.name);
     q.set_hint(&pod.key, fw.events_of(&plugins));
     q.set_unschedulable_by(&pod.key, "koord-scheduler", plugins);
     q.requeue_unschedulable(pod, now);
@@ -116,4 +127,40 @@ fn a_pod_whose_rejection_is_not_known_moves_on_every_change() {
     // One of two rejecting plugins that may help is enough.
     let label = ClusterEvent::on_node(Events::NODE_LABEL, "n1");
     assert!(fw.may_help(&["NodeResourcesFit", "NodeAffinity"], &p, &label, &c));
+}
+
+#[test]
+fn a_pod_waiting_for_company_moves_when_a_matching_pod_lands_or_is_relabelled() {
+    let cfg = config::default_config().unwrap();
+    let fw = config::framework(&cfg.profiles[0]).unwrap();
+    let mut c = cluster(vec![node_json("n1", "4", "8Gi")]);
+    fw.setup(&mut c);
+    let mut q = Queue::new(Backoff {
+        initial_seconds: 1,
+        max_seconds: 10,
+    });
+    let t0 = Instant::now();
+    let wants_db = crate::scheduler::test_util::pod(
+        json!({"metadata": {"name": "web", "namespace": "default"},
+        "spec": {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}]}},
+            "containers": [{"name": "c"}]}}),
+    );
+    reject_by(&fw, &mut q, &mut c, wants_db, t0, "InterPodAffinity");
+    let later = t0 + Duration::from_secs(5);
+    happened(
+        &mut q,
+        &fw,
+        &c,
+        ClusterEvent::on_node(Events::NODE_OTHER, "n1"),
+        later,
+    );
+    assert!(popped(&mut q).is_empty(), "a heartbeat brings no db");
+    let relabelled = ClusterEvent::on_node(Events::POD_ASSIGNED_UPDATE, "n1");
+    happened(&mut q, &fw, &c, relabelled, later);
+    assert_eq!(
+        popped(&mut q),
+        ["web"],
+        "a pod relabelled where it runs may be the db"
+    );
 }

@@ -36,6 +36,14 @@ impl Plugin for NodeResourcesFitPlus {
     fn name(&self) -> &'static str {
         "NodeResourcesFitPlus"
     }
+    /// As NodeResourcesFit's: a node added or grown, a pod gone, a Reservation changed.
+    fn events(&self) -> crate::scheduler::framework::events::Events {
+        use crate::scheduler::framework::events::Events as E;
+        E::NODE_ADD
+            .or(E::NODE_ALLOCATABLE)
+            .or(E::POD_ASSIGNED_DELETE)
+            .or(E::RESERVATION)
+    }
     fn points(&self) -> &'static [Point] {
         &[Point::Score]
     }

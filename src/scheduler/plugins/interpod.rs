@@ -177,6 +177,11 @@ impl Plugin for InterPodAffinity {
     fn name(&self) -> &'static str {
         KEY
     }
+    /// kube's: assigned pods added, relabelled or deleted; nodes added or relabelled.
+    fn events(&self) -> crate::scheduler::framework::events::Events {
+        use crate::scheduler::framework::events::Events as E;
+        E::POD_ASSIGNED.or(E::NODE_ADD).or(E::NODE_LABEL)
+    }
     fn points(&self) -> &'static [Point] {
         &[
             Point::PreFilter,

@@ -346,6 +346,17 @@ impl Plugin for PodTopologySpread {
     fn name(&self) -> &'static str {
         KEY
     }
+    /// kube's: assigned pods added, relabelled or deleted; nodes added, relabelled,
+    /// retainted or deleted; the Services and controllers defaults select by.
+    fn events(&self) -> crate::scheduler::framework::events::Events {
+        use crate::scheduler::framework::events::Events as E;
+        E::POD_ASSIGNED
+            .or(E::NODE_ADD)
+            .or(E::NODE_LABEL)
+            .or(E::NODE_TAINT)
+            .or(E::NODE_DELETE)
+            .or(E::OWNER)
+    }
     fn points(&self) -> &'static [Point] {
         &[
             Point::PreFilter,

@@ -119,6 +119,14 @@ impl Plugin for DeviceShare {
     fn name(&self) -> &'static str {
         NAME
     }
+    /// A node added, its Device changed, a pod gone from a node, a Reservation changed.
+    fn events(&self) -> crate::scheduler::framework::events::Events {
+        use crate::scheduler::framework::events::Events as E;
+        E::NODE_ADD
+            .or(E::DEVICE)
+            .or(E::POD_ASSIGNED_DELETE)
+            .or(E::RESERVATION)
+    }
 
     fn points(&self) -> &'static [Point] {
         &[

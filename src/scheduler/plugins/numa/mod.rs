@@ -437,6 +437,17 @@ impl Plugin for NodeNUMAResource {
     fn name(&self) -> &'static str {
         NAME
     }
+    /// A node added or changed (allocatable, its CPU policy labels, amplification
+    /// annotations), its NodeResourceTopology, a pod gone from a node.
+    fn events(&self) -> crate::scheduler::framework::events::Events {
+        use crate::scheduler::framework::events::Events as E;
+        E::NODE_ADD
+            .or(E::NODE_ALLOCATABLE)
+            .or(E::NODE_LABEL)
+            .or(E::NODE_OTHER)
+            .or(E::TOPOLOGY)
+            .or(E::POD_ASSIGNED_DELETE)
+    }
 
     fn points(&self) -> &'static [Point] {
         &[

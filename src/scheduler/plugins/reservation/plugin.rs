@@ -184,6 +184,14 @@ impl Plugin for ReservationPlugin {
     fn name(&self) -> &'static str {
         NAME
     }
+    /// A node added or grown, a Reservation changed, a pod gone from a node.
+    fn events(&self) -> crate::scheduler::framework::events::Events {
+        use crate::scheduler::framework::events::Events as E;
+        E::NODE_ADD
+            .or(E::NODE_ALLOCATABLE)
+            .or(E::RESERVATION)
+            .or(E::POD_ASSIGNED_DELETE)
+    }
 
     fn points(&self) -> &'static [Point] {
         &[

@@ -287,6 +287,9 @@ impl Plugin for VolumeBinding {
     fn name(&self) -> &'static str {
         NAME
     }
+    fn events(&self) -> crate::scheduler::framework::events::Events {
+        super::events()
+    }
     fn points(&self) -> &'static [Point] {
         &[
             Point::PreFilter,

@@ -91,6 +91,9 @@ impl Plugin for NodeVolumeLimits {
     fn name(&self) -> &'static str {
         NAME
     }
+    fn events(&self) -> crate::scheduler::framework::events::Events {
+        super::events()
+    }
     fn points(&self) -> &'static [Point] {
         &[Point::PreFilter, Point::Filter]
     }

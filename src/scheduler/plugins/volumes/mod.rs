@@ -12,3 +12,15 @@ pub mod zone;
 mod filter_tests;
 #[cfg(test)]
 mod tests;
+
+/// What the volume plugins register for: the volume objects (PersistentVolumes, claims,
+/// classes, CSINodes), a node added, relabelled (zones) or grown (attachable volumes), a
+/// pod gone from a node.
+fn events() -> crate::scheduler::framework::events::Events {
+    use crate::scheduler::framework::events::Events as E;
+    E::STORAGE
+        .or(E::NODE_ADD)
+        .or(E::NODE_LABEL)
+        .or(E::NODE_ALLOCATABLE)
+        .or(E::POD_ASSIGNED_DELETE)
+}

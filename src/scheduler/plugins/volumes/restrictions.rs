@@ -99,6 +99,9 @@ impl Plugin for VolumeRestrictions {
     fn name(&self) -> &'static str {
         NAME
     }
+    fn events(&self) -> crate::scheduler::framework::events::Events {
+        super::events()
+    }
     fn points(&self) -> &'static [Point] {
         &[Point::PreFilter, Point::Filter]
     }

@@ -105,6 +105,9 @@ impl Plugin for VolumeZone {
     fn name(&self) -> &'static str {
         NAME
     }
+    fn events(&self) -> crate::scheduler::framework::events::Events {
+        super::events()
+    }
     fn points(&self) -> &'static [Point] {
         &[Point::PreFilter, Point::Filter]
     }
