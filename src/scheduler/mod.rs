@@ -132,17 +132,22 @@ fn spawn_reservation_controller(
     kick: std::sync::Arc<tokio::sync::Notify>,
     ctx: &RoleCtx,
 ) {
-    let every = cfg
-        .profiles
-        .iter()
-        .find_map(|p| {
-            p.args
-                .get("Reservation")?
-                .get("resyncIntervalSeconds")?
-                .as_u64()
-        })
-        .unwrap_or(60)
-        .max(1);
+    let arg = |key: &str| {
+        cfg.profiles
+            .iter()
+            .find_map(|p| p.args.get("Reservation")?.get(key).cloned())
+    };
+    let every = arg("resyncIntervalSeconds")
+        .and_then(|v| v.as_u64())
+        .filter(|s| *s > 0)
+        .unwrap_or(60);
+    // Koordinator's gcDurationSeconds (24 h unless positive) and disableGarbageCollection.
+    let gc_after = arg("gcDurationSeconds")
+        .and_then(|v| v.as_i64())
+        .filter(|s| *s > 0)
+        .unwrap_or(reservation_live::GC_AFTER_SECONDS);
+    let gc_off = arg("disableGarbageCollection").is_some_and(|v| v.as_bool() == Some(true));
+    let gc = (!gc_off).then_some(gc_after);
     let shutdown = ctx.shutdown.clone();
     ctx.tasks
         .spawn("scheduler/reservation-controller", async move {
@@ -160,7 +165,7 @@ fn spawn_reservation_controller(
                 if !leadership.is_leader() {
                     continue;
                 }
-                match reservation_live::reconcile(&client).await {
+                match reservation_live::reconcile(&client, gc).await {
                     Ok(next) => next_expiry = next,
                     Err(e) => tracing::warn!(error = %e, "reservation controller round failed"),
                 }

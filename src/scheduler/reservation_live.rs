@@ -145,8 +145,36 @@ pub async fn unschedulable(client: &kube::Client, name: &str, message: &str) {
     }
 }
 
-/// How long a terminal reservation is kept.
-const GC_AFTER_SECONDS: i64 = 86_400;
+/// How long a terminal reservation is kept (Koordinator's default `gcDurationSeconds`).
+pub const GC_AFTER_SECONDS: i64 = 86_400;
+
+/// Koordinator's `isReservationNeedCleanup`: an expired reservation once its `Expired`
+/// condition changed `after` seconds ago, a succeeded one once its `Succeeded` condition was
+/// last probed that long ago; a reservation failed for another reason is kept.
+pub fn needs_cleanup(r: &Reservation, after: i64, now_s: i64) -> bool {
+    let status = r.status.as_ref();
+    let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or_default();
+    let conditions = status
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    let since = |reason: &str, probe: bool| {
+        let c = conditions
+            .iter()
+            .find(|c| c.reason.as_deref() == Some(reason))?;
+        let t = if probe {
+            &c.last_probe_time
+        } else {
+            &c.last_transition_time
+        };
+        t.as_ref().map(|t| t.0.as_second())
+    };
+    let at = match phase {
+        PHASE_FAILED => since("Expired", false),
+        PHASE_SUCCEEDED => since("Succeeded", true),
+        _ => None,
+    };
+    at.is_some_and(|t| now_s - t > after)
+}
 
 fn ttl_seconds(r: &Reservation) -> Option<i64> {
     let raw = r.spec.ttl.as_deref().unwrap_or("24h");
@@ -210,7 +238,8 @@ pub fn decide(
 
 /// One controller round over every reservation; returns the next expiry (seconds) of a
 /// reservation still pending or available, for the controller to wake up then.
-pub async fn reconcile(client: &kube::Client) -> Result<Option<i64>, kube::Error> {
+/// `gc`: how long a terminal reservation is kept before it is deleted (None: never).
+pub async fn reconcile(client: &kube::Client, gc: Option<i64>) -> Result<Option<i64>, kube::Error> {
     let rapi: Api<Reservation> = Api::all(client.clone());
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
     let node_names: std::collections::HashSet<String> = nodes
@@ -268,17 +297,8 @@ pub async fn reconcile(client: &kube::Client) -> Result<Option<i64>, kube::Error
             .and_then(|s| s.phase.clone())
             .unwrap_or_default();
         if phase == PHASE_SUCCEEDED || phase == PHASE_FAILED {
-            let since = r
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .and_then(|c| {
-                    c.iter()
-                        .filter_map(|c| c.last_transition_time.as_ref())
-                        .map(|t| t.0.as_second())
-                        .max()
-                });
-            if since.is_some_and(|t| t + GC_AFTER_SECONDS <= now_s) {
+            let node_gone = !node.is_empty() && !node_names.contains(&node);
+            if gc.is_some_and(|after| node_gone || needs_cleanup(&r, after, now_s)) {
                 let _ = rapi.delete(&name, &DeleteParams::default()).await;
             }
             continue;
@@ -364,5 +384,43 @@ mod tests {
             Some((PHASE_FAILED, "Expired")),
             "its node is gone"
         );
+    }
+
+    /// Koordinator's TestGC, the cleanup rule: a reservation succeeded 48 h ago goes
+    /// (default 24 h), one expired a minute ago stays, one failed for another reason stays;
+    /// a shorter gcDurationSeconds takes the fresh expired one too.
+    #[test]
+    fn terminal_reservations_are_collected_after_gc_duration() {
+        let now_s = k8s_openapi::jiff::Timestamp::now().as_second();
+        let at = |secs_ago: i64| {
+            k8s_openapi::jiff::Timestamp::from_second(now_s - secs_ago)
+                .unwrap()
+                .to_string()
+        };
+        let r = |phase: &str, reason: &str, ago: i64| -> Reservation {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "r"},
+                "spec": {"template": {}, "owners": []},
+                "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "False",
+                    "reason": reason, "lastProbeTime": at(ago), "lastTransitionTime": at(ago)}]}}))
+            .unwrap()
+        };
+        let day = GC_AFTER_SECONDS;
+        assert!(needs_cleanup(
+            &r("Succeeded", "Succeeded", 48 * 3600),
+            day,
+            now_s
+        ));
+        assert!(!needs_cleanup(&r("Failed", "Expired", 60), day, now_s));
+        assert!(needs_cleanup(&r("Failed", "Expired", 60), 30, now_s));
+        assert!(!needs_cleanup(
+            &r("Failed", "Unschedulable", 48 * 3600),
+            day,
+            now_s
+        ));
+        assert!(!needs_cleanup(
+            &r("Available", "Available", 48 * 3600),
+            day,
+            now_s
+        ));
     }
 }

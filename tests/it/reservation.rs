@@ -267,7 +267,7 @@ async fn one_bad_reservation_stops_no_round() {
     .await
     .unwrap();
     tokio::time::sleep(Duration::from_millis(2100)).await;
-    koord::scheduler::reservation_live::reconcile(&c)
+    koord::scheduler::reservation_live::reconcile(&c, Some(86_400))
         .await
         .expect("a round despite the bad object");
     assert_eq!(

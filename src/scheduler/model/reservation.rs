@@ -161,7 +161,12 @@ impl ReservationInfo {
     /// `fitsReservation` (Restricted): why the pod does not fit what the reservation
     /// still holds — its pod count, then each reserved resource, in Koordinator's words;
     /// `detailed` (the pod names this reservation) adds the amounts.
-    pub fn insufficient(&self, pod_req: &Amounts, detailed: bool) -> Vec<String> {
+    pub fn insufficient(
+        &self,
+        pod_req: &Amounts,
+        detailed: bool,
+        ignored: &IgnoredResources,
+    ) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(max) = self.allocatable.get("pods")
             && self.allocated.len() as i64 + 1 > *max
@@ -175,7 +180,7 @@ impl ReservationInfo {
                 format!("{REASON_PREFIX}Too many pods")
             });
         }
-        for name in &self.resource_names {
+        for name in self.resource_names.iter().filter(|n| !ignored.has(n)) {
             let requested = pod_req.get(name).copied().unwrap_or(0);
             if requested <= 0 {
                 continue;
@@ -208,6 +213,23 @@ impl ReservationInfo {
             .iter()
             .zip(&self.owner_selectors)
             .any(|(o, sel)| owner_matches(o, sel.as_ref(), pod))
+    }
+}
+
+/// `ReservationArgs.ignoredResources` / `ignoredResourceGroups`: extended resources the
+/// reservation fit checks leave out (Koordinator's `isResourceIgnored`).
+#[derive(Debug, Clone, Default)]
+pub struct IgnoredResources {
+    pub names: Vec<String>,
+    pub groups: Vec<String>,
+}
+
+impl IgnoredResources {
+    pub fn has(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n == name)
+            || name.split_once('/').is_some_and(|(group, _)| {
+                !group.is_empty() && self.groups.iter().any(|g| g == group)
+            })
     }
 }
 

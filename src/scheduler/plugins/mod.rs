@@ -34,6 +34,7 @@ use serde_json::Value;
 
 use super::framework::Plugin;
 use crate::api::field::FieldError;
+use crate::scheduler::model::reservation as reservation_model;
 
 /// Plugins koord implements.
 pub const IMPLEMENTED: &[&str] = &[
@@ -102,8 +103,10 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, FieldEr
         }
         "DefaultBinder" => Arc::new(basic::DefaultBinder),
         "Reservation" => {
-            let _: WithMeta<ReservationArgs> = args(name, raw)?;
-            Arc::new(reservation::plugin::ReservationPlugin)
+            let a: ReservationArgs = strip_meta(args(name, raw)?);
+            Arc::new(reservation::plugin::ReservationPlugin {
+                ignored: Arc::new(a.ignored().map_err(ctx)?),
+            })
         }
         "NodeNUMAResource" => {
             Arc::new(numa::NodeNUMAResource::new(strip_meta(args(name, raw)?)).map_err(ctx)?)
@@ -181,8 +184,9 @@ fn hard_weight<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> 
     }
 }
 
-/// `ReservationArgs`: accepted with Koordinator's fields; koord reads
-/// `resyncIntervalSeconds` (the controller's period) and examines every node.
+/// `ReservationArgs`: accepted with Koordinator's fields; koord reads the ignored resources
+/// here, `resyncIntervalSeconds`, `gcDurationSeconds` and `disableGarbageCollection` in its
+/// reservation controller, and examines every node.
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 #[allow(dead_code)]
@@ -193,11 +197,75 @@ struct ReservationArgs {
     controller_workers: Option<i32>,
     gc_duration_seconds: Option<i64>,
     gc_interval_seconds: Option<i64>,
+    disable_garbage_collection: Option<bool>,
     resync_interval_seconds: Option<i64>,
     ignored_resources: Option<Vec<String>>,
     ignored_resource_groups: Option<Vec<String>>,
     pre_allocation_config: Option<Value>,
     reservation_selector_index: Option<Value>,
+}
+
+impl ReservationArgs {
+    /// Koordinator's `ValidateReservationArgs` for the ignored resources: extended resource
+    /// names only, and groups usable as an extended-resource prefix.
+    fn ignored(&self) -> Result<reservation_model::IgnoredResources, FieldError> {
+        let names = self.ignored_resources.clone().unwrap_or_default();
+        for (i, n) in names.iter().enumerate() {
+            if !is_extended_resource(n) {
+                return Err(FieldError::new(
+                    format!("ignoredResources[{i}]"),
+                    format!(
+                        "Invalid value: {n:?}: must be an extended resource name (e.g. example.com/gpu); native resources cannot be ignored"
+                    ),
+                ));
+            }
+        }
+        let groups = self.ignored_resource_groups.clone().unwrap_or_default();
+        for (i, g) in groups.iter().enumerate() {
+            let why = if g.contains('/') {
+                "resource group name can't contain '/'"
+            } else if !is_extended_resource(&format!("{g}/x")) {
+                "must be usable as an extended resource prefix (a valid DNS subdomain and not the reserved \"kubernetes.io\" namespace)"
+            } else {
+                continue;
+            };
+            return Err(FieldError::new(
+                format!("ignoredResourceGroups[{i}]"),
+                format!("Invalid value: {g:?}: {why}"),
+            ));
+        }
+        Ok(reservation_model::IgnoredResources { names, groups })
+    }
+}
+
+/// kube's `IsExtendedResourceName`: a qualified name outside the `kubernetes.io` namespace
+/// (and not a `requests.` quota name).
+fn is_extended_resource(name: &str) -> bool {
+    let Some((prefix, rest)) = name.split_once('/') else {
+        return false;
+    };
+    let native = prefix == "kubernetes.io" || prefix.ends_with(".kubernetes.io");
+    let dns = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && s.split('.').all(|l| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && l.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+            })
+    };
+    let part = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    !native && !name.starts_with("requests.") && dns(prefix) && part(rest)
 }
 
 /// `DefaultPreemptionArgs`: candidate sampling knobs; koord examines every node.

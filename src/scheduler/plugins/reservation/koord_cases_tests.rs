@@ -61,8 +61,15 @@ fn node_with(r: Value, others: &str) -> ClusterState {
 /// The Reservation plugin's own Filter on `test-node` (as Koordinator's table calls
 /// `filterWithReservations`): its reasons, or "ok".
 fn reason_on(c: &ClusterState, p: &crate::scheduler::framework::PodInfo) -> String {
+    reason_with(&ReservationPlugin::default(), c, p)
+}
+
+fn reason_with(
+    pl: &dyn Plugin,
+    c: &ClusterState,
+    p: &crate::scheduler::framework::PodInfo,
+) -> String {
     let mut state = CycleState::default();
-    let pl = ReservationPlugin;
     let (pre, _) = pl.pre_filter(&mut state, p, c);
     assert!(pre.is_success(), "{pre:?}");
     let s = pl.filter(&state, p, &c.nodes[0], c);
@@ -155,7 +162,7 @@ fn restricted_reservation_counts_pods_and_holds_back_its_reserved_annotation() {
     let info = &c.reservations["test-r"];
     assert_eq!(info.available()["cpu"], 4000, "7 − 1 held back − 2 used");
     assert_eq!(
-        info.insufficient(&owner("p", "5", true).requests, false),
+        info.insufficient(&owner("p", "5", true).requests, false, &Default::default()),
         [
             "Reservation(s) Too many pods",
             "Reservation(s) Insufficient cpu"
@@ -285,4 +292,97 @@ fn score_with_order() {
     let scores: Vec<i64> = (1..=4).map(|i| score(&format!("test-node-{i}"))).collect();
     assert_eq!(scores, [10, 10, 10, 100]);
     assert_eq!(r.node.as_deref(), Some("test-node-4"));
+}
+
+/// `ignoredResources` / `ignoredResourceGroups`: an extended resource neither the node nor
+/// the Restricted reservation holds stops the owner, unless the args ignore it (by name or
+/// by its group); and Koordinator's ValidateReservationArgs cases for them.
+#[test]
+fn ignored_resources_leave_the_fit_checks() {
+    let gpu = json!({"cpu": "6", "example.com/gpu": "1"});
+    let c = node_with(
+        reservation("test-r", "test-node", "Restricted", gpu, json!({})),
+        "24",
+    );
+    let mut p = json!({"metadata": {"name": "p", "namespace": "d", "uid": "p", "labels": {"app": "web"},
+            "annotations": {"scheduling.koordinator.sh/reservation-affinity": r#"{"reservationSelector": {"r": "test-r"}}"#}},
+        "spec": {"schedulerName": "koord-scheduler", "containers": [{"name": "c", "resources":
+            {"requests": {"cpu": "2", "example.com/gpu": "2"}}}]}});
+    let owner = pod(p.take());
+    assert_eq!(
+        reason_on(&c, &owner),
+        "Insufficient example.com/gpu by node, Reservation(s) Insufficient example.com/gpu"
+    );
+    let build = |args: Value| crate::scheduler::plugins::build("Reservation", Some(&args));
+    for args in [
+        json!({"ignoredResources": ["example.com/gpu"]}),
+        json!({"ignoredResourceGroups": ["example.com"]}),
+    ] {
+        let pl = build(args.clone()).unwrap();
+        assert_eq!(reason_with(&*pl, &c, &owner), "ok", "{args}");
+    }
+    for (name, args, ok) in [
+        (
+            "valid ignoredResourceGroups",
+            json!({"ignoredResources": ["example.com/gpu"], "ignoredResourceGroups": ["example.com"]}),
+            true,
+        ),
+        (
+            "ignoredResourceGroups contains slash",
+            json!({"ignoredResourceGroups": ["example.com/invalid"]}),
+            false,
+        ),
+        (
+            "ignoredResources with invalid label name",
+            json!({"ignoredResources": ["-invalid/gpu"]}),
+            false,
+        ),
+        (
+            "ignoredResourceGroups with invalid label name",
+            json!({"ignoredResourceGroups": ["-invalid"]}),
+            false,
+        ),
+        (
+            "empty ignoredResources and ignoredResourceGroups",
+            json!({"ignoredResources": [], "ignoredResourceGroups": []}),
+            true,
+        ),
+        (
+            "native resource cpu rejected from ignoredResources",
+            json!({"ignoredResources": ["cpu"]}),
+            false,
+        ),
+        (
+            "native resource memory rejected from ignoredResources",
+            json!({"ignoredResources": ["memory"]}),
+            false,
+        ),
+        (
+            "native resource pods rejected from ignoredResources",
+            json!({"ignoredResources": ["pods"]}),
+            false,
+        ),
+        (
+            "native resource ephemeral-storage rejected from ignoredResources",
+            json!({"ignoredResources": ["ephemeral-storage"]}),
+            false,
+        ),
+        (
+            "hugepages-2Mi rejected from ignoredResources",
+            json!({"ignoredResources": ["hugepages-2Mi"]}),
+            false,
+        ),
+        (
+            "kubernetes.io-prefixed name rejected from ignoredResources",
+            json!({"ignoredResources": ["kubernetes.io/gpu"]}),
+            false,
+        ),
+        (
+            "kubernetes.io rejected as ignoredResourceGroup",
+            json!({"ignoredResourceGroups": ["kubernetes.io"]}),
+            false,
+        ),
+    ] {
+        assert_eq!(build(args).is_ok(), ok, "{name}");
+    }
 }

@@ -8,6 +8,7 @@
 //! Reserve pods (a pending Reservation being scheduled) are held to their pinned node.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use crate::api::extension::keys::ANNOTATION_RESERVATION_ALLOCATED;
 use crate::scheduler::framework::res::{R_PODS, ResVec};
@@ -16,8 +17,8 @@ use crate::scheduler::framework::{
     PreFilterResult, Status,
 };
 use crate::scheduler::model::reservation::{
-    ANNOTATION_RESERVATION_NODE, AllocatePolicy, ReservationInfo, affinity, ignores_reservations,
-    matches,
+    ANNOTATION_RESERVATION_NODE, AllocatePolicy, IgnoredResources, ReservationInfo, affinity,
+    ignores_reservations, matches,
 };
 
 pub const NAME: &str = "Reservation";
@@ -46,6 +47,8 @@ struct PreState {
     ignored: bool,
     /// The reservation the pod's affinity names (its reasons then carry amounts).
     named: Option<String>,
+    /// The extended resources the fit checks leave out (the plugin's args).
+    skip: Arc<IgnoredResources>,
 }
 
 /// A pending Reservation's reserve pod: only its pinned node, if any, and its policy.
@@ -60,7 +63,10 @@ struct Chosen {
     uid: String,
 }
 
-pub struct ReservationPlugin;
+#[derive(Default)]
+pub struct ReservationPlugin {
+    pub ignored: Arc<IgnoredResources>,
+}
 
 fn available_vec(r: &ReservationInfo) -> ResVec {
     ResVec::from_amounts(&r.available())
@@ -140,9 +146,10 @@ fn check(
     matched: usize,
     st: &PreState,
 ) -> (Vec<String>, Vec<String>) {
-    let by_node = short_on_node(pod, node, Some(&available_vec(r)), matched as i64);
+    let by_node = short_on_node(pod, node, Some(&available_vec(r)), matched as i64, &st.skip);
     let by_res = if r.policy == AllocatePolicy::Restricted {
-        r.insufficient(&pod.requests, st.named.as_deref() == Some(r.name.as_str()))
+        let detailed = st.named.as_deref() == Some(r.name.as_str());
+        r.insufficient(&pod.requests, detailed, &st.skip)
     } else {
         Vec::new()
     };
@@ -156,6 +163,7 @@ fn short_on_node(
     node: &NodeInfo,
     restored: Option<&ResVec>,
     matched: i64,
+    skip: &IgnoredResources,
 ) -> Vec<String> {
     let mut out = Vec::new();
     if node.req.get(R_PODS) - matched + 1 > node.alloc.get(R_PODS) {
@@ -167,7 +175,11 @@ fn short_on_node(
         }
         let back = restored.map(|r| r.get(id)).unwrap_or(0);
         if want > node.alloc.get(id) - node.req.get(id) + back {
-            out.push(crate::scheduler::framework::res::name(id));
+            let name = crate::scheduler::framework::res::name(id);
+            // Only extended resources may be ignored (the args refuse native ones).
+            if !skip.has(&name) {
+                out.push(name);
+            }
         }
     }
     out
@@ -274,6 +286,7 @@ impl Plugin for ReservationPlugin {
                     .as_ref()
                     .and_then(|a| a.name.clone())
                     .filter(|n| !n.is_empty()),
+                skip: self.ignored.clone(),
             },
         );
         (Status::success(), allowed)
@@ -471,7 +484,7 @@ fn filter_with_reservations(
         }
     } else if short.is_empty() {
         let alone: std::collections::BTreeSet<String> =
-            short_on_node(pod, node, None, matched as i64)
+            short_on_node(pod, node, None, matched as i64, &st.skip)
                 .into_iter()
                 .collect();
         reasons = by_node_reasons(&alone);
