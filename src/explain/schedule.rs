@@ -194,6 +194,28 @@ fn network_topology(
 }
 
 /// The snapshot's objects of one kind (a malformed one is skipped with a warning).
+/// DeviceShare's GPU shared-resource templates, from the ConfigMap its args name when the
+/// snapshot holds it (as the live scheduler watches it).
+fn load_gpu_templates(cluster: &mut ClusterState, snap: &Snapshot, cfg: &SchedulerConfig) {
+    use crate::scheduler::model::gpu_templates::GpuTemplates;
+    let Some(src) = crate::scheduler::gpu_templates_of(&cfg.profiles) else {
+        return;
+    };
+    let cm = of_kind::<k8s_openapi::api::core::v1::ConfigMap>(snap, "ConfigMap")
+        .into_iter()
+        .find(|cm| {
+            cm.metadata.name.as_deref() == Some(src.config_map_name.as_str())
+                && cm.metadata.namespace.as_deref() == Some(src.config_map_namespace.as_str())
+        });
+    match cm.as_ref().map(GpuTemplates::from_config_map) {
+        Some(Ok(t)) => cluster.gpu_templates = Arc::new(t),
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "GPU shared-resource templates in the snapshot skipped")
+        }
+        None => {}
+    }
+}
+
 fn of_kind<T: serde::de::DeserializeOwned>(snap: &Snapshot, kind: &str) -> Vec<T> {
     snap.other
         .iter()
@@ -237,6 +259,7 @@ pub fn run(
         .map(config::framework)
         .collect::<Result<Vec<_>, _>>()?;
     let (mut cluster, pending) = cluster_of(snap, &classes, now_ms, &fws);
+    load_gpu_templates(&mut cluster, snap, cfg);
     let mut queue: Vec<(PodInfo, &Framework)> = pending
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())

@@ -154,10 +154,13 @@ impl Snapshot {
             "CSINode" => self.storage.csi_nodes.push(decode(v).map_err(err)?),
             "PodDisruptionBudget" => self.pdbs.push(decode(v).map_err(err)?),
             "ConfigMap" => {
-                let cm: ConfigMap = decode(v).map_err(err)?;
+                let cm: ConfigMap = decode(v.clone()).map_err(err)?;
                 let ns = cm.metadata.namespace.as_deref().unwrap_or("default");
                 if ns == DEFAULT_NAMESPACE && cm.metadata.name.as_deref() == Some(DEFAULT_NAME) {
                     self.slo_config = Some(cm);
+                } else {
+                    // Others a plugin may read (DeviceShare's GPU shared-resource templates).
+                    self.other.push(v);
                 }
             }
             "ElasticQuota"

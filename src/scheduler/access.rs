@@ -38,6 +38,10 @@ pub const NEEDS: &[Need] = &[
     Need::cluster("slo.koordinator.sh", &["nodemetrics"], READ),
     Need::cluster("topology.node.k8s.io", &["noderesourcetopologies"], READ),
     Need::cluster("scheduling.koordinator.sh", &["devices"], READ),
+    // DeviceShare's GPU shared-resource templates (one ConfigMap, in its namespace).
+    Need::cluster("", &["configmaps"], READ).optional(
+        "GPU shared-resource templates are not read: shares of a templated GPU model are not placed",
+    ),
     Need::cluster(
         "scheduling.koordinator.sh",
         &["reservations"],

@@ -86,18 +86,11 @@ pub fn unsupported_args(name: &str, raw: Option<&Value>) -> Vec<Unsupported> {
         raw.and_then(|v| v.get(key))
             .is_some_and(|v| !v.is_null() && v != &Value::Bool(false))
     };
-    let ignored: &[(&str, &str, &str)] = &[
-        (
-            "Reservation",
-            "enablePreemption",
-            "preemption for Reservations is not implemented",
-        ),
-        (
-            "DeviceShare",
-            "gpuSharedResourceTemplatesConfig",
-            "GPU shared-resource templates are not implemented; shared GPUs are allocated without them",
-        ),
-    ];
+    let ignored: &[(&str, &str, &str)] = &[(
+        "Reservation",
+        "enablePreemption",
+        "preemption for Reservations is not implemented",
+    )];
     ignored
         .iter()
         .filter(|(plugin, key, _)| *plugin == name && on(key))

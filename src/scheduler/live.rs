@@ -74,6 +74,9 @@ pub struct Scheduler {
     pub revoke: Option<revoke::Revoke>,
     /// The network-topology manager, when `scheduler.networkTopologyManager` is on.
     pub topology: Option<topology::Manager>,
+    /// Where DeviceShare's GPU shared-resource templates are read from (a profile enables
+    /// DeviceShare).
+    pub gpu_templates_source: Option<crate::scheduler::plugins::deviceshare::args::TemplatesConfig>,
     /// Pods in flight, against `scheduler.schedulingTimeoutSeconds`.
     pub monitor: monitor::Monitor,
     /// Devices labelled with secondary devices not well planned, for their series.
@@ -127,12 +130,9 @@ impl Scheduler {
             .iter()
             .map(super::config::framework)
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Scheduler::with_frameworks(
-            client,
-            frameworks,
-            cfg.backoff,
-            leadership,
-        ))
+        let mut s = Scheduler::with_frameworks(client, frameworks, cfg.backoff, leadership);
+        s.gpu_templates_source = super::gpu_templates_of(&cfg.profiles);
+        Ok(s)
     }
 
     /// A scheduler over frameworks built elsewhere (tests with their own plugins).
@@ -170,6 +170,7 @@ impl Scheduler {
             reservation_kick: Default::default(),
             revoke: None,
             topology: None,
+            gpu_templates_source: None,
             monitor: Default::default(),
             not_well_planned: Default::default(),
             devices_changed: false,
@@ -435,6 +436,7 @@ impl Scheduler {
             Ev::PodGroup(Delete(g)) => self.cluster.gangs.remove_pod_group(&key_of(&g.metadata)),
             Ev::PodGroup(Init | InitDone) => {}
             Ev::Pod(Init) | Ev::Node(Init) | Ev::Metric(Init) => {}
+            Ev::GpuTemplates(ev) => self.apply_gpu_templates(*ev),
             Ev::Pdb(ev) => match *ev {
                 Apply(p) | InitApply(p) => self.cluster.upsert_pdb(Arc::new(p)),
                 Delete(p) => {

@@ -39,3 +39,31 @@ impl Scheduler {
         self.queue.set_hint(key, events);
     }
 }
+
+impl Scheduler {
+    /// The GPU shared-resource templates ConfigMap changed: DeviceShare reads the new
+    /// templates (an unreadable one is logged and the last good ones kept, as Koordinator's
+    /// cache does).
+    pub(super) fn apply_gpu_templates(
+        &mut self,
+        ev: kube::runtime::watcher::Event<k8s_openapi::api::core::v1::ConfigMap>,
+    ) {
+        use crate::scheduler::model::gpu_templates::GpuTemplates;
+        use kube::runtime::watcher::Event::*;
+        let templates = match ev {
+            Apply(cm) | InitApply(cm) => match GpuTemplates::from_config_map(&cm) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(error = %e, "GPU shared-resource templates not read; the last ones stay");
+                    return;
+                }
+            },
+            Delete(_) => GpuTemplates::default(),
+            Init | InitDone => return,
+        };
+        if *self.cluster.gpu_templates != templates {
+            self.cluster.gpu_templates = std::sync::Arc::new(templates);
+            self.cluster_changed(ClusterEvent::of(Events::DEVICE));
+        }
+    }
+}

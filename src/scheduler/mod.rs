@@ -236,6 +236,26 @@ pub fn watches(
         );
     }
     storage_watches(client, &tx, tasks, shutdown);
+    if let Some(t) = &scheduler.gpu_templates_source {
+        // Only the one ConfigMap (Koordinator's informer watches it alone too).
+        let cfg = kube::runtime::watcher::Config::default()
+            .fields(&format!("metadata.name={}", t.config_map_name));
+        let index = crate::kernel::pump::forward({
+            let tx = tx.clone();
+            move |e| tx.send(live::Ev::GpuTemplates(Box::new(e))).is_ok()
+        });
+        let ns = Some(t.config_map_namespace.clone());
+        let name = "scheduler/watch/gpu-shared-resource-templates";
+        crate::kernel::pump::spawn::<k8s_openapi::api::core::v1::ConfigMap, _>(
+            tasks,
+            name,
+            client.clone(),
+            ns,
+            cfg,
+            index,
+            shutdown,
+        );
+    }
     let pdb = |e| live::Ev::Pdb(Box::new(e));
     live::watch(
         c(),
@@ -364,6 +384,9 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         );
         scheduler.topology = Some(nt::Manager::new(status));
     }
+    if !granted.allows("watch", "", "configmaps") {
+        scheduler.gpu_templates_source = None;
+    }
     let rx = watches(&scheduler, &client, &ctx.tasks, &ctx.shutdown);
     if scheduler.uses_quotas() {
         let quota_args = quota_args_of(&sched_cfg.profiles);
@@ -433,6 +456,17 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
 /// The ElasticQuota args of the first profile that runs the plugin (one that only
 /// configures it does not count), for the controllers outside the cycle (revoke, the
 /// built-in quotas).
+/// Where the GPU shared-resource templates are read from: the DeviceShare args of the
+/// first profile that enables DeviceShare (Koordinator's default when it has none).
+pub(crate) fn gpu_templates_of(
+    profiles: &[config::Profile],
+) -> Option<plugins::deviceshare::args::TemplatesConfig> {
+    use plugins::deviceshare::NAME;
+    let p = profiles.iter().find(|p| p.enables(NAME))?;
+    let args: plugins::deviceshare::args::Args = plugins::plain_args(p.args.get(NAME)).ok()?;
+    Some(args.templates())
+}
+
 pub(crate) fn quota_args_of(
     profiles: &[config::Profile],
 ) -> Option<plugins::elasticquota::args::Args> {

@@ -508,3 +508,15 @@ pub fn cpu_exclusive() -> std::fs::File {
     }
     f
 }
+
+/// A live scheduler of koord's default configuration that always leads.
+#[allow(dead_code)]
+pub fn default_scheduler(c: &kube::Client) -> koord::scheduler::live::Scheduler {
+    let cfg = koord::scheduler::config::default_config().unwrap();
+    koord::scheduler::live::Scheduler::new(
+        c.clone(),
+        &cfg,
+        koord::kernel::lease::Leadership::always(),
+    )
+    .unwrap()
+}

@@ -177,3 +177,36 @@ fn an_unschedulable_pod_reports_its_preemption() {
         serde_json::json!({"node": "n1", "victims": ["default/low"]})
     );
 }
+
+const NPU: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/npu-templates-snapshot.yaml"
+);
+
+/// DeviceShare's GPU shared-resource templates read from the snapshot's ConfigMap (as the
+/// live scheduler watches it): the share equal to a 310P template lands there, named by it;
+/// the 910 node has no such template; a share equal to no template is refused at PreFilter.
+#[test]
+fn npu_shares_follow_the_gpu_shared_resource_templates() {
+    let v = common::explain_schedule(NPU);
+    let pods = v["pods"].as_array().unwrap();
+    let by = |name: &str| pods.iter().find(|p| p["pod"] == name).unwrap().clone();
+    let vir02 = by("default/vir02");
+    assert_eq!(vir02["node"], "node-310p", "{vir02}");
+    assert_eq!(
+        vir02["nodes"]["node-910"]["reason"],
+        "no matched GPU shared resource template"
+    );
+    let text = vir02.to_string();
+    assert!(
+        text.contains("\"gpuSharedResourceTemplate\":\"vir02\""),
+        "{text}"
+    );
+    let odd = by("default/odd");
+    assert!(odd["node"].is_null(), "{odd}");
+    assert!(
+        odd.to_string()
+            .contains("no matched GPU shared resource template"),
+        "{odd}"
+    );
+}

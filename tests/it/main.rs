@@ -33,6 +33,7 @@ mod manifests_run;
 mod metric_names;
 mod migration_loop;
 mod network_topology;
+mod npu_templates;
 mod nri;
 mod nvml;
 mod podrun;

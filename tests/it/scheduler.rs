@@ -387,13 +387,7 @@ async fn api_with_one_node() -> (TestApi, kube::Client, PostParams) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bind_conflict_is_forgotten() {
     let (mut api, c, pp) = api_with_one_node().await;
-    let cfg = koord::scheduler::config::default_config().unwrap();
-    let mut s = koord::scheduler::live::Scheduler::new(
-        c.clone(),
-        &cfg,
-        koord::kernel::lease::Leadership::always(),
-    )
-    .unwrap();
+    let mut s = crate::common::default_scheduler(&c);
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     let created = pods.create(&pp, &pod(1)).await.unwrap();
     s.apply(koord::scheduler::live::Ev::Node(

@@ -29,6 +29,9 @@ pub struct ClusterState {
     pub topologies: HashMap<String, Arc<TopologyOptions>>,
     /// DeviceShare's view of each node's Device, by node name.
     pub devices: HashMap<String, Arc<crate::scheduler::model::devices::NodeDevices>>,
+    /// DeviceShare's GPU shared-resource templates (the `gpu-shared-resource-templates`
+    /// ConfigMap).
+    pub gpu_templates: Arc<crate::scheduler::model::gpu_templates::GpuTemplates>,
     /// Pods (and reserve pods) counted on a node the watch has not shown yet.
     orphans: HashMap<String, Vec<Arc<PodInfo>>>,
     /// Pods assumed by this scheduler and not yet confirmed by the watch.

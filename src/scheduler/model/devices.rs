@@ -101,6 +101,8 @@ pub struct Granted {
     pub id: String,
     pub resources: DevRes,
     pub vfs: Vec<(String, i32)>,
+    /// The GPU shared-resource template the share was cut by (`gpuSharedResourceTemplate`).
+    pub template: Option<String>,
 }
 
 /// Device type → devices given to one pod or reservation.
@@ -153,12 +155,35 @@ pub fn parse(raw: &str) -> Option<Allocations> {
                                 .collect()
                         })
                         .unwrap_or_default(),
+                    template: e
+                        .extension
+                        .as_ref()
+                        .and_then(|x| x.get("gpuSharedResourceTemplate"))
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
                 })
                 .collect();
             (kind, granted)
         })
         .collect();
     Some(out)
+}
+
+/// `DeviceAllocationExtension`: the VFs and the shared-resource template, when any.
+fn extension(g: &Granted) -> Option<Value> {
+    let mut x = serde_json::Map::new();
+    if !g.vfs.is_empty() {
+        let vfs: Vec<Value> = g
+            .vfs
+            .iter()
+            .map(|(bus, minor)| serde_json::json!({"busID": bus, "minor": minor}))
+            .collect();
+        x.insert("vfs".into(), vfs.into());
+    }
+    if let Some(t) = &g.template {
+        x.insert("gpuSharedResourceTemplate".into(), t.clone().into());
+    }
+    (!x.is_empty()).then_some(Value::Object(x))
 }
 
 /// The annotation value, in Koordinator's shape (`gpu-memory` as a binary quantity).
@@ -183,14 +208,7 @@ pub fn format(a: &Allocations) -> String {
                             (k.clone(), q)
                         })
                         .collect(),
-                    extension: (!g.vfs.is_empty()).then(|| {
-                        let vfs: Vec<Value> = g
-                            .vfs
-                            .iter()
-                            .map(|(bus, minor)| serde_json::json!({"busID": bus, "minor": minor}))
-                            .collect();
-                        serde_json::json!({ "vfs": vfs })
-                    }),
+                    extension: extension(g),
                 })
                 .collect();
             (kind.as_str(), entries)

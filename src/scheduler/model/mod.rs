@@ -6,6 +6,7 @@
 //! the layering test in `scheduler/mod.rs`), so the framework names no plugin type.
 
 pub mod devices;
+pub mod gpu_templates;
 pub mod network_topology;
 pub mod owners;
 pub mod quota;

@@ -244,6 +244,7 @@ fn grant(c: &Cand) -> Granted {
         id: c.dev.uuid.clone(),
         resources: c.req.clone(),
         vfs: c.vf.clone().into_iter().collect(),
+        template: None,
     }
 }
 

@@ -2,7 +2,6 @@
 //! LeastAllocated over gpu-memory-ratio, gpu-memory, rdma and fpga, weight 1 each.
 
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::alloc::Scorer;
 use crate::api::extension::resources::{FPGA, GPU_MEMORY, GPU_MEMORY_RATIO, RDMA};
@@ -18,11 +17,36 @@ pub struct Args {
     /// koord never aligns devices with NodeNUMAResource's NUMA choice (as if true).
     #[serde(default, rename = "disableDeviceNUMATopologyAlignment")]
     pub disable_numa_alignment: bool,
-    /// Not implemented: named by `compat::unsupported_args`.
+    /// Where the GPU shared-resource templates are, and which resources they govern
+    /// (Koordinator's default when absent: `koordinator-system/gpu-shared-resource-templates`,
+    /// `huawei.com/npu-core`).
     #[serde(default, rename = "gpuSharedResourceTemplatesConfig")]
-    pub templates: Option<Value>,
+    pub templates: Option<TemplatesConfig>,
     #[serde(default, rename = "gpuShareUnsupportedModels")]
     pub unsupported_models: Vec<Model>,
+}
+
+/// `GPUSharedResourceTemplatesConfig`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TemplatesConfig {
+    #[serde(default)]
+    pub config_map_namespace: String,
+    #[serde(default)]
+    pub config_map_name: String,
+    #[serde(default)]
+    pub matched_resources: Vec<String>,
+}
+
+impl TemplatesConfig {
+    /// Koordinator's default (the whole config, when none is given).
+    pub fn koordinator_default() -> TemplatesConfig {
+        TemplatesConfig {
+            config_map_namespace: "koordinator-system".into(),
+            config_map_name: "gpu-shared-resource-templates".into(),
+            matched_resources: vec![crate::api::extension::resources::NPU_CORE.into()],
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -50,6 +74,12 @@ pub struct Model {
 }
 
 impl Args {
+    pub fn templates(&self) -> TemplatesConfig {
+        self.templates
+            .clone()
+            .unwrap_or_else(TemplatesConfig::koordinator_default)
+    }
+
     pub fn scorer(&self) -> Result<Scorer, crate::api::field::FieldError> {
         let s = self.scoring_strategy.as_ref();
         let most_allocated = match s.and_then(|s| s.type_.as_deref()) {

@@ -32,14 +32,44 @@ const ALLOC_KEY: &str = "DeviceShare/allocation";
 pub struct DeviceShare {
     scorer: Scorer,
     unsupported_models: Vec<args::Model>,
+    /// Resources whose shares must match a GPU shared-resource template.
+    template_resources: Vec<String>,
 }
+
+/// Koordinator's `ErrNoMatchedGPUSharedResourceTemplate`.
+pub const NO_TEMPLATE: &str = "no matched GPU shared resource template";
 
 impl DeviceShare {
     pub fn new(a: args::Args) -> Result<DeviceShare, FieldError> {
         Ok(DeviceShare {
             scorer: a.scorer()?,
+            template_resources: a.templates().matched_resources,
             unsupported_models: a.unsupported_models,
         })
+    }
+
+    /// `parseGPURequirements`: a shared GPU request naming a templated resource must equal
+    /// a template; the matching templates by GPU model (None: no template enforced).
+    fn templates_for(
+        &self,
+        req: &Request,
+        cluster: &ClusterState,
+    ) -> Result<Option<std::collections::BTreeMap<String, Vec<String>>>, Status> {
+        let Some(gpu) = req.by_type.get("gpu").filter(|_| req.shared_gpu) else {
+            return Ok(None);
+        };
+        if !self
+            .template_resources
+            .iter()
+            .any(|r| gpu.per.contains_key(r))
+        {
+            return Ok(None);
+        }
+        let matched = cluster.gpu_templates.matching(&gpu.per);
+        if matched.is_empty() {
+            return Err(Status::unresolvable(NO_TEMPLATE));
+        }
+        Ok(Some(matched))
     }
 
     fn share_refused(&self, st: &PreState, node: &NodeInfo) -> Option<Status> {
@@ -94,11 +124,38 @@ impl DeviceShare {
         node: &NodeInfo,
         cluster: &ClusterState,
     ) -> Result<Option<Allocations>, Status> {
-        self.with_ctx(state, node, cluster, |ctx| {
-            alloc::allocate(ctx, &st.req, st.joint.as_ref())
-        })
-        .transpose()
-        .map_err(|e| Status::unschedulable(e.to_string()))
+        let template = match &st.templates {
+            None => None,
+            Some(by_model) => template_on(by_model, node)?,
+        };
+        let planned = self
+            .with_ctx(state, node, cluster, |ctx| {
+                alloc::allocate(ctx, &st.req, st.joint.as_ref())
+            })
+            .transpose()
+            .map_err(|e| Status::unschedulable(e.to_string()))?;
+        Ok(planned.map(|mut a| {
+            for g in a.get_mut("gpu").into_iter().flatten() {
+                g.template = template.clone();
+            }
+            a
+        }))
+    }
+}
+
+/// `allocateByTemplate` on one node: its GPU model's templates equal to the request —
+/// none refuses the node, one names the allocation, several leave it unnamed.
+fn template_on(
+    by_model: &std::collections::BTreeMap<String, Vec<String>>,
+    node: &NodeInfo,
+) -> Result<Option<String>, Status> {
+    let vendor = node.labels.get(LABEL_GPU_VENDOR).map_or("", String::as_str);
+    let model = node.labels.get(LABEL_GPU_MODEL).map_or("", String::as_str);
+    let key = crate::scheduler::model::gpu_templates::key(vendor, model);
+    match by_model.get(&key).map(Vec::as_slice) {
+        None | Some([]) => Err(Status::unresolvable(NO_TEMPLATE)),
+        Some([one]) => Ok(Some(one.clone())),
+        Some(_) => Ok(None),
     }
 }
 
@@ -107,6 +164,8 @@ struct PreState {
     req: Request,
     joint: Option<JointAllocate>,
     hints: hint::Hints,
+    /// The GPU shared-resource templates the request matched, by GPU model.
+    templates: Option<std::collections::BTreeMap<String, Vec<String>>>,
 }
 
 /// The devices DeviceShare gave the pod in this cycle, as the annotation value.
@@ -142,7 +201,7 @@ impl Plugin for DeviceShare {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _: &ClusterState,
+        cluster: &ClusterState,
     ) -> (Status, PreFilterResult) {
         let req = match request::of_requests(&pod.requests) {
             Err(e) => return (Status::unresolvable(e.to_string()), None),
@@ -157,7 +216,19 @@ impl Plugin for DeviceShare {
             Err(e) => return (Status::unresolvable(e.to_string()), None),
             Ok(h) => h,
         };
-        state.write(NAME, PreState { req, joint, hints });
+        let templates = match self.templates_for(&req, cluster) {
+            Ok(t) => t,
+            Err(s) => return (s, None),
+        };
+        state.write(
+            NAME,
+            PreState {
+                req,
+                joint,
+                hints,
+                templates,
+            },
+        );
         (Status::success(), None)
     }
 

@@ -595,3 +595,85 @@ fn a_ratio_request_is_scored_as_given() {
     };
     assert_eq!(alloc::node_score(&ctx, &req), 75);
 }
+
+/// GPU shared-resource templates (Koordinator's allocator_gpu `allocateByTemplate` cases):
+/// with the chart's templates, a shared NPU request equal to `vir02` is placed on an
+/// Ascend-310P node and its allocation names the template; a request equal to no template
+/// is refused at PreFilter; a node whose model has no such template is refused; a request
+/// not naming a templated resource is not held to templates.
+#[test]
+fn gpu_shared_resource_templates_cut_npu_shares() {
+    let npu_node = |name: &str, model: &str| {
+        json!({"metadata": {"name": name, "labels": {
+            "node.koordinator.sh/gpu-vendor": "huawei", "node.koordinator.sh/gpu-model": model}},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}})
+    };
+    let mut c = cluster(vec![
+        npu_node("n1", "Ascend-310P"),
+        npu_node("n2", "Ascend-910"),
+    ]);
+    for node in ["n1", "n2"] {
+        let d = json!({"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device",
+            "metadata": {"name": node}, "spec": {"devices": [{"type": "gpu", "minor": 0, "id": "NPU-0",
+                "health": true, "resources": {"huawei.com/npu-core": "8", "huawei.com/npu-cpu": "7",
+                    "huawei.com/npu-dvpp": "100", GPU_MEMORY: "24Gi", GPU_MEMORY_RATIO: "100", GPU_CORE: "100"}}]}});
+        c.upsert_device(&serde_json::from_value(d).unwrap());
+    }
+    let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "gpu-shared-resource-templates", "namespace": "koordinator-system"},
+        "data": {"data.yaml": "huawei-Ascend-310P:\n  vir02:\n    huawei.com/npu-core: \"2\"\n    huawei.com/npu-cpu: \"2\"\n    huawei.com/npu-dvpp: \"25\"\n    koordinator.sh/gpu-memory: 6Gi\nhuawei-Ascend-910:\n  vir04:\n    huawei.com/npu-core: \"4\"\n    huawei.com/npu-cpu: \"1\"\n    koordinator.sh/gpu-memory: 4Gi\n"}}))
+    .unwrap();
+    c.gpu_templates = Arc::new(
+        crate::scheduler::model::gpu_templates::GpuTemplates::from_config_map(&cm).unwrap(),
+    );
+    let p = DeviceShare::new(serde_json::from_value(json!({})).unwrap()).unwrap();
+    let npu_pod = |core: &str, cpu: &str, dvpp: Option<&str>, mem: &str| {
+        let mut r = json!({"koordinator.sh/gpu.shared": "1", "huawei.com/npu-core": core,
+            "huawei.com/npu-cpu": cpu, GPU_MEMORY: mem});
+        if let Some(d) = dvpp {
+            r["huawei.com/npu-dvpp"] = d.into();
+        }
+        pod(
+            json!({"metadata": {"name": "npu", "namespace": "default", "uid": "npu"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": r}}]}}),
+        )
+    };
+    let vir02 = npu_pod("2", "2", Some("25"), "6Gi");
+    let mut state = CycleState::default();
+    assert_eq!(p.pre_filter(&mut state, &vir02, &c).0.code, Code::Success);
+    let on_910 = p.filter(&state, &vir02, &c.nodes[1], &c);
+    assert_eq!(
+        (on_910.code, on_910.message().as_str()),
+        (Code::UnschedulableAndUnresolvable, NO_TEMPLATE)
+    );
+    let ok = p.filter(&state, &vir02, &c.nodes[0], &c);
+    assert!(ok.is_success(), "{ok:?}");
+    assert!(p.reserve(&mut state, &vir02, "n1", &c).is_success());
+    let v = reserved_devices(&state).unwrap();
+    assert_eq!(
+        v["gpu"][0]["extension"]["gpuSharedResourceTemplate"], "vir02",
+        "{v}"
+    );
+    let parsed = devices::parse(&v.to_string()).unwrap();
+    assert_eq!(
+        parsed["gpu"][0].template.as_deref(),
+        Some("vir02"),
+        "read back"
+    );
+    let odd = npu_pod("3", "2", Some("25"), "6Gi");
+    let (s, _) = p.pre_filter(&mut CycleState::default(), &odd, &c);
+    assert_eq!(
+        (s.code, s.message().as_str()),
+        (Code::UnschedulableAndUnresolvable, NO_TEMPLATE)
+    );
+    // Not naming huawei.com/npu-core (the default matched resource): no template is needed.
+    let p_other = DeviceShare::new(
+        serde_json::from_value(
+            json!({"gpuSharedResourceTemplatesConfig": {"matchedResources": ["example.com/x"]}}),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let (s, _) = p_other.pre_filter(&mut CycleState::default(), &odd, &c);
+    assert_eq!(s.code, Code::Success);
+}
