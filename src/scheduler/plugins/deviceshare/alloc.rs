@@ -154,11 +154,14 @@ fn candidates<'a>(ctx: &Ctx<'a>, kind: &str, need: &Need) -> Vec<Cand<'a>> {
     let Some(devs) = ctx.devices.by_type.get(kind) else {
         return Vec::new();
     };
-    let selector = ctx.hints.get(kind).and_then(|h| h.selector.as_ref());
+    let hint = ctx.hints.get(kind);
+    let selector = hint.and_then(|h| h.selector.as_ref());
+    let pcie_level = hint.is_some_and(|h| h.exclusive.as_deref() == Some(super::hint::PCIE_LEVEL));
     let mut out: Vec<Cand> = devs
         .iter()
         .filter(|d| d.total.values().any(|v| *v > 0))
         .filter(|d| selector.is_none_or(|s| s.matches(&d.labels)))
+        .filter(|d| !pcie_level || pcie_wholly_free(ctx, kind, devs, d))
         .filter_map(|d| {
             let req = fill(kind, &need.per, d);
             let free = ctx.free(kind, d);
@@ -184,6 +187,17 @@ fn candidates<'a>(ctx: &Ctx<'a>, kind: &str, need: &Need) -> Vec<Cand<'a>> {
             .then(a.dev.minor.cmp(&b.dev.minor))
     });
     out
+}
+
+/// `filterFreeDevicesByPCIe` (exclusivePolicy PCIeLevel): every device of the type on
+/// `d`'s PCIe switch is wholly free.
+fn pcie_wholly_free(ctx: &Ctx, kind: &str, devs: &[Dev], d: &Dev) -> bool {
+    let Some(pcie) = &d.pcie else {
+        return false;
+    };
+    devs.iter()
+        .filter(|o| o.pcie.as_ref() == Some(pcie))
+        .all(|o| ctx.free(kind, o) == o.total)
 }
 
 /// The tightest PCIe switch, else NUMA node, holding `count` candidates, as positions into
@@ -294,6 +308,41 @@ fn pcies_of(devices: &NodeDevices, kind: &str, granted: &[Granted]) -> BTreeSet<
         .collect()
 }
 
+/// `allocateStrategy: ApplyForAll` (a request for one device's share): one per device of
+/// the type on this node that the hint's selector picks; none there is too few.
+fn every_device(ctx: &Ctx, kind: &str, need: &Need) -> Result<Need, DeviceError> {
+    let Some(h) = ctx
+        .hints
+        .get(kind)
+        .filter(|h| h.is(super::hint::APPLY_FOR_ALL))
+    else {
+        return Ok(need.clone());
+    };
+    if need.count > 1 || kind == "gpu" {
+        return Ok(need.clone());
+    }
+    let devs = ctx
+        .devices
+        .by_type
+        .get(kind)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let count = devs
+        .iter()
+        .filter(|d| h.selector.as_ref().is_none_or(|s| s.matches(&d.labels)))
+        .count();
+    if count == 0 {
+        return Err(DeviceError::Insufficient {
+            kind: kind.to_string(),
+            what: "devices",
+        });
+    }
+    Ok(Need {
+        per: need.per.clone(),
+        count,
+    })
+}
+
 /// The pod's devices on this node, or why it cannot have them there.
 pub fn allocate(
     ctx: &Ctx,
@@ -301,11 +350,17 @@ pub fn allocate(
     joint: Option<&JointAllocate>,
 ) -> Result<Allocations, DeviceError> {
     let mut out = Allocations::new();
+    let for_all = |t: &str| {
+        ctx.hints
+            .get(t)
+            .is_some_and(|h| h.is(super::hint::APPLY_FOR_ALL))
+    };
+    // A type given every device (ApplyForAll) takes no part in a joint allocation.
     let types: Vec<&String> = joint
         .map(|j| {
             j.device_types
                 .iter()
-                .filter(|t| req.by_type.contains_key(*t))
+                .filter(|t| req.by_type.contains_key(*t) && !for_all(t))
                 .collect()
         })
         .unwrap_or_default();
@@ -326,7 +381,8 @@ pub fn allocate(
     }
     for (kind, need) in &req.by_type {
         if !out.contains_key(kind) {
-            let g = allocate_type(ctx, kind, need, &BTreeSet::new(), 0)?;
+            let need = every_device(ctx, kind, need)?;
+            let g = allocate_type(ctx, kind, &need, &BTreeSet::new(), 0)?;
             out.insert(kind.clone(), g);
         }
     }

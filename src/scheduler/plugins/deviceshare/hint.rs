@@ -19,9 +19,7 @@ struct Wire {
     selector: Option<LabelSelector>,
     #[serde(rename = "vfSelector")]
     vf_selector: Option<LabelSelector>,
-    #[allow(dead_code)]
     allocate_strategy: Option<String>,
-    #[allow(dead_code)]
     exclusive_policy: Option<String>,
 }
 
@@ -31,6 +29,23 @@ pub struct Hint {
     pub selector: Option<Selector>,
     /// Set: a virtual function must be allocated, from a group this selects.
     pub vf_selector: Option<Selector>,
+    /// `allocateStrategy`: `ApplyForAll` (every device of the type the selector picks) or
+    /// `RequestsAsCount` (the request is a number of devices); other values do nothing.
+    pub strategy: Option<String>,
+    /// `exclusivePolicy`: `DeviceLevel` (with RequestsAsCount: whole devices) or
+    /// `PCIeLevel` (only devices whose PCIe switch is wholly free).
+    pub exclusive: Option<String>,
+}
+
+pub const APPLY_FOR_ALL: &str = "ApplyForAll";
+pub const REQUESTS_AS_COUNT: &str = "RequestsAsCount";
+pub const DEVICE_LEVEL: &str = "DeviceLevel";
+pub const PCIE_LEVEL: &str = "PCIeLevel";
+
+impl Hint {
+    pub fn is(&self, strategy: &str) -> bool {
+        self.strategy.as_deref() == Some(strategy)
+    }
 }
 
 /// Device type → hint.
@@ -75,6 +90,8 @@ pub fn of(pod: &k8s_openapi::api::core::v1::Pod) -> Result<Hints, DeviceError> {
                 Hint {
                     selector,
                     vf_selector,
+                    strategy: w.allocate_strategy,
+                    exclusive: w.exclusive_policy,
                 },
             ))
         })

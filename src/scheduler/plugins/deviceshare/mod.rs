@@ -159,6 +159,30 @@ fn template_on(
     }
 }
 
+/// `allocateStrategy: RequestsAsCount` (`DefaultDeviceHandler`; not GPUs, and a request
+/// of several whole devices keeps its count): the amount is a number of devices, each
+/// taken for 1 unit — a whole device with `exclusivePolicy: DeviceLevel`.
+fn requests_as_count(req: &mut Request, hints: &hint::Hints) {
+    for (kind, need) in req.by_type.iter_mut() {
+        let Some(h) = hints.get(kind).filter(|h| h.is(hint::REQUESTS_AS_COUNT)) else {
+            continue;
+        };
+        if kind == "gpu" || need.count > 1 || need.per.len() != 1 {
+            continue;
+        }
+        let Some((name, v)) = need.per.iter().next().map(|(k, v)| (k.clone(), *v)) else {
+            continue;
+        };
+        let unit = if h.exclusive.as_deref() == Some(hint::DEVICE_LEVEL) {
+            100
+        } else {
+            1
+        };
+        need.count = v.max(0) as usize;
+        need.per = [(name, unit)].into();
+    }
+}
+
 /// What PreFilter learned about the pod.
 struct PreState {
     req: Request,
@@ -216,6 +240,8 @@ impl Plugin for DeviceShare {
             Err(e) => return (Status::unresolvable(e.to_string()), None),
             Ok(h) => h,
         };
+        let mut req = req;
+        requests_as_count(&mut req, &hints);
         let templates = match self.templates_for(&req, cluster) {
             Ok(t) => t,
             Err(s) => return (s, None),

@@ -677,3 +677,62 @@ fn gpu_shared_resource_templates_cut_npu_shares() {
     let (s, _) = p_other.pre_filter(&mut CycleState::default(), &odd, &c);
     assert_eq!(s.code, Code::Success);
 }
+
+/// `device-allocate-hint` strategies and exclusive policies (Koordinator's
+/// DefaultDeviceHandler `CalcDesiredRequestsAndCount` and `filterFreeDevicesByPCIe`):
+/// ApplyForAll gives one share of every device the selector picks, RequestsAsCount reads
+/// the amount as a number of devices (whole ones with DeviceLevel), PCIeLevel takes only
+/// devices whose PCIe switch is wholly free.
+#[test]
+fn allocate_strategies_and_exclusive_policies() {
+    let mut d = device(
+        &[],
+        &[(1, 0, "p0"), (2, 0, "p0"), (3, 0, "p1"), (4, 0, "p1")],
+    );
+    let list = d["spec"]["devices"].as_array_mut().unwrap();
+    for dev in list.iter_mut().take(2) {
+        dev["labels"] = json!({"nic": "fast"});
+    }
+    let devs = node_devices(d);
+    let none = Used::new();
+    let rdma = |v: &str| gpu_request(json!({"koordinator.sh/rdma": v}));
+    let with = |req: &Request, h: &super::hint::Hints| {
+        let mut req = req.clone();
+        requests_as_count(&mut req, h);
+        run_hinted(&devs, &none, &none, false, &req, None, h)
+    };
+    let all = hints(json!({"rdma": {"allocateStrategy": "ApplyForAll"}}));
+    let a = with(&rdma("1"), &all).unwrap();
+    assert_eq!(minors(&a, "rdma"), [1, 2, 3, 4]);
+    assert!(a["rdma"].iter().all(|g| g.resources[RDMA] == 1));
+    let fast = hints(json!({"rdma": {"allocateStrategy": "ApplyForAll",
+        "selector": {"matchLabels": {"nic": "fast"}}}}));
+    assert_eq!(minors(&with(&rdma("1"), &fast).unwrap(), "rdma"), [1, 2]);
+    let nothing = hints(json!({"rdma": {"allocateStrategy": "ApplyForAll",
+        "selector": {"matchLabels": {"nic": "none"}}}}));
+    assert_eq!(
+        with(&rdma("1"), &nothing).unwrap_err(),
+        "Insufficient rdma devices"
+    );
+    let count = hints(json!({"rdma": {"allocateStrategy": "RequestsAsCount"}}));
+    let a = with(&rdma("2"), &count).unwrap();
+    assert_eq!(a["rdma"].len(), 2);
+    assert!(a["rdma"].iter().all(|g| g.resources[RDMA] == 1));
+    let whole = hints(
+        json!({"rdma": {"allocateStrategy": "RequestsAsCount", "exclusivePolicy": "DeviceLevel"}}),
+    );
+    let a = with(&rdma("3"), &whole).unwrap();
+    assert_eq!(a["rdma"].len(), 3);
+    assert!(a["rdma"].iter().all(|g| g.resources[RDMA] == 100));
+    // Device 2 (on p0) is partly used: with PCIeLevel only p1's devices are eligible.
+    let pcie = hints(json!({"rdma": {"exclusivePolicy": "PCIeLevel"}}));
+    let busy = used(&[("rdma", 2, &[(RDMA, 10)])]);
+    let a = run_hinted(&devs, &busy, &none, false, &rdma("100"), None, &pcie).unwrap();
+    assert!(matches!(minors(&a, "rdma")[..], [3] | [4]), "{a:?}");
+    let both = used(&[("rdma", 2, &[(RDMA, 10)]), ("rdma", 4, &[(RDMA, 10)])]);
+    let e = run_hinted(&devs, &both, &none, false, &rdma("100"), None, &pcie).unwrap_err();
+    assert_eq!(
+        e, "Insufficient rdma devices",
+        "no PCIe switch is wholly free"
+    );
+}
