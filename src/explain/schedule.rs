@@ -81,6 +81,12 @@ fn load_storage_and_pdbs(cluster: &mut ClusterState, snap: &Snapshot) {
     for o in &storage.csi_nodes {
         apply(vols, Storage::CsiNode(Apply(o.clone())));
     }
+    for o in &storage.csi_drivers {
+        apply(vols, Storage::CsiDriver(Apply(o.clone())));
+    }
+    for o in &storage.capacities {
+        apply(vols, Storage::Capacity(Apply(o.clone())));
+    }
     for p in &snap.pdbs {
         cluster.upsert_pdb(Arc::new(p.clone()));
     }

@@ -40,6 +40,8 @@ pub struct Storage {
     pub pvcs: Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
     pub classes: Vec<k8s_openapi::api::storage::v1::StorageClass>,
     pub csi_nodes: Vec<k8s_openapi::api::storage::v1::CSINode>,
+    pub csi_drivers: Vec<k8s_openapi::api::storage::v1::CSIDriver>,
+    pub capacities: Vec<k8s_openapi::api::storage::v1::CSIStorageCapacity>,
 }
 
 /// The objects `koord explain` reads; other kinds are kept as raw JSON for later readers.
@@ -152,6 +154,8 @@ impl Snapshot {
             "PersistentVolumeClaim" => self.storage.pvcs.push(decode(v).map_err(err)?),
             "StorageClass" => self.storage.classes.push(decode(v).map_err(err)?),
             "CSINode" => self.storage.csi_nodes.push(decode(v).map_err(err)?),
+            "CSIDriver" => self.storage.csi_drivers.push(decode(v).map_err(err)?),
+            "CSIStorageCapacity" => self.storage.capacities.push(decode(v).map_err(err)?),
             "PodDisruptionBudget" => self.pdbs.push(decode(v).map_err(err)?),
             "ConfigMap" => {
                 let cm: ConfigMap = decode(v.clone()).map_err(err)?;

@@ -30,7 +30,11 @@ pub const NEEDS: &[Need] = &[
         &["persistentvolumes", "persistentvolumeclaims"],
         &["get", "list", "watch", "update"],
     ),
-    Need::cluster("storage.k8s.io", &["storageclasses", "csinodes"], READ),
+    Need::cluster(
+        "storage.k8s.io",
+        &["storageclasses", "csinodes", "csidrivers", "csistoragecapacities"],
+        READ,
+    ),
     // Default topology spreading's selectors; preemption's disruption budgets.
     Need::cluster("", &["services", "replicationcontrollers"], READ),
     Need::cluster("apps", &["replicasets", "statefulsets"], READ),

@@ -40,12 +40,23 @@ pub fn apply(vols: &mut Volumes, ev: Storage) -> Applied {
         Storage::CsiNode(Delete(o)) => {
             vols.csi_nodes.remove(name(&o.metadata));
         }
+        Storage::CsiDriver(Apply(o) | InitApply(o)) => vols.upsert_csi_driver(Arc::new(o)),
+        Storage::CsiDriver(Delete(o)) => {
+            vols.csi_drivers.remove(name(&o.metadata));
+        }
+        Storage::Capacity(Apply(o) | InitApply(o)) => vols.upsert_capacity(Arc::new(o)),
+        Storage::Capacity(Delete(o)) => {
+            vols.capacities.remove(&Volumes::capacity_key(&o.metadata));
+        }
         Storage::Pv(InitDone) => return Applied::Synced(0),
         Storage::Pvc(InitDone) => return Applied::Synced(1),
         Storage::Class(InitDone) => return Applied::Synced(2),
         // CSINodes are not waited for: without one a node has no attach limit.
         Storage::Pv(Init) | Storage::Pvc(Init) | Storage::Class(Init) => return Applied::Nothing,
-        Storage::CsiNode(Init | InitDone) => return Applied::Nothing,
+        // Nor CSIDrivers and capacities: without them capacity is not checked.
+        Storage::CsiNode(Init | InitDone)
+        | Storage::CsiDriver(Init | InitDone)
+        | Storage::Capacity(Init | InitDone) => return Applied::Nothing,
     }
     Applied::Changed
 }

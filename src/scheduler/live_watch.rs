@@ -48,6 +48,8 @@ pub enum Storage {
     Pvc(watcher::Event<k8s_openapi::api::core::v1::PersistentVolumeClaim>),
     Class(watcher::Event<k8s_openapi::api::storage::v1::StorageClass>),
     CsiNode(watcher::Event<k8s_openapi::api::storage::v1::CSINode>),
+    CsiDriver(watcher::Event<k8s_openapi::api::storage::v1::CSIDriver>),
+    Capacity(watcher::Event<k8s_openapi::api::storage::v1::CSIStorageCapacity>),
 }
 
 /// A pod as the scheduler keeps it for its whole life: of its status only what the

@@ -295,6 +295,17 @@ fn storage_watches(
     live::watch(c(), "storageclasses", sc, tx.clone(), tasks, shutdown);
     let csi = |e| live::Ev::Storage(Box::new(Storage::CsiNode(e)));
     live::watch(c(), "csinodes", csi, tx.clone(), tasks, shutdown);
+    let drivers = |e| live::Ev::Storage(Box::new(Storage::CsiDriver(e)));
+    live::watch(c(), "csidrivers", drivers, tx.clone(), tasks, shutdown);
+    let caps = |e| live::Ev::Storage(Box::new(Storage::Capacity(e)));
+    live::watch(
+        c(),
+        "csistoragecapacities",
+        caps,
+        tx.clone(),
+        tasks,
+        shutdown,
+    );
     use live_watch::Owner;
     let rs = |e| live::Ev::Owner(Box::new(Owner::ReplicaSet(e)));
     live::watch(c(), "replicasets", rs, tx.clone(), tasks, shutdown);

@@ -41,6 +41,10 @@ pub struct Volumes {
     pvcs: HashMap<String, Arc<PersistentVolumeClaim>>,
     pub classes: HashMap<String, Arc<StorageClass>>,
     pub csi_nodes: HashMap<String, Arc<CSINode>>,
+    /// CSIDrivers by name (their `storageCapacity` opt-in).
+    pub csi_drivers: HashMap<String, Arc<k8s_openapi::api::storage::v1::CSIDriver>>,
+    /// CSIStorageCapacities by `namespace/name`.
+    pub capacities: BTreeMap<String, Arc<k8s_openapi::api::storage::v1::CSIStorageCapacity>>,
     assumed_pvs: HashMap<String, Arc<PersistentVolume>>,
     assumed_pvcs: HashMap<String, Arc<PersistentVolumeClaim>>,
     /// Pod key → the PV names and claim keys assumed for it.
@@ -126,6 +130,56 @@ impl Volumes {
     pub fn upsert_csi_node(&mut self, c: Arc<CSINode>) {
         self.csi_nodes
             .insert(c.metadata.name.clone().unwrap_or_default(), c);
+    }
+
+    pub fn upsert_csi_driver(&mut self, d: Arc<k8s_openapi::api::storage::v1::CSIDriver>) {
+        self.csi_drivers
+            .insert(d.metadata.name.clone().unwrap_or_default(), d);
+    }
+
+    pub fn capacity_key(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+        let ns = m.namespace.as_deref().unwrap_or_default();
+        format!("{ns}/{}", m.name.as_deref().unwrap_or_default())
+    }
+
+    pub fn upsert_capacity(&mut self, c: Arc<k8s_openapi::api::storage::v1::CSIStorageCapacity>) {
+        self.capacities.insert(Self::capacity_key(&c.metadata), c);
+    }
+
+    /// kube's `hasEnoughCapacity`: a claim of a class whose CSI driver opted into capacity
+    /// tracking (`storageCapacity: true`) needs a CSIStorageCapacity of that class the node
+    /// can reach (`nodeTopology` selects it) whose `maximumVolumeSize`, else `capacity`,
+    /// holds the claim's request; other drivers and claims without a request always fit.
+    pub fn has_enough_capacity(
+        &self,
+        pvc: &PersistentVolumeClaim,
+        class: &StorageClass,
+        node_labels: &BTreeMap<String, String>,
+    ) -> bool {
+        let size = crate::api::volumes::claim_request(pvc);
+        let asks = pvc
+            .spec
+            .as_ref()
+            .and_then(|s| s.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .is_some_and(|r| r.contains_key("storage"));
+        let tracked = self
+            .csi_drivers
+            .get(&class.provisioner)
+            .and_then(|d| d.spec.storage_capacity)
+            .unwrap_or(false);
+        if !asks || !tracked {
+            return true;
+        }
+        let class_name = class.metadata.name.as_deref().unwrap_or_default();
+        self.capacities.values().any(|c| {
+            let limit = c.maximum_volume_size.as_ref().or(c.capacity.as_ref());
+            c.storage_class_name == class_name
+                && limit.is_some_and(|l| crate::api::quantity::q_value(l) >= size)
+                && c.node_topology.as_ref().is_some_and(|t| {
+                    crate::api::selector::label_selector_matches(Some(t), Some(node_labels))
+                })
+        })
     }
 
     /// Reserve's choice laid over the watched objects until the API shows newer ones.

@@ -201,6 +201,7 @@ fn find_pod_volumes(
         }
     }
     let mut satisfied = true;
+    let mut sufficient = true;
     // Smallest claims first, so each gets the smallest PV that fits.
     to_match.sort_by_key(|c| v::claim_request(c));
     for pvc in to_match {
@@ -218,13 +219,16 @@ fn find_pod_volumes(
         }
     }
     if !to_provision.is_empty() {
-        satisfied = provisionable(&to_provision, node, cluster)?;
-        if satisfied {
+        (satisfied, sufficient) = provisionable(&to_provision, node, cluster)?;
+        if satisfied && sufficient {
             out.provisions = to_provision;
         }
     }
     if !satisfied {
         reasons.push(ERR_BIND_CONFLICT);
+    }
+    if !sufficient {
+        reasons.push(ERR_NOT_ENOUGH_SPACE);
     }
     if reasons.is_empty() {
         Ok(out)
@@ -240,13 +244,13 @@ fn conflict(reasons: Vec<&str>) -> Status {
     }
 }
 
-/// `checkVolumeProvisions`: every claim's class provisions, on a node its allowed
-/// topologies include. (CSIStorageCapacity is not watched: capacity is not checked.)
+/// `checkVolumeProvisions`: (every claim's class provisions, on a node its allowed
+/// topologies include; the node can reach enough CSIStorageCapacity for each).
 fn provisionable(
     claims: &[Arc<PersistentVolumeClaim>],
     node: &NodeInfo,
     cluster: &ClusterState,
-) -> Result<bool, Status> {
+) -> Result<(bool, bool), Status> {
     for pvc in claims {
         let class_name = v::claim_class(pvc);
         let key = v::claim_key(pvc);
@@ -259,13 +263,19 @@ fn provisionable(
             )));
         };
         if class.provisioner.is_empty() || class.provisioner == NO_PROVISIONER {
-            return Ok(false);
+            return Ok((false, true));
         }
         if !topology_allows(class.allowed_topologies.as_deref(), &node.labels) {
-            return Ok(false);
+            return Ok((false, true));
+        }
+        if !cluster
+            .volumes
+            .has_enough_capacity(pvc, class, &node.labels)
+        {
+            return Ok((true, false));
         }
     }
-    Ok(true)
+    Ok((true, true))
 }
 
 /// `MatchTopologySelectorTerms`: no terms, or one whose every expression the labels meet.

@@ -30,6 +30,8 @@ pub(super) fn cluster(nodes: Vec<Value>, objects: Vec<Value>) -> ClusterState {
             "PersistentVolumeClaim" => v.upsert_pvc(Arc::new(serde_json::from_value(o).unwrap())),
             "StorageClass" => v.upsert_class(Arc::new(serde_json::from_value(o).unwrap())),
             "CSINode" => v.upsert_csi_node(Arc::new(serde_json::from_value(o).unwrap())),
+            "CSIDriver" => v.upsert_csi_driver(Arc::new(serde_json::from_value(o).unwrap())),
+            "CSIStorageCapacity" => v.upsert_capacity(Arc::new(serde_json::from_value(o).unwrap())),
             _ => {
                 c.upsert_pod(Arc::new(serde_json::from_value(o).unwrap()));
             }
@@ -372,4 +374,113 @@ fn volume_binding_rejects_a_negative_timeout() {
         e.contains("invalid BindTimeoutSeconds, should not be a negative value"),
         "{e}"
     );
+}
+
+/// kube's binder_test TestCapacity (its scenario names): a 1Gi claim of a class whose CSI
+/// driver tracks capacity needs a CSIStorageCapacity of that class reaching the node whose
+/// maximumVolumeSize (else capacity) holds it; with the driver not opted in, every scenario
+/// fits.
+#[test]
+fn capacity() {
+    const CLASS: &str = "wait-with-provisioner";
+    let vb = VolumeBinding::new(Default::default()).unwrap();
+    let nodes = || vec![node("node1", json!({"topology.test/node": "node1"}))];
+    let cap = |name: &str, class: &str, on: Option<&str>, capacity: &str, max: &str| {
+        let mut c = json!({"kind": "CSIStorageCapacity", "apiVersion": "storage.k8s.io/v1",
+        "metadata": {"name": name, "namespace": "kube-system"}, "storageClassName": class,
+        "nodeTopology": match on {
+            Some(n) => json!({"matchLabels": {"topology.test/node": n}}),
+            None => json!({}),
+        }});
+        if !capacity.is_empty() {
+            c["capacity"] = capacity.into();
+        }
+        if !max.is_empty() {
+            c["maximumVolumeSize"] = max.into();
+        }
+        c
+    };
+    let mut claim = pvc("provisioned-pvc", CLASS);
+    claim["spec"]["resources"] = json!({"requests": {"storage": "1Gi"}});
+    let scenarios: Vec<(&str, Vec<Value>, bool)> = vec![
+        (
+            "network-attached",
+            vec![cap("net", CLASS, None, "1Gi", "")],
+            true,
+        ),
+        (
+            "local-storage",
+            vec![cap("node1", CLASS, Some("node1"), "1Gi", "")],
+            true,
+        ),
+        (
+            "multiple",
+            vec![
+                cap("net", CLASS, None, "1Gi", ""),
+                cap("node2", CLASS, Some("node2"), "1Gi", ""),
+                cap("node1", CLASS, Some("node1"), "1Gi", ""),
+            ],
+            true,
+        ),
+        ("no-storage", vec![], false),
+        (
+            "wrong-node",
+            vec![cap("net", CLASS, Some("node2"), "1Gi", "")],
+            false,
+        ),
+        (
+            "wrong-storage-class",
+            vec![cap("net", WAIT, Some("node1"), "1Gi", "")],
+            false,
+        ),
+        (
+            "insufficient-storage",
+            vec![cap("net", CLASS, Some("node1"), "1Mi", "")],
+            false,
+        ),
+        (
+            "insufficient-volume-size",
+            vec![cap("net", CLASS, Some("node1"), "1Gi", "1Mi")],
+            false,
+        ),
+        (
+            "zero-storage",
+            vec![cap("net", CLASS, Some("node1"), "0Mi", "")],
+            false,
+        ),
+        (
+            "zero-volume-size",
+            vec![cap("net", CLASS, Some("node1"), "", "0Mi")],
+            false,
+        ),
+        (
+            "nil-storage",
+            vec![cap("net", CLASS, Some("node1"), "", "")],
+            false,
+        ),
+    ];
+    for opt_in in [true, false] {
+        for (name, caps, fits) in &scenarios {
+            let mut objects = vec![
+                class(CLASS, Some("WaitForFirstConsumer"), "test-provisioner"),
+                class(WAIT, Some("WaitForFirstConsumer"), ""),
+                json!({"kind": "CSIDriver", "metadata": {"name": "test-provisioner"},
+                    "spec": {"storageCapacity": opt_in}}),
+                claim.clone(),
+            ];
+            objects.extend(caps.iter().cloned());
+            let c = cluster(nodes(), objects);
+            let (pre, filters, _) = run(&vb, &c, pod_with_claims("test-pod", &["provisioned-pvc"]));
+            assert!(pre.is_success(), "{name}: {pre:?}");
+            let want = if *fits || !opt_in {
+                Status::success()
+            } else {
+                status(
+                    Code::UnschedulableAndUnresolvable,
+                    &[binding::ERR_NOT_ENOUGH_SPACE],
+                )
+            };
+            assert_eq!(filters, [want], "CSIDriver.StorageCapacity={opt_in}/{name}");
+        }
+    }
 }
