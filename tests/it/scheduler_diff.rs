@@ -1,7 +1,7 @@
 //! The live scheduler and `koord explain schedule` are two drivers of one cycle: on seeded
 //! random clusters (NodeMetrics with and without `spec`, CPU topologies, GPUs, an
 //! ElasticQuota, a pending Reservation and its owners, a gang, a gang placed in its network
-//! topology, pods of every QoS and size) each new pod is first
+//! topology, pods of every QoS and size, some with pod-level resources) each new pod is first
 //! explained on a snapshot of the API server, then created and scheduled by the live
 //! scheduler running in process with its real watches. Every pod must land on the node
 //! explain chose, and that node must be one of explain's highest `total`s.
@@ -266,6 +266,11 @@ fn pod(rng: &mut Rng, name: &str, labels: Value) -> Value {
     };
     let mut spec = json!({"schedulerName": "koord-scheduler", "priorityClassName": priority,
         "containers": [{"name": "c", "image": "x", "resources": resources}]});
+    if qos == "LS" && rng.chance(20) {
+        // Pod-level resources: the pod's own cpu and memory replace its containers' sum.
+        let own = json!({"cpu": format!("{}m", 500 + rng.below(2000)), "memory": "2Gi"});
+        spec["resources"] = json!({"requests": own, "limits": own});
+    }
     if rng.chance(30) {
         spec["tolerations"] = json!([{"key": "dedicated", "operator": "Exists"}]);
     }
