@@ -1,7 +1,7 @@
 //! koord-scheduler feature gates (`--feature-gates` in Koordinator, `scheduler.featureGates`
-//! here) with Koordinator's defaults (`pkg/features/scheduler_features.go`). The informer
-//! switches for volume and disruption APIs need nothing from koord, which watches none of
-//! those APIs; they count as implemented.
+//! here) with Koordinator's defaults (`pkg/features/scheduler_features.go`).
+//! `DisableCSIStorageCapacityInformer` stops the CSIDriver and CSIStorageCapacity watches
+//! (no capacity is checked then); the other informer switches need nothing from koord.
 
 use crate::kernel::features::{Gate, GateTable, gate};
 

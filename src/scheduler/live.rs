@@ -77,6 +77,9 @@ pub struct Scheduler {
     /// Where DeviceShare's GPU shared-resource templates are read from (a profile enables
     /// DeviceShare).
     pub gpu_templates_source: Option<crate::scheduler::plugins::deviceshare::args::TemplatesConfig>,
+    /// CSIDrivers and CSIStorageCapacities are watched (VolumeBinding's capacity check);
+    /// off with Koordinator's `DisableCSIStorageCapacityInformer`.
+    pub capacity_informer: bool,
     /// Pods in flight, against `scheduler.schedulingTimeoutSeconds`.
     pub monitor: monitor::Monitor,
     /// Devices labelled with secondary devices not well planned, for their series.
@@ -171,6 +174,7 @@ impl Scheduler {
             revoke: None,
             topology: None,
             gpu_templates_source: None,
+            capacity_informer: true,
             monitor: Default::default(),
             not_well_planned: Default::default(),
             devices_changed: false,

@@ -236,6 +236,9 @@ pub fn watches(
         );
     }
     storage_watches(client, &tx, tasks, shutdown);
+    if scheduler.capacity_informer {
+        capacity_watches(client, &tx, tasks, shutdown);
+    }
     if let Some(t) = &scheduler.gpu_templates_source {
         // Only the one ConfigMap (Koordinator's informer watches it alone too).
         let cfg = kube::runtime::watcher::Config::default()
@@ -295,17 +298,6 @@ fn storage_watches(
     live::watch(c(), "storageclasses", sc, tx.clone(), tasks, shutdown);
     let csi = |e| live::Ev::Storage(Box::new(Storage::CsiNode(e)));
     live::watch(c(), "csinodes", csi, tx.clone(), tasks, shutdown);
-    let drivers = |e| live::Ev::Storage(Box::new(Storage::CsiDriver(e)));
-    live::watch(c(), "csidrivers", drivers, tx.clone(), tasks, shutdown);
-    let caps = |e| live::Ev::Storage(Box::new(Storage::Capacity(e)));
-    live::watch(
-        c(),
-        "csistoragecapacities",
-        caps,
-        tx.clone(),
-        tasks,
-        shutdown,
-    );
     use live_watch::Owner;
     let rs = |e| live::Ev::Owner(Box::new(Owner::ReplicaSet(e)));
     live::watch(c(), "replicasets", rs, tx.clone(), tasks, shutdown);
@@ -322,6 +314,29 @@ fn storage_watches(
     );
     let svc = |e| live::Ev::Owner(Box::new(Owner::Service(e)));
     live::watch(c(), "services", svc, tx.clone(), tasks, shutdown);
+}
+
+/// CSIDrivers and CSIStorageCapacities (VolumeBinding's capacity check): without them no
+/// driver is known to track capacity, so none is checked.
+fn capacity_watches(
+    client: &kube::Client,
+    tx: &mpsc::UnboundedSender<live::Ev>,
+    tasks: &crate::kernel::Tasks,
+    shutdown: &crate::kernel::Shutdown,
+) {
+    use live_watch::Storage;
+    let c = || client.clone();
+    let drivers = |e| live::Ev::Storage(Box::new(Storage::CsiDriver(e)));
+    live::watch(c(), "csidrivers", drivers, tx.clone(), tasks, shutdown);
+    let caps = |e| live::Ev::Storage(Box::new(Storage::Capacity(e)));
+    live::watch(
+        c(),
+        "csistoragecapacities",
+        caps,
+        tx.clone(),
+        tasks,
+        shutdown,
+    );
 }
 
 /// The Lease to elect on: `scheduler.leaderElection` when set, else the configuration
@@ -395,6 +410,8 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         );
         scheduler.topology = Some(nt::Manager::new(status));
     }
+    let gates = features::SCHEDULER_GATES.from_user(&cfg.feature_gates);
+    scheduler.capacity_informer = !gates.on(features::DISABLE_CSI_STORAGE_CAPACITY_INFORMER);
     if !granted.allows("watch", "", "configmaps") {
         scheduler.gpu_templates_source = None;
     }
