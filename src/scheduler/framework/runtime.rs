@@ -373,13 +373,14 @@ impl Framework {
         let (rejected, processed) =
             self.find_feasible(&state, pod, cluster, order, limit, &mut scratch.feasible);
         timings.push((Point::Filter, clock.elapsed().as_secs_f64()));
-        let mut rejected = rejected;
-        if verdicts.is_empty() && rejected.len() > 64 {
+        let rejected = if verdicts.is_empty() && rejected.len() > 64 {
             // Many nodes rejected the pod (it may fit nowhere): put them in name order by
-            // the cached rank, so the map is built in one pass, not sorted by names.
-            let rank = cluster.name_rank();
-            rejected.sort_unstable_by_key(|r| rank[r.0]);
-        }
+            // the cached rank (a permutation of the node indexes: one pass, no sort), so
+            // the map is built in one pass, not sorted by names.
+            in_name_order(rejected, cluster.name_rank())
+        } else {
+            rejected
+        };
         let rejected = rejected.into_iter().map(|(i, plugin, s)| {
             (
                 cluster.nodes[i].name.clone(),
@@ -627,6 +628,19 @@ pub struct PostFilterRun {
     pub success: bool,
     pub message: String,
     pub seconds: f64,
+}
+
+/// `rejected` ordered by its nodes' name rank, by placing each at its rank.
+fn in_name_order(rejected: Vec<Rejection>, rank: &[u32]) -> Vec<Rejection> {
+    let mut at = vec![u32::MAX; rank.len()];
+    for (pos, r) in rejected.iter().enumerate() {
+        at[rank[r.0] as usize] = pos as u32;
+    }
+    let mut slots: Vec<Option<Rejection>> = rejected.into_iter().map(Some).collect();
+    at.into_iter()
+        .filter(|p| *p != u32::MAX)
+        .filter_map(|p| slots[p as usize].take())
+        .collect()
 }
 
 /// "0/N nodes are available: 2 reason, 1 other reason." over each rejected node's reason.
