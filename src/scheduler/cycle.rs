@@ -11,8 +11,9 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
 
+use super::framework::fit_error::fit_error;
 use super::framework::gangs;
-use super::framework::runtime::{CycleResult, Framework, NodeVerdict, Scope, fit_error};
+use super::framework::runtime::{CycleResult, Framework, NodeVerdict, Scope};
 use super::framework::{ClusterState, Code, Nomination, PodInfo, Status};
 use super::plugins::coscheduling::topology;
 use super::reservation_live;

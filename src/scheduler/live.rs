@@ -100,15 +100,6 @@ pub struct Scheduler {
 
 use super::framework::events::{ClusterEvent, Events, node_change};
 
-/// What Koordinator's pod informer does to a pod as it arrives (the scheduler-name label,
-/// deprecated resource names), before the queue or a profile looks at it.
-fn transform_arrived(pod: &mut Pod) {
-    use super::model::transform;
-    if transform::pod_needs(pod) {
-        transform::transform_pod(pod);
-    }
-}
-
 const SECONDARY_DEVICE_WELL_PLANNED: &str = "node.koordinator.sh/secondary-device-well-planned";
 
 /// Freed memory goes back to the system at most this often (after a burst ends).
@@ -224,87 +215,11 @@ impl Scheduler {
             .position(|f| f.scheduler_name == name)
     }
 
-    fn apply_pod(&mut self, pod: Pod, deleted: bool) {
-        let key = key_of(&pod.metadata);
-        let allocated = pod.metadata.annotations.as_ref().is_some_and(|a| {
-            a.contains_key(crate::api::extension::keys::ANNOTATION_RESERVATION_ALLOCATED)
-        });
-        if allocated {
-            // An owner bound, finished or gone: its reservation may complete now.
-            self.reservation_kick.notify_one();
-        }
-        if deleted {
-            // A pod deleted while waiting at Permit stops waiting (kube-scheduler rejects it).
-            self.resolve_waiting(&key, false);
-            let held = self
-                .cluster
-                .placement(&key)
-                .or(self.cluster.nominated.node_of(&key));
-            let held = held.map(str::to_string);
-            let charged = self.cluster.quotas.quota_of(&key).map(str::to_string);
-            self.cluster.delete_pod(&key);
-            self.queue.remove(&key);
-            self.pod_left(held, charged);
-            return;
-        }
-        let bound = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| !n.is_empty());
-        let ours = self.framework_for(&pod).is_some();
-        let gone = pod.metadata.deletion_timestamp.is_some();
-        let finished = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.as_deref())
-            .is_some_and(|p| p == "Succeeded" || p == "Failed");
-        let held = self.cluster.placement(&key).map(str::to_string);
-        let charged = self.cluster.quotas.quota_of(&key).map(str::to_string);
-        let freed = (gone || finished) && held.is_some();
-        let pod = Arc::new(pod);
-        let new_gang_member = self.cluster.gangs.enabled()
-            && !bound
-            && super::framework::gangs::gang_of(&pod).is_some()
-            && self.cluster.gangs.gang_id(&key).is_none();
-        let before = held.as_deref().and_then(|n| self.cluster.node(n));
-        let before = before.and_then(|n| n.pods.iter().find(|p| p.key == key).cloned());
-        let info = self.cluster.upsert_pod(pod);
-        let placed = self.cluster.placement(&key).map(str::to_string);
-        match (held.as_deref(), placed) {
-            // Bound by someone else, or our binding seen: pods that wait for company
-            // (affinity, spreading) may fit now.
-            (None, Some(node)) => {
-                self.cluster_changed(ClusterEvent::on_node(Events::POD_ASSIGNED_ADD, &node))
-            }
-            // Relabelled where it runs: it may select, or stop repelling, a waiting pod.
-            (Some(was), Some(node))
-                if was == node && before.is_some_and(|b| b.labels != info.labels) =>
-            {
-                self.cluster_changed(ClusterEvent::on_node(Events::POD_ASSIGNED_UPDATE, &node))
-            }
-            _ => {}
-        }
-        if new_gang_member {
-            // Its siblings may have waited at PreEnqueue for it.
-            self.queue.ungate_all();
-        }
-        if freed {
-            // A terminating or finished pod no longer counts: waiting pods may fit now.
-            self.pod_left(held, charged);
-        }
-        if bound || gone || !ours {
-            self.queue.remove(&key);
-        } else if !self.cluster.assumed.contains_key(&key) {
-            self.queue.add(info);
-        }
-    }
-
     /// A Reservation from the watch: into the cache (unless this scheduler just placed it
     /// and the watch has not caught up), and into the queue while it is pending.
     fn apply_reservation(&mut self, r: Arc<Reservation>) {
         let name = r.metadata.name.clone().unwrap_or_default();
-        let key = super::framework::reservations::reserve_key(&name);
+        let key = crate::scheduler::framework::reservations::reserve_key(&name);
         let pending = super::reservation_live::pending_pod(&r);
         if self.assumed_reservations.contains_key(&name) {
             if pending.is_some() {
@@ -338,13 +253,9 @@ impl Scheduler {
         match ev {
             Ev::Pod(Apply(mut p) | InitApply(mut p)) => {
                 super::live_watch::slim_pod(&mut p);
-                transform_arrived(&mut p);
                 self.apply_pod(p, false)
             }
-            Ev::Pod(Delete(mut p)) => {
-                transform_arrived(&mut p);
-                self.apply_pod(p, true)
-            }
+            Ev::Pod(Delete(p)) => self.apply_pod(p, true),
             Ev::Pod(InitDone) => self.synced[0] = true,
             Ev::NetworkTopology(ev) => self.apply_topology(ev),
             Ev::Node(Apply(mut n) | InitApply(mut n)) => {
@@ -632,72 +543,13 @@ mod hints;
 pub mod monitor;
 #[path = "live_metrics.rs"]
 mod observe;
+#[path = "live_pods.rs"]
+mod pods;
 #[path = "live_revoke.rs"]
 pub mod revoke;
 #[path = "live_topology.rs"]
 pub mod topology;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn binding_cycles_past_permit_are_bounded() {
-        // Nothing listens there: the test makes no request.
-        let client =
-            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
-                .unwrap();
-        let cfg = super::super::config::default_config().unwrap();
-        let mut s = Scheduler::new(client, &cfg, Leadership::always()).unwrap();
-        for _ in 0..MAX_BINDING - 1 {
-            s.binds.spawn(std::future::pending());
-        }
-        assert!(s.binding_room());
-        s.binds.spawn(std::future::pending());
-        assert!(
-            !s.binding_room(),
-            "{MAX_BINDING} running: the next cycle waits"
-        );
-        let (tx, _rx) = tokio::sync::oneshot::channel();
-        s.waiting.lock().unwrap().insert("d/member".into(), tx);
-        assert!(
-            s.binding_room(),
-            "a gang member waiting at Permit does not hold the others back"
-        );
-    }
-    /// As kube-scheduler waits for every informer: with every other kind listed, a
-    /// scheduler that has not yet listed the Devices does not schedule (a GPU pod would
-    /// pass DeviceShare on a node whose Device is unknown and get no GPU).
-    #[tokio::test]
-    async fn devices_are_listed_before_scheduling() {
-        use kube::runtime::watcher::Event::InitDone;
-        let client =
-            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
-                .unwrap();
-        let cfg = super::super::config::default_config().unwrap();
-        let mut s = Scheduler::new(client, &cfg, Leadership::always()).unwrap();
-        let others = [
-            Ev::Pod(InitDone),
-            Ev::Node(InitDone),
-            Ev::Metric(InitDone),
-            Ev::Reservation(InitDone),
-            Ev::Quota(InitDone),
-            Ev::Pdb(Box::new(InitDone)),
-            Ev::Storage(Box::new(crate::scheduler::live_watch::Storage::Pv(
-                InitDone,
-            ))),
-            Ev::Storage(Box::new(crate::scheduler::live_watch::Storage::Pvc(
-                InitDone,
-            ))),
-            Ev::Storage(Box::new(crate::scheduler::live_watch::Storage::Class(
-                InitDone,
-            ))),
-        ];
-        for ev in others {
-            s.apply(ev);
-        }
-        assert!(!s.synced(), "Devices not listed yet");
-        s.apply(Ev::Device(InitDone));
-        assert!(s.synced());
-    }
-}
+#[path = "live_tests.rs"]
+mod tests;

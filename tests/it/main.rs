@@ -45,6 +45,7 @@ mod reservation;
 mod rolejobs;
 mod scheduler;
 mod scheduler_diff;
+mod scheduler_name;
 mod scheduler_props;
 mod second_client;
 mod shutdown;

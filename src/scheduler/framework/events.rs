@@ -4,7 +4,7 @@
 //! hint says the change may let the pod fit — so a pod that can never fit is not
 //! retried on every unrelated change.
 
-use super::ClusterState;
+use super::{ClusterState, PodInfo};
 
 /// A set of event kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -99,6 +99,40 @@ impl ClusterEvent {
     }
 }
 
+impl super::runtime::Framework {
+    /// The events the plugins named registered for (every event when none is named, or
+    /// one this profile does not hold).
+    pub fn events_of(&self, plugins: &[&'static str]) -> Events {
+        if plugins.is_empty() {
+            return Events::ALL;
+        }
+        plugins.iter().fold(Events::default(), |acc, name| {
+            match self.by_name.get(name) {
+                Some(p) => acc.or(p.events()),
+                None => Events::ALL,
+            }
+        })
+    }
+
+    /// Whether `ev` may let `pod` fit, asked of the plugins that rejected it (kube-scheduler's
+    /// queueing hints); none known, or one this profile does not hold: yes.
+    pub fn may_help(
+        &self,
+        rejected_by: &[&'static str],
+        pod: &PodInfo,
+        ev: &ClusterEvent,
+        cluster: &ClusterState,
+    ) -> bool {
+        if rejected_by.is_empty() {
+            return true;
+        }
+        rejected_by.iter().any(|name| match self.by_name.get(name) {
+            None => true,
+            Some(p) => p.events().contains(ev.kind) && p.hint(pod, ev, cluster),
+        })
+    }
+}
+
 /// What changed between a node as the cluster held it and its new version.
 pub fn node_change(
     old: Option<&super::NodeInfo>,
@@ -121,9 +155,11 @@ pub fn node_change(
     if old.node.metadata.labels != new.metadata.labels {
         e = e.or(Events::NODE_LABEL);
     }
-    let taints = |s: Option<&k8s_openapi::api::core::v1::NodeSpec>| {
-        s.map(|s| (s.taints.clone(), s.unschedulable))
-    };
+    fn taints(
+        s: Option<&k8s_openapi::api::core::v1::NodeSpec>,
+    ) -> Option<(Option<&[k8s_openapi::api::core::v1::Taint]>, Option<bool>)> {
+        s.map(|s| (s.taints.as_deref(), s.unschedulable))
+    }
     if taints(old.node.spec.as_ref()) != taints(spec) {
         e = e.or(Events::NODE_TAINT);
     }

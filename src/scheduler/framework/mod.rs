@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod events;
+pub mod fit_error;
 pub mod gangs;
 pub mod memo;
 pub mod metric;

@@ -47,14 +47,7 @@ pub struct NodeVerdict {
 
 impl NodeVerdict {
     pub(super) fn rejected(plugin: &'static str, s: &Status) -> NodeVerdict {
-        NodeVerdict {
-            feasible: false,
-            plugin: Some(plugin),
-            code: s.code,
-            reason: s.message(),
-            scores: BTreeMap::new(),
-            total: 0,
-        }
+        Self::refusal(plugin, s.code, s.message())
     }
 
     /// As [`NodeVerdict::rejected`], taking the status (one reason moves, not copied).
@@ -63,10 +56,14 @@ impl NodeVerdict {
             1 => s.reasons.pop().unwrap_or_default(),
             _ => s.message(),
         };
+        Self::refusal(plugin, s.code, reason)
+    }
+
+    fn refusal(plugin: &'static str, code: Code, reason: String) -> NodeVerdict {
         NodeVerdict {
             feasible: false,
             plugin: Some(plugin),
-            code: s.code,
+            code,
             reason,
             scores: BTreeMap::new(),
             total: 0,
@@ -191,39 +188,6 @@ pub fn num_feasible_nodes_to_find(nodes: usize, percentage: Option<i32>) -> usiz
 impl Framework {
     pub fn enabled(&self, point: Point) -> &[Enabled] {
         self.points.get(&point).map(Vec::as_slice).unwrap_or(&[])
-    }
-
-    /// The events the plugins named registered for (every event when none is named, or
-    /// one this profile does not hold).
-    pub fn events_of(&self, plugins: &[&'static str]) -> super::events::Events {
-        use super::events::Events;
-        if plugins.is_empty() {
-            return Events::ALL;
-        }
-        plugins.iter().fold(Events::default(), |acc, name| {
-            match self.by_name.get(name) {
-                Some(p) => acc.or(p.events()),
-                None => Events::ALL,
-            }
-        })
-    }
-
-    /// Whether `ev` may let `pod` fit, asked of the plugins that rejected it (kube-scheduler's
-    /// queueing hints); none known, or one this profile does not hold: yes.
-    pub fn may_help(
-        &self,
-        rejected_by: &[&'static str],
-        pod: &PodInfo,
-        ev: &super::events::ClusterEvent,
-        cluster: &ClusterState,
-    ) -> bool {
-        if rejected_by.is_empty() {
-            return true;
-        }
-        rejected_by.iter().any(|name| match self.by_name.get(name) {
-            None => true,
-            Some(p) => p.events().contains(ev.kind) && p.hint(pod, ev, cluster),
-        })
     }
 
     /// Lets every enabled plugin switch on what it tracks in `cluster` (once per plugin
@@ -611,16 +575,6 @@ impl Framework {
     }
 }
 
-/// kube-scheduler's FitError message: "0/5 nodes are available: 3 node(s) …, 2 Insufficient
-/// cpu."; after a PreFilter rejection, that plugin's message as is.
-pub fn fit_error(total: usize, result: &CycleResult) -> String {
-    if let Some(m) = &result.pre_filter_msg {
-        return format!("0/{total} nodes are available: {m}.");
-    }
-    let reasons = result.verdicts.values().filter(|v| !v.feasible);
-    nodes_available(total, reasons.map(|v| v.reason.as_str()))
-}
-
 /// One PostFilter plugin's run in a cycle.
 #[derive(Debug, Clone)]
 pub struct PostFilterRun {
@@ -641,27 +595,4 @@ fn in_name_order(rejected: Vec<Rejection>, rank: &[u32]) -> Vec<Rejection> {
         .filter(|p| *p != u32::MAX)
         .filter_map(|p| slots[p as usize].take())
         .collect()
-}
-
-/// "0/N nodes are available: 2 reason, 1 other reason." over each rejected node's reason.
-pub fn nodes_available<'a>(total: usize, reasons: impl Iterator<Item = &'a str>) -> String {
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for reason in reasons {
-        if !reason.as_bytes().contains(&b',') {
-            // One reason (the common case, once per node): no split.
-            if !reason.is_empty() {
-                *counts.entry(reason).or_insert(0) += 1;
-            }
-            continue;
-        }
-        for r in reason.split(", ").filter(|r| !r.is_empty()) {
-            *counts.entry(r).or_insert(0) += 1;
-        }
-    }
-    let mut parts: Vec<String> = counts
-        .into_iter()
-        .map(|(r, n)| format!("{n} {r}"))
-        .collect();
-    parts.sort();
-    format!("0/{total} nodes are available: {}.", parts.join(", "))
 }

@@ -20,7 +20,11 @@ pub mod taint;
 pub mod volumes;
 
 #[cfg(test)]
+mod interpod_tests;
+#[cfg(test)]
 mod preemption_tests;
+#[cfg(test)]
+mod resources_tests;
 #[cfg(test)]
 mod spread_tests;
 #[cfg(test)]

@@ -12,8 +12,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use super::super::super::framework::fit_error::nodes_available;
 use super::super::super::framework::gangs::gang_of;
-use super::super::super::framework::runtime::{NodeVerdict, nodes_available};
+use super::super::super::framework::runtime::NodeVerdict;
 use super::super::super::framework::{
     ClusterState, Code, FitsPod, JobNomination, NodeInfo, Nomination, PodInfo, Status,
 };

@@ -12,8 +12,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::super::super::framework::fit_error::nodes_available;
 use super::super::super::framework::gangs::JobPlan;
-use super::super::super::framework::runtime::{Framework, nodes_available};
+use super::super::super::framework::runtime::Framework;
 use super::super::super::framework::{ClusterState, PodInfo};
 use crate::api::scheduling::network_topology::{ANN_INDEX, ANN_SELECTOR, GatherSpec, NODE_LAYER};
 use crate::scheduler::model::network_topology::Tree;
