@@ -1,7 +1,8 @@
 //! The live scheduler and `koord explain schedule` are two drivers of one cycle: on seeded
 //! random clusters (NodeMetrics with and without `spec`, CPU topologies, GPUs, an
 //! ElasticQuota, a pending Reservation and its owners, a gang, a gang placed in its network
-//! topology, pods of every QoS and size, some with pod-level resources) each new pod is first
+//! topology, pods of every QoS and size, some with pod-level resources, some under a NUMA
+//! topology policy with GPUs spread over NUMA nodes) each new pod is first
 //! explained on a snapshot of the API server, then created and scheduled by the live
 //! scheduler running in process with its real watches. Every pod must land on the node
 //! explain chose, and that node must be one of explain's highest `total`s.
@@ -141,27 +142,34 @@ fn now() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
 }
 
-/// 1 socket, `cpus / 2` cores of 2 threads.
-fn topology(name: &str, cpus: u64) -> Value {
+/// 1 socket, `cpus / 2` cores of 2 threads; two NUMA nodes (halves) from 8 CPUs up.
+fn topology(name: &str, cpus: u64, mem: u64) -> Value {
+    let numa = if cpus >= 8 { 2 } else { 1 };
     let detail: Vec<Value> = (0..cpus)
-        .map(|id| json!({"id": id, "core": id / 2, "socket": 0, "node": 0}))
+        .map(|id| json!({"id": id, "core": id / 2, "socket": 0, "node": id * numa / cpus}))
         .collect();
-    let cpu = cpus.to_string();
+    let cpu = (cpus / numa).to_string();
+    let memory = format!("{}Gi", mem / numa);
+    let zones: Vec<Value> = (0..numa)
+        .map(|n| {
+            json!({"name": format!("node-{n}"), "type": "Node", "resources": [
+            {"name": "cpu", "capacity": cpu, "allocatable": cpu, "available": cpu},
+            {"name": "memory", "capacity": memory, "allocatable": memory, "available": memory}]})
+        })
+        .collect();
     json!({"kind": "NodeResourceTopology", "metadata": {"name": name, "annotations": {
         "node.koordinator.sh/cpu-topology": json!({"detail": detail}).to_string(),
         "kubelet.koordinator.sh/cpu-manager-policy": "{\"policy\":\"none\"}"}},
-        "topologyPolicies": ["None"],
-        "zones": [{"name": "node-0", "type": "Node", "resources": [
-            {"name": "cpu", "capacity": cpu, "allocatable": cpu, "available": cpu}]}]})
+        "topologyPolicies": ["None"], "zones": zones})
 }
 
-/// `gpus` whole GPUs of 16 GiB on one PCIe switch.
+/// `gpus` whole GPUs of 16 GiB, one per NUMA node and PCIe switch.
 fn device(name: &str, gpus: u64) -> Value {
     let devices: Vec<Value> = (0..gpus)
         .map(|minor| json!({"type": "gpu", "id": format!("GPU-{name}-{minor}"), "minor": minor, "health": true,
             "resources": {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory": "16Gi",
                 "koordinator.sh/gpu-memory-ratio": "100"},
-            "topology": {"socketID": 0, "nodeID": 0, "pcieID": "pci0000:3a", "busID": format!("0000:3b:0{minor}.0")}}))
+            "topology": {"socketID": 0, "nodeID": minor, "pcieID": format!("pci0000:3{minor}"), "busID": format!("0000:3b:0{minor}.0")}}))
         .collect();
     json!({"kind": "Device", "metadata": {"name": name}, "spec": {"devices": devices}})
 }
@@ -221,7 +229,7 @@ fn cluster(rng: &mut Rng) -> Vec<Value> {
             out.push(m);
         }
         if rng.chance(50) {
-            out.push(topology(&name, cpus));
+            out.push(topology(&name, cpus, mem));
         }
     }
     out
@@ -271,13 +279,20 @@ fn pod(rng: &mut Rng, name: &str, labels: Value) -> Value {
         let own = json!({"cpu": format!("{}m", 500 + rng.below(2000)), "memory": "2Gi"});
         spec["resources"] = json!({"requests": own, "limits": own});
     }
+    let mut annotations = json!({});
+    if qos == "LS" && rng.chance(30) {
+        // A NUMA topology policy: NodeNUMAResource and DeviceShare agree on NUMA nodes.
+        annotations["scheduling.koordinator.sh/numa-topology-spec"] =
+            r#"{"numaTopologyPolicy":"SingleNUMANode"}"#.into();
+    }
     if rng.chance(30) {
         spec["tolerations"] = json!([{"key": "dedicated", "operator": "Exists"}]);
     }
     if rng.chance(20) {
         spec["nodeSelector"] = json!({"zone": format!("z{}", rng.below(2))});
     }
-    json!({"kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": labels}, "spec": spec})
+    json!({"kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": labels,
+        "annotations": annotations}, "spec": spec})
 }
 
 /// What one step creates: single pods, a gang's two members (together), or a Reservation.
@@ -440,6 +455,13 @@ async fn one_seed(seed: u64, seen: &mut BTreeSet<String>) {
             let patience = if want.node.is_some() { 200 } else { 40 };
             let got = live_result(&c, o, patience).await;
             exercised(want, seen);
+            if want.details.contains_key("devices")
+                && o["metadata"]["annotations"]
+                    .get("scheduling.koordinator.sh/numa-topology-spec")
+                    .is_some()
+            {
+                seen.insert("devices NUMA-aligned".into());
+            }
             let ctx = format!("seed {seed}, step {k}, {key}");
             assert_eq!(got, want.node, "{ctx}: live and explain disagree");
             if let Some(node) = &got {
@@ -486,6 +508,7 @@ async fn live_and_explain_place_every_pod_alike() {
         "NodeNUMAResource",
         "LoadAwareScheduling scored",
         "DeviceShare scored",
+        "devices NUMA-aligned",
     ] {
         assert!(seen.contains(what), "no seed exercised {what}: {seen:?}");
     }

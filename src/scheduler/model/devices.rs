@@ -23,6 +23,9 @@ pub struct Dev {
     pub uuid: String,
     pub total: DevRes,
     pub numa: Option<i32>,
+    /// The Device gives this device a topology whose NUMA node is -1 (unknown): NUMA
+    /// alignment does not exclude it, as Koordinator.
+    pub numa_unknown: bool,
     pub pcie: Option<String>,
     pub bus_id: Option<String>,
     /// The Device's labels for this device (what `device-allocate-hint` selectors read).
@@ -77,6 +80,7 @@ impl NodeDevices {
                 uuid: info.uuid.clone().unwrap_or_default(),
                 total,
                 numa: t.map(|t| t.node_id).filter(|n| *n >= 0),
+                numa_unknown: t.is_some_and(|t| t.node_id == -1),
                 pcie: t.map(|t| t.pcie_id.clone()).filter(|p| !p.is_empty()),
                 bus_id: t.and_then(|t| t.bus_id.clone()),
                 labels: info.labels.clone().unwrap_or_default(),

@@ -73,9 +73,22 @@ pub struct Ctx<'a> {
     pub hints: &'a Hints,
     /// Virtual functions other pods hold: (type, minor, bus id).
     pub vfs_used: &'a BTreeSet<(String, i32, String)>,
+    /// The NUMA nodes NodeNUMAResource chose (a bit per node): only devices there.
+    pub numa: Option<u64>,
 }
 
 impl Ctx<'_> {
+    /// `d` may be given under the NUMA affinity (no topology: not under any).
+    fn on_numa(&self, d: &Dev) -> bool {
+        let Some(mask) = self.numa else {
+            return true;
+        };
+        match d.numa {
+            Some(n) => (0..64).contains(&n) && mask & (1u64 << n) != 0,
+            None => d.numa_unknown,
+        }
+    }
+
     pub fn free(&self, kind: &str, d: &Dev) -> DevRes {
         let key = (kind.to_string(), d.minor);
         let used = self.used.get(&key);
@@ -160,6 +173,7 @@ fn candidates<'a>(ctx: &Ctx<'a>, kind: &str, need: &Need) -> Vec<Cand<'a>> {
     let mut out: Vec<Cand> = devs
         .iter()
         .filter(|d| d.total.values().any(|v| *v > 0))
+        .filter(|d| ctx.on_numa(d))
         .filter(|d| selector.is_none_or(|s| s.matches(&d.labels)))
         .filter(|d| !pcie_level || pcie_wholly_free(ctx, kind, devs, d))
         .filter_map(|d| {

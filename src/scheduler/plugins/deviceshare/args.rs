@@ -14,7 +14,7 @@ pub struct Args {
     pub allocator: Option<String>,
     #[serde(default)]
     pub scoring_strategy: Option<ScoringStrategy>,
-    /// koord never aligns devices with NodeNUMAResource's NUMA choice (as if true).
+    /// Devices are not aligned with NodeNUMAResource's NUMA choice and offer it no hints.
     #[serde(default, rename = "disableDeviceNUMATopologyAlignment")]
     pub disable_numa_alignment: bool,
     /// Where the GPU shared-resource templates are, and which resources they govern

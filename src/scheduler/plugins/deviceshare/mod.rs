@@ -10,6 +10,7 @@ pub mod alloc;
 pub mod args;
 pub mod error;
 pub mod hint;
+pub mod numa;
 pub mod request;
 pub mod used;
 
@@ -31,6 +32,9 @@ const ALLOC_KEY: &str = "DeviceShare/allocation";
 
 pub struct DeviceShare {
     scorer: Scorer,
+    /// `disableDeviceNUMATopologyAlignment` unset: devices follow NodeNUMAResource's NUMA
+    /// choice and offer it their hints.
+    numa_align: bool,
     unsupported_models: Vec<args::Model>,
     /// Resources whose shares must match a GPU shared-resource template.
     template_resources: Vec<String>,
@@ -43,6 +47,7 @@ impl DeviceShare {
     pub fn new(a: args::Args) -> Result<DeviceShare, FieldError> {
         Ok(DeviceShare {
             scorer: a.scorer()?,
+            numa_align: !a.disable_numa_alignment,
             template_resources: a.templates().matched_resources,
             unsupported_models: a.unsupported_models,
         })
@@ -88,34 +93,6 @@ impl DeviceShare {
             })
     }
 
-    /// `f` over this node's devices as this pod sees them (its usable reservations' devices
-    /// free and preferred); None for a node without a Device.
-    fn with_ctx<R>(
-        &self,
-        state: &CycleState,
-        node: &NodeInfo,
-        cluster: &ClusterState,
-        f: impl FnOnce(&Ctx) -> R,
-    ) -> Option<R> {
-        let devs = cluster.devices.get(&node.name)?;
-        let usable = crate::scheduler::plugins::reservation::plugin::matched_on(state, &node.name);
-        let (used, reserved) = used::used_on(node, &usable);
-        let st = state.read::<PreState>(NAME)?;
-        let vfs_used = if st.hints.values().any(|h| h.vf_selector.is_some()) {
-            used::vfs_on(node)
-        } else {
-            Default::default()
-        };
-        Some(f(&Ctx {
-            devices: devs,
-            used: &used,
-            reserved: &reserved,
-            scorer: &self.scorer,
-            hints: &st.hints,
-            vfs_used: &vfs_used,
-        }))
-    }
-
     /// The pod's devices on `node`, or why not; `Ok(None)` for a node without a Device.
     fn plan(
         &self,
@@ -128,12 +105,11 @@ impl DeviceShare {
             None => None,
             Some(by_model) => template_on(by_model, node)?,
         };
-        let planned = self
-            .with_ctx(state, node, cluster, |ctx| {
-                alloc::allocate(ctx, &st.req, st.joint.as_ref())
-            })
-            .transpose()
-            .map_err(|e| Status::unschedulable(e.to_string()))?;
+        let planned = with_ctx(state, node, cluster, aligned_to(state, st, node), |ctx| {
+            alloc::allocate(ctx, &st.req, st.joint.as_ref())
+        })
+        .transpose()
+        .map_err(|e| Status::unschedulable(e.to_string()))?;
         Ok(planned.map(|mut a| {
             for g in a.get_mut("gpu").into_iter().flatten() {
                 g.template = template.clone();
@@ -141,6 +117,44 @@ impl DeviceShare {
             a
         }))
     }
+}
+
+/// The NUMA nodes NodeNUMAResource chose for the pod on `node`, when devices follow them.
+fn aligned_to(state: &CycleState, st: &PreState, node: &NodeInfo) -> Option<u64> {
+    if !st.numa_align {
+        return None;
+    }
+    crate::scheduler::plugins::numa::affinity::get(state, &node.name)
+}
+
+/// `f` over this node's devices as this pod sees them (its usable reservations' devices
+/// free and preferred; only those on the `numa` nodes when aligned); None for a node
+/// without a Device or a pod DeviceShare skipped.
+fn with_ctx<R>(
+    state: &CycleState,
+    node: &NodeInfo,
+    cluster: &ClusterState,
+    numa: Option<u64>,
+    f: impl FnOnce(&Ctx) -> R,
+) -> Option<R> {
+    let devs = cluster.devices.get(&node.name)?;
+    let st = state.read::<PreState>(NAME)?;
+    let usable = crate::scheduler::plugins::reservation::plugin::matched_on(state, &node.name);
+    let (used, reserved) = used::used_on(node, &usable);
+    let vfs_used = if st.hints.values().any(|h| h.vf_selector.is_some()) {
+        used::vfs_on(node)
+    } else {
+        Default::default()
+    };
+    Some(f(&Ctx {
+        devices: devs,
+        used: &used,
+        reserved: &reserved,
+        scorer: &st.scorer,
+        hints: &st.hints,
+        vfs_used: &vfs_used,
+        numa,
+    }))
 }
 
 /// `allocateByTemplate` on one node: its GPU model's templates equal to the request —
@@ -190,6 +204,8 @@ struct PreState {
     hints: hint::Hints,
     /// The GPU shared-resource templates the request matched, by GPU model.
     templates: Option<std::collections::BTreeMap<String, Vec<String>>>,
+    scorer: Scorer,
+    numa_align: bool,
 }
 
 /// The devices DeviceShare gave the pod in this cycle, as the annotation value.
@@ -253,6 +269,8 @@ impl Plugin for DeviceShare {
                 joint,
                 hints,
                 templates,
+                scorer: self.scorer.clone(),
+                numa_align: self.numa_align,
             },
         );
         (Status::success(), None)
@@ -287,9 +305,11 @@ impl Plugin for DeviceShare {
         let Some(st) = state.read::<PreState>(NAME) else {
             return Ok(0);
         };
-        Ok(self
-            .with_ctx(state, node, cluster, |ctx| alloc::node_score(ctx, &st.req))
-            .unwrap_or(0))
+        let numa = aligned_to(state, st, node);
+        Ok(with_ctx(state, node, cluster, numa, |ctx| {
+            alloc::node_score(ctx, &st.req)
+        })
+        .unwrap_or(0))
     }
 
     /// A pod asking for no device (PreFilter skipped) scores 0 on every node.

@@ -211,6 +211,7 @@ fn run_hinted(
         scorer: &s,
         hints,
         vfs_used: &vfs_used,
+        numa: None,
     };
     alloc::allocate(&ctx, req, joint).map_err(|e| e.to_string())
 }
@@ -548,9 +549,12 @@ fn a_ratio_request_is_scored_as_given() {
         scorer: &s,
         hints: &hints,
         vfs_used: &vfs,
+        numa: None,
     };
     assert_eq!(alloc::node_score(&ctx, &req), 75);
 }
 
 #[path = "hint_tests.rs"]
 mod hint_tests;
+#[path = "numa_tests.rs"]
+mod numa_tests;

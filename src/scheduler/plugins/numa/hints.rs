@@ -1,6 +1,7 @@
 //! The topology manager's NUMA hints (`frameworkext/topologymanager`): for each requested
 //! resource, every set of NUMA nodes that can hold it; merged across resources and judged
-//! by the NUMA policy. NodeNUMAResource is the only hint provider in koord today.
+//! by the NUMA policy. The providers are NodeNUMAResource (cpu, memory) and DeviceShare
+//! (each device type it allocates, unless `disableDeviceNUMATopologyAlignment`).
 
 use super::error::NumaError;
 use std::collections::BTreeMap;
@@ -57,6 +58,9 @@ fn mask_score(
     }
 }
 
+/// Hints per resource: every provider's, merged into one map.
+pub type HintMap = BTreeMap<String, Vec<Hint>>;
+
 /// Hints per resource ("cpu", "memory") for the pod on this node.
 pub fn generate(
     opts: &TopologyOptions,
@@ -64,7 +68,7 @@ pub fn generate(
     req: &Request,
     policy: NumaPolicy,
     pod_exclusive: bool,
-) -> BTreeMap<&'static str, Vec<Hint>> {
+) -> HintMap {
     let mut free = st.numa_free(opts);
     if let Some(b) = &req.bind
         && b.required
@@ -76,7 +80,7 @@ pub fn generate(
         }
     }
     let nodes: Vec<u32> = free.keys().copied().collect();
-    let mut out: BTreeMap<&'static str, Vec<Hint>> = BTreeMap::new();
+    let mut out = HintMap::new();
     let wanted = [("cpu", req.cpu_milli), ("memory", req.memory)];
     for subset in 1u64..(1u64 << nodes.len().min(20)) {
         let mask = nodes
@@ -90,7 +94,7 @@ pub fn generate(
                 .map(|n| if *res == "cpu" { free[n].0 } else { free[n].1 })
                 .sum();
             if avail >= *amount {
-                out.entry(res).or_default().push(Hint {
+                out.entry(res.to_string()).or_default().push(Hint {
                     mask,
                     preferred: false,
                     score: mask_score(&free, opts, req, mask),
@@ -122,7 +126,7 @@ pub fn generate(
 /// masks agree, unsatisfied when the AND is narrower than the widest hint. Preferred beats
 /// not preferred, narrower beats wider, equal widths go by score. Starts from "all NUMA
 /// nodes, not preferred". A resource with no hint at all makes every merge unsatisfied.
-pub fn merge(hints: &BTreeMap<&'static str, Vec<Hint>>, all: u64) -> (Hint, bool) {
+pub fn merge(hints: &HintMap, all: u64) -> (Hint, bool) {
     let mut best = (
         Hint {
             mask: all,
@@ -195,18 +199,14 @@ fn better(h: &Hint, b: &Hint) -> bool {
 
 /// Whether the policy admits the pod, in the topology manager's words; the NUMA nodes
 /// the allocation then follows (`None`: no NUMA alignment).
-pub fn admit(
-    policy: NumaPolicy,
-    hints: &BTreeMap<&'static str, Vec<Hint>>,
-    all: u64,
-) -> Result<Option<u64>, NumaError> {
+pub fn admit(policy: NumaPolicy, hints: &HintMap, all: u64) -> Result<Option<u64>, NumaError> {
     if policy == NumaPolicy::None {
         return Ok(None);
     }
     let missing: Vec<&str> = hints
         .iter()
         .filter(|(_, l)| l.is_empty())
-        .map(|(r, _)| *r)
+        .map(|(r, _)| r.as_str())
         .collect();
     if let Some(r) = missing.first()
         && policy != NumaPolicy::BestEffort
@@ -224,7 +224,7 @@ pub fn admit(
             } else {
                 ","
             };
-            let names: Vec<&str> = hints.keys().copied().collect();
+            let names: Vec<&str> = hints.keys().map(String::as_str).collect();
             Err(NumaError::Unaligned(names.join(sep)))
         }
     }

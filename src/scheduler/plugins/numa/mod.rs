@@ -5,26 +5,26 @@
 //! pins the containers. Each node's topology comes from its NodeResourceTopology; what is
 //! taken comes from the resource-status of the pods on it.
 
+pub mod affinity;
 pub mod alloc;
 pub mod args;
 pub mod error;
 pub mod hints;
+mod status;
 pub mod take;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
-
 use alloc::{Allocation, Bind, NodeState, Request};
+use status::{policy_name, status_json};
 use take::Exclusive;
 
 use crate::api::cpuset;
 use crate::api::extension::keys::{ANNOTATION_RESOURCE_SPEC, ANNOTATION_RESOURCE_STATUS};
 use crate::api::extension::priority::PriorityClass;
 use crate::api::extension::qos::{QoSClass, pod_qos_class};
-use crate::api::extension::resourcestatus::{self as rs, NUMANodeResource, ResourceStatus};
-use crate::api::quantity::{cpu_from_milli, from_int};
+use crate::api::extension::resourcestatus as rs;
 use crate::scheduler::framework::memo::{self, Memoized};
 use crate::scheduler::framework::res::{R_CPU, R_MEMORY};
 use crate::scheduler::framework::{
@@ -33,6 +33,7 @@ use crate::scheduler::framework::{
 use crate::scheduler::model::topology::{
     BindPolicy, NodeFacts, NumaPolicy, Strategy, TopologyOptions,
 };
+use crate::scheduler::plugins::deviceshare;
 
 pub const NAME: &str = "NodeNUMAResource";
 const ALLOC_KEY: &str = "NodeNUMAResource/allocation";
@@ -79,13 +80,6 @@ enum Phase {
     Filter,
     Score,
     Reserve,
-}
-
-fn policy_name(p: BindPolicy) -> &'static str {
-    match p {
-        BindPolicy::FullPcpus => "FullPCPUs",
-        BindPolicy::SpreadByPcpus => "SpreadByPCPUs",
-    }
 }
 
 /// The node's forced policy: its `cpu-bind-policy` label, or kubelet's full-pcpus-only.
@@ -271,9 +265,9 @@ impl NodeNUMAResource {
     /// phase), or why the node cannot take the pod.
     fn plan(
         &self,
-        st: &PreState,
+        (state, st): (&CycleState, &PreState),
         pod: &PodInfo,
-        node: &NodeInfo,
+        (node, cluster): (&NodeInfo, &ClusterState),
         phase: Phase,
     ) -> Result<Option<(Allocation, Request)>, Status> {
         let opts = topology_of(node);
@@ -305,9 +299,13 @@ impl NodeNUMAResource {
                 return Err(Status::unresolvable("insufficient resources on NUMA Node"));
             }
             let exclusive = st.pod_numa.is_some() && st.numa_exclusive;
-            let hs = hints::generate(opts, &ns, &req, policy, exclusive);
+            let mut hs = hints::generate(opts, &ns, &req, policy, exclusive);
+            if let Some(devices) = deviceshare::numa::topology_hints(state, node, cluster)? {
+                hs.extend(devices);
+            }
             hints::admit(policy, &hs, all).map_err(|e| Status::unschedulable(e.to_string()))?
         };
+        affinity::set(state, &node.name, hint);
         let a = alloc::allocate(opts, &ns, &req, hint, self.strategy(&facts))
             .map_err(|e| Status::unschedulable(e.to_string()))?;
         Ok(Some((a, req)))
@@ -400,32 +398,6 @@ impl NodeNUMAResource {
     }
 }
 
-fn status_json(a: &Allocation) -> String {
-    let cpus: Vec<u32> = a.cpus.iter().copied().collect();
-    let numa: Vec<NUMANodeResource> = a
-        .numa
-        .iter()
-        .map(|(n, cpu, mem)| {
-            let mut resources = BTreeMap::new();
-            if *cpu > 0 {
-                resources.insert("cpu".to_string(), cpu_from_milli(*cpu));
-            }
-            if *mem > 0 {
-                resources.insert("memory".to_string(), from_int(*mem));
-            }
-            NUMANodeResource {
-                node: *n as i32,
-                resources,
-            }
-        })
-        .collect();
-    let status = ResourceStatus {
-        cpuset: cpuset::format(&cpus),
-        numa_node_resources: (!numa.is_empty()).then_some(numa),
-    };
-    serde_json::to_string(&status).unwrap_or_default()
-}
-
 /// The cpuset NodeNUMAResource gave the pod in this cycle, if any.
 pub fn reserved_cpuset(state: &CycleState) -> Option<String> {
     let r = state.read::<Reserved>(ALLOC_KEY)?;
@@ -470,6 +442,7 @@ impl Plugin for NodeNUMAResource {
             Ok(None) => (Status::skip(), None),
             Ok(Some(st)) => {
                 state.write(NAME, st);
+                affinity::init(state);
                 (Status::success(), None)
             }
         }
@@ -480,12 +453,12 @@ impl Plugin for NodeNUMAResource {
         state: &CycleState,
         pod: &PodInfo,
         node: &NodeInfo,
-        _: &ClusterState,
+        cluster: &ClusterState,
     ) -> Status {
         let Some(st) = state.read::<PreState>(NAME) else {
             return Status::success();
         };
-        match self.plan(st, pod, node, Phase::Filter) {
+        match self.plan((state, st), pod, (node, cluster), Phase::Filter) {
             Ok(_) => Status::success(),
             Err(s) => s,
         }
@@ -496,7 +469,7 @@ impl Plugin for NodeNUMAResource {
         state: &CycleState,
         pod: &PodInfo,
         node: &NodeInfo,
-        _: &ClusterState,
+        cluster: &ClusterState,
     ) -> Result<i64, Status> {
         let Some(st) = state.read::<PreState>(NAME) else {
             return Ok(0);
@@ -517,10 +490,12 @@ impl Plugin for NodeNUMAResource {
             };
             return Ok(self.node_score(pod, node, pinned, ratio));
         }
-        Ok(match self.plan(st, pod, node, Phase::Score) {
-            Ok(Some((a, req))) => self.numa_score(node, pod, &a, &req),
-            _ => 0,
-        })
+        Ok(
+            match self.plan((state, st), pod, (node, cluster), Phase::Score) {
+                Ok(Some((a, req))) => self.numa_score(node, pod, &a, &req),
+                _ => 0,
+            },
+        )
     }
 
     fn reserve(
@@ -536,7 +511,7 @@ impl Plugin for NodeNUMAResource {
         let Some(n) = cluster.node(node) else {
             return Status::error(format!("node {node} not found"));
         };
-        let planned = match self.plan(st, pod, n, Phase::Reserve) {
+        let planned = match self.plan((state, st), pod, (n, cluster), Phase::Reserve) {
             Ok(p) => p,
             Err(s) => return s,
         };

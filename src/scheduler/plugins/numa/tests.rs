@@ -484,3 +484,6 @@ fn reserved_cpus_and_placed_pods_are_not_given_out() {
     early.remove_topology("n1");
     assert!(early.nodes[0].topology.is_none());
 }
+
+#[path = "device_tests.rs"]
+mod device_tests;
