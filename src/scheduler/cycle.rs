@@ -66,6 +66,9 @@ pub enum Outcome {
         before: Arc<Reservation>,
         allocatable: BTreeMap<String, Quantity>,
         annotations: BTreeMap<String, String>,
+        /// The running pods it takes over (pre-allocation), as they were; assumed with
+        /// `reservation-allocated` naming it.
+        pre_allocated: Vec<Arc<PodInfo>>,
     },
     /// Assumed on `node` with what PreBind writes (`modified`, when it changes the pod).
     Placed {
@@ -173,7 +176,12 @@ fn schedule(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState, scope: Sc
         }
     };
     let outcome = match &pod.reserve_of {
-        Some(name) => match assume_reservation(cluster, name, pod, &node, modified.as_ref()) {
+        Some(name) => match assume_reservation(
+            cluster,
+            (name, pod, &node),
+            modified.as_ref(),
+            crate::scheduler::plugins::reservation::plugin::pre_allocated(&result.state),
+        ) {
             Some(o) => o,
             None => {
                 // The Reservation vanished between the queue and this cycle.
@@ -263,25 +271,41 @@ fn place(
     }
 }
 
-/// A reserve pod placed: its Reservation counted on `node` as Available.
+/// A reserve pod placed: its Reservation counted on `node` as Available, and the pods it
+/// pre-allocates counted as its owners.
 fn assume_reservation(
     cluster: &mut ClusterState,
-    name: &str,
-    pod: &PodInfo,
-    node: &str,
+    (name, pod, node): (&str, &PodInfo, &str),
     modified: Option<&Pod>,
+    pre: Vec<Arc<PodInfo>>,
 ) -> Option<Outcome> {
     let before = cluster.reservations.get(name)?.object.clone();
     let allocatable = reservation_live::allocatable_of(pod);
     let annotations = reservation_live::prebind_annotations(modified);
     let placed = reservation_live::assumed(&before, node, &allocatable, &annotations);
+    let uid = placed.metadata.uid.clone().unwrap_or_default();
     cluster.upsert_reservation(Arc::new(placed));
+    for p in &pre {
+        let mut owner = (**p).clone();
+        let mut obj = (*owner.pod).clone();
+        obj.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(
+                crate::api::extension::keys::ANNOTATION_RESERVATION_ALLOCATED.into(),
+                reservation_live::allocated_value(name, &uid),
+            );
+        owner.pod = Arc::new(obj);
+        owner.reservation_allocated = Some(uid.clone());
+        cluster.replace_placed(Arc::new(owner));
+    }
     Some(Outcome::Reservation {
         name: name.to_string(),
         node: node.to_string(),
         before,
         allocatable,
         annotations,
+        pre_allocated: pre,
     })
 }
 

@@ -87,8 +87,9 @@ pub struct Scheduler {
     devices_changed: bool,
     /// When the reservation series are next recomputed.
     reservation_series_at: Option<Instant>,
-    /// Reservations placed but not yet written Available: name → the object before.
-    assumed_reservations: HashMap<String, Arc<Reservation>>,
+    /// Reservations placed but not yet written Available: name → the object before, and
+    /// the pods it pre-allocates as they were.
+    assumed_reservations: HashMap<String, (Arc<Reservation>, Vec<Arc<super::framework::PodInfo>>)>,
     pub metrics: Arc<super::metrics::SchedulerMetrics>,
     /// The queue's unschedulable-set and the quotas' versions last published.
     unschedulable_published: u64,
@@ -410,8 +411,12 @@ impl Scheduler {
         }
         if let (Err(e), Some(name)) = (&done.result, &done.pod.reserve_of) {
             tracing::warn!(reservation = %name, error = %e, "reservation not bound; back to pending");
-            if let Some(before) = self.assumed_reservations.remove(name) {
+            if let Some((before, pre_allocated)) = self.assumed_reservations.remove(name) {
                 self.cluster.upsert_reservation(before);
+                // The pods it was to take over are theirs again.
+                for p in pre_allocated {
+                    self.cluster.replace_placed(p);
+                }
             }
             if !e.is_gone() {
                 self.queue.requeue_backoff(done.pod, Instant::now());

@@ -77,18 +77,20 @@ impl Scheduler {
                 before,
                 allocatable,
                 annotations,
+                pre_allocated,
             } => {
                 tracing::debug!(reservation = %name, %node, "placed");
                 self.observe(fi, result, Outcome::Scheduled, started);
-                self.assumed_reservations.insert(name.clone(), before);
+                self.assumed_reservations
+                    .insert(name.clone(), (before, pre_allocated.clone()));
                 let client = self.client.clone();
                 self.binds.spawn(async move {
                     let result = crate::scheduler::reservation_live::bind(
                         &client,
-                        &name,
-                        &node,
+                        (&name, &node),
                         &allocatable,
                         &annotations,
+                        &pre_allocated,
                     )
                     .await;
                     BindDone { pod, node, result }

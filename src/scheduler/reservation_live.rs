@@ -97,13 +97,40 @@ pub fn allocatable_of(pod: &PodInfo) -> BTreeMap<String, Quantity> {
     out
 }
 
-/// The Reservation plugin's Bind: status Available on `node`.
-pub async fn bind(
+/// `scheduling.koordinator.sh/reservation-allocated` naming a reservation.
+pub fn allocated_value(name: &str, uid: &str) -> String {
+    json!({"name": name, "uid": uid}).to_string()
+}
+
+/// Koordinator's `PreBindReservation` for pre-allocation: each pod taken over is written as
+/// allocated to the reservation (refused when the pod was replaced by a namesake).
+async fn pre_allocate(
     client: &kube::Client,
     name: &str,
-    node: &str,
+    uid: &str,
+    pods: &[Arc<PodInfo>],
+) -> Result<(), kube::Error> {
+    for p in pods {
+        let api: Api<Pod> = Api::namespaced(client.clone(), &p.namespace);
+        let pod_name = p.name.as_str();
+        let key = ANNOTATION_RESERVATION_ALLOCATED;
+        // The uid precondition keeps a namesake created since from being written.
+        let patch =
+            json!({"metadata": {"uid": p.uid, "annotations": {key: allocated_value(name, uid)}}});
+        api.patch(pod_name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+    Ok(())
+}
+
+/// The Reservation plugin's Bind: the pods it pre-allocates written as its owners, then
+/// status Available on `node`.
+pub async fn bind(
+    client: &kube::Client,
+    (name, node): (&str, &str),
     allocatable: &BTreeMap<String, Quantity>,
     annotations: &BTreeMap<String, String>,
+    pre_allocated: &[Arc<PodInfo>],
 ) -> Result<(), BindError> {
     let api: Api<Reservation> = Api::all(client.clone());
     let err = |source| BindError::Api {
@@ -119,6 +146,10 @@ pub async fn bind(
             message: "reservation is not active".into(),
         });
     }
+    let uid = current.metadata.uid.clone().unwrap_or_default();
+    pre_allocate(client, name, &uid, pre_allocated)
+        .await
+        .map_err(err)?;
     if !annotations.is_empty() {
         let meta = json!({"metadata": {"annotations": annotations}});
         api.patch(name, &PatchParams::default(), &Patch::Merge(&meta))

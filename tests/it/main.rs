@@ -42,6 +42,7 @@ mod protobuf_lists;
 mod quota;
 mod rbac;
 mod reservation;
+mod reservation_pre_allocation;
 mod rolejobs;
 mod scheduler;
 mod scheduler_diff;

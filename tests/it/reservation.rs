@@ -94,8 +94,9 @@ pub(crate) async fn phase(api: &Api<Reservation>, name: &str) -> (String, String
     (s.phase.unwrap_or_default(), s.node_name.unwrap_or_default())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reserve_use_expire_and_complete() {
+/// The embedded API server with one simulated 8-CPU node and the scheduler process on
+/// [`CONFIG`]: (its directory, the server, the scheduler, the config file, its port).
+pub(crate) async fn one_node() -> (tempfile::TempDir, TestApi, Koord, std::path::PathBuf, u16) {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let mut opts = koord::apiserver::Options::for_tests();
@@ -106,12 +107,36 @@ async fn reserve_use_expire_and_complete() {
         memory: "16Gi".into(),
         pods: 110,
     });
-    let mut api = TestApi::start_with(opts).await;
-    let c = api.client.clone();
-    let pp = PostParams::default();
+    let api = TestApi::start_with(opts).await;
     let cfg = dir.path().join("sched.yaml");
     std::fs::write(&cfg, CONFIG).unwrap();
-    let mut sched = start(dir.path(), port, &cfg);
+    let sched = start(dir.path(), port, &cfg);
+    (dir, api, sched, cfg, port)
+}
+
+/// Creates `p`, which must stay pending with kube-scheduler's `Insufficient cpu`.
+pub(crate) async fn stays_pending(pods: &Api<Pod>, p: &Pod, sched: &Koord) {
+    let name = p.metadata.name.clone().unwrap_or_default();
+    pods.create(&PostParams::default(), p).await.unwrap();
+    let pending = eventually(Duration::from_secs(10), || async {
+        unschedulable_reason(pods, &name)
+            .await
+            .contains("Insufficient cpu")
+    })
+    .await;
+    assert!(
+        pending,
+        "{:?}\n{}",
+        unschedulable_reason(pods, &name).await,
+        sched.logs()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reserve_use_expire_and_complete() {
+    let (dir, mut api, mut sched, cfg, port) = one_node().await;
+    let c = api.client.clone();
+    let pp = PostParams::default();
     let rs: Api<Reservation> = Api::all(c.clone());
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
 
@@ -131,19 +156,7 @@ async fn reserve_use_expire_and_complete() {
     );
 
     // A non-owner asking 5 CPUs would only fit in the reserved capacity.
-    pods.create(&pp, &pod("batch", "5", "batch")).await.unwrap();
-    let pending = eventually(Duration::from_secs(10), || async {
-        unschedulable_reason(&pods, "batch")
-            .await
-            .contains("Insufficient cpu")
-    })
-    .await;
-    assert!(
-        pending,
-        "{:?}\n{}",
-        unschedulable_reason(&pods, "batch").await,
-        sched.logs()
-    );
+    stays_pending(&pods, &pod("batch", "5", "batch"), &sched).await;
     assert_eq!(node_of(&pods, "batch").await, None);
 
     // The TTL expires it (the controller wakes at the expiry, not at its 60 s resync):

@@ -2,7 +2,7 @@
 //! random clusters (NodeMetrics with and without `spec`, CPU topologies, GPUs, an
 //! ElasticQuota, a pending Reservation and its owners, a gang, a gang placed in its network
 //! topology, pods of every QoS and size, some with pod-level resources, some under a NUMA
-//! topology policy with GPUs spread over NUMA nodes) each new pod is first
+//! topology policy with GPUs spread over NUMA nodes, a Reservation taking over a running pod) each new pod is first
 //! explained on a snapshot of the API server, then created and scheduled by the live
 //! scheduler running in process with its real watches. Every pod must land on the node
 //! explain chose, and that node must be one of explain's highest `total`s.
@@ -295,7 +295,8 @@ fn pod(rng: &mut Rng, name: &str, labels: Value) -> Value {
         "annotations": annotations}, "spec": spec})
 }
 
-/// What one step creates: single pods, a gang's two members (together), or a Reservation.
+/// What one step creates: single pods, a gang's two members (together), or a Reservation
+/// (the second one pre-allocating the training pod of step 8).
 fn steps(rng: &mut Rng) -> Vec<Vec<Value>> {
     let mut out = Vec::new();
     for i in 0..12 {
@@ -313,6 +314,13 @@ fn steps(rng: &mut Rng) -> Vec<Vec<Value>> {
                 out.push(vec![pod(rng, "t-a", gang.clone()), pod(rng, "t-b", gang)]);
             }
             6 | 9 => out.push(vec![pod(rng, &name, json!({"app": "owner"}))]),
+            8 => out.push(vec![json!({"kind": "Pod", "metadata": {"name": name, "namespace": "default",
+                "labels": {"app": "train"}}, "spec": {"schedulerName": "koord-scheduler", "containers": [{"name": "c",
+                "image": "x", "resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}]}})]),
+            11 => out.push(vec![json!({"kind": "Reservation", "metadata": {"name": "r1"}, "spec": {
+                "preAllocation": true, "allocatePolicy": "Restricted", "allocateOnce": false,
+                "template": {"spec": {"schedulerName": "koord-scheduler", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}]}},
+                "owners": [{"labelSelector": {"matchLabels": {"app": "train"}}}], "ttl": "1h"}})]),
             _ => out.push(vec![pod(rng, &name, json!({}))]),
         }
     }
@@ -463,7 +471,15 @@ async fn one_seed(seed: u64, seen: &mut BTreeSet<String>) {
                 seen.insert("devices NUMA-aligned".into());
             }
             let ctx = format!("seed {seed}, step {k}, {key}");
-            assert_eq!(got, want.node, "{ctx}: live and explain disagree");
+            let totals: Vec<(String, i64)> = want
+                .verdicts
+                .iter()
+                .map(|(n, v)| (n.clone(), v.total))
+                .collect();
+            assert_eq!(
+                got, want.node,
+                "{ctx}: live and explain disagree; explain totals {totals:?}"
+            );
             if let Some(node) = &got {
                 let best = want.verdicts.values().map(|v| v.total).max();
                 assert_eq!(
@@ -509,6 +525,7 @@ async fn live_and_explain_place_every_pod_alike() {
         "LoadAwareScheduling scored",
         "DeviceShare scored",
         "devices NUMA-aligned",
+        "preAllocated",
     ] {
         assert!(seen.contains(what), "no seed exercised {what}: {seen:?}");
     }

@@ -60,6 +60,16 @@ impl ClusterState {
         self.place(Arc::new(pod), &node);
     }
 
+    /// A placed pod as it is now (its stored object is slimmed, so it is not rebuilt from
+    /// it): pre-allocation writes it as a reservation's owner, or gives it back.
+    pub fn replace_placed(&mut self, info: Arc<PodInfo>) {
+        let Some(node) = info.node_name.clone() else {
+            return;
+        };
+        self.remove_pod(&info.key);
+        self.place(info, &node);
+    }
+
     pub(super) fn owner_placed(&mut self, uid: &str, key: String, requests: Amounts) {
         self.reservation_owners
             .entry(uid.to_string())

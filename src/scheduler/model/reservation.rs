@@ -214,6 +214,16 @@ impl ReservationInfo {
             .zip(&self.owner_selectors)
             .any(|(o, sel)| owner_matches(o, sel.as_ref(), pod))
     }
+
+    /// Whether one of the owners' label selectors picks `pod` (how Koordinator lists the
+    /// pods a reservation may pre-allocate).
+    pub fn owner_selected(&self, pod: &Pod) -> bool {
+        let labels = pod.metadata.labels.as_ref();
+        self.owner_selectors
+            .iter()
+            .flatten()
+            .any(|s| s.as_ref().is_ok_and(|s| s.matches_opt(labels)))
+    }
 }
 
 /// `ReservationArgs.ignoredResources` / `ignoredResourceGroups`: extended resources the

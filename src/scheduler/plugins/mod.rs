@@ -110,6 +110,7 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, FieldEr
             let a: ReservationArgs = strip_meta(args(name, raw)?);
             Arc::new(reservation::plugin::ReservationPlugin {
                 ignored: Arc::new(a.ignored().map_err(ctx)?),
+                pre_allocation: Arc::new(a.pre_allocation_config.unwrap_or_default()),
             })
         }
         "NodeNUMAResource" => {
@@ -189,7 +190,7 @@ fn hard_weight<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> 
 }
 
 /// `ReservationArgs`: accepted with Koordinator's fields; koord reads the ignored resources
-/// here, `resyncIntervalSeconds`, `gcDurationSeconds` and `disableGarbageCollection` in its
+/// and `preAllocationConfig` here, `resyncIntervalSeconds`, `gcDurationSeconds` and `disableGarbageCollection` in its
 /// reservation controller, and examines every node.
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -205,7 +206,7 @@ struct ReservationArgs {
     resync_interval_seconds: Option<i64>,
     ignored_resources: Option<Vec<String>>,
     ignored_resource_groups: Option<Vec<String>>,
-    pre_allocation_config: Option<Value>,
+    pre_allocation_config: Option<reservation::pre_allocation::Config>,
     reservation_selector_index: Option<Value>,
 }
 

@@ -5,3 +5,8 @@
 //! `scheduler/model/`; the Reservation controller is `scheduler/reservation_live.rs`).
 
 pub mod plugin;
+pub mod pre_allocation;
+
+#[cfg(test)]
+#[path = "pre_allocation_tests.rs"]
+mod pre_allocation_tests;

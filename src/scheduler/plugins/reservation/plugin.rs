@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use super::pre_allocation::{self, PreAllocation};
 use crate::api::extension::keys::ANNOTATION_RESERVATION_ALLOCATED;
 use crate::scheduler::framework::res::{R_PODS, ResVec};
 use crate::scheduler::framework::{
@@ -25,6 +26,7 @@ pub const NAME: &str = "Reservation";
 /// What the matched reservations give back to the pod on each node.
 pub const RESTORED: &str = "Reservation/restored";
 const CHOSEN: &str = "Reservation/chosen";
+const CHOSEN_PODS: &str = "Reservation/preAllocated";
 
 pub const ERR_AFFINITY: &str = "node(s) no reservations match reservation affinity";
 pub const ERR_NODE_NOT_MATCH: &str = "node(s) didn't match the nodeName specified by reservation";
@@ -51,10 +53,13 @@ struct PreState {
     skip: Arc<IgnoredResources>,
 }
 
-/// A pending Reservation's reserve pod: only its pinned node, if any, and its policy.
+/// A pending Reservation's reserve pod: its pinned node, if any, its policy, and the
+/// running pods it may take over.
 struct ReservePod {
     node: Option<String>,
     policy: AllocatePolicy,
+    name: String,
+    pre: Option<PreAllocation>,
 }
 
 #[derive(Debug, Clone)]
@@ -66,14 +71,18 @@ struct Chosen {
 #[derive(Default)]
 pub struct ReservationPlugin {
     pub ignored: Arc<IgnoredResources>,
+    pub pre_allocation: Arc<pre_allocation::Config>,
 }
+
+/// The running pods a pre-allocating reservation takes over (Reserve's choice).
+struct PreAllocated(Vec<Arc<PodInfo>>);
 
 fn available_vec(r: &ReservationInfo) -> ResVec {
     ResVec::from_amounts(&r.available())
 }
 
 /// MostAllocated-style fit of the pod into the reservation (Koordinator's reservation score).
-fn reservation_score(r: &ReservationInfo, pod: &PodInfo) -> i64 {
+pub(super) fn reservation_score(r: &ReservationInfo, pod: &PodInfo) -> i64 {
     let (mut sum, mut n) = (0i64, 0i64);
     let allocated: BTreeMap<&String, i64> =
         r.allocated
@@ -95,6 +104,37 @@ fn reservation_score(r: &ReservationInfo, pod: &PodInfo) -> i64 {
 }
 
 impl ReservationPlugin {
+    /// The running pods a pre-allocating reserve pod takes over on `node` (none for a
+    /// reservation that does not pre-allocate), or why it cannot be placed there.
+    fn pre_allocated_on(
+        &self,
+        rp: &ReservePod,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Result<Vec<Arc<PodInfo>>, Status> {
+        let (Some(pre), Some(r)) = (&rp.pre, cluster.reservations.get(&rp.name)) else {
+            return Ok(Vec::new());
+        };
+        pre_allocation::select(pre, pod, r, node, &self.ignored)
+    }
+
+    fn pre_allocation_score(
+        &self,
+        rp: &ReservePod,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> i64 {
+        let (Some(pre), Some(r)) = (&rp.pre, cluster.reservations.get(&rp.name)) else {
+            return 0;
+        };
+        match pre_allocation::select(pre, pod, r, node, &self.ignored) {
+            Ok(taken) => pre_allocation::score(&taken, r, pre.multiple),
+            Err(_) => 0,
+        }
+    }
+
     /// The reservation a pod would use on `node` (Koordinator's `NominateReservation`):
     /// among the matched ones that can hold it, the lowest non-zero order label, else the
     /// best score.
@@ -158,7 +198,7 @@ fn check(
 
 /// `fitsNode`: resources (by name) the pod asks more of than the node has free, with
 /// `restored` given back and `matched` reserve pods not counted as pods.
-fn short_on_node(
+pub(super) fn short_on_node(
     pod: &PodInfo,
     node: &NodeInfo,
     restored: Option<&ResVec>,
@@ -185,7 +225,7 @@ fn short_on_node(
     out
 }
 
-fn by_node_reasons(names: &std::collections::BTreeSet<String>) -> Vec<String> {
+pub(super) fn by_node_reasons(names: &std::collections::BTreeSet<String>) -> Vec<String> {
     names
         .iter()
         .map(|n| format!("Insufficient {n} by node"))
@@ -230,15 +270,31 @@ impl Plugin for ReservationPlugin {
                 .as_ref()
                 .and_then(|a| a.get(ANNOTATION_RESERVATION_NODE))
                 .cloned();
-            let policy = pod
+            let r = pod
                 .reserve_of
                 .as_ref()
-                .and_then(|n| cluster.reservations.get(n))
-                .map(|r| r.policy)
-                .unwrap_or_default();
+                .and_then(|n| cluster.reservations.get(n));
+            let pre = match r.map(|r| PreAllocation::of(r, &self.pre_allocation, cluster)) {
+                Some(Err(s)) => return (s, None),
+                Some(Ok(p)) => p,
+                None => None,
+            };
+            let allowed = pre
+                .as_ref()
+                .filter(|p| p.required)
+                .map(|p| p.candidates.keys().cloned().collect());
+            if let Some(p) = &pre {
+                state.write(RESTORED, Restored(p.restored()));
+            }
+            let rp = ReservePod {
+                node,
+                policy: r.map(|r| r.policy).unwrap_or_default(),
+                name: r.map(|r| r.name.clone()).unwrap_or_default(),
+                pre,
+            };
             // Filter says "didn't match the nodeName specified by reservation" elsewhere.
-            state.write(NAME, ReservePod { node, policy });
-            return (Status::success(), None);
+            state.write(NAME, rp);
+            return (Status::success(), allowed);
         }
         let aff = match affinity(&pod.pod) {
             Ok(a) => a,
@@ -310,10 +366,12 @@ impl Plugin for ReservationPlugin {
                 .iter()
                 .filter_map(|p| cluster.reservations.get(p.reserve_of.as_ref()?))
                 .any(|r| (r.policy == AllocatePolicy::Default) != default);
-            return if conflict {
-                Status::unresolvable(ERR_POLICY_CONFLICT)
-            } else {
-                Status::success()
+            if conflict {
+                return Status::unresolvable(ERR_POLICY_CONFLICT);
+            }
+            return match self.pre_allocated_on(rp, pod, node, cluster) {
+                Err(s) => s,
+                Ok(_) => Status::success(),
             };
         }
         let Some(st) = state.read::<PreState>(NAME) else {
@@ -367,6 +425,9 @@ impl Plugin for ReservationPlugin {
         node: &NodeInfo,
         cluster: &ClusterState,
     ) -> Result<i64, Status> {
+        if let Some(rp) = state.read::<ReservePod>(NAME) {
+            return Ok(self.pre_allocation_score(rp, pod, node, cluster));
+        }
         let Some(st) = state.read::<PreState>(NAME) else {
             return Ok(0);
         };
@@ -385,11 +446,17 @@ impl Plugin for ReservationPlugin {
     /// No reservation matched (PreFilter skipped), or the pod ignores reservations: every
     /// node scores 0.
     fn scores_nothing(&self, state: &CycleState, _: &PodInfo) -> bool {
+        if let Some(rp) = state.read::<ReservePod>(NAME) {
+            return rp.pre.is_none();
+        }
         state.read::<PreState>(NAME).is_none_or(|st| st.ignored)
     }
 
-    /// Koordinator's NormalizeScore: the best node gets 100.
-    fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [i64]) {
+    /// Koordinator's NormalizeScore: the best node gets 100 (a reserve pod's scores stay).
+    fn normalize(&self, state: &CycleState, _: &PodInfo, scores: &mut [i64]) {
+        if state.read::<ReservePod>(NAME).is_some() {
+            return;
+        }
         let max = scores.iter().copied().max().unwrap_or(0);
         if max > 0 {
             for s in scores.iter_mut() {
@@ -405,6 +472,21 @@ impl Plugin for ReservationPlugin {
         node: &str,
         cluster: &ClusterState,
     ) -> Status {
+        if let Some(rp) = state.read::<ReservePod>(NAME) {
+            let Some(n) = cluster.node(node) else {
+                return Status::success();
+            };
+            return match self.pre_allocated_on(rp, pod, n, cluster) {
+                Err(s) => s,
+                Ok(taken) if taken.is_empty() && rp.pre.as_ref().is_some_and(|p| p.required) => {
+                    Status::unschedulable(pre_allocation::ERR_NO_PODS_MEET)
+                }
+                Ok(taken) => {
+                    state.write(CHOSEN_PODS, PreAllocated(taken));
+                    Status::success()
+                }
+            };
+        }
         let Some(st) = state.read::<PreState>(NAME) else {
             return Status::success();
         };
@@ -429,11 +511,17 @@ impl Plugin for ReservationPlugin {
     }
 
     fn report(&self, state: &CycleState) -> Option<(&'static str, serde_json::Value)> {
+        let taken = pre_allocated(state);
+        if !taken.is_empty() {
+            let keys: Vec<&str> = taken.iter().map(|p| p.key.as_str()).collect();
+            return Some(("preAllocated", keys.into()));
+        }
         chosen(state).map(|n| ("reservation", n.into()))
     }
 
     fn unreserve(&self, state: &mut CycleState, _: &PodInfo, _: &str) {
         state.remove(CHOSEN);
+        state.remove(CHOSEN_PODS);
     }
 
     fn pre_bind(
@@ -515,6 +603,14 @@ pub fn matched_on(state: &CycleState, node: &str) -> Vec<String> {
         .read::<PreState>(NAME)
         .filter(|p| !p.ignored)
         .and_then(|p| p.matched.get(node).cloned())
+        .unwrap_or_default()
+}
+
+/// The running pods a pre-allocating reservation took over in this cycle.
+pub fn pre_allocated(state: &CycleState) -> Vec<Arc<PodInfo>> {
+    state
+        .read::<PreAllocated>(CHOSEN_PODS)
+        .map(|p| p.0.clone())
         .unwrap_or_default()
 }
 
