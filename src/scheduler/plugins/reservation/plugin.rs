@@ -7,12 +7,13 @@
 //! the reservation and PreBind writes `scheduling.koordinator.sh/reservation-allocated`.
 //! Reserve pods (a pending Reservation being scheduled) are held to their pinned node.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::fit::{available_vec, by_node_reasons, reservation_score, short_on_node};
 use super::pre_allocation::{self, PreAllocation};
 use crate::api::extension::keys::ANNOTATION_RESERVATION_ALLOCATED;
-use crate::scheduler::framework::res::{R_PODS, ResVec};
+use crate::scheduler::framework::res::ResVec;
 use crate::scheduler::framework::{
     ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodDraft, PodInfo, Point,
     PreFilterResult, Status,
@@ -76,32 +77,6 @@ pub struct ReservationPlugin {
 
 /// The running pods a pre-allocating reservation takes over (Reserve's choice).
 struct PreAllocated(Vec<Arc<PodInfo>>);
-
-fn available_vec(r: &ReservationInfo) -> ResVec {
-    ResVec::from_amounts(&r.available())
-}
-
-/// MostAllocated-style fit of the pod into the reservation (Koordinator's reservation score).
-pub(super) fn reservation_score(r: &ReservationInfo, pod: &PodInfo) -> i64 {
-    let (mut sum, mut n) = (0i64, 0i64);
-    let allocated: BTreeMap<&String, i64> =
-        r.allocated
-            .values()
-            .flatten()
-            .fold(BTreeMap::new(), |mut m, (k, v)| {
-                *m.entry(k).or_default() += v;
-                m
-            });
-    for (k, alloc) in r.allocatable.iter().filter(|(_, v)| **v > 0) {
-        let used =
-            pod.requests.get(k).copied().unwrap_or(0) + allocated.get(k).copied().unwrap_or(0);
-        if used <= *alloc {
-            sum += used * MAX_NODE_SCORE / alloc;
-        }
-        n += 1;
-    }
-    if n == 0 { 0 } else { sum / n }
-}
 
 impl ReservationPlugin {
     /// The running pods a pre-allocating reserve pod takes over on `node` (none for a
@@ -194,42 +169,6 @@ fn check(
         Vec::new()
     };
     (by_node, by_res)
-}
-
-/// `fitsNode`: resources (by name) the pod asks more of than the node has free, with
-/// `restored` given back and `matched` reserve pods not counted as pods.
-pub(super) fn short_on_node(
-    pod: &PodInfo,
-    node: &NodeInfo,
-    restored: Option<&ResVec>,
-    matched: i64,
-    skip: &IgnoredResources,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    if node.req.get(R_PODS) - matched + 1 > node.alloc.get(R_PODS) {
-        out.push("pods".to_string());
-    }
-    for (id, want) in pod.req.iter() {
-        if id == R_PODS || want <= 0 {
-            continue;
-        }
-        let back = restored.map(|r| r.get(id)).unwrap_or(0);
-        if want > node.alloc.get(id) - node.req.get(id) + back {
-            let name = crate::scheduler::framework::res::name(id);
-            // Only extended resources may be ignored (the args refuse native ones).
-            if !skip.has(&name) {
-                out.push(name);
-            }
-        }
-    }
-    out
-}
-
-pub(super) fn by_node_reasons(names: &std::collections::BTreeSet<String>) -> Vec<String> {
-    names
-        .iter()
-        .map(|n| format!("Insufficient {n} by node"))
-        .collect()
 }
 
 impl Plugin for ReservationPlugin {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::plugin::{by_node_reasons, reservation_score, short_on_node};
+use super::fit::{by_node_reasons, reservation_score, short_on_node};
 use crate::api::extension::keys::ANNOTATION_RESERVATION_ALLOCATED;
 use crate::scheduler::framework::res::ResVec;
 use crate::scheduler::framework::{ClusterState, Code, MAX_NODE_SCORE, NodeInfo, PodInfo, Status};
