@@ -66,17 +66,19 @@ pub const ANNOTATION_RESIZE_ALLOCATABLE: &str =
     "scheduling.koordinator.sh/reservation-resize-allocatable";
 
 /// What the Reservation PreBind plugins write on the Reservation itself (Koordinator's
-/// `ReservationPreBindPlugin`): DeviceShare's `device-allocated`, from the reserve pod's
-/// PreBind result.
+/// `ReservationPreBindPlugin`): DeviceShare's `device-allocated` and NodeNUMAResource's
+/// `resource-status` (its cpuset), from the reserve pod's PreBind result.
 pub fn prebind_annotations(
     modified: Option<&k8s_openapi::api::core::v1::Pod>,
 ) -> BTreeMap<String, String> {
-    let key = crate::api::extension::keys::ANNOTATION_DEVICE_ALLOCATED;
-    modified
-        .and_then(|p| p.metadata.annotations.as_ref())
-        .and_then(|a| a.get(key))
-        .map(|v| BTreeMap::from([(key.to_string(), v.clone())]))
-        .unwrap_or_default()
+    use crate::api::extension::keys::{ANNOTATION_DEVICE_ALLOCATED, ANNOTATION_RESOURCE_STATUS};
+    let Some(a) = modified.and_then(|p| p.metadata.annotations.as_ref()) else {
+        return BTreeMap::new();
+    };
+    [ANNOTATION_DEVICE_ALLOCATED, ANNOTATION_RESOURCE_STATUS]
+        .into_iter()
+        .filter_map(|k| Some((k.to_string(), a.get(k)?.clone())))
+        .collect()
 }
 
 /// What a reservation holds once scheduled: its reserve pod's requests, with the resources

@@ -19,6 +19,11 @@ pub struct NodeState {
     /// NUMA nodes with pods on them alone / with pods spanning several.
     pub single: BTreeSet<u32>,
     pub shared: BTreeSet<u32>,
+    /// CPUs the pod's matched reservations hold and their owners do not use: free for the
+    /// pod and taken first.
+    pub preferred: BTreeSet<u32>,
+    /// Every matched reservation is Restricted: pinned CPUs come only from `preferred`.
+    pub restricted: bool,
 }
 
 impl NodeState {
@@ -42,6 +47,38 @@ impl NodeState {
                 }
             }
         }
+        st
+    }
+
+    /// For `pod_key` placed into one of `reserved` (its matched reservations on the node,
+    /// with whether each is Restricted): their reserve pods' CPUs and NUMA resources count
+    /// as free, their CPUs not used by owners preferred (Koordinator's reservation restore).
+    pub fn for_pod(node: &NodeInfo, pod_key: &str, reserved: &[(String, bool)]) -> NodeState {
+        if reserved.is_empty() {
+            return NodeState::of(node, &|k| k == pod_key);
+        }
+        let is_reserved = |p: &crate::scheduler::framework::PodInfo| {
+            p.reserve_of
+                .as_ref()
+                .is_some_and(|n| reserved.iter().any(|(r, _)| r == n))
+        };
+        let keys: Vec<&str> = node
+            .pods
+            .iter()
+            .filter(|p| is_reserved(p))
+            .map(|p| p.key.as_str())
+            .collect();
+        let mut st = NodeState::of(node, &|k| k == pod_key || keys.contains(&k));
+        st.preferred = node
+            .pods
+            .iter()
+            .filter(|p| is_reserved(p))
+            .filter_map(|p| p.cpu_alloc.as_ref())
+            .flat_map(|a| a.cpus.iter().copied())
+            .filter(|c| !st.held.contains_key(c))
+            .collect();
+        st.restricted =
+            reserved.iter().all(|(_, restricted)| *restricted) && !st.preferred.is_empty();
         st
     }
 
@@ -192,7 +229,7 @@ pub fn allocate(
     if avail.len() < need {
         return Err(NumaError::NotEnoughCpus);
     }
-    let take = |from: &BTreeSet<u32>, n: usize| {
+    let take_from = |from: &BTreeSet<u32>, n: usize| {
         take::take_cpus(
             &opts.topo,
             from,
@@ -202,6 +239,28 @@ pub fn allocate(
             bind.exclusive,
             strategy,
         )
+    };
+    // `takePreferredCPUs`: a matched reservation's CPUs first, the rest after (none after
+    // for a Restricted reservation).
+    let take = |from: &BTreeSet<u32>, n: usize| -> Result<BTreeSet<u32>, NumaError> {
+        let preferred: BTreeSet<u32> = from.intersection(&st.preferred).copied().collect();
+        if preferred.is_empty() && !st.restricted {
+            return take_from(from, n);
+        }
+        let first = n.min(preferred.len());
+        let mut got = if first > 0 {
+            take_from(&preferred, first)?
+        } else {
+            BTreeSet::new()
+        };
+        if n > first {
+            if st.restricted {
+                return Err(NumaError::NotEnoughCpus);
+            }
+            let rest: BTreeSet<u32> = from.difference(&preferred).copied().collect();
+            got.extend(take_from(&rest, n - first)?);
+        }
+        Ok(got)
     };
     if out.numa.is_empty() {
         out.cpus = take(&avail, need)?;

@@ -55,16 +55,7 @@ fn gpu_pod(cpu: &str) -> crate::scheduler::framework::PodInfo {
 
 /// (NUMA nodes of the resource-status, GPU minors) the default profile gives `p`.
 fn placed(c: &ClusterState, p: &crate::scheduler::framework::PodInfo) -> (Vec<i64>, Vec<i64>) {
-    let fw = framework();
-    let mut r = fw.schedule(
-        p,
-        c,
-        crate::scheduler::framework::runtime::Scope::Everything,
-    );
-    assert_eq!(r.node.as_deref(), Some("n1"), "{:?}", r.verdicts);
-    fw.reserve(&mut r.state, p, "n1", c).unwrap();
-    let m = fw.pre_bind(&r.state, p, "n1").unwrap().unwrap();
-    let ann = m.metadata.annotations.unwrap();
+    let ann = bound_on_n1(c, p);
     let status: Value = serde_json::from_str(&ann[ANNOTATION_RESOURCE_STATUS]).unwrap();
     let devices: Value =
         serde_json::from_str(&ann["scheduling.koordinator.sh/device-allocated"]).unwrap();

@@ -485,5 +485,25 @@ fn reserved_cpus_and_placed_pods_are_not_given_out() {
     assert!(early.nodes[0].topology.is_none());
 }
 
+/// The annotations the default profile's PreBind writes on `p`, placed on n1.
+fn bound_on_n1(
+    c: &ClusterState,
+    p: &crate::scheduler::framework::PodInfo,
+) -> BTreeMap<String, String> {
+    let fw = framework();
+    let mut r = fw.schedule(
+        p,
+        c,
+        crate::scheduler::framework::runtime::Scope::Everything,
+    );
+    assert_eq!(r.node.as_deref(), Some("n1"), "{:?}", r.verdicts);
+    fw.reserve(&mut r.state, p, "n1", c).unwrap();
+    let m = fw.pre_bind(&r.state, p, "n1").unwrap().unwrap();
+    m.metadata.annotations.unwrap()
+}
+
 #[path = "device_tests.rs"]
 mod device_tests;
+
+#[path = "reservation_tests.rs"]
+mod reservation_tests;
