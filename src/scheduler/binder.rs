@@ -140,7 +140,10 @@ pub async fn preempt(
     pod: &PodInfo,
     nomination: &super::framework::Nomination,
 ) {
-    nominate(client, pod, &nomination.node).await;
+    // A pending Reservation has no pod object to nominate; its nomination is the cache's.
+    if pod.reserve_of.is_none() {
+        nominate(client, pod, &nomination.node).await;
+    }
     if let Some(job) = &nomination.job {
         for (member, node) in job.pending.iter().chain(&job.waiting) {
             let status = member.pod.status.as_ref();

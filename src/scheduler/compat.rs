@@ -18,9 +18,6 @@ const FRAMEWORK_DOES: &[(&str, Option<Point>)] = &[
     ("DefaultPreBind", None),
     // koord binds reserve pods by writing the Reservation's status itself.
     ("Reservation", Some(Point::Bind)),
-    // Reservation's PostFilter sums its Filter reasons (koord reports those from Filter);
-    // its preemption needs `enablePreemption`, named by `unsupported_args` when set.
-    ("Reservation", Some(Point::PostFilter)),
 ];
 
 /// A plugin name koord accepts because its framework does that plugin's work.
@@ -86,11 +83,7 @@ pub fn unsupported_args(name: &str, raw: Option<&Value>) -> Vec<Unsupported> {
         raw.and_then(|v| v.get(key))
             .is_some_and(|v| !v.is_null() && v != &Value::Bool(false))
     };
-    let ignored: &[(&str, &str, &str)] = &[(
-        "Reservation",
-        "enablePreemption",
-        "preemption for Reservations is not implemented",
-    )];
+    let ignored: &[(&str, &str, &str)] = &[];
     ignored
         .iter()
         .filter(|(plugin, key, _)| *plugin == name && on(key))
@@ -143,11 +136,9 @@ mod tests {
     }
 
     #[test]
-    fn names_ignored_args() {
+    fn chart_args_are_all_supported() {
         let raw = json!({"enablePreemption": true, "awareNetworkTopology": true});
-        let u = unsupported_args("Reservation", Some(&raw));
-        assert_eq!(u.len(), 1);
-        assert_eq!(u[0].name, "Reservation.enablePreemption");
+        assert!(unsupported_args("Reservation", Some(&raw)).is_empty());
         // Koordinator's chart sets awareNetworkTopology; it runs without a warning (a gang
         // that asks for a topology is warned about when it is scheduled).
         assert!(unsupported_args("Coscheduling", Some(&raw)).is_empty());

@@ -137,9 +137,10 @@ fn schedule(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState, scope: Sc
         // While its victims are still leaving the pod waits on its nomination (kube-scheduler:
         // "not eligible due to a terminating pod on the nominated node").
         let waiting = cluster.victims_leaving(pod);
-        let (nomination, post_filter) = match pod.reserve_of {
-            None if !waiting => fw.post_filter_runs(&result, pod, cluster),
-            _ => (None, Vec::new()),
+        let (nomination, post_filter) = if waiting {
+            (None, Vec::new())
+        } else {
+            fw.post_filter_runs(&result, pod, cluster)
         };
         // The nomination stands until the pod is placed (or the next attempt's replaces it).
         let mut rejected = Vec::new();

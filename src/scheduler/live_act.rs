@@ -156,7 +156,10 @@ impl Scheduler {
         self.binds.spawn(async move {
             match &pod.reserve_of {
                 Some(name) => {
-                    crate::scheduler::reservation_live::unschedulable(&client, name, &msg).await
+                    crate::scheduler::reservation_live::unschedulable(&client, name, &msg).await;
+                    if let Some(n) = nomination {
+                        binder::preempt(&client, &pod, &n).await;
+                    }
                 }
                 None => {
                     binder::unschedulable(&client, &pod, &msg).await;

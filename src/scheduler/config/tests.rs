@@ -46,7 +46,12 @@ fn built_in_default_is_koordinators_profile() {
     );
     assert_eq!(
         names(p, Point::PostFilter),
-        ["Coscheduling", "ElasticQuota", "DefaultPreemption"]
+        [
+            "Reservation",
+            "Coscheduling",
+            "ElasticQuota",
+            "DefaultPreemption"
+        ]
     );
     assert_eq!(names(p, Point::Permit), ["Coscheduling"]);
     let score: Vec<(String, i64)> = p.points[&Point::Score].clone();

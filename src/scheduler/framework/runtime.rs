@@ -434,7 +434,13 @@ impl Framework {
     ) -> (Option<super::Nomination>, Vec<PostFilterRun>) {
         self.trial(result, pod, cluster, |fits, fits_pod| {
             let mut runs = Vec::new();
+            // A pending Reservation preempts only through the Reservation plugin
+            // (`enablePreemption`).
+            let reserve = pod.reserve_of.is_some();
             for e in self.enabled(Point::PostFilter) {
+                if reserve && e.plugin.name() != "Reservation" {
+                    continue;
+                }
                 let clock = std::time::Instant::now();
                 let (s, nomination) = e.plugin.post_filter(
                     &result.state,

@@ -110,6 +110,7 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, FieldEr
             let a: ReservationArgs = strip_meta(args(name, raw)?);
             Arc::new(reservation::plugin::ReservationPlugin {
                 ignored: Arc::new(a.ignored().map_err(ctx)?),
+                preemption: a.enable_preemption.unwrap_or(false),
                 pre_allocation: Arc::new(a.pre_allocation_config.unwrap_or_default()),
             })
         }

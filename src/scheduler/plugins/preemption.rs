@@ -100,12 +100,12 @@ pub fn select_victims(
     pod: &PodInfo,
     node: &NodeInfo,
     cluster: &ClusterState,
-    fits: &Fits<'_>,
+    (fits, eligible): (&Fits<'_>, &dyn Fn(&PodInfo) -> bool),
 ) -> Option<Victims> {
     let mut lower: Vec<Arc<PodInfo>> = node
         .pods
         .iter()
-        .filter(|p| p.priority < pod.priority)
+        .filter(|p| p.priority < pod.priority && eligible(p))
         .cloned()
         .collect();
     if lower.is_empty() {
@@ -184,6 +184,54 @@ pub fn better(a: &Victims, b: &Victims, now_ms: i64) -> bool {
     key(a) < key(b)
 }
 
+/// kube-scheduler's `Preempt` for one pod: the node whose victims (lower priority, and
+/// `eligible`) cost least, among the nodes rejected as Unschedulable.
+pub fn preempt(
+    pod: &PodInfo,
+    cluster: &ClusterState,
+    rejected: &BTreeMap<String, NodeVerdict>,
+    (fits, eligible): (&Fits<'_>, &dyn Fn(&PodInfo) -> bool),
+) -> (Status, Option<Nomination>) {
+    if pod.spec().and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
+        return (
+            Status::unresolvable("not eligible due to preemptionPolicy=Never"),
+            None,
+        );
+    }
+    let mut best: Option<(String, Victims)> = None;
+    for (name, v) in rejected {
+        if v.code != Code::Unschedulable {
+            continue;
+        }
+        let Some(node) = cluster.node(name) else {
+            continue;
+        };
+        let Some(victims) = select_victims(pod, node, cluster, (fits, eligible)) else {
+            continue;
+        };
+        if best
+            .as_ref()
+            .is_none_or(|(_, b)| better(&victims, b, cluster.now_ms))
+        {
+            best = Some((name.clone(), victims));
+        }
+    }
+    match best {
+        Some((node, v)) => (
+            Status::success(),
+            Some(Nomination {
+                node,
+                victims: v.pods,
+                job: None,
+            }),
+        ),
+        None => (
+            Status::unschedulable("No preemption victims found for incoming pod"),
+            None,
+        ),
+    }
+}
+
 impl Plugin for DefaultPreemption {
     fn name(&self) -> &'static str {
         "DefaultPreemption"
@@ -200,43 +248,6 @@ impl Plugin for DefaultPreemption {
         fits: &Fits<'_>,
         _: &FitsPod<'_>,
     ) -> (Status, Option<Nomination>) {
-        if pod.spec().and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
-            return (
-                Status::unresolvable("not eligible due to preemptionPolicy=Never"),
-                None,
-            );
-        }
-        let mut best: Option<(String, Victims)> = None;
-        for (name, v) in rejected {
-            if v.code != Code::Unschedulable {
-                continue;
-            }
-            let Some(node) = cluster.node(name) else {
-                continue;
-            };
-            let Some(victims) = select_victims(pod, node, cluster, fits) else {
-                continue;
-            };
-            if best
-                .as_ref()
-                .is_none_or(|(_, b)| better(&victims, b, cluster.now_ms))
-            {
-                best = Some((name.clone(), victims));
-            }
-        }
-        match best {
-            Some((node, v)) => (
-                Status::success(),
-                Some(Nomination {
-                    node,
-                    victims: v.pods,
-                    job: None,
-                }),
-            ),
-            None => (
-                Status::unschedulable("No preemption victims found for incoming pod"),
-                None,
-            ),
-        }
+        preempt(pod, cluster, rejected, (fits, &|_| true))
     }
 }

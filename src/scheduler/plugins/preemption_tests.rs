@@ -114,7 +114,7 @@ fn victims_protected_by_a_pdb_are_counted() {
                 "spec": {"priority": HIGH, "containers": [{"name": "c", "resources": {"requests": {"cpu": "4"}}}]}})),
             node,
             &c,
-            &|n| n.pods.is_empty(),
+            (&|n| n.pods.is_empty(), &|_| true),
         )
         .unwrap();
         assert_eq!(v.pdb_violations, violations, "{name}");

@@ -11,3 +11,7 @@ pub mod pre_allocation;
 #[cfg(test)]
 #[path = "pre_allocation_tests.rs"]
 mod pre_allocation_tests;
+
+#[cfg(test)]
+#[path = "preemption_tests.rs"]
+mod preemption_tests;

@@ -73,6 +73,9 @@ struct Chosen {
 pub struct ReservationPlugin {
     pub ignored: Arc<IgnoredResources>,
     pub pre_allocation: Arc<pre_allocation::Config>,
+    /// `enablePreemption`: PostFilter preempts lower-priority pods (never one labelled
+    /// `scheduling.koordinator.sh/disable-preemptible: "true"`) for pods and reservations.
+    pub preemption: bool,
 }
 
 /// The running pods a pre-allocating reservation takes over (Reserve's choice).
@@ -188,11 +191,47 @@ impl Plugin for ReservationPlugin {
         &[
             Point::PreFilter,
             Point::Filter,
+            Point::PostFilter,
             Point::PreScore,
             Point::Score,
             Point::Reserve,
             Point::PreBind,
         ]
+    }
+
+    /// Koordinator's reservation preemption (`PreemptionMgr`, with `enablePreemption`):
+    /// kube-scheduler's default preemption, for a pending Reservation too, sparing pods
+    /// that disable it.
+    fn post_filter(
+        &self,
+        _: &CycleState,
+        pod: &PodInfo,
+        cluster: &ClusterState,
+        rejected: &std::collections::BTreeMap<
+            String,
+            crate::scheduler::framework::runtime::NodeVerdict,
+        >,
+        fits: &crate::scheduler::framework::Fits<'_>,
+        _: &crate::scheduler::framework::FitsPod<'_>,
+    ) -> (Status, Option<crate::scheduler::framework::Nomination>) {
+        if !self.preemption {
+            return (Status::unschedulable(""), None);
+        }
+        let eligible = |p: &PodInfo| p.reserve_of.is_none() && preemptible(p);
+        let (s, n) = crate::scheduler::plugins::preemption::preempt(
+            pod,
+            cluster,
+            rejected,
+            (fits, &eligible),
+        );
+        let s = match s.code {
+            crate::scheduler::framework::Code::Success => s,
+            code => Status {
+                code,
+                reasons: vec![format!("preemption: {}", s.message())],
+            },
+        };
+        (s, n)
     }
 
     fn pre_filter(
@@ -524,6 +563,13 @@ fn filter_with_reservations(
             reasons,
         }
     }
+}
+
+/// Koordinator's `IsPodPreemptible`: not labelled `disable-preemptible: "true"`.
+fn preemptible(p: &PodInfo) -> bool {
+    p.labels
+        .get(crate::api::extension::keys::LABEL_DISABLE_PREEMPTIBLE)
+        .is_none_or(|v| v != "true")
 }
 
 fn is_reserve_pod(pod: &PodInfo) -> bool {
