@@ -198,6 +198,24 @@ pub fn preempt(
             None,
         );
     }
+    match pick_node(cluster, rejected, |node| {
+        select_victims(pod, node, cluster, (fits, eligible))
+    }) {
+        Some(n) => (Status::success(), Some(n)),
+        None => (
+            Status::unschedulable("No preemption victims found for incoming pod"),
+            None,
+        ),
+    }
+}
+
+/// `pickOneNodeForPreemption` over the nodes rejected as Unschedulable: the node whose
+/// victims (`victims_on`) cost least.
+pub fn pick_node(
+    cluster: &ClusterState,
+    rejected: &BTreeMap<String, NodeVerdict>,
+    victims_on: impl Fn(&NodeInfo) -> Option<Victims>,
+) -> Option<Nomination> {
     let mut best: Option<(String, Victims)> = None;
     for (name, v) in rejected {
         if v.code != Code::Unschedulable {
@@ -206,7 +224,7 @@ pub fn preempt(
         let Some(node) = cluster.node(name) else {
             continue;
         };
-        let Some(victims) = select_victims(pod, node, cluster, (fits, eligible)) else {
+        let Some(victims) = victims_on(node) else {
             continue;
         };
         if best
@@ -216,20 +234,11 @@ pub fn preempt(
             best = Some((name.clone(), victims));
         }
     }
-    match best {
-        Some((node, v)) => (
-            Status::success(),
-            Some(Nomination {
-                node,
-                victims: v.pods,
-                job: None,
-            }),
-        ),
-        None => (
-            Status::unschedulable("No preemption victims found for incoming pod"),
-            None,
-        ),
-    }
+    best.map(|(node, v)| Nomination {
+        node,
+        victims: v.pods,
+        job: None,
+    })
 }
 
 impl Plugin for DefaultPreemption {

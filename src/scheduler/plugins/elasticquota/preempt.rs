@@ -15,9 +15,7 @@ use crate::api::extension::keys::QUOTA_DEFAULT;
 use crate::api::pod::Amounts;
 use crate::scheduler::framework::quotas::masked;
 use crate::scheduler::framework::runtime::NodeVerdict;
-use crate::scheduler::framework::{
-    ClusterState, Code, Fits, NodeInfo, Nomination, PodInfo, Status,
-};
+use crate::scheduler::framework::{ClusterState, Fits, NodeInfo, Nomination, PodInfo, Status};
 use crate::scheduler::plugins::preemption::{self, Victims};
 
 struct Rules<'a> {
@@ -148,33 +146,8 @@ pub fn post_filter(
         reclaim: !min.is_empty() && exceeded(&sum(&cycle.used, &cycle.request), &min).is_empty(),
         runtime: cluster.quota_runtime(),
     };
-    let mut best: Option<(String, Victims)> = None;
-    for (name, v) in rejected {
-        if v.code != Code::Unschedulable {
-            continue;
-        }
-        let Some(node) = cluster.node(name) else {
-            continue;
-        };
-        let Some(victims) = rules.victims_on(node, fits) else {
-            continue;
-        };
-        if best
-            .as_ref()
-            .is_none_or(|(_, b)| preemption::better(&victims, b, cluster.now_ms))
-        {
-            best = Some((name.clone(), victims));
-        }
-    }
-    match best {
-        Some((node, v)) => (
-            Status::success(),
-            Some(Nomination {
-                node,
-                victims: v.pods,
-                job: None,
-            }),
-        ),
+    match preemption::pick_node(cluster, rejected, |node| rules.victims_on(node, fits)) {
+        Some(n) => (Status::success(), Some(n)),
         None => (
             Status::unschedulable("preemption: No preemption victims found for incoming pod"),
             None,
