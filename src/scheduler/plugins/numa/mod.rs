@@ -327,7 +327,9 @@ impl NodeNUMAResource {
             }
             hints::admit(policy, &hs, all).map_err(|e| Status::unschedulable(e.to_string()))?
         };
-        affinity::set(state, &node.name, hint);
+        if hint.is_some() {
+            affinity::set(state, &node.name, hint);
+        }
         let a = alloc::allocate(opts, &ns, &req, hint, self.strategy(&facts))
             .map_err(|e| Status::unschedulable(e.to_string()))?;
         Ok(Some((a, req)))
@@ -464,7 +466,11 @@ impl Plugin for NodeNUMAResource {
             Ok(None) => (Status::skip(), None),
             Ok(Some(st)) => {
                 state.write(NAME, st);
-                affinity::init(state);
+                // Only DeviceShare reads the store: a pod without devices goes without one
+                // (every entry in the cycle state is one more to pass on each read).
+                if matches!(deviceshare::request::of_requests(&pod.requests), Ok(Some(_))) {
+                    affinity::init(state);
+                }
                 (Status::success(), None)
             }
         }
