@@ -505,7 +505,12 @@ async fn one_seed(seed: u64, seen: &mut BTreeSet<String>) {
         let mut explained_nodes: Vec<&Option<String>> = gang.iter().map(|(_, _, w)| w).collect();
         live_nodes.sort();
         explained_nodes.sort();
-        assert_eq!(live_nodes, explained_nodes, "{:?}: live and explain disagree", gang.iter().map(|g| &g.0).collect::<Vec<_>>());
+        assert_eq!(
+            live_nodes,
+            explained_nodes,
+            "{:?}: live and explain disagree",
+            gang.iter().map(|g| &g.0).collect::<Vec<_>>()
+        );
         for (o, (_, got, _)) in step.iter().zip(&gang) {
             if got.is_none() {
                 leave(&c, o).await;

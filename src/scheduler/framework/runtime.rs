@@ -434,13 +434,9 @@ impl Framework {
     ) -> (Option<super::Nomination>, Vec<PostFilterRun>) {
         self.trial(result, pod, cluster, |fits, fits_pod| {
             let mut runs = Vec::new();
-            // A pending Reservation preempts only through the Reservation plugin
-            // (`enablePreemption`).
-            let reserve = pod.reserve_of.is_some();
-            for e in self.enabled(Point::PostFilter) {
-                if reserve && e.plugin.name() != "Reservation" {
-                    continue;
-                }
+            // A pending Reservation preempts only through the Reservation plugin.
+            let runs_for = |e: &&Enabled| pod.reserve_of.is_none() || e.plugin.name() == "Reservation";
+            for e in self.enabled(Point::PostFilter).iter().filter(runs_for) {
                 let clock = std::time::Instant::now();
                 let (s, nomination) = e.plugin.post_filter(
                     &result.state,

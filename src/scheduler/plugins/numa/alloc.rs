@@ -50,6 +50,29 @@ impl NodeState {
         st
     }
 
+    /// What the node holds as `pod` sees it in this cycle: its matched reservations'
+    /// CPUs are its own.
+    pub fn in_cycle(
+        state: &crate::scheduler::framework::CycleState,
+        pod: &crate::scheduler::framework::PodInfo,
+        node: &NodeInfo,
+        cluster: &crate::scheduler::framework::ClusterState,
+    ) -> NodeState {
+        use crate::scheduler::model::reservation::AllocatePolicy;
+        let reserved: Vec<(String, bool)> =
+            crate::scheduler::plugins::reservation::plugin::matched_on(state, &node.name)
+                .into_iter()
+                .map(|n| {
+                    let restricted = cluster
+                        .reservations
+                        .get(&n)
+                        .is_some_and(|r| r.policy == AllocatePolicy::Restricted);
+                    (n, restricted)
+                })
+                .collect();
+        NodeState::for_pod(node, &pod.key, &reserved)
+    }
+
     /// For `pod_key` placed into one of `reserved` (its matched reservations on the node,
     /// with whether each is Restricted): their reserve pods' CPUs and NUMA resources count
     /// as free, their CPUs not used by owners preferred (Koordinator's reservation restore).

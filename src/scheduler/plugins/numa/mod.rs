@@ -100,28 +100,6 @@ fn amplification_ratio(facts: &NodeFacts) -> Result<f64, Status> {
 static EMPTY: std::sync::LazyLock<TopologyOptions> =
     std::sync::LazyLock::new(TopologyOptions::default);
 
-/// What the node holds as this pod sees it: its matched reservations' CPUs are its own.
-fn node_state(
-    state: &CycleState,
-    pod: &PodInfo,
-    node: &NodeInfo,
-    cluster: &ClusterState,
-) -> NodeState {
-    use crate::scheduler::model::reservation::AllocatePolicy;
-    let reserved: Vec<(String, bool)> =
-        crate::scheduler::plugins::reservation::plugin::matched_on(state, &node.name)
-            .into_iter()
-            .map(|n| {
-                let restricted = cluster
-                    .reservations
-                    .get(&n)
-                    .is_some_and(|r| r.policy == AllocatePolicy::Restricted);
-                (n, restricted)
-            })
-            .collect();
-    NodeState::for_pod(node, &pod.key, &reserved)
-}
-
 fn topology_of(node: &NodeInfo) -> &TopologyOptions {
     node.topology.as_deref().unwrap_or(&EMPTY)
 }
@@ -312,7 +290,7 @@ impl NodeNUMAResource {
         if !check_now {
             return Ok(None);
         }
-        let ns = node_state(state, pod, node, cluster);
+        let ns = NodeState::in_cycle(state, pod, node, cluster);
         let all = opts.numa.keys().fold(0u64, |m, n| m | (1 << n));
         let hint = if policy == NumaPolicy::None {
             None
@@ -468,7 +446,10 @@ impl Plugin for NodeNUMAResource {
                 state.write(NAME, st);
                 // Only DeviceShare reads the store: a pod without devices goes without one
                 // (every entry in the cycle state is one more to pass on each read).
-                if matches!(deviceshare::request::of_requests(&pod.requests), Ok(Some(_))) {
+                if matches!(
+                    deviceshare::request::of_requests(&pod.requests),
+                    Ok(Some(_))
+                ) {
                     affinity::init(state);
                 }
                 (Status::success(), None)

@@ -7,6 +7,7 @@
 mod fit;
 pub mod plugin;
 pub mod pre_allocation;
+mod preempt;
 
 #[cfg(test)]
 #[path = "pre_allocation_tests.rs"]

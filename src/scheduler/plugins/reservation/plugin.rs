@@ -217,21 +217,7 @@ impl Plugin for ReservationPlugin {
         if !self.preemption {
             return (Status::unschedulable(""), None);
         }
-        let eligible = |p: &PodInfo| p.reserve_of.is_none() && preemptible(p);
-        let (s, n) = crate::scheduler::plugins::preemption::preempt(
-            pod,
-            cluster,
-            rejected,
-            (fits, &eligible),
-        );
-        let s = match s.code {
-            crate::scheduler::framework::Code::Success => s,
-            code => Status {
-                code,
-                reasons: vec![format!("preemption: {}", s.message())],
-            },
-        };
-        (s, n)
+        super::preempt::post_filter(pod, cluster, rejected, fits)
     }
 
     fn pre_filter(
@@ -563,13 +549,6 @@ fn filter_with_reservations(
             reasons,
         }
     }
-}
-
-/// Koordinator's `IsPodPreemptible`: not labelled `disable-preemptible: "true"`.
-fn preemptible(p: &PodInfo) -> bool {
-    p.labels
-        .get(crate::api::extension::keys::LABEL_DISABLE_PREEMPTIBLE)
-        .is_none_or(|v| v != "true")
 }
 
 fn is_reserve_pod(pod: &PodInfo) -> bool {
