@@ -294,7 +294,7 @@ fn assume_reservation(
             .get_or_insert_with(Default::default)
             .insert(
                 crate::api::extension::keys::ANNOTATION_RESERVATION_ALLOCATED.into(),
-                reservation_live::allocated_value(name, &uid),
+                crate::scheduler::model::reservation::allocated_value(name, &uid),
             );
         owner.pod = Arc::new(obj);
         owner.reservation_allocated = Some(uid.clone());

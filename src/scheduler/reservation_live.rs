@@ -99,11 +99,6 @@ pub fn allocatable_of(pod: &PodInfo) -> BTreeMap<String, Quantity> {
     out
 }
 
-/// `scheduling.koordinator.sh/reservation-allocated` naming a reservation.
-pub fn allocated_value(name: &str, uid: &str) -> String {
-    json!({"name": name, "uid": uid}).to_string()
-}
-
 /// Koordinator's `PreBindReservation` for pre-allocation: each pod taken over is written as
 /// allocated to the reservation (refused when the pod was replaced by a namesake).
 async fn pre_allocate(
@@ -117,8 +112,7 @@ async fn pre_allocate(
         let pod_name = p.name.as_str();
         let key = ANNOTATION_RESERVATION_ALLOCATED;
         // The uid precondition keeps a namesake created since from being written.
-        let patch =
-            json!({"metadata": {"uid": p.uid, "annotations": {key: allocated_value(name, uid)}}});
+        let patch = json!({"metadata": {"uid": p.uid, "annotations": {key: crate::scheduler::model::reservation::allocated_value(name, uid)}}});
         api.patch(pod_name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
     }

@@ -15,6 +15,11 @@ use crate::api::pod::{Amounts, amounts, pod_requests};
 use crate::api::scheduling::reservation::{Reservation, ReservationOwner};
 use crate::api::selector::Selector;
 
+/// `scheduling.koordinator.sh/reservation-allocated` naming a reservation.
+pub fn allocated_value(name: &str, uid: &str) -> String {
+    serde_json::json!({"name": name, "uid": uid}).to_string()
+}
+
 pub const ANNOTATION_RESERVATION_NAME: &str = "scheduling.koordinator.sh/reservation-name";
 pub const ANNOTATION_RESERVATION_NODE: &str = "scheduling.koordinator.sh/reservation-node";
 pub const ANNOTATION_EXACT_MATCH: &str = "scheduling.koordinator.sh/exact-match-reservation";

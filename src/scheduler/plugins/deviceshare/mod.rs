@@ -273,6 +273,10 @@ impl Plugin for DeviceShare {
                 numa_align: self.numa_align,
             },
         );
+        if self.numa_align {
+            // Where NodeNUMAResource records the NUMA nodes it chose, for Filter to read.
+            crate::scheduler::plugins::numa::affinity::init(state);
+        }
         (Status::success(), None)
     }
 

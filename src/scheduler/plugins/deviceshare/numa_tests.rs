@@ -228,8 +228,9 @@ fn test_plugin_allocate() {
         let next = pod(device_pod("p", None, requests, ann));
         let mut state = CycleState::default();
         p.pre_filter(&mut state, &next, &c);
-        affinity::init(&mut state);
-        affinity::set(&state, "n1", mask);
+        if let Some(m) = mask {
+            affinity::set(&state, "n1", m);
+        }
         let s = p.reserve(&mut state, &next, "n1", &c);
         assert_eq!(s.is_success(), ok, "{name}: {}", s.message());
         if ok {
@@ -259,7 +260,7 @@ fn disabled_alignment_offers_no_hints_and_ignores_the_affinity() {
     p.pre_filter(&mut state, &next, &c);
     assert_eq!(numa::topology_hints(&state, &c.nodes[0], &c), Ok(None));
     affinity::init(&mut state);
-    affinity::set(&state, "n1", Some(0b10));
+    affinity::set(&state, "n1", 0b10);
     assert!(p.reserve(&mut state, &next, "n1", &c).is_success());
     let a = state.read::<devices::Allocations>(ALLOC_KEY).unwrap();
     assert_eq!(

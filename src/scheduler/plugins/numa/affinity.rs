@@ -13,25 +13,18 @@ const KEY: &str = "NodeNUMAResource/affinity";
 #[derive(Default)]
 pub struct Store(Mutex<HashMap<String, u64>>);
 
-/// A fresh store for this cycle (NodeNUMAResource's PreFilter).
+/// A fresh store for this cycle (DeviceShare's PreFilter: it is the one reader).
 pub fn init(state: &mut CycleState) {
     state.write(KEY, Store::default());
 }
 
-/// Records (`Some`) or forgets (`None`) the NUMA nodes chosen on `node`.
-pub fn set(state: &CycleState, node: &str, mask: Option<u64>) {
+/// Records the NUMA nodes chosen on `node` (nothing when no reader made a store).
+pub fn set(state: &CycleState, node: &str, mask: u64) {
     let Some(store) = state.read::<Store>(KEY) else {
         return;
     };
     let mut map = store.0.lock().unwrap_or_else(|e| e.into_inner());
-    match mask {
-        Some(m) => {
-            map.insert(node.to_string(), m);
-        }
-        None => {
-            map.remove(node);
-        }
-    }
+    map.insert(node.to_string(), mask);
 }
 
 /// The NUMA nodes chosen for the pod on `node`, if NodeNUMAResource aligned it there.

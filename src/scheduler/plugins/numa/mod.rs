@@ -305,8 +305,8 @@ impl NodeNUMAResource {
             }
             hints::admit(policy, &hs, all).map_err(|e| Status::unschedulable(e.to_string()))?
         };
-        if hint.is_some() {
-            affinity::set(state, &node.name, hint);
+        if let Some(mask) = hint {
+            affinity::set(state, &node.name, mask);
         }
         let a = alloc::allocate(opts, &ns, &req, hint, self.strategy(&facts))
             .map_err(|e| Status::unschedulable(e.to_string()))?;
@@ -444,14 +444,6 @@ impl Plugin for NodeNUMAResource {
             Ok(None) => (Status::skip(), None),
             Ok(Some(st)) => {
                 state.write(NAME, st);
-                // Only DeviceShare reads the store: a pod without devices goes without one
-                // (every entry in the cycle state is one more to pass on each read).
-                if matches!(
-                    deviceshare::request::of_requests(&pod.requests),
-                    Ok(Some(_))
-                ) {
-                    affinity::init(state);
-                }
                 (Status::success(), None)
             }
         }

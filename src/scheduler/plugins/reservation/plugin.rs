@@ -107,10 +107,8 @@ impl ReservationPlugin {
         let (Some(pre), Some(r)) = (&rp.pre, cluster.reservations.get(&rp.name)) else {
             return 0;
         };
-        match pre_allocation::select(pre, pod, r, node, &self.ignored) {
-            Ok(taken) => pre_allocation::score(&taken, r, pre.multiple),
-            Err(_) => 0,
-        }
+        self.pre_allocated_on(rp, pod, node, cluster)
+            .map_or(0, |taken| pre_allocation::score(&taken, r, pre.multiple))
     }
 
     /// The reservation a pod would use on `node` (Koordinator's `NominateReservation`):
@@ -498,10 +496,10 @@ impl Plugin for ReservationPlugin {
         let Some(c) = state.read::<Chosen>(CHOSEN) else {
             return Status::success();
         };
-        let v = serde_json::json!({"name": c.name, "uid": c.uid});
-        modified
-            .annotations_mut()
-            .insert(ANNOTATION_RESERVATION_ALLOCATED.to_string(), v.to_string());
+        modified.annotations_mut().insert(
+            ANNOTATION_RESERVATION_ALLOCATED.to_string(),
+            crate::scheduler::model::reservation::allocated_value(&c.name, &c.uid),
+        );
         Status::success()
     }
 }

@@ -134,7 +134,6 @@ impl PreAllocation {
 /// Placed pods not yet allocated to a reservation and not reserve pods.
 fn takeable(p: &PodInfo) -> bool {
     p.reserve_of.is_none()
-        && p.reservation_allocated.is_none()
         && !p
             .pod
             .metadata
