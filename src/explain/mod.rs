@@ -20,7 +20,7 @@ pub enum ExplainCommand {
     /// Where the scheduler would place every pending pod, and why, node by node
     Schedule(ScheduleArgs),
     /// What one descheduling pass would migrate, and why, node by node
-    Deschedule(ScheduleArgs),
+    Deschedule(DescheduleArgs),
 }
 
 /// `--config` (a KubeSchedulerConfiguration, `kubescheduler.config.k8s.io/v1`; default: the
@@ -28,6 +28,16 @@ pub enum ExplainCommand {
 /// scheduler configuration.
 #[derive(Args, Debug)]
 pub struct ScheduleArgs {
+    #[command(flatten)]
+    pub common: ExplainArgs,
+    /// The scheduler's feature gates, as Koordinator's `--feature-gates`: Name=true,Name=false
+    #[arg(long = "feature-gates", value_name = "GATES")]
+    pub feature_gates: Option<String>,
+}
+
+/// `--config` is the descheduler's configuration (a DeschedulerConfiguration).
+#[derive(Args, Debug)]
+pub struct DescheduleArgs {
     #[command(flatten)]
     pub common: ExplainArgs,
 }
@@ -130,7 +140,16 @@ fn run_schedule(
     config: Option<&std::path::Path>,
 ) -> Result<String, ExplainError> {
     // The same file loading as the live scheduler.
-    let cfg = crate::scheduler::config::from_file(config)?;
+    let mut cfg = crate::scheduler::config::from_file(config)?;
+    if let Some(text) = &args.feature_gates {
+        let user = crate::kernel::features::parse_flag(text)
+            .map_err(|e| crate::api::field::FieldError::invalid("--feature-gates", e))?;
+        let table = &crate::scheduler::features::SCHEDULER_GATES;
+        for w in table.unsupported(&user) {
+            eprintln!("warning: {}", w.message);
+        }
+        cfg.set_gates(&table.from_user(&user));
+    }
     let (snap, now) = load(&args.common)?;
     let placements = schedule::run(&snap, &cfg, now)?;
     Ok(match args.common.output {
@@ -140,7 +159,7 @@ fn run_schedule(
 }
 
 fn run_deschedule(
-    args: &ScheduleArgs,
+    args: &DescheduleArgs,
     config: Option<&std::path::Path>,
 ) -> Result<String, ExplainError> {
     let (snap, now) = load(&args.common)?;

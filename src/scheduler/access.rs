@@ -15,6 +15,11 @@ pub const NETWORK_TOPOLOGY: Need = Need::cluster(
 )
 .optional("no network-topology tree: gangs with a network-topology spec are unschedulable");
 
+/// DevicePluginAdaption's lock on a node for Cambricon's and MetaX's device plugins.
+pub const NODE_LOCK: Need = Need::cluster("", &["nodes"], &["patch"]).optional(
+    "DevicePluginAdaption cannot lock nodes: pods on Cambricon or MetaX GPUs fail to bind",
+);
+
 pub const NEEDS: &[Need] = &[
     Need::cluster("", &["pods", "nodes"], READ),
     Need::cluster("", &["pods/binding"], &["create"]),
@@ -23,6 +28,7 @@ pub const NEEDS: &[Need] = &[
     Need::cluster("", &["pods"], &["patch", "delete"]),
     Need::cluster("", &["pods/status"], &["patch"]),
     EVICTION,
+    NODE_LOCK,
     Need::cluster("", &["events"], &["create"]),
     // VolumeBinding (PreBind writes claimRef and the selected node).
     Need::cluster(

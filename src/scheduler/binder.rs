@@ -57,6 +57,26 @@ pub async fn patch(client: &kube::Client, pod: &PodInfo, modified: &Pod) -> Resu
         })
 }
 
+/// DevicePluginAdaption's lock on the node (Cambricon, MetaX), set before the pod's patch
+/// as Koordinator's PreBind does; the vendor's device plugin removes it once it allocated.
+pub async fn lock_node(
+    client: &kube::Client,
+    pod: &PodInfo,
+    node: &str,
+    (key, value): (&str, &str),
+) -> Result<(), BindError> {
+    let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let patch = json!({"metadata": {"annotations": {key: value}}});
+    api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|source| BindError::Api {
+            pod: pod.key.clone(),
+            node: node.to_string(),
+            source,
+        })
+}
+
 /// POSTs the Binding (DefaultBinder).
 pub async fn bind(client: &kube::Client, pod: &PodInfo, node: &str) -> Result<(), BindError> {
     let binding = json!({"apiVersion": "v1", "kind": "Binding",

@@ -237,6 +237,10 @@ fn place(
         cluster.volumes.assume(&pod.key, v);
     }
     cluster.assume(&assumed, &node);
+    if let Some(lock) = super::plugins::deviceshare::node_lock(&result.state) {
+        // Held in the cache too, so the next pod for this vendor waits for the watch.
+        cluster.annotate_node(&node, lock);
+    }
     cluster.gangs.placed(&pod.key);
     match fw.permit(&result.state, pod, &node, cluster) {
         Err((plugin, s)) => {

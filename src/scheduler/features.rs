@@ -30,7 +30,7 @@ pub const LAZY_RESERVATION_RESTORE: Gate = gate("LazyReservationRestore", false,
 pub const OMIT_NODE_LABELS_FOR_RESERVATION: Gate =
     gate("OmitNodeLabelsForReservation", false, false);
 pub const SKIP_RESERVATION_FITS_NODE: Gate = gate("SkipReservationFitsNode", false, false);
-pub const DEVICE_PLUGIN_ADAPTION: Gate = gate("DevicePluginAdaption", false, false);
+pub const DEVICE_PLUGIN_ADAPTION: Gate = gate("DevicePluginAdaption", false, true);
 pub const CLEAN_EXPIRED_RESERVATION_ALLOCATED: Gate =
     gate("CleanExpiredReservationAllocated", false, false);
 pub const SKIP_FILTER_WITH_NOMINATED_PODS: Gate = gate("SkipFilterWithNominatedPods", false, false);

@@ -62,6 +62,9 @@ pub(super) async fn binding_cycle(
         bound?;
     }
     // PreBind ran in the scheduling cycle (the pod was assumed with its result).
+    if let Some((key, value)) = crate::scheduler::plugins::deviceshare::node_lock(&state) {
+        binder::lock_node(client, pod, node, (key, value)).await?;
+    }
     if let Some(modified) = &modified {
         binder::patch(client, pod, modified).await?;
         crate::kernel::fault::point("scheduler.after-prebind");

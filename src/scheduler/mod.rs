@@ -115,6 +115,7 @@ pub fn validate(cfg: &Config, strict: bool) -> Vec<(String, String)> {
 /// The scheduler configuration this role runs with.
 pub fn load(cfg: &Config) -> Result<config::SchedulerConfig, FieldError> {
     let mut sched = config::from_file(cfg.config_file.as_deref())?;
+    sched.set_gates(&features::SCHEDULER_GATES.from_user(&cfg.feature_gates));
     if cfg.serve_default_scheduler {
         config::serve_default_scheduler(&mut sched);
     }

@@ -210,3 +210,52 @@ fn npu_shares_follow_the_gpu_shared_resource_templates() {
         "{odd}"
     );
 }
+
+/// `--feature-gates` as Koordinator's scheduler flag: with DevicePluginAdaption, a MetaX node
+/// locked by a pod that still exists refuses the next share at Reserve, in Koordinator's
+/// words; without the gate the share is placed; a malformed flag names itself.
+#[test]
+fn feature_gates_switch_device_plugin_adaption() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap.yaml");
+    std::fs::write(
+        &snap,
+        "apiVersion: v1\nkind: Node\nmetadata: {name: mx, annotations: {hami.io/mutex.lock: \"2026-12-06T00:00:00Z,default,first\"}}\nstatus: {allocatable: {cpu: \"4\", memory: 8Gi, pods: \"10\", koordinator.sh/gpu-core: \"100\", koordinator.sh/gpu-memory: 16Gi, koordinator.sh/gpu-memory-ratio: \"100\"}}\n---\n\
+         apiVersion: scheduling.koordinator.sh/v1alpha1\nkind: Device\nmetadata: {name: mx, labels: {node.koordinator.sh/gpu-vendor: metax}}\nspec: {devices: [{type: gpu, minor: 0, id: GPU-0, health: true, resources: {koordinator.sh/gpu-core: \"100\", koordinator.sh/gpu-memory: 16Gi, koordinator.sh/gpu-memory-ratio: \"100\"}}]}\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: first, namespace: default}\nspec: {nodeName: mx, containers: [{name: c}]}\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: next, namespace: default}\nspec: {schedulerName: koord-scheduler, containers: [{name: c, resources: {requests: {cpu: \"1\", koordinator.sh/gpu-core: \"20\", koordinator.sh/gpu-memory: 2Gi}}}]}\n",
+    )
+    .unwrap();
+    let run = |gates: &[&str]| {
+        Command::new(common::koord_bin())
+            .args(["explain", "schedule", "-f", snap.to_str().unwrap()])
+            .args(["--now", "2026-12-06T00:01:00Z"])
+            .args(gates)
+            .output()
+            .unwrap()
+    };
+    let next = |out: &std::process::Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["pods"][0].clone()
+    };
+    let placed = next(&run(&[]));
+    assert_eq!(placed["node"], "mx", "{placed}");
+    let locked = next(&run(&["--feature-gates=DevicePluginAdaption=true"]));
+    assert!(locked["node"].is_null(), "{locked}");
+    assert_eq!(
+        locked["nodes"]["mx"]["reason"],
+        "failed to adapt for GPU device plugin of vendor \"metax\": failed to lock node: node \"mx\" has been locked"
+    );
+    let bad = run(&["--feature-gates=DevicePluginAdaption"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("--feature-gates") && err.contains("Name=true|false"),
+        "{err}"
+    );
+}

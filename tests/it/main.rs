@@ -19,6 +19,7 @@ mod crd_deletion;
 mod crd_drift;
 mod descheduler;
 mod descheduler_upstream;
+mod device_plugin_adaption;
 mod dropin;
 mod explain;
 mod explain_schedule;

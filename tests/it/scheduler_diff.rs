@@ -165,15 +165,17 @@ fn topology(name: &str, cpus: u64, mem: u64) -> Value {
         "topologyPolicies": ["None"], "zones": zones})
 }
 
-/// `gpus` whole GPUs of 16 GiB, one per NUMA node and PCIe switch.
-fn device(name: &str, gpus: u64) -> Value {
+/// `gpus` whole GPUs of 16 GiB, one per NUMA node and PCIe switch; `vendor` on the Device
+/// (MetaX's plugin needs the node locked per pod under DevicePluginAdaption).
+fn device(name: &str, gpus: u64, vendor: &str) -> Value {
     let devices: Vec<Value> = (0..gpus)
         .map(|minor| json!({"type": "gpu", "id": format!("GPU-{name}-{minor}"), "minor": minor, "health": true,
             "resources": {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory": "16Gi",
                 "koordinator.sh/gpu-memory-ratio": "100"},
             "topology": {"socketID": 0, "nodeID": minor, "pcieID": format!("pci0000:3{minor}"), "busID": format!("0000:3b:0{minor}.0")}}))
         .collect();
-    json!({"kind": "Device", "metadata": {"name": name}, "spec": {"devices": devices}})
+    json!({"kind": "Device", "metadata": {"name": name, "labels": {"node.koordinator.sh/gpu-vendor": vendor}},
+        "spec": {"devices": devices}})
 }
 
 /// Nodes, their NodeMetrics (a third without `spec`, as some reporters write them) and
@@ -205,14 +207,22 @@ fn cluster(rng: &mut Rng) -> Vec<Value> {
         let batch = rng.below(cpus * 1000);
         let mut alloc = json!({"cpu": cpus.to_string(), "memory": format!("{mem}Gi"), "pods": "110",
             "kubernetes.io/batch-cpu": batch.to_string(), "kubernetes.io/batch-memory": format!("{}Gi", mem / 2)});
-        if rng.chance(40) {
-            let gpus = 1 + rng.below(2);
+        // n1 always has a GPU (without drawing, so the seeds' draws stay as they were).
+        let gpus = match rng.chance(40) {
+            true => 1 + rng.below(2),
+            false => u64::from(i == 1),
+        };
+        if gpus > 0 {
             alloc["koordinator.sh/gpu-core"] = (gpus * 100).to_string().into();
             alloc["koordinator.sh/gpu-memory-ratio"] = (gpus * 100).to_string().into();
             alloc["koordinator.sh/gpu-memory"] = format!("{}Gi", gpus * 16).into();
-            out.push(device(&name, gpus));
+            out.push(device(
+                &name,
+                gpus,
+                if i % 4 == 0 { "nvidia" } else { "metax" },
+            ));
         }
-        let labels = json!({"zone": format!("z{}", i % 2), "spine": format!("s{}", i % 2), "block": format!("b{}", i % 4)});
+        let labels = json!({"node": name, "zone": format!("z{}", i % 2), "spine": format!("s{}", i % 2), "block": format!("b{}", i % 4)});
         let mut node = json!({"kind": "Node", "metadata": {"name": name, "labels": labels},
             "status": {"allocatable": alloc, "capacity": alloc}});
         if rng.chance(15) {
@@ -270,7 +280,10 @@ fn pod(rng: &mut Rng, name: &str, labels: Value) -> Value {
     } else {
         let mut r = json!({"cpu": cpu, "memory": mem});
         if qos == "LS" && rng.chance(25) {
-            r["koordinator.sh/gpu-memory-ratio"] = ["50", "100"][rng.below(2) as usize].into();
+            let share = ["50", "100"][rng.below(2) as usize];
+            r["koordinator.sh/gpu-memory-ratio"] = share.into();
+            // With its core, as MetaX's plugin needs (DevicePluginAdaption).
+            r["koordinator.sh/gpu-core"] = share.into();
         }
         json!({"requests": r, "limits": r})
     };
@@ -325,6 +338,15 @@ fn steps(rng: &mut Rng) -> Vec<Vec<Value>> {
                 "owners": [{"labelSelector": {"matchLabels": {"app": "train"}}}], "ttl": "1h"}})]),
             _ => out.push(vec![pod(rng, &name, json!({}))]),
         }
+    }
+    // Two GPU shares for n1, a MetaX node: the first locks it for MetaX's plugin
+    // (DevicePluginAdaption), the second finds it locked.
+    for name in ["lock-a", "lock-b"] {
+        let r = json!({"cpu": "100m", "koordinator.sh/gpu-core": "10", "koordinator.sh/gpu-memory-ratio": "10"});
+        out.push(vec![json!({"kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedulerName": "koord-scheduler", "nodeSelector": {"node": "n1"},
+                "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+                "containers": [{"name": "c", "image": "x", "resources": {"requests": r, "limits": r}}]}})]);
     }
     out
 }
@@ -391,6 +413,9 @@ fn shown(v: &Value) -> String {
 fn exercised(p: &koord::explain::schedule::Placement, seen: &mut BTreeSet<String>) {
     seen.extend(p.details.keys().map(|k| k.to_string()));
     for v in p.verdicts.values() {
+        if v.reason.contains("has been locked") {
+            seen.insert("node locked".into());
+        }
         if let Some(plugin) = v.plugin {
             seen.insert(plugin.to_string());
         }
@@ -406,9 +431,11 @@ fn exercised(p: &koord::explain::schedule::Placement, seen: &mut BTreeSet<String
 }
 
 /// Koordinator's default profile with Coscheduling's `awareNetworkTopology`, as the chart
-/// sets it.
+/// sets it, and the `DevicePluginAdaption` gate on.
 fn config() -> koord::scheduler::config::SchedulerConfig {
     let mut cfg = koord::scheduler::config::default_config().unwrap();
+    let gates = [("DevicePluginAdaption".to_string(), true)].into();
+    cfg.set_gates(&koord::scheduler::features::SCHEDULER_GATES.from_user(&gates));
     for p in &mut cfg.profiles {
         let args = p
             .args
@@ -555,6 +582,7 @@ async fn live_and_explain_place_every_pod_alike() {
         "DeviceShare scored",
         "devices NUMA-aligned",
         "preAllocated",
+        "node locked",
     ] {
         assert!(seen.contains(what), "no seed exercised {what}: {seen:?}");
     }

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::framework::Point;
 use crate::kernel::compat::Unsupported;
+use crate::kernel::features::Gates;
 
 mod profile;
 
@@ -205,6 +206,9 @@ pub struct Profile {
     pub percentage_of_nodes_to_score: Option<i32>,
     pub points: BTreeMap<Point, Vec<(String, i64)>>,
     pub args: BTreeMap<String, Value>,
+    /// The scheduler's feature gates (`scheduler.featureGates`; Koordinator's defaults
+    /// until [`SchedulerConfig::set_gates`]).
+    pub gates: Gates,
 }
 
 impl Profile {
@@ -234,6 +238,15 @@ pub struct SchedulerConfig {
     pub unsupported: Vec<Unsupported>,
 }
 
+impl SchedulerConfig {
+    /// The feature gates every profile's plugins are built under.
+    pub fn set_gates(&mut self, gates: &Gates) {
+        for p in &mut self.profiles {
+            p.gates = gates.clone();
+        }
+    }
+}
+
 /// A copy of the first profile named `default-scheduler`, unless one exists: pods without a
 /// `schedulerName` are scheduled like the first profile's (embedded mode has no
 /// kube-scheduler).
@@ -259,6 +272,7 @@ fn upstream_default() -> Result<Profile, FieldError> {
         percentage_of_nodes_to_score: None,
         points: expand(&multi)?,
         args: BTreeMap::new(),
+        gates: crate::scheduler::features::SCHEDULER_GATES.defaults(),
     })
 }
 

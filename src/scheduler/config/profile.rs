@@ -175,6 +175,7 @@ pub(super) fn apply(
             .or(base.percentage_of_nodes_to_score),
         points,
         args,
+        gates: base.gates.clone(),
     };
     Ok((profile, unsupported))
 }
@@ -229,7 +230,7 @@ pub fn framework(p: &Profile) -> Result<Framework, FieldError> {
             let plugin = match built.get(name) {
                 Some(pl) => pl.clone(),
                 None => {
-                    let pl = plugins::build(name, p.args.get(name))?;
+                    let pl = plugins::build_with(name, p.args.get(name), &p.gates)?;
                     built.insert(name.clone(), pl.clone());
                     pl
                 }

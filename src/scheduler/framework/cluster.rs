@@ -116,6 +116,21 @@ impl ClusterState {
         }
     }
 
+    /// An annotation the scheduler is about to write on a node, assumed until the watch
+    /// brings the node back.
+    pub fn annotate_node(&mut self, name: &str, (key, value): &(&str, String)) {
+        let Some(n) = self.node(name) else {
+            return;
+        };
+        let mut node = (*n.node).clone();
+        let annotations = node
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        annotations.insert(key.to_string(), value.clone());
+        self.upsert_node(Arc::new(node));
+    }
+
     pub fn remove_node(&mut self, name: &str) {
         let Some(i) = self.index.remove(name) else {
             return;

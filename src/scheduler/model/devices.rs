@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::extension::keys::ANNOTATION_DEVICE_ALLOCATED;
+use crate::api::extension::keys::{ANNOTATION_DEVICE_ALLOCATED, LABEL_GPU_MODEL, LABEL_GPU_VENDOR};
 use crate::api::extension::resources::GPU_MEMORY;
 use crate::api::quantity::{bytes_binary, from_int, q_value};
 use crate::api::scheduling::device::Device;
@@ -41,6 +41,9 @@ pub type VfGroup = (BTreeMap<String, String>, Vec<(String, i32)>);
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodeDevices {
     pub by_type: BTreeMap<String, Vec<Dev>>,
+    /// The Device's `node.koordinator.sh/gpu-vendor` and `gpu-model` labels.
+    pub vendor: String,
+    pub model: String,
 }
 
 impl NodeDevices {
@@ -90,7 +93,15 @@ impl NodeDevices {
         for devs in by_type.values_mut() {
             devs.sort_by_key(|d| d.minor);
         }
-        NodeDevices { by_type }
+        let label = |k: &str| {
+            let labels = d.metadata.labels.as_ref();
+            labels.and_then(|l| l.get(k)).cloned().unwrap_or_default()
+        };
+        NodeDevices {
+            by_type,
+            vendor: label(LABEL_GPU_VENDOR),
+            model: label(LABEL_GPU_MODEL),
+        }
     }
 
     pub fn get(&self, kind: &str, minor: i32) -> Option<&Dev> {

@@ -83,8 +83,21 @@ fn args<T: DeserializeOwned + Default>(name: &str, v: Option<&Value>) -> Result<
     }
 }
 
-/// Builds plugin `name` with its `pluginConfig` args.
+/// Builds plugin `name` with its `pluginConfig` args, under Koordinator's default gates.
 pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, FieldError> {
+    build_with(
+        name,
+        raw,
+        &crate::scheduler::features::SCHEDULER_GATES.defaults(),
+    )
+}
+
+/// Builds plugin `name` with its `pluginConfig` args under the scheduler's feature gates.
+pub fn build_with(
+    name: &str,
+    raw: Option<&Value>,
+    gates: &crate::kernel::features::Gates,
+) -> Result<Arc<dyn Plugin>, FieldError> {
     let ctx = |e: FieldError| e.within(format!("plugin {name}: args"));
     Ok(match name {
         "PrioritySort" => Arc::new(basic::PrioritySort),
@@ -122,9 +135,11 @@ pub fn build(name: &str, raw: Option<&Value>) -> Result<Arc<dyn Plugin>, FieldEr
             Arc::new(elasticquota::ElasticQuota { args })
         }
         "Coscheduling" => Arc::new(coscheduling::Coscheduling::new(raw).map_err(ctx)?),
-        "DeviceShare" => {
-            Arc::new(deviceshare::DeviceShare::new(strip_meta(args(name, raw)?)).map_err(ctx)?)
-        }
+        "DeviceShare" => Arc::new(
+            deviceshare::DeviceShare::new(strip_meta(args(name, raw)?))
+                .map_err(ctx)?
+                .with_adaption(gates.on(crate::scheduler::features::DEVICE_PLUGIN_ADAPTION)),
+        ),
         "DefaultPreemption" => {
             let _: WithMeta<PreemptionArgs> = args(name, raw)?;
             Arc::new(preemption::DefaultPreemption)

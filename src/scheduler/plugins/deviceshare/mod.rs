@@ -6,6 +6,7 @@
 //! annotations, so allocations survive a scheduler restart; a pod placed into a
 //! Reservation takes the reservation's devices first.
 
+pub mod adapter;
 pub mod alloc;
 pub mod args;
 pub mod error;
@@ -29,6 +30,7 @@ use crate::scheduler::framework::{
 
 pub const NAME: &str = "DeviceShare";
 const ALLOC_KEY: &str = "DeviceShare/allocation";
+const ADAPTED_KEY: &str = "DeviceShare/adapted";
 
 pub struct DeviceShare {
     scorer: Scorer,
@@ -38,6 +40,8 @@ pub struct DeviceShare {
     unsupported_models: Vec<args::Model>,
     /// Resources whose shares must match a GPU shared-resource template.
     template_resources: Vec<String>,
+    /// The `DevicePluginAdaption` feature gate.
+    adaption: bool,
 }
 
 /// Koordinator's `ErrNoMatchedGPUSharedResourceTemplate`.
@@ -50,7 +54,43 @@ impl DeviceShare {
             numa_align: !a.disable_numa_alignment,
             template_resources: a.templates().matched_resources,
             unsupported_models: a.unsupported_models,
+            adaption: false,
         })
+    }
+
+    /// With the `DevicePluginAdaption` gate's value.
+    pub fn with_adaption(mut self, on: bool) -> DeviceShare {
+        self.adaption = on;
+        self
+    }
+
+    /// Reserve's adaption of the pod's devices for third-party device plugins. Not for a
+    /// reserve pod: no device plugin allocates for a Reservation.
+    fn adapt(
+        &self,
+        pod: &PodInfo,
+        n: &NodeInfo,
+        a: &Allocations,
+        cluster: &ClusterState,
+    ) -> Result<Option<adapter::Adapted>, Status> {
+        if !self.adaption || pod.reserve_of.is_some() {
+            return Ok(None);
+        }
+        let dev = cluster.devices.get(&n.name);
+        let no_labels = Default::default();
+        let meta = &pod.pod.metadata;
+        let t = adapter::Target {
+            namespace: meta.namespace.as_deref().unwrap_or_default(),
+            name: meta.name.as_deref().unwrap_or_default(),
+            labels: meta.labels.as_ref().unwrap_or(&no_labels),
+            node: &n.name,
+            node_annotations: n.node.metadata.annotations.as_ref().unwrap_or(&no_labels),
+            vendor: dev.map_or("", |d| d.vendor.as_str()),
+            model: dev.map_or("", |d| d.model.as_str()),
+            now_ms: cluster.now_ms,
+            alive: &|key| cluster.placement(key).is_some(),
+        };
+        adapter::adapt(&t, a).map(Some).map_err(Status::error)
     }
 
     /// `parseGPURequirements`: a shared GPU request naming a templated resource must equal
@@ -209,6 +249,14 @@ struct PreState {
 }
 
 /// The devices DeviceShare gave the pod in this cycle, as the annotation value.
+/// The Node lock DevicePluginAdaption took at Reserve for this pod: (annotation, value).
+pub fn node_lock(state: &CycleState) -> Option<&(&'static str, String)> {
+    state
+        .read::<adapter::Adapted>(ADAPTED_KEY)?
+        .node_lock
+        .as_ref()
+}
+
 pub fn reserved_devices(state: &CycleState) -> Option<serde_json::Value> {
     let a = state.read::<Allocations>(ALLOC_KEY)?;
     serde_json::from_str(&devices::format(a)).ok()
@@ -328,7 +376,7 @@ impl Plugin for DeviceShare {
     fn reserve(
         &self,
         state: &mut CycleState,
-        _: &PodInfo,
+        pod: &PodInfo,
         node: &str,
         cluster: &ClusterState,
     ) -> Status {
@@ -338,14 +386,18 @@ impl Plugin for DeviceShare {
         let Some(n) = cluster.node(node) else {
             return Status::error(format!("node {node} not found"));
         };
-        match self.plan(state, st, n, cluster) {
-            Err(s) => s,
-            Ok(None) => Status::success(),
-            Ok(Some(a)) => {
-                state.write(ALLOC_KEY, a);
-                Status::success()
-            }
+        let a = match self.plan(state, st, n, cluster) {
+            Err(s) => return s,
+            Ok(None) => return Status::success(),
+            Ok(Some(a)) => a,
+        };
+        match self.adapt(pod, n, &a, cluster) {
+            Err(s) => return s,
+            Ok(Some(adapted)) => state.write(ADAPTED_KEY, adapted),
+            Ok(None) => {}
         }
+        state.write(ALLOC_KEY, a);
+        Status::success()
     }
 
     fn report(&self, state: &CycleState) -> Option<(&'static str, serde_json::Value)> {
@@ -354,6 +406,7 @@ impl Plugin for DeviceShare {
 
     fn unreserve(&self, state: &mut CycleState, _: &PodInfo, _: &str) {
         state.remove(ALLOC_KEY);
+        state.remove(ADAPTED_KEY);
     }
 
     fn pre_bind(
@@ -369,6 +422,9 @@ impl Plugin for DeviceShare {
         modified
             .annotations_mut()
             .insert(ANNOTATION_DEVICE_ALLOCATED.to_string(), devices::format(a));
+        if let Some(adapted) = state.read::<adapter::Adapted>(ADAPTED_KEY) {
+            adapter::write(adapted, modified);
+        }
         Status::success()
     }
 }
