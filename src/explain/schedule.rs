@@ -292,36 +292,19 @@ pub fn run(
         }
     });
     let mut out = Vec::new();
+    // Gang members an inline batch already scheduled with their group's first pod.
+    let mut batched = std::collections::HashSet::new();
     for (pod, fw) in queue {
-        let attempt = cycle::run(fw, &pod, &mut cluster, Scope::Everything);
-        let mut placement = Placement {
-            pod: shown(&pod),
-            node: attempt.node().map(str::to_string),
-            details: attempt.details,
-            preemption: None,
-            verdicts: attempt.result.map(|r| r.verdicts).unwrap_or_default(),
-        };
-        match attempt.outcome {
-            Outcome::Gated { plugin, reason } => {
-                let v = cycle::rejected(plugin, Code::Unschedulable, &reason);
-                placement.verdicts = every_node(&cluster, &v);
-            }
-            Outcome::Unschedulable {
-                nomination,
-                rejected,
-                ..
-            } => {
-                placement.preemption = nomination;
-                for r in rejected {
-                    unplace(&cluster, &mut out, &r.keys, &r.message);
-                }
-            }
-            Outcome::PermitRejected { rejected, .. } => {
-                unplace(&cluster, &mut out, &rejected.keys, &rejected.message);
-            }
-            _ => {}
+        if batched.remove(&pod.key) {
+            continue;
         }
-        out.push(placement);
+        let mut attempt = cycle::run(fw, &pod, &mut cluster, Scope::Everything);
+        let batch = std::mem::take(&mut attempt.batch);
+        record(&cluster, &mut out, &pod, attempt);
+        for (member, attempt) in batch {
+            batched.insert(member.key.clone());
+            record(&cluster, &mut out, &member, attempt);
+        }
     }
     // Gang members still waiting at Permit never complete (the live scheduler's wait
     // times out): none of them is placed.
@@ -333,6 +316,43 @@ pub fn run(
         unplace(&cluster, &mut out, &[key], &reason);
     }
     Ok(out)
+}
+
+/// One attempt as a placement; the members it sent back are reported unplaced.
+fn record(
+    cluster: &ClusterState,
+    out: &mut Vec<Placement>,
+    pod: &PodInfo,
+    attempt: cycle::Attempt,
+) {
+    let mut placement = Placement {
+        pod: shown(pod),
+        node: attempt.node().map(str::to_string),
+        details: attempt.details,
+        preemption: None,
+        verdicts: attempt.result.map(|r| r.verdicts).unwrap_or_default(),
+    };
+    match attempt.outcome {
+        Outcome::Gated { plugin, reason } => {
+            let v = cycle::rejected(plugin, Code::Unschedulable, &reason);
+            placement.verdicts = every_node(cluster, &v);
+        }
+        Outcome::Unschedulable {
+            nomination,
+            rejected,
+            ..
+        } => {
+            placement.preemption = nomination;
+            for r in rejected {
+                unplace(cluster, out, &r.keys, &r.message);
+            }
+        }
+        Outcome::PermitRejected { rejected, .. } => {
+            unplace(cluster, out, &rejected.keys, &rejected.message);
+        }
+        _ => {}
+    }
+    out.push(placement);
 }
 
 /// The same verdict on every node.

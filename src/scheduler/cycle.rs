@@ -93,6 +93,9 @@ pub struct Attempt {
     pub details: BTreeMap<&'static str, Value>,
     /// The PostFilter plugins that ran, for their series.
     pub post_filter: Vec<crate::scheduler::framework::runtime::PostFilterRun>,
+    /// Inline batch scheduling: the other members of the pod's gang group scheduled in
+    /// this same cycle, in order, each with its attempt.
+    pub batch: Vec<(Arc<PodInfo>, Attempt)>,
 }
 
 impl Attempt {
@@ -102,6 +105,7 @@ impl Attempt {
             result,
             details: BTreeMap::new(),
             post_filter: Vec::new(),
+            batch: Vec::new(),
         }
     }
 
@@ -123,21 +127,72 @@ pub fn run(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState, scope: Sco
     cluster.gangs.attempt(&pod.key);
     // A gang group placed whole in its network topology before its first member's cycle.
     let planned = topology::plan_job(fw, pod, cluster);
-    let mut attempt = schedule(fw, pod, cluster, scope);
+    let mut attempt = schedule(fw, pod, cluster, scope, true);
     if let Some(p) = planned {
         attempt.details.insert("networkTopology", p);
+    }
+    if fw.inline_batch && matches!(attempt.outcome, Outcome::Placed { .. }) {
+        attempt.batch = batch(fw, pod, cluster, scope);
+        if !attempt.batch.is_empty() {
+            let keys: Vec<&str> = attempt.batch.iter().map(|(m, _)| m.key.as_str()).collect();
+            attempt
+                .details
+                .insert("inlineBatch", serde_json::json!(keys));
+        }
     }
     attempt
 }
 
-fn schedule(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState, scope: Scope) -> Attempt {
+/// Koordinator's inline batch scheduling (`EnableInlineBatchSchedule`): once the pod whose
+/// cycle planned its gang group's network-topology placement is placed, every other pending
+/// member of the group is scheduled in the same cycle on its planned node — so the plan is
+/// realised against the state it was made in — without preemption (a stale plan fails fast
+/// rather than evicting for a job that may not fit). The first member that fails ends the
+/// batch; its failure sends the members waiting at Permit back, as any member's does.
+fn batch(
+    fw: &Framework,
+    pod: &PodInfo,
+    cluster: &mut ClusterState,
+    scope: Scope,
+) -> Vec<(Arc<PodInfo>, Attempt)> {
+    let g = &cluster.gangs;
+    let plan = g.plan_of(&pod.key).filter(|p| p.trigger == pod.key);
+    let Some(Ok((planned, _))) = plan.map(|p| &p.result) else {
+        return Vec::new();
+    };
+    let Some(id) = g.gang_id(&pod.key) else {
+        return Vec::new();
+    };
+    let mut members = g.pending_members(id, &cluster.assumed);
+    members.retain(|m| planned.contains_key(&m.key));
+    topology::by_index(&mut members);
+    let mut out = Vec::with_capacity(members.len());
+    for m in members {
+        cluster.gangs.attempt(&m.key);
+        let attempt = schedule(fw, &m, cluster, scope, false);
+        let placed = matches!(attempt.outcome, Outcome::Placed { .. });
+        out.push((m, attempt));
+        if !placed {
+            break;
+        }
+    }
+    out
+}
+
+fn schedule(
+    fw: &Framework,
+    pod: &PodInfo,
+    cluster: &mut ClusterState,
+    scope: Scope,
+    may_preempt: bool,
+) -> Attempt {
     let mut result = fw.schedule(pod, cluster, scope);
     let Some(node) = result.node.clone() else {
         let message = fit_error(cluster.nodes.len(), &result);
         // While its victims are still leaving the pod waits on its nomination (kube-scheduler:
         // "not eligible due to a terminating pod on the nominated node").
         let waiting = cluster.victims_leaving(pod);
-        let (nomination, post_filter) = if waiting {
+        let (nomination, post_filter) = if waiting || !may_preempt {
             (None, Vec::new())
         } else {
             fw.post_filter_runs(&result, pod, cluster)
@@ -199,6 +254,7 @@ fn schedule(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState, scope: Sc
             result: Some(result),
             details,
             post_filter: Vec::new(),
+            batch: Vec::new(),
         };
     }
     result.node = None;

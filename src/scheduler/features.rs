@@ -42,9 +42,11 @@ pub const SYNC_BARRIER: Gate = gate("SyncBarrier", false, false);
 pub const CROSS_SCHEDULER_NOMINATION: Gate = gate("CrossSchedulerNomination", false, false);
 pub const GANG_PENDING_PODS_CONDITION_PATCH: Gate =
     gate("GangPendingPodsConditionPatch", true, false);
-pub const ENABLE_INLINE_BATCH_SCHEDULE: Gate = gate("EnableInlineBatchSchedule", false, false);
+pub const ENABLE_INLINE_BATCH_SCHEDULE: Gate = gate("EnableInlineBatchSchedule", false, true);
+// Koordinator's open-source build leaves its snapshot hooks as no-ops; so does koord (the
+// batch runs on the scheduler's own cache).
 pub const ENABLE_BATCH_SCHEDULE_NODE_SNAPSHOT: Gate =
-    gate("EnableBatchScheduleNodeSnapshot", true, false);
+    gate("EnableBatchScheduleNodeSnapshot", true, true);
 
 /// (name, Koordinator's default, implemented by koord).
 pub const SCHEDULER_GATES: GateTable = GateTable {

@@ -395,12 +395,16 @@ impl Scheduler {
         let scope = Scope::Live {
             start: self.next_start,
         };
-        let attempt = cycle::run(&frameworks[fi], &pod, &mut self.cluster, scope);
+        let mut attempt = cycle::run(&frameworks[fi], &pod, &mut self.cluster, scope);
         if let Some(r) = &attempt.result {
             let total = self.cluster.nodes.len().max(1);
             self.next_start = (self.next_start + r.processed) % total;
         }
+        let batch = std::mem::take(&mut attempt.batch);
         self.act(fi, pod, attempt, started);
+        if !batch.is_empty() {
+            self.act_batch(fi, batch, started);
+        }
         true
     }
 

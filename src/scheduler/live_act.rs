@@ -12,6 +12,25 @@ use crate::scheduler::metrics::Outcome;
 
 impl Scheduler {
     /// Turns a cycle's outcome into the queue's next step and the API writes it needs.
+    /// An inline batch's members: each taken from the queue (where it waited for its turn)
+    /// and acted on as its own attempt; the batch's duration observed once.
+    pub(super) fn act_batch(
+        &mut self,
+        fi: usize,
+        batch: Vec<(Arc<PodInfo>, cycle::Attempt)>,
+        started: Instant,
+    ) {
+        let ok = batch.iter().all(|(_, a)| a.node().is_some());
+        for (member, attempt) in batch {
+            let pod = self.queue.take_member(&member.key).unwrap_or(member);
+            let profile = &self.frameworks[fi].scheduler_name;
+            self.monitor.start(&pod.key, profile, started);
+            self.act(fi, pod, attempt, started);
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        self.metrics.koord.inline_batch(ok, seconds);
+    }
+
     pub(super) fn act(
         &mut self,
         fi: usize,

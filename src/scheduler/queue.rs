@@ -267,6 +267,16 @@ impl Queue {
         self.hints.remove(key);
     }
 
+    /// A gang member scheduled inline with its group's first pod: out of the queue as if
+    /// popped, wherever it waited (its attempts kept for its backoff).
+    pub fn take_member(&mut self, key: &str) -> Option<Arc<PodInfo>> {
+        let p = self.take(key)?;
+        self.first_attempt
+            .entry(p.key.clone())
+            .or_insert_with(Instant::now);
+        Some(p)
+    }
+
     /// The next pod to schedule: an active sibling of the last gang pod first, else the
     /// head of the heap (stale heap entries are skipped).
     pub fn pop(&mut self) -> Option<Arc<PodInfo>> {

@@ -83,20 +83,38 @@ const PREFER: &str = r#"{"gatherStrategy":[{"layer":"BlockLayer","strategy":"Pre
 const MUST_BLOCK: &str = r#"{"gatherStrategy":[{"layer":"BlockLayer","strategy":"MustGather"}]}"#;
 
 fn scheduler(dir: &std::path::Path, port: u16, config: &std::path::Path) -> Koord {
-    let admin = format!("127.0.0.1:{}", free_port());
+    scheduler_with(
+        dir,
+        port,
+        config,
+        &format!("127.0.0.1:{}", free_port()),
+        &[],
+    )
+}
+
+fn scheduler_with(
+    dir: &std::path::Path,
+    port: u16,
+    config: &std::path::Path,
+    admin: &str,
+    extra: &[&str],
+) -> Koord {
     let kc = kubeconfig(dir, port);
+    let config = format!("--config={}", config.display());
+    let mut args = vec![
+        "--role=scheduler",
+        "--kubeconfig",
+        kc.to_str().unwrap(),
+        "--admin-addr",
+        admin,
+        "--data-dir",
+        dir.to_str().unwrap(),
+        &config,
+        "--enable-network-topology-manager=true",
+    ];
+    args.extend(extra);
     Koord::start(
-        &[
-            "--role=scheduler",
-            "--kubeconfig",
-            kc.to_str().unwrap(),
-            "--admin-addr",
-            &admin,
-            "--data-dir",
-            dir.to_str().unwrap(),
-            &format!("--config={}", config.display()),
-            "--enable-network-topology-manager=true",
-        ],
+        &args,
         &[("KOORD_COMMON__LOG_LEVEL", "koord::scheduler=debug,info")],
         dir,
     )
@@ -135,17 +153,78 @@ async fn create(c: &kube::Client, docs: &[Value]) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_gang_is_placed_whole_in_its_network_topology() {
-    let dir = tempfile::tempdir().unwrap();
+/// An API server with the eight nodes and the ClusterNetworkTopology, and its port.
+async fn with_topology() -> (TestApi, u16) {
     let port = free_port();
     let mut opts = koord::apiserver::Options::for_tests();
     opts.addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut api = TestApi::start_with(opts).await;
-    let c = api.client.clone();
+    let api = TestApi::start_with(opts).await;
     let mut setup = nodes();
     setup.push(topology());
-    create(&c, &setup).await;
+    create(&api.client, &setup).await;
+    (api, port)
+}
+
+/// Waits until every pod of `want` is bound, then checks each is on its node.
+async fn placed_as(pods: &Api<Pod>, want: &[(&str, &str)], koord: &Koord) {
+    let placed = eventually(Duration::from_secs(30), || async {
+        let mut all = true;
+        for (p, _) in want {
+            all &= node_of(pods, p).await.is_some();
+        }
+        all
+    })
+    .await;
+    assert!(placed, "{}", koord.logs());
+    for (p, n) in want {
+        assert_eq!(node_of(pods, p).await.as_deref(), Some(*n), "{p}");
+    }
+}
+
+/// Koordinator's `--feature-gates=EnableInlineBatchSchedule=true`: the gang's first member's
+/// cycle schedules the whole gang on its plan (one inline batch, counted as a success), with
+/// the same placement as member by member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inline_batch_places_the_whole_gang_in_one_cycle() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut api, port) = with_topology().await;
+    let c = api.client.clone();
+    let (config, _) = crate::dropin::mount_configs(dir.path());
+    let admin = format!("127.0.0.1:{}", free_port());
+    let gates = ["--feature-gates=EnableInlineBatchSchedule=true"];
+    let koord = scheduler_with(dir.path(), port, &config, &admin, &gates);
+    let cnts: Api<ClusterNetworkTopology> = Api::all(c.clone());
+    let tree = eventually(Duration::from_secs(20), || async {
+        let s = cnts.get("default").await.ok().and_then(|c| c.status);
+        s.and_then(|s| s.detail_status)
+            .is_some_and(|d| d.len() == 7)
+    })
+    .await;
+    assert!(tree, "no tree:\n{}", koord.logs());
+    let mut gang = vec![pod_group("gang-a", 4, PREFER)];
+    gang.extend((1..=4).map(|i| member(&format!("pending-pod-{i}"), "gang-a")));
+    create(&c, &gang).await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let want = [
+        ("pending-pod-1", "node-1"),
+        ("pending-pod-2", "node-8"),
+        ("pending-pod-3", "node-2"),
+        ("pending-pod-4", "node-7"),
+    ];
+    placed_as(&pods, &want, &koord).await;
+    let (_, text) = common::http_get(admin.parse().unwrap(), "/metrics").expect("metrics");
+    let line = "scheduler_inline_batch_schedule_duration_seconds_count{result=\"success\"} 1";
+    assert!(text.contains(line), "{}", koord.logs());
+    assert!(!text.contains("result=\"failure\""));
+    drop(koord);
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_is_placed_whole_in_its_network_topology() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut api, port) = with_topology().await;
+    let c = api.client.clone();
     let (config, _) = crate::dropin::mount_configs(dir.path());
     let koord = scheduler(dir.path(), port, &config);
 
@@ -170,18 +249,8 @@ async fn a_gang_is_placed_whole_in_its_network_topology() {
         ("pending-pod-4", "node-7"),
     ]
     .into();
-    let placed = eventually(Duration::from_secs(30), || async {
-        let mut all = true;
-        for p in want.keys() {
-            all &= node_of(&pods, p).await.is_some();
-        }
-        all
-    })
-    .await;
-    assert!(placed, "{}", koord.logs());
-    for (p, n) in &want {
-        assert_eq!(node_of(&pods, p).await.as_deref(), Some(*n), "{p}");
-    }
+    let pairs: Vec<(&str, &str)> = want.iter().map(|(p, n)| (*p, *n)).collect();
+    placed_as(&pods, &pairs, &koord).await;
 
     // Must gather in one block, but needs three of its two nodes.
     let mut too_big = vec![pod_group("gang-b", 3, MUST_BLOCK)];
@@ -243,4 +312,30 @@ async fn a_gang_is_placed_whole_in_its_network_topology() {
         first["networkTopology"]["domain"], "SpineLayer/s1",
         "{first}"
     );
+    assert!(first.get("inlineBatch").is_none(), "the gate is off");
+    let gated = std::process::Command::new(common::koord_bin())
+        .args(["explain", "schedule", "-f", snap.to_str().unwrap()])
+        .args(["--config", config.to_str().unwrap()])
+        .arg("--feature-gates=EnableInlineBatchSchedule=true")
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&gated.stdout).unwrap();
+    let first = &v["pods"][0];
+    assert_eq!(first["pod"], "default/pending-pod-1", "{v}");
+    assert_eq!(
+        first["inlineBatch"],
+        json!([
+            "default/pending-pod-2",
+            "default/pending-pod-3",
+            "default/pending-pod-4"
+        ])
+    );
+    for (p, n) in &want {
+        let placed = v["pods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["pod"] == format!("default/{p}"));
+        assert_eq!(placed.unwrap()["node"], *n, "{p}");
+    }
 }

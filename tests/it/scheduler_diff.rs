@@ -431,10 +431,14 @@ fn exercised(p: &koord::explain::schedule::Placement, seen: &mut BTreeSet<String
 }
 
 /// Koordinator's default profile with Coscheduling's `awareNetworkTopology`, as the chart
-/// sets it, and the `DevicePluginAdaption` gate on.
+/// sets it, and the `DevicePluginAdaption` and `EnableInlineBatchSchedule` gates on.
 fn config() -> koord::scheduler::config::SchedulerConfig {
     let mut cfg = koord::scheduler::config::default_config().unwrap();
-    let gates = [("DevicePluginAdaption".to_string(), true)].into();
+    let gates = [
+        ("DevicePluginAdaption".to_string(), true),
+        ("EnableInlineBatchSchedule".to_string(), true),
+    ]
+    .into();
     cfg.set_gates(&koord::scheduler::features::SCHEDULER_GATES.from_user(&gates));
     for p in &mut cfg.profiles {
         let args = p
@@ -583,6 +587,7 @@ async fn live_and_explain_place_every_pod_alike() {
         "devices NUMA-aligned",
         "preAllocated",
         "node locked",
+        "inlineBatch",
     ] {
         assert!(seen.contains(what), "no seed exercised {what}: {seen:?}");
     }

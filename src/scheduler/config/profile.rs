@@ -247,6 +247,9 @@ pub fn framework(p: &Profile) -> Result<Framework, FieldError> {
         percentage_of_nodes_to_score: p.percentage_of_nodes_to_score,
         points,
         by_name: built.into_values().map(|pl| (pl.name(), pl)).collect(),
+        inline_batch: p
+            .gates
+            .on(crate::scheduler::features::ENABLE_INLINE_BATCH_SCHEDULE),
         observer: Default::default(),
         cycles: Default::default(),
     })

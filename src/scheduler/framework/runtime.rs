@@ -26,6 +26,8 @@ pub struct Framework {
     pub points: HashMap<Point, Vec<Enabled>>,
     /// Every plugin of the profile by name (queueing hints look rejecting plugins up).
     pub by_name: HashMap<&'static str, Arc<dyn Plugin>>,
+    /// The `EnableInlineBatchSchedule` gate (a planned gang group scheduled in one cycle).
+    pub inline_batch: bool,
     /// Per-plugin durations of every 10th cycle go here (set once by the live scheduler).
     pub observer: std::sync::OnceLock<super::PluginObserver>,
     pub(crate) cycles: AtomicUsize,
@@ -271,11 +273,8 @@ impl Framework {
     /// One scheduling cycle for `pod`.
     pub fn schedule(&self, pod: &PodInfo, cluster: &ClusterState, scope: Scope) -> CycleResult {
         let mut state = CycleState::default();
-        if self
-            .cycles
-            .fetch_add(1, Ordering::Relaxed)
-            .is_multiple_of(SAMPLE_EVERY)
-        {
+        let n = self.cycles.fetch_add(1, Ordering::Relaxed);
+        if n.is_multiple_of(SAMPLE_EVERY) {
             state.observer = self.observer.get().cloned();
         }
         let mut verdicts = BTreeMap::new();

@@ -413,7 +413,7 @@ pub fn selector_order(
 }
 
 /// `SortPodsByIndex`: members with a network-topology index first, by it, then by name.
-pub(super) fn by_index(pods: &mut [Arc<PodInfo>]) {
+pub fn by_index(pods: &mut [Arc<PodInfo>]) {
     let index = |p: &PodInfo| {
         let a = p.pod.metadata.annotations.as_ref()?;
         a.get(ANN_INDEX)?.parse::<i64>().ok().filter(|i| *i >= 0)
@@ -499,3 +499,7 @@ mod tests;
 #[cfg(test)]
 #[path = "topology_cycle_tests.rs"]
 mod cycle_tests;
+
+#[cfg(test)]
+#[path = "batch_tests.rs"]
+mod batch_tests;

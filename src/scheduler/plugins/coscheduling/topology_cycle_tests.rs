@@ -21,7 +21,7 @@ const HIGH: i32 = 1000;
 const LOW: i32 = 1;
 const MUST_SPINE: &str = r#"{"gatherStrategy":[{"layer":"SpineLayer","strategy":"MustGather"}]}"#;
 
-fn framework() -> Framework {
+pub(super) fn framework() -> Framework {
     let mut p = config::default_config().unwrap().profiles.remove(0);
     let args = json!({"enablePreemption": true, "awareNetworkTopology": true});
     p.args.insert("Coscheduling".into(), args);
@@ -31,7 +31,7 @@ fn framework() -> Framework {
     config::framework(&p).unwrap()
 }
 
-fn member(name: &str) -> Value {
+pub(super) fn member(name: &str) -> Value {
     json!({"metadata": {"name": name, "namespace": "default", "uid": name,
             "labels": {"pod-group.scheduling.sigs.k8s.io": "gangA"}},
         "spec": {"priority": HIGH, "schedulerName": "koord-scheduler",
@@ -45,7 +45,7 @@ fn existing(name: &str, node: &str, prio: i32) -> Value {
 }
 
 /// The fake cluster with `pods` on it, gangA (min 4, must gather in a spine) pending.
-fn setup(fw: &Framework, pods: &[Value]) -> ClusterState {
+pub(super) fn setup(fw: &Framework, pods: &[Value]) -> ClusterState {
     let nodes = super::tests::FAKE_NODES.iter().map(|(n, s, b)| {
         let mut v = node_json(n, "16", "64Gi");
         v["metadata"]["labels"] = json!({SPINE: s, BLOCK: b});
