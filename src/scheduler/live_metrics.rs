@@ -26,6 +26,10 @@ impl Scheduler {
             let feasible = || r.verdicts.values().filter(|v| v.feasible).count();
             let placed = r.node.as_ref().map(|_| (r.processed, feasible()));
             self.metrics.pods.cycle(algorithm, placed);
+            use crate::scheduler::plugins::reservation::plugin::INDEX_QUERY;
+            if let Some(query) = r.state.read::<Option<usize>>(INDEX_QUERY) {
+                self.metrics.koord.selector_index(*query);
+            }
         }
         let seconds = started.elapsed().as_secs_f64();
         self.metrics.attempt(profile, outcome, seconds);

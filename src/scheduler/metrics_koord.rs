@@ -208,14 +208,15 @@ impl KoordSeries {
         }
     }
 
-    /// A reservationSelector index query (`hit`: with its candidate nodes).
+    /// A reservationSelector index query (`hit`: with its candidate nodes; a hit with
+    /// none is not observed, as Koordinator, so it does not blur the 1-node bucket).
     pub fn selector_index(&self, candidates: Option<usize>) {
         let result = if candidates.is_some() { "hit" } else { "miss" };
         let l = ResultLabels {
             result: result.into(),
         };
         self.selector_index_queries.get_or_create(&l).inc();
-        if let Some(n) = candidates {
+        if let Some(n) = candidates.filter(|n| *n > 0) {
             self.selector_index_candidates.observe(n as f64);
         }
     }

@@ -23,6 +23,8 @@ pub struct ClusterState {
     /// Reservations by name, and what their owners hold (see `reservations.rs`).
     pub reservations: HashMap<String, crate::scheduler::model::reservation::ReservationInfo>,
     pub(super) reservation_by_uid: HashMap<String, String>,
+    /// ReservationArgs' `reservationSelectorIndex`, when a profile turns it on.
+    pub reservation_index: Option<crate::scheduler::model::reservation_index::SelectorIndex>,
     pub(super) reservation_owners:
         HashMap<String, std::collections::BTreeMap<String, crate::api::pod::Amounts>>,
     /// NodeNUMAResource's view of each node's NodeResourceTopology, by node name.

@@ -10,6 +10,7 @@ use super::types::PodInfo;
 use crate::api::pod::Amounts;
 use crate::api::scheduling::reservation::Reservation;
 use crate::scheduler::model::reservation::{ReservationInfo, reserve_pod};
+use crate::scheduler::model::reservation_index::SelectorIndex;
 
 /// The key a reservation's reserve pod is counted under.
 pub fn reserve_key(name: &str) -> String {
@@ -33,6 +34,9 @@ impl ClusterState {
         self.reservation_by_uid
             .insert(info.uid.clone(), info.name.clone());
         let name = info.name.clone();
+        if let Some(ix) = &mut self.reservation_index {
+            ix.add(&name, info.node.as_deref(), &info.labels);
+        }
         self.reservations.insert(name.clone(), info);
         self.recount(&name);
     }
@@ -42,6 +46,17 @@ impl ClusterState {
         if let Some(info) = self.reservations.remove(name) {
             self.reservation_by_uid.remove(&info.uid);
         }
+        if let Some(ix) = &mut self.reservation_index {
+            ix.remove(name);
+        }
+    }
+
+    /// Keeps `index` over the reservations from now on, starting with those known.
+    pub fn index_reservations(&mut self, mut index: SelectorIndex) {
+        for r in self.reservations.values() {
+            index.add(&r.name, r.node.as_deref(), &r.labels);
+        }
+        self.reservation_index = Some(index);
     }
 
     /// Re-places the reserve pod with what the reservation still holds.

@@ -11,6 +11,7 @@ pub mod network_topology;
 pub mod owners;
 pub mod quota;
 pub mod reservation;
+pub mod reservation_index;
 pub mod topology;
 pub mod transform;
 pub mod volumes;

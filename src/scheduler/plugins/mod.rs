@@ -125,6 +125,7 @@ pub fn build_with(
                 ignored: Arc::new(a.ignored().map_err(ctx)?),
                 preemption: a.enable_preemption.unwrap_or(false),
                 pre_allocation: Arc::new(a.pre_allocation_config.unwrap_or_default()),
+                selector_index: a.reservation_selector_index.unwrap_or_default(),
             })
         }
         "NodeNUMAResource" => {
@@ -223,7 +224,7 @@ struct ReservationArgs {
     ignored_resources: Option<Vec<String>>,
     ignored_resource_groups: Option<Vec<String>>,
     pre_allocation_config: Option<reservation::pre_allocation::Config>,
-    reservation_selector_index: Option<Value>,
+    reservation_selector_index: Option<crate::scheduler::model::reservation_index::IndexArgs>,
 }
 
 impl ReservationArgs {

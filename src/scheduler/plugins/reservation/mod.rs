@@ -4,6 +4,7 @@
 //! Reservation's capacity (the model of reservations and owner matching is
 //! `scheduler/model/`; the Reservation controller is `scheduler/reservation_live.rs`).
 
+mod candidates;
 mod fit;
 pub mod plugin;
 pub mod pre_allocation;

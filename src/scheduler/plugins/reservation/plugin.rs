@@ -10,6 +10,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub use super::candidates::INDEX_QUERY;
+use super::candidates::candidates;
 use super::fit::{available_vec, by_node_reasons, reservation_score, short_on_node};
 use super::pre_allocation::{self, PreAllocation};
 use crate::api::extension::keys::ANNOTATION_RESERVATION_ALLOCATED;
@@ -22,6 +24,7 @@ use crate::scheduler::model::reservation::{
     ANNOTATION_RESERVATION_NODE, AllocatePolicy, IgnoredResources, ReservationInfo, affinity,
     ignores_reservations, matches,
 };
+use crate::scheduler::model::reservation_index::{IndexArgs, SelectorIndex};
 
 pub const NAME: &str = "Reservation";
 /// What the matched reservations give back to the pod on each node.
@@ -76,6 +79,8 @@ pub struct ReservationPlugin {
     /// `enablePreemption`: PostFilter preempts lower-priority pods (never one labelled
     /// `scheduling.koordinator.sh/disable-preemptible: "true"`) for pods and reservations.
     pub preemption: bool,
+    /// `reservationSelectorIndex`.
+    pub selector_index: IndexArgs,
 }
 
 /// The running pods a pre-allocating reservation takes over (Reserve's choice).
@@ -176,6 +181,11 @@ impl Plugin for ReservationPlugin {
     fn name(&self) -> &'static str {
         NAME
     }
+    fn setup(&self, cluster: &mut ClusterState) {
+        if let Some(index) = SelectorIndex::new(&self.selector_index) {
+            cluster.index_reservations(index);
+        }
+    }
     /// A node added or grown, a Reservation changed, a pod gone from a node.
     fn events(&self) -> crate::scheduler::framework::events::Events {
         use crate::scheduler::framework::events::Events as E;
@@ -268,7 +278,7 @@ impl Plugin for ReservationPlugin {
         let ignored = ignores_reservations(&pod.pod);
         let mut matched: HashMap<String, Vec<String>> = HashMap::new();
         let mut restored = Restored::default();
-        for r in cluster.reservations.values().filter(|r| r.is_available()) {
+        for r in candidates(cluster, aff.as_ref(), state).filter(|r| r.is_available()) {
             // A pod asking none of what a reservation reserves is not placed into it,
             // unless its reservation affinity asks for one.
             let ok = if ignored {

@@ -1,0 +1,48 @@
+//! Which reservations a pod is matched against at PreFilter, as Koordinator narrows them:
+//! the one its reservation affinity names, the `reservationSelectorIndex` candidates for
+//! its selector, or all of them. Every candidate is still matched in full.
+
+use crate::scheduler::framework::{ClusterState, CycleState};
+use crate::scheduler::model::reservation::{ReservationAffinity, ReservationInfo};
+
+/// The cycle-state key of this cycle's reservationSelector index query: `Some(nodes)` on a
+/// hit, `None` on a miss (read by the live scheduler for its series).
+pub const INDEX_QUERY: &str = "Reservation/selectorIndex";
+
+/// The reservations a pod may be matched to: the one it names, the index's candidates for
+/// its selector, or all (Koordinator's name / index / list-all paths; the same matches).
+pub(super) fn candidates<'a>(
+    cluster: &'a ClusterState,
+    aff: Option<&ReservationAffinity>,
+    state: &mut CycleState,
+) -> Box<dyn Iterator<Item = &'a ReservationInfo> + 'a> {
+    let all = || Box::new(cluster.reservations.values()) as Box<dyn Iterator<Item = _>>;
+    let Some(aff) = aff else {
+        return all();
+    };
+    if let Some(name) = aff.name.as_deref().filter(|n| !n.is_empty()) {
+        return Box::new(cluster.reservations.get(name).into_iter());
+    }
+    let (Some(ix), Some(sel)) = (&cluster.reservation_index, &aff.reservation_selector) else {
+        return all();
+    };
+    match ix.candidates(sel) {
+        None => {
+            state.write(INDEX_QUERY, None::<usize>);
+            all()
+        }
+        Some(c) => {
+            state.write(INDEX_QUERY, Some(c.nodes()));
+            let names: Vec<&String> = c.names().collect();
+            Box::new(
+                names
+                    .into_iter()
+                    .filter_map(|n| cluster.reservations.get(n)),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "candidates_tests.rs"]
+mod tests;
