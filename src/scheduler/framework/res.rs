@@ -148,6 +148,11 @@ impl ResVec {
         self.zip_with(other, i64::saturating_sub);
     }
 
+    /// Subtracts `other` entry by entry, floored at 0.
+    pub fn sub_floored(&mut self, other: &ResVec) {
+        self.zip_with(other, |a, b| a.saturating_sub(b).max(0));
+    }
+
     /// Non-zero entries.
     pub fn iter(&self) -> impl Iterator<Item = (ResId, i64)> + '_ {
         self.small

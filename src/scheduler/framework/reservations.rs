@@ -18,6 +18,17 @@ pub fn reserve_key(name: &str) -> String {
     format!("Reservation/{name}")
 }
 
+/// A reservation's reserve pod as counted on its node: holding what its owners have not
+/// taken; None unless it is Available on a node.
+fn counted(info: &ReservationInfo) -> Option<PodInfo> {
+    let node = info.node.clone().filter(|_| info.is_available())?;
+    let mut pod = PodInfo::new(Arc::new(reserve_pod(info, Some(&info.remaining()))));
+    pod.key = reserve_key(&info.name);
+    pod.reserve_of = Some(info.name.clone());
+    pod.node_name = Some(node);
+    Some(pod)
+}
+
 impl ClusterState {
     pub fn upsert_reservation(&mut self, r: Arc<Reservation>) {
         let mut info = ReservationInfo::new(r);
@@ -65,14 +76,25 @@ impl ClusterState {
         let Some(info) = self.reservations.get(name) else {
             return;
         };
-        let Some(node) = info.node.clone().filter(|_| info.is_available()) else {
+        let Some(pod) = counted(info) else {
             return;
         };
-        let mut pod = PodInfo::new(Arc::new(reserve_pod(info, Some(&info.remaining()))));
-        pod.key = reserve_key(name);
-        pod.reserve_of = Some(name.to_string());
-        pod.node_name = Some(node.clone());
+        let node = pod.node_name.clone().unwrap_or_default();
         self.place(Arc::new(pod), &node);
+    }
+
+    /// The reserve pod of the reservation with `uid` as counted with the owners in `gone`
+    /// evicted: what they held goes back to the reservation, not to the node (Koordinator's
+    /// `preemptibleInRRs`). None for a reservation not counted on a node.
+    pub fn reserve_pod_without(
+        &self,
+        uid: &str,
+        gone: &std::collections::HashSet<String>,
+    ) -> Option<Arc<PodInfo>> {
+        let info = self.reservations.get(self.reservation_by_uid.get(uid)?)?;
+        let mut info = info.clone();
+        info.allocated.retain(|k, _| !gone.contains(k));
+        counted(&info).map(Arc::new)
     }
 
     /// A placed pod as it is now (its stored object is slimmed, so it is not rebuilt from

@@ -5,7 +5,7 @@
 //! smallest priority sum, the fewest victims and the latest start of its most important
 //! victims. A pod with `preemptionPolicy: Never` preempts nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -93,6 +93,41 @@ fn protects(pdb: &PodDisruptionBudget, pod: &PodInfo) -> bool {
         && crate::api::selector::label_selector_matches(Some(sel), Some(&pod.labels))
 }
 
+/// A node with a preemption's candidate victims taken off. An owner of a reservation gives
+/// what it held back to that reservation (its reserve pod recounted), where only the
+/// reservation's owners can use it (Koordinator's `preemptibleInRRs`).
+struct Trial<'a> {
+    node: NodeInfo,
+    cluster: &'a ClusterState,
+    gone: HashSet<String>,
+}
+
+impl Trial<'_> {
+    fn remove(&mut self, v: &Arc<PodInfo>) {
+        self.node.remove_pod(&v.key);
+        self.gone.insert(v.key.clone());
+        self.recount(v);
+    }
+
+    fn add(&mut self, v: &Arc<PodInfo>) {
+        self.node.add_pod(v.clone());
+        self.gone.remove(&v.key);
+        self.recount(v);
+    }
+
+    fn recount(&mut self, v: &PodInfo) {
+        let Some(uid) = &v.reservation_allocated else {
+            return;
+        };
+        let Some(r) = self.cluster.reserve_pod_without(uid, &self.gone) else {
+            return;
+        };
+        if r.node_name.as_deref() == Some(self.node.name.as_str()) && self.node.remove_pod(&r.key) {
+            self.node.add_pod(r);
+        }
+    }
+}
+
 /// `SelectVictimsOnNode`: remove every lower-priority pod; if the pod then fits, give back
 /// the PDB-protected ones first, then the rest, most important first, keeping as victims
 /// those the pod cannot fit beside.
@@ -111,11 +146,15 @@ pub fn select_victims(
     if lower.is_empty() {
         return None;
     }
-    let mut trial = node.clone();
+    let mut trial = Trial {
+        node: node.clone(),
+        cluster,
+        gone: HashSet::new(),
+    };
     for v in &lower {
-        trial.remove_pod(&v.key);
+        trial.remove(v);
     }
-    if !fits(&trial) {
+    if !fits(&trial.node) {
         return None;
     }
     lower.sort_by(|a, b| more_important(a, b, cluster.now_ms));
@@ -130,9 +169,9 @@ pub fn select_victims(
         .map(|v| (true, v))
         .chain(fine.into_iter().map(|v| (false, v)))
     {
-        trial.add_pod(v.clone());
-        if !fits(&trial) {
-            trial.remove_pod(&v.key);
+        trial.add(&v);
+        if !fits(&trial.node) {
+            trial.remove(&v);
             out.pdb_violations += protected as usize;
             out.pods.push(v);
         }

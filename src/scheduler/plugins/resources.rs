@@ -339,14 +339,11 @@ impl Plugin for NodeResourcesFit {
         state: &CycleState,
         pod: &PodInfo,
         node: &NodeInfo,
-        _: &ClusterState,
+        cluster: &ClusterState,
     ) -> Status {
-        let restored = state
-            .read::<crate::scheduler::plugins::reservation::plugin::Restored>(
-                crate::scheduler::plugins::reservation::plugin::RESTORED,
-            )
-            .and_then(|r| r.0.get(&node.name));
-        let (reasons, unresolvable) = self.insufficient_with(pod, node, restored);
+        use crate::scheduler::plugins::reservation::plugin::restored_on;
+        let restored = restored_on(state, node, cluster);
+        let (reasons, unresolvable) = self.insufficient_with(pod, node, restored.as_ref());
         use super::super::framework::Code;
         match (reasons.is_empty(), unresolvable) {
             (true, _) => Status::success(),

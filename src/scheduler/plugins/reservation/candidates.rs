@@ -1,8 +1,12 @@
 //! Which reservations a pod is matched against at PreFilter, as Koordinator narrows them:
 //! the one its reservation affinity names, the `reservationSelectorIndex` candidates for
-//! its selector, or all of them. Every candidate is still matched in full.
+//! its selector, or all of them (every candidate is still matched in full); and what the
+//! matched ones give back to it on a node.
 
-use crate::scheduler::framework::{ClusterState, CycleState};
+use super::fit::held_on;
+use super::state::{NAME, PreState, RESTORED, Restored};
+use crate::scheduler::framework::res::ResVec;
+use crate::scheduler::framework::{ClusterState, CycleState, NodeInfo};
 use crate::scheduler::model::reservation::{ReservationAffinity, ReservationInfo};
 
 /// The cycle-state key of this cycle's reservationSelector index query: `Some(nodes)` on a
@@ -39,6 +43,25 @@ pub(super) fn candidates<'a>(
                     .into_iter()
                     .filter_map(|n| cluster.reservations.get(n)),
             )
+        }
+    }
+}
+
+/// What the pod's reservations on `node` give back to it for NodeResourcesFit: each
+/// matched reservation's holding (its counted reserve pod) less what it keeps back, and a
+/// pod slot each; for a pre-allocating reserve pod, what the pods it would take over hold.
+/// Read from the node, so a preemption trial that evicts an owner sees its share return to
+/// the reservation — for that reservation's owners only (Koordinator's `preemptibleInRRs`).
+pub fn restored_on(
+    state: &CycleState,
+    node: &NodeInfo,
+    cluster: &ClusterState,
+) -> Option<(ResVec, i64)> {
+    match state.read::<Restored>(RESTORED)? {
+        Restored::Taken(by_node) => by_node.get(&node.name).cloned(),
+        Restored::Matched => {
+            let names = state.read::<PreState>(NAME)?.matched.get(&node.name)?;
+            Some(held_on(node, names, cluster))
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::scheduler::framework::res::{R_PODS, ResVec};
-use crate::scheduler::framework::{MAX_NODE_SCORE, NodeInfo, PodInfo};
+use crate::scheduler::framework::{ClusterState, MAX_NODE_SCORE, NodeInfo, PodInfo};
 use crate::scheduler::model::reservation::{IgnoredResources, ReservationInfo};
 
 pub(super) fn available_vec(r: &ReservationInfo) -> ResVec {
@@ -68,4 +68,37 @@ pub(super) fn by_node_reasons(names: &std::collections::BTreeSet<String>) -> Vec
         .iter()
         .map(|n| format!("Insufficient {n} by node"))
         .collect()
+}
+
+/// The reservation as `node` counts it: owners a preemption trial took off the node give
+/// their share back to it (Koordinator's `preemptibleInRRs`).
+pub(super) fn as_on<'a>(
+    r: &'a ReservationInfo,
+    node: &NodeInfo,
+) -> std::borrow::Cow<'a, ReservationInfo> {
+    let on_node = |k: &String| node.pods.iter().any(|p| &p.key == k);
+    if r.allocated.keys().all(on_node) {
+        return std::borrow::Cow::Borrowed(r);
+    }
+    let mut r = r.clone();
+    r.allocated.retain(|k, _| on_node(k));
+    std::borrow::Cow::Owned(r)
+}
+
+/// The holding of the reservations `names` counted on `node` (their reserve pods) less what
+/// each keeps back, and a pod slot each.
+pub(super) fn held_on(node: &NodeInfo, names: &[String], cluster: &ClusterState) -> (ResVec, i64) {
+    let mut credit = (ResVec::default(), 0);
+    for p in &node.pods {
+        let Some(r) = p.reserve_of.as_ref().filter(|n| names.contains(n)) else {
+            continue;
+        };
+        let mut held = p.req.clone();
+        if let Some(info) = cluster.reservations.get(r) {
+            held.sub_floored(&ResVec::from_amounts(&info.reserved));
+        }
+        credit.0.add(&held);
+        credit.1 += 1;
+    }
+    credit
 }

@@ -9,11 +9,15 @@ mod fit;
 pub mod plugin;
 pub mod pre_allocation;
 mod preempt;
+mod state;
 
 #[cfg(test)]
 #[path = "pre_allocation_tests.rs"]
 mod pre_allocation_tests;
 
+#[cfg(test)]
+#[path = "preemptible_tests.rs"]
+mod preemptible_tests;
 #[cfg(test)]
 #[path = "preemption_tests.rs"]
 mod preemption_tests;

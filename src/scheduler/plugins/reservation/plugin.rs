@@ -10,12 +10,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use super::candidates::INDEX_QUERY;
 use super::candidates::candidates;
-use super::fit::{available_vec, by_node_reasons, reservation_score, short_on_node};
+pub use super::candidates::{INDEX_QUERY, restored_on};
+use super::fit::{as_on, available_vec, by_node_reasons, reservation_score, short_on_node};
 use super::pre_allocation::{self, PreAllocation};
 use crate::api::extension::keys::ANNOTATION_RESERVATION_ALLOCATED;
-use crate::scheduler::framework::res::ResVec;
 use crate::scheduler::framework::{
     ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodDraft, PodInfo, Point,
     PreFilterResult, Status,
@@ -26,9 +25,8 @@ use crate::scheduler::model::reservation::{
 };
 use crate::scheduler::model::reservation_index::{IndexArgs, SelectorIndex};
 
-pub const NAME: &str = "Reservation";
-/// What the matched reservations give back to the pod on each node.
-pub const RESTORED: &str = "Reservation/restored";
+use super::state::PreState;
+pub use super::state::{NAME, RESTORED, Restored};
 const CHOSEN: &str = "Reservation/chosen";
 const CHOSEN_PODS: &str = "Reservation/preAllocated";
 
@@ -39,23 +37,6 @@ pub const ERR_POLICY_CONFLICT: &str = "node(s) reservation allocate policy confl
 /// The Score of the node holding the lowest `reservation-order` (before normalizing).
 const MOST_PREFERRED_SCORE: i64 = 1000;
 const PREFERRED: &str = "Reservation/preferred";
-
-/// Node → (resources, pod slots) of matched reservations, counted as free for this pod.
-#[derive(Default)]
-pub struct Restored(pub HashMap<String, (ResVec, i64)>);
-
-struct PreState {
-    /// Node → matched reservation names.
-    matched: HashMap<String, Vec<String>>,
-    /// The pod must use a reservation.
-    required: bool,
-    /// The pod uses reservations' capacity without being placed into one.
-    ignored: bool,
-    /// The reservation the pod's affinity names (its reasons then carry amounts).
-    named: Option<String>,
-    /// The extended resources the fit checks leave out (the plugin's args).
-    skip: Arc<IgnoredResources>,
-}
 
 /// A pending Reservation's reserve pod: its pinned node, if any, its policy, and the
 /// running pods it may take over.
@@ -256,7 +237,7 @@ impl Plugin for ReservationPlugin {
                 .filter(|p| p.required)
                 .map(|p| p.candidates.keys().cloned().collect());
             if let Some(p) = &pre {
-                state.write(RESTORED, Restored(p.restored()));
+                state.write(RESTORED, Restored::Taken(p.restored()));
             }
             let rp = ReservePod {
                 node,
@@ -277,7 +258,6 @@ impl Plugin for ReservationPlugin {
         }
         let ignored = ignores_reservations(&pod.pod);
         let mut matched: HashMap<String, Vec<String>> = HashMap::new();
-        let mut restored = Restored::default();
         for r in candidates(cluster, aff.as_ref(), state).filter(|r| r.is_available()) {
             // A pod asking none of what a reservation reserves is not placed into it,
             // unless its reservation affinity asks for one.
@@ -290,9 +270,6 @@ impl Plugin for ReservationPlugin {
             let Some(node) = r.node.clone().filter(|_| ok) else {
                 continue;
             };
-            let e = restored.0.entry(node.clone()).or_default();
-            e.0.add(&available_vec(r));
-            e.1 += 1;
             matched.entry(node).or_default().push(r.name.clone());
         }
         let required = aff.is_some();
@@ -303,7 +280,7 @@ impl Plugin for ReservationPlugin {
         if matched.is_empty() {
             return (Status::skip(), None);
         }
-        state.write(RESTORED, restored);
+        state.write(RESTORED, Restored::Matched);
         state.write(
             NAME,
             PreState {
@@ -529,7 +506,8 @@ fn filter_with_reservations(
     let mut short = std::collections::BTreeSet::new();
     let mut by_reservation = Vec::new();
     for r in infos {
-        let (by_node, by_res) = check(r, pod, node, matched, st);
+        let r = as_on(r, node);
+        let (by_node, by_res) = check(&r, pod, node, matched, st);
         if by_node.is_empty() && by_res.is_empty() {
             return Status::success();
         }
