@@ -6,7 +6,7 @@
 
 const LAYERS: &[&[&str]] = &[
     &["cause"],
-    &["schema", "podspec", "kinds"],
+    &["schema", "podspec", "label_keys", "kinds"],
     &[
         "registry",
         "humanize",

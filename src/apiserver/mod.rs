@@ -16,6 +16,7 @@ pub mod fieldmanager;
 pub mod http;
 mod humanize;
 pub mod kinds;
+pub mod label_keys;
 #[cfg(test)]
 mod layering_tests;
 pub mod limits;

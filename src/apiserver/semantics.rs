@@ -231,7 +231,10 @@ fn prepare_pod(
         spec.insert("terminationGracePeriodSeconds".into(), 1.into());
     }
     validate_pod_spec(info, name, spec)?;
-    super::podspec::merge_label_keys(pod);
+    super::label_keys::merge_label_keys(pod);
+    if let Some(spec) = pod.get("spec").and_then(Value::as_object) {
+        super::error::check_causes(info, name, super::label_keys::causes(spec))?;
+    }
     let ns = pod
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
