@@ -2,7 +2,9 @@
 //! random clusters (NodeMetrics with and without `spec`, CPU topologies, GPUs, an
 //! ElasticQuota, a pending Reservation and its owners, a gang, a gang placed in its network
 //! topology, pods of every QoS and size, some with pod-level resources, some under a NUMA
-//! topology policy with GPUs spread over NUMA nodes, a Reservation taking over a running pod) each new pod is first
+//! topology policy with GPUs spread over NUMA nodes, a Reservation taking over a running pod,
+//! MetaX GPUs locked per pod (DevicePluginAdaption), a gang scheduled inline, NPU shares by
+//! GPU shared-resource template) each new pod is first
 //! explained on a snapshot of the API server, then created and scheduled by the live
 //! scheduler running in process with its real watches. Every pod must land on the node
 //! explain chose, and that node must be one of explain's highest `total`s; a gang's members
@@ -99,6 +101,7 @@ const KINDS: &[(&str, &str, &str, &str, bool)] = &[
         "priorityclasses",
         false,
     ),
+    ("", "v1", "ConfigMap", "configmaps", true),
 ];
 
 fn api(c: &kube::Client, kind: &str) -> Api<DynamicObject> {
@@ -178,6 +181,40 @@ fn device(name: &str, gpus: u64, vendor: &str) -> Value {
         "spec": {"devices": devices}})
 }
 
+/// A tainted Huawei Ascend-310P node with one NPU and the templates it is shared by (a
+/// share equal to `vir02` is placed named by it; another share is refused at PreFilter).
+fn npu_node() -> Vec<Value> {
+    let npu = json!({"huawei.com/npu-core": "8", "huawei.com/npu-cpu": "7", "huawei.com/npu-dvpp": "100",
+        "koordinator.sh/gpu-memory": "24Gi", "koordinator.sh/gpu-memory-ratio": "100", "koordinator.sh/gpu-core": "100"});
+    let mut alloc = npu.clone();
+    alloc["cpu"] = "8".into();
+    alloc["memory"] = "32Gi".into();
+    alloc["pods"] = "110".into();
+    alloc["koordinator.sh/gpu.shared"] = "100".into();
+    let labels = json!({"node": "npu", "node.koordinator.sh/gpu-vendor": "huawei",
+        "node.koordinator.sh/gpu-model": "Ascend-310P"});
+    let data = "huawei-Ascend-310P:\n  vir02:\n    huawei.com/npu-core: \"2\"\n    huawei.com/npu-cpu: \"2\"\n    huawei.com/npu-dvpp: \"25\"\n    koordinator.sh/gpu-memory: 6Gi\n";
+    vec![
+        json!({"kind": "ConfigMap", "metadata": {"name": "gpu-templates", "namespace": "default"},
+            "data": {"data.yaml": data}}),
+        json!({"kind": "Node", "metadata": {"name": "npu", "labels": labels},
+            "spec": {"taints": [{"key": "npu", "effect": "NoSchedule"}]},
+            "status": {"allocatable": alloc, "capacity": alloc}}),
+        json!({"kind": "Device", "metadata": {"name": "npu", "labels": {"node.koordinator.sh/gpu-vendor": "huawei"}},
+            "spec": {"devices": [{"type": "gpu", "minor": 0, "id": "NPU-0", "health": true, "resources": npu}]}}),
+    ]
+}
+
+/// A share of the NPU node's NPU: `core` NPU cores.
+fn npu_pod(name: &str, core: &str) -> Value {
+    let r = json!({"cpu": "1", "koordinator.sh/gpu.shared": "1", "huawei.com/npu-core": core,
+        "huawei.com/npu-cpu": "2", "huawei.com/npu-dvpp": "25", "koordinator.sh/gpu-memory": "6Gi"});
+    json!({"kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+        "spec": {"schedulerName": "koord-scheduler", "nodeSelector": {"node": "npu"},
+            "tolerations": [{"key": "npu", "operator": "Exists"}],
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": r, "limits": r}}]}})
+}
+
 /// Nodes, their NodeMetrics (a third without `spec`, as some reporters write them) and
 /// topologies.
 fn cluster(rng: &mut Rng) -> Vec<Value> {
@@ -199,6 +236,7 @@ fn cluster(rng: &mut Rng) -> Vec<Value> {
                 {"labelKey": ["block"], "parentTopologyLayer": "SpineLayer", "topologyLayer": "BlockLayer"},
                 {"parentTopologyLayer": "BlockLayer", "topologyLayer": "NodeTopologyLayer"}]}}),
     ];
+    out.extend(npu_node());
     let nodes = 4 + rng.below(5);
     for i in 0..nodes {
         let name = format!("n{i}");
@@ -348,6 +386,8 @@ fn steps(rng: &mut Rng) -> Vec<Vec<Value>> {
                 "tolerations": [{"key": "dedicated", "operator": "Exists"}],
                 "containers": [{"name": "c", "image": "x", "resources": {"requests": r, "limits": r}}]}})]);
     }
+    out.push(vec![npu_pod("npu-vir02", "2")]);
+    out.push(vec![npu_pod("npu-odd", "3")]);
     out
 }
 
@@ -412,9 +452,18 @@ fn shown(v: &Value) -> String {
 /// What a seed's placements exercised, so the test cannot pass by avoiding the plugins.
 fn exercised(p: &koord::explain::schedule::Placement, seen: &mut BTreeSet<String>) {
     seen.extend(p.details.keys().map(|k| k.to_string()));
+    if p.details
+        .get("devices")
+        .is_some_and(|d| d.to_string().contains("gpuSharedResourceTemplate"))
+    {
+        seen.insert("template".into());
+    }
     for v in p.verdicts.values() {
         if v.reason.contains("has been locked") {
             seen.insert("node locked".into());
+        }
+        if v.reason == "no matched GPU shared resource template" {
+            seen.insert("no template".into());
         }
         if let Some(plugin) = v.plugin {
             seen.insert(plugin.to_string());
@@ -446,6 +495,14 @@ fn config() -> koord::scheduler::config::SchedulerConfig {
             .entry("Coscheduling".into())
             .or_insert_with(|| json!({}));
         args["awareNetworkTopology"] = true.into();
+        // The GPU shared-resource templates from a ConfigMap of the test's namespace.
+        let templates = json!({"configMapNamespace": "default", "configMapName": "gpu-templates",
+            "matchedResources": ["huawei.com/npu-core"]});
+        let ds = p
+            .args
+            .entry("DeviceShare".into())
+            .or_insert_with(|| json!({}));
+        ds["gpuSharedResourceTemplatesConfig"] = templates;
     }
     cfg
 }
@@ -588,6 +645,8 @@ async fn live_and_explain_place_every_pod_alike() {
         "preAllocated",
         "node locked",
         "inlineBatch",
+        "template",
+        "no template",
     ] {
         assert!(seen.contains(what), "no seed exercised {what}: {seen:?}");
     }
