@@ -341,9 +341,12 @@ impl Plugin for NodeResourcesFit {
         node: &NodeInfo,
         cluster: &ClusterState,
     ) -> Status {
-        use crate::scheduler::plugins::reservation::plugin::restored_on;
-        let restored = restored_on(state, node, cluster);
-        let (reasons, unresolvable) = self.insufficient_with(pod, node, restored.as_ref());
+        use crate::scheduler::plugins::reservation::plugin::{RESTORED, Restored, restored_on};
+        // Most pods match no reservation: one cycle-state lookup, nothing else, per node.
+        let restored = state
+            .read::<Restored>(RESTORED)
+            .and_then(|r| restored_on(r, state, node, cluster));
+        let (reasons, unresolvable) = self.insufficient_with(pod, node, restored.as_deref());
         use super::super::framework::Code;
         match (reasons.is_empty(), unresolvable) {
             (true, _) => Status::success(),

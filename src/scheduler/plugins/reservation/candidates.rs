@@ -4,7 +4,9 @@
 //! matched ones give back to it on a node.
 
 use super::fit::held_on;
-use super::state::{NAME, PreState, RESTORED, Restored};
+use std::borrow::Cow;
+
+use super::state::{NAME, PreState, Restored};
 use crate::scheduler::framework::res::ResVec;
 use crate::scheduler::framework::{ClusterState, CycleState, NodeInfo};
 use crate::scheduler::model::reservation::{ReservationAffinity, ReservationInfo};
@@ -52,16 +54,17 @@ pub(super) fn candidates<'a>(
 /// pod slot each; for a pre-allocating reserve pod, what the pods it would take over hold.
 /// Read from the node, so a preemption trial that evicts an owner sees its share return to
 /// the reservation — for that reservation's owners only (Koordinator's `preemptibleInRRs`).
-pub fn restored_on(
+pub fn restored_on<'a>(
+    restored: &'a Restored,
     state: &CycleState,
     node: &NodeInfo,
     cluster: &ClusterState,
-) -> Option<(ResVec, i64)> {
-    match state.read::<Restored>(RESTORED)? {
-        Restored::Taken(by_node) => by_node.get(&node.name).cloned(),
+) -> Option<Cow<'a, (ResVec, i64)>> {
+    match restored {
+        Restored::Taken(by_node) => by_node.get(&node.name).map(Cow::Borrowed),
         Restored::Matched => {
             let names = state.read::<PreState>(NAME)?.matched.get(&node.name)?;
-            Some(held_on(node, names, cluster))
+            Some(Cow::Owned(held_on(node, names, cluster)))
         }
     }
 }
