@@ -4,7 +4,8 @@
 //! topology, pods of every QoS and size, some with pod-level resources, some under a NUMA
 //! topology policy with GPUs spread over NUMA nodes, a Reservation taking over a running pod,
 //! MetaX GPUs locked per pod (DevicePluginAdaption), a gang scheduled inline, NPU shares by
-//! GPU shared-resource template) each new pod is first
+//! GPU shared-resource template, spreading by `matchLabelKeys` with `nodeTaintsPolicy`, the
+//! scheduler-name label) each new pod is first
 //! explained on a snapshot of the API server, then created and scheduled by the live
 //! scheduler running in process with its real watches. Every pod must land on the node
 //! explain chose, and that node must be one of explain's highest `total`s; a gang's members
@@ -388,6 +389,24 @@ fn steps(rng: &mut Rng) -> Vec<Vec<Value>> {
     }
     out.push(vec![npu_pod("npu-vir02", "2")]);
     out.push(vec![npu_pod("npu-odd", "3")]);
+    // kube v1.35's spreading by the pod's own label values, tainted nodes left out; and a pod
+    // of another scheduler taken by koord's profile through the scheduler-name label.
+    let spread = json!([{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "spread"}}, "matchLabelKeys": ["version"],
+        "nodeTaintsPolicy": "Honor"}]);
+    let small = json!({"requests": {"cpu": "100m"}});
+    out.push(vec![
+        json!({"kind": "Pod", "metadata": {"name": "spread-a", "namespace": "default",
+        "labels": {"app": "spread", "version": "v1"}},
+        "spec": {"schedulerName": "koord-scheduler", "topologySpreadConstraints": spread,
+            "containers": [{"name": "c", "image": "x", "resources": small}]}}),
+    ]);
+    out.push(vec![
+        json!({"kind": "Pod", "metadata": {"name": "named", "namespace": "default",
+        "labels": {"scheduling.koordinator.sh/scheduler-name": "koord-scheduler"}},
+        "spec": {"schedulerName": "other-scheduler",
+            "containers": [{"name": "c", "image": "x", "resources": small}]}}),
+    ]);
     out
 }
 
@@ -473,6 +492,9 @@ fn exercised(p: &koord::explain::schedule::Placement, seen: &mut BTreeSet<String
                 seen.insert(format!("{plugin} scored"));
             }
         }
+    }
+    if p.node.is_some() && ["default/spread-a", "default/named"].contains(&p.pod.as_str()) {
+        seen.insert(p.pod.clone());
     }
     if p.pod.starts_with("reservation/") && p.node.is_some() {
         seen.insert("reservation placed".into());
@@ -647,6 +669,8 @@ async fn live_and_explain_place_every_pod_alike() {
         "inlineBatch",
         "template",
         "no template",
+        "default/spread-a",
+        "default/named",
     ] {
         assert!(seen.contains(what), "no seed exercised {what}: {seen:?}");
     }
