@@ -11,7 +11,6 @@ use crate::scheduler::framework::PodInfo;
 use crate::scheduler::metrics::Outcome;
 
 impl Scheduler {
-    /// Turns a cycle's outcome into the queue's next step and the API writes it needs.
     /// An inline batch's members: each taken from the queue (where it waited for its turn)
     /// and acted on as its own attempt; the batch's duration observed once.
     pub(super) fn act_batch(
@@ -31,6 +30,7 @@ impl Scheduler {
         self.metrics.koord.inline_batch(ok, seconds);
     }
 
+    /// Turns a cycle's outcome into the queue's next step and the API writes it needs.
     pub(super) fn act(
         &mut self,
         fi: usize,

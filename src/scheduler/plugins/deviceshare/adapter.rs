@@ -70,25 +70,30 @@ pub fn adapt(t: &Target, allocs: &Allocations) -> Result<Adapted, String> {
         return Ok(out);
     };
     general_gpu(&mut out, t, gpus);
-    let lock = match t.vendor {
-        "huawei" => huawei(&mut out, t.model, gpus).map(|_| None),
-        "cambricon" => cambricon(&mut out, gpus).map(|_| Some(ANNOTATION_CAMBRICON_DSMLU_LOCK)),
-        "metax" => metax(&mut out, gpus).map(|_| Some(ANNOTATION_HAMI_LOCK)),
-        _ => Ok(None),
-    };
-    let with_lock = lock.and_then(|key| match key {
-        None => Ok(()),
-        Some(key) => lock_node(t, key)
-            .map(|value| out.node_lock = Some((key, value)))
-            .map_err(|e| format!("failed to lock node: {e}")),
-    });
-    with_lock.map_err(|e| {
-        format!(
-            "failed to adapt for GPU device plugin of vendor {:?}: {e}",
-            t.vendor
-        )
+    vendor(&mut out, t, gpus).map_err(|e| {
+        let v = t.vendor;
+        format!("failed to adapt for GPU device plugin of vendor {v:?}: {e}")
     })?;
     Ok(out)
+}
+
+/// The vendor's own annotations, and the node lock where its plugin needs one.
+fn vendor(out: &mut Adapted, t: &Target, gpus: &[Granted]) -> Result<(), String> {
+    let key = match t.vendor {
+        "huawei" => return huawei(out, t.model, gpus),
+        "cambricon" => {
+            cambricon(out, gpus)?;
+            ANNOTATION_CAMBRICON_DSMLU_LOCK
+        }
+        "metax" => {
+            metax(out, gpus)?;
+            ANNOTATION_HAMI_LOCK
+        }
+        _ => return Ok(()),
+    };
+    let value = lock_node(t, key).map_err(|e| format!("failed to lock node: {e}"))?;
+    out.node_lock = Some((key, value));
+    Ok(())
 }
 
 /// PreBind: the pod's annotations and labels, its bind time stamped now.

@@ -248,7 +248,6 @@ struct PreState {
     numa_align: bool,
 }
 
-/// The devices DeviceShare gave the pod in this cycle, as the annotation value.
 /// The Node lock DevicePluginAdaption took at Reserve for this pod: (annotation, value).
 pub fn node_lock(state: &CycleState) -> Option<&(&'static str, String)> {
     state
@@ -257,6 +256,7 @@ pub fn node_lock(state: &CycleState) -> Option<&(&'static str, String)> {
         .as_ref()
 }
 
+/// The devices DeviceShare gave the pod in this cycle, as the annotation value.
 pub fn reserved_devices(state: &CycleState) -> Option<serde_json::Value> {
     let a = state.read::<Allocations>(ALLOC_KEY)?;
     serde_json::from_str(&devices::format(a)).ok()
