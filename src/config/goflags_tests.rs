@@ -265,3 +265,30 @@ fn the_kubelet_root_dir_flag_sets_where_pod_volumes_are() {
         Some("/data/kubelet/")
     );
 }
+
+#[test]
+fn the_kubelet_stub_flags_say_where_configz_is() {
+    let t = run(&[
+        "--role=koordlet",
+        "-kubelet-preferred-address-type=Hostname",
+        "-kubelet-insecure-tls=true",
+        "-kubelet-read-only-port=10266",
+        "-disable-query-kubelet-config=false",
+    ]);
+    assert!(t.errors.is_empty() && t.unsupported.is_empty(), "{t:?}");
+    let k = "koordlet.kubelet";
+    assert_eq!(
+        layer(&t, &format!("{k}.preferredAddressType"))[0].as_str(),
+        Some("Hostname")
+    );
+    assert_eq!(
+        layer(&t, &format!("{k}.insecureTls"))[0].to_bool(),
+        Some(true)
+    );
+    assert_eq!(
+        layer(&t, &format!("{k}.readOnlyPort"))[0].to_u128(),
+        Some(10266)
+    );
+    let disabled = layer(&t, &format!("{k}.disableQueryKubeletConfig"));
+    assert_eq!(disabled[0].to_bool(), Some(false));
+}

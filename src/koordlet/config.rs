@@ -81,6 +81,15 @@ impl Default for EvictionConfig {
     }
 }
 
+/// The node address types Koordinator accepts (`IsNodeAddressTypeSupported`).
+pub const ADDRESS_TYPES: [&str; 5] = [
+    "Hostname",
+    "ExternalIP",
+    "ExternalDNS",
+    "InternalIP",
+    "InternalDNS",
+];
+
 /// Where the node's pods come from.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
@@ -102,6 +111,18 @@ pub struct KubeletConfig {
     /// reserved CPUs and topology manager policy go into the NodeResourceTopology; absent:
     /// the checkpoint's policy and `topologyPolicies: [None]`.
     pub config_file: PathBuf,
+    /// The kubelet's `/configz`, where its configuration is read first. Unset: the kubelet
+    /// `podsUrl` names, else the Node's address of `preferredAddressType` at its
+    /// `daemonEndpoints` port over HTTPS (with `insecureTls`: `readOnlyPort` over HTTP).
+    pub configz_url: Option<String>,
+    /// `Hostname`, `ExternalIP`, `ExternalDNS`, `InternalIP` or `InternalDNS`.
+    pub preferred_address_type: String,
+    /// Reach the kubelet on its read-only port over HTTP.
+    pub insecure_tls: bool,
+    pub read_only_port: u64,
+    /// Read neither `/configz` nor the config file: the kubelet's CPU manager goes
+    /// unreported, as Koordinator's `disable-query-kubelet-config`.
+    pub disable_query_kubelet_config: bool,
 }
 
 impl Default for KubeletConfig {
@@ -114,6 +135,11 @@ impl Default for KubeletConfig {
             cpu_manager_state_file: "/var/lib/kubelet/cpu_manager_state".into(),
             root_dir: "/var/lib/kubelet".into(),
             config_file: "/var/lib/kubelet/config.yaml".into(),
+            configz_url: None,
+            preferred_address_type: "InternalIP".into(),
+            insecure_tls: false,
+            read_only_port: 10255,
+            disable_query_kubelet_config: false,
         }
     }
 }
@@ -177,12 +203,26 @@ pub fn validate(cfg: &Config, strict: bool) -> Vec<(String, String)> {
             out.push(("featureGates".into(), e));
         }
     }
-    if let Some(url) = &cfg.kubelet.pods_url
-        && !(url.starts_with("http://") || url.starts_with("https://"))
-    {
+    let urls = [
+        ("kubelet.podsUrl", &cfg.kubelet.pods_url),
+        ("kubelet.configzUrl", &cfg.kubelet.configz_url),
+    ];
+    for (key, url) in urls {
+        if let Some(url) = url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            out.push((
+                key.into(),
+                format!("{url:?} must be an http:// or https:// URL"),
+            ));
+        }
+    }
+    // Koordinator warns and uses InternalIP (as koord does at start); strict mode refuses.
+    let kind = &cfg.kubelet.preferred_address_type;
+    if strict && !ADDRESS_TYPES.contains(&kind.as_str()) {
         out.push((
-            "kubelet.podsUrl".into(),
-            format!("{url:?} must be an http:// or https:// URL"),
+            "kubelet.preferredAddressType".into(),
+            format!("{kind:?} is not one of {}", ADDRESS_TYPES.join(", ")),
         ));
     }
     out

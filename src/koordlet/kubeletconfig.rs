@@ -1,8 +1,8 @@
 //! The kubelet's configuration as Koordinator's koordlet reads it for the
 //! NodeResourceTopology (`states_noderesourcetopology.go`): the CPU manager policy and its
 //! options, the CPUs the static policy reserves, and the topology manager's policy and
-//! scope. Read from the kubelet's config file (`KubeletConfiguration`, YAML or JSON),
-//! with the kubelet's defaults for what the file leaves out.
+//! scope. Read from the kubelet's `/configz` (`configz.rs`) or its config file
+//! (`KubeletConfiguration`, YAML or JSON), with the kubelet's defaults for what is left out.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,6 +23,7 @@ pub struct KubeletConfiguration {
     pub topology_manager_scope: String,
     pub kube_reserved: BTreeMap<String, String>,
     pub system_reserved: BTreeMap<String, String>,
+    pub eviction_hard: BTreeMap<String, String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +33,8 @@ pub enum KubeletConfigError {
         path: String,
         err: serde_yaml::Error,
     },
+    #[error("kubelet /configz is not {{\"kubeletconfig\": KubeletConfiguration}}: {0}")]
+    Configz(String),
     #[error("kubelet reservedSystemCPUs {0:?} is not a CPU list")]
     ReservedList(String),
     #[error("kubelet {field}.cpu {value:?} is not a CPU quantity")]
@@ -57,6 +60,20 @@ impl KubeletConfiguration {
             })?;
         cfg.default_unset();
         Ok(Some(cfg))
+    }
+
+    /// The kubelet's `/configz` answer, `{"kubeletconfig": {...}}` (fields it does not know,
+    /// such as v1.28's `logging`, are ignored).
+    pub fn from_configz(body: &[u8]) -> Result<KubeletConfiguration, KubeletConfigError> {
+        #[derive(Deserialize)]
+        struct Configz {
+            kubeletconfig: KubeletConfiguration,
+        }
+        let mut cfg = serde_json::from_slice::<Configz>(body)
+            .map_err(|e| KubeletConfigError::Configz(e.to_string()))?
+            .kubeletconfig;
+        cfg.default_unset();
+        Ok(cfg)
     }
 
     /// The kubelet's defaults (`SetDefaults_KubeletConfiguration`).

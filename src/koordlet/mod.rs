@@ -6,6 +6,7 @@ pub mod access;
 pub mod advisor;
 pub mod collectors;
 mod config;
+pub mod configz;
 pub mod devices;
 pub mod features;
 pub mod gpu_health;
@@ -95,6 +96,10 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         None => PodSource::Api,
     };
     tracing::info!(%node, version = ?cgroups.version(), driver = ?cgroups.driver(), pods = ?cfg.kubelet.pods_url, "koordlet starting");
+    let kind = &cfg.kubelet.preferred_address_type;
+    if !config::ADDRESS_TYPES.contains(&kind.as_str()) {
+        tracing::warn!(%kind, "kubelet.preferredAddressType is not a node address type; InternalIP will be used");
+    }
     let informer = informer::start(
         cluster.client.clone(),
         &node,

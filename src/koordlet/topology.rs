@@ -393,23 +393,6 @@ async fn write(
     super::upsert::write_if_changed(api, want, same, |_, _| {}).await
 }
 
-/// The kubelet's config file; a broken one is warned about once per streak and read as
-/// absent.
-fn read_kubelet_config(path: &Path, failing: &mut bool) -> Option<KubeletConfiguration> {
-    match KubeletConfiguration::read(path) {
-        Ok(c) => {
-            *failing = false;
-            c
-        }
-        Err(e) => {
-            if !std::mem::replace(failing, true) {
-                tracing::warn!(error = %e, "NodeResourceTopology reported without the kubelet's configuration");
-            }
-            None
-        }
-    }
-}
-
 /// The report loop: every 10 s, written when changed (rest: one sysfs read, no API call).
 pub async fn report_loop(
     client: kube::Client,
@@ -425,7 +408,7 @@ pub async fn report_loop(
     let api: Api<NodeResourceTopology> = Api::all(client);
     let mut last: Option<NodeResourceTopology> = None;
     let mut failing = false;
-    let mut config_failing = false;
+    let mut config_source = super::configz::Source::default();
     loop {
         let states = informer.snapshot();
         let cpu_topology = host.cpu_topology();
@@ -439,7 +422,7 @@ pub async fn report_loop(
         }
         if let (Some(node), Ok(cpus)) = (states.node.as_deref(), cpu_topology) {
             let state = KubeletCpuState::read(&kubelet.cpu_manager_state_file);
-            let config = read_kubelet_config(&kubelet.config_file, &mut config_failing);
+            let config = super::configz::read(&kubelet, node, &mut config_source).await;
             let basic = host.cpu_basic_info(&cpus);
             let want = build(&Inputs {
                 node,

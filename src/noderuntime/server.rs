@@ -1,5 +1,6 @@
 //! The kubelet-compatible API: `GET /pods` (a PodList with live statuses, what the
-//! koordlet's states informer reads), and `POST /pods/{namespace}/{name}/stop` which kills
+//! koordlet's states informer reads), `GET /configz` (what this runtime does as a kubelet
+//! configuration: no CPU or topology manager), and `POST /pods/{namespace}/{name}/stop` which kills
 //! a pod's containers at once (they restart under the pod's restart policy). Like the
 //! kubelet's authenticated port, every request but `/healthz` needs the API server's
 //! bearer token: pod specs carry secrets in their environment.
@@ -39,6 +40,7 @@ pub async fn handle(
                 &json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}),
             )
         }
+        (&Method::GET, ["configz"]) => json_response(StatusCode::OK, &configz(&ctx)),
         (&Method::GET, ["healthz"]) => text(StatusCode::OK, "ok"),
         (&Method::POST, ["pods", ns, name, "stop"]) => {
             let (reply, rx) = oneshot::channel();
@@ -63,4 +65,16 @@ pub async fn handle(
         }
         _ => text(StatusCode::NOT_FOUND, format!("{path} not found\n")),
     }
+}
+
+/// This runtime as the kubelet's `/configz` reports a kubelet: it pins no CPUs and aligns
+/// nothing by NUMA node (the koordlet's cpuset hooks do), with the Node's 110 pods.
+fn configz(ctx: &Ctx) -> serde_json::Value {
+    let driver = match ctx.cgroups.driver() {
+        crate::os::cgroup::Driver::Systemd => "systemd",
+        crate::os::cgroup::Driver::Cgroupfs => "cgroupfs",
+    };
+    json!({"kubeletconfig": {"enableServer": true, "cgroupDriver": driver, "maxPods": 110,
+        "cpuManagerPolicy": "none", "memoryManagerPolicy": "None",
+        "topologyManagerPolicy": "none", "topologyManagerScope": "container"}})
 }

@@ -28,6 +28,7 @@ mod gang;
 mod history;
 mod job_preemption;
 mod kubectl;
+mod kubelet_configz;
 mod list_exact;
 mod manager;
 mod manifests_run;

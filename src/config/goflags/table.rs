@@ -287,6 +287,30 @@ static SPECS: &[Spec] = &[
     ),
     key(
         K,
+        "kubelet-preferred-address-type",
+        "koordlet.kubelet.preferredAddressType",
+        Str,
+    ),
+    key(
+        K,
+        "kubelet-insecure-tls",
+        "koordlet.kubelet.insecureTls",
+        Bool,
+    ),
+    key(
+        K,
+        "kubelet-read-only-port",
+        "koordlet.kubelet.readOnlyPort",
+        U64,
+    ),
+    key(
+        K,
+        "disable-query-kubelet-config",
+        "koordlet.kubelet.disableQueryKubeletConfig",
+        Bool,
+    ),
+    key(
+        K,
         "prediction-training-interval",
         "koordlet.prediction.trainingIntervalSeconds",
         Secs,

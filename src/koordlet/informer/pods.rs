@@ -38,18 +38,24 @@ pub enum KubeletError {
     Token(PathBuf, std::io::Error),
 }
 
+/// The `Authorization` of a kubelet request over HTTPS: the token file's bearer token.
+pub fn authorization(
+    url: &str,
+    token_file: Option<&std::path::Path>,
+) -> Result<Option<String>, KubeletError> {
+    match token_file {
+        Some(p) if url.starts_with("https://") => {
+            let token =
+                std::fs::read_to_string(p).map_err(|e| KubeletError::Token(p.to_path_buf(), e))?;
+            Ok(Some(format!("Bearer {}", token.trim())))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// One fetch of the kubelet's pod list.
 pub async fn fetch(k: &KubeletPods) -> Result<Vec<Pod>, KubeletError> {
-    let token = match &k.token_file {
-        Some(p) if k.url.starts_with("https://") => Some(
-            std::fs::read_to_string(p)
-                .map_err(|e| KubeletError::Token(p.clone(), e))?
-                .trim()
-                .to_string(),
-        ),
-        _ => None,
-    };
-    let auth = token.map(|t| format!("Bearer {t}"));
+    let auth = authorization(&k.url, k.token_file.as_deref())?;
     let mut headers = vec![("accept", "application/json")];
     if let Some(a) = &auth {
         headers.push(("authorization", a.as_str()));
