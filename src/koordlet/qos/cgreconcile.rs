@@ -1,6 +1,7 @@
 //! cgreconcile, memory QoS (`pkg/koordlet/qosmanager/plugins/cgreconcile/cgroup_reconcile.go`): `memory.min`/`low`/`high` per container
 //! and pod from the class's `memoryQOS` percentages (pod annotation `koordinator.sh/memoryQOS`
-//! on top), watermark/priority knobs on pods (Anolis kernels; skipped where absent), and the
+//! on top), watermark/priority and page-cache limit knobs on pods (Anolis kernels; skipped
+//! where absent, `pagecache.rs`), and the
 //! QoS directories holding the sums of their pods' min/low.
 
 use k8s_openapi::api::core::v1::Container;
@@ -168,6 +169,8 @@ pub fn updates(states: &States, cgroups: &Cgroups) -> Vec<Vec<Update>> {
                 pods.push(Update::new(r, pod.dir.clone(), v.to_string()));
             }
         }
+        let limit = super::pagecache::pod_memory_limit(&pod.pod, be);
+        pods.extend(super::pagecache::updates(&q, limit, &pod.dir));
         let e = qos_sums.entry(kube_qos(&pod.pod)).or_insert((0, 0));
         *e = (e.0 + min, e.1 + low);
     }

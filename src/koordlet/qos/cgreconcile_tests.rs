@@ -150,3 +150,29 @@ fn enabled_class_sets_pods_containers_and_qos_sums() {
         "auto = compiled class values"
     );
 }
+
+#[test]
+fn the_class_page_cache_limit_reaches_its_pods() {
+    let ls = pod("p", "LS", "Burstable", "1Gi", Some("2Gi"), None);
+    let cfg = json!({"enable": true, "pageCacheLimitPercent": 50, "pageCacheReclaimSync": true});
+    let l = updates(&states(cfg, vec![ls.clone()]), &cg());
+    let get = |r| value(&l, r, &ls.dir);
+    assert_eq!(
+        get(Resource::MemoryPageCacheLimitEnable).as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        get(Resource::MemoryPageCacheLimitSize).as_deref(),
+        Some("1073741824"),
+        "50 % of the 2 Gi limit"
+    );
+    assert_eq!(
+        get(Resource::MemoryPageCacheLimitSync).as_deref(),
+        Some("1")
+    );
+    let off = updates(&states(json!({"enable": false}), vec![ls.clone()]), &cg());
+    assert_eq!(
+        value(&off, Resource::MemoryPageCacheLimitSize, &ls.dir),
+        None
+    );
+}

@@ -82,9 +82,12 @@ pub fn validate(res: Resource, value: &str) -> Result<(), String> {
         | Resource::MemoryLow
         | Resource::MemoryHigh => Some((0, i64::MAX)),
         Resource::BvtWarpNs => Some((-1, 2)),
-        Resource::CpuIdle | Resource::MemoryUsePriorityOom | Resource::MemoryOomGroup => {
-            Some((0, 1))
-        }
+        Resource::CpuIdle
+        | Resource::MemoryUsePriorityOom
+        | Resource::MemoryOomGroup
+        | Resource::MemoryPageCacheLimitEnable
+        | Resource::MemoryPageCacheLimitSync => Some((0, 1)),
+        Resource::MemoryPageCacheLimitSize => Some((0, i64::MAX)),
         Resource::MemoryWmarkRatio => Some((0, 100)),
         Resource::MemoryWmarkScaleFactor => Some((1, 1000)),
         Resource::MemoryWmarkMinAdj => Some((-25, 50)),

@@ -18,6 +18,7 @@ pub mod hookreconcile;
 pub mod kubeqos;
 pub mod memoryevict;
 pub mod oomscoreadj;
+pub mod pagecache;
 pub mod pick;
 pub mod podreconcile;
 pub mod registry;

@@ -30,6 +30,10 @@ pub enum Resource {
     MemoryPriority,
     MemoryUsePriorityOom,
     MemoryOomGroup,
+    /// The memcg page-cache limit (Alibaba Cloud Linux / Anolis).
+    MemoryPageCacheLimitEnable,
+    MemoryPageCacheLimitSize,
+    MemoryPageCacheLimitSync,
     MemoryOomEvents,
     CpuPressure,
     MemoryPressure,
@@ -85,6 +89,21 @@ impl Resource {
                 "memory.use_priority_oom",
             ),
             MemoryOomGroup => (S::Memory, "memory.oom.group", "memory.oom.group"),
+            MemoryPageCacheLimitEnable => (
+                S::Memory,
+                "memory.pagecache_limit.enable",
+                "memory.pagecache_limit.enable",
+            ),
+            MemoryPageCacheLimitSize => (
+                S::Memory,
+                "memory.pagecache_limit.size",
+                "memory.pagecache_limit.size",
+            ),
+            MemoryPageCacheLimitSync => (
+                S::Memory,
+                "memory.pagecache_limit.sync",
+                "memory.pagecache_limit.sync",
+            ),
             MemoryOomEvents => (S::Memory, "memory.oom_control", "memory.events"),
             CpuPressure => (S::Cpuacct, "cpu.pressure", "cpu.pressure"),
             MemoryPressure => (S::Cpuacct, "memory.pressure", "memory.pressure"),
