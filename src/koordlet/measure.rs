@@ -100,8 +100,12 @@ pub(super) async fn collect_loop(
                 }
             }
         }
-        let psi_ran = outcomes.iter().any(|o| o.collector == "psi");
-        publish(&l, &states, &samples, psi_ran);
+        let ran = |name: &str| outcomes.iter().any(|o| o.collector == name);
+        let ran = Ran {
+            psi: ran("psi"),
+            resctrl: ran("resctrl"),
+        };
+        publish(&l, &states, &samples, ran);
         if specs_of.as_ptr() != Arc::as_ptr(&states.pods) {
             let (requests, limits) = container_specs(&l.node, &states);
             l.metrics.set_container_specs(requests, limits);
@@ -118,9 +122,20 @@ pub(super) async fn collect_loop(
     Ok(())
 }
 
+/// Which gated collectors ran this pass (their series are kept between their passes).
+#[derive(Clone, Copy)]
+struct Ran {
+    psi: bool,
+    resctrl: bool,
+}
+
 /// Node and host-application usage gauges on `/metrics` (the per-pod ones are encoded at
 /// scrape time: `usage_series`), and this pass's CPI and PSI.
-fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples, psi_ran: bool) {
+fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples, ran: Ran) {
+    let Ran {
+        psi: psi_ran,
+        resctrl: resctrl_ran,
+    } = ran;
     // A linear scan: a few lookups a pass (the key compares its one-byte kind first).
     let get = |k: &SeriesKey| samples.iter().find(|(s, _)| s == k).map(|(_, p)| p.value);
     let (cpu, mem) = (
@@ -163,6 +178,34 @@ fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples, psi_ran:
     if psi_ran || samples.iter().any(|(k, _)| gated(k.kind)) {
         publish_cpi_psi(l, states, samples, psi_ran);
     }
+    if resctrl_ran {
+        l.metrics.ops.set_resctrl(resctrl_series(&l.node, samples));
+    }
+}
+
+/// Koordinator's `koordlet_resctrl_llc_occupancy{node,cache_id,qos}` and
+/// `koordlet_resctrl_memory_bandwidth{node,cache_id,qos,mb_type}` from the resctrl
+/// collector's samples.
+pub(crate) fn resctrl_series(
+    node: &str,
+    samples: &collectors::Samples,
+) -> Vec<(super::metrics::Pairs, f64)> {
+    let label = |k: &SeriesKey, name: &str| k.label(name).unwrap_or_default().to_string();
+    samples
+        .iter()
+        .filter(|(k, _)| matches!(k.kind, MetricKind::ResctrlLlc | MetricKind::ResctrlMb))
+        .map(|(k, p)| {
+            let mut l: super::metrics::Pairs = vec![
+                ("node", node.to_string()),
+                ("cache_id", label(k, "cache_id")),
+                ("qos", label(k, "qos")),
+            ];
+            if k.kind == MetricKind::ResctrlMb {
+                l.push(("mb_type", label(k, "resctrl_mb_type")));
+            }
+            (l, p.value)
+        })
+        .collect()
 }
 
 type Specs = Vec<(super::metrics::Pairs, f64)>;

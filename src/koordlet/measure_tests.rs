@@ -44,13 +44,37 @@ fn psi_series_stay_between_the_psi_collectors_passes() {
         SeriesKey::new(MetricKind::PodPsi, &labels),
         Point { ts: 1, value: 0.5 },
     )];
-    publish(&l, &states, &psi, true);
+    publish(
+        &l,
+        &states,
+        &psi,
+        Ran {
+            psi: true,
+            resctrl: false,
+        },
+    );
     assert_eq!(pod_psi(&registry), 1);
     // The passes between two PSI passes (every 10 s by default) keep the series.
-    publish(&l, &states, &Vec::new(), false);
+    publish(
+        &l,
+        &states,
+        &Vec::new(),
+        Ran {
+            psi: false,
+            resctrl: false,
+        },
+    );
     assert_eq!(pod_psi(&registry), 1);
     // A PSI pass that saw nothing of the pod drops it.
-    publish(&l, &states, &Vec::new(), true);
+    publish(
+        &l,
+        &states,
+        &Vec::new(),
+        Ran {
+            psi: true,
+            resctrl: false,
+        },
+    );
     assert_eq!(pod_psi(&registry), 0);
 }
 
@@ -73,7 +97,15 @@ fn node_usage_gauges_come_from_the_pass() {
             Point { ts: 1, value: 2e9 },
         ),
     ];
-    publish(&l, &states, &samples, false);
+    publish(
+        &l,
+        &states,
+        &samples,
+        Ran {
+            psi: false,
+            resctrl: false,
+        },
+    );
     let scrape = registry.scrape();
     let value = |name: &str| {
         let s = scrape.samples.iter().find(|s| s.metric == name).unwrap();

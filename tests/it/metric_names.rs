@@ -44,6 +44,8 @@ const KOORDLET: &[&str] = &[
     "koordlet_cpuset_share_pool_info",
     "koordlet_cpuset_be_share_pool_info",
     "koordlet_container_cpi",
+    "koordlet_resctrl_llc_occupancy",
+    "koordlet_resctrl_memory_bandwidth",
     "koordlet_pod_psi",
     "koordlet_container_psi",
     "koordlet_node_priority_resource_reclaimable",

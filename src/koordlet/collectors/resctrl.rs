@@ -3,7 +3,8 @@
 //! (the RdtResctrl strategy creates them) per L3 cache domain, read from
 //! `<sys>/fs/resctrl/<QoS>/mon_data/mon_L3_<id>/{llc_occupancy,mbm_local_bytes,
 //! mbm_total_bytes}` as `resctrl_resource_llc{qos,cache_id}` and
-//! `resctrl_resource_mb{qos,cache_id,resctrl_type=mb,resctrl_mb_type}`.
+//! `resctrl_resource_mb{qos,cache_id,resctrl_type=mb,resctrl_mb_type}` (on `/metrics` as
+//! Koordinator's `koordlet_resctrl_llc_occupancy` and `koordlet_resctrl_memory_bandwidth`).
 
 use std::path::Path;
 use std::time::Duration;

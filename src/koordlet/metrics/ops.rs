@@ -65,6 +65,10 @@ pub struct OpSeries {
     pub be_share_pool_info: Family<Pairs, Gauge>,
     /// `{node,container_id,container_name,pod_uid,pod_name,pod_namespace,cpi_field}`.
     pub container_cpi: Family<Pairs, FGauge>,
+    /// `{node,cache_id,qos}`: the LSR/LS/BE resctrl groups' LLC occupancy in bytes.
+    pub resctrl_llc: Family<Pairs, FGauge>,
+    /// `{node,cache_id,qos,mb_type}`: their memory bandwidth counters in bytes.
+    pub resctrl_mb: Family<Pairs, FGauge>,
     /// `{node,pod_uid,pod_name,pod_namespace,psi_resource_type,psi_precision,psi_degree,cpu_full_supported}`.
     pub pod_psi: Family<Pairs, FGauge>,
     /// As `pod_psi` with `container_id`, `container_name` first.
@@ -93,6 +97,7 @@ struct Live {
     oom: HashSet<Pairs>,
     cpi: HashSet<Pairs>,
     psi: HashSet<Pairs>,
+    resctrl: HashSet<Pairs>,
     pools: HashSet<Pairs>,
     cookies: HashSet<Pairs>,
 }
@@ -113,6 +118,8 @@ impl Default for OpSeries {
             share_pool_info: Family::default(),
             be_share_pool_info: Family::default(),
             container_cpi: Family::default(),
+            resctrl_llc: Family::default(),
+            resctrl_mb: Family::default(),
             pod_psi: Family::default(),
             container_psi: Family::default(),
             priority_reclaimable: Family::default(),
@@ -205,6 +212,16 @@ impl OpSeries {
             "koordlet_container_cpi",
             "Container cpi collected by koordlet",
             self.container_cpi.clone(),
+        );
+        m.register(
+            "koordlet_resctrl_llc_occupancy",
+            "resctrl default qos(LSR, LS, BE) llc occupancy collected by koordlet",
+            self.resctrl_llc.clone(),
+        );
+        m.register(
+            "koordlet_resctrl_memory_bandwidth",
+            "resctrl default qos(LSR, LS, BE) memory bandwidth collected by koordlet",
+            self.resctrl_mb.clone(),
         );
         m.register(
             "koordlet_pod_psi",
@@ -321,6 +338,24 @@ impl OpSeries {
         replace(&self.container_cpi, &mut live.cpi, now, |g, v| {
             g.set(v);
         });
+    }
+
+    /// This pass's resctrl counters (LLC series carry no `mb_type`); groups gone are dropped.
+    pub fn set_resctrl(&self, now: Vec<(Pairs, f64)>) {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let keys: HashSet<Pairs> = now.iter().map(|(l, _)| l.clone()).collect();
+        for gone in live.resctrl.difference(&keys) {
+            self.resctrl_llc.remove(gone);
+            self.resctrl_mb.remove(gone);
+        }
+        for (l, v) in now {
+            let family = match l.iter().any(|(k, _)| *k == "mb_type") {
+                true => &self.resctrl_mb,
+                false => &self.resctrl_llc,
+            };
+            family.get_or_create(&l).set(v);
+        }
+        live.resctrl = keys;
     }
 
     /// This pass's PSI (pod and container series together; the label sets differ).

@@ -308,3 +308,53 @@ fn prod_reclaimable_and_its_status() {
         "no prediction: failed"
     );
 }
+
+#[test]
+fn resctrl_groups_under_koordinators_names() {
+    use crate::koordlet::collectors::Samples;
+    use crate::koordlet::store::{MetricKind, Point, SeriesKey};
+    let registry = Metrics::new();
+    let m = KoordletMetrics::register(&registry);
+    let mut samples: Samples = Vec::new();
+    let point = |value| Point { ts: 1, value };
+    samples.push((
+        SeriesKey::new(MetricKind::ResctrlLlc, &[("qos", "LS"), ("cache_id", "0")]),
+        point(4096.0),
+    ));
+    samples.push((
+        SeriesKey::new(
+            MetricKind::ResctrlMb,
+            &[
+                ("qos", "BE"),
+                ("cache_id", "1"),
+                ("resctrl_type", "mb"),
+                ("resctrl_mb_type", "mbm_total_bytes"),
+            ],
+        ),
+        point(1e9),
+    ));
+    m.ops
+        .set_resctrl(crate::koordlet::measure::resctrl_series("n1", &samples));
+    let scrape = registry.scrape();
+    let find = |name: &str| scrape.samples.iter().find(|s| s.metric == name).cloned();
+    let llc = find("koordlet_resctrl_llc_occupancy").expect("llc");
+    assert_eq!(
+        (
+            llc.labels.get("node"),
+            llc.labels.get("cache_id"),
+            llc.labels.get("qos")
+        ),
+        (Some("n1"), Some("0"), Some("LS"))
+    );
+    let mb = find("koordlet_resctrl_memory_bandwidth").expect("mb");
+    assert_eq!(mb.labels.get("mb_type"), Some("mbm_total_bytes"));
+    assert_eq!(mb.labels.get("qos"), Some("BE"));
+    m.ops.set_resctrl(Vec::new());
+    assert!(
+        registry
+            .scrape()
+            .samples
+            .iter()
+            .all(|s| !s.metric.starts_with("koordlet_resctrl"))
+    );
+}
