@@ -39,9 +39,35 @@ pub struct Floors {
 }
 
 /// Koordinator's `usageWithPageCache`: node and pod memory reported with page cache.
-/// (`usageWithHotPageCache` needs kidled's cold-page scan, which koord does not run; like
-/// Koordinator without it, that policy reports `usageWithoutPageCache`.)
 pub const WITH_PAGE_CACHE: &str = "usageWithPageCache";
+/// Koordinator's `usageWithHotPageCache`: memory with page cache less kidled's cold pages
+/// (the ColdPageCollector's series); while that collector has reported nothing in the
+/// window — kidled absent, the gate off — the policy reports `usageWithoutPageCache`, as
+/// Koordinator does before its cold-memory collection starts.
+pub const WITH_HOT_PAGE_CACHE: &str = "usageWithHotPageCache";
+
+/// The memory series a report takes under `policy`: (node, pod, host application).
+fn memory_kinds(
+    store: &MetricStore,
+    policy: &str,
+    (start, now): (i64, i64),
+) -> Result<(MetricKind, MetricKind, MetricKind), StoreError> {
+    use MetricKind as K;
+    let hot = SeriesKey::node(K::NodeMemoryWithHotPage);
+    Ok(match policy {
+        WITH_PAGE_CACHE => (
+            K::NodeMemoryWithPageCache,
+            K::PodMemoryWithPageCache,
+            K::HostAppMemoryWithPageCache,
+        ),
+        WITH_HOT_PAGE_CACHE if store.aggregate(&hot, start, now)?.is_some() => (
+            K::NodeMemoryWithHotPage,
+            K::PodMemoryWithHotPage,
+            K::HostAppMemoryWithHotPage,
+        ),
+        _ => (K::NodeMemoryUsage, K::PodMemoryUsage, K::HostAppMemoryUsage),
+    })
+}
 
 /// Whether the node's NodeMetric asks for memory with page cache.
 pub fn with_page_cache(nm: Option<&NodeMetric>) -> bool {
@@ -168,13 +194,7 @@ pub fn build_status(
     prediction: Option<(BTreeMap<String, Quantity>, BTreeMap<String, Quantity>)>,
 ) -> Result<NodeMetricStatus, StoreError> {
     let start = now - policy.aggregate.as_millis() as i64;
-    let (node_mem, pod_mem) = match policy.memory_policy == WITH_PAGE_CACHE {
-        true => (
-            MetricKind::NodeMemoryWithPageCache,
-            MetricKind::PodMemoryWithPageCache,
-        ),
-        false => (MetricKind::NodeMemoryUsage, MetricKind::PodMemoryUsage),
-    };
+    let (node_mem, pod_mem, app_mem) = memory_kinds(store, &policy.memory_policy, (start, now))?;
     let (ncpu, nmem) = (
         SeriesKey::node(MetricKind::NodeCpuUsage),
         SeriesKey::node(node_mem),
@@ -220,7 +240,7 @@ pub fn build_status(
         };
         let (c, m) = (
             SeriesKey::host_app(MetricKind::HostAppCpuUsage, &name),
-            SeriesKey::host_app(MetricKind::HostAppMemoryUsage, &name),
+            SeriesKey::host_app(app_mem, &name),
         );
         if let Some(usage) = avg_of(store, &c, &m, start, now)? {
             apps.push(HostApplicationMetricInfo {
@@ -374,185 +394,5 @@ pub async fn write_status(
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::koordlet::store::{Point, StoreOptions};
-
-    fn nm(spec: serde_json::Value) -> NodeMetric {
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "n"}, "spec": spec}))
-            .unwrap()
-    }
-
-    const FLOORS: Floors = Floors {
-        min_interval: Duration::from_secs(30),
-        max_interval: None,
-        min_aggregate: Duration::from_secs(60),
-    };
-
-    #[test]
-    fn policy_defaults_and_floors() {
-        let p = policy(None, FLOORS);
-        assert_eq!((p.aggregate.as_secs(), p.interval.as_secs()), (300, 60));
-        assert_eq!(p.durations.len(), 3);
-        let custom = nm(
-            serde_json::json!({"metricCollectPolicy": {"aggregateDurationSeconds": 10, "reportIntervalSeconds": 5,
-            "nodeAggregatePolicy": {"durations": ["1m0s", "bogus"]}}}),
-        );
-        let p = policy(Some(&custom), FLOORS);
-        assert_eq!(
-            (p.aggregate.as_secs(), p.interval.as_secs()),
-            (60, 30),
-            "floors apply"
-        );
-        assert_eq!(p.durations, vec![Duration::from_secs(60)]);
-        // Embedded mode: a 15 s ceiling over the manager's 60 s, the floor lowered to it.
-        let embedded = Floors {
-            min_interval: Duration::from_secs(15),
-            max_interval: Some(Duration::from_secs(15)),
-            ..FLOORS
-        };
-        assert_eq!(policy(None, embedded).interval.as_secs(), 15);
-        assert_eq!(
-            policy(Some(&custom), embedded).interval.as_secs(),
-            15,
-            "the floor wins"
-        );
-    }
-
-    #[test]
-    fn status_from_samples() {
-        let store = MetricStore::temporary(StoreOptions::default()).unwrap();
-        let now = 1_000_000i64;
-        let mut samples = Vec::new();
-        for i in 0..60 {
-            let ts = now - 59_000 + i * 1000;
-            samples.push((
-                SeriesKey::node(MetricKind::NodeCpuUsage),
-                Point {
-                    ts,
-                    value: 1.0 + (i % 2) as f64,
-                },
-            ));
-            samples.push((
-                SeriesKey::node(MetricKind::NodeMemoryUsage),
-                Point { ts, value: 1e9 },
-            ));
-            samples.push((
-                SeriesKey::pod(MetricKind::PodCpuUsage, "u1"),
-                Point { ts, value: 0.25 },
-            ));
-            samples.push((
-                SeriesKey::pod(MetricKind::PodMemoryUsage, "u1"),
-                Point { ts, value: 1e8 },
-            ));
-            samples.push((
-                SeriesKey::node(MetricKind::NodeMemoryWithPageCache),
-                Point { ts, value: 3e9 },
-            ));
-            samples.push((
-                SeriesKey::pod(MetricKind::PodMemoryWithPageCache, "u1"),
-                Point { ts, value: 4e8 },
-            ));
-            use crate::koordlet::collectors::gpu::key;
-            for (kind, value) in [
-                (MetricKind::NodeGpuCoreUsage, 30.0 + (i % 2) as f64 * 20.0),
-                (MetricKind::NodeGpuMemoryUsage, 20.0 * (1u64 << 30) as f64),
-                (MetricKind::NodeGpuMemoryTotal, 80.0 * (1u64 << 30) as f64),
-            ] {
-                samples.push((key(kind, 1, "GPU-1"), Point { ts, value }));
-            }
-            for n in 0..2 {
-                samples.push((
-                    SeriesKey::numa(MetricKind::NodeNumaCpuUsage, n),
-                    Point { ts, value: 0.5 },
-                ));
-                samples.push((
-                    SeriesKey::numa(MetricKind::NodeNumaMemoryUsage, n),
-                    Point { ts, value: 5e8 },
-                ));
-            }
-        }
-        store.insert(&samples).unwrap();
-        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(
-            serde_json::json!({"metadata": {"name": "web", "namespace": "ns", "uid": "u1",
-            "labels": {"koordinator.sh/qosClass": "LS"}}, "spec": {"containers": []}}),
-        )
-        .unwrap();
-        let cg = crate::os::Cgroups::new(
-            "/x",
-            crate::os::Version::V1,
-            crate::os::Driver::Cgroupfs,
-            "",
-        );
-        let states = States {
-            pods: Arc::new(vec![
-                crate::koordlet::informer::PodMeta::new(pod, &cg).unwrap(),
-            ]),
-            ..Default::default()
-        };
-        let p = Policy {
-            aggregate: Duration::from_secs(60),
-            interval: Duration::from_secs(60),
-            durations: vec![Duration::from_secs(60), Duration::from_secs(600)],
-            memory_policy: String::new(),
-        };
-        let st = build_status(&store, &states, &p, now, None).unwrap();
-        let info = st.node_metric.unwrap();
-        let gpus = info.node_usage.devices.clone().unwrap();
-        let gpu = &gpus[0];
-        assert_eq!((gpu.minor, gpu.uuid.as_deref()), (Some(1), Some("GPU-1")));
-        let r = gpu.resources.clone().unwrap();
-        assert_eq!(r["koordinator.sh/gpu-core"].0, "40", "window average");
-        assert_eq!(r["koordinator.sh/gpu-memory"].0, (20u64 << 30).to_string());
-        assert_eq!(r["koordinator.sh/gpu-memory-ratio"].0, "25");
-        let numa = info.numa_usages.clone().unwrap();
-        assert_eq!(numa.len(), 2);
-        assert_eq!(
-            (
-                numa[1].numa_node_id,
-                numa[1].node_usage.get("cpu").unwrap().0.as_str()
-            ),
-            (1, "500m")
-        );
-        assert_eq!(info.node_usage.get("cpu").unwrap().0, "1500m");
-        assert_eq!(info.node_usage.get("memory").unwrap().0, "1000000000");
-        let aggs = info.aggregated_node_usages.unwrap();
-        assert_eq!(aggs[0].duration.as_deref(), Some("1m0s"));
-        assert_eq!(
-            aggs[0].usage.as_ref().unwrap()["p90"].get("cpu").unwrap().0,
-            "2"
-        );
-        assert!(
-            aggs[1].usage.as_ref().unwrap()["avg"]
-                .resources
-                .as_ref()
-                .unwrap()
-                .is_empty(),
-            "59 s of data is under half of 10 min"
-        );
-        let pods = st.pods_metric.unwrap();
-        assert_eq!(
-            (
-                pods[0].name.as_deref(),
-                pods[0].qos.as_deref(),
-                pods[0].priority.as_deref()
-            ),
-            (Some("web"), Some("LS"), Some("koord-prod"))
-        );
-        assert_eq!(pods[0].pod_usage.get("cpu").unwrap().0, "250m");
-        assert_eq!(pods[0].pod_usage.get("memory").unwrap().0, "100000000");
-        assert!(st.update_time.is_some());
-        // nodeMemoryCollectPolicy: usageWithPageCache reports the series with page cache.
-        let cached = Policy {
-            memory_policy: WITH_PAGE_CACHE.into(),
-            ..p
-        };
-        let st = build_status(&store, &states, &cached, now, None).unwrap();
-        let node = st.node_metric.unwrap().node_usage;
-        assert_eq!(node.get("memory").unwrap().0, "3000000000");
-        let pods = st.pods_metric.unwrap();
-        assert_eq!(pods[0].pod_usage.get("memory").unwrap().0, "400000000");
-    }
-}
+#[path = "reporter_tests.rs"]
+mod tests;
