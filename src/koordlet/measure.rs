@@ -451,9 +451,13 @@ fn publish_report(l: &LoopCtx, status: &crate::api::slo::NodeMetricStatus) {
     for numa in info.numa_usages.iter().flatten() {
         let id = numa.numa_node_id.to_string();
         let extra = [("numa_node_id", id.as_str())];
-        if let Some(r) = &numa.node_usage.resources {
-            let family = &l.metrics.node_metric_numa_usage;
-            KoordletMetrics::set_resources(family, &l.node, &extra, r);
+        for (family, map) in [
+            (&l.metrics.node_metric_numa_usage, &numa.node_usage),
+            (&l.metrics.node_metric_numa_system_usage, &numa.system_usage),
+        ] {
+            if let Some(r) = &map.resources {
+                KoordletMetrics::set_resources(family, &l.node, &extra, r);
+            }
         }
     }
 }

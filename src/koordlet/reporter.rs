@@ -334,8 +334,7 @@ fn gpu_usages(
     Ok(out)
 }
 
-/// `numaUsages`: each NUMA node's average usage over the window, sorted by id (systemUsage
-/// per NUMA node is not computed yet and stays empty).
+/// `numaUsages`: each NUMA node's average node and system usage over the window, by id.
 fn numa_usages(
     store: &MetricStore,
     start: i64,
@@ -347,14 +346,20 @@ fn numa_usages(
             SeriesKey::numa(MetricKind::NodeNumaCpuUsage, n),
             SeriesKey::numa(MetricKind::NodeNumaMemoryUsage, n),
         );
-        match avg_of(store, &c, &m, start, now)? {
-            Some(u) => out.push(NUMAMetricInfo {
-                numa_node_id: n as i32,
-                node_usage: u,
-                system_usage: Default::default(),
-            }),
-            None => break,
-        }
+        let Some(node_usage) = avg_of(store, &c, &m, start, now)? else {
+            break;
+        };
+        let (sc, sm) = (
+            SeriesKey::numa(MetricKind::SysNumaCpuUsage, n),
+            SeriesKey::numa(MetricKind::SysNumaMemoryUsage, n),
+        );
+        // Without system samples for this NUMA node, its node usage alone (Koordinator's).
+        let system_usage = avg_of(store, &sc, &sm, start, now)?.unwrap_or_default();
+        out.push(NUMAMetricInfo {
+            numa_node_id: n as i32,
+            node_usage,
+            system_usage,
+        });
     }
     Ok(out)
 }

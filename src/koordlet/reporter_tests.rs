@@ -128,6 +128,16 @@ fn status_from_samples() {
                 SeriesKey::numa(MetricKind::NodeNumaMemoryUsage, n),
                 Point { ts, value: 5e8 },
             ));
+            if n == 0 {
+                samples.push((
+                    SeriesKey::numa(MetricKind::SysNumaCpuUsage, n),
+                    Point { ts, value: 0.25 },
+                ));
+                samples.push((
+                    SeriesKey::numa(MetricKind::SysNumaMemoryUsage, n),
+                    Point { ts, value: 1e8 },
+                ));
+            }
         }
     }
     store.insert(&samples).unwrap();
@@ -153,6 +163,13 @@ fn status_from_samples() {
             numa[1].node_usage.get("cpu").unwrap().0.as_str()
         ),
         (1, "500m")
+    );
+    let system = &numa[0].system_usage;
+    assert_eq!(system.get("cpu").unwrap().0, "250m");
+    assert_eq!(system.get("memory").unwrap().0, "100000000");
+    assert!(
+        numa[1].system_usage.resources.is_none(),
+        "no system samples there"
     );
     assert_eq!(info.node_usage.get("cpu").unwrap().0, "1500m");
     assert_eq!(info.node_usage.get("memory").unwrap().0, "1000000000");

@@ -60,7 +60,7 @@ pub fn parse_stat(content: &str) -> Option<StatFields> {
     })
 }
 
-fn page_size() -> u64 {
+pub(crate) fn page_size() -> u64 {
     // SAFETY: sysconf(3) takes an integer name and returns an integer; no memory is shared.
     let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if v > 0 { v as u64 } else { 4096 }

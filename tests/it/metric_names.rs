@@ -28,6 +28,7 @@ const KOORDLET: &[&str] = &[
     "koordlet_node_resource_allocatable",
     "koordlet_node_predicted_resource_peak",
     "koordlet_node_metric_numa_node_usage",
+    "koordlet_node_metric_numa_system_usage",
     "koordlet_collect_node_cpu_info_status",
     "koordlet_collect_node_numa_info_status",
     "koordlet_collect_node_local_storage_info_status",

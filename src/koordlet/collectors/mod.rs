@@ -49,6 +49,12 @@ pub struct Shared {
     pub pods_memory: Option<f64>,
     pub apps_cpu: f64,
     pub apps_memory: f64,
+    /// Per NUMA node: the node's CPU cores and memory bytes in use.
+    pub node_numa_cpu: std::collections::BTreeMap<u32, f64>,
+    pub node_numa_memory: std::collections::BTreeMap<u32, f64>,
+    /// Per NUMA node, the pods' memory bytes (`memory.numa_stat`); None until the pod
+    /// collector ran this pass.
+    pub pods_numa_memory: Option<std::collections::BTreeMap<u32, f64>>,
 }
 
 pub type Samples = Vec<(SeriesKey, Point)>;

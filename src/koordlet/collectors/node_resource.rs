@@ -30,7 +30,13 @@ impl NodeResource {
         }
     }
 
-    fn numa(&mut self, env: &CollectEnv<'_>, per_cpu: &[(usize, CpuTicks)], out: &mut Samples) {
+    fn numa(
+        &mut self,
+        env: &CollectEnv<'_>,
+        per_cpu: &[(usize, CpuTicks)],
+        shared: &mut Shared,
+        out: &mut Samples,
+    ) {
         if self
             .numa_read_ns
             .is_none_or(|t| env.mono_ns.saturating_sub(t) >= CPU_INFO_EVERY_NS)
@@ -54,13 +60,16 @@ impl NodeResource {
         };
         for (n, b) in busy {
             if let Some(t) = self.rates.per_second(&Some(n), b, env.mono_ns) {
+                let cores = t / env.clk_tck as f64;
+                shared.node_numa_cpu.insert(n, cores);
                 out.push((
                     SeriesKey::numa(MetricKind::NodeNumaCpuUsage, n),
-                    point(t / env.clk_tck as f64),
+                    point(cores),
                 ));
             }
         }
         for (n, used) in env.host.numa_mem_used() {
+            shared.node_numa_memory.insert(n, used as f64);
             out.push((
                 SeriesKey::numa(MetricKind::NodeNumaMemoryUsage, n),
                 point(used as f64),
@@ -85,7 +94,7 @@ impl Collector for NodeResource {
         out: &mut Samples,
     ) -> Result<(), CollectError> {
         let (total, per_cpu) = env.host.proc_stat()?;
-        self.numa(env, &per_cpu, out);
+        self.numa(env, &per_cpu, shared, out);
         let memory = env.host.memory_used()? as f64;
         out.push((
             SeriesKey::node(MetricKind::NodeMemoryUsage),

@@ -67,6 +67,7 @@ impl Collector for PodResource {
         out: &mut Samples,
     ) -> Result<(), CollectError> {
         let (mut cpu_sum, mut mem_sum) = (0.0, 0.0);
+        let mut numa: std::collections::BTreeMap<u32, f64> = Default::default();
         let with_cache =
             crate::koordlet::reporter::with_page_cache(env.states.node_metric.as_deref());
         for pod in env.states.pods.iter() {
@@ -95,6 +96,12 @@ impl Collector for PodResource {
                 ));
             }
             mem_sum += mem;
+            // A pod whose numa_stat cannot be read is left out, as Koordinator does.
+            if let Ok(per_node) = env.cgroups.numa_memory(&pod.dir) {
+                for (n, bytes) in per_node {
+                    *numa.entry(n).or_default() += bytes;
+                }
+            }
             if let Some(c) = cpu {
                 out.push((
                     SeriesKey::with(MetricKind::PodCpuUsage, &pod.series),
@@ -132,6 +139,7 @@ impl Collector for PodResource {
         self.containers.expire(env.mono_ns);
         shared.pods_cpu = Some(cpu_sum);
         shared.pods_memory = Some(mem_sum);
+        shared.pods_numa_memory = Some(numa);
         Ok(())
     }
 }

@@ -57,6 +57,8 @@ pub struct KoordletMetrics {
     pub predicted_peak: Family<Pairs, FGauge>,
     /// `{node,numa_node_id,resource,unit}`: the last report's per-NUMA usage.
     pub node_metric_numa_usage: Family<Pairs, FGauge>,
+    /// The same labels: the last report's per-NUMA system usage.
+    pub node_metric_numa_system_usage: Family<Pairs, FGauge>,
     /// `{node,status}` counts (counters named without `_total`, as Koordinator's).
     pub cpu_info_status: Family<Pairs, Counter>,
     pub numa_info_status: Family<Pairs, Counter>,
@@ -146,6 +148,11 @@ impl KoordletMetrics {
             "koordlet_node_metric_numa_node_usage",
             "the per-NUMA node usage reported in the NodeMetric",
             m.node_metric_numa_usage.clone(),
+        );
+        metrics.register(
+            "koordlet_node_metric_numa_system_usage",
+            "the per-NUMA system usage reported in the NodeMetric",
+            m.node_metric_numa_system_usage.clone(),
         );
         metrics.register_bare_counter(
             "koordlet_collect_node_cpu_info_status",

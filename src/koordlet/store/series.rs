@@ -10,6 +10,10 @@ pub enum MetricKind {
     NodeNumaMemoryUsage,
     SysCpuUsage,
     SysMemoryUsage,
+    /// System usage per NUMA node: memory as the node's less its pods', CPU as the
+    /// system's apportioned by the NUMA nodes' busy time (Koordinator's).
+    SysNumaCpuUsage,
+    SysNumaMemoryUsage,
     NodeBe,
     PodCpuUsage,
     PodMemoryUsage,
@@ -54,6 +58,8 @@ impl MetricKind {
             Self::NodeNumaMemoryUsage => "node_numa_memory_usage",
             Self::SysCpuUsage => "sys_cpu_usage",
             Self::SysMemoryUsage => "sys_memory_usage",
+            Self::SysNumaCpuUsage => "system_numa_cpu_usage",
+            Self::SysNumaMemoryUsage => "system_numa_memory_usage",
             Self::NodeBe => "node_be",
             Self::PodCpuUsage => "pod_cpu_usage",
             Self::PodMemoryUsage => "pod_memory_usage",

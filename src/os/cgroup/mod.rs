@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::extension::qos::KubeQoS;
 
+mod numa_stat;
 mod resource;
 pub use resource::Resource;
 
