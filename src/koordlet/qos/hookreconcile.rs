@@ -1,5 +1,6 @@
 //! The runtime hooks' values kept on running containers (Koordinator's runtimehooks
-//! reconciler): CPUSetAllocator's cpusets and GroupIdentity's bvt, re-applied every few
+//! reconciler): CPUSetAllocator's cpusets (and LS host applications' share pools) and
+//! GroupIdentity's bvt, re-applied every few
 //! seconds, so pods that started before the koordlet, or before a NodeSLO or a pinned pod
 //! changed the answer, get them too. (BatchResource has its own reconciler.)
 
@@ -128,7 +129,31 @@ impl Strategy for Cpusets {
                 reconcile(ctx, states, what, &self.ex, &pod.name, quotas);
             }
         }
+        self.host_apps(ctx, states, &node);
         futures::future::ready(Round::DONE).boxed()
+    }
+}
+
+impl Cpusets {
+    /// The NodeSLO's LS host applications on the LS share pools (Koordinator's
+    /// `SetHostAppCPUSet`); other classes keep the cpuset they have.
+    fn host_apps(&self, ctx: &QosCtx, states: &States, node: &CpusetRule) {
+        for app in &states.slo().host_applications {
+            let qos = QoSClass::from_name(app.qos.as_deref().unwrap_or_default());
+            let dir = crate::koordlet::collectors::host_app::app_dir(self.ex.cgroups(), app);
+            let (Some(dir), Some(name)) = (dir, &app.name) else {
+                continue;
+            };
+            match node.host_app_cpuset(name, qos) {
+                Ok(set) if !set.is_empty() => {
+                    let u = Update::new(Resource::CpusetCpus, dir, set);
+                    let what = ("cpuset", "hostapp", Resource::CpusetCpus);
+                    reconcile(ctx, states, what, &self.ex, name, vec![u]);
+                }
+                Ok(_) => {}
+                Err(e) => tracing::debug!(error = %e, "host application cpuset left as it is"),
+            }
+        }
     }
 }
 
@@ -246,6 +271,18 @@ pub(super) mod tests {
         }
     }
 
+    /// CPUSetAllocator's reconciler on 4 online CPUs.
+    fn cpusets(cg: Cgroups, unset_cpu_quota: bool) -> Cpusets {
+        Cpusets {
+            ex: Arc::new(Executor::new(cg, Duration::from_secs(60))),
+            host: Host::new("/proc", "/sys"),
+            cpus: crate::koordlet::runtimehooks::rules::NodeCpus::online(&[0, 1, 2, 3]).cpus,
+            unset_cpu_quota,
+            kubelet_state: None,
+            be_cpu_manager: false,
+        }
+    }
+
     #[test]
     fn running_containers_get_their_pool_and_pinned_ones_their_cpus() {
         let dir = tempfile::tempdir().unwrap();
@@ -282,14 +319,7 @@ pub(super) mod tests {
             ..Default::default()
         };
         let ctx = test_ctx(&states);
-        let mut s = Cpusets {
-            ex: Arc::new(Executor::new(cg, Duration::from_secs(60))),
-            host: Host::new("/proc", "/sys"),
-            cpus: crate::koordlet::runtimehooks::rules::NodeCpus::online(&[0, 1, 2, 3]).cpus,
-            unset_cpu_quota: true,
-            kubelet_state: None,
-            be_cpu_manager: false,
-        };
+        let mut s = cpusets(cg, true);
         futures::executor::block_on(s.tick(&ctx, &states));
         let read = |p: &PodMeta| {
             std::fs::read_to_string(
@@ -313,6 +343,43 @@ pub(super) mod tests {
         assert_eq!(q(lse.containers[0].dir.as_str()).trim(), "-1");
         assert_eq!(q(be.dir.as_str()).trim(), "200000");
         assert_eq!(q(be.containers[0].dir.as_str()).trim(), "200000");
+    }
+
+    #[test]
+    fn ls_host_applications_get_the_share_pools() {
+        let dir = tempfile::tempdir().unwrap();
+        let cg = Cgroups::new(dir.path(), Version::V1, Driver::Cgroupfs, "");
+        let cpus = |app: &str| dir.path().join("cpuset").join(app).join("cpuset.cpus");
+        for app in ["host-ls/nginx", "host-be/batch"] {
+            std::fs::create_dir_all(cpus(app).parent().unwrap()).unwrap();
+            std::fs::write(cpus(app), "0-3").unwrap();
+        }
+        let app = |name: &str, qos: &str, path: &str| json!({"name": name, "qos": qos, "cgroupPath": {"base": "CgroupRoot", "relativePath": path}});
+        let slo: crate::api::slo::NodeSLO = serde_json::from_value(json!({
+            "metadata": {"name": "n"}, "spec": {"hostApplications": [
+                app("nginx", "LS", "host-ls/nginx/"), app("batch", "BE", "host-be/batch/")]}}))
+        .unwrap();
+        let p = serde_json::from_value(json!({
+            "metadata": {"name": "lse", "namespace": "d", "uid": "lse",
+                "labels": {"koordinator.sh/qosClass": "LSE"},
+                "annotations": {"scheduling.koordinator.sh/resource-status": "{\"cpuset\":\"0\"}"}},
+            "spec": {"containers": [{"name": "c"}]}, "status": {"qosClass": "Guaranteed"}}))
+        .unwrap();
+        let states = States {
+            node_slo: Some(Arc::new(slo)),
+            pods: Arc::new(vec![PodMeta::new(p, &cg).unwrap()]),
+            ..Default::default()
+        };
+        let ctx = test_ctx(&states);
+        let mut s = cpusets(cg, false);
+        futures::executor::block_on(s.tick(&ctx, &states));
+        let read = |app| std::fs::read_to_string(cpus(app)).unwrap();
+        assert_eq!(
+            read("host-ls/nginx").trim(),
+            "1-3",
+            "the LS pool: CPU 0 is the LSE pod's"
+        );
+        assert_eq!(read("host-be/batch").trim(), "0-3", "only LS is supported");
     }
 
     #[test]

@@ -91,6 +91,18 @@ impl CpusetRule {
         }
         Ok((!self.kubelet_static).then(all))
     }
+
+    /// A host application's cpuset (Koordinator's `getHostAppCpuset`): every LS share pool
+    /// for an LS application; other classes are not supported there.
+    pub fn host_app_cpuset(&self, name: &str, qos: QoSClass) -> Result<String, String> {
+        if qos != QoSClass::Ls {
+            return Err(format!("only LS is supported for host application {name}"));
+        }
+        Ok(self
+            .all_pools
+            .get_or_init(|| join(self.share_pools.iter()))
+            .clone())
+    }
 }
 
 /// A pod the scheduler placed on NUMA nodes with CPU (cpu or batch-cpu).
