@@ -1,5 +1,6 @@
 //! The runtime hooks' values kept on running containers (Koordinator's runtimehooks
-//! reconciler): CPUSetAllocator's cpusets (and LS host applications' share pools) and
+//! reconciler): CPUSetAllocator's cpusets (containers and the pod's sandbox; LS host
+//! applications on the share pools) and
 //! GroupIdentity's bvt, re-applied every few
 //! seconds, so pods that started before the koordlet, or before a NodeSLO or a pinned pod
 //! changed the answer, get them too. (BatchResource has its own reconciler.)
@@ -121,6 +122,15 @@ impl Strategy for Cpusets {
             }
             let what = ("cpuset", "container", Resource::CpusetCpus);
             reconcile(ctx, states, what, &self.ex, &pod.name, cpusets);
+            // The sandbox (pause) container too, as Koordinator's SandboxLevel reconciler.
+            let sandbox = cpuset.as_ref().filter(|s| !s.is_empty()).and_then(|set| {
+                let dir = sandbox_dir(self.ex.cgroups(), pod)?;
+                Some(Update::new(Resource::CpusetCpus, dir, set.clone()))
+            });
+            if let Some(u) = sandbox {
+                let what = ("cpuset", "sandbox", Resource::CpusetCpus);
+                reconcile(ctx, states, what, &self.ex, &pod.name, vec![u]);
+            }
             if !quotas.is_empty() {
                 let at_pod = vec![Update::new(Resource::CfsQuota, pod.dir.clone(), "-1")];
                 let what = ("cpuset", "pod", Resource::CfsQuota);
@@ -131,6 +141,33 @@ impl Strategy for Cpusets {
         }
         self.host_apps(ctx, states, &node);
         futures::future::ready(Round::DONE).boxed()
+    }
+}
+
+/// The pod's sandbox (pause) container's cgroup, as Koordinator's
+/// `GetPodSandboxContainerID` finds it: the one child of the pod's cgroup that is none of
+/// its containers' (cri-o's `crio-*.scope` conmon dirs aside); None unless exactly one.
+fn sandbox_dir(
+    cg: &crate::os::Cgroups,
+    pod: &crate::koordlet::informer::PodMeta,
+) -> Option<CgroupDir> {
+    if pod.containers.is_empty() {
+        return None;
+    }
+    let known: std::collections::HashSet<&str> = pod
+        .containers
+        .iter()
+        .filter_map(|c| c.dir.as_str().rsplit('/').next())
+        .collect();
+    let candidates: Vec<String> = cg
+        .children(&pod.dir)
+        .into_iter()
+        .filter(|n| !known.contains(n.as_str()))
+        .filter(|n| !(n.starts_with("crio-") && n.ends_with(".scope")))
+        .collect();
+    match candidates.as_slice() {
+        [one] => Some(pod.dir.join(one)),
+        _ => None,
     }
 }
 
@@ -304,6 +341,11 @@ pub(super) mod tests {
             json!({"scheduling.koordinator.sh/resource-status": "{\"cpuset\":\"0\"}"}),
         );
         let be = pod("be", "BE", json!({}));
+        // The LSE pod's sandbox: a child of its cgroup that is none of its containers'.
+        let sandbox = |sub: &str| dir.path().join(sub).join(lse.dir.as_str()).join("sandbox1");
+        std::fs::create_dir_all(sandbox("cpu")).unwrap();
+        std::fs::create_dir_all(sandbox("cpuset")).unwrap();
+        std::fs::write(sandbox("cpuset").join("cpuset.cpus"), "0-3").unwrap();
         let quota = |d: &str| dir.path().join("cpu").join(d).join("cpu.cfs_quota_us");
         for p in [&lse, &be] {
             let d = dir.path().join("cpuset").join(p.containers[0].dir.as_str());
@@ -331,6 +373,12 @@ pub(super) mod tests {
             .unwrap()
         };
         assert_eq!(read(&lse).trim(), "0");
+        let sandbox_cpus = std::fs::read_to_string(sandbox("cpuset").join("cpuset.cpus"));
+        assert_eq!(
+            sandbox_cpus.unwrap().trim(),
+            "0",
+            "the sandbox follows its pod"
+        );
         assert_eq!(
             read(&be).trim(),
             "0-3",
