@@ -120,7 +120,7 @@ pub async fn read(
             *last = Source::Configz;
             return Some(c);
         }
-        Err(e) => (e, from_file(k)),
+        Err(e) => (e, KubeletConfiguration::read(&k.config_file)),
     };
     let source = match &now {
         Ok(Some(_)) => Source::File,
@@ -143,10 +143,6 @@ pub async fn read(
     }
     *last = source;
     now.ok().flatten()
-}
-
-fn from_file(k: &KubeletConfig) -> Result<Option<KubeletConfiguration>, KubeletConfigError> {
-    KubeletConfiguration::read(&k.config_file)
 }
 
 #[cfg(test)]

@@ -185,27 +185,29 @@ fn publish(l: &LoopCtx, states: &States, samples: &collectors::Samples, ran: Ran
 
 /// Koordinator's `koordlet_resctrl_llc_occupancy{node,cache_id,qos}` and
 /// `koordlet_resctrl_memory_bandwidth{node,cache_id,qos,mb_type}` from the resctrl
-/// collector's samples.
+/// collector's samples: (LLC, memory bandwidth).
 pub(crate) fn resctrl_series(
     node: &str,
     samples: &collectors::Samples,
-) -> Vec<(super::metrics::Pairs, f64)> {
+) -> (super::metrics::Values, super::metrics::Values) {
     let label = |k: &SeriesKey, name: &str| k.label(name).unwrap_or_default().to_string();
-    samples
-        .iter()
-        .filter(|(k, _)| matches!(k.kind, MetricKind::ResctrlLlc | MetricKind::ResctrlMb))
-        .map(|(k, p)| {
-            let mut l: super::metrics::Pairs = vec![
-                ("node", node.to_string()),
-                ("cache_id", label(k, "cache_id")),
-                ("qos", label(k, "qos")),
-            ];
-            if k.kind == MetricKind::ResctrlMb {
+    let (mut llc, mut mb) = (Vec::new(), Vec::new());
+    for (k, p) in samples {
+        let mut l: super::metrics::Pairs = vec![
+            ("node", node.to_string()),
+            ("cache_id", label(k, "cache_id")),
+            ("qos", label(k, "qos")),
+        ];
+        match k.kind {
+            MetricKind::ResctrlLlc => llc.push((l, p.value)),
+            MetricKind::ResctrlMb => {
                 l.push(("mb_type", label(k, "resctrl_mb_type")));
+                mb.push((l, p.value));
             }
-            (l, p.value)
-        })
-        .collect()
+            _ => {}
+        }
+    }
+    (llc, mb)
 }
 
 type Specs = Vec<(super::metrics::Pairs, f64)>;

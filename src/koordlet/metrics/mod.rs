@@ -28,6 +28,8 @@ pub struct NodeOnly {
 
 /// Labels in Koordinator's order; a `type` label cannot be a Rust field name.
 pub type Pairs = Vec<(&'static str, String)>;
+/// Gauge values by their labels, one pass's worth.
+pub type Values = Vec<(Pairs, f64)>;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CollectorLabels {

@@ -97,7 +97,8 @@ struct Live {
     oom: HashSet<Pairs>,
     cpi: HashSet<Pairs>,
     psi: HashSet<Pairs>,
-    resctrl: HashSet<Pairs>,
+    resctrl_llc: HashSet<Pairs>,
+    resctrl_mb: HashSet<Pairs>,
     pools: HashSet<Pairs>,
     cookies: HashSet<Pairs>,
 }
@@ -340,22 +341,16 @@ impl OpSeries {
         });
     }
 
-    /// This pass's resctrl counters (LLC series carry no `mb_type`); groups gone are dropped.
-    pub fn set_resctrl(&self, now: Vec<(Pairs, f64)>) {
+    /// This pass's resctrl counters, LLC occupancy and memory bandwidth; groups gone are
+    /// dropped.
+    pub fn set_resctrl(&self, (llc, mb): (super::Values, super::Values)) {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        let keys: HashSet<Pairs> = now.iter().map(|(l, _)| l.clone()).collect();
-        for gone in live.resctrl.difference(&keys) {
-            self.resctrl_llc.remove(gone);
-            self.resctrl_mb.remove(gone);
-        }
-        for (l, v) in now {
-            let family = match l.iter().any(|(k, _)| *k == "mb_type") {
-                true => &self.resctrl_mb,
-                false => &self.resctrl_llc,
-            };
-            family.get_or_create(&l).set(v);
-        }
-        live.resctrl = keys;
+        replace(&self.resctrl_llc, &mut live.resctrl_llc, llc, |g, v| {
+            g.set(v);
+        });
+        replace(&self.resctrl_mb, &mut live.resctrl_mb, mb, |g, v| {
+            g.set(v);
+        });
     }
 
     /// This pass's PSI (pod and container series together; the label sets differ).

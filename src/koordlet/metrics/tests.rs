@@ -349,7 +349,7 @@ fn resctrl_groups_under_koordinators_names() {
     let mb = find("koordlet_resctrl_memory_bandwidth").expect("mb");
     assert_eq!(mb.labels.get("mb_type"), Some("mbm_total_bytes"));
     assert_eq!(mb.labels.get("qos"), Some("BE"));
-    m.ops.set_resctrl(Vec::new());
+    m.ops.set_resctrl((Vec::new(), Vec::new()));
     assert!(
         registry
             .scrape()

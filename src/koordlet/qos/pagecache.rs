@@ -31,7 +31,8 @@ pub fn pod_memory_limit(pod: &Pod, be: bool) -> i64 {
                     .filter(|v| *v > 0)
             })
             .collect();
-        return limits.map_or(-1, |l| l.iter().sum::<i64>()).max(-1);
+        let sum = limits.map_or(0, |l| l.iter().sum::<i64>());
+        return if sum > 0 { sum } else { -1 };
     }
     if let Some(own) = pod_level(spec, |r| r.limits.as_ref()).get(MEMORY) {
         return *own;

@@ -37,12 +37,13 @@ pub fn parse_v2(text: &str) -> Option<BTreeMap<u32, u64>> {
 impl Cgroups {
     /// The cgroup's memory in bytes per NUMA node.
     pub fn numa_memory(&self, dir: &CgroupDir) -> Result<BTreeMap<u32, f64>, CgroupError> {
-        let version = self.version();
-        let parsed = self.read_with(Resource::MemoryNumaStat, dir, |text| match version {
-            Version::V1 => parse_v1(text).map(|m| (m, crate::os::selfstat::page_size())),
-            Version::V2 => parse_v2(text).map(|m| (m, crate::os::selfstat::page_size())),
-        })?;
-        let (pages, size) = parsed.ok_or_else(|| CgroupError::Parse {
+        let parse = match self.version() {
+            Version::V1 => parse_v1,
+            Version::V2 => parse_v2,
+        };
+        let pages = self.read_with(Resource::MemoryNumaStat, dir, parse)?;
+        let size = crate::os::selfstat::page_size();
+        let pages = pages.ok_or_else(|| CgroupError::Parse {
             path: self.file(Resource::MemoryNumaStat, dir),
             content: "no total= (v1) or anon/file (v2) lines per NUMA node".into(),
         })?;
