@@ -65,6 +65,7 @@ impl Run {
             return;
         }
         let (fw, c) = (&self.fw, &self.c);
+        let ev = ev.resolved(c);
         self.q
             .on_event(now, ev.kind, |p, plugins| fw.may_help(plugins, p, &ev, c));
     }

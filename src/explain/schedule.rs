@@ -16,7 +16,7 @@ use crate::api::extension::priority::PriorityClass as KoordClass;
 use crate::api::scheduling::reservation::Reservation;
 use crate::scheduler::config::{self, SchedulerConfig};
 use crate::scheduler::cycle::{self, Outcome};
-use crate::scheduler::framework::runtime::{Framework, NodeVerdict, Scope};
+use crate::scheduler::framework::runtime::{Framework, NodeVerdict, Scope, Verdicts};
 use crate::scheduler::framework::{ClusterState, Code, Nomination, PodInfo, gangs};
 use crate::scheduler::reservation_live;
 
@@ -28,7 +28,7 @@ pub struct Placement {
     pub details: BTreeMap<&'static str, Value>,
     /// PostFilter's nomination for an unschedulable pod.
     pub preemption: Option<Nomination>,
-    pub verdicts: BTreeMap<String, NodeVerdict>,
+    pub verdicts: Verdicts,
 }
 
 /// `spec.priority`, else the snapshot's PriorityClass, else Koordinator's built-in classes.
@@ -356,11 +356,11 @@ fn record(
 }
 
 /// The same verdict on every node.
-fn every_node(cluster: &ClusterState, v: &NodeVerdict) -> BTreeMap<String, NodeVerdict> {
+fn every_node(cluster: &ClusterState, v: &NodeVerdict) -> Verdicts {
     cluster
         .nodes
         .iter()
-        .map(|n| (n.name.clone(), v.clone()))
+        .map(|n| (n.key.clone(), v.clone()))
         .collect()
 }
 
@@ -395,7 +395,7 @@ pub fn to_json(placements: &[Placement]) -> Value {
                     } else {
                         json!({"feasible": false, "plugin": v.plugin, "reason": v.reason})
                     };
-                    (name.clone(), entry)
+                    (name.to_string(), entry)
                 })
                 .collect();
             let mut v = json!({"pod": p.pod, "node": p.node, "nodes": nodes});

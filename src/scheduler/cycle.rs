@@ -265,7 +265,7 @@ fn schedule(
 fn failed(mut result: CycleResult, node: String, plugin: &'static str, s: Status) -> Attempt {
     let reason = s.message();
     let v = rejected(plugin, s.code, &reason);
-    result.verdicts.insert(node.clone(), v);
+    result.verdicts.insert(node.as_str().into(), v);
     result.node = None;
     let outcome = Outcome::Failed {
         node,
@@ -305,7 +305,7 @@ fn place(
             let reason = s.message();
             let rejected = gang_failed(cluster, &pod.key, &reason);
             let v = self::rejected(plugin, s.code, &reason);
-            result.verdicts.insert(node.clone(), v);
+            result.verdicts.insert(node.as_str().into(), v);
             Outcome::PermitRejected {
                 node,
                 plugin,
@@ -442,7 +442,7 @@ pub fn rejected(plugin: &'static str, code: Code, reason: &str) -> NodeVerdict {
         feasible: false,
         plugin: Some(plugin),
         code,
-        reason: reason.to_string(),
+        reason: reason.to_string().into(),
         scores: BTreeMap::new(),
         total: 0,
     }

@@ -12,6 +12,7 @@ impl Scheduler {
     pub(super) fn cluster_changed(&mut self, ev: ClusterEvent) {
         let frameworks = self.frameworks.clone();
         let cluster = &self.cluster;
+        let ev = ev.resolved(cluster);
         self.queue
             .on_event(Instant::now(), ev.kind, |pod, plugins| {
                 let name = crate::scheduler::model::transform::scheduler_name(&pod.pod);

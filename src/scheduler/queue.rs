@@ -55,10 +55,44 @@ impl Eq for Entry {}
 enum Where {
     Active,
     Backoff(Instant),
-    /// Since when, and the events that may let it fit (kept here too, so a cluster
-    /// event passes over the pods it cannot help without a lookup).
-    Unschedulable(Instant, Events),
+    /// Since when, the events that may let it fit and the plugins that rejected it (kept
+    /// here too: a cluster event passes over the pods it cannot help, and asks the others'
+    /// plugins, without a lookup per pod).
+    Unschedulable(Instant, Events, Rejectors),
     Gated,
+}
+
+/// The plugins that rejected a pod, held inline (a cluster event reads them for each of
+/// thousands of unschedulable pods); more than fit are looked up by the pod's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Rejectors {
+    names: [&'static str; 4],
+    len: u8,
+}
+
+impl Rejectors {
+    const UNKNOWN: u8 = u8::MAX;
+
+    fn of(plugins: Option<&[&'static str]>) -> Rejectors {
+        let mut r = Rejectors {
+            names: [""; 4],
+            len: 0,
+        };
+        match plugins {
+            Some(p) if p.len() <= r.names.len() => {
+                r.names[..p.len()].copy_from_slice(p);
+                r.len = p.len() as u8;
+            }
+            Some(_) => r.len = Self::UNKNOWN,
+            None => {}
+        }
+        r
+    }
+
+    /// The names, unless there were too many to hold.
+    fn get(&self) -> Option<&[&'static str]> {
+        (self.len != Self::UNKNOWN).then(|| &self.names[..self.len as usize])
+    }
 }
 
 pub struct Queue {
@@ -107,7 +141,7 @@ impl Where {
     fn due(self) -> Option<Instant> {
         match self {
             Where::Backoff(until) => Some(until),
-            Where::Unschedulable(since, _) => Some(since + MAX_UNSCHEDULABLE),
+            Where::Unschedulable(since, ..) => Some(since + MAX_UNSCHEDULABLE),
             _ => None,
         }
     }
@@ -154,6 +188,9 @@ impl Queue {
 
     /// Why `key` is unschedulable: its profile and the plugins that rejected it.
     pub fn set_unschedulable_by(&mut self, key: &str, profile: &str, plugins: Vec<&'static str>) {
+        if let Some((_, Where::Unschedulable(_, _, r))) = self.pods.get_mut(key) {
+            *r = Rejectors::of(Some(&plugins));
+        }
         self.unschedulable_by
             .insert(key.to_string(), (profile.to_string(), plugins));
         self.unschedulable_version += 1;
@@ -162,7 +199,7 @@ impl Queue {
     /// The events that may let `key` fit (its rejecting plugins' registrations).
     pub fn set_hint(&mut self, key: &str, events: Events) {
         self.hints.insert(key.to_string(), events);
-        if let Some((_, Where::Unschedulable(_, h))) = self.pods.get_mut(key) {
+        if let Some((_, Where::Unschedulable(_, h, _))) = self.pods.get_mut(key) {
             *h = events;
         }
     }
@@ -362,7 +399,9 @@ impl Queue {
         self.bump(&pod.key);
         self.note("unschedulable", "ScheduleAttemptFailure", 1);
         let hint = self.hints.get(&pod.key).copied().unwrap_or(Events::ALL);
-        self.put(pod, Where::Unschedulable(now, hint));
+        let by = self.unschedulable_by.get(&pod.key);
+        let rejectors = Rejectors::of(by.map(|(_, p)| p.as_slice()));
+        self.put(pod, Where::Unschedulable(now, hint, rejectors));
     }
 
     /// PreEnqueue refused it: wait for an update of the pod.
@@ -412,11 +451,15 @@ impl Queue {
         let (cfg, attempts) = (self.backoff, &self.attempts);
         let by = &self.unschedulable_by;
         for (key, (pod, w)) in self.pods.iter_mut() {
-            if let Where::Unschedulable(since, hint) = *w {
+            if let Where::Unschedulable(since, hint, rejectors) = &*w {
+                let since = *since;
                 if !hint.contains(kind) {
                     continue;
                 }
-                let plugins = by.get(key).map(|(_, p)| p.as_slice()).unwrap_or(&[]);
+                let plugins = match rejectors.get() {
+                    Some(p) => p,
+                    None => by.get(key).map(|(_, p)| p.as_slice()).unwrap_or(&[]),
+                };
                 if !may_help(pod, plugins) {
                     continue;
                 }
@@ -436,7 +479,7 @@ impl Queue {
         self.note("backoff", "ClusterEvent", backoff.len());
         for until in backoff {
             self.moved(
-                Some(Where::Unschedulable(now, Events::ALL)),
+                Some(Where::Unschedulable(now, Events::ALL, Rejectors::of(None))),
                 Some(Where::Backoff(until)),
             );
         }

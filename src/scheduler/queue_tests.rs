@@ -165,3 +165,29 @@ fn order_backoff_and_events() {
     q.flush(t0 + MAX_UNSCHEDULABLE);
     assert_eq!(q.pop().unwrap().name, "u", "the maximum stay ends");
 }
+
+#[test]
+fn a_cluster_event_asks_the_plugins_that_rejected_each_pod_however_many() {
+    let mut q = Queue::new(Backoff {
+        initial_seconds: 1,
+        max_seconds: 10,
+    });
+    let t0 = Instant::now();
+    let few: Vec<&'static str> = vec!["NodeResourcesFit", "TaintToleration"];
+    let many: Vec<&'static str> = vec!["A", "B", "C", "D", "E"];
+    // Rejectors told before the pod is requeued, and after.
+    q.set_unschedulable_by("d/few", "koord-scheduler", few.clone());
+    q.requeue_unschedulable(p("few", 1, "2026-01-01T00:00:00Z"), t0);
+    q.requeue_unschedulable(p("many", 1, "2026-01-01T00:00:00Z"), t0);
+    q.set_unschedulable_by("d/many", "koord-scheduler", many.clone());
+    let mut asked = Vec::new();
+    q.on_event(t0, Events::ALL, |pod, plugins| {
+        asked.push((pod.name.clone(), plugins.to_vec()));
+        false
+    });
+    asked.sort();
+    assert_eq!(
+        asked,
+        [("few".to_string(), few), ("many".to_string(), many)]
+    );
+}

@@ -545,7 +545,7 @@ impl koord::scheduler::framework::Plugin for Gate {
     ) -> (koord::scheduler::framework::Status, Duration) {
         let wait = koord::scheduler::framework::Status {
             code: koord::scheduler::framework::Code::Wait,
-            reasons: vec![],
+            reasons: Default::default(),
         };
         (wait, Duration::from_secs(10))
     }

@@ -64,6 +64,11 @@ pub struct ClusterState {
 }
 
 impl ClusterState {
+    /// Where node `name` sits in [`ClusterState::nodes`].
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
     pub fn node(&self, name: &str) -> Option<&NodeInfo> {
         self.index.get(name).map(|i| &self.nodes[*i])
     }

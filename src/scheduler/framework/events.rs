@@ -68,6 +68,9 @@ pub struct ClusterEvent {
     pub node: Option<String>,
     /// The ElasticQuota concerned: the one changed, or the one a deleted pod was charged to.
     pub quota: Option<String>,
+    /// The node's index in the cluster, looked up once by [`ClusterEvent::resolved`]: the
+    /// hints of thousands of unschedulable pods read the same node.
+    at: Option<usize>,
 }
 
 impl ClusterEvent {
@@ -76,6 +79,7 @@ impl ClusterEvent {
             kind,
             node: None,
             quota: None,
+            at: None,
         }
     }
 
@@ -84,6 +88,7 @@ impl ClusterEvent {
             kind,
             node: Some(node.to_string()),
             quota: None,
+            at: None,
         }
     }
 
@@ -93,9 +98,21 @@ impl ClusterEvent {
         self
     }
 
+    /// The same event with its node looked up in `cluster` (before it is asked of many
+    /// pods' hints).
+    pub fn resolved(mut self, cluster: &ClusterState) -> ClusterEvent {
+        self.at = self.node.as_deref().and_then(|n| cluster.node_index(n));
+        self
+    }
+
     /// The node the event happened on, as the cluster holds it now.
     pub fn node_in<'a>(&self, cluster: &'a ClusterState) -> Option<&'a super::NodeInfo> {
-        cluster.node(self.node.as_deref()?)
+        let name = self.node.as_deref()?;
+        // The resolved index, while it still names this node; otherwise a lookup.
+        match self.at.and_then(|i| cluster.nodes.get(i)) {
+            Some(n) if n.name == name => Some(n),
+            _ => cluster.node(name),
+        }
     }
 }
 

@@ -11,7 +11,7 @@ pub fn fit_error(total: usize, result: &CycleResult) -> String {
         return format!("0/{total} nodes are available: {m}.");
     }
     let reasons = result.verdicts.values().filter(|v| !v.feasible);
-    nodes_available(total, reasons.map(|v| v.reason.as_str()))
+    nodes_available(total, reasons.map(|v| v.reason.as_ref()))
 }
 
 /// "0/N nodes are available: 2 reason, 1 other reason." over each rejected node's reason.

@@ -17,6 +17,7 @@ pub mod reservations;
 pub mod runtime;
 mod scratch;
 mod select;
+mod verdicts;
 pub use select::set_parallelism;
 pub mod types;
 
@@ -91,41 +92,48 @@ pub enum Code {
     Wait,
 }
 
+/// A plugin's reason: most are fixed texts ("Insufficient cpu"), told by thousands of nodes
+/// in one cycle, so they are borrowed, not allocated per node.
+pub type Reason = std::borrow::Cow<'static, str>;
+
+/// A status's reasons: nearly always one, held without an allocation.
+pub type Reasons = smallvec::SmallVec<[Reason; 1]>;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
     pub code: Code,
-    pub reasons: Vec<String>,
+    pub reasons: Reasons,
 }
 
 impl Status {
     pub fn success() -> Status {
         Status {
             code: Code::Success,
-            reasons: Vec::new(),
+            reasons: Reasons::new(),
         }
     }
     pub fn skip() -> Status {
         Status {
             code: Code::Skip,
-            reasons: Vec::new(),
+            reasons: Reasons::new(),
         }
     }
-    pub fn unschedulable(reason: impl Into<String>) -> Status {
+    pub fn unschedulable(reason: impl Into<Reason>) -> Status {
         Status {
             code: Code::Unschedulable,
-            reasons: vec![reason.into()],
+            reasons: smallvec::smallvec![reason.into()],
         }
     }
-    pub fn unresolvable(reason: impl Into<String>) -> Status {
+    pub fn unresolvable(reason: impl Into<Reason>) -> Status {
         Status {
             code: Code::UnschedulableAndUnresolvable,
-            reasons: vec![reason.into()],
+            reasons: smallvec::smallvec![reason.into()],
         }
     }
-    pub fn error(reason: impl Into<String>) -> Status {
+    pub fn error(reason: impl Into<Reason>) -> Status {
         Status {
             code: Code::Error,
-            reasons: vec![reason.into()],
+            reasons: smallvec::smallvec![reason.into()],
         }
     }
     pub fn is_success(&self) -> bool {
@@ -321,7 +329,7 @@ pub trait Plugin: Send + Sync {
         _state: &CycleState,
         _pod: &PodInfo,
         _cluster: &ClusterState,
-        _rejected: &std::collections::BTreeMap<String, runtime::NodeVerdict>,
+        _rejected: &runtime::Verdicts,
         _fits: &Fits<'_>,
         _fits_pod: &FitsPod<'_>,
     ) -> (Status, Option<Nomination>) {

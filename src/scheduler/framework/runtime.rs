@@ -10,9 +10,6 @@ use super::scratch::{Order, Scratch};
 
 use super::{ClusterState, Code, CycleState, NodeInfo, Plugin, PodInfo, Point, Status};
 
-/// A node rejected by a plugin: (node index, plugin, status).
-pub type Rejection = (usize, &'static str, Status);
-
 /// A plugin enabled at a point, with its score weight.
 #[derive(Clone)]
 pub struct Enabled {
@@ -24,8 +21,9 @@ pub struct Framework {
     pub scheduler_name: String,
     pub percentage_of_nodes_to_score: Option<i32>,
     pub points: HashMap<Point, Vec<Enabled>>,
-    /// Every plugin of the profile by name (queueing hints look rejecting plugins up).
-    pub by_name: HashMap<&'static str, Arc<dyn Plugin>>,
+    /// Every plugin of the profile by name (queueing hints look rejecting plugins up, for
+    /// every unschedulable pod on every cluster event: a fast hash of a fixed name).
+    pub by_name: HashMap<&'static str, Arc<dyn Plugin>, foldhash::fast::RandomState>,
     /// The `EnableInlineBatchSchedule` gate (a planned gang group scheduled in one cycle).
     pub inline_batch: bool,
     /// Per-plugin durations of every 10th cycle go here (set once by the live scheduler).
@@ -36,48 +34,14 @@ pub struct Framework {
 /// kube-scheduler's `pluginMetricsSamplePercent`: one cycle in ten.
 const SAMPLE_EVERY: usize = 10;
 
-/// Why a node was or was not chosen.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NodeVerdict {
-    pub feasible: bool,
-    pub plugin: Option<&'static str>,
-    pub code: Code,
-    pub reason: String,
-    pub scores: BTreeMap<&'static str, i64>,
-    pub total: i64,
-}
-
-impl NodeVerdict {
-    pub(super) fn rejected(plugin: &'static str, s: &Status) -> NodeVerdict {
-        Self::refusal(plugin, s.code, s.message())
-    }
-
-    /// As [`NodeVerdict::rejected`], taking the status (one reason moves, not copied).
-    fn rejected_by(plugin: &'static str, mut s: Status) -> NodeVerdict {
-        let reason = match s.reasons.len() {
-            1 => s.reasons.pop().unwrap_or_default(),
-            _ => s.message(),
-        };
-        Self::refusal(plugin, s.code, reason)
-    }
-
-    fn refusal(plugin: &'static str, code: Code, reason: String) -> NodeVerdict {
-        NodeVerdict {
-            feasible: false,
-            plugin: Some(plugin),
-            code,
-            reason,
-            scores: BTreeMap::new(),
-            total: 0,
-        }
-    }
-}
+use super::verdicts::Gathered;
+pub use super::verdicts::{NodeVerdict, Rejection, Verdicts};
 
 /// The outcome of one cycle for one pod.
 pub struct CycleResult {
     pub node: Option<String>,
     /// Every examined node by name.
-    pub verdicts: BTreeMap<String, NodeVerdict>,
+    pub verdicts: Verdicts,
     pub state: CycleState,
     /// Nodes examined, for the round-robin start of the next cycle.
     pub processed: usize,
@@ -154,7 +118,12 @@ fn filter_once(
 ) -> Result<(), (&'static str, Status)> {
     for e in filters {
         let run = || e.plugin.filter(state, pod, node, cluster);
-        let s = state.timed(Point::Filter, e.plugin.name(), run, Status::is_success);
+        // Unsampled cycles (nine in ten) call the plugin straight: this runs for every
+        // node and plugin.
+        let s = match state.observer {
+            None => run(),
+            Some(_) => state.timed(Point::Filter, e.plugin.name(), run, Status::is_success),
+        };
         if !s.is_success() {
             return Err((e.plugin.name(), s));
         }
@@ -277,7 +246,7 @@ impl Framework {
         if n.is_multiple_of(SAMPLE_EVERY) {
             state.observer = self.observer.get().cloned();
         }
-        let mut verdicts = BTreeMap::new();
+        let mut verdicts = Gathered::default();
         let clock = std::time::Instant::now();
         let mut timings = Vec::with_capacity(3);
         let pre_filter = self.pre_filter(&mut state, pod, cluster);
@@ -285,11 +254,10 @@ impl Framework {
         let allowed = match pre_filter {
             Ok(a) => a,
             Err((plugin, s)) => {
-                let each = |n: &NodeInfo| (n.name.clone(), NodeVerdict::rejected(plugin, &s));
-                verdicts = cluster.nodes.iter().map(each).collect();
+                let each = |n: &NodeInfo| (n.key.clone(), NodeVerdict::rejected(plugin, &s));
                 return CycleResult {
                     node: None,
-                    verdicts,
+                    verdicts: cluster.nodes.iter().map(each).collect(),
                     state,
                     processed: 0,
                     pre_filter_msg: Some(s.message()),
@@ -312,11 +280,10 @@ impl Framework {
         if let Some(set) = &allowed {
             order.extend((start..total).chain(0..start));
             order.retain(|i| {
-                let name = &cluster.nodes[*i].name;
-                let keep = set.contains(name);
+                let keep = set.contains(&cluster.nodes[*i].name);
                 if !keep {
-                    verdicts.insert(
-                        name.clone(),
+                    verdicts.push(
+                        *i,
                         NodeVerdict::rejected(
                             "PreFilter",
                             &Status::unresolvable(
@@ -333,31 +300,19 @@ impl Framework {
             Some(_) => Order::List(&scratch.order),
             None => Order::Rotation { start, total },
         };
-        let (rejected, processed) =
-            self.find_feasible(&state, pod, cluster, order, limit, &mut scratch.feasible);
+        let processed = self.find_feasible(
+            &state,
+            pod,
+            cluster,
+            order,
+            limit,
+            (&mut scratch.feasible, &mut scratch.rejected),
+        );
         timings.push((Point::Filter, clock.elapsed().as_secs_f64()));
-        let rejected = if verdicts.is_empty() && rejected.len() > 64 {
-            // Many nodes rejected the pod (it may fit nowhere): put them in name order by
-            // the cached rank (a permutation of the node indexes: one pass, no sort), so
-            // the map is built in one pass, not sorted by names.
-            in_name_order(rejected, cluster.name_rank())
-        } else {
-            rejected
-        };
-        let rejected = rejected.into_iter().map(|(i, plugin, s)| {
-            (
-                cluster.nodes[i].name.clone(),
-                NodeVerdict::rejected_by(plugin, s),
-            )
-        });
-        if verdicts.is_empty() {
-            verdicts = rejected.collect();
-        } else {
-            verdicts.extend(rejected);
-        }
         let clock = std::time::Instant::now();
         let node = self.choose(&mut state, pod, cluster, &mut scratch, scope, &mut verdicts);
         timings.push((Point::Score, clock.elapsed().as_secs_f64()));
+        let verdicts = verdicts.finish(cluster, &mut scratch.rejected, &mut scratch.at_rank);
         scratch.give_back();
         CycleResult {
             node,
@@ -583,17 +538,4 @@ pub struct PostFilterRun {
     pub success: bool,
     pub message: String,
     pub seconds: f64,
-}
-
-/// `rejected` ordered by its nodes' name rank, by placing each at its rank.
-fn in_name_order(rejected: Vec<Rejection>, rank: &[u32]) -> Vec<Rejection> {
-    let mut at = vec![u32::MAX; rank.len()];
-    for (pos, r) in rejected.iter().enumerate() {
-        at[rank[r.0] as usize] = pos as u32;
-    }
-    let mut slots: Vec<Option<Rejection>> = rejected.into_iter().map(Some).collect();
-    at.into_iter()
-        .filter(|p| *p != u32::MAX)
-        .filter_map(|p| slots[p as usize].take())
-        .collect()
 }

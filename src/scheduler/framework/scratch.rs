@@ -42,6 +42,10 @@ pub(super) struct Scratch {
     pub feasible: Vec<usize>,
     /// Score plugin `p`'s score of feasible node `k` at `p * feasible.len() + k`.
     pub scores: Vec<i64>,
+    /// The nodes Filter rejected (every node, for a pod that fits nowhere).
+    pub rejected: Vec<super::verdicts::Rejection>,
+    /// Node-name rank → position, for putting the verdicts in name order.
+    pub at_rank: Vec<u32>,
 }
 
 thread_local! {

@@ -5,12 +5,12 @@
 //! buffers kept on the thread between cycles: at 5,000 nodes each is kilobytes, and
 //! allocating them afresh every cycle made glibc consolidate its free lists every cycle.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::runtime::{Framework, NodeVerdict, Rejection, Scope, run_filters};
 use super::scratch::{Order, Scratch};
+use super::verdicts::Gathered;
 use super::{ClusterState, Code, CycleState, PodInfo, Point, Status};
 
 /// How many nodes ahead of the one being filtered its state is prefetched: far enough for
@@ -48,8 +48,9 @@ fn threads() -> usize {
 }
 
 impl Framework {
-    /// Filters the nodes in `order` until `limit` are feasible (into `feasible`); returns
-    /// the rejections and how many nodes were examined. A first batch runs on this thread;
+    /// Filters the nodes in `order` until `limit` are feasible, into the two lists given (the feasible
+    /// nodes, the rejections), both emptied first; returns how many nodes were examined.
+    /// A first batch runs on this thread;
     /// when it shows the rest is worth it, the rest is split over threads (spawning costs
     /// more than cheap filters on small batches).
     pub(super) fn find_feasible(
@@ -59,12 +60,11 @@ impl Framework {
         cluster: &ClusterState,
         order: Order,
         limit: usize,
-        ok: &mut Vec<usize>,
-    ) -> (Vec<Rejection>, usize) {
+        (ok, bad): (&mut Vec<usize>, &mut Vec<Rejection>),
+    ) -> usize {
         let filters = self.active_filters(state);
         let found = AtomicUsize::new(0);
-        let check = |at: Range<usize>, ok: &mut Vec<usize>| {
-            let mut bad = Vec::new();
+        let check = |at: Range<usize>, ok: &mut Vec<usize>, bad: &mut Vec<Rejection>| {
             let mut seen = 0;
             for k in at.clone() {
                 if found.load(Ordering::Relaxed) >= limit {
@@ -86,33 +86,25 @@ impl Framework {
                         found.fetch_add(1, Ordering::Relaxed);
                         ok.push(i);
                     }
-                    Err((p, s)) => {
-                        if bad.len() == 64 {
-                            // Many nodes reject this pod (it may fit nowhere): room for
-                            // the rest of the range at once, not doubling ten times.
-                            bad.reserve(at.end - k);
-                        }
-                        bad.push((i, p, s))
-                    }
+                    Err((p, s)) => bad.push((i, p, s)),
                 }
             }
-            (bad, seen)
+            seen
         };
         ok.clear();
+        bad.clear();
         let len = order.len();
         let probe = len.min(PROBE);
         let t = std::time::Instant::now();
-        let (mut bad, mut seen) = check(0..probe, ok);
+        let mut seen = check(0..probe, ok, bad);
         if probe == len || ok.len() >= limit {
-            return (bad, seen);
+            return seen;
         }
         let rest = len - probe;
         let per_node = t.elapsed() / probe.max(1) as u32;
         let threads = threads();
         if threads < 2 || per_node * rest.min(limit) as u32 <= PARALLEL_WORTH {
-            let (b, n) = check(probe..len, ok);
-            bad.extend(b);
-            return (bad, seen + n);
+            return seen + check(probe..len, ok, bad);
         }
         let size = rest.div_ceil(threads);
         let parts: Vec<_> = std::thread::scope(|s| {
@@ -121,8 +113,8 @@ impl Framework {
                 .map(|from| {
                     let check = &check;
                     s.spawn(move || {
-                        let mut ok = Vec::new();
-                        let (b, n) = check(from..(from + size).min(len), &mut ok);
+                        let (mut ok, mut b) = (Vec::new(), Vec::new());
+                        let n = check(from..(from + size).min(len), &mut ok, &mut b);
                         (ok, b, n)
                     })
                 })
@@ -135,7 +127,7 @@ impl Framework {
             seen += n;
         }
         ok.truncate(limit.max(1));
-        (bad, seen)
+        seen
     }
 
     /// PreScore, then every Score plugin over the feasible nodes into `scratch.scores`;
@@ -191,7 +183,7 @@ impl Framework {
         cluster: &ClusterState,
         scratch: &mut Scratch,
         scope: Scope,
-        verdicts: &mut BTreeMap<String, NodeVerdict>,
+        verdicts: &mut Gathered,
     ) -> Option<String> {
         let name = |i: usize| cluster.nodes[i].name.clone();
         let everything = matches!(scope, Scope::Everything);
@@ -204,7 +196,7 @@ impl Framework {
             Ok(p) => p,
             Err((plugin, s)) => {
                 for &i in &scratch.feasible {
-                    verdicts.insert(name(i), NodeVerdict::rejected(plugin, &s));
+                    verdicts.push(i, NodeVerdict::rejected(plugin, &s));
                 }
                 return None;
             }
@@ -239,11 +231,11 @@ impl Framework {
                     feasible: true,
                     plugin: None,
                     code: Code::Success,
-                    reason: String::new(),
+                    reason: "".into(),
                     scores,
                     total: total(k),
                 };
-                verdicts.insert(name(i), v);
+                verdicts.push(i, v);
             }
         }
         Some(name(feasible[best]))

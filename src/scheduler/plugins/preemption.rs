@@ -5,12 +5,12 @@
 //! smallest priority sum, the fewest victims and the latest start of its most important
 //! victims. A pod with `preemptionPolicy: Never` preempts nothing.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
-use super::super::framework::runtime::NodeVerdict;
+use super::super::framework::runtime::Verdicts;
 use super::super::framework::{
     ClusterState, Code, CycleState, Fits, FitsPod, NodeInfo, Nomination, Plugin, PodInfo, Point,
     Status,
@@ -228,7 +228,7 @@ pub fn better(a: &Victims, b: &Victims, now_ms: i64) -> bool {
 pub fn preempt(
     pod: &PodInfo,
     cluster: &ClusterState,
-    rejected: &BTreeMap<String, NodeVerdict>,
+    rejected: &Verdicts,
     (fits, eligible): (&Fits<'_>, &dyn Fn(&PodInfo) -> bool),
 ) -> (Status, Option<Nomination>) {
     if pod.spec().and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
@@ -252,7 +252,7 @@ pub fn preempt(
 /// victims (`victims_on`) cost least.
 pub fn pick_node(
     cluster: &ClusterState,
-    rejected: &BTreeMap<String, NodeVerdict>,
+    rejected: &Verdicts,
     victims_on: impl Fn(&NodeInfo) -> Option<Victims>,
 ) -> Option<Nomination> {
     let mut best: Option<(String, Victims)> = None;
@@ -270,7 +270,7 @@ pub fn pick_node(
             .as_ref()
             .is_none_or(|(_, b)| better(&victims, b, cluster.now_ms))
         {
-            best = Some((name.clone(), victims));
+            best = Some((name.to_string(), victims));
         }
     }
     best.map(|(node, v)| Nomination {
@@ -292,7 +292,7 @@ impl Plugin for DefaultPreemption {
         _: &CycleState,
         pod: &PodInfo,
         cluster: &ClusterState,
-        rejected: &BTreeMap<String, NodeVerdict>,
+        rejected: &Verdicts,
         fits: &Fits<'_>,
         _: &FitsPod<'_>,
     ) -> (Status, Option<Nomination>) {

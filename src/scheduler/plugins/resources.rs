@@ -9,7 +9,7 @@ use super::super::framework::res::{
     self, R_CPU, R_EPHEMERAL_STORAGE, R_MEMORY, R_PODS, ResId, ResVec,
 };
 use super::super::framework::{
-    ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point, Status,
+    ClusterState, CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, Point, Reasons, Status,
 };
 use crate::api::extension::resources::{CPU, MEMORY};
 use crate::scheduler::framework::events::{ClusterEvent, Events};
@@ -226,7 +226,7 @@ impl NodeResourcesFit {
     }
 
     /// The reasons `pod` does not fit on `node` (empty = fits), sorted by resource name.
-    pub fn insufficient(&self, pod: &PodInfo, node: &NodeInfo) -> Vec<String> {
+    pub fn insufficient(&self, pod: &PodInfo, node: &NodeInfo) -> Reasons {
         self.insufficient_with(pod, node, None).0
     }
 
@@ -238,12 +238,12 @@ impl NodeResourcesFit {
         pod: &PodInfo,
         node: &NodeInfo,
         restored: Option<&(ResVec, i64)>,
-    ) -> (Vec<String>, bool) {
-        let mut out = Vec::new();
+    ) -> (Reasons, bool) {
+        let mut out = Reasons::new();
         let mut unresolvable = false;
         let (credit, slots) = restored.map(|(r, n)| (Some(r), *n)).unwrap_or((None, 0));
         if node.pods.len() as i64 - slots + 1 > node.allowed_pods() {
-            out.push("Too many pods".to_string());
+            out.push("Too many pods".into());
         }
         let ignoring = !self.ignored.is_empty() || !self.ignored_groups.is_empty();
         let first = out.len();
@@ -261,10 +261,10 @@ impl NodeResourcesFit {
                 // A pod that fits nowhere is told so by every node of the cluster: the
                 // common reasons are built without looking the name up.
                 out.push(match id {
-                    R_CPU => "Insufficient cpu".to_string(),
-                    R_MEMORY => "Insufficient memory".to_string(),
-                    R_EPHEMERAL_STORAGE => "Insufficient ephemeral-storage".to_string(),
-                    _ => format!("Insufficient {}", res::name(id)),
+                    R_CPU => "Insufficient cpu".into(),
+                    R_MEMORY => "Insufficient memory".into(),
+                    R_EPHEMERAL_STORAGE => "Insufficient ephemeral-storage".into(),
+                    _ => format!("Insufficient {}", res::name(id)).into(),
                 });
             }
         }

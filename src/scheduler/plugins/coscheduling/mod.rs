@@ -15,14 +15,13 @@ pub mod status;
 pub mod topology;
 
 use crate::api::field::FieldError;
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::super::framework::gangs::{GangSettings, gang_of};
-use super::super::framework::runtime::NodeVerdict;
+use super::super::framework::runtime::Verdicts;
 use super::super::framework::{
     ClusterState, Code, CycleState, Fits, FitsPod, NodeInfo, Nomination, Plugin, PodDraft, PodInfo,
     Point, PreFilterResult, Status,
@@ -201,7 +200,7 @@ impl Plugin for Coscheduling {
         _: &CycleState,
         pod: &PodInfo,
         cluster: &ClusterState,
-        rejected: &BTreeMap<String, NodeVerdict>,
+        rejected: &Verdicts,
         _: &Fits<'_>,
         fits_pod: &FitsPod<'_>,
     ) -> (Status, Option<Nomination>) {
@@ -226,7 +225,9 @@ impl Plugin for Coscheduling {
         }
         let wait = Status {
             code: Code::Wait,
-            reasons: vec![format!("waiting for the gang group {}", g.group_id(id))],
+            reasons: smallvec::smallvec![
+                format!("waiting for the gang group {}", g.group_id(id)).into()
+            ],
         };
         (wait, g.wait_time(id))
     }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::super::super::framework::fit_error::nodes_available;
 use super::super::super::framework::gangs::gang_of;
-use super::super::super::framework::runtime::NodeVerdict;
+use super::super::super::framework::runtime::Verdicts;
 use super::super::super::framework::{
     ClusterState, Code, FitsPod, JobNomination, NodeInfo, Nomination, PodInfo, Status,
 };
@@ -122,7 +122,7 @@ fn eligible(
     job: &Job,
     pod: &PodInfo,
     cluster: &ClusterState,
-    rejected: &BTreeMap<String, NodeVerdict>,
+    rejected: &Verdicts,
 ) -> Result<(), &'static str> {
     if pod.spec().and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
         return Err(REASON_POLICY_NEVER);
@@ -354,7 +354,7 @@ pub fn reason_label(message: &str, success: bool) -> &'static str {
 pub fn preempt(
     pod: &PodInfo,
     cluster: &ClusterState,
-    rejected: &BTreeMap<String, NodeVerdict>,
+    rejected: &Verdicts,
     fits: &FitsPod<'_>,
 ) -> (Status, Option<Nomination>) {
     let fail = |m: &str| (Status::unschedulable(format!("preemption: {m}")), None);
@@ -438,12 +438,12 @@ pub fn preempt(
 fn trials(
     pod: &PodInfo,
     cluster: &ClusterState,
-    rejected: &BTreeMap<String, NodeVerdict>,
+    rejected: &Verdicts,
     statuses: &mut BTreeMap<String, String>,
 ) -> (Vec<Trial>, BTreeMap<String, String>) {
     let (mut out, mut unhelped) = (Vec::new(), BTreeMap::new());
     for n in &cluster.nodes {
-        match rejected.get(&n.name).map(|v| v.code) {
+        match rejected.get(n.name.as_str()).map(|v| v.code) {
             Some(Code::Unschedulable) => {}
             None | Some(Code::UnschedulableAndUnresolvable) => {
                 unhelped.insert(n.name.clone(), NOT_HELPFUL.to_string());

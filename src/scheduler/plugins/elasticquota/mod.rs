@@ -10,9 +10,7 @@ pub mod preempt;
 pub mod revoke;
 pub mod status;
 
-use std::collections::BTreeMap;
-
-use super::super::framework::runtime::NodeVerdict;
+use super::super::framework::runtime::Verdicts;
 use super::super::framework::{
     ClusterState, CycleState, Fits, FitsPod, Nomination, Plugin, PodInfo, Point, PreFilterResult,
     Status,
@@ -209,7 +207,7 @@ impl Plugin for ElasticQuota {
         state: &CycleState,
         pod: &PodInfo,
         cluster: &ClusterState,
-        rejected: &BTreeMap<String, NodeVerdict>,
+        rejected: &Verdicts,
         fits: &Fits<'_>,
         _: &FitsPod<'_>,
     ) -> (Status, Option<Nomination>) {

@@ -14,7 +14,7 @@ use super::{ElasticQuota, QuotaCycle, exceeded, non_preemptible, sum};
 use crate::api::extension::keys::QUOTA_DEFAULT;
 use crate::api::pod::Amounts;
 use crate::scheduler::framework::quotas::masked;
-use crate::scheduler::framework::runtime::NodeVerdict;
+use crate::scheduler::framework::runtime::Verdicts;
 use crate::scheduler::framework::{ClusterState, Fits, NodeInfo, Nomination, PodInfo, Status};
 use crate::scheduler::plugins::preemption::{self, Victims};
 
@@ -124,7 +124,7 @@ pub fn post_filter(
     cycle: &QuotaCycle,
     pod: &PodInfo,
     cluster: &ClusterState,
-    rejected: &BTreeMap<String, NodeVerdict>,
+    rejected: &Verdicts,
     fits: &Fits<'_>,
 ) -> (Status, Option<Nomination>) {
     if pod.spec().and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {

@@ -196,10 +196,7 @@ impl Plugin for ReservationPlugin {
         _: &CycleState,
         pod: &PodInfo,
         cluster: &ClusterState,
-        rejected: &std::collections::BTreeMap<
-            String,
-            crate::scheduler::framework::runtime::NodeVerdict,
-        >,
+        rejected: &crate::scheduler::framework::runtime::Verdicts,
         fits: &crate::scheduler::framework::Fits<'_>,
         _: &crate::scheduler::framework::FitsPod<'_>,
     ) -> (Status, Option<crate::scheduler::framework::Nomination>) {
@@ -532,7 +529,7 @@ fn filter_with_reservations(
     } else {
         Status {
             code: crate::scheduler::framework::Code::Unschedulable,
-            reasons,
+            reasons: reasons.into_iter().map(Into::into).collect(),
         }
     }
 }

@@ -267,7 +267,7 @@ pub fn select(
     }
     Err(Status {
         code: Code::Unschedulable,
-        reasons,
+        reasons: reasons.into_iter().map(Into::into).collect(),
     })
 }
 

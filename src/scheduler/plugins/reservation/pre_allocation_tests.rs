@@ -106,7 +106,7 @@ fn place(fw: &Framework, c: &mut ClusterState) -> Result<(String, Vec<String>), 
         other => Err(result
             .verdicts
             .get("test-node")
-            .map(|v| v.reason.clone())
+            .map(|v| v.reason.to_string())
             .unwrap_or_else(|| format!("{other:?}"))),
     }
 }

@@ -2,9 +2,7 @@
 //! `PreemptionMgr`): kube-scheduler's default preemption run by the Reservation plugin, for
 //! pods and for a pending Reservation, sparing reservations and pods that disable it.
 
-use std::collections::BTreeMap;
-
-use crate::scheduler::framework::runtime::NodeVerdict;
+use crate::scheduler::framework::runtime::Verdicts;
 use crate::scheduler::framework::{ClusterState, Code, Fits, Nomination, PodInfo, Status};
 
 /// Koordinator's `IsPodPreemptible`: not labelled `disable-preemptible: "true"`.
@@ -19,7 +17,7 @@ fn preemptible(p: &PodInfo) -> bool {
 pub(super) fn post_filter(
     pod: &PodInfo,
     cluster: &ClusterState,
-    rejected: &BTreeMap<String, NodeVerdict>,
+    rejected: &Verdicts,
     fits: &Fits<'_>,
 ) -> (Status, Option<Nomination>) {
     let eligible = |p: &PodInfo| p.reserve_of.is_none() && preemptible(p);
@@ -29,7 +27,7 @@ pub(super) fn post_filter(
         Code::Success => s,
         code => Status {
             code,
-            reasons: vec![format!("preemption: {}", s.message())],
+            reasons: smallvec::smallvec![format!("preemption: {}", s.message()).into()],
         },
     };
     (s, n)

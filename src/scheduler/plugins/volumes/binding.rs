@@ -240,7 +240,7 @@ fn find_pod_volumes(
 fn conflict(reasons: Vec<&str>) -> Status {
     Status {
         code: Code::UnschedulableAndUnresolvable,
-        reasons: reasons.into_iter().map(str::to_string).collect(),
+        reasons: reasons.into_iter().map(|r| r.to_string().into()).collect(),
     }
 }
 

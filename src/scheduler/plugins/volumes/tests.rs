@@ -108,7 +108,7 @@ pub(super) fn run(
 pub(super) fn status(code: Code, reasons: &[&str]) -> Status {
     Status {
         code,
-        reasons: reasons.iter().map(|r| r.to_string()).collect(),
+        reasons: reasons.iter().map(|r| r.to_string().into()).collect(),
     }
 }
 
@@ -297,7 +297,9 @@ fn volume_binding_reserve_picks_the_smallest_fitting_pv_and_provisions_the_rest(
             .is_success()
     );
     assert_eq!(
-        vb.filter(&state, &pd, c.node("n2").unwrap(), &c).reasons,
+        vb.filter(&state, &pd, c.node("n2").unwrap(), &c)
+            .reasons
+            .as_slice(),
         [binding::ERR_BIND_CONFLICT],
         "no local PV on n2 for pvc-a"
     );
@@ -350,7 +352,7 @@ fn an_assumed_pv_is_not_chosen_again_until_forgotten() {
     let second = pod(pod_with_claims("second", &["pvc-b"]));
     let (_, filters, _) = run(&vb, &c, pod_with_claims("second", &["pvc-b"]));
     assert_eq!(
-        filters[0].reasons,
+        filters[0].reasons.as_slice(),
         [binding::ERR_BIND_CONFLICT],
         "pv-1 is taken by pvc-a"
     );
