@@ -48,10 +48,10 @@ fn threads() -> usize {
 }
 
 impl Framework {
-    /// Filters the nodes in `order` until `limit` are feasible, into the two lists given (the feasible
-    /// nodes, the rejections), both emptied first; returns how many nodes were examined.
-    /// A first batch runs on this thread;
-    /// when it shows the rest is worth it, the rest is split over threads (spawning costs
+    /// Filters the nodes in `order` until `limit` are feasible, into the two lists given
+    /// (the feasible nodes, the rejections), both emptied first; returns how many nodes were
+    /// examined. A first batch runs on this thread; when it shows the rest is worth it, the
+    /// rest is split over threads (spawning costs
     /// more than cheap filters on small batches).
     pub(super) fn find_feasible(
         &self,
