@@ -89,6 +89,7 @@ pub fn to_json(plans: &[Plan]) -> Value {
                     "metricAgeSeconds": p.calc.metric_age_seconds,
                     "degradeTimeMinutes": p.calc.degrade_time_minutes,
                     "batch": p.calc.batch,
+                    "batchZones": p.calc.batch_zones,
                     "mid": p.calc.mid,
                 }
             })

@@ -21,6 +21,7 @@ pub mod reporter;
 pub mod runtimehooks;
 pub mod store;
 pub mod topology;
+mod topology_merge;
 mod upsert;
 mod usage_series;
 

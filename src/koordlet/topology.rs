@@ -385,12 +385,19 @@ fn same(a: &NodeResourceTopology, b: &NodeResourceTopology) -> bool {
         && a.metadata.labels == b.metadata.labels
 }
 
-/// Creates or replaces the report when it differs from what the API server holds.
+/// Creates or replaces the report when it differs from what the API server holds, keeping
+/// the resources others wrote on its zones (the manager's NUMA-level batch resources).
 async fn write(
     api: &Api<NodeResourceTopology>,
     want: NodeResourceTopology,
 ) -> Result<bool, kube::Error> {
-    super::upsert::write_if_changed(api, want, same, |_, _| {}).await
+    use super::topology_merge::keep_others;
+    let same_merged = |have: &NodeResourceTopology, want: &NodeResourceTopology| {
+        let mut merged = want.clone();
+        keep_others(have, &mut merged);
+        same(have, &merged)
+    };
+    super::upsert::write_if_changed(api, want, same_merged, keep_others).await
 }
 
 /// The report loop: every 10 s, written when changed (rest: one sysfs read, no API call).

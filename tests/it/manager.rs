@@ -330,6 +330,14 @@ async fn explain(c: &kube::Client, dir: &std::path::Path) -> Value {
     {
         items.push(serde_json::to_value(m).unwrap());
     }
+    type Nrt = koord::api::topology::NodeResourceTopology;
+    for t in Api::<Nrt>::all(c.clone())
+        .list(&Default::default())
+        .await
+        .unwrap()
+    {
+        items.push(serde_json::to_value(t).unwrap());
+    }
     let cm = Api::<ConfigMap>::namespaced(c.clone(), NS)
         .get(CM)
         .await
@@ -512,4 +520,61 @@ async fn colocation_profile_controller_updates_pending_pods() {
     );
     drop(mgr);
     api.stop().await;
+}
+
+/// Batch resources per NUMA zone written into the node's NodeResourceTopology, as
+/// Koordinator's `calculateOnNUMALevel`, and shown by `koord explain` from the same code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noderesource_writes_numa_level_batch_resources_into_the_nrt() {
+    use koord::api::topology::NodeResourceTopology;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let api = api_on(port).await;
+    let c = api.client.clone();
+    seed(&c, json!({"enable": true})).await;
+    let r = |n: &str, q: &str| json!({"name": n, "capacity": q, "allocatable": q, "available": q});
+    let zone = |i: u32| {
+        json!({"name": format!("node-{i}"), "type": "Node",
+        "resources": [r("cpu", "8"), r("memory", "32Gi")]})
+    };
+    let nrt: NodeResourceTopology = serde_json::from_value(json!({
+        "apiVersion": "topology.node.k8s.io/v1alpha1", "kind": "NodeResourceTopology",
+        "metadata": {"name": "n1"}, "topologyPolicies": ["None"], "zones": [zone(0), zone(1)]}))
+    .unwrap();
+    let nrts: Api<NodeResourceTopology> = Api::all(c.clone());
+    nrts.create(&PostParams::default(), &nrt).await.unwrap();
+    let (mgr, _admin) = manager(dir.path(), port, "m1");
+
+    // Per zone: 8000 - 8000*40% - max(500/2 system, 1000/2 kubelet) - 2000/2 used = 3300;
+    // 32Gi - 32Gi*35% - max(512Mi, 1Gi) - 3Gi = 18038862644.
+    let batch = |n: &NodeResourceTopology, z: usize, res: &str| {
+        n.spec.zones[z]
+            .resources
+            .iter()
+            .flatten()
+            .find(|x| x.name == res)
+            .map(|x| x.allocatable.0.clone())
+    };
+    let written = eventually(Duration::from_secs(15), || async {
+        let n = nrts.get("n1").await.unwrap();
+        (0..2).all(|z| batch(&n, z, "kubernetes.io/batch-cpu").as_deref() == Some("3300"))
+    })
+    .await;
+    assert!(written, "{}", mgr.logs());
+    let n = nrts.get("n1").await.unwrap();
+    assert_eq!(
+        batch(&n, 1, "kubernetes.io/batch-memory").as_deref(),
+        Some("18038862644")
+    );
+    assert_eq!(
+        batch(&n, 0, "cpu").as_deref(),
+        Some("8"),
+        "the koordlet's part kept"
+    );
+
+    let explained = explain(&c, dir.path()).await;
+    let zones = &explained["nodes"][0]["terms"]["batchZones"];
+    assert_eq!(zones[0]["zone"], "node-0", "{explained}");
+    assert_eq!(zones[1]["terms"]["result"]["cpu"], 3300);
+    assert_eq!(zones[1]["terms"]["result"]["memory"], 18038862644i64);
 }

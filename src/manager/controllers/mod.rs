@@ -55,6 +55,9 @@ enum Write {
     DeleteSlo(String),
     NodeStatus(String, serde_json::Value),
     NodeMeta(String, serde_json::Value),
+    /// A NodeResourceTopology's zones, as read at a resourceVersion (a newer one: conflict,
+    /// decided again on the next pass).
+    NrtZones(String, Option<String>, Vec<crate::api::topology::Zone>),
 }
 
 /// A write's node, controller and result.
@@ -72,6 +75,7 @@ impl Write {
             Write::DeleteSlo(_) => "deleteNodeSLO",
             Write::NodeStatus(..) => "updateNodeStatus",
             Write::NodeMeta(..) => "updateNodeMeta",
+            Write::NrtZones(..) => "updateNodeResourceTopology",
         }
     }
 }
@@ -233,6 +237,9 @@ impl Controllers {
         if let Some(p) = plan.status {
             out.push(Write::NodeStatus(name.clone(), p));
         }
+        if let Some((rv, zones)) = plan.nrt_zones {
+            out.push(Write::NrtZones(name.clone(), rv, zones));
+        }
         if let Some(p) = plan.meta {
             out.push(Write::NodeMeta(name, p));
         }
@@ -276,7 +283,8 @@ impl Controllers {
                     self.metrics.wrote(controller, true);
                 }
                 // Our cache had not seen an object we or an earlier leader created.
-                Err(kube::Error::Api(e)) if e.code == 409 && controller != "noderesource" => {}
+                Err(kube::Error::Api(e))
+                    if e.code == 409 && !controller.starts_with("noderesource") => {}
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(e) => {
                     tracing::warn!(%node, controller, error = %e, "write failed; retrying on the next pass");
@@ -332,6 +340,13 @@ impl Controllers {
             Write::NodeMeta(n, p) => {
                 let r = nodes.patch(&n, &patch, &Patch::Merge(p)).await.map(drop);
                 (n, "noderesource-meta", r)
+            }
+            Write::NrtZones(n, rv, zones) => {
+                let nrts: Api<crate::api::topology::NodeResourceTopology> =
+                    Api::all(self.client.clone());
+                let body = serde_json::json!({"metadata": {"resourceVersion": rv}, "zones": zones});
+                let r = nrts.patch(&n, &patch, &Patch::Merge(body)).await.map(drop);
+                (n, "noderesource-nrt", r)
             }
         }
     }

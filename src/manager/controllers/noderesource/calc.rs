@@ -35,7 +35,7 @@ impl Res {
             memory: get(MEMORY),
         }
     }
-    fn from_amounts(a: &crate::api::pod::Amounts) -> Res {
+    pub(super) fn from_amounts(a: &crate::api::pod::Amounts) -> Res {
         Res {
             cpu: a.get(CPU).copied().unwrap_or(0),
             memory: a.get(MEMORY).copied().unwrap_or(0),
@@ -50,20 +50,31 @@ impl Res {
             memory: f(self.memory, o.memory),
         }
     }
-    fn add(self, o: Res) -> Res {
+    pub(super) fn add(self, o: Res) -> Res {
         self.zip(o, |a, b| a + b)
     }
     fn sub(self, o: Res) -> Res {
         self.zip(o, |a, b| a - b)
     }
-    fn max(self, o: Res) -> Res {
+    pub(super) fn max(self, o: Res) -> Res {
         self.zip(o, i64::max)
+    }
+    /// `self / n` per resource, rounded up (Koordinator's `DivideResourceList`).
+    pub(super) fn ceil_div(self, n: i64) -> Res {
+        if n <= 0 {
+            return self;
+        }
+        let div = |v: i64| v.div_euclid(n) + i64::from(v.rem_euclid(n) != 0);
+        Res {
+            cpu: div(self.cpu),
+            memory: div(self.memory),
+        }
     }
     fn at_least_zero(self) -> Res {
         self.max(Res::default())
     }
     /// `self × pct / 100` per resource, truncated.
-    fn percent(self, cpu_pct: i64, mem_pct: i64) -> Res {
+    pub(super) fn percent(self, cpu_pct: i64, mem_pct: i64) -> Res {
         Res {
             cpu: self.cpu * cpu_pct / 100,
             memory: self.memory * mem_pct / 100,
@@ -114,6 +125,14 @@ pub struct MidTerms {
     pub result: Res,
 }
 
+/// One NUMA zone's batch resources and the terms that gave them (`zones.rs`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ZoneBatch {
+    pub zone: String,
+    pub terms: BatchTerms,
+}
+
 /// What the calculation decided for one node.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -124,6 +143,9 @@ pub struct Calculation {
     pub metric_age_seconds: Option<i64>,
     pub degrade_time_minutes: i64,
     pub batch: Option<BatchTerms>,
+    /// Batch resources per NUMA zone of the node's NodeResourceTopology (none without one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub batch_zones: Vec<ZoneBatch>,
     pub mid: Option<MidTerms>,
     pub message: String,
 }
@@ -139,19 +161,19 @@ pub struct Inputs<'a> {
     pub now_ms: i64,
 }
 
-fn is_active(pod: &Pod) -> bool {
+pub(super) fn is_active(pod: &Pod) -> bool {
     matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Running" | "Pending")
     )
 }
 
-fn key(ns: Option<&str>, name: Option<&str>) -> String {
+pub(super) fn key(ns: Option<&str>, name: Option<&str>) -> String {
     format!("{}/{}", ns.unwrap_or_default(), name.unwrap_or_default())
 }
 
 /// Capacity, kubelet and annotation reservations of the node.
-fn node_basics(node: &Node) -> (Res, Res, Res) {
+pub(super) fn node_basics(node: &Node) -> (Res, Res, Res) {
     let status = node.status.as_ref();
     let capacity = Res::from_list(status.and_then(|s| s.capacity.as_ref()));
     let allocatable = Res::from_list(status.and_then(|s| s.allocatable.as_ref()));
@@ -190,7 +212,7 @@ fn annotation_reserved(node: &Node) -> Res {
 }
 
 /// System usage plus host applications of a class above `above`.
-fn system_used(metric: &NodeMetric, above: PriorityClass) -> Res {
+pub(super) fn system_used(metric: &NodeMetric, above: PriorityClass) -> Res {
     let status = metric.status.as_ref();
     let mut used = status
         .and_then(|s| s.node_metric.as_ref())
@@ -227,6 +249,7 @@ pub fn calculate(inp: &Inputs<'_>) -> Calculation {
         metric_age_seconds: age.map(|a| a / 1000),
         degrade_time_minutes: degrade_minutes,
         batch: None,
+        batch_zones: Vec::new(),
         mid: None,
         message: String::new(),
     };
@@ -333,6 +356,15 @@ fn batch(inp: &Inputs<'_>, metric: &NodeMetric, s: &ColocationStrategy) -> Batch
             t.hp_max_used_request = t.hp_max_used_request.add(usage);
         }
     }
+    by_policy(&mut t, s);
+    t
+}
+
+/// The three candidates (by usage, by request, by max of both) from the terms gathered,
+/// the policy's pick and the threshold caps (Koordinator's `CalculateBatchResourceByPolicy`):
+/// for the node, and for each NUMA zone with the zone's share of every term.
+pub(super) fn by_policy(t: &mut BatchTerms, s: &ColocationStrategy) {
+    let capacity = t.capacity;
     let base = capacity.sub(t.safety_margin);
     t.by_usage = base
         .sub(t.system_or_reserved)
@@ -367,10 +399,9 @@ fn batch(inp: &Inputs<'_>, metric: &NodeMetric, s: &ColocationStrategy) -> Batch
         t.threshold_cap = Some(cap);
     }
     t.result = result;
-    t
 }
 
-fn pod_metric_index(metric: &NodeMetric) -> std::collections::HashMap<String, Res> {
+pub(super) fn pod_metric_index(metric: &NodeMetric) -> std::collections::HashMap<String, Res> {
     metric
         .status
         .iter()
@@ -385,7 +416,7 @@ fn pod_metric_index(metric: &NodeMetric) -> std::collections::HashMap<String, Re
 }
 
 /// Pod metrics without a Running/Pending pod (terminated pods still reported count too).
-fn dangling<'a>(
+pub(super) fn dangling<'a>(
     metric: &'a NodeMetric,
     matched: &'a std::collections::HashSet<String>,
 ) -> impl Iterator<Item = (Res, PriorityClass)> + 'a {

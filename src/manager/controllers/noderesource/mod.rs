@@ -4,6 +4,8 @@ pub mod calc;
 pub mod device;
 pub mod normalization;
 pub mod prepare;
+pub mod zone_list;
+pub mod zones;
 
 #[cfg(test)]
 mod tests;
@@ -26,6 +28,9 @@ pub struct Plan {
     pub status: Option<serde_json::Value>,
     /// Merge patch for the node's metadata (origin annotation, GPU labels), when it changed.
     pub meta: Option<serde_json::Value>,
+    /// The NodeResourceTopology's zones with their batch resources, when they changed
+    /// beyond the diff threshold: (resourceVersion read, zones).
+    pub nrt_zones: Option<(Option<String>, Vec<crate::api::topology::Zone>)>,
 }
 
 /// Decides one node: the calculation, then the diff/forced-refresh rules (`NeedSync` in
@@ -43,14 +48,20 @@ pub fn plan(
     last_sync_ms: Option<i64>,
 ) -> Plan {
     let s = cfg.colocation.for_node(node);
-    let calc = calculate(&Inputs {
+    let inputs = Inputs {
         node,
         pods,
         metric,
         config: &cfg.colocation,
         strategy: &s,
         now_ms,
-    });
+    };
+    let mut calc = calculate(&inputs);
+    if calc.batch.is_some()
+        && let Some(m) = metric
+    {
+        calc.batch_zones = zones::batch_zones(&inputs, m, nrt);
+    }
     let (mut want, origin) = desired(&calc, node);
     want.extend(device::desired(devices));
     let threshold = s.resource_diff_threshold.unwrap_or(0.1);
@@ -62,12 +73,34 @@ pub fn plan(
         device::labels_to_set(devices, node),
         normalization::meta_changes(node, nrt, cfg),
     );
+    let nrt_zones = nrt_zones(node, nrt, &calc, threshold);
     Plan {
         calc,
         want,
         status,
         meta,
+        nrt_zones,
     }
+}
+
+/// The NodeResourceTopology's zones to write, when the zone results moved (Koordinator
+/// leaves the NodeResourceTopology alone when no zone was calculated).
+fn nrt_zones(
+    node: &Node,
+    nrt: Option<&crate::api::topology::NodeResourceTopology>,
+    calc: &Calculation,
+    threshold: f64,
+) -> Option<(Option<String>, Vec<crate::api::topology::Zone>)> {
+    let nrt = nrt.filter(|_| !calc.batch_zones.is_empty())?;
+    let ratio = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::api::extension::keys::ANNOTATION_NODE_CPU_NORMALIZATION_RATIO))
+        .and_then(|r| r.parse::<f64>().ok())
+        .unwrap_or(-1.0);
+    let zones = zone_list::updated(&nrt.spec.zones, &calc.batch_zones, ratio, threshold)?;
+    Some((nrt.metadata.resource_version.clone(), zones))
 }
 
 /// The node's metadata merge patch: annotations set (or removed: null) and labels.
