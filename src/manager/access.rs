@@ -55,6 +55,12 @@ pub const NEEDS: &[Need] = &[
         &["get", "list", "watch", "create", "patch"],
     ),
     Need::cluster("topology.node.k8s.io", &["noderesourcetopologies"], READ),
+    // NUMA-level batch resources written into the zones (as Koordinator's chart allows).
+    Need::cluster(
+        "topology.node.k8s.io",
+        &["noderesourcetopologies"],
+        &["patch"],
+    ),
     Need::cluster("scheduling.koordinator.sh", &["devices"], READ),
     Need::cluster(
         "admissionregistration.k8s.io",

@@ -198,6 +198,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         dirty,
         resync: Duration::from_secs(cfg.resync_seconds),
         last_sync: Default::default(),
+        failures: Default::default(),
         sync_gpu_shared,
         wakeups: ctx.metrics.loop_counter("manager"),
         run,

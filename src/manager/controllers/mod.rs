@@ -36,6 +36,8 @@ pub struct Controllers {
     pub dirty: Arc<Dirty>,
     pub resync: Duration,
     pub last_sync: Mutex<HashMap<String, i64>>,
+    /// Failed writes in a row per node, for the retry delay.
+    pub failures: Mutex<HashMap<String, u32>>,
     /// Gate `EnableSyncGPUSharedResource`: nodes advertise `koordinator.sh/gpu.shared`.
     pub sync_gpu_shared: bool,
     /// Counts the loop's wake-ups (`koord_loop_iterations_total{name="manager"}`).
@@ -263,6 +265,29 @@ impl Controllers {
         }
     }
 
+    fn lock_failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
+        self.failures.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A node whose write failed is decided again after a delay that doubles with each
+    /// failure in a row (1 s up to the resync period), not on the next pass 50 ms later: a
+    /// write the API server keeps refusing (RBAC, a webhook down) was retried twenty times
+    /// a second.
+    fn retry_later(&self, node: &str) {
+        let in_a_row = {
+            let mut f = self.lock_failures();
+            let n = f.entry(node.to_string()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        };
+        let delay = Duration::from_secs(1 << (in_a_row - 1).min(10)).min(self.resync);
+        let (dirty, node) = (self.dirty.clone(), node.to_string());
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            dirty.mark(&node);
+        });
+    }
+
     fn lock_sync(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
         self.last_sync.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -277,6 +302,7 @@ impl Controllers {
             self.metrics.reconciled(controller, r.is_ok(), reason);
             match r {
                 Ok(()) => {
+                    self.lock_failures().remove(&node);
                     if controller == "noderesource" {
                         self.lock_sync().insert(node.clone(), now);
                     }
@@ -289,7 +315,7 @@ impl Controllers {
                 Err(e) => {
                     tracing::warn!(%node, controller, error = %e, "write failed; retrying on the next pass");
                     self.metrics.wrote(controller, false);
-                    self.dirty.mark(&node);
+                    self.retry_later(&node);
                 }
             }
         }

@@ -35,11 +35,11 @@ fn zone(i: usize, cpu: &str, mem: &str) -> Value {
     json!({"name": format!("node-{i}"), "type": "Node", "resources": [r("cpu", cpu), r("memory", mem)]})
 }
 
-/// "calculate with multiple NUMA-level resources": zone 0 holds podProd (bound to NUMA 0),
-/// both zones share podProd1 and the Mid pod; the batch pod and the finished pod count
-/// nowhere.
-#[test]
-fn calculate_with_multiple_numa_level_resources() {
+/// The pods of Koordinator's NUMA-level cases: podProd (LS, or LSE, bound to NUMA 0),
+/// podProd1 and the Mid pod on both zones, a batch pod and a finished pod counting nowhere;
+/// `metrics`: the pod metrics reported; `memory_by_request`: the memory policy.
+fn zones_of(first: (&str, &str), metrics: Value, memory_by_request: bool) -> Vec<(String, Res)> {
+    let (first_name, first_qos) = first;
     let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
         "metadata": {"name": "test-node1"},
         "status": {"capacity": {"cpu": "100", "memory": "120G"},
@@ -53,8 +53,8 @@ fn calculate_with_multiple_numa_level_resources() {
     mid["priority"] = json!(7099);
     let pods = [
         pod(
-            "podProd",
-            json!({"labels": {"koordinator.sh/qosClass": "LS"}, "annotations": {
+            first_name,
+            json!({"labels": {"koordinator.sh/qosClass": first_qos}, "annotations": {
                 "scheduling.koordinator.sh/resource-status": "{\"numaNodeResources\": [{\"node\": 0}]}"}}),
             json!({}),
             "Running",
@@ -86,8 +86,7 @@ fn calculate_with_multiple_numa_level_resources() {
         "metadata": {"name": "test-node1"}, "spec": {},
         "status": {"updateTime": ts.to_string(),
             "nodeMetric": {"nodeUsage": usage("50", "55G"), "systemUsage": usage("7", "12G")},
-            "podsMetric": [pod_metric("podProd", "5", "5G"), pod_metric("podProd1", "6", "6G"),
-                pod_metric("podBatch", "10", "10G"), pod_metric("podMid", "22", "22G")]}}))
+            "podsMetric": metrics}}))
     .unwrap();
     let nrt: NodeResourceTopology = serde_json::from_value(json!({
         "apiVersion": "topology.node.k8s.io/v1alpha1", "kind": "NodeResourceTopology",
@@ -101,6 +100,7 @@ fn calculate_with_multiple_numa_level_resources() {
         degrade_time_minutes: Some(15),
         update_time_threshold_seconds: Some(300),
         resource_diff_threshold: Some(0.1),
+        memory_calculate_policy: memory_by_request.then(|| "request".to_string()),
         ..Default::default()
     };
     let config = ColocationCfg::default();
@@ -112,23 +112,75 @@ fn calculate_with_multiple_numa_level_resources() {
         strategy: &strategy,
         now_ms: NOW,
     };
-    let got: Vec<(String, Res)> = batch_zones(&inp, &metric, Some(&nrt))
-        .into_iter()
-        .map(|z| (z.zone, z.terms.result))
-        .collect();
-    let want = [
-        // 50 - 17.5 - 3.5 - (14 + 5); 62G - 21.7G - 6G - (14G + 5G)
-        ("node-0", 10_000, 15_300_000_000),
-        // 50 - 17.5 - 3.5 - 14; 58G - 20.3G - 6G - 14G
-        ("node-1", 15_000, 17_700_000_000),
-    ];
-    let want: Vec<(String, Res)> = want
-        .into_iter()
-        .map(|(z, cpu, memory)| (z.to_string(), Res { cpu, memory }))
-        .collect();
-    assert_eq!(got, want);
     assert!(
         batch_zones(&inp, &metric, None).is_empty(),
         "no NRT, no zones"
+    );
+    batch_zones(&inp, &metric, Some(&nrt))
+        .into_iter()
+        .map(|z| (z.zone, z.terms.result))
+        .collect()
+}
+
+fn zones(want: [(&str, i64, i64); 2]) -> Vec<(String, Res)> {
+    want.into_iter()
+        .map(|(z, cpu, memory)| (z.to_string(), Res { cpu, memory }))
+        .collect()
+}
+
+fn metrics(first: &str) -> Vec<Value> {
+    vec![
+        pod_metric(first, "5", "5G"),
+        pod_metric("podProd1", "6", "6G"),
+        pod_metric("podBatch", "10", "10G"),
+        pod_metric("podMid", "22", "22G"),
+    ]
+}
+
+#[test]
+fn calculate_with_multiple_numa_level_resources() {
+    let got = zones_of(("podProd", "LS"), json!(metrics("podProd")), false);
+    assert_eq!(
+        got,
+        zones([
+            // 50 - 17.5 - 3.5 - (14 + 5); 62G - 21.7G - 6G - (14G + 5G)
+            ("node-0", 10_000, 15_300_000_000),
+            // 50 - 17.5 - 3.5 - 14; 58G - 20.3G - 6G - 14G
+            ("node-1", 15_000, 17_700_000_000),
+        ])
+    );
+}
+
+#[test]
+fn calculate_with_memory_not_over_committed_lse_pods_and_numa_level_resources() {
+    let got = zones_of(("podProdLSE", "LSE"), json!(metrics("podProdLSE")), true);
+    assert_eq!(
+        got,
+        zones([
+            // 50 - 17.5 - 3.5 - (14 + 10: an LSE pod counts its request); 62 - 21.7 - (25 + 10)
+            ("node-0", 5_000, 5_300_000_000),
+            ("node-1", 15_000, 12_700_000_000),
+        ])
+    );
+}
+
+#[test]
+fn calculate_numa_resources_with_memory_not_over_committed_missing_metric_lse_pod_and_dangling_pod()
+{
+    let mut m = metrics("podProdLSE");
+    m.remove(0);
+    // podProd2 finished but still reported (prod): split over both zones.
+    let dangling = json!({"namespace": "test", "name": "podProd2",
+        "podUsage": usage("2", "4G"), "priority": "koord-prod", "qos": "LSR"});
+    m.insert(1, dangling);
+    let got = zones_of(("podProdLSE", "LSE"), json!(m), true);
+    assert_eq!(
+        got,
+        zones([
+            // 50 - 17.5 - 3.5 - (14 + 10 + 1)
+            ("node-0", 4_000, 5_300_000_000),
+            // 50 - 17.5 - 3.5 - (14 + 1)
+            ("node-1", 14_000, 12_700_000_000),
+        ])
     );
 }
