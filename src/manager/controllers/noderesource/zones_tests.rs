@@ -184,3 +184,24 @@ fn calculate_numa_resources_with_memory_not_over_committed_missing_metric_lse_po
         ])
     );
 }
+
+#[test]
+fn calculate_numa_resources_with_memory_not_over_committed_some_pods_not_shown_in_list() {
+    let mut m = metrics("podProdLSE");
+    m.remove(0);
+    let reported = |name: &str, cpu: &str, mem: &str, priority: &str| json!({"namespace": "test", "name": name, "podUsage": usage(cpu, mem), "priority": priority});
+    m.insert(1, reported("podProd2", "2", "4G", "koord-prod"));
+    // Reported, not in the list: a prod pod counts on both zones, a batch pod nowhere.
+    m.push(reported("podProd3", "4", "8G", "koord-prod"));
+    m.push(reported("podBatch2", "8", "8G", "koord-batch"));
+    let got = zones_of(("podProdLSE", "LSE"), json!(m), true);
+    assert_eq!(
+        got,
+        zones([
+            // 50 - 17.5 - 3.5 - (14 + 10 + 1 + 2)
+            ("node-0", 2_000, 5_300_000_000),
+            // 50 - 17.5 - 3.5 - (14 + 1 + 2)
+            ("node-1", 12_000, 12_700_000_000),
+        ])
+    );
+}
