@@ -254,10 +254,15 @@ impl Framework {
         let allowed = match pre_filter {
             Ok(a) => a,
             Err((plugin, s)) => {
-                let each = |n: &NodeInfo| (n.key.clone(), NodeVerdict::rejected(plugin, &s));
+                // Every node carries it: gathered by index like Filter's rejections, so
+                // no node name is compared.
+                for i in 0..cluster.nodes.len() {
+                    verdicts.push(i, NodeVerdict::rejected(plugin, &s));
+                }
+                let verdicts = verdicts.finish(cluster, &mut Vec::new(), &mut Vec::new());
                 return CycleResult {
                     node: None,
-                    verdicts: cluster.nodes.iter().map(each).collect(),
+                    verdicts,
                     state,
                     processed: 0,
                     pre_filter_msg: Some(s.message()),

@@ -65,20 +65,12 @@ pub struct Verdicts {
 }
 
 impl Verdicts {
-    pub fn new() -> Verdicts {
-        Verdicts::default()
-    }
-
     fn find(&self, name: &str) -> Result<usize, usize> {
         self.sorted.binary_search_by(|(k, _)| (**k).cmp(name))
     }
 
     pub fn get(&self, name: &str) -> Option<&NodeVerdict> {
         self.find(name).ok().map(|i| &self.sorted[i].1)
-    }
-
-    pub fn contains_key(&self, name: &str) -> bool {
-        self.find(name).is_ok()
     }
 
     /// Sets the verdict of node `name` (replacing one it had).
@@ -250,7 +242,7 @@ mod tests {
 
     #[test]
     fn insert_replaces_or_places_in_order() {
-        let mut got = Verdicts::new();
+        let mut got = Verdicts::default();
         got.insert("m".into(), v("1"));
         got.insert("a".into(), v("2"));
         got.insert("z".into(), v("3"));
