@@ -3,6 +3,7 @@
 
 pub mod keys;
 pub mod nodereservation;
+pub mod numa_res;
 pub mod priority;
 pub mod qos;
 pub mod resources;

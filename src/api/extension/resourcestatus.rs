@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::{Deserialize, Serialize};
 
 use super::keys::{ANNOTATION_RESOURCE_SPEC, ANNOTATION_RESOURCE_STATUS};
+use super::numa_res::NumaRes;
 use crate::api::cpuset;
 
 pub const ANNOTATION_NUMA_TOPOLOGY_SPEC: &str = "scheduling.koordinator.sh/numa-topology-spec";
@@ -89,8 +90,8 @@ pub struct CpuAlloc {
     pub cpus: Vec<u32>,
     /// The pod's `preferredCPUExclusivePolicy` (empty: none).
     pub exclusive: String,
-    /// NUMA node → (cpu milli, memory bytes).
-    pub numa: Vec<(u32, i64, i64)>,
+    /// NUMA node → what the pod holds there (cpu, memory, batch-cpu, batch-memory).
+    pub numa: Vec<(u32, NumaRes)>,
 }
 
 impl CpuAlloc {
@@ -99,18 +100,13 @@ impl CpuAlloc {
         let a = pod.metadata.annotations.as_ref()?;
         a.get(ANNOTATION_RESOURCE_STATUS)?;
         let status = resource_status(pod).ok()?;
-        let numa: Vec<(u32, i64, i64)> = status
+        let numa: Vec<(u32, NumaRes)> = status
             .numa_node_resources
             .iter()
             .flatten()
             .filter_map(|n| {
-                let get = |k: &str| {
-                    n.resources
-                        .get(k)
-                        .map(|q| crate::api::pod::amount(k, q))
-                        .unwrap_or(0)
-                };
-                Some((u32::try_from(n.node).ok()?, get("cpu"), get("memory")))
+                let get = |k: &str| n.resources.get(k).map(|q| crate::api::pod::amount(k, q));
+                Some((u32::try_from(n.node).ok()?, NumaRes::from_list(get).0))
             })
             .collect();
         let cpus = cpuset::parse(status.cpuset.trim()).unwrap_or_default();

@@ -21,6 +21,8 @@ pub const R_CPU: ResId = ResId(0);
 pub const R_MEMORY: ResId = ResId(1);
 pub const R_PODS: ResId = ResId(2);
 pub const R_EPHEMERAL_STORAGE: ResId = ResId(3);
+pub const R_BATCH_CPU: ResId = ResId(4);
+pub const R_BATCH_MEMORY: ResId = ResId(5);
 const WELL_KNOWN: [&str; 6] = [
     CPU,
     MEMORY,

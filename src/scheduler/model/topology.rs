@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 
 use crate::api::cpuset;
+use crate::api::extension::numa_res::NumaRes;
 use crate::api::topology::NodeResourceTopology;
 
 pub const LABEL_NODE_CPU_BIND_POLICY: &str = "node.koordinator.sh/cpu-bind-policy";
@@ -192,8 +193,12 @@ impl NodeFacts {
 pub struct TopologyOptions {
     pub topo: CpuTopology,
     pub reserved: BTreeSet<u32>,
-    /// NUMA node → (cpu milli, memory bytes) allocatable.
-    pub numa: BTreeMap<u32, (i64, i64)>,
+    /// NUMA node → allocatable (cpu, memory, batch-cpu, batch-memory).
+    pub numa: BTreeMap<u32, NumaRes>,
+    /// Which of the resources the zones report: cpu and memory always count; batch-cpu and
+    /// batch-memory only once the manager has written them (as Koordinator, a resource no
+    /// zone has is not aligned).
+    pub numa_listed: [bool; 4],
     pub policy: Option<NumaPolicy>,
     /// Kubelet's static CPU manager with `full-pcpus-only=true`.
     pub kubelet_full_pcpus_only: bool,
@@ -264,6 +269,11 @@ fn cpus_of(s: &str) -> BTreeSet<u32> {
 }
 
 impl TopologyOptions {
+    /// Whether resource `i` of [`NumaRes`] is placed on NUMA nodes here.
+    pub fn aligned(&self, i: usize) -> bool {
+        i <= NumaRes::MEMORY || self.numa_listed[i]
+    }
+
     /// From a NodeResourceTopology; malformed annotations count as absent (the node then
     /// has no valid topology and pinned pods do not go there).
     pub fn from_nrt(nrt: &NodeResourceTopology) -> TopologyOptions {
@@ -300,8 +310,10 @@ impl TopologyOptions {
             .topology_policies
             .iter()
             .find_map(|p| NumaPolicy::parse(p));
+        let (numa, numa_listed) = zones(nrt);
         let mut out = TopologyOptions {
-            numa: zones(nrt),
+            numa,
+            numa_listed,
             topo,
             reserved,
             policy,
@@ -312,16 +324,18 @@ impl TopologyOptions {
             if let Some(cpu) = out.topo.cpus.get(c)
                 && let Some(z) = out.numa.get_mut(&cpu.node)
             {
-                z.0 = (z.0 - 1000).max(0);
+                z.0[NumaRes::CPU] = (z.cpu() - 1000).max(0);
             }
         }
         out
     }
 }
 
-/// `zones[]` of type Node named `node-<id>` → (cpu milli, memory bytes) allocatable.
-fn zones(nrt: &NodeResourceTopology) -> BTreeMap<u32, (i64, i64)> {
+/// `zones[]` of type Node named `node-<id>` → allocatable, and which resources any zone
+/// lists.
+fn zones(nrt: &NodeResourceTopology) -> (BTreeMap<u32, NumaRes>, [bool; 4]) {
     let mut out = BTreeMap::new();
+    let mut listed = [true, true, false, false];
     for z in nrt.spec.zones.iter().filter(|z| z.type_ == "Node") {
         let Some(id) = z
             .name
@@ -330,15 +344,15 @@ fn zones(nrt: &NodeResourceTopology) -> BTreeMap<u32, (i64, i64)> {
         else {
             continue;
         };
-        let mut v = (0, 0);
-        for r in z.resources.iter().flatten() {
-            match r.name.as_str() {
-                "cpu" => v.0 = crate::api::pod::amount("cpu", &r.allocatable),
-                "memory" => v.1 = crate::api::pod::amount("memory", &r.allocatable),
-                _ => {}
-            }
+        let resources = z.resources.as_deref().unwrap_or_default();
+        let (v, has) = NumaRes::from_list(|name| {
+            let r = resources.iter().find(|r| r.name == name)?;
+            Some(crate::api::pod::amount(name, &r.allocatable))
+        });
+        for (l, h) in listed.iter_mut().zip(has) {
+            *l |= h;
         }
         out.insert(id, v);
     }
-    out
+    (out, listed)
 }

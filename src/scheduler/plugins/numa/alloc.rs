@@ -5,6 +5,7 @@ use super::error::NumaError;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::take::{self, Exclusive};
+use crate::api::extension::numa_res::NumaRes;
 use crate::scheduler::framework::NodeInfo;
 use crate::scheduler::model::topology::TopologyOptions;
 use crate::scheduler::model::topology::{BindPolicy, Strategy};
@@ -14,8 +15,8 @@ use crate::scheduler::model::topology::{BindPolicy, Strategy};
 pub struct NodeState {
     /// CPU → exclusive policy of the pod holding it.
     pub held: BTreeMap<u32, Exclusive>,
-    /// NUMA node → (cpu milli, memory) allocated.
-    pub numa_used: BTreeMap<u32, (i64, i64)>,
+    /// NUMA node → allocated.
+    pub numa_used: BTreeMap<u32, NumaRes>,
     /// NUMA nodes with pods on them alone / with pods spanning several.
     pub single: BTreeSet<u32>,
     pub shared: BTreeSet<u32>,
@@ -36,10 +37,8 @@ impl NodeState {
             for c in &a.cpus {
                 st.held.insert(*c, ex);
             }
-            for (n, cpu, mem) in &a.numa {
-                let u = st.numa_used.entry(*n).or_default();
-                u.0 += cpu;
-                u.1 += mem;
+            for (n, res) in &a.numa {
+                st.numa_used.entry(*n).or_default().add(res);
                 if a.numa.len() == 1 {
                     st.single.insert(*n);
                 } else {
@@ -115,13 +114,13 @@ impl NodeState {
             .collect()
     }
 
-    /// Per NUMA node: (cpu milli, memory) still free.
-    pub fn numa_free(&self, opts: &TopologyOptions) -> BTreeMap<u32, (i64, i64)> {
+    /// Per NUMA node: what is still free.
+    pub fn numa_free(&self, opts: &TopologyOptions) -> BTreeMap<u32, NumaRes> {
         opts.numa
             .iter()
-            .map(|(n, (cpu, mem))| {
-                let (uc, um) = self.numa_used.get(n).copied().unwrap_or_default();
-                (*n, ((cpu - uc).max(0), (mem - um).max(0)))
+            .map(|(n, cap)| {
+                let used = self.numa_used.get(n).copied().unwrap_or_default();
+                (*n, cap.minus(&used))
             })
             .collect()
     }
@@ -138,22 +137,25 @@ pub struct Bind {
 /// One pod's request as the allocation sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Request {
-    pub cpu_milli: i64,
-    pub memory: i64,
+    pub res: NumaRes,
     pub bind: Option<Bind>,
 }
 
 impl Request {
+    pub fn cpu_milli(&self) -> i64 {
+        self.res.cpu()
+    }
+
     pub fn num_cpus(&self) -> usize {
-        (self.cpu_milli / 1000).max(0) as usize
+        (self.cpu_milli() / 1000).max(0) as usize
     }
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Allocation {
     pub cpus: BTreeSet<u32>,
-    /// NUMA node → (cpu milli, memory).
-    pub numa: Vec<(u32, i64, i64)>,
+    /// NUMA node → what the pod is given there.
+    pub numa: Vec<(u32, NumaRes)>,
 }
 
 pub fn bits(mask: u64) -> Vec<u32> {
@@ -170,37 +172,37 @@ pub fn usable(opts: &TopologyOptions, st: &NodeState, bind: &Bind) -> BTreeSet<u
     }
 }
 
-/// Splits the request over the NUMA nodes of `mask`, emptiest last, each node giving at
-/// most an even share of what is left (whole cores per node for required FullPCPUs).
+/// Splits the request over the NUMA nodes of `mask`, resource by resource (those the
+/// zones list), emptiest last, each node giving at most an even share of what is left
+/// (whole CPUs for a pinned pod, whole cores per node for required FullPCPUs).
 fn distribute(
     opts: &TopologyOptions,
-    free: &BTreeMap<u32, (i64, i64)>,
+    free: &BTreeMap<u32, NumaRes>,
     req: &Request,
     mask: u64,
-) -> Result<Vec<(u32, i64, i64)>, NumaError> {
+) -> Result<Vec<(u32, NumaRes)>, NumaError> {
     let nodes: Vec<u32> = bits(mask)
         .into_iter()
         .filter(|n| free.contains_key(n))
         .collect();
-    let mut out: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
+    let mut out: BTreeMap<u32, NumaRes> = BTreeMap::new();
     let per_core = opts.topo.cpus_per_core().max(1) as i64;
     let whole_cores = req
         .bind
         .is_some_and(|b| b.required && b.policy == BindPolicy::FullPcpus);
-    for which in [0usize, 1] {
-        let mut left = if which == 0 {
-            req.cpu_milli
-        } else {
-            req.memory
-        };
-        let avail = |n: &u32| if which == 0 { free[n].0 } else { free[n].1 };
+    for (which, name, wanted) in req.res.nonzero() {
+        if !opts.aligned(which) {
+            continue;
+        }
+        let mut left = wanted;
+        let avail = |n: &u32| free[n].0[which];
         let mut order = nodes.clone();
         order.sort_by_key(avail);
         for (i, n) in order.iter().enumerate() {
             let count = (order.len() - i) as i64;
-            let share = match (which, req.bind.is_some()) {
-                (0, true) if whole_cores => (left / 1000 / per_core / count) * per_core * 1000,
-                (0, true) => (left / 1000 / count) * 1000,
+            let share = match (which == NumaRes::CPU, req.bind.is_some()) {
+                (true, true) if whole_cores => (left / 1000 / per_core / count) * per_core * 1000,
+                (true, true) => (left / 1000 / count) * 1000,
                 _ => left / count,
             };
             // The last node takes the remainder so exact requests split exactly.
@@ -211,24 +213,15 @@ fn distribute(
             };
             let given = share.min(avail(n)).max(0);
             if given > 0 {
-                let e = out.entry(*n).or_default();
-                if which == 0 {
-                    e.0 += given
-                } else {
-                    e.1 += given
-                }
+                out.entry(*n).or_default().0[which] += given;
                 left -= given;
             }
         }
         if left > 0 {
-            return Err(NumaError::InsufficientNuma(if which == 0 {
-                "cpu"
-            } else {
-                "memory"
-            }));
+            return Err(NumaError::InsufficientNuma(name));
         }
     }
-    Ok(out.into_iter().map(|(n, (c, m))| (n, c, m)).collect())
+    Ok(out.into_iter().collect())
 }
 
 /// The pod's allocation on this node: NUMA resources when a hint chose NUMA nodes, and
@@ -288,14 +281,14 @@ pub fn allocate(
     if out.numa.is_empty() {
         out.cpus = take(&avail, need)?;
     } else {
-        for (n, cpu, _) in &out.numa {
+        for (n, res) in &out.numa {
             let in_node: BTreeSet<u32> = opts
                 .topo
                 .cpus_in_node(*n)
                 .intersection(&avail)
                 .copied()
                 .collect();
-            let want = ((*cpu / 1000) as usize).min(in_node.len());
+            let want = ((res.cpu() / 1000) as usize).min(in_node.len());
             out.cpus.extend(take(&in_node, want)?);
         }
         if out.cpus.len() != need {

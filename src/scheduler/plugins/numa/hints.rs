@@ -7,6 +7,7 @@ use super::error::NumaError;
 use std::collections::BTreeMap;
 
 use super::alloc::{NodeState, Request, bits, usable};
+use crate::api::extension::numa_res::NumaRes;
 use crate::scheduler::model::topology::{NumaPolicy, TopologyOptions};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,17 +24,20 @@ fn width(mask: u64) -> u32 {
 /// LeastAllocated of (allocated + request) over allocatable on the mask, cpu and memory
 /// weighted equally.
 fn mask_score(
-    free: &BTreeMap<u32, (i64, i64)>,
+    free: &BTreeMap<u32, NumaRes>,
     opts: &TopologyOptions,
     req: &Request,
     mask: u64,
 ) -> i64 {
     let (mut total, mut used) = ((0i64, 0i64), (0i64, 0i64));
     for n in bits(mask) {
-        let (c, m) = opts.numa.get(&n).copied().unwrap_or_default();
-        let (fc, fm) = free.get(&n).copied().unwrap_or_default();
-        total = (total.0 + c, total.1 + m);
-        used = (used.0 + c - fc, used.1 + m - fm);
+        let cap = opts.numa.get(&n).copied().unwrap_or_default();
+        let f = free.get(&n).copied().unwrap_or_default();
+        total = (total.0 + cap.cpu(), total.1 + cap.memory());
+        used = (
+            used.0 + cap.cpu() - f.cpu(),
+            used.1 + cap.memory() - f.memory(),
+        );
     }
     let least = |req: i64, cap: i64| {
         if cap == 0 || req > cap {
@@ -43,8 +47,8 @@ fn mask_score(
         }
     };
     let parts = [
-        (req.cpu_milli, used.0, total.0),
-        (req.memory, used.1, total.1),
+        (req.res.cpu(), used.0, total.0),
+        (req.res.memory(), used.1, total.1),
     ];
     let scored: Vec<i64> = parts
         .iter()
@@ -61,7 +65,7 @@ fn mask_score(
 /// Hints per resource: every provider's, merged into one map.
 pub type HintMap = BTreeMap<String, Vec<Hint>>;
 
-/// Hints per resource ("cpu", "memory") for the pod on this node.
+/// Hints per resource ("cpu", "memory", batch ones the zones list) for the pod on this node.
 pub fn generate(
     opts: &TopologyOptions,
     st: &NodeState,
@@ -76,23 +80,24 @@ pub fn generate(
         let cpus = usable(opts, st, b);
         for (n, f) in free.iter_mut() {
             let in_node = opts.topo.cpus_in_node(*n).intersection(&cpus).count() as i64;
-            f.0 = f.0.min(in_node * 1000);
+            f.0[NumaRes::CPU] = f.cpu().min(in_node * 1000);
         }
     }
     let nodes: Vec<u32> = free.keys().copied().collect();
     let mut out = HintMap::new();
-    let wanted = [("cpu", req.cpu_milli), ("memory", req.memory)];
+    let wanted: Vec<(usize, &str, i64)> = req
+        .res
+        .nonzero()
+        .filter(|(i, _, amount)| opts.aligned(*i) && *amount > 0)
+        .collect();
     for subset in 1u64..(1u64 << nodes.len().min(20)) {
         let mask = nodes
             .iter()
             .enumerate()
             .filter(|(i, _)| subset & (1 << i) != 0)
             .fold(0u64, |m, (_, n)| m | (1 << n));
-        for (res, amount) in wanted.iter().filter(|(_, a)| *a > 0) {
-            let avail: i64 = bits(mask)
-                .iter()
-                .map(|n| if *res == "cpu" { free[n].0 } else { free[n].1 })
-                .sum();
+        for (which, res, amount) in &wanted {
+            let avail: i64 = bits(mask).iter().map(|n| free[n].0[*which]).sum();
             if avail >= *amount {
                 out.entry(res.to_string()).or_default().push(Hint {
                     mask,

@@ -22,11 +22,12 @@ use take::Exclusive;
 
 use crate::api::cpuset;
 use crate::api::extension::keys::{ANNOTATION_RESOURCE_SPEC, ANNOTATION_RESOURCE_STATUS};
+use crate::api::extension::numa_res::NumaRes;
 use crate::api::extension::priority::PriorityClass;
 use crate::api::extension::qos::{QoSClass, pod_qos_class};
 use crate::api::extension::resourcestatus as rs;
 use crate::scheduler::framework::memo::{self, Memoized};
-use crate::scheduler::framework::res::{R_CPU, R_MEMORY};
+use crate::scheduler::framework::res::{R_BATCH_CPU, R_BATCH_MEMORY, R_CPU, R_MEMORY};
 use crate::scheduler::framework::{
     ClusterState, CycleState, NodeInfo, Plugin, PodDraft, PodInfo, Point, PreFilterResult, Status,
 };
@@ -55,8 +56,8 @@ pub struct NodeNUMAResource {
 
 /// What PreFilter learned about the pod.
 struct PreState {
-    cpu_milli: i64,
-    memory: i64,
+    /// cpu, memory, batch-cpu, batch-memory requested.
+    res: NumaRes,
     /// (policy, required, exclusive) when the pod itself asks to be pinned.
     bind: Option<(BindPolicy, bool, Exclusive)>,
     pod_numa: Option<NumaPolicy>,
@@ -134,7 +135,8 @@ impl NodeNUMAResource {
     fn pre_state(&self, pod: &PodInfo) -> Result<Option<PreState>, Status> {
         let spec = rs::resource_spec(&pod.pod).map_err(|e| Status::error(e.to_string()))?;
         let numa = rs::numa_topology_spec(&pod.pod).map_err(|e| Status::error(e.to_string()))?;
-        let (cpu_milli, memory) = (pod.req.get(R_CPU), pod.req.get(R_MEMORY));
+        let res = NumaRes([R_CPU, R_MEMORY, R_BATCH_CPU, R_BATCH_MEMORY].map(|r| pod.req.get(r)));
+        let cpu_milli = res.cpu();
         if pod.requests.values().all(|v| *v == 0) {
             return Ok(None);
         }
@@ -145,8 +147,7 @@ impl NodeNUMAResource {
             })?),
         };
         let mut st = PreState {
-            cpu_milli,
-            memory,
+            res,
             bind: None,
             pod_numa,
             numa_exclusive: numa.single_numa_node_exclusive != "Preferred",
@@ -206,9 +207,9 @@ impl NodeNUMAResource {
         });
         if bind.is_none()
             && let Some(f) = forced
-            && st.cpu_milli > 0
+            && st.res.cpu() > 0
         {
-            if st.cpu_milli % 1000 != 0 {
+            if st.res.cpu() % 1000 != 0 {
                 return Err(Status::unresolvable(ERR_INVALID_REQUESTED_CPUS));
             }
             bind = Some(Bind {
@@ -230,17 +231,13 @@ impl NodeNUMAResource {
             }
             if b.required
                 && b.policy == BindPolicy::FullPcpus
-                && !((st.cpu_milli / 1000) as usize)
+                && !((st.res.cpu() / 1000) as usize)
                     .is_multiple_of(opts.topo.cpus_per_core().max(1))
             {
                 return Err(Status::unresolvable(ERR_SMT_ALIGNMENT));
             }
         }
-        Ok(Request {
-            cpu_milli: st.cpu_milli,
-            memory: st.memory,
-            bind,
-        })
+        Ok(Request { res: st.res, bind })
     }
 
     fn numa_policy(
@@ -321,13 +318,13 @@ impl NodeNUMAResource {
         pod: &PodInfo,
     ) -> Result<(), Status> {
         let ratio = amplification_ratio(facts)?;
-        if req.cpu_milli == 0 || ratio <= 1.0 {
+        if req.cpu_milli() == 0 || ratio <= 1.0 {
             return Ok(());
         }
         let want = if req.bind.is_some() {
-            amplify(req.cpu_milli, ratio)
+            amplify(req.cpu_milli(), ratio)
         } else {
-            req.cpu_milli
+            req.cpu_milli()
         };
         let pinned = NodeState::of(node, &|k| k == pod.key).held.len() as i64 * 1000;
         let mut requested = node.req.get(R_CPU);
@@ -379,12 +376,10 @@ impl NodeNUMAResource {
             return 0;
         };
         let ns = NodeState::of(node, &|k| k == pod.key);
-        let (mut cap, mut used) = ((0, 0), (0, 0));
-        for (n, _, _) in &a.numa {
-            let (c, m) = opts.numa.get(n).copied().unwrap_or_default();
-            let (uc, um) = ns.numa_used.get(n).copied().unwrap_or_default();
-            cap = (cap.0 + c, cap.1 + m);
-            used = (used.0 + uc, used.1 + um);
+        let (mut cap, mut used) = (NumaRes::default(), NumaRes::default());
+        for (n, _) in &a.numa {
+            cap.add(&opts.numa.get(n).copied().unwrap_or_default());
+            used.add(&ns.numa_used.get(n).copied().unwrap_or_default());
         }
         let parts = self
             .args
@@ -392,8 +387,8 @@ impl NodeNUMAResource {
             .weights
             .iter()
             .filter_map(|(id, _, w)| match *id {
-                R_CPU => Some((used.0 + req.cpu_milli, cap.0, *w)),
-                R_MEMORY => Some((used.1 + req.memory, cap.1, *w)),
+                R_CPU => Some((used.cpu() + req.res.cpu(), cap.cpu(), *w)),
+                R_MEMORY => Some((used.memory() + req.res.memory(), cap.memory(), *w)),
                 _ => None,
             });
         self.least_or_most(parts)

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::alloc::Allocation;
 use crate::api::cpuset;
+use crate::api::extension::numa_res::NumaRes;
 use crate::api::extension::resourcestatus::{NUMANodeResource, ResourceStatus};
 use crate::api::quantity::{cpu_from_milli, from_int};
 use crate::scheduler::model::topology::BindPolicy;
@@ -21,14 +22,19 @@ pub fn status_json(a: &Allocation) -> String {
     let numa: Vec<NUMANodeResource> = a
         .numa
         .iter()
-        .map(|(n, cpu, mem)| {
-            let mut resources = BTreeMap::new();
-            if *cpu > 0 {
-                resources.insert("cpu".to_string(), cpu_from_milli(*cpu));
-            }
-            if *mem > 0 {
-                resources.insert("memory".to_string(), from_int(*mem));
-            }
+        .map(|(n, res)| {
+            let resources: BTreeMap<String, _> = res
+                .nonzero()
+                .filter(|(_, _, v)| *v > 0)
+                .map(|(i, name, v)| {
+                    let q = if i == NumaRes::CPU {
+                        cpu_from_milli(v)
+                    } else {
+                        from_int(v)
+                    };
+                    (name.to_string(), q)
+                })
+                .collect();
             NUMANodeResource {
                 node: *n as i32,
                 resources,

@@ -240,7 +240,7 @@ fn opts(t: CpuTopology, numa_cpu: i64, numa_mem: i64) -> TopologyOptions {
     let numa = t
         .numa_nodes()
         .into_iter()
-        .map(|n| (n, (numa_cpu, numa_mem)))
+        .map(|n| (n, NumaRes::cpu_memory(numa_cpu, numa_mem)))
         .collect();
     TopologyOptions {
         topo: t,
@@ -255,8 +255,7 @@ fn numa_policies_admit_by_hints() {
     let st = NodeState::default();
     let all = 0b11;
     let req = |cpu: i64, bind| Request {
-        cpu_milli: cpu,
-        memory: 1 << 30,
+        res: NumaRes::cpu_memory(cpu, 1 << 30),
         bind,
     };
     let admit = |p, r: &Request| hints::admit(p, &hints::generate(&o, &st, r, p, false), all);
@@ -294,7 +293,10 @@ fn numa_policies_admit_by_hints() {
     )
     .unwrap();
     assert_eq!(
-        a.numa.iter().map(|(n, c, _)| (*n, *c)).collect::<Vec<_>>(),
+        a.numa
+            .iter()
+            .map(|(n, r)| (*n, r.cpu()))
+            .collect::<Vec<_>>(),
         [(0, 6000), (1, 6000)]
     );
     assert_eq!(fmt(&a.cpus), "0-5,8-13");
@@ -461,7 +463,8 @@ fn reserved_cpus_and_placed_pods_are_not_given_out() {
     let o = TopologyOptions::from_nrt(&n);
     assert_eq!(fmt(&o.reserved), "0-1");
     assert_eq!(
-        o.numa[&0].0, 6000,
+        o.numa[&0].cpu(),
+        6000,
         "reserved CPUs leave the NUMA node's allocatable"
     );
     let mut c = cluster(vec![node_json("n1", "8", "32Gi")]);
@@ -507,3 +510,6 @@ mod device_tests;
 
 #[path = "reservation_tests.rs"]
 mod reservation_tests;
+
+#[path = "batch_tests.rs"]
+mod batch_tests;
