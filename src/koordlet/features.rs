@@ -43,8 +43,8 @@ pub const GPU_ENV_INJECT: Gate = gate("GPUEnvInject", false, true);
 pub const RDMA_DEVICE_INJECT: Gate = gate("RDMADeviceInject", false, true);
 pub const CPU_NORMALIZATION: Gate = gate("CPUNormalization", false, true);
 pub const CORE_SCHED: Gate = gate("CoreSched", false, true);
-pub const TERWAY_QO_S: Gate = gate("TerwayQoS", false, false);
-pub const TC_NETWORK_QO_S: Gate = gate("TCNetworkQoS", false, false);
+pub const TERWAY_QO_S: Gate = gate("TerwayQoS", false, true);
+pub const TC_NETWORK_QO_S: Gate = gate("TCNetworkQoS", false, true);
 pub const RESCTRL: Gate = gate("Resctrl", false, false);
 pub const OOM_SCORE_ADJ: Gate = gate("OOMScoreAdj", false, true);
 

@@ -24,4 +24,5 @@ pub mod storage;
 
 pub use cgroup::{CgroupDir, CgroupError, Cgroups, Driver, Resource, Subsystem, Version};
 pub mod system;
+pub mod tc;
 pub mod tuning;

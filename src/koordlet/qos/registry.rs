@@ -7,7 +7,7 @@ use super::runner::{Entry, Strategy};
 use super::{
     allocatableevict, batchresource, blkio, cgreconcile, coresched, cpuburst, cpuevict,
     cpunormalization, cpusuppress, hookreconcile, memoryevict, oomscoreadj, resctrl, sysreconcile,
-    usageevict,
+    tcnetqos, terwayqos, usageevict,
 };
 
 pub const REGISTRY: &[Entry] = &[
@@ -29,6 +29,8 @@ pub const REGISTRY: &[Entry] = &[
     usageevict::MEMORY,
     allocatableevict::CPU,
     allocatableevict::MEMORY,
+    tcnetqos::ENTRY,
+    terwayqos::ENTRY,
 ];
 
 /// The strategies whose gates are on, built.
