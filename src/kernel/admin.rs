@@ -33,10 +33,37 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let handler = move |req: Request<hyper::body::Incoming>| {
         let state = state.clone();
-        async move { route(&state, req.method(), req.uri().path()) }
+        async move {
+            let path = req.uri().path();
+            match extra_route(path) {
+                Some(h) if req.method() == Method::GET => h(&req),
+                _ => route(&state, req.method(), path),
+            }
+        }
     };
     super::http::serve(listener, handler, stop).await?;
     Ok(())
+}
+
+/// A path a role adds to the admin endpoint while it runs (the koordlet's `/events`).
+pub type ExtraRoute = Arc<dyn Fn(&Request<hyper::body::Incoming>) -> Response<Body> + Send + Sync>;
+
+static EXTRA: std::sync::RwLock<Vec<(&'static str, ExtraRoute)>> =
+    std::sync::RwLock::new(Vec::new());
+
+/// Serves `path` with `handler` on every admin endpoint of the process from now on.
+pub fn add_route(path: &'static str, handler: ExtraRoute) {
+    let mut extra = EXTRA.write().unwrap_or_else(|e| e.into_inner());
+    extra.retain(|(p, _)| *p != path);
+    extra.push((path, handler));
+}
+
+fn extra_route(path: &str) -> Option<ExtraRoute> {
+    let extra = EXTRA.read().unwrap_or_else(|e| e.into_inner());
+    extra
+        .iter()
+        .find(|(p, _)| *p == path)
+        .map(|(_, h)| h.clone())
 }
 
 fn route(state: &AdminState, method: &Method, path: &str) -> Response<Body> {

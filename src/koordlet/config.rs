@@ -30,6 +30,8 @@ pub struct Config {
     pub reporter: ReporterConfig,
     pub prediction: prediction::Config,
     pub eviction: EvictionConfig,
+    /// Audit events (gates `AuditEvents`, `AuditEventsHTTPHandler`).
+    pub audit: crate::koordlet::audit::Config,
     /// The runtime hook server the runtime proxy calls (`runtimehooks`).
     pub runtime_hooks: crate::koordlet::runtimehooks::Config,
     /// The Device report (gate Accelerators).
@@ -51,6 +53,7 @@ impl Default for Config {
             reporter: ReporterConfig::default(),
             prediction: prediction::Config::default(),
             eviction: EvictionConfig::default(),
+            audit: Default::default(),
             runtime_hooks: Default::default(),
             devices: Default::default(),
         }

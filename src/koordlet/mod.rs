@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod advisor;
+pub mod audit;
 pub mod collectors;
 mod config;
 pub mod configz;
@@ -112,6 +113,11 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     metrics.started(&node);
     let gates = features::KOORDLET_GATES.from_user(&cfg.feature_gates);
     ctx.report_unsupported(&features::KOORDLET_GATES.unsupported(&cfg.feature_gates));
+    audit::http::start(
+        &cfg.audit,
+        gates.on(features::AUDIT_EVENTS),
+        gates.on(features::AUDIT_EVENTS_HTTP_HANDLER),
+    );
     let gated = collectors::Gated {
         psi: gates.on(features::PSI_COLLECTOR),
         cpi: gates.on(features::CPI_COLLECTOR),

@@ -368,6 +368,26 @@ static SPECS: &[Spec] = &[
         "koord reads the slo-controller-config through NodeSLO, as Koordinator does",
     ),
     key(K, "tsdb-path", "koordlet.store.path", Str),
+    key(K, "audit-log-dir", "koordlet.audit.logDir", Str),
+    key(K, "audit-verbose", "koordlet.audit.verbose", U64),
+    key(
+        K,
+        "audit-max-disk-space-mb",
+        "koordlet.audit.maxDiskSpaceMB",
+        U64,
+    ),
+    key(
+        K,
+        "audit-max-concurrent-readers",
+        "koordlet.audit.maxConcurrentReaders",
+        U64,
+    ),
+    key(
+        K,
+        "audit-max-events-limit",
+        "koordlet.audit.maxEventsLimit",
+        U64,
+    ),
     key(
         K,
         "prediction-checkpoint-filepath",
