@@ -45,7 +45,7 @@ pub const CPU_NORMALIZATION: Gate = gate("CPUNormalization", false, true);
 pub const CORE_SCHED: Gate = gate("CoreSched", false, true);
 pub const TERWAY_QO_S: Gate = gate("TerwayQoS", false, true);
 pub const TC_NETWORK_QO_S: Gate = gate("TCNetworkQoS", false, true);
-pub const RESCTRL: Gate = gate("Resctrl", false, false);
+pub const RESCTRL: Gate = gate("Resctrl", false, true);
 pub const OOM_SCORE_ADJ: Gate = gate("OOMScoreAdj", false, true);
 
 /// (name, Koordinator's default, implemented by koord).

@@ -24,6 +24,7 @@ pub mod pick;
 pub mod podreconcile;
 pub mod registry;
 pub mod resctrl;
+pub mod resctrlpod;
 pub mod runner;
 pub mod sysreconcile;
 pub mod tcnetqos;

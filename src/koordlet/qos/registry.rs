@@ -6,8 +6,8 @@ use super::context::{Deps, QosCtx};
 use super::runner::{Entry, Strategy};
 use super::{
     allocatableevict, batchresource, blkio, cgreconcile, coresched, cpuburst, cpuevict,
-    cpunormalization, cpusuppress, hookreconcile, memoryevict, oomscoreadj, resctrl, sysreconcile,
-    tcnetqos, terwayqos, usageevict,
+    cpunormalization, cpusuppress, hookreconcile, memoryevict, oomscoreadj, resctrl, resctrlpod,
+    sysreconcile, tcnetqos, terwayqos, usageevict,
 };
 
 pub const REGISTRY: &[Entry] = &[
@@ -21,6 +21,7 @@ pub const REGISTRY: &[Entry] = &[
     cpuburst::ENTRY,
     cgreconcile::ENTRY,
     resctrl::ENTRY,
+    resctrlpod::ENTRY,
     blkio::ENTRY,
     sysreconcile::ENTRY,
     cpuevict::ENTRY,
