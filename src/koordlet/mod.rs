@@ -16,6 +16,7 @@ pub mod informer;
 pub mod kubeletconfig;
 mod measure;
 pub mod metrics;
+pub mod pleg;
 pub mod prediction;
 pub mod qos;
 pub mod reporter;
@@ -94,6 +95,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             sync_interval: Duration::from_secs(cfg.kubelet.sync_interval_seconds.max(1)),
             timeout: Duration::from_secs(cfg.kubelet.timeout_seconds.max(1)),
             requests: Some(metrics.ops.kubelet_requests.clone()),
+            wake: None,
         }),
         None => PodSource::Api,
     };

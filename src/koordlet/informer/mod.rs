@@ -303,6 +303,17 @@ pub fn start(
         .await;
         Ok(())
     });
+    let source = match source {
+        PodSource::Kubelet(mut k) => {
+            let wake = Arc::new(tokio::sync::Notify::new());
+            let dirs = crate::koordlet::pleg::qos_dirs(&cgroups);
+            let (w, sd) = (wake.clone(), shutdown.clone());
+            tasks.spawn("koordlet/pleg", crate::koordlet::pleg::run(dirs, w, sd));
+            k.wake = Some(wake);
+            PodSource::Kubelet(k)
+        }
+        api => api,
+    };
     let (s, sd, node) = (shared, shutdown.clone(), node.to_string());
     tasks.spawn("koordlet/informer/pods", async move {
         let publish = |pods: Vec<Arc<Pod>>| {

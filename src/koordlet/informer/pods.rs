@@ -24,6 +24,8 @@ pub struct KubeletPods {
     pub timeout: Duration,
     /// `koordlet_kubelet_request_duration_seconds{verb,path,code}`.
     pub requests: Option<crate::koordlet::metrics::KubeletRequests>,
+    /// Woken by the PLEG when a pod's cgroup appears: the list is read at once.
+    pub wake: Option<Arc<tokio::sync::Notify>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -99,10 +101,23 @@ pub async fn poll_kubelet(
 ) {
     let mut tick = tokio::time::interval(k.sync_interval);
     let mut published = false;
+    let mut limiter = crate::koordlet::pleg::Limiter::default();
+    let woken = || async {
+        match &k.wake {
+            Some(n) => n.notified().await,
+            None => std::future::pending().await,
+        }
+    };
     loop {
         tokio::select! {
             _ = shutdown.draining() => return,
             _ = tick.tick() => {}
+            _ = woken() => {
+                if !limiter.allow() {
+                    continue;
+                }
+                tick.reset();
+            }
         }
         match fetch(k).await {
             // An empty answer after a non-empty one is usually a kubelet restart, not a
@@ -196,6 +211,7 @@ mod tests {
             sync_interval: Duration::from_secs(1),
             timeout: Duration::from_secs(5),
             requests: Some(m.ops.kubelet_requests.clone()),
+            wake: None,
         };
         assert!(fetch(&k).await.unwrap().is_empty());
         let scrape = registry.scrape();
@@ -207,5 +223,69 @@ mod tests {
         assert_eq!(s.labels.get("verb"), Some("get"));
         assert_eq!(s.labels.get("path"), Some("/pods"));
         assert_eq!(s.labels.get("code"), Some("200"));
+    }
+
+    /// A kubelet answering every `/pods` request with an empty PodList, counting them.
+    async fn counting_kubelet() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let c = count.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let (mut buf, mut got) = ([0u8; 4096], Vec::new());
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let body = r#"{"kind":"PodList","apiVersion":"v1","items":[]}"#;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = s.write_all(head.as_bytes()).await;
+                let _ = s.write_all(body.as_bytes()).await;
+                let _ = s.shutdown().await;
+            }
+        });
+        (format!("http://{addr}/pods"), count)
+    }
+
+    #[tokio::test]
+    async fn a_pleg_wake_reads_the_pod_list_before_the_next_sync() {
+        let (url, count) = counting_kubelet().await;
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let k = KubeletPods {
+            url,
+            token_file: None,
+            sync_interval: Duration::from_secs(3600),
+            timeout: Duration::from_secs(5),
+            requests: None,
+            wake: Some(wake.clone()),
+        };
+        let shutdown = Shutdown::new();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let sd = shutdown.clone();
+        let task = tokio::spawn(async move {
+            poll_kubelet(&k, &sd, |p| {
+                let _ = tx.send(p.len());
+            })
+            .await
+        });
+        rx.recv().await.expect("the first read, at start");
+        wake.notify_one();
+        let read_again = async {
+            while count.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), read_again)
+            .await
+            .expect("read again at once, not after the hour");
+        shutdown.begin_drain();
+        task.await.unwrap();
     }
 }
