@@ -396,6 +396,7 @@ mod tests {
             util_gpu: 0,
             util_memory: 0,
             bus_id: format!("0000:1{minor}:00.0"),
+            processes: Vec::new(),
         }
     }
 

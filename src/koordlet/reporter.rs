@@ -204,7 +204,8 @@ pub fn build_status(
         SeriesKey::node(MetricKind::SysMemoryUsage),
     );
     let mut node_usage = avg_of(store, &ncpu, &nmem, start, now)?.unwrap_or_default();
-    let gpus = gpu_usages(store, start, now)?;
+    let gpu_list = gpus_of(store);
+    let gpus = gpu_usages(store, &gpu_list, None, (start, now))?;
     node_usage.devices = (!gpus.is_empty()).then_some(gpus);
     let system_usage = avg_of(store, &scpu, &smem, start, now)?.unwrap_or_default();
     let mut node_aggs = Vec::new();
@@ -220,9 +221,11 @@ pub fn build_status(
             SeriesKey::pod(MetricKind::PodCpuUsage, &p.uid),
             SeriesKey::pod(pod_mem, &p.uid),
         );
-        let Some(usage) = avg_of(store, &c, &m, start, now)? else {
+        let Some(mut usage) = avg_of(store, &c, &m, start, now)? else {
             continue;
         };
+        let devices = gpu_usages(store, &gpu_list, Some(&p.uid), (start, now))?;
+        usage.devices = (!devices.is_empty()).then_some(devices);
         pods.push(PodMetricInfo {
             name: Some(p.name.clone()),
             namespace: Some(p.namespace.clone()),
@@ -281,36 +284,53 @@ pub fn build_status(
     })
 }
 
-/// Per GPU (from the GPU collector's series): window averages of utilisation, memory used
-/// and its share of the GPU's memory, as `nodeUsage.devices`.
+/// The node's GPUs (minor, uuid) from the GPU collector's series.
+fn gpus_of(store: &MetricStore) -> Vec<(u32, String)> {
+    let mut out: Vec<(u32, String)> = store
+        .labels_of(MetricKind::NodeGpuCoreUsage)
+        .into_iter()
+        .filter_map(|labels| {
+            let get = |k: &str| labels.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+            Some((get("gpu_minor")?.parse().ok()?, get("gpu_device_uuid")?))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Per GPU: window averages of utilisation, memory used and its share of the GPU's
+/// memory — the node's (`nodeUsage.devices`) or, with `pod`, that pod's processes'
+/// (`podUsage.devices`, Koordinator's `collectPodGPUMetric`).
 fn gpu_usages(
     store: &MetricStore,
-    start: i64,
-    now: i64,
+    gpus: &[(u32, String)],
+    pod: Option<&str>,
+    (start, now): (i64, i64),
 ) -> Result<Vec<crate::api::scheduling::DeviceInfo>, StoreError> {
     use crate::api::extension::resources::{GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO};
-    use crate::koordlet::collectors::gpu::key;
+    use crate::koordlet::collectors::gpu::{key, owner_key};
     let mut out = Vec::new();
-    for labels in store.labels_of(MetricKind::NodeGpuCoreUsage) {
-        let get = |k: &str| labels.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        let (Some(minor), Some(uuid)) = (
-            get("gpu_minor").and_then(|m| m.parse::<u32>().ok()),
-            get("gpu_device_uuid"),
-        ) else {
-            continue;
+    for (minor, uuid) in gpus {
+        let avg = |k: SeriesKey| -> Result<Option<f64>, StoreError> {
+            Ok(store.aggregate(&k, start, now)?.map(|a| a.avg))
         };
-        let avg = |kind| -> Result<Option<f64>, StoreError> {
-            Ok(store
-                .aggregate(&key(kind, minor, uuid), start, now)?
-                .map(|a| a.avg))
+        let series = |node, of_pod| match pod {
+            None => key(node, *minor, uuid),
+            Some(uid) => owner_key(of_pod, ("pod_uid", uid), *minor, uuid),
         };
         let (Some(core), Some(used)) = (
-            avg(MetricKind::NodeGpuCoreUsage)?,
-            avg(MetricKind::NodeGpuMemoryUsage)?,
+            avg(series(
+                MetricKind::NodeGpuCoreUsage,
+                MetricKind::PodGpuCoreUsage,
+            ))?,
+            avg(series(
+                MetricKind::NodeGpuMemoryUsage,
+                MetricKind::PodGpuMemoryUsage,
+            ))?,
         ) else {
             continue;
         };
-        let total = avg(MetricKind::NodeGpuMemoryTotal)?.unwrap_or(0.0);
+        let total = avg(key(MetricKind::NodeGpuMemoryTotal, *minor, uuid))?.unwrap_or(0.0);
         let ratio = if total > 0.0 {
             used * 100.0 / total
         } else {
@@ -320,7 +340,7 @@ fn gpu_usages(
         out.push(crate::api::scheduling::DeviceInfo {
             type_: Some("gpu".into()),
             uuid: Some(uuid.to_string()),
-            minor: i32::try_from(minor).ok(),
+            minor: i32::try_from(*minor).ok(),
             health: true,
             resources: Some(BTreeMap::from([
                 (GPU_CORE.to_string(), q(core)),
@@ -330,7 +350,6 @@ fn gpu_usages(
             ..Default::default()
         });
     }
-    out.sort_by_key(|d| d.minor);
     Ok(out)
 }
 

@@ -119,6 +119,15 @@ fn status_from_samples() {
         ] {
             samples.push((key(kind, 1, "GPU-1"), Point { ts, value }));
         }
+        // Pod u1's processes on GPU 1: 10 % of its SMs, 8 GiB.
+        use crate::koordlet::collectors::gpu::owner_key;
+        for (kind, value) in [
+            (MetricKind::PodGpuCoreUsage, 10.0),
+            (MetricKind::PodGpuMemoryUsage, 8.0 * (1u64 << 30) as f64),
+        ] {
+            let k = owner_key(kind, ("pod_uid", "u1"), 1, "GPU-1");
+            samples.push((k, Point { ts, value }));
+        }
         for n in 0..2 {
             samples.push((
                 SeriesKey::numa(MetricKind::NodeNumaCpuUsage, n),
@@ -155,6 +164,16 @@ fn status_from_samples() {
     assert_eq!(r["koordinator.sh/gpu-core"].0, "40", "window average");
     assert_eq!(r["koordinator.sh/gpu-memory"].0, (20u64 << 30).to_string());
     assert_eq!(r["koordinator.sh/gpu-memory-ratio"].0, "25");
+    let pod = &st.pods_metric.as_ref().unwrap()[0];
+    let devices = pod.pod_usage.devices.clone().expect("the pod's GPU usage");
+    let r = devices[0].resources.clone().unwrap();
+    assert_eq!(devices[0].minor, Some(1));
+    assert_eq!(r["koordinator.sh/gpu-core"].0, "10");
+    assert_eq!(r["koordinator.sh/gpu-memory"].0, (8u64 << 30).to_string());
+    assert_eq!(
+        r["koordinator.sh/gpu-memory-ratio"].0, "10",
+        "of the GPU's 80 GiB"
+    );
     let numa = info.numa_usages.clone().unwrap();
     assert_eq!(numa.len(), 2);
     assert_eq!(

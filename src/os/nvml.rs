@@ -33,6 +33,17 @@ pub struct Gpu {
     pub util_memory: u32,
     /// PCI bus id, `0000:10:00.0` (sysfs spelling).
     pub bus_id: String,
+    /// Compute processes with a utilisation sample (empty where NVML cannot say).
+    pub processes: Vec<GpuProcess>,
+}
+
+/// One process on a GPU: its memory and the SM utilisation of its last sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuProcess {
+    pub pid: u32,
+    pub memory_used: u64,
+    /// Percent.
+    pub sm_util: u32,
 }
 
 type Device = *mut c_void;
@@ -50,11 +61,46 @@ type SetCreate = unsafe extern "C" fn(*mut EventSet) -> c_int;
 type SetFree = unsafe extern "C" fn(EventSet) -> c_int;
 type Register = unsafe extern "C" fn(Device, c_ulonglong, EventSet) -> c_int;
 type Wait = unsafe extern "C" fn(EventSet, *mut EventData, c_uint) -> c_int;
+type Running = unsafe extern "C" fn(Device, *mut c_uint, *mut ProcessInfo) -> c_int;
+type ProcUtil = unsafe extern "C" fn(Device, *mut ProcessSample, *mut c_uint, c_ulonglong) -> c_int;
 
 /// `nvmlEventTypeXidCriticalError`.
 const XID_CRITICAL_ERROR: c_ulonglong = 0x8;
 const ERROR_NOT_SUPPORTED: c_int = 3;
 const ERROR_TIMEOUT: c_int = 10;
+const ERROR_INSUFFICIENT_SIZE: c_int = 7;
+const ERROR_NOT_FOUND: c_int = 6;
+/// At most this many processes are read from one GPU.
+const MAX_PROCESSES: usize = 4096;
+
+/// `nvmlProcessInfo_t` (the `_v3` call's).
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct ProcessInfo {
+    pid: c_uint,
+    used_gpu_memory: c_ulonglong,
+    gpu_instance_id: c_uint,
+    compute_instance_id: c_uint,
+}
+
+/// `nvmlProcessUtilizationSample_t`.
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct ProcessSample {
+    pid: c_uint,
+    time_stamp: c_ulonglong,
+    sm_util: c_uint,
+    mem_util: c_uint,
+    enc_util: c_uint,
+    dec_util: c_uint,
+}
+
+/// NVML's per-process calls; without them (old drivers) pods have no GPU usage.
+#[derive(Clone, Copy)]
+struct ProcessFns {
+    running: Running,
+    util: ProcUtil,
+}
 
 #[repr(C)]
 struct EventData {
@@ -113,6 +159,7 @@ struct Fns {
     driver: Driver,
     shutdown: Init,
     events: Option<EventFns>,
+    processes: Option<ProcessFns>,
 }
 
 /// An initialised NVML; shut down on drop. The function pointers stay valid while `_lib`
@@ -175,6 +222,7 @@ impl Nvml {
             driver: sym(&lib, "nvmlSystemGetDriverVersion")?,
             shutdown: sym(&lib, "nvmlShutdown")?,
             events: event_fns(&lib),
+            processes: process_fns(&lib),
         };
         // SAFETY: nvmlInit_v2 takes no arguments.
         check("nvmlInit_v2", unsafe { init() })?;
@@ -249,8 +297,80 @@ impl Nvml {
             util_gpu: util.gpu,
             util_memory: util.memory,
             bus_id: sysfs_bus_id(&text(&pci.bus_id)),
+            processes: self.processes(dev).unwrap_or_else(|e| {
+                tracing::debug!(error = %e, "GPU processes not read");
+                Vec::new()
+            }),
         })
     }
+
+    /// The GPU's compute processes that have a utilisation sample (as Koordinator pairs
+    /// `GetComputeRunningProcesses` with `GetProcessUtilization`).
+    fn processes(&self, dev: Device) -> Result<Vec<GpuProcess>, NvmlError> {
+        let Some(p) = self.fns.processes else {
+            return Ok(Vec::new());
+        };
+        // SAFETY: NVML writes at most `*n` entries of the declared layouts into our
+        // buffer and sets `*n`; `dev` came from NVML.
+        let running = fill(
+            "nvmlDeviceGetComputeRunningProcesses_v3",
+            16,
+            |b, n| unsafe { (p.running)(dev, n, b) },
+        )?;
+        if running.is_empty() {
+            return Ok(Vec::new());
+        }
+        // SAFETY: as above.
+        let samples = fill("nvmlDeviceGetProcessUtilization", 16, |b, n| unsafe {
+            (p.util)(dev, b, n, 0)
+        })?;
+        Ok(running
+            .iter()
+            .filter_map(|r: &ProcessInfo| {
+                let s = samples.iter().find(|s: &&ProcessSample| s.pid == r.pid)?;
+                Some(GpuProcess {
+                    pid: r.pid,
+                    memory_used: r.used_gpu_memory,
+                    sm_util: s.sm_util,
+                })
+            })
+            .collect())
+    }
+}
+
+fn process_fns(lib: &Library) -> Option<ProcessFns> {
+    Some(ProcessFns {
+        running: sym(lib, "nvmlDeviceGetComputeRunningProcesses_v3").ok()?,
+        util: sym(lib, "nvmlDeviceGetProcessUtilization").ok()?,
+    })
+}
+
+/// Calls an NVML "fill this array" function: with room for `guess`, then, on
+/// `INSUFFICIENT_SIZE`, with room for the count it asked (bounded); `NOT_FOUND` is none.
+fn fill<T: Default + Clone>(
+    call: &'static str,
+    guess: usize,
+    mut f: impl FnMut(*mut T, *mut c_uint) -> c_int,
+) -> Result<Vec<T>, NvmlError> {
+    let mut buf = vec![T::default(); guess];
+    for _ in 0..2 {
+        let mut n = buf.len() as c_uint;
+        match f(buf.as_mut_ptr(), &mut n) {
+            ERROR_INSUFFICIENT_SIZE if (n as usize) <= MAX_PROCESSES => {
+                buf = vec![T::default(); n as usize];
+            }
+            ERROR_NOT_FOUND => return Ok(Vec::new()),
+            code => {
+                check(call, code)?;
+                buf.truncate(n as usize);
+                return Ok(buf);
+            }
+        }
+    }
+    Err(NvmlError::Call {
+        call,
+        code: ERROR_INSUFFICIENT_SIZE,
+    })
 }
 
 fn event_fns(lib: &Library) -> Option<EventFns> {

@@ -339,3 +339,93 @@ fn koordlet_device(
     let d = got.unwrap_or_else(|| panic!("no Device reported:\n{}", koord.logs()));
     (rt, api, koord, d)
 }
+
+/// Per-process accounting: the stand-in puts processes on its GPUs; the GPU collector
+/// sums them per container and pod by the pids in their cgroups (Koordinator's
+/// `getPodGPUUsage`), and processes of no pod count for none.
+#[test]
+fn pod_and_container_gpu_usage_from_per_process_accounting() {
+    use koord::koordlet::collectors::gpu::{GpuUsage, owner_key};
+    use koord::koordlet::collectors::{CollectEnv, Collector, Shared};
+    use koord::koordlet::informer::{PodMeta, States};
+    use koord::koordlet::store::MetricKind;
+    use koord::os::cgroup::{Cgroups, Driver, Resource, Version};
+    let dir = tempfile::tempdir().unwrap();
+    // GPU 0: pid 4242 (8 GiB, 35 %); GPU 1: pids 4242 and 4243 (1 GiB, 10 % each) and
+    // 999, which is no pod's.
+    let procs = "0:4242:8589934592:35,1:4242:1073741824:10,1:4243:1073741824:10,1:999:5:5";
+    let Some(lib) = fake_nvml_with(dir.path(), 2, &[format!("FAKE_NVML_PROCS=\"{procs}\"")]) else {
+        return;
+    };
+    let nvml = Nvml::open(lib.to_str().unwrap()).unwrap().unwrap();
+    assert_eq!(nvml.gpus().unwrap()[1].processes.len(), 3);
+    drop(nvml);
+    let cgroups = Cgroups::new(dir.path().join("cgroup"), Version::V1, Driver::Cgroupfs, "");
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "train", "namespace": "default", "uid": "u-train"},
+        "spec": {"containers": [{"name": "main", "image": "i"}, {"name": "side", "image": "i"}]},
+        "status": {"phase": "Running", "qosClass": "Burstable", "containerStatuses": [
+            {"name": "main", "containerID": "containerd://c-main", "image": "i", "imageID": "",
+             "ready": true, "restartCount": 0, "state": {"running": {}}},
+            {"name": "side", "containerID": "containerd://c-side", "image": "i", "imageID": "",
+             "ready": true, "restartCount": 0, "state": {"running": {}}}]}
+    }))
+    .unwrap();
+    let meta = PodMeta::new(pod, &cgroups).unwrap();
+    for (c, pids) in meta.containers.iter().zip(["4242\n", "4243\n"]) {
+        let f = cgroups.file(Resource::Procs, &c.dir);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, pids).unwrap();
+    }
+    let states = States {
+        pods: std::sync::Arc::new(vec![meta]),
+        ..States::default()
+    };
+    let host = koord::os::system::Host::new(dir.path().join("proc"), dir.path().join("sys"));
+    let env = CollectEnv {
+        host: &host,
+        cgroups: &cgroups,
+        states: &states,
+        now_ms: 1_000,
+        mono_ns: 1,
+        clk_tck: 100,
+    };
+    let mut collector = GpuUsage::new(lib.to_str().unwrap(), std::time::Duration::from_secs(1));
+    let mut out = Vec::new();
+    collector
+        .collect(&env, &mut Shared::default(), &mut out)
+        .unwrap();
+    let value = |kind, owner: (&'static str, &str), minor, uuid: &str| {
+        let k = owner_key(kind, owner, minor, uuid);
+        out.iter().find(|(key, _)| *key == k).map(|(_, p)| p.value)
+    };
+    let (g0, g1) = (
+        "GPU-00000000-0000-0000-0000-000000000000",
+        "GPU-00000000-0000-0000-0000-000000000001",
+    );
+    let pod = ("pod_uid", "u-train");
+    assert_eq!(value(MetricKind::PodGpuCoreUsage, pod, 0, g0), Some(35.0));
+    assert_eq!(
+        value(MetricKind::PodGpuMemoryUsage, pod, 0, g0),
+        Some((8u64 << 30) as f64)
+    );
+    assert_eq!(
+        value(MetricKind::PodGpuCoreUsage, pod, 1, g1),
+        Some(20.0),
+        "both containers"
+    );
+    assert_eq!(
+        value(MetricKind::PodGpuMemoryUsage, pod, 1, g1),
+        Some((2u64 << 30) as f64)
+    );
+    let side = ("container_id", "c-side");
+    assert_eq!(
+        value(MetricKind::ContainerGpuCoreUsage, side, 1, g1),
+        Some(10.0)
+    );
+    assert_eq!(
+        value(MetricKind::ContainerGpuCoreUsage, side, 0, g0),
+        None,
+        "not on GPU 0"
+    );
+}

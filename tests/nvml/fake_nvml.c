@@ -5,8 +5,10 @@
  * events: nvmlEventSetWait_v2 delivers "<gpu index> <xid>" from the file named by
  * -DFAKE_NVML_XID_FILE="path" (or that environment variable) once and removes it; index
  * -1 stands for an event NVML cannot place on one GPU. -DFAKE_NVML_NO_EVENTS makes every
- * GPU too old for events. Init is counted, as NVML's is. Only the entry points koord
- * calls exist, with NVML's ABI. */
+ * GPU too old for events. Processes on GPUs (per-process memory and SM utilisation):
+ * FAKE_NVML_PROCS (the environment variable, else -DFAKE_NVML_PROCS="…"), entries
+ * "gpu:pid:memoryBytes:smPercent" separated by commas. Init is counted, as NVML's is.
+ * Only the entry points koord calls exist, with NVML's ABI. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,7 @@ typedef int nvmlReturn_t;
 #define NVML_ERROR_INVALID_ARGUMENT 2
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_NOT_FOUND 6
 #define NVML_ERROR_TIMEOUT 10
 #define NVML_EVENT_XID_CRITICAL_ERROR 0x8ULL
 
@@ -38,6 +41,17 @@ typedef struct {
     unsigned long long eventType, eventData;
     unsigned int gpuInstanceId, computeInstanceId;
 } nvmlEventData_t;
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil, memUtil, encUtil, decUtil;
+} nvmlProcessUtilizationSample_t;
 
 static fake_device devices[8];
 static fake_set the_set;
@@ -188,4 +202,69 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
         if (waited >= timeout_ms) return NVML_ERROR_TIMEOUT;
         usleep(20000);
     }
+}
+
+typedef struct { unsigned int pid; unsigned long long mem; unsigned int sm; } fake_proc;
+
+/* The processes FAKE_NVML_PROCS puts on GPU `index`, at most `max`; how many there are. */
+static unsigned int procs_of(int index, fake_proc *out, unsigned int max) {
+    const char *spec = getenv("FAKE_NVML_PROCS");
+#ifdef FAKE_NVML_PROCS
+    if (!spec) spec = FAKE_NVML_PROCS;
+#endif
+    unsigned int n = 0;
+    while (spec && *spec) {
+        int gpu = -1;
+        unsigned int pid = 0, sm = 0;
+        unsigned long long mem = 0;
+        if (sscanf(spec, "%d:%u:%llu:%u", &gpu, &pid, &mem, &sm) == 4 && gpu == index) {
+            if (n < max) {
+                out[n].pid = pid;
+                out[n].mem = mem;
+                out[n].sm = sm;
+            }
+            n++;
+        }
+        spec = strchr(spec, ',');
+        if (spec) spec++;
+    }
+    return n;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *n, nvmlProcessInfo_t *infos) {
+    fake_proc p[64];
+    if (!d || !n) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned int k = procs_of(d->index, p, 64);
+    if (k > *n || (k > 0 && !infos)) {
+        *n = k;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned int i = 0; i < k; i++) {
+        memset(&infos[i], 0, sizeof infos[i]);
+        infos[i].pid = p[i].pid;
+        infos[i].usedGpuMemory = p[i].mem;
+    }
+    *n = k;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t *u,
+                                             unsigned int *n, unsigned long long lastSeen) {
+    fake_proc p[64];
+    (void)lastSeen;
+    if (!d || !n) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned int k = procs_of(d->index, p, 64);
+    if (k == 0) return NVML_ERROR_NOT_FOUND;
+    if (k > *n || !u) {
+        *n = k;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned int i = 0; i < k; i++) {
+        memset(&u[i], 0, sizeof u[i]);
+        u[i].pid = p[i].pid;
+        u[i].timeStamp = 1;
+        u[i].smUtil = p[i].sm;
+    }
+    *n = k;
+    return NVML_SUCCESS;
 }

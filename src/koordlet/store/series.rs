@@ -30,6 +30,12 @@ pub enum MetricKind {
     NodeGpuCoreUsage,
     NodeGpuMemoryUsage,
     NodeGpuMemoryTotal,
+    /// Per pod and container and GPU: the summed SM utilisation (percent) and memory
+    /// (bytes) of its processes.
+    PodGpuCoreUsage,
+    PodGpuMemoryUsage,
+    ContainerGpuCoreUsage,
+    ContainerGpuMemoryUsage,
     /// `usageWithPageCache` (NodeMetric `nodeMemoryCollectPolicy`): collected only then.
     NodeMemoryWithPageCache,
     PodMemoryWithPageCache,
@@ -76,6 +82,10 @@ impl MetricKind {
             Self::NodeGpuCoreUsage => "node_gpu_core_usage",
             Self::NodeGpuMemoryUsage => "node_gpu_memory_usage",
             Self::NodeGpuMemoryTotal => "node_gpu_memory_total",
+            Self::PodGpuCoreUsage => "pod_gpu_core_usage",
+            Self::PodGpuMemoryUsage => "pod_gpu_memory_usage",
+            Self::ContainerGpuCoreUsage => "container_gpu_core_usage",
+            Self::ContainerGpuMemoryUsage => "container_gpu_memory_usage",
             Self::NodeMemoryWithPageCache => "node_memory_usage_with_page_cache",
             Self::PodMemoryWithPageCache => "pod_memory_usage_with_page_cache",
             Self::ContainerMemoryWithPageCache => "container_memory_usage_with_page_cache",
