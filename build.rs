@@ -1,5 +1,6 @@
 //! Builds koord's RuntimeHookService bindings (`proto/runtime/v1alpha1/api.proto`, tonic
-//! client and server), NRI's messages (`proto/nri/v1alpha1/api.proto`, prost only), and compiles Kubernetes' published `.proto` files (v1.33, as shipped in the `k8s-rs-pb`
+//! client and server), the kubelet's PodResources service (`proto/podresources/v1`, client
+//! and server, for the koordlet's proxy), NRI's messages (`proto/nri/v1alpha1/api.proto`, prost only), and compiles Kubernetes' published `.proto` files (v1.33, as shipped in the `k8s-rs-pb`
 //! crate's package) into one FileDescriptorSet, which the embedded API server uses to
 //! transcode built-in objects between JSON (how it stores them) and protobuf (how kubectl
 //! and client-go send them). `protoc` comes from `scripts/deps.sh` (or `$PROTOC`).
@@ -16,6 +17,10 @@ fn main() {
     tonic_prost_build::configure()
         .compile_protos(&["proto/runtime/v1alpha1/api.proto"], &["proto"])
         .unwrap_or_else(|e| panic!("koord build: proto/runtime/v1alpha1/api.proto: {e}"));
+    println!("cargo:rerun-if-changed=proto/podresources/v1/api.proto");
+    tonic_prost_build::configure()
+        .compile_protos(&["proto/podresources/v1/api.proto"], &["proto"])
+        .unwrap_or_else(|e| panic!("koord build: proto/podresources/v1/api.proto: {e}"));
     println!("cargo:rerun-if-changed=proto/nri/v1alpha1/api.proto");
     // NRI speaks ttrpc, not gRPC: messages only, the transport is koord's own.
     tonic_prost_build::configure()

@@ -32,6 +32,8 @@ pub struct Config {
     pub eviction: EvictionConfig,
     /// Audit events (gates `AuditEvents`, `AuditEventsHTTPHandler`).
     pub audit: crate::koordlet::audit::Config,
+    /// Where the pod-resources proxy serves `kubelet.sock` (gate `PodResourcesProxy`).
+    pub pod_resources_proxy_path: PathBuf,
     /// The runtime hook server the runtime proxy calls (`runtimehooks`).
     pub runtime_hooks: crate::koordlet::runtimehooks::Config,
     /// The Device report (gate Accelerators).
@@ -54,6 +56,7 @@ impl Default for Config {
             prediction: prediction::Config::default(),
             eviction: EvictionConfig::default(),
             audit: Default::default(),
+            pod_resources_proxy_path: "/var/run/koordlet/pod-resources".into(),
             runtime_hooks: Default::default(),
             devices: Default::default(),
         }

@@ -17,6 +17,7 @@ pub mod kubeletconfig;
 mod measure;
 pub mod metrics;
 pub mod pleg;
+pub mod podresources;
 pub mod prediction;
 pub mod qos;
 pub mod reporter;
@@ -133,6 +134,14 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             .on(features::ACCELERATORS)
             .then_some(cfg.devices.nvml_library.as_str()),
     );
+    if gates.on(features::POD_RESOURCES_PROXY) {
+        let upstream = cfg.kubelet.root_dir.join("pod-resources/kubelet.sock");
+        let proxy = podresources::Proxy::new(upstream, informer.clone());
+        let (dir, sd) = (cfg.pod_resources_proxy_path.clone(), ctx.shutdown.clone());
+        ctx.tasks.spawn("koordlet/pod-resources-proxy", async move {
+            podresources::serve(&dir, proxy, sd).await
+        });
+    }
     let qos_host = host.clone();
     let mut executor = qos::executor::Executor::new(cgroups.clone(), Duration::from_secs(60));
     executor.observed = Some(metrics.clone());

@@ -369,6 +369,12 @@ static SPECS: &[Spec] = &[
     ),
     key(K, "tsdb-path", "koordlet.store.path", Str),
     key(K, "audit-log-dir", "koordlet.audit.logDir", Str),
+    key(
+        K,
+        "pod-resources-proxy-path",
+        "koordlet.podResourcesProxyPath",
+        Str,
+    ),
     key(K, "audit-verbose", "koordlet.audit.verbose", U64),
     key(
         K,
