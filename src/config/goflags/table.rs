@@ -371,6 +371,12 @@ static SPECS: &[Spec] = &[
     key(K, "audit-log-dir", "koordlet.audit.logDir", Str),
     key(
         K,
+        "hami-core-library-directory-path",
+        "koordlet.runtimeHooks.hamiCoreLibraryPath",
+        Str,
+    ),
+    key(
+        K,
         "pod-resources-proxy-path",
         "koordlet.podResourcesProxyPath",
         Str,

@@ -7,6 +7,7 @@
 //! decisions answer the runtime's NRI events where the runtime has NRI (`nri`).
 
 pub mod cpuset;
+pub mod hami;
 pub mod nri;
 pub mod rdma;
 pub mod request;
@@ -38,6 +39,8 @@ pub struct Config {
     pub disable_unset_cpu_quota: bool,
     /// The koordlet as an NRI plugin of the runtime (beside the proxy mode's server).
     pub nri: nri::Config,
+    /// HAMi-core's library on the node (`-hami-core-library-directory-path`).
+    pub hami_core_library_path: PathBuf,
 }
 
 impl Default for Config {
@@ -50,6 +53,7 @@ impl Default for Config {
             failure_policy: "Ignore".into(),
             disable_unset_cpu_quota: false,
             nri: nri::Config::default(),
+            hami_core_library_path: "/usr/local/vgpu/libvgpu.so".into(),
         }
     }
 }

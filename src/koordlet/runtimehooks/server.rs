@@ -23,13 +23,31 @@ use crate::koordlet::metrics::KoordletMetrics;
 use crate::os::{CgroupDir, Cgroups, Resource};
 use k8s_openapi::api::core::v1::Pod;
 
+/// HAMi-core's settings for the container of `req`, its cache directory made.
+fn hami_isolation(
+    h: &super::hami::HamiCore,
+    req: &ContainerResourceHookRequest,
+) -> Result<super::hami::Isolation, Status> {
+    let uid = req.pod_meta.as_ref().map_or("", |m| m.uid.as_str());
+    let container = req.container_meta.as_ref().map_or("", |m| m.name.as_str());
+    let i = super::hami::isolation(h, &req.pod_labels, &req.pod_annotations, uid, container)
+        .map_err(|e| Status::failed_precondition(format!("GPUEnvInject: {e}")))?;
+    if let Some(dir) = &i.cache_dir {
+        super::hami::prepare_cache_dir(dir)
+            .map_err(|e| Status::internal(format!("GPUEnvInject: {}: {e}", dir.display())))?;
+    }
+    Ok(i)
+}
+
 /// What PreCreateContainer adds besides resources.
 #[derive(Debug, Default)]
 pub struct Extras {
-    /// GPUEnvInject's `NVIDIA_VISIBLE_DEVICES`.
-    pub env: Option<(String, String)>,
+    /// GPUEnvInject's `NVIDIA_VISIBLE_DEVICES` and HAMi-core's settings.
+    pub env: Vec<(String, String)>,
     /// RDMADeviceInject's devices.
     pub devices: Vec<LinuxDevice>,
+    /// HAMi-core's bind mounts (NRI only: the proxy's protocol has no mounts).
+    pub mounts: Vec<super::hami::BindMount>,
 }
 
 pub struct Hooks {
@@ -46,6 +64,8 @@ pub struct Hooks {
     /// Where each hook's duration goes (`koordlet_runtime_hook_invoked_duration_milliseconds`)
     /// and the node it is labelled with.
     pub observed: Option<(Arc<KoordletMetrics>, String)>,
+    /// HAMi-core isolation within GPUEnvInject (its library and the monitor gate).
+    pub hami: Option<super::hami::HamiCore>,
     bvt_missing: AtomicBool,
 }
 
@@ -63,6 +83,7 @@ impl Hooks {
             cpus,
             kubelet_state: None,
             device_roots: Default::default(),
+            hami: None,
             observed: None,
             bvt_missing: AtomicBool::new(false),
         }
@@ -165,20 +186,24 @@ impl Hooks {
         if stage != "PreCreateContainer" {
             return Ok(Extras::default());
         }
-        let mut env = None;
+        let mut extras = Extras::default();
         if self.rules.gpu_env_inject {
-            env = self.timed("gpu env inject", stage, || {
+            extras.env.extend(self.timed("gpu env inject", stage, || {
                 Ok(self.rules.gpu_env(&req.pod_annotations))
-            })?;
+            })?);
+            if let Some(h) = &self.hami {
+                let i = self.timed("gpu env inject", stage, || hami_isolation(h, req))?;
+                extras.env.extend(i.envs);
+                extras.mounts = i.mounts;
+            }
         }
-        let mut devices = Vec::new();
         if self.rules.rdma_device_inject {
-            devices = self.timed("rdma device inject", stage, || {
+            extras.devices = self.timed("rdma device inject", stage, || {
                 super::rdma::devices(&req.pod_annotations, &self.device_roots)
                     .map_err(|e| Status::failed_precondition(format!("RDMADeviceInject: {e}")))
             })?;
         }
-        Ok(Extras { env, devices })
+        Ok(extras)
     }
 
     /// The whole answer to a container hook in proxy mode: resources (see
@@ -194,9 +219,9 @@ impl Hooks {
             ..Default::default()
         };
         let extras = self.container_extras(req, stage)?;
-        if let Some((k, v)) = extras.env {
+        if !extras.env.is_empty() {
             resp.container_envs = req.container_envs.clone();
-            resp.container_envs.insert(k, v);
+            resp.container_envs.extend(extras.env);
         }
         resp.container_devices = extras.devices;
         Ok(resp)

@@ -4,10 +4,11 @@
 
 use super::api;
 use crate::kernel::hookproto::{
-    ContainerMetadata, ContainerResourceHookRequest, LinuxContainerResources, LinuxDevice,
+    ContainerMetadata, ContainerResourceHookRequest, LinuxContainerResources,
     PodSandboxHookRequest, PodSandboxMetadata,
 };
 use crate::koordlet::runtimehooks::rules::ContainerValues;
+use crate::koordlet::runtimehooks::server::Extras;
 
 fn meta(pod: &api::PodSandbox) -> PodSandboxMetadata {
     PodSandboxMetadata {
@@ -108,13 +109,10 @@ pub fn resources(v: &ContainerValues) -> Option<api::LinuxResources> {
 }
 
 /// CreateContainer's answer: resources, an injected env and devices.
-pub fn adjustment(
-    v: &ContainerValues,
-    env: Option<(String, String)>,
-    devices: &[LinuxDevice],
-) -> api::ContainerAdjustment {
+pub fn adjustment(v: &ContainerValues, extras: &Extras) -> api::ContainerAdjustment {
     let resources = resources(v);
-    let devices: Vec<api::LinuxDevice> = devices
+    let devices: Vec<api::LinuxDevice> = extras
+        .devices
         .iter()
         .map(|d| api::LinuxDevice {
             path: d.path.clone(),
@@ -132,9 +130,23 @@ pub fn adjustment(
             ..Default::default()
         });
     api::ContainerAdjustment {
-        env: env
-            .into_iter()
-            .map(|(key, value)| api::KeyValue { key, value })
+        env: extras
+            .env
+            .iter()
+            .map(|(key, value)| api::KeyValue {
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect(),
+        mounts: extras
+            .mounts
+            .iter()
+            .map(|m| api::Mount {
+                destination: m.destination.clone(),
+                r#type: "bind".into(),
+                source: m.source.clone(),
+                options: vec!["rbind".into()],
+            })
             .collect(),
         linux,
         ..Default::default()
@@ -202,7 +214,15 @@ mod tests {
             memory_limit: Some(128 << 20),
             cpuset: None,
         };
-        let a = adjustment(&v, Some(("NVIDIA_VISIBLE_DEVICES".into(), "0".into())), &[]);
+        let extras = Extras {
+            env: vec![("NVIDIA_VISIBLE_DEVICES".into(), "0".into())],
+            mounts: vec![crate::koordlet::runtimehooks::hami::BindMount {
+                source: "/tmp/vgpulock".into(),
+                destination: "/tmp/vgpulock".into(),
+            }],
+            ..Extras::default()
+        };
+        let a = adjustment(&v, &extras);
         let r = a.linux.unwrap().resources.unwrap();
         let cpu = r.cpu.unwrap();
         assert_eq!(cpu.shares.unwrap().value, 512);
@@ -213,6 +233,11 @@ mod tests {
         );
         assert_eq!(r.memory.unwrap().limit.unwrap().value, 128 << 20);
         assert_eq!(a.env[0].key, "NVIDIA_VISIBLE_DEVICES");
+        let m = &a.mounts[0];
+        assert_eq!(
+            (m.r#type.as_str(), m.options.as_slice()),
+            ("bind", &["rbind".to_string()][..])
+        );
         assert!(update("c1", &ContainerValues::default()).is_none());
         let u = update("c1", &v).unwrap();
         assert_eq!(u.container_id, "c1");

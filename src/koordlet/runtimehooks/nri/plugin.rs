@@ -215,7 +215,7 @@ impl Plugin {
             }
         };
         Ok(api::CreateContainerResponse {
-            adjust: Some(convert::adjustment(&values, extras.env, &extras.devices)),
+            adjust: Some(convert::adjustment(&values, &extras)),
             ..Default::default()
         })
     }
