@@ -9,6 +9,8 @@
 //! model names, memory, card ids and health; koord reports what the PCI bus says: the
 //! vendor, the PCI device id as the model, the NUMA node and root complex, healthy.
 
+pub mod config;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -88,21 +90,30 @@ pub fn write(path: &Path, devices: &[XpuDevice]) -> Result<(), crate::os::files:
     files::write_atomic(path, text.as_bytes(), 0o600, files::Sync::Durable)
 }
 
-/// `koord device-scan` arguments (Koordinator's koord-device-daemon flags).
+/// `koord device-scan` arguments (Koordinator's koord-device-daemon flags; each also from
+/// its `KDD_*` environment variable or the config file).
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
     /// Scan once, write the file and exit (the file stays)
-    #[arg(long)]
-    pub oneshot: bool,
-    /// Time between scans (Go duration)
-    #[arg(long, default_value = "900s")]
-    pub sleep_interval: String,
-    /// Where the koordlet reads the devices; empty: write nothing
-    #[arg(long, default_value = "/var/run/koordlet/xpu-device-infos/ic-device")]
-    pub prints_output_file: PathBuf,
+    #[arg(long, env = "KDD_ONESHOT", num_args = 0..=1, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub oneshot: Option<bool>,
+    /// Time between scans (Go duration; default 900s)
+    #[arg(long, env = "KDD_SLEEP_INTERVAL")]
+    pub sleep_interval: Option<String>,
+    /// Where the koordlet reads the devices (default
+    /// /var/run/koordlet/xpu-device-infos/ic-device; also PRINTS_OUTPUT_FILE); empty: write
+    /// nothing
+    #[arg(long, env = "KDD_PRINTS_OUTPUT_FILE")]
+    pub prints_output_file: Option<PathBuf>,
+    /// A YAML or JSON file with the settings under flags.kdd (also CONFIG_FILE); flags and
+    /// environment win over it
+    #[arg(long, env = "KDD_CONFIG_FILE")]
+    pub config_file: Option<PathBuf>,
     /// Accepted for compatibility; unused, as in Koordinator
-    #[arg(long)]
-    pub no_timestamp: bool,
+    #[arg(long, env = "KDD_NO_TIMESTAMP", num_args = 0..=1, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_timestamp: Option<bool>,
     /// The host's sysfs as seen from here
     #[arg(long, default_value = "/sys")]
     pub sys_root: PathBuf,
@@ -112,23 +123,25 @@ pub struct Args {
     pub klog_v: Option<String>,
 }
 
-fn scan_and_write(a: &Args) -> Result<usize, String> {
-    let devices = scan(&a.sys_root);
-    write(&a.prints_output_file, &devices)
-        .map_err(|e| format!("{}: {e}", a.prints_output_file.display()))?;
+fn scan_and_write(sys: &Path, output: &Path) -> Result<usize, String> {
+    let devices = scan(sys);
+    write(output, &devices).map_err(|e| format!("{}: {e}", output.display()))?;
     Ok(devices.len())
 }
 
 /// Runs the daemon: scan, write, sleep; SIGHUP scans at once; SIGTERM/SIGINT remove the
 /// file (it would go stale) and exit.
 pub fn main(a: &Args) -> std::process::ExitCode {
-    let every = match crate::api::duration::parse(&a.sleep_interval) {
-        Ok(d) if d > Duration::ZERO => d,
-        _ => {
-            eprintln!(
-                "koord device-scan: --sleep-interval {:?}: want a positive duration such as 900s",
-                a.sleep_interval
-            );
+    let given = config::Given {
+        oneshot: a.oneshot,
+        sleep_interval: a.sleep_interval.clone(),
+        prints_output_file: a.prints_output_file.clone(),
+        config_file: a.config_file.clone(),
+    };
+    let s = match config::settings(&given, |k| std::env::var(k).ok()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("koord device-scan: {e}");
             return std::process::ExitCode::from(2);
         }
     };
@@ -136,16 +149,15 @@ pub fn main(a: &Args) -> std::process::ExitCode {
         Ok(n) => eprintln!("koord device-scan: {n} device(s) written"),
         Err(e) => eprintln!("koord device-scan: {e}"),
     };
-    if a.oneshot {
-        return match scan_and_write(a) {
-            Ok(n) => {
-                report(Ok(n));
-                std::process::ExitCode::SUCCESS
-            }
-            Err(e) => {
-                report(Err(e));
-                std::process::ExitCode::FAILURE
-            }
+    let scan_once = || scan_and_write(&a.sys_root, &s.prints_output_file);
+    if s.oneshot {
+        let r = scan_once();
+        let ok = r.is_ok();
+        report(r);
+        return if ok {
+            std::process::ExitCode::SUCCESS
+        } else {
+            std::process::ExitCode::FAILURE
         };
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -158,12 +170,16 @@ pub fn main(a: &Args) -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    rt.block_on(run_loop(a, every, report));
-    let _ = std::fs::remove_file(&a.prints_output_file);
+    rt.block_on(run_loop(&scan_once, s.sleep_interval, report));
+    let _ = std::fs::remove_file(&s.prints_output_file);
     std::process::ExitCode::SUCCESS
 }
 
-async fn run_loop(a: &Args, every: Duration, report: impl Fn(Result<usize, String>)) {
+async fn run_loop(
+    scan_once: &dyn Fn() -> Result<usize, String>,
+    every: Duration,
+    report: impl Fn(Result<usize, String>),
+) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -174,7 +190,7 @@ async fn run_loop(a: &Args, every: Duration, report: impl Fn(Result<usize, Strin
         return;
     };
     loop {
-        report(scan_and_write(a));
+        report(scan_once());
         tokio::select! {
             _ = term.recv() => return,
             _ = int.recv() => return,

@@ -429,3 +429,29 @@ fn pod_and_container_gpu_usage_from_per_process_accounting() {
         "not on GPU 0"
     );
 }
+
+/// Koordinator's daemon settings from the environment and its config file: `KDD_ONESHOT`
+/// and `KDD_CONFIG_FILE` (whose `printsOutputFile` is used), no flag given.
+#[test]
+fn device_scan_reads_kdd_environment_and_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("from-file/ic-device");
+    let cfg = dir.path().join("kdd.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "version: v1\nflags:\n  kdd:\n    printsOutputFile: {}\n",
+            out_file.display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(crate::common::koord_bin())
+        .args(["device-scan", "--sys-root"])
+        .arg(dir.path().join("no-sys"))
+        .env("KDD_ONESHOT", "1")
+        .env("KDD_CONFIG_FILE", &cfg)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&out_file).unwrap().trim(), "[]");
+}
