@@ -296,6 +296,7 @@ fn start_runtime_hooks(
     hooks.device_roots.sys = host.sys_root.clone();
     hooks.kubelet_state = Some(cfg.kubelet.cpu_manager_state_file.clone());
     hooks.observed = Some(observed);
+    hooks.resctrl = gates.on(features::RESCTRL).then(|| host.clone());
     hooks.hami = Some(runtimehooks::hami::HamiCore {
         library: cfg.runtime_hooks.hami_core_library_path.clone(),
         monitor: gates.on(features::HAMI_CORE_VGPU_MONITOR),

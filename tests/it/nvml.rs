@@ -452,6 +452,10 @@ fn device_scan_reads_kdd_environment_and_config_file() {
         .env("KDD_CONFIG_FILE", &cfg)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(std::fs::read_to_string(&out_file).unwrap().trim(), "[]");
 }

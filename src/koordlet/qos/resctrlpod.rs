@@ -73,6 +73,39 @@ pub struct Rdt<'a> {
     pub mba: bool,
 }
 
+/// What the host's resctrl has, read once for a pass.
+struct HostRdt {
+    cbm: String,
+    ids: Vec<u32>,
+    amd: bool,
+    mba: bool,
+}
+
+impl HostRdt {
+    fn of(host: &Host, cbm: String) -> HostRdt {
+        let (vendor, flags) = host.cpu_flags().unwrap_or_default();
+        let mut ids = host.l3_cache_ids();
+        if ids.is_empty() {
+            ids.push(0);
+        }
+        HostRdt {
+            cbm: cbm.trim().to_string(),
+            ids,
+            amd: vendor.contains("AMD"),
+            mba: flags.iter().any(|f| f == "mba"),
+        }
+    }
+
+    fn rdt(&self) -> Rdt<'_> {
+        Rdt {
+            cbm: &self.cbm,
+            cache_ids: &self.ids,
+            amd: self.amd,
+            mba: self.mba,
+        }
+    }
+}
+
 /// A pod's schemata from its annotation (`ParseSchemata`): an `L3` line when every cache
 /// has a mask, an `MB` line when every cache has a bandwidth (and the CPU has MBA).
 pub fn pod_schemata(annotation: &str, rdt: &Rdt) -> Result<String, String> {
@@ -134,18 +167,9 @@ pub fn pass(
     ex: &Executor,
 ) -> Result<Vec<(&'static str, String)>, ResctrlError> {
     let root = host.resctrl_root();
-    let (vendor, flags) = host.cpu_flags().unwrap_or_default();
     let cbm = knob::read(&root.join("info/L3/cbm_mask"))?;
-    let mut ids = host.l3_cache_ids();
-    if ids.is_empty() {
-        ids.push(0);
-    }
-    let rdt = Rdt {
-        cbm: cbm.trim(),
-        cache_ids: &ids,
-        amd: vendor.contains("AMD"),
-        mba: flags.iter().any(|f| f == "mba"),
-    };
+    let facts = HostRdt::of(host, cbm);
+    let rdt = facts.rdt();
     let mut written = Vec::new();
     let mut live = BTreeSet::new();
     for pod in states.pods.iter() {
@@ -191,6 +215,42 @@ pub fn pass(
         written.push(("removed", stale));
     }
     Ok(written)
+}
+
+/// The group a container of the pod in `req` joins at creation (Resctrl's PreCreateContainer,
+/// through NRI's `rdtClass`), made with its schemata first — the runtime only joins an
+/// existing group; none when the pod has no annotation or the host no resctrl (then the
+/// reconciler is all there is).
+pub fn ready_group(
+    host: &Host,
+    req: &crate::kernel::hookproto::ContainerResourceHookRequest,
+) -> Result<Option<String>, String> {
+    let Some(annotation) = req.pod_annotations.get(ANNOTATION_RESCTRL) else {
+        return Ok(None);
+    };
+    let Some(uid) = req
+        .pod_meta
+        .as_ref()
+        .map(|m| m.uid.as_str())
+        .filter(|u| !u.is_empty())
+    else {
+        return Ok(None);
+    };
+    let root = host.resctrl_root();
+    let Some(cbm) = knob::read_opt(&root.join("info/L3/cbm_mask")) else {
+        return Ok(None);
+    };
+    let schemata = pod_schemata(annotation, &HostRdt::of(host, cbm).rdt())?;
+    let group = format!("{CLOSID_PREFIX}{uid}");
+    let dir = root.join(&group);
+    knob::ensure_dir(&dir).map_err(|e| e.to_string())?;
+    if !schemata.is_empty() {
+        let path = dir.join("schemata");
+        if knob::read_opt(&path).as_deref().map(str::trim) != Some(schemata.trim()) {
+            knob::write(&path, &schemata).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
+    Ok(Some(group))
 }
 
 /// Writes each task not yet in the group (the kernel takes one id per write); how many.

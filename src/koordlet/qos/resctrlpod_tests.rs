@@ -54,6 +54,13 @@ fn schemata_from_the_annotation() {
     assert!(err.contains("node.koordinator.sh/resctrl"), "{err}");
 }
 
+/// A host whose CPU has CAT and MBA (resctrl not mounted yet).
+fn intel_host(proc_root: &Path, sys_root: &Path) -> Host {
+    let cpuinfo = "processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu cat_l3 mba\n";
+    std::fs::write(proc_root.join("cpuinfo"), cpuinfo).unwrap();
+    Host::new(proc_root, sys_root)
+}
+
 fn pod(uid: &str, annotation: Option<&str>, cgroups: &Cgroups) -> PodMeta {
     let mut p = serde_json::json!({
         "metadata": {"name": uid, "namespace": "default", "uid": uid},
@@ -70,14 +77,8 @@ fn pod(uid: &str, annotation: Option<&str>, cgroups: &Cgroups) -> PodMeta {
 
 #[test]
 fn a_pods_group_is_made_filled_and_removed() {
-    let proc_root = tempfile::tempdir().unwrap();
-    let sys_root = tempfile::tempdir().unwrap();
-    std::fs::write(
-        proc_root.path().join("cpuinfo"),
-        "processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu cat_l3 mba\n",
-    )
-    .unwrap();
-    let host = Host::new(proc_root.path(), sys_root.path());
+    let (proc_root, sys_root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let host = intel_host(proc_root.path(), sys_root.path());
     std::fs::create_dir_all(host.resctrl_root().join("info/L3")).unwrap();
     std::fs::write(host.resctrl_root().join("info/L3/cbm_mask"), "7ff\n").unwrap();
     let cgroups = Cgroups::new(
@@ -128,4 +129,37 @@ fn a_pods_group_is_made_filled_and_removed() {
     let written = pass(&states(vec![]), &host, &ex).unwrap();
     assert_eq!(written, [("removed", "koordlet-u1".to_string())]);
     assert!(!group.exists());
+}
+
+/// The container hook makes the pod's group with its schemata before the runtime puts the
+/// container in it (NRI's `rdtClass`); without the annotation or resctrl, nothing.
+#[test]
+fn the_container_hook_readies_the_group() {
+    use crate::kernel::hookproto::{ContainerResourceHookRequest, PodSandboxMetadata};
+    let (proc_root, sys_root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let host = intel_host(proc_root.path(), sys_root.path());
+    let mut req = ContainerResourceHookRequest {
+        pod_meta: Some(PodSandboxMetadata {
+            uid: "u9".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    assert_eq!(ready_group(&host, &req), Ok(None), "no annotation");
+    req.pod_annotations.insert(
+        ANNOTATION_RESCTRL.into(),
+        r#"{"llc": {"schemata": {"range": [0, 30]}}, "mb": {"schemata": {"percent": 20}}}"#.into(),
+    );
+    assert_eq!(ready_group(&host, &req), Ok(None), "no resctrl mounted");
+    std::fs::create_dir_all(host.resctrl_root().join("info/L3")).unwrap();
+    std::fs::write(host.resctrl_root().join("info/L3/cbm_mask"), "7ff\n").unwrap();
+    assert_eq!(
+        ready_group(&host, &req),
+        Ok(Some("koordlet-u9".to_string()))
+    );
+    let schemata = host.resctrl_root().join("koordlet-u9/schemata");
+    assert_eq!(
+        std::fs::read_to_string(schemata).unwrap(),
+        "L3:0=f\nMB:0=20\n"
+    );
 }

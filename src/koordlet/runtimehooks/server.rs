@@ -48,6 +48,8 @@ pub struct Extras {
     pub devices: Vec<LinuxDevice>,
     /// HAMi-core's bind mounts (NRI only: the proxy's protocol has no mounts).
     pub mounts: Vec<super::hami::BindMount>,
+    /// The Resctrl hook's group for the container (NRI's `rdtClass`), made ready.
+    pub rdt_class: Option<String>,
 }
 
 pub struct Hooks {
@@ -66,6 +68,8 @@ pub struct Hooks {
     pub observed: Option<(Arc<KoordletMetrics>, String)>,
     /// HAMi-core isolation within GPUEnvInject (its library and the monitor gate).
     pub hami: Option<super::hami::HamiCore>,
+    /// The Resctrl gate: the host whose resctrl root a pod's own group is made in.
+    pub resctrl: Option<crate::os::system::Host>,
     bvt_missing: AtomicBool,
 }
 
@@ -84,6 +88,7 @@ impl Hooks {
             kubelet_state: None,
             device_roots: Default::default(),
             hami: None,
+            resctrl: None,
             observed: None,
             bvt_missing: AtomicBool::new(false),
         }
@@ -196,6 +201,12 @@ impl Hooks {
                 extras.env.extend(i.envs);
                 extras.mounts = i.mounts;
             }
+        }
+        if let Some(host) = &self.resctrl {
+            extras.rdt_class = self.timed("Resctrl", stage, || {
+                crate::koordlet::qos::resctrlpod::ready_group(host, req)
+                    .map_err(|e| Status::failed_precondition(format!("Resctrl: {e}")))
+            })?;
         }
         if self.rules.rdma_device_inject {
             extras.devices = self.timed("rdma device inject", stage, || {

@@ -110,7 +110,13 @@ pub fn resources(v: &ContainerValues) -> Option<api::LinuxResources> {
 
 /// CreateContainer's answer: resources, an injected env and devices.
 pub fn adjustment(v: &ContainerValues, extras: &Extras) -> api::ContainerAdjustment {
-    let resources = resources(v);
+    let mut resources = resources(v);
+    if let Some(class) = &extras.rdt_class {
+        let r = resources.get_or_insert_with(Default::default);
+        r.rdt_class = Some(api::OptionalString {
+            value: class.clone(),
+        });
+    }
     let devices: Vec<api::LinuxDevice> = extras
         .devices
         .iter()
@@ -233,6 +239,15 @@ mod tests {
         );
         assert_eq!(r.memory.unwrap().limit.unwrap().value, 128 << 20);
         assert_eq!(a.env[0].key, "NVIDIA_VISIBLE_DEVICES");
+        let classed = adjustment(
+            &ContainerValues::default(),
+            &Extras {
+                rdt_class: Some("koordlet-u1".into()),
+                ..Extras::default()
+            },
+        );
+        let r = classed.linux.unwrap().resources.unwrap();
+        assert_eq!(r.rdt_class.unwrap().value, "koordlet-u1");
         let m = &a.mounts[0];
         assert_eq!(
             (m.r#type.as_str(), m.options.as_slice()),
