@@ -121,45 +121,52 @@ fn a_pods_class_minor_is_stable_and_unique() {
     );
 }
 
-/// A network namespace with a veth link `d0` (peer `d1`), deleted on drop.
-struct Netns(String);
+/// Two network namespaces joined by a veth pair: `d0` in the first, `d1` in its peer;
+/// both deleted on drop.
+struct Netns(String, String);
+
+fn ok(args: &[&str]) -> bool {
+    Command::new("ip")
+        .args(args)
+        .status()
+        .is_ok_and(|s| s.success())
+}
 
 impl Netns {
-    fn new() -> Option<Netns> {
-        let name = format!("koord-tc-{}", std::process::id());
-        let ok = |args: &[&str]| {
-            Command::new("ip")
-                .args(args)
-                .status()
-                .is_ok_and(|s| s.success())
-        };
+    fn new(tag: &str) -> Option<Netns> {
+        let name = format!("koord-tc-{}-{tag}", std::process::id());
+        let peer = format!("{name}-peer");
         if !ok(&["netns", "add", &name]) {
             return None;
         }
-        let ns = Netns(name);
+        // Made before the peer, so a failure below still deletes the first.
+        let mut ns = Netns(name, String::new());
+        if !ok(&["netns", "add", &peer]) {
+            return None;
+        }
+        ns.1 = peer;
         let link = ok(&[
-            "-n", &ns.0, "link", "add", "d0", "type", "veth", "peer", "name", "d1",
-        ]) && ok(&["-n", &ns.0, "link", "set", "d0", "up"]);
+            "-n", &ns.0, "link", "add", "d0", "type", "veth", "peer", "name", "d1", "netns", &ns.1,
+        ]) && ok(&["-n", &ns.0, "link", "set", "d0", "up"])
+            && ok(&["-n", &ns.1, "link", "set", "d1", "up"]);
         link.then_some(ns)
     }
 
-    /// Runs `f` on a thread that has entered the namespace.
+    fn ip(&self, args: &[&str]) -> bool {
+        ok(&[&["-n", self.0.as_str()], args].concat())
+    }
+
+    fn peer_ip(&self, args: &[&str]) -> bool {
+        ok(&[&["-n", self.1.as_str()], args].concat())
+    }
+
+    /// Runs `f` on a thread that has entered the first namespace.
     fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        let path = format!("/var/run/netns/{}", self.0);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let file = std::fs::File::open(&path).unwrap();
-                use std::os::fd::AsRawFd;
-                // SAFETY: a namespace file descriptor; only this thread changes namespace.
-                assert_eq!(
-                    unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) },
-                    0
-                );
-                f()
-            })
-            .join()
-            .unwrap()
-        })
+        in_netns(&self.0, f)
+    }
+
+    fn run_in_peer<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        in_netns(&self.1, f)
     }
 
     fn tc(&self, args: &[&str]) -> String {
@@ -174,8 +181,29 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        for n in [&self.0, &self.1].into_iter().filter(|n| !n.is_empty()) {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
     }
+}
+
+/// Runs `f` on a thread that has entered the named namespace.
+fn in_netns<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> T {
+    let path = format!("/var/run/netns/{name}");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let file = std::fs::File::open(&path).unwrap();
+            use std::os::fd::AsRawFd;
+            // SAFETY: a namespace file descriptor; only this thread changes namespace.
+            assert_eq!(
+                unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) },
+                0
+            );
+            f()
+        })
+        .join()
+        .unwrap()
+    })
 }
 
 #[test]
@@ -184,7 +212,7 @@ fn the_tree_is_made_true_on_a_real_link_and_removed() {
         eprintln!("skipping: needs root to create a network namespace");
         return;
     }
-    let Some(ns) = Netns::new() else {
+    let Some(ns) = Netns::new("tree") else {
         eprintln!("skipping: `ip netns add` failed (no ip tool or no namespaces here)");
         return;
     };
@@ -255,4 +283,78 @@ fn the_tree_is_made_true_on_a_real_link_and_removed() {
 fn rustix_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// Sends 1400-byte UDP datagrams from `src` to `dst` for `dur`, as fast as the socket takes
+/// them (run inside the sending namespace).
+fn blast(src: &str, dst: &str, dur: std::time::Duration) {
+    let s = std::net::UdpSocket::bind((src, 0)).unwrap();
+    let buf = [7u8; 1400];
+    let end = std::time::Instant::now() + dur;
+    while std::time::Instant::now() < end {
+        let _ = s.send_to(&buf, (dst, 5000));
+    }
+}
+
+/// The outcome network QoS is for: with the BE class capped at 20 Mbit/s and LS allowed
+/// 80, a BE pod and an LS pod sending as fast as they can at once through the shaped link
+/// — the BE pod's bytes stay under its cap while the LS pod's get through.
+#[test]
+fn a_be_pod_is_held_to_its_class_while_an_ls_pod_sends() {
+    if !rustix_root() {
+        eprintln!("skipping: needs root to create network namespaces");
+        return;
+    }
+    let Some(ns) = Netns::new("traffic") else {
+        eprintln!("skipping: `ip netns add` failed (no ip tool or no namespaces here)");
+        return;
+    };
+    let ok = ns.ip(&["addr", "add", "10.0.0.3/24", "dev", "d0"])
+        && ns.ip(&["addr", "add", "10.0.0.4/24", "dev", "d0"])
+        && ns.peer_ip(&["addr", "add", "10.0.0.9/24", "dev", "d1"]);
+    assert!(ok, "addresses on the veth pair");
+    let pods = [
+        meta("ls", "LS", "10.0.0.3", None, false),
+        meta("be", "BE", "10.0.0.4", None, false),
+    ];
+    let mut s = TcNetQos::new("/proc".into());
+    let want = tree(&config(), pods.iter(), &mut s.own);
+    ns.run(|| s.reconcile("d0", Some(want))).unwrap();
+
+    let dur = std::time::Duration::from_secs(1);
+    let received = std::sync::Mutex::new(std::collections::HashMap::<String, u64>::new());
+    let listening = std::sync::Barrier::new(2);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            ns.run_in_peer(|| {
+                let sock = std::net::UdpSocket::bind("10.0.0.9:5000").unwrap();
+                sock.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+                    .unwrap();
+                listening.wait();
+                let mut buf = [0u8; 2048];
+                while let Ok((n, from)) = sock.recv_from(&mut buf) {
+                    let mut r = received.lock().unwrap();
+                    *r.entry(from.ip().to_string()).or_default() += n as u64;
+                }
+            })
+        });
+        listening.wait();
+        for src in ["10.0.0.3", "10.0.0.4"] {
+            let ns = &ns;
+            scope.spawn(move || ns.run(|| blast(src, "10.0.0.9", dur)));
+        }
+    });
+    let r = received.into_inner().unwrap();
+    let (ls, be) = (
+        r.get("10.0.0.3").copied().unwrap_or(0),
+        r.get("10.0.0.4").copied().unwrap_or(0),
+    );
+    eprintln!("through the shaped link in 1 s: LS {ls} bytes, BE {be} bytes (BE class: 20 Mbit/s)");
+    // 20 Mbit/s for the second, plus HTB's burst and what the receiver drains after.
+    let be_cap = 2_500_000 * 13 / 10 + 64 * 1024;
+    assert!(
+        be > 0 && be <= be_cap,
+        "BE got {be} bytes, its class allows about 2.5 MB/s"
+    );
+    assert!(ls > be, "LS got {ls} bytes beside BE's {be}");
 }
