@@ -127,7 +127,7 @@ async fn events_are_served_on_the_admin_endpoint() {
         ..Config::default()
     };
     http::start(&config, true, true);
-    record(0, Event::pod("default", "be-1").reason("BEMemoryEvict"));
+    record(0, || Event::pod("default", "be-1").reason("BEMemoryEvict"));
     let metrics = crate::kernel::Metrics::new();
     let state = crate::kernel::admin::AdminState {
         readiness: crate::kernel::Readiness::new(&metrics),

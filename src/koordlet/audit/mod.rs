@@ -248,10 +248,11 @@ pub fn setup(config: Config) -> Arc<Auditor> {
         .clone()
 }
 
-/// Records an event when recording is on.
-pub fn record(verbose: i32, event: Event) {
+/// Records an event when recording is on; the event is only built then (the executor
+/// calls this on every write it makes).
+pub fn record(verbose: i32, event: impl FnOnce() -> Event) {
     if let Some(a) = DEFAULT.get() {
-        a.log(verbose, event);
+        a.log(verbose, event());
     }
 }
 

@@ -182,12 +182,11 @@ impl Evictor {
         self.metrics.evicted(node, feature);
         self.metrics.ops.evicted(node, ns, name, feature);
         tracing::info!(pod = %format!("{ns}/{name}"), feature, message, "evicted");
-        crate::koordlet::audit::record(
-            0,
+        crate::koordlet::audit::record(0, || {
             crate::koordlet::audit::Event::pod(ns, name)
                 .reason(feature)
-                .message(message),
-        );
+                .message(message)
+        });
         true
     }
 }

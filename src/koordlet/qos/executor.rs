@@ -309,9 +309,8 @@ impl Executor {
             new: want.into_owned(),
         };
         tracing::info!(resource = ?change.resource, dir = %change.dir, old = %change.old, new = %change.new, "cgroup updated");
-        let file = self.cgroups.file(u.resource, &u.dir);
-        crate::koordlet::audit::record(
-            3,
+        crate::koordlet::audit::record(3, || {
+            let file = self.cgroups.file(u.resource, &u.dir);
             crate::koordlet::audit::Event::group(&change.dir)
                 .reason("UpdateCgroup")
                 .message(format!(
@@ -319,8 +318,8 @@ impl Executor {
                     file.display(),
                     change.new,
                     change.old
-                )),
-        );
+                ))
+        });
         Ok(Outcome::Written(change))
     }
 
@@ -357,12 +356,11 @@ impl Executor {
         match written {
             Ok(()) => {
                 tracing::info!(file = %shown, old = current.unwrap_or(""), new = %value, "kernel file updated");
-                crate::koordlet::audit::record(
-                    3,
+                crate::koordlet::audit::record(3, || {
                     crate::koordlet::audit::Event::node()
                         .reason("UpdateFile")
-                        .message(format!("update {shown} to {value}")),
-                );
+                        .message(format!("update {shown} to {value}"))
+                });
                 Ok(true)
             }
             Err(e) if crate::os::knob::missing(&e) => Ok(false),

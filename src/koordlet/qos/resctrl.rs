@@ -23,6 +23,10 @@ use std::sync::Arc;
 
 pub const GROUPS: [&str; 3] = ["LSR", "LS", "BE"];
 
+/// `extension.AnnotationResctrl`: a pod with it has a group of its own (`resctrlpod.rs`),
+/// not its class's.
+pub const ANNOTATION_RESCTRL: &str = "node.koordinator.sh/resctrl";
+
 /// The L3 mask for a way range: ways = bit length of the root mask (contiguous ones),
 /// start = ⌈ways × start%⌉, end = ⌈ways × end%⌉, mask = 2^end − 2^start.
 pub fn l3_mask(root_cbm_hex: &str, start_pct: i64, end_pct: i64) -> Option<String> {
@@ -177,42 +181,41 @@ pub fn pass(states: &States, host: &Host, ex: &Executor) -> Result<Vec<String>, 
         if !enabled {
             continue;
         }
-        let tasks_path = dir.join("tasks");
-        let present: BTreeSet<String> = knob::read_opt(&tasks_path)
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_string)
-            .collect();
+        let mut threads = Vec::new();
         for pod in states
             .pods
             .iter()
             .filter(|p| group_of(pod_qos_class_with_default(&p.pod)) == Some(g))
         {
-            if pod
-                .pod
-                .metadata
-                .annotations
-                .as_ref()
-                .is_some_and(|a| a.contains_key("node.koordinator.sh/resctrl"))
-            {
+            let annotations = pod.pod.metadata.annotations.as_ref();
+            if annotations.is_some_and(|a| a.contains_key(ANNOTATION_RESCTRL)) {
                 continue;
             }
             for c in &pod.containers {
-                let threads = cgroups.read(Resource::Tasks, &c.dir).unwrap_or_default();
-                for t in threads
-                    .lines()
-                    .map(str::trim)
-                    .filter(|t| !t.is_empty() && !present.contains(*t))
-                {
-                    // The kernel takes one task id per write.
-                    if ex.write_file(&tasks_path, t, None).unwrap_or(false) {
-                        written.push(format!("{g}/tasks"));
-                    }
-                }
+                let t = cgroups.read(Resource::Tasks, &c.dir).unwrap_or_default();
+                threads.extend(t.lines().map(str::to_string));
             }
         }
+        let moved = move_tasks(ex, &dir.join("tasks"), &threads);
+        written.extend(std::iter::repeat_n(format!("{g}/tasks"), moved));
     }
     Ok(written)
+}
+
+/// Writes each task not yet in the group's `tasks` file (the kernel takes one id per
+/// write); how many were written.
+pub(super) fn move_tasks(ex: &Executor, path: &Path, tasks: &[String]) -> usize {
+    let present: BTreeSet<String> = knob::read_opt(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.trim().to_string())
+        .collect();
+    tasks
+        .iter()
+        .map(|t| t.trim())
+        .filter(|t| !t.is_empty() && !present.contains(*t))
+        .filter(|t| ex.write_file(path, t, None).unwrap_or(false))
+        .count()
 }
 
 /// RdtResctrl every second, when the host supports it (else one warning and done).

@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 use super::context::{QosCtx, count};
 use super::executor::Executor;
-use super::resctrl::{ResctrlError, l3_mask, mb_value, supported_or_mount};
+use super::resctrl::{ResctrlError, l3_mask, mb_value, move_tasks, supported_or_mount};
 use super::runner::{Entry, Round, Strategy};
 use crate::koordlet::features;
 use crate::koordlet::informer::States;
@@ -26,8 +26,7 @@ use crate::os::Resource;
 use crate::os::knob;
 use crate::os::system::Host;
 
-/// `extension.AnnotationResctrl`.
-pub const ANNOTATION_RESCTRL: &str = "node.koordinator.sh/resctrl";
+pub use super::resctrl::ANNOTATION_RESCTRL;
 /// A pod's group is this and its UID (`ClosdIdPrefix`).
 pub const CLOSID_PREFIX: &str = "koordlet-";
 
@@ -251,21 +250,6 @@ pub fn ready_group(
         }
     }
     Ok(Some(group))
-}
-
-/// Writes each task not yet in the group (the kernel takes one id per write); how many.
-fn move_tasks(ex: &Executor, path: &Path, tasks: &[String]) -> usize {
-    let present: BTreeSet<String> = knob::read_opt(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| l.trim().to_string())
-        .collect();
-    tasks
-        .iter()
-        .map(|t| t.trim())
-        .filter(|t| !t.is_empty() && !present.contains(*t))
-        .filter(|t| ex.write_file(path, t, None).unwrap_or(false))
-        .count()
 }
 
 /// Groups of ours (`koordlet-…`) no pod asks for any more.

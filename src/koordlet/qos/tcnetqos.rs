@@ -221,11 +221,10 @@ impl TcNetQos {
         let index = tc::link_index(iface)?;
         let changed = match &want {
             Some(t) => tc::apply(rtnl, index, t)?,
-            None if self.applied.is_some() => tc::Changed {
+            None => tc::Changed {
                 qdisc: tc::remove(rtnl, index)?,
                 ..tc::Changed::default()
             },
-            None => tc::Changed::default(),
         };
         self.applied = want.map(|t| (iface.to_string(), t));
         Ok(changed)
@@ -270,10 +269,14 @@ impl Strategy for TcNetQos {
 
     fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
         async move {
+            let want = self.wanted(states);
+            // Nothing wanted and nothing of ours on a link: no route read, no netlink.
+            if want.is_none() && self.applied.is_none() {
+                return Round::DONE;
+            }
             let Some(iface) = tc::default_route_interface(&self.proc_root) else {
                 return Round::DONE;
             };
-            let want = self.wanted(states);
             let result = self.reconcile(&iface, want);
             if let Some(c) = self.report(result, &iface) {
                 let n = usize::from(c.qdisc) + c.classes + c.filters;

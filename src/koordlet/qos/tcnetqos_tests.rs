@@ -208,12 +208,7 @@ fn in_netns<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> T {
 
 #[test]
 fn the_tree_is_made_true_on_a_real_link_and_removed() {
-    if !rustix_root() {
-        eprintln!("skipping: needs root to create a network namespace");
-        return;
-    }
-    let Some(ns) = Netns::new("tree") else {
-        eprintln!("skipping: `ip netns add` failed (no ip tool or no namespaces here)");
+    let Some(ns) = netns_or_skip("tree") else {
         return;
     };
     let pods = [
@@ -280,9 +275,18 @@ fn the_tree_is_made_true_on_a_real_link_and_removed() {
     assert!(!ns.tc(&["qdisc", "show", "dev", "d0"]).contains("htb"));
 }
 
-fn rustix_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+/// The namespaces for a test tagged `tag`, or why the test is skipped (it needs root and
+/// the `ip` tool).
+fn netns_or_skip(tag: &str) -> Option<Netns> {
+    if crate::os::files::euid() != 0 {
+        eprintln!("skipping: needs root to create network namespaces");
+        return None;
+    }
+    let ns = Netns::new(tag);
+    if ns.is_none() {
+        eprintln!("skipping: `ip netns add` failed (no ip tool or no namespaces here)");
+    }
+    ns
 }
 
 /// Sends 1400-byte UDP datagrams from `src` to `dst` for `dur`, as fast as the socket takes
@@ -301,12 +305,7 @@ fn blast(src: &str, dst: &str, dur: std::time::Duration) {
 /// — the BE pod's bytes stay under its cap while the LS pod's get through.
 #[test]
 fn a_be_pod_is_held_to_its_class_while_an_ls_pod_sends() {
-    if !rustix_root() {
-        eprintln!("skipping: needs root to create network namespaces");
-        return;
-    }
-    let Some(ns) = Netns::new("traffic") else {
-        eprintln!("skipping: `ip netns add` failed (no ip tool or no namespaces here)");
+    let Some(ns) = netns_or_skip("traffic") else {
         return;
     };
     let ok = ns.ip(&["addr", "add", "10.0.0.3/24", "dev", "d0"])
