@@ -5,11 +5,15 @@
 //! (`/var/run/koordlet/xpu-device-infos/ic-device`). Like Koordinator's it neither labels
 //! nodes nor reports NVIDIA GPUs (the koordlet reads those through NVML).
 //!
-//! Koordinator's daemon also runs each vendor's CLI (npu-smi, cnmon, xpu_smi, mx-smi) for
-//! model names, memory, card ids and health; koord reports what the PCI bus says: the
-//! vendor, the PCI device id as the model, the NUMA node and root complex, healthy.
+//! For each vendor found it runs the vendor's tool inside the host's root, as Koordinator's
+//! daemon does (`npu-smi`, `cnmon`, `xpu_smi`, `mx-smi`), for model names, memory, AI
+//! cores, UUIDs and health; where the tool is missing or fails, that vendor's devices are
+//! reported as the PCI bus shows them (the PCI device id as the model, healthy), and the
+//! log says why.
 
 pub mod config;
+pub mod tools;
+pub mod vendors;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -23,10 +27,14 @@ type Resources = &'static [(&'static str, &'static str)];
 /// (PCI vendor id, vendor name, resources each device carries).
 const VENDORS: [(u32, &str, Resources); 4] = [
     (0x19e5, "huawei", &[("huawei.com/npu-dvpp", "100")]),
-    (0xcabc, "cambricon", &[("gpu-core", "100")]),
-    (0x1d22, "kunlun", &[("gpu-core", "100")]),
-    (0x9999, "metax", &[("gpu-core", "100")]),
+    (0xcabc, "cambricon", &[("koordinator.sh/gpu-core", "100")]),
+    (0x1d22, "kunlun", &[("koordinator.sh/gpu-core", "100")]),
+    (0x9999, "metax", &[("koordinator.sh/gpu-core", "100")]),
 ];
+
+/// Huawei's management controllers on the PCI bus, not NPUs (Koordinator's
+/// `HUAWEIProductExcludeNPUList`).
+const HUAWEI_NOT_NPU: [u32; 2] = [0x1710, 0x1711];
 
 /// PCI bridges (class 0x0604) are a vendor's switches, not its accelerators.
 const BRIDGE_CLASS: u32 = 0x0604;
@@ -41,7 +49,9 @@ pub fn scan(sys: &Path) -> Vec<XpuDevice> {
         else {
             continue;
         };
-        if f.class.is_some_and(|c| c >> 8 == BRIDGE_CLASS) {
+        if f.class.is_some_and(|c| c >> 8 == BRIDGE_CLASS)
+            || (*vendor == "huawei" && f.device.is_some_and(|d| HUAWEI_NOT_NPU.contains(&d)))
+        {
             continue;
         }
         let addr = f.addr;
@@ -117,14 +127,45 @@ pub struct Args {
     /// The host's sysfs as seen from here
     #[arg(long, default_value = "/sys")]
     pub sys_root: PathBuf,
+    /// The host's root as seen from here; the vendors' tools run inside it (`/`, or a
+    /// directory that does not exist: from this process's PATH)
+    #[arg(long, default_value = "/hostfs")]
+    pub host_root: PathBuf,
+    /// Where the host's device nodes are (`davinci<N>`)
+    #[arg(long, default_value = "/dev")]
+    pub dev_root: PathBuf,
     /// klog's verbosity, as the chart passes it: accepted, unused (koord logs at
     /// `--log-level`)
     #[arg(long = "v", hide = true, value_name = "LEVEL")]
     pub klog_v: Option<String>,
 }
 
-fn scan_and_write(sys: &Path, output: &Path) -> Result<usize, String> {
-    let devices = scan(sys);
+/// The PCI bus's devices with each vendor's tool's facts over them; a device a tool
+/// reports gets its NUMA node and root complex from sysfs, by its bus id.
+pub fn scan_with_tools(sys: &Path, tools: &tools::Tools) -> (Vec<XpuDevice>, Vec<String>) {
+    let host = Host::new("/proc", sys);
+    let (mut devices, notes) = tools::with_vendor_facts(scan(sys), tools);
+    for t in devices.iter_mut().filter_map(|d| d.topology.as_mut()) {
+        if t.bus_id.is_empty() {
+            continue;
+        }
+        if let Some((numa, pcie)) = host.pci_placement(&t.bus_id) {
+            if t.node_id.is_empty() && numa >= 0 {
+                t.node_id = numa.to_string();
+            }
+            if t.pcie_id.is_empty() {
+                t.pcie_id = pcie;
+            }
+        }
+    }
+    (devices, notes)
+}
+
+fn scan_and_write(sys: &Path, tools: &tools::Tools, output: &Path) -> Result<usize, String> {
+    let (devices, notes) = scan_with_tools(sys, tools);
+    for n in notes {
+        eprintln!("koord device-scan: {n}");
+    }
     write(output, &devices).map_err(|e| format!("{}: {e}", output.display()))?;
     Ok(devices.len())
 }
@@ -149,7 +190,11 @@ pub fn main(a: &Args) -> std::process::ExitCode {
         Ok(n) => eprintln!("koord device-scan: {n} device(s) written"),
         Err(e) => eprintln!("koord device-scan: {e}"),
     };
-    let scan_once = || scan_and_write(&a.sys_root, &s.prints_output_file);
+    let tools = tools::Tools {
+        host_root: a.host_root.clone(),
+        dev: a.dev_root.clone(),
+    };
+    let scan_once = || scan_and_write(&a.sys_root, &tools, &s.prints_output_file);
     if s.oneshot {
         let r = scan_once();
         let ok = r.is_ok();
@@ -234,6 +279,7 @@ mod tests {
         function(sys, "0000:03:00.0", "0x19e5", "0x1234", "0x060400");
         function(sys, "0000:04:00.0", "0xcabc", "0x0270", "0x120000");
         function(sys, "0000:05:00.0", "0x10de", "0x20b2", "0x030200");
+        function(sys, "0000:06:00.0", "0x19e5", "0x1710", "0x088000");
         let found = scan(sys);
         let got: Vec<(&str, &str, &str)> = found
             .iter()
@@ -253,7 +299,7 @@ mod tests {
             (t.node_id.as_str(), t.pcie_id.as_str()),
             ("1", "pci0000:00")
         );
-        assert_eq!(found[2].resources["gpu-core"], "100");
+        assert_eq!(found[2].resources["koordinator.sh/gpu-core"], "100");
     }
 
     #[test]

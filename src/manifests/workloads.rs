@@ -256,18 +256,22 @@ pub fn descheduler() -> Vec<Value> {
     ]
 }
 
-/// Koordinator's koord-device-daemon as `koord device-scan`: it reads the host's PCI bus
-/// and writes the file the koordlet reads; it never talks to the API server, so it has
-/// no token.
+/// Koordinator's koord-device-daemon as `koord device-scan`: it reads the host's PCI bus,
+/// runs the vendors' tools inside the host's root (read-only at `/hostfs`; privileged, as
+/// Koordinator's, because those tools open the devices' management nodes) and writes the
+/// file the koordlet reads; it never talks to the API server, so it has no token.
 pub fn device_daemon() -> Value {
     let name = "koord-device-daemon";
     let c = json!({
         "name": name, "image": IMAGE, "imagePullPolicy": "IfNotPresent",
-        "args": ["device-scan", "--sys-root=/host-sys",
+        "args": ["device-scan", "--sys-root=/host-sys", "--host-root=/hostfs", "--dev-root=/dev",
             "--prints-output-file=/var/run/koordlet/xpu-device-infos/ic-device"],
+        "securityContext": {"privileged": true},
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
             "limits": {"cpu": "100m", "memory": "64Mi"}},
         "volumeMounts": [{"name": "host-sys", "mountPath": "/host-sys", "readOnly": true},
+            {"name": "hostfs", "mountPath": "/hostfs", "readOnly": true},
+            {"name": "dev", "mountPath": "/dev"},
             {"name": "device-infos", "mountPath": "/var/run/koordlet/xpu-device-infos"}],
     });
     json!({
@@ -280,6 +284,8 @@ pub fn device_daemon() -> Value {
                 "tolerations": [{"operator": "Exists"}], "terminationGracePeriodSeconds": 30,
                 "containers": [c],
                 "volumes": [{"name": "host-sys", "hostPath": {"path": "/sys", "type": "Directory"}},
+                    {"name": "hostfs", "hostPath": {"path": "/", "type": "Directory"}},
+                    {"name": "dev", "hostPath": {"path": "/dev", "type": "Directory"}},
                     {"name": "device-infos", "hostPath": {"path": "/var/run/koordlet/xpu-device-infos",
                         "type": "DirectoryOrCreate"}}]}},
         },

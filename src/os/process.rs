@@ -91,6 +91,93 @@ pub fn command_as(program: &std::ffi::OsStr, id: Option<Identity>) -> std::proce
     cmd
 }
 
+/// A command that runs with `root` as its root directory (`chroot` then `chdir("/")`,
+/// applied between fork and exec), so koord can run a host tool from a container that
+/// mounts the host at `/hostfs` without a `chroot` binary of its own.
+pub fn command_in_root(program: &str, root: &Path) -> io::Result<std::process::Command> {
+    use std::os::unix::ffi::OsStrExt;
+    let root = std::ffi::CString::new(root.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "root path holds a NUL"))?;
+    let mut cmd = std::process::Command::new(program);
+    // SAFETY: chroot and chdir are async-signal-safe and read only the CString the closure
+    // owns (made before the fork); nothing is allocated in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::chroot(root.as_ptr()) < 0 || libc::chdir(c"/".as_ptr()) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok(cmd)
+}
+
+/// What a bounded run of a command printed.
+#[derive(Debug)]
+pub struct Ran {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `cmd` to its end, or kills it at `timeout`; reads at most `max` bytes of each of
+/// its outputs (the rest is drained and dropped, so the tool never blocks on a full pipe).
+pub fn output_bounded(
+    mut cmd: std::process::Command,
+    timeout: std::time::Duration,
+    max: u64,
+) -> io::Result<Ran> {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.by_ref().take(max).read_to_end(&mut buf);
+                let _ = io::copy(&mut p, &mut io::sink());
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = reader(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = reader(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("still running after {timeout:?}; killed"),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    Ok(Ran {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
+}
+
 /// Every capability this kernel knows (`/proc/sys/kernel/cap_last_cap`).
 pub fn last_capability() -> u32 {
     std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")

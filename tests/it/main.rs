@@ -20,6 +20,7 @@ mod crd_drift;
 mod descheduler;
 mod descheduler_upstream;
 mod device_plugin_adaption;
+mod device_scan;
 mod dropin;
 mod explain;
 mod explain_schedule;
