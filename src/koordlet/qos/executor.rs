@@ -92,6 +92,7 @@ pub fn validate(res: Resource, value: &str) -> Result<(), String> {
         Resource::MemoryWmarkScaleFactor => Some((1, 1000)),
         Resource::MemoryWmarkMinAdj => Some((-25, 50)),
         Resource::MemoryPriority => Some((0, 12)),
+        Resource::NetClsClassId => Some((0, i64::from(u32::MAX))),
         _ => return Err(format!("{res:?} is not writable through the executor")),
     };
     match range {

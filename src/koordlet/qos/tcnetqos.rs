@@ -10,8 +10,10 @@
 //!
 //! Pods are steered by u32 filters on their address (Koordinator steers its class-level
 //! pods with ipsets and iptables `CLASSIFY`, and pod-level ones with the same u32 filters):
-//! traffic a node SNATs to its own address before it leaves, and host-network pods, stay
-//! in the system class. A class without a limit may borrow the whole link (Koordinator's
+//! traffic a node SNATs to its own address before it leaves stays in the system class.
+//! Host-network pods share the node's address, so (cgroup v1) each one's
+//! `net_cls.classid` is set to its class and one BPF classifier on the link sends a
+//! socket's packets to its cgroup's class, as Koordinator's `cgroup` filter does. A class without a limit may borrow the whole link (Koordinator's
 //! cannot be created with a zero rate). Only egress is shaped, as in Koordinator; the
 //! ingress settings are read and left to Terway. With `netQOSPolicy: terway-qos`, or no
 //! `totalNetworkBandwidth`, the qdisc is removed if koord made it.
@@ -24,17 +26,19 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use super::context::{QosCtx, count};
+use super::context::{QosCtx, count, record};
+use super::executor::{Executor, Update};
 use super::netqos::{self, NetClass, NetQosGlobalConfig};
 use super::runner::{Entry, Round, Strategy};
 use crate::api::extension::qos::pod_qos_class;
 use crate::koordlet::features;
 use crate::koordlet::informer::{PodMeta, States};
 use crate::os::tc::{self, HtbClass, Rtnl, TcTree};
+use crate::os::{CgroupDir, Resource};
 
 pub const ENTRY: Entry = Entry {
     gate: features::TC_NETWORK_QO_S,
-    build: |d| Box::new(TcNetQos::new(d.host.proc_root.clone())),
+    build: |d| Box::new(TcNetQos::new(d.host.proc_root.clone()).with_net_cls(d.executor.clone())),
 };
 
 const ROOT: u16 = 1;
@@ -124,7 +128,8 @@ pub fn classes(cfg: &NetQosGlobalConfig) -> BTreeMap<u16, (Option<u16>, HtbClass
     ])
 }
 
-/// The whole tree: the classes, each pod's own class, and where each pod address goes.
+/// The whole tree: the classes, each pod's own class, where each pod address goes, and
+/// which host-network pods go where by their cgroup's classid.
 pub fn tree<'a>(
     cfg: &NetQosGlobalConfig,
     pods: impl Iterator<Item = &'a PodMeta>,
@@ -135,26 +140,19 @@ pub fn tree<'a>(
         classes: classes(cfg),
         filters: BTreeMap::new(),
         filter_prio: POD_FILTER_PRIO,
+        by_cgroup: BTreeMap::new(),
     };
     let mut live = std::collections::BTreeSet::new();
     for meta in pods {
         let Some(class) = netqos::net_class(pod_qos_class(&meta.pod)) else {
             continue;
         };
-        let Some(ip) = pod_ipv4(meta) else { continue };
-        let limits = meta
-            .pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(netqos::ANNOTATION_NETWORK_QOS).map(String::as_str));
-        let egress = match netqos::pod_limits(limits) {
-            Ok((_, e)) => e,
-            Err(e) => {
-                tracing::warn!(pod = %meta.name, namespace = %meta.namespace, error = %e, "network QoS annotation ignored");
-                0
-            }
-        };
+        let host_network = meta.pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
+        let ip = pod_ipv4(meta);
+        if !host_network && ip.is_none() {
+            continue;
+        }
+        let egress = pod_egress(meta);
         let minor = if egress > 0 {
             live.insert(meta.uid.as_str());
             let m = own.minor(&meta.uid);
@@ -168,10 +166,39 @@ pub fn tree<'a>(
         } else {
             class_minor(class)
         };
-        t.filters.insert(ip, minor);
+        match ip {
+            Some(ip) if !host_network => {
+                t.filters.insert(ip, minor);
+            }
+            _ => {
+                t.by_cgroup.insert(meta.uid.clone(), minor);
+            }
+        }
     }
     own.retain(&live);
     t
+}
+
+/// The egress limit in the pod's `koordinator.sh/networkQOS` annotation (0: none).
+fn pod_egress(meta: &PodMeta) -> u64 {
+    let limits = meta
+        .pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(netqos::ANNOTATION_NETWORK_QOS).map(String::as_str));
+    match netqos::pod_limits(limits) {
+        Ok((_, e)) => e,
+        Err(e) => {
+            tracing::warn!(pod = %meta.name, namespace = %meta.namespace, error = %e, "network QoS annotation ignored");
+            0
+        }
+    }
+}
+
+/// The `net_cls.classid` that puts a cgroup's sockets in class `1:<minor>`.
+pub fn classid(minor: u16) -> u32 {
+    (u32::from(tc::MAJOR) << 16) | u32::from(minor)
 }
 
 /// The pod's IPv4 address, unless it shares the host's network.
@@ -185,6 +212,10 @@ fn pod_ipv4(meta: &PodMeta) -> Option<Ipv4Addr> {
 
 pub struct TcNetQos {
     proc_root: PathBuf,
+    /// Writes host-network pods' `net_cls.classid`; none: they stay in the system class.
+    net_cls: Option<std::sync::Arc<Executor>>,
+    /// Whether this host has the net_cls hierarchy (cgroup v1), once looked at.
+    net_cls_here: Option<bool>,
     own: PodClasses,
     rtnl: Option<Rtnl>,
     /// The interface and tree last made true, and the rounds since it was checked.
@@ -197,11 +228,54 @@ impl TcNetQos {
     pub fn new(proc_root: PathBuf) -> TcNetQos {
         TcNetQos {
             proc_root,
+            net_cls: None,
+            net_cls_here: None,
             own: PodClasses::default(),
             rtnl: None,
             applied: None,
             since_check: 0,
             last_error: None,
+        }
+    }
+
+    pub fn with_net_cls(mut self, ex: std::sync::Arc<Executor>) -> TcNetQos {
+        self.net_cls = Some(ex);
+        self
+    }
+
+    /// Host-network pods can be steered only where net_cls exists (cgroup v1): elsewhere
+    /// they are left out of the tree, said once.
+    fn steerable(&mut self, want: &mut TcTree) {
+        let Some(ex) = &self.net_cls else {
+            want.by_cgroup.clear();
+            return;
+        };
+        let here = *self.net_cls_here.get_or_insert_with(|| {
+            let probe = ex.cgroups().file(Resource::NetClsClassId, &CgroupDir::new(""));
+            let here = probe.exists();
+            if !here {
+                tracing::info!(file = %probe.display(), "network QoS: no net_cls here (cgroup v2?); host-network pods stay in the system class");
+            }
+            here
+        });
+        if !here {
+            want.by_cgroup.clear();
+        }
+    }
+
+    /// Each host-network pod's `net_cls.classid` set to its class.
+    fn write_classids(&self, ctx: &QosCtx, states: &States, tree: &TcTree) {
+        let Some(ex) = &self.net_cls else { return };
+        for pod in states.pods.iter() {
+            let Some(minor) = tree.by_cgroup.get(&pod.uid) else {
+                continue;
+            };
+            let u = Update::new(
+                Resource::NetClsClassId,
+                pod.dir.clone(),
+                classid(*minor).to_string(),
+            );
+            record(ctx, "tcnetworkqos", &pod.name, vec![ex.update(&u)]);
         }
     }
 
@@ -269,7 +343,10 @@ impl Strategy for TcNetQos {
 
     fn tick<'a>(&'a mut self, ctx: &'a QosCtx, states: &'a States) -> BoxFuture<'a, Round> {
         async move {
-            let want = self.wanted(states);
+            let mut want = self.wanted(states);
+            if let Some(t) = want.as_mut() {
+                self.steerable(t);
+            }
             // Nothing wanted and nothing of ours on a link: no route read, no netlink.
             if want.is_none() && self.applied.is_none() {
                 return Round::DONE;
@@ -277,7 +354,10 @@ impl Strategy for TcNetQos {
             let Some(iface) = tc::default_route_interface(&self.proc_root) else {
                 return Round::DONE;
             };
-            let result = self.reconcile(&iface, want);
+            let result = self.reconcile(&iface, want.clone());
+            if let (Ok(_), Some(t)) = (&result, &want) {
+                self.write_classids(ctx, states, t);
+            }
             if let Some(c) = self.report(result, &iface) {
                 let n = usize::from(c.qdisc) + c.classes + c.filters;
                 if n > 0 {

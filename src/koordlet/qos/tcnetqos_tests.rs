@@ -82,8 +82,14 @@ fn pods_go_to_their_class_or_their_own() {
     .into();
     assert_eq!(
         t.filters, want,
-        "no class label, host network, IPv6: not steered"
+        "no class label, host network, IPv6: not steered by address"
     );
+    let by_cgroup: BTreeMap<String, u16> = [("host".to_string(), LS)].into();
+    assert_eq!(
+        t.by_cgroup, by_cgroup,
+        "host network: by its cgroup's classid"
+    );
+    assert_eq!(classid(LS), 0x1_0003, "net_cls.classid of class 1:3");
     assert_eq!(
         t.classes[&capped],
         (
@@ -292,7 +298,11 @@ fn netns_or_skip(tag: &str) -> Option<Netns> {
 /// Sends 1400-byte UDP datagrams from `src` to `dst` for `dur`, as fast as the socket takes
 /// them (run inside the sending namespace).
 fn blast(src: &str, dst: &str, dur: std::time::Duration) {
-    let s = std::net::UdpSocket::bind((src, 0)).unwrap();
+    blast_from((src, 0), dst, dur)
+}
+
+fn blast_from(src: (&str, u16), dst: &str, dur: std::time::Duration) {
+    let s = std::net::UdpSocket::bind(src).unwrap();
     let buf = [7u8; 1400];
     let end = std::time::Instant::now() + dur;
     while std::time::Instant::now() < end {
@@ -321,29 +331,17 @@ fn a_be_pod_is_held_to_its_class_while_an_ls_pod_sends() {
     ns.run(|| s.reconcile("d0", Some(want))).unwrap();
 
     let dur = std::time::Duration::from_secs(1);
-    let received = std::sync::Mutex::new(std::collections::HashMap::<String, u64>::new());
-    let listening = std::sync::Barrier::new(2);
-    std::thread::scope(|scope| {
-        scope.spawn(|| {
-            ns.run_in_peer(|| {
-                let sock = std::net::UdpSocket::bind("10.0.0.9:5000").unwrap();
-                sock.set_read_timeout(Some(std::time::Duration::from_millis(300)))
-                    .unwrap();
-                listening.wait();
-                let mut buf = [0u8; 2048];
-                while let Ok((n, from)) = sock.recv_from(&mut buf) {
-                    let mut r = received.lock().unwrap();
-                    *r.entry(from.ip().to_string()).or_default() += n as u64;
-                }
+    let r = receive_while(
+        &ns,
+        |from| from.ip().to_string(),
+        ["10.0.0.3", "10.0.0.4"]
+            .into_iter()
+            .map(|src| {
+                let ns = &ns;
+                Box::new(move || ns.run(|| blast(src, "10.0.0.9", dur))) as Box<dyn FnOnce() + Send>
             })
-        });
-        listening.wait();
-        for src in ["10.0.0.3", "10.0.0.4"] {
-            let ns = &ns;
-            scope.spawn(move || ns.run(|| blast(src, "10.0.0.9", dur)));
-        }
-    });
-    let r = received.into_inner().unwrap();
+            .collect(),
+    );
     let (ls, be) = (
         r.get("10.0.0.3").copied().unwrap_or(0),
         r.get("10.0.0.4").copied().unwrap_or(0),
@@ -356,4 +354,164 @@ fn a_be_pod_is_held_to_its_class_while_an_ls_pod_sends() {
         "BE got {be} bytes, its class allows about 2.5 MB/s"
     );
     assert!(ls > be, "LS got {ls} bytes beside BE's {be}");
+}
+
+/// Bytes received on 10.0.0.9:5000 in the peer namespace, by `key` of the sender, while
+/// `send` runs its senders.
+fn receive_while<'a>(
+    ns: &Netns,
+    key: impl Fn(std::net::SocketAddr) -> String + Sync,
+    senders: Vec<Box<dyn FnOnce() + Send + 'a>>,
+) -> std::collections::HashMap<String, u64> {
+    let received = std::sync::Mutex::new(std::collections::HashMap::<String, u64>::new());
+    let listening = std::sync::Barrier::new(2);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            ns.run_in_peer(|| {
+                let sock = std::net::UdpSocket::bind("10.0.0.9:5000").unwrap();
+                sock.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+                    .unwrap();
+                listening.wait();
+                let mut buf = [0u8; 2048];
+                while let Ok((n, from)) = sock.recv_from(&mut buf) {
+                    let mut r = received.lock().unwrap();
+                    *r.entry(key(from)).or_default() += n as u64;
+                }
+            })
+        });
+        listening.wait();
+        for f in senders {
+            scope.spawn(f);
+        }
+    });
+    received.into_inner().unwrap()
+}
+
+/// A net_cls hierarchy mounted for the test under a temporary root, with one cgroup per
+/// class; the cgroups are removed and the mount undone on drop.
+struct NetCls {
+    root: tempfile::TempDir,
+    groups: Vec<String>,
+}
+
+impl NetCls {
+    fn mount(groups: &[&str]) -> Option<NetCls> {
+        let root = tempfile::tempdir().ok()?;
+        let at = root.path().join("net_cls");
+        std::fs::create_dir(&at).ok()?;
+        let mounted = Command::new("mount")
+            .args(["-t", "cgroup", "-o", "net_cls", "koord-test"])
+            .arg(&at)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            return None;
+        }
+        for g in groups {
+            std::fs::create_dir(at.join(g)).ok()?;
+        }
+        let groups = groups.iter().map(|g| g.to_string()).collect();
+        Some(NetCls { root, groups })
+    }
+
+    /// Moves the calling thread into `group` (sockets it opens after carry its classid).
+    fn join(&self, group: &str) {
+        let tasks = self.root.path().join("net_cls").join(group).join("tasks");
+        // SAFETY: gettid has no arguments and cannot fail.
+        let tid = unsafe { libc::gettid() };
+        std::fs::write(tasks, tid.to_string()).unwrap();
+    }
+}
+
+impl Drop for NetCls {
+    fn drop(&mut self) {
+        let at = self.root.path().join("net_cls");
+        for g in &self.groups {
+            let _ = std::fs::remove_dir(at.join(g));
+        }
+        let _ = Command::new("umount").arg(&at).status();
+    }
+}
+
+/// Host-network pods share the node's address, so they are told apart by their cgroup:
+/// koord writes each one's `net_cls.classid` (through the executor) and puts the classid
+/// classifier on the link. An LS and a BE host-network pod sending flat out from the same
+/// address: the BE pod is held to its 20 Mbit/s class.
+#[test]
+fn host_network_pods_are_held_to_their_class_by_cgroup() {
+    let Some(ns) = netns_or_skip("hostnet") else {
+        return;
+    };
+    let Some(net_cls) = NetCls::mount(&["ls-host", "be-host"]) else {
+        eprintln!("skipping: cannot mount a net_cls hierarchy here");
+        return;
+    };
+    let ok = ns.ip(&["addr", "add", "10.0.0.3/24", "dev", "d0"])
+        && ns.peer_ip(&["addr", "add", "10.0.0.9/24", "dev", "d1"]);
+    assert!(ok, "addresses on the veth pair");
+    let pods = [
+        meta("ls-host", "LS", "10.0.0.3", None, true),
+        meta("be-host", "BE", "10.0.0.3", None, true),
+    ];
+    let mut s = TcNetQos::new("/proc".into());
+    let want = tree(&config(), pods.iter(), &mut s.own);
+    assert!(
+        want.filters.is_empty(),
+        "one address: nothing to steer by it"
+    );
+    let first = ns.run(|| s.reconcile("d0", Some(want.clone()))).unwrap();
+    assert_eq!(first.filters, 1, "the classid classifier: {first:?}");
+    assert!(
+        ns.tc(&["filter", "show", "dev", "d0"])
+            .contains("koord_netcls")
+    );
+
+    let cgroups = Cgroups::new(net_cls.root.path(), Version::V1, Driver::Cgroupfs, "");
+    let ex = Executor::new(cgroups, Duration::from_secs(60));
+    for (uid, minor) in &want.by_cgroup {
+        let u = Update::new(
+            Resource::NetClsClassId,
+            CgroupDir::new(uid),
+            classid(*minor).to_string(),
+        );
+        ex.update(&u).unwrap();
+    }
+
+    let dur = Duration::from_secs(1);
+    let r = receive_while(
+        &ns,
+        |from| from.port().to_string(),
+        [("ls-host", 6003), ("be-host", 6004)]
+            .into_iter()
+            .map(|(group, port)| {
+                let (ns, net_cls) = (&ns, &net_cls);
+                Box::new(move || {
+                    ns.run(|| {
+                        net_cls.join(group);
+                        blast_from(("10.0.0.3", port), "10.0.0.9", dur)
+                    })
+                }) as Box<dyn FnOnce() + Send>
+            })
+            .collect(),
+    );
+    let (ls, be) = (
+        r.get("6003").copied().unwrap_or(0),
+        r.get("6004").copied().unwrap_or(0),
+    );
+    eprintln!("host network, one address, 1 s: LS {ls} bytes, BE {be} bytes (BE class: 20 Mbit/s)");
+    let be_cap = 2_500_000 * 13 / 10 + 64 * 1024;
+    assert!(
+        be > 0 && be <= be_cap,
+        "BE got {be} bytes, its class allows about 2.5 MB/s"
+    );
+    assert!(ls > be, "LS got {ls} bytes beside BE's {be}");
+
+    // No host-network pod left: the classifier goes.
+    let none = tree(&config(), std::iter::empty(), &mut s.own);
+    let after = ns.run(|| s.reconcile("d0", Some(none))).unwrap();
+    assert_eq!(after.filters, 1, "{after:?}");
+    assert!(
+        !ns.tc(&["filter", "show", "dev", "d0"])
+            .contains("koord_netcls")
+    );
 }

@@ -35,10 +35,11 @@ pub enum Subsystem {
     Blkio,
     Pids,
     PerfEvent,
+    NetCls,
 }
 
 impl Subsystem {
-    pub const ALL: [Subsystem; 7] = [
+    pub const ALL: [Subsystem; 8] = [
         Subsystem::Cpu,
         Subsystem::Cpuacct,
         Subsystem::Cpuset,
@@ -46,6 +47,7 @@ impl Subsystem {
         Subsystem::Blkio,
         Subsystem::Pids,
         Subsystem::PerfEvent,
+        Subsystem::NetCls,
     ];
 
     pub fn name(self) -> &'static str {
@@ -57,6 +59,7 @@ impl Subsystem {
             Subsystem::Blkio => "blkio",
             Subsystem::Pids => "pids",
             Subsystem::PerfEvent => "perf_event",
+            Subsystem::NetCls => "net_cls",
         }
     }
 }

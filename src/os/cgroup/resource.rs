@@ -40,6 +40,8 @@ pub enum Resource {
     IoPressure,
     Procs,
     Tasks,
+    /// The class a cgroup's sockets are sent in (cgroup v1 only).
+    NetClsClassId,
 }
 
 impl Resource {
@@ -110,6 +112,7 @@ impl Resource {
             IoPressure => (S::Cpuacct, "io.pressure", "io.pressure"),
             Procs => (S::Cpu, "cgroup.procs", "cgroup.procs"),
             Tasks => (S::Cpu, "tasks", "cgroup.threads"),
+            NetClsClassId => (S::NetCls, "net_cls.classid", "net_cls.classid"),
         }
     }
 

@@ -1,7 +1,9 @@
 //! Traffic control over rtnetlink: the HTB tree network QoS keeps on a link (one qdisc,
-//! its classes, u32 filters steering pod addresses into them), read back and changed only
+//! its classes, u32 filters steering pod addresses into them, and a classifier reading the
+//! sending cgroup's `net_cls.classid` for host-network pods), read back and changed only
 //! where it differs from what is wanted.
 
+pub mod bpf;
 pub mod htb;
 pub mod rtnl;
 
@@ -12,8 +14,8 @@ use std::net::Ipv4Addr;
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE};
 use netlink_packet_route::RouteNetlinkMessage as Msg;
 use netlink_packet_route::tc::{
-    TcAttribute, TcFilterU32Option, TcHandle, TcMessage, TcOption, TcU32Key, TcU32Selector,
-    TcU32SelectorFlags,
+    TcAttribute, TcFilterBpfOption, TcFilterU32Option, TcHandle, TcMessage, TcOption, TcU32Key,
+    TcU32Selector, TcU32SelectorFlags,
 };
 
 pub use htb::HtbClass;
@@ -25,6 +27,11 @@ pub const MAJOR: u16 = 1;
 const ETH_P_IP: u16 = 0x0800;
 /// Offset of the IPv4 source address in the header, for a u32 match.
 const IPV4_SRC_OFFSET: i32 = 12;
+/// `ETH_P_ALL`: the classid classifier sees IPv4 and IPv6 alike.
+const ETH_P_ALL: u16 = 0x0003;
+/// The classid classifier's priority: before the pod-address filters (a pod's traffic
+/// has left its socket behind when it reaches the node's link, so it never matches here).
+pub const CLASSID_FILTER_PRIO: u16 = 3;
 
 /// What the link should carry: classes by minor (with their parent's minor, none for the
 /// root class) and which class each pod address goes to.
@@ -35,6 +42,9 @@ pub struct TcTree {
     pub filters: BTreeMap<Ipv4Addr, u16>,
     /// The u32 filters' priority.
     pub filter_prio: u16,
+    /// Pods steered by their cgroup's `net_cls.classid` (host-network pods), by UID, to
+    /// their class; when there are any, the classifier that reads it is on the link.
+    pub by_cgroup: BTreeMap<String, u16>,
 }
 
 /// What one apply changed.
@@ -98,6 +108,7 @@ pub fn apply(rtnl: &mut Rtnl, index: i32, tree: &TcTree) -> io::Result<Changed> 
         }
     }
     changed.filters = sync_filters(rtnl, index, tree)?;
+    changed.filters += sync_classid_filter(rtnl, index, !tree.by_cgroup.is_empty())?;
     // Leaves first: a class with children or filters bound to it is busy.
     for (minor, (parent, _)) in present.iter().rev() {
         if !tree.classes.contains_key(minor) && parent.is_some() {
@@ -305,6 +316,57 @@ fn add_filter(rtnl: &mut Rtnl, index: i32, prio: u16, ip: Ipv4Addr, class: u16) 
         TcOption::U32(TcFilterU32Option::ClassId(handle(class))),
     ]));
     rtnl.request(Msg::NewTrafficFilter(m), NLM_F_CREATE | NLM_F_EXCL)
+}
+
+/// The classid classifier of ours on the link, if there is one.
+pub fn classid_filter(rtnl: &mut Rtnl, index: i32) -> io::Result<Option<TcHandle>> {
+    let mut probe = TcMessage::default();
+    probe.header.index = index;
+    probe.header.parent = handle(0);
+    for m in rtnl.dump(Msg::GetTrafficFilter(probe))? {
+        let Msg::NewTrafficFilter(f) = m else {
+            continue;
+        };
+        if (f.header.info >> 16) as u16 != CLASSID_FILTER_PRIO || kind_of(&f) != Some("bpf") {
+            continue;
+        }
+        let ours = f.attributes.iter().any(|a| match a {
+            TcAttribute::Options(o) => o.iter().any(|o| {
+                matches!(o, TcOption::Bpf(TcFilterBpfOption::ProgName(n)) if n.starts_with(bpf::NAME))
+            }),
+            _ => false,
+        });
+        if ours && f.header.handle != TcHandle::UNSPEC {
+            return Ok(Some(f.header.handle));
+        }
+    }
+    Ok(None)
+}
+
+/// Puts the classid classifier on the link or takes it off; 1 when it changed.
+fn sync_classid_filter(rtnl: &mut Rtnl, index: i32, want: bool) -> io::Result<usize> {
+    let info = (u32::from(CLASSID_FILTER_PRIO) << 16) | u32::from(ETH_P_ALL.to_be());
+    match (classid_filter(rtnl, index)?, want) {
+        (Some(_), true) | (None, false) => Ok(0),
+        (Some(h), false) => {
+            let mut m = message(index, h, handle(0), "bpf");
+            m.header.info = info;
+            rtnl.request(Msg::DelTrafficFilter(m), 0)?;
+            Ok(1)
+        }
+        (None, true) => {
+            let prog = bpf::classid_program()?;
+            let mut m = message(index, TcHandle { major: 0, minor: 1 }, handle(0), "bpf");
+            m.header.info = info;
+            use std::os::fd::AsRawFd;
+            m.attributes.push(TcAttribute::Options(vec![
+                TcOption::Bpf(TcFilterBpfOption::ProgFd(prog.as_raw_fd() as u32)),
+                TcOption::Bpf(TcFilterBpfOption::ProgName(bpf::NAME.to_string())),
+            ]));
+            rtnl.request(Msg::NewTrafficFilter(m), NLM_F_CREATE | NLM_F_EXCL)?;
+            Ok(1)
+        }
+    }
 }
 
 /// The interface of the default route (`/proc/net/route`), where egress QoS applies.
