@@ -11,6 +11,9 @@
 //! `FOOTPRINT_SHARED_BINARY=1` runs it from the API server's file instead, whose pages that
 //! process already cached, so every code fault maps a batch of neighbours (the RSS then
 //! counts more of the shared, reclaimable page cache — see `RssFile` in the output).
+//!
+//! `FOOTPRINT_GATES=A=true,B=true` passes the koordlet those feature gates (Koordinator's
+//! `-feature-gates`), to measure it with collectors and strategies that are off by default.
 
 mod common;
 
@@ -127,6 +130,12 @@ async fn main() {
                 "--data-dir",
             ])
             .arg(dir.path().join("koordlet"))
+            .args(
+                std::env::var("FOOTPRINT_GATES")
+                    .ok()
+                    .filter(|g| !g.is_empty())
+                    .map(|g| format!("-feature-gates={g}")),
+            )
             .env("KOORD_KOORDLET__CGROUP_ROOT", &cg)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
