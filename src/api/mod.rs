@@ -18,6 +18,7 @@ pub mod names;
 pub mod patch;
 pub mod placement;
 pub mod pod;
+pub mod podresources;
 pub mod quantity;
 pub mod quota;
 pub mod scheduling;

@@ -111,7 +111,8 @@ pub struct KubeletConfig {
     /// NodeResourceTopology; absent: kubelet pins nothing.
     pub cpu_manager_state_file: PathBuf,
     /// The kubelet's root directory (`-var-lib-kubelet-dir`): pods' volume mounts under
-    /// `pods/<uid>/volumes`, for blkio's `podvolume` blocks.
+    /// `pods/<uid>/volumes`, for blkio's `podvolume` blocks, and the kubelet's
+    /// `pod-resources/kubelet.sock`, where the pod-resources proxy forwards.
     pub root_dir: PathBuf,
     /// The kubelet's configuration file (`KubeletConfiguration`): its CPU manager policy,
     /// reserved CPUs and topology manager policy go into the NodeResourceTopology; absent:

@@ -1,7 +1,8 @@
 //! NodeTopologyReport (`states_noderesourcetopology.go`): the node's CPU topology, NUMA
 //! zones, kubelet CPU manager state and the LS / BE CPU share pools, reported as the
 //! NodeResourceTopology named after the node, for NodeNUMAResource to pin pods by.
-//! Computed every 10 s from sysfs and the informer; written only when it changed.
+//! Computed every 10 s from sysfs and the informer; written when it changed, and compared
+//! with the stored object once a minute (what others changed or deleted is put back).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -400,7 +401,12 @@ async fn write(
     super::upsert::write_if_changed(api, want, same_merged, keep_others).await
 }
 
-/// The report loop: every 10 s, written when changed (rest: one sysfs read, no API call).
+/// Rounds between checks of the stored object when the report did not change: what others
+/// changed or deleted is put back within a minute.
+const VERIFY_EVERY: u32 = 6;
+
+/// The report loop: every 10 s, written when changed (rest: one sysfs read, no API call);
+/// once a minute compared with what the API server holds even when unchanged.
 pub async fn report_loop(
     client: kube::Client,
     informer: Informer,
@@ -414,6 +420,7 @@ pub async fn report_loop(
 ) {
     let api: Api<NodeResourceTopology> = Api::all(client);
     let mut last: Option<NodeResourceTopology> = None;
+    let mut since_verify = 0u32;
     let mut failing = false;
     let mut config_source = super::configz::Source::default();
     loop {
@@ -441,9 +448,12 @@ pub async fn report_loop(
                 basic: &basic,
             });
             metrics.share_pools(&want, per_cpu);
-            if last.as_ref().is_none_or(|l| !same(l, &want)) {
+            since_verify += 1;
+            let verify = since_verify >= VERIFY_EVERY;
+            if verify || last.as_ref().is_none_or(|l| !same(l, &want)) {
                 match write(&api, want.clone()).await {
                     Ok(_) => {
+                        since_verify = 0;
                         last = Some(want);
                         failing = false;
                     }

@@ -9,6 +9,7 @@ pub mod container;
 pub mod exec;
 pub mod hooks;
 pub mod logstamp;
+pub mod podresources;
 pub mod qos;
 pub mod resources;
 pub mod security;
@@ -183,6 +184,11 @@ pub struct NodeRuntime {
     tls: bool,
 }
 
+/// `<data-dir>/kubelet`, beside the runtime's own `<data-dir>/noderuntime`.
+fn kubelet_root(ctx: &Ctx) -> PathBuf {
+    ctx.dir.with_file_name("kubelet")
+}
+
 /// The node's allocatable CPU as the runtime registers it: every CPU.
 fn allocatable_milli() -> i64 {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -277,6 +283,8 @@ impl NodeRuntime {
             }
         });
         tasks.spawn(manage(ctx.clone(), stop_rx, stop.clone()));
+        let socket = podresources::socket(&kubelet_root(&ctx));
+        tasks.spawn(podresources::serve(ctx.clone(), socket, stop.clone()));
         tracing::info!(%addr, driver = ?ctx.cgroups.driver(), "embedded node runtime started");
         Ok(NodeRuntime {
             ctx,
@@ -285,6 +293,12 @@ impl NodeRuntime {
             addr,
             tls: has_tls,
         })
+    }
+
+    /// Where this runtime keeps what a kubelet keeps under `/var/lib/kubelet` (the
+    /// pod-resources socket).
+    pub fn kubelet_root(&self) -> PathBuf {
+        kubelet_root(&self.ctx)
     }
 
     /// The address of the kubelet API.

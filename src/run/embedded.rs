@@ -67,6 +67,11 @@ pub(super) fn wire_koordlet_to_runtime(cfg: &mut Config, rt: &NodeRuntime) {
         k.kubelet.pods_url = Some(rt.pods_url());
         k.kubelet.token_file = crate::apiserver::security::token_file(&cfg.common.data_dir);
     }
+    // The runtime serves the kubelet's pod-resources socket under a kubelet root of its
+    // own, which the koordlet (and its proxy) then reads.
+    if k.kubelet.root_dir == crate::koordlet::KubeletConfig::default().root_dir {
+        k.kubelet.root_dir = rt.kubelet_root();
+    }
     let runtime = &cfg.embedded.node_runtime;
     if k.cgroup_parent.is_empty() {
         k.cgroup_parent = runtime.cgroup_parent.clone();

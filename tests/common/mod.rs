@@ -115,6 +115,9 @@ pub struct ChildLimits {
     pub nofile: Option<u64>,
     /// The file mode creation mask (koord must not depend on it).
     pub umask: Option<libc::mode_t>,
+    /// A network namespace to run in (an open descriptor of `/var/run/netns/<name>`,
+    /// kept open by the caller until koord started).
+    pub netns: Option<i32>,
 }
 
 /// A running `koord` process, killed by PID on drop. Its stderr goes to a file so a
@@ -204,7 +207,7 @@ impl Koord {
         }
         {
             use std::os::unix::process::CommandExt;
-            // SAFETY: setrlimit and umask are async-signal-safe and touch only the child.
+            // SAFETY: setrlimit, umask and setns are async-signal-safe and touch only the child.
             unsafe {
                 cmd.pre_exec(move || {
                     if let Some(n) = limits.nofile {
@@ -218,6 +221,11 @@ impl Koord {
                     }
                     if let Some(mask) = limits.umask {
                         libc::umask(mask);
+                    }
+                    if let Some(fd) = limits.netns
+                        && libc::setns(fd, libc::CLONE_NEWNET) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
                     }
                     Ok(())
                 });

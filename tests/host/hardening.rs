@@ -425,6 +425,7 @@ async fn the_hook_socket_bounds_its_connections() {
         common::ChildLimits {
             nofile: Some(256),
             umask: Some(0),
+            ..Default::default()
         },
     );
     let ready = wait_until(Duration::from_secs(40), || {

@@ -17,9 +17,7 @@ use tonic::{Request, Response, Status};
 use crate::kernel::Shutdown;
 use crate::koordlet::informer::Informer;
 
-pub mod pb {
-    tonic::include_proto!("v1");
-}
+pub use crate::api::podresources::pb;
 
 use pb::pod_resources_lister_client::PodResourcesListerClient;
 use pb::pod_resources_lister_server::{PodResourcesLister, PodResourcesListerServer};
