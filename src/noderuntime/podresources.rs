@@ -83,7 +83,8 @@ impl PodResourcesLister for Lister {
     }
 }
 
-/// Serves the API until `stop`; the socket is removed at the end.
+/// Serves the API until `stop`; the socket is removed at the end. It is private (0600)
+/// like everything under the data dir: the koordlet beside it runs as the same user.
 pub async fn serve(ctx: Arc<Ctx>, socket: PathBuf, stop: CancellationToken) {
     if let Some(dir) = socket.parent()
         && let Err(e) = crate::os::files::private_dir(dir)
@@ -91,7 +92,7 @@ pub async fn serve(ctx: Arc<Ctx>, socket: PathBuf, stop: CancellationToken) {
         tracing::warn!(dir = %dir.display(), error = %e, "pod-resources API not served");
         return;
     }
-    let listener = match crate::kernel::listen::bind_unix(&socket, 0o660) {
+    let listener = match crate::kernel::listen::bind_unix(&socket, 0o600) {
         Ok(l) => l,
         Err(e) => {
             tracing::warn!(socket = %socket.display(), error = %e, "pod-resources API not served");
