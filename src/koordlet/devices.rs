@@ -333,8 +333,9 @@ fn find(nvml: Option<&Nvml>, kinds: Kinds, host: &Host, cfg: &Config) -> Result<
     Ok(found)
 }
 
-/// The Device of this node, every `syncIntervalSeconds`, written when it changed; nothing
-/// is written while the node has neither GPUs nor RDMA NICs.
+/// The Device of this node, every `syncIntervalSeconds`, written when it changed and
+/// compared with the stored one at least once a minute (what others changed or deleted is
+/// put back); nothing is written while the node has neither GPUs nor RDMA NICs.
 pub async fn report_loop(
     client: kube::Client,
     informer: Informer,
@@ -350,6 +351,8 @@ pub async fn report_loop(
     let api: Api<Device> = Api::all(client);
     let mut last: Option<Device> = None;
     let every = Duration::from_secs(cfg.sync_interval_seconds.max(1));
+    let verify_every = (60 / cfg.sync_interval_seconds.max(1)).max(1);
+    let mut since_verify = 0u64;
     loop {
         let states = informer.snapshot();
         let mut read = find(nvml.as_ref(), kinds, &host, &cfg);
@@ -361,13 +364,17 @@ pub async fn report_loop(
                 if !found.gpus.is_empty() || !found.xpus.is_empty() || !found.nics.is_empty() =>
             {
                 let want = device_for(node, &found, &host);
-                if last.as_ref().is_none_or(|l| !same(l, &want)) {
+                since_verify += 1;
+                if since_verify >= verify_every || last.as_ref().is_none_or(|l| !same(l, &want)) {
                     let keep_status = |have: &Device, next: &mut Device| {
                         next.status = have.status.clone();
                     };
                     let w = super::upsert::write_if_changed(&api, want.clone(), same, keep_status);
                     match w.await {
-                        Ok(_) => last = Some(want),
+                        Ok(_) => {
+                            since_verify = 0;
+                            last = Some(want);
+                        }
                         Err(e) => tracing::debug!(error = %e, "Device not reported yet"),
                     }
                 }

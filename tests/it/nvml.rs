@@ -255,6 +255,46 @@ fn device_scan_feeds_the_koordlet() {
     rt.block_on(api.stop());
 }
 
+/// A Device someone deletes is reported again within a minute, though what the koordlet
+/// finds has not changed.
+#[test]
+fn a_deleted_device_is_reported_again() {
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let xpu_dir = dir.path().join("xpu-device-infos");
+    std::fs::create_dir_all(&xpu_dir).unwrap();
+    let one = r#"[{"vendor": "huawei", "model": "Ascend-910B3", "uuid": "npu-1-0", "minor": "0",
+        "resources": {"koordinator.sh/gpu-memory": "64Gi"}, "status": {"healthy": true}}]"#;
+    std::fs::write(xpu_dir.join("ic-device"), one).unwrap();
+    let (rt, mut api, mut koord, d) =
+        koordlet_device(dir.path(), "/nonexistent/libnvidia-ml.so.1", Some(&xpu_dir));
+    assert_eq!(d.spec.devices.unwrap_or_default().len(), 1);
+    let devices: kube::Api<koord::api::scheduling::device::Device> =
+        kube::Api::all(api.client.clone());
+    let back = rt.block_on(async {
+        devices
+            .delete("sim-node-0", &Default::default())
+            .await
+            .unwrap();
+        for _ in 0..450 {
+            if let Ok(Some(d)) = devices.get_opt("sim-node-0").await {
+                return Some(d);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        None
+    });
+    let back = back.unwrap_or_else(|| panic!("the Device never came back\n{}", koord.logs()));
+    assert_eq!(
+        back.spec.devices.unwrap_or_default()[0].uuid.as_deref(),
+        Some("npu-1-0")
+    );
+    koord.signal("TERM");
+    koord.wait_exit(Duration::from_secs(30)).expect("exit");
+    rt.block_on(api.stop());
+}
+
 /// The daemon's loop: the file appears, and SIGTERM removes it (it would go stale).
 #[test]
 fn device_scan_daemon_removes_its_file_on_exit() {
