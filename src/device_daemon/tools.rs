@@ -27,12 +27,11 @@ impl Tools {
     /// ended and what it printed.
     pub fn run(&self, tool: &str, args: &[&str]) -> Result<String, String> {
         let shown = format!("{tool} {}", args.join(" "));
-        let cmd = match self.chroot() {
+        let mut cmd = match self.chroot() {
             Some(root) => crate::os::process::command_in_root(tool, root)
                 .map_err(|e| format!("{shown}: {e}"))?,
             None => std::process::Command::new(tool),
         };
-        let mut cmd = cmd;
         cmd.args(args);
         let ran =
             crate::os::process::output_bounded(cmd, TIMEOUT, MAX_OUTPUT).map_err(|e| {

@@ -38,6 +38,15 @@ pub fn local_grpc_max_connections() -> usize {
     default_max_connections().min(256)
 }
 
+/// The connections of a node-local gRPC socket, bounded as [`local_grpc_max_connections`]
+/// says, as tonic serves them; `name` is for the log.
+pub fn local_grpc_incoming<L: Listener>(
+    listener: L,
+    name: &'static str,
+) -> impl Stream<Item = io::Result<Conn<L::Io>>> + Send + 'static {
+    Acceptor::new(listener, local_grpc_max_connections(), name).into_stream()
+}
+
 /// A listener koord accepts on.
 pub trait Listener: Send + 'static {
     type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;

@@ -349,10 +349,9 @@ pub async fn report_loop(
         .as_ref()
         .map(|_| gpu_health::spawn(cfg.nvml_library.clone(), stop_health.clone()));
     let api: Api<Device> = Api::all(client);
-    let mut last: Option<Device> = None;
     let every = Duration::from_secs(cfg.sync_interval_seconds.max(1));
-    let verify_every = (60 / cfg.sync_interval_seconds.max(1)).max(1);
-    let mut since_verify = 0u64;
+    // At least once a minute.
+    let mut last = super::upsert::LastWritten::new(60 / cfg.sync_interval_seconds.max(1));
     loop {
         let states = informer.snapshot();
         let mut read = find(nvml.as_ref(), kinds, &host, &cfg);
@@ -364,17 +363,13 @@ pub async fn report_loop(
                 if !found.gpus.is_empty() || !found.xpus.is_empty() || !found.nics.is_empty() =>
             {
                 let want = device_for(node, &found, &host);
-                since_verify += 1;
-                if since_verify >= verify_every || last.as_ref().is_none_or(|l| !same(l, &want)) {
+                if last.due(&want, same) {
                     let keep_status = |have: &Device, next: &mut Device| {
                         next.status = have.status.clone();
                     };
                     let w = super::upsert::write_if_changed(&api, want.clone(), same, keep_status);
                     match w.await {
-                        Ok(_) => {
-                            since_verify = 0;
-                            last = Some(want);
-                        }
+                        Ok(_) => last.written(want),
                         Err(e) => tracing::debug!(error = %e, "Device not reported yet"),
                     }
                 }

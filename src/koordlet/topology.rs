@@ -403,7 +403,7 @@ async fn write(
 
 /// Rounds between checks of the stored object when the report did not change: what others
 /// changed or deleted is put back within a minute.
-const VERIFY_EVERY: u32 = 6;
+const VERIFY_EVERY: u64 = 6;
 
 /// The report loop: every 10 s, written when changed (rest: one sysfs read, no API call);
 /// once a minute compared with what the API server holds even when unchanged.
@@ -419,8 +419,7 @@ pub async fn report_loop(
     shutdown: Shutdown,
 ) {
     let api: Api<NodeResourceTopology> = Api::all(client);
-    let mut last: Option<NodeResourceTopology> = None;
-    let mut since_verify = 0u32;
+    let mut last = super::upsert::LastWritten::new(VERIFY_EVERY);
     let mut failing = false;
     let mut config_source = super::configz::Source::default();
     loop {
@@ -448,13 +447,10 @@ pub async fn report_loop(
                 basic: &basic,
             });
             metrics.share_pools(&want, per_cpu);
-            since_verify += 1;
-            let verify = since_verify >= VERIFY_EVERY;
-            if verify || last.as_ref().is_none_or(|l| !same(l, &want)) {
+            if last.due(&want, same) {
                 match write(&api, want.clone()).await {
                     Ok(_) => {
-                        since_verify = 0;
-                        last = Some(want);
+                        last.written(want);
                         failing = false;
                     }
                     // Once per failure streak (a cluster without the CRD would log it every 10 s).

@@ -33,3 +33,53 @@ where
         }
     }
 }
+
+/// What a report loop last wrote, so an unchanged report costs no API call — except that
+/// at least once every `verify_every` rounds it is compared with the stored object anyway,
+/// so what others changed or deleted is put back.
+pub struct LastWritten<K> {
+    last: Option<K>,
+    rounds: u64,
+    verify_every: u64,
+}
+
+impl<K> LastWritten<K> {
+    pub fn new(verify_every: u64) -> Self {
+        LastWritten {
+            last: None,
+            rounds: 0,
+            verify_every: verify_every.max(1),
+        }
+    }
+
+    /// Whether this round's `want` must go to the API server (changed, or a check is due).
+    pub fn due(&mut self, want: &K, same: impl Fn(&K, &K) -> bool) -> bool {
+        self.rounds += 1;
+        self.rounds >= self.verify_every || self.last.as_ref().is_none_or(|l| !same(l, want))
+    }
+
+    /// `want` is what the API server holds now.
+    pub fn written(&mut self, want: K) {
+        self.rounds = 0;
+        self.last = Some(want);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LastWritten;
+
+    #[test]
+    fn unchanged_reports_are_checked_every_n_rounds() {
+        let mut w = LastWritten::new(3);
+        let eq = |a: &u32, b: &u32| a == b;
+        assert!(w.due(&1, eq), "nothing written yet");
+        w.written(1);
+        assert!(!w.due(&1, eq));
+        assert!(w.due(&2, eq), "changed");
+        w.written(2);
+        assert!(!w.due(&2, eq));
+        assert!(!w.due(&2, eq));
+        assert!(w.due(&2, eq), "the third unchanged round checks");
+    }
+}

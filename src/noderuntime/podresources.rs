@@ -99,12 +99,7 @@ pub async fn serve(ctx: Arc<Ctx>, socket: PathBuf, stop: CancellationToken) {
             return;
         }
     };
-    let incoming = crate::kernel::listen::Acceptor::new(
-        listener,
-        crate::kernel::listen::local_grpc_max_connections(),
-        "pod-resources",
-    )
-    .into_stream();
+    let incoming = crate::kernel::listen::local_grpc_incoming(listener, "pod-resources");
     let served = tonic::transport::Server::builder()
         .add_service(PodResourcesListerServer::new(Lister { ctx }))
         .serve_with_incoming_shutdown(incoming, async move { stop.cancelled().await })

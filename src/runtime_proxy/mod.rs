@@ -99,12 +99,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx, embedded: bool) -> anyhow::Result<()
         runtime_version = %version.runtime_version, hooks = %cfg.hook_server_dir.display(),
         "runtime proxy serving CRI v1"
     );
-    let incoming = crate::kernel::listen::Acceptor::new(
-        listener,
-        crate::kernel::listen::local_grpc_max_connections(),
-        "runtime-proxy",
-    )
-    .into_stream();
+    let incoming = crate::kernel::listen::local_grpc_incoming(listener, "runtime-proxy");
     let shutdown = ctx.shutdown.clone();
     tonic::transport::Server::builder()
         .add_service(RuntimeServiceServer::new(proxy))

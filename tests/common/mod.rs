@@ -370,6 +370,27 @@ pub async fn embedded_client(koord: &Koord, kubeconfig: &Path) -> kube::Client {
         .client
 }
 
+/// Creates `koordinator-system/slo-controller-config` with `data` (key → JSON text) once
+/// the API server behind `client` takes it (20 s at most; the failure prints koord's log).
+#[allow(dead_code)]
+pub async fn create_slo_config(client: &kube::Client, koord: &Koord, data: serde_json::Value) {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "slo-controller-config", "namespace": "koordinator-system"},
+        "data": data}))
+    .unwrap();
+    let cms: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), "koordinator-system");
+    let pp = kube::api::PostParams::default();
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            cms.create(&pp, &cm).await.is_ok()
+        })
+        .await,
+        "{}",
+        koord.logs()
+    );
+}
+
 /// Polls an async condition until it holds or `timeout` passes.
 pub async fn eventually<F, Fut>(timeout: Duration, mut f: F) -> bool
 where

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use common::burner::can_run;
 use common::{ChildLimits, Koord, eventually, free_port, http_get};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
@@ -181,21 +181,10 @@ async fn drive(koord: &Koord, dir: &std::path::Path, ns: &Namespaces, admin: Soc
     let qos = json!({"clusterStrategy": {
         "lsClass": {"networkQOS": {"enable": true, "egressRequest": "30M", "egressLimit": "80M"}},
         "beClass": {"networkQOS": {"enable": true, "egressRequest": "10M", "egressLimit": "20M"}}}});
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": "slo-controller-config", "namespace": "koordinator-system"},
-        "data": {"colocation-config": "{\"enable\": true}",
-                 "system-config": "{\"clusterStrategy\": {\"totalNetworkBandwidth\": \"100M\"}}",
-                 "resource-qos-config": qos.to_string()}}))
-    .unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "koordinator-system");
-    assert!(
-        eventually(Duration::from_secs(20), || async {
-            cms.create(&pp, &cm).await.is_ok()
-        })
-        .await,
-        "{}",
-        koord.logs()
-    );
+    let data = json!({"colocation-config": "{\"enable\": true}",
+        "system-config": "{\"clusterStrategy\": {\"totalNetworkBandwidth\": \"100M\"}}",
+        "resource-qos-config": qos.to_string()});
+    common::create_slo_config(&client, koord, data).await;
     let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "be-sleep", "namespace": "default", "labels": {"koordinator.sh/qosClass": "BE"}},
         "spec": {"nodeName": NODE, "priorityClassName": "koord-batch", "terminationGracePeriodSeconds": 1,
             "containers": [{"name": "sleep", "image": "busybox", "command": ["sh", "-c", format!("sleep 600 # {}", common::marker())],

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::burner::{can_run, cpu_seconds};
 use common::{Koord, eventually, free_port};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
@@ -56,18 +56,9 @@ async fn be_pod_is_suppressed_when_the_node_is_busy() {
     let kc = dir.path().join("kubeconfig");
     let client = common::embedded_client(&koord, &kc).await;
     let pp = PostParams::default();
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "slo-controller-config", "namespace": "koordinator-system"},
-        "data": {"colocation-config": "{\"enable\": true}",
-                 "resource-threshold-config": "{\"clusterStrategy\": {\"enable\": true, \"cpuSuppressThresholdPercent\": 5, \"cpuSuppressPolicy\": \"cfsQuota\"}}"}})).unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "koordinator-system");
-    assert!(
-        eventually(Duration::from_secs(20), || async {
-            cms.create(&pp, &cm).await.is_ok()
-        })
-        .await,
-        "{}",
-        koord.logs()
-    );
+    let data = json!({"colocation-config": "{\"enable\": true}",
+        "resource-threshold-config": "{\"clusterStrategy\": {\"enable\": true, \"cpuSuppressThresholdPercent\": 5, \"cpuSuppressPolicy\": \"cfsQuota\"}}"});
+    common::create_slo_config(&client, &koord, data).await;
     let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "be-loop", "namespace": "default", "labels": {"koordinator.sh/qosClass": "BE"}},
         "spec": {"nodeName": NODE, "priorityClassName": "koord-batch", "terminationGracePeriodSeconds": 1,
             "containers": [{"name": "loop", "image": "busybox", "command": ["sh", "-c", format!("while true; do :; done # {}", common::marker())],

@@ -12,7 +12,6 @@ use std::time::Duration;
 use common::burner::can_run;
 use common::{Koord, eventually, free_port};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::ConfigMap;
 use koord::api::topology::NodeResourceTopology;
 use kube::Api;
 use kube::api::{PostParams, WatchEvent, WatchParams};
@@ -60,20 +59,9 @@ async fn the_managers_numa_batch_resources_survive_the_koordlets_reports() {
         ],
     );
     let client = common::embedded_client(&koord, &dir.path().join("data/kubeconfig")).await;
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": "slo-controller-config", "namespace": "koordinator-system"},
-        "data": {"colocation-config": "{\"enable\": true}"}}))
-    .unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "koordinator-system");
+    let data = json!({"colocation-config": "{\"enable\": true}"});
+    common::create_slo_config(&client, &koord, data).await;
     let pp = PostParams::default();
-    assert!(
-        eventually(Duration::from_secs(20), || async {
-            cms.create(&pp, &cm).await.is_ok()
-        })
-        .await,
-        "{}",
-        koord.logs()
-    );
 
     let nrts: Api<NodeResourceTopology> = Api::all(client.clone());
     let zoned = eventually(Duration::from_secs(90), || async {

@@ -90,12 +90,7 @@ pub async fn serve(dir: &Path, proxy: Proxy, shutdown: Shutdown) -> anyhow::Resu
         )
     })?;
     tracing::info!(socket = %socket.display(), "pod-resources proxy listening");
-    let incoming = crate::kernel::listen::Acceptor::new(
-        listener,
-        crate::kernel::listen::local_grpc_max_connections(),
-        "pod-resources",
-    )
-    .into_stream();
+    let incoming = crate::kernel::listen::local_grpc_incoming(listener, "pod-resources");
     let served = tonic::transport::Server::builder()
         .add_service(PodResourcesListerServer::new(proxy).max_encoding_message_size(MAX_MESSAGE))
         .serve_with_incoming_shutdown(incoming, async move { shutdown.draining().await })

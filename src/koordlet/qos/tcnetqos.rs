@@ -147,8 +147,9 @@ pub fn tree<'a>(
         let Some(class) = netqos::net_class(pod_qos_class(&meta.pod)) else {
             continue;
         };
+        // Steered by address, or (host network: the node's address) by cgroup.
         let host_network = meta.pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
-        let ip = pod_ipv4(meta);
+        let ip = if host_network { None } else { pod_ipv4(meta) };
         if !host_network && ip.is_none() {
             continue;
         }
@@ -167,13 +168,9 @@ pub fn tree<'a>(
             class_minor(class)
         };
         match ip {
-            Some(ip) if !host_network => {
-                t.filters.insert(ip, minor);
-            }
-            _ => {
-                t.by_cgroup.insert(meta.uid.clone(), minor);
-            }
-        }
+            Some(ip) => t.filters.insert(ip, minor),
+            None => t.by_cgroup.insert(meta.uid.clone(), minor),
+        };
     }
     own.retain(&live);
     t
@@ -201,12 +198,8 @@ pub fn classid(minor: u16) -> u32 {
     (u32::from(tc::MAJOR) << 16) | u32::from(minor)
 }
 
-/// The pod's IPv4 address, unless it shares the host's network.
+/// The pod's IPv4 address.
 fn pod_ipv4(meta: &PodMeta) -> Option<Ipv4Addr> {
-    let host_network = meta.pod.spec.as_ref().and_then(|s| s.host_network);
-    if host_network == Some(true) {
-        return None;
-    }
     meta.pod.status.as_ref()?.pod_ip.as_deref()?.parse().ok()
 }
 
@@ -354,8 +347,9 @@ impl Strategy for TcNetQos {
             let Some(iface) = tc::default_route_interface(&self.proc_root) else {
                 return Round::DONE;
             };
-            let result = self.reconcile(&iface, want.clone());
-            if let (Ok(_), Some(t)) = (&result, &want) {
+            let result = self.reconcile(&iface, want);
+            // What was just made true on the link is the tree now applied.
+            if let (Ok(_), Some((_, t))) = (&result, &self.applied) {
                 self.write_classids(ctx, states, t);
             }
             if let Some(c) = self.report(result, &iface) {

@@ -367,12 +367,7 @@ pub async fn serve(
     })?;
     let registered = super::register(&cfg);
     tracing::info!(socket = %cfg.socket.display(), registered = ?registered, "koordlet runtime hook server listening");
-    let incoming = crate::kernel::listen::Acceptor::new(
-        listener,
-        crate::kernel::listen::local_grpc_max_connections(),
-        "runtime-hooks",
-    )
-    .into_stream();
+    let incoming = crate::kernel::listen::local_grpc_incoming(listener, "runtime-hooks");
     let served = tonic::transport::Server::builder()
         .add_service(RuntimeHookServiceServer::new(hooks))
         .serve_with_incoming_shutdown(incoming, async move { shutdown.draining().await })
