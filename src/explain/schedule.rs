@@ -13,9 +13,11 @@ use serde_json::{Value, json};
 
 use super::Snapshot;
 use crate::api::extension::priority::PriorityClass as KoordClass;
+use crate::api::scheduling::explanation::ScheduleExplanationStatus;
 use crate::api::scheduling::reservation::Reservation;
 use crate::scheduler::config::{self, SchedulerConfig};
 use crate::scheduler::cycle::{self, Outcome};
+use crate::scheduler::explanation::{self, Asked};
 use crate::scheduler::framework::runtime::{Framework, NodeVerdict, Scope, Verdicts};
 use crate::scheduler::framework::{ClusterState, Code, Nomination, PodInfo, gangs};
 use crate::scheduler::reservation_live;
@@ -29,6 +31,9 @@ pub struct Placement {
     /// PostFilter's nomination for an unschedulable pod.
     pub preemption: Option<Nomination>,
     pub verdicts: Verdicts,
+    /// The status a ScheduleExplanation asking about this pod would get (the live
+    /// scheduler's answer for the same state).
+    pub explanation: ScheduleExplanationStatus,
 }
 
 /// `spec.priority`, else the snapshot's PriorityClass, else Koordinator's built-in classes.
@@ -325,12 +330,18 @@ fn record(
     pod: &PodInfo,
     attempt: cycle::Attempt,
 ) {
+    let asked = [Asked {
+        pod,
+        attempt: &attempt,
+    }];
+    let explanation = explanation::status(&asked, cluster);
     let mut placement = Placement {
         pod: shown(pod),
         node: attempt.node().map(str::to_string),
         details: attempt.details,
         preemption: None,
         verdicts: attempt.result.map(|r| r.verdicts).unwrap_or_default(),
+        explanation,
     };
     match attempt.outcome {
         Outcome::Gated { plugin, reason } => {
@@ -371,6 +382,17 @@ fn unplace(cluster: &ClusterState, out: &mut [Placement], keys: &[String], reaso
         p.node = None;
         p.details.clear();
         p.verdicts = every_node(cluster, &v);
+        p.explanation = gang_taken_back(reason);
+    }
+}
+
+/// A gang member placed, then sent back with its group.
+fn gang_taken_back(reason: &str) -> ScheduleExplanationStatus {
+    ScheduleExplanationStatus {
+        schedulable: Some(false),
+        schedulable_after_preemption: Some(false),
+        failed_message: Some(reason.to_string()),
+        ..Default::default()
     }
 }
 
@@ -399,6 +421,7 @@ pub fn to_json(placements: &[Placement]) -> Value {
                 })
                 .collect();
             let mut v = json!({"pod": p.pod, "node": p.node, "nodes": nodes});
+            v["scheduleExplanation"] = serde_json::to_value(&p.explanation).unwrap_or_default();
             for (k, d) in &p.details {
                 v[*k] = d.clone();
             }

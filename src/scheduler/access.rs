@@ -15,6 +15,14 @@ pub const NETWORK_TOPOLOGY: Need = Need::cluster(
 )
 .optional("no network-topology tree: gangs with a network-topology spec are unschedulable");
 
+/// ScheduleExplanations: read, answered in their status, deleted after their TTL.
+pub const EXPLANATIONS: Need = Need::cluster(
+    "scheduling.koordinator.sh",
+    &["scheduleexplanations"],
+    &["get", "list", "watch", "delete"],
+)
+.optional("ScheduleExplanations are not answered");
+
 /// DevicePluginAdaption's lock on a node for Cambricon's and MetaX's device plugins.
 pub const NODE_LOCK: Need = Need::cluster("", &["nodes"], &["patch"]).optional(
     "DevicePluginAdaption cannot lock nodes: pods on Cambricon or MetaX GPUs fail to bind",
@@ -63,6 +71,13 @@ pub const NEEDS: &[Need] = &[
         &["patch"],
     ),
     NETWORK_TOPOLOGY,
+    EXPLANATIONS,
+    Need::cluster(
+        "scheduling.koordinator.sh",
+        &["scheduleexplanations/status"],
+        &["patch"],
+    )
+    .optional("ScheduleExplanations are not answered"),
     Need::cluster(
         "scheduling.koordinator.sh",
         &["clusternetworktopologies/status"],

@@ -143,6 +143,43 @@ pub fn run(fw: &Framework, pod: &PodInfo, cluster: &mut ClusterState, scope: Sco
     attempt
 }
 
+/// What a cycle would decide for `pod` on `cluster` as it stands, changing nothing:
+/// PreEnqueue, Filter and Score on every node, and for an unschedulable pod PostFilter's
+/// preemption (its victims found, nobody nominated) — no Reserve, no assume, no Permit.
+/// ScheduleExplanation's answers come from here.
+pub fn dry_run(fw: &Framework, pod: &PodInfo, cluster: &ClusterState) -> Attempt {
+    if let Err((plugin, s)) = fw.pre_enqueue(pod, cluster) {
+        let reason = s.message();
+        return Attempt::new(Outcome::Gated { plugin, reason }, None);
+    }
+    let result = fw.schedule(pod, cluster, Scope::Everything);
+    if let Some(node) = result.node.clone() {
+        let permit = Permit::Allowed {
+            released: Vec::new(),
+        };
+        let outcome = Outcome::Placed {
+            node,
+            modified: None,
+            permit,
+        };
+        return Attempt::new(outcome, Some(result));
+    }
+    let message = fit_error(cluster.nodes.len(), &result);
+    let (nomination, post_filter) = if cluster.victims_leaving(pod) {
+        (None, Vec::new())
+    } else {
+        fw.post_filter_runs(&result, pod, cluster)
+    };
+    let outcome = Outcome::Unschedulable {
+        message,
+        nomination,
+        rejected: Vec::new(),
+    };
+    let mut attempt = Attempt::new(outcome, Some(result));
+    attempt.post_filter = post_filter;
+    attempt
+}
+
 /// Koordinator's inline batch scheduling (`EnableInlineBatchSchedule`): once the pod whose
 /// cycle planned its gang group's network-topology placement is placed, every other pending
 /// member of the group is scheduled in the same cycle on its planned node — so the plan is

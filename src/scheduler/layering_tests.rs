@@ -16,6 +16,7 @@ const LAYERS: &[&[&str]] = &[
         "quota_bootstrap",
     ],
     &["metrics", "queue", "cycle", "live_watch", "live_storage"],
+    &["explanation"],
     &["live"],
 ];
 

@@ -91,6 +91,8 @@ pub struct Scheduler {
     /// the pods it pre-allocates as they were.
     assumed_reservations: HashMap<String, (Arc<Reservation>, Vec<Arc<super::framework::PodInfo>>)>,
     pub metrics: Arc<super::metrics::SchedulerMetrics>,
+    /// ScheduleExplanations answered (the CRD watched and writable).
+    pub explanations: Option<explain::Explanations>,
     /// The queue's unschedulable-set and the quotas' versions last published.
     unschedulable_published: u64,
     quotas_published: Option<u64>,
@@ -172,6 +174,7 @@ impl Scheduler {
             devices_changed: false,
             reservation_series_at: None,
             metrics: Default::default(),
+            explanations: None,
         }
     }
 
@@ -353,6 +356,11 @@ impl Scheduler {
             Ev::PodGroup(Init | InitDone) => {}
             Ev::Pod(Init) | Ev::Node(Init) | Ev::Metric(Init) => {}
             Ev::GpuTemplates(ev) => self.apply_gpu_templates(*ev),
+            Ev::Explanation(ev) => {
+                if let Some(x) = self.explanations.as_mut() {
+                    x.apply(*ev);
+                }
+            }
             Ev::Pdb(ev) => match *ev {
                 Apply(p) | InitApply(p) => self.cluster.upsert_pdb(Arc::new(p)),
                 Delete(p) => {
@@ -510,6 +518,7 @@ impl Scheduler {
                 topology_wake,
                 self.monitor_tick(now),
                 self.publish_koord(now),
+                self.explain_tick(now),
                 self.quota_status.tick(&self.cluster, now),
                 self.pod_group_status.tick(&self.cluster, now),
             ]
@@ -544,6 +553,8 @@ impl Scheduler {
 mod act;
 #[path = "live_bind.rs"]
 mod bind;
+#[path = "live_explain.rs"]
+pub mod explain;
 #[path = "live_gang.rs"]
 mod gang;
 #[path = "live_events.rs"]

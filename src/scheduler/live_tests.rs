@@ -59,3 +59,37 @@ async fn devices_are_listed_before_scheduling() {
     s.apply(Ev::Device(InitDone));
     assert!(s.synced());
 }
+
+fn explanation_created(
+    ttl: Option<&str>,
+    created_ms: i64,
+) -> crate::api::scheduling::explanation::ScheduleExplanation {
+    let mut o =
+        crate::api::scheduling::explanation::ScheduleExplanation::new("q", Default::default());
+    o.spec.ttl = ttl.map(str::to_string);
+    let at = k8s_openapi::jiff::Timestamp::from_millisecond(created_ms).unwrap();
+    o.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at));
+    o
+}
+
+/// `spec.ttl`: 24h unless set, 0 never expires, a Go duration otherwise.
+#[test]
+fn a_schedule_explanation_expires_after_its_ttl() {
+    use super::explain::expired;
+    let t0 = 1_700_000_000_000;
+    let hour = 3_600_000;
+    assert!(!expired(&explanation_created(None, t0), t0 + 23 * hour));
+    assert!(expired(&explanation_created(None, t0), t0 + 24 * hour));
+    assert!(!expired(
+        &explanation_created(Some("0"), t0),
+        t0 + 1000 * hour
+    ));
+    assert!(!expired(
+        &explanation_created(Some("1m30s"), t0),
+        t0 + 89_000
+    ));
+    assert!(expired(
+        &explanation_created(Some("1m30s"), t0),
+        t0 + 90_000
+    ));
+}

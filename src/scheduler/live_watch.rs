@@ -28,6 +28,8 @@ pub enum Ev {
     Storage(Box<Storage>),
     Pdb(Box<watcher::Event<k8s_openapi::api::policy::v1::PodDisruptionBudget>>),
     Owner(Box<Owner>),
+    /// Questions asked of the scheduler.
+    Explanation(Box<watcher::Event<crate::api::scheduling::explanation::ScheduleExplanation>>),
     /// The GPU shared-resource templates ConfigMap.
     GpuTemplates(Box<watcher::Event<k8s_openapi::api::core::v1::ConfigMap>>),
 }

@@ -9,6 +9,7 @@ pub mod binder;
 pub mod compat;
 pub mod config;
 pub mod cycle;
+pub mod explanation;
 pub mod features;
 pub mod framework;
 pub mod live;
@@ -59,6 +60,9 @@ pub struct Config {
     /// Koordinator's `--scheduler-monitor-period`: how often pods still in flight are
     /// checked against the timeout.
     pub monitor_period_seconds: u64,
+    /// How often at most the scheduler answers one ScheduleExplanation again while the
+    /// pods it asks about stay pending (a dry run of the scheduling cycle each time).
+    pub explanation_refresh_seconds: u64,
     /// Set by `--embedded` (not a configuration key): there is no kube-scheduler, so the
     /// first profile also serves pods of `default-scheduler` (a pod without a
     /// `schedulerName`), unless a profile of that name is configured.
@@ -75,6 +79,7 @@ impl Default for Config {
             network_topology_manager: false,
             scheduling_timeout_seconds: 30,
             monitor_period_seconds: 10,
+            explanation_refresh_seconds: 5,
             serve_default_scheduler: false,
         }
     }
@@ -89,6 +94,7 @@ pub fn validate(cfg: &Config, strict: bool) -> Vec<(String, String)> {
     for (key, v) in [
         ("schedulingTimeoutSeconds", cfg.scheduling_timeout_seconds),
         ("monitorPeriodSeconds", cfg.monitor_period_seconds),
+        ("explanationRefreshSeconds", cfg.explanation_refresh_seconds),
     ] {
         if v == 0 {
             out.push((key.into(), "must be at least 1".into()));
@@ -269,6 +275,10 @@ pub fn watches(
         tasks,
         shutdown,
     );
+    if scheduler.explanations.is_some() {
+        let x = |e| live::Ev::Explanation(Box::new(e));
+        live::watch(c(), "scheduleexplanations", x, tx.clone(), tasks, shutdown);
+    }
     let r = live::Ev::Reservation;
     live::watch(c(), "reservations", r, tx, tasks, shutdown);
     rx
@@ -410,6 +420,19 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
             nt::write,
         );
         scheduler.topology = Some(nt::Manager::new(status));
+    }
+    let x = access::EXPLANATIONS;
+    if granted.allows("watch", x.group, x.resources[0]) {
+        let writer = status_writer::spawn(
+            "scheduleexplanation",
+            client.clone(),
+            leadership.clone(),
+            (&ctx.tasks, &ctx.shutdown),
+            (|_| Default::default(), |_| None),
+            live::explain::write,
+        );
+        let every = secs(cfg.explanation_refresh_seconds);
+        scheduler.explanations = Some(live::explain::Explanations::new(every, writer));
     }
     let gates = features::SCHEDULER_GATES.from_user(&cfg.feature_gates);
     scheduler.capacity_informer = !gates.on(features::DISABLE_CSI_STORAGE_CAPACITY_INFORMER);

@@ -289,6 +289,16 @@ impl Queue {
         }
     }
 
+    /// A pending pod by key, wherever it waits.
+    pub fn get(&self, key: &str) -> Option<&Arc<PodInfo>> {
+        self.pods.get(key).map(|(p, _)| p)
+    }
+
+    /// Every pending pod, in no order.
+    pub fn pending(&self) -> impl Iterator<Item = &Arc<PodInfo>> {
+        self.pods.values().map(|(p, _)| p)
+    }
+
     pub fn remove(&mut self, key: &str) {
         if let Some(p) = self.take(key)
             && let Some(g) = &p.gang

@@ -46,6 +46,11 @@ impl<F> Publisher<F> {
         None
     }
 
+    /// Hands the writer figures computed elsewhere (outside the cluster state).
+    pub fn publish(&self, figures: BTreeMap<String, F>) {
+        let _ = self.tx.send(figures);
+    }
+
     /// A publisher with no writer.
     pub fn detached(compute: Compute<F>, version_of: Version) -> Publisher<F> {
         Publisher {

@@ -17,14 +17,14 @@ pub(crate) fn kubectl_path() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-struct Kubectl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-    cache: PathBuf,
+pub(crate) struct Kubectl {
+    pub(crate) bin: PathBuf,
+    pub(crate) kubeconfig: PathBuf,
+    pub(crate) cache: PathBuf,
 }
 
 impl Kubectl {
-    async fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    pub(crate) async fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
         use tokio::io::AsyncWriteExt;
         let mut cmd = tokio::process::Command::new(&self.bin);
         cmd.arg("--kubeconfig")
@@ -48,7 +48,7 @@ impl Kubectl {
         )
     }
 
-    async fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
+    pub(crate) async fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
         let (ok, out, err) = self.run(args, stdin).await;
         assert!(ok, "kubectl {args:?} failed:\n{err}\n{out}");
         out

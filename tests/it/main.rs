@@ -47,6 +47,7 @@ mod rbac;
 mod reservation;
 mod reservation_pre_allocation;
 mod rolejobs;
+mod schedule_explanation;
 mod scheduler;
 mod scheduler_diff;
 mod scheduler_name;
