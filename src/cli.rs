@@ -205,6 +205,12 @@ pub enum Command {
         #[command(subcommand)]
         what: crate::explain::ExplainCommand,
     },
+    /// Record a cluster, and replay recordings through koord's scheduler, manager and
+    /// descheduler under other configurations
+    Simulate {
+        #[command(subcommand)]
+        what: crate::simulate::SimulateCommand,
+    },
     /// Koordinator's device daemon: find the accelerators (Huawei, Cambricon, Kunlun,
     /// MetaX) on the PCI bus and write them where the koordlet reads them
     DeviceScan(crate::device_daemon::Args),

@@ -18,6 +18,7 @@ pub mod os;
 pub mod run;
 pub mod runtime_proxy;
 pub mod scheduler;
+pub mod simulate;
 
 /// The layers, lowest first: a module may use only modules of strictly lower layers, so
 /// there is no import circle and roles never import each other.
@@ -38,6 +39,7 @@ pub(crate) mod layering {
         ],
         &["noderuntime"],
         &["apiserver", "explain", "manifests"],
+        &["simulate"],
         &["config"],
         &["cli"],
         &["run"],

@@ -248,7 +248,7 @@ fn reservations(snap: &Snapshot) -> Vec<Arc<Reservation>> {
         .collect()
 }
 
-fn profile_of<'a>(fws: &'a [Framework], pod: &Pod) -> Option<&'a Framework> {
+pub fn profile_of<'a>(fws: &'a [Framework], pod: &Pod) -> Option<&'a Framework> {
     let name = crate::scheduler::model::transform::scheduler_name(pod);
     fws.iter().find(|f| f.scheduler_name == name)
 }
@@ -287,15 +287,7 @@ pub fn run(
     let Some(first) = fws.first() else {
         return Ok(Vec::new());
     };
-    queue.sort_by(|(a, _), (b, _)| {
-        if first.less(a, b) {
-            std::cmp::Ordering::Less
-        } else if first.less(b, a) {
-            std::cmp::Ordering::Greater
-        } else {
-            a.key.cmp(&b.key)
-        }
-    });
+    queue.sort_by(|(a, _), (b, _)| first.queue_order(a, b));
     let mut out = Vec::new();
     // Gang members an inline batch already scheduled with their group's first pod.
     let mut batched = std::collections::HashSet::new();

@@ -106,7 +106,8 @@ impl Snapshot {
         Ok(())
     }
 
-    fn add_value(&mut self, file: &str, doc: usize, v: Value) -> Result<(), SnapshotError> {
+    /// Adds one object (or list) as if it were document `doc` of `file`.
+    pub fn add_value(&mut self, file: &str, doc: usize, v: Value) -> Result<(), SnapshotError> {
         let kind = v
             .get("kind")
             .and_then(Value::as_str)

@@ -46,6 +46,9 @@ pub fn main() -> ExitCode {
     if let Some(Command::DeviceScan(args)) = &cli.command {
         return crate::device_daemon::main(args);
     }
+    if let Some(Command::Simulate { what }) = &cli.command {
+        return crate::simulate::main(what);
+    }
     if let Some(Command::Explain { what }) = &cli.command {
         return crate::explain::main(what, cli.common.config.as_deref());
     }

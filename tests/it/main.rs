@@ -55,6 +55,7 @@ mod scheduler_props;
 mod second_client;
 mod shutdown;
 mod side_by_side;
+mod simulate;
 mod volumes;
 mod webhook;
 mod webhook_props;

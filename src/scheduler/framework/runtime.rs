@@ -192,6 +192,17 @@ impl Framework {
             .unwrap_or(false)
     }
 
+    /// The queue's order: QueueSort, then the pod's key (as the live queue breaks ties).
+    pub fn queue_order(&self, a: &PodInfo, b: &PodInfo) -> std::cmp::Ordering {
+        if self.less(a, b) {
+            std::cmp::Ordering::Less
+        } else if self.less(b, a) {
+            std::cmp::Ordering::Greater
+        } else {
+            a.key.cmp(&b.key)
+        }
+    }
+
     fn pre_filter(
         &self,
         state: &mut CycleState,
