@@ -110,7 +110,7 @@ fn main() {
         descheduler: None,
         sample_every_ms: 60_000,
     };
-    let run = koord::simulate::replay::replay(&path, &opts, None).unwrap();
+    let run = koord::simulate::driver::replay(&path, &opts, None).unwrap();
     let total = started.elapsed().as_secs_f64();
     let cpu = common::cpu_secs(std::process::id()) - cpu0;
     let pods = bound + arriving;

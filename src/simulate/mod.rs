@@ -4,6 +4,7 @@
 //! scheduler profile, slo-controller-config or descheduler configuration does on one's own
 //! cluster before rolling it out, and how many more pods of a kind would fit.
 
+pub mod driver;
 pub mod passes;
 pub mod record;
 pub mod recording;
@@ -165,7 +166,7 @@ fn replay_main(args: &ReplayArgs) -> anyhow::Result<()> {
     let mut runs = Vec::new();
     for (name, files) in &sets {
         let opts = options(name, files, header.embedded, every_ms)?;
-        let run = replay::replay(&args.file, &opts, add.as_ref())
+        let run = driver::replay(&args.file, &opts, add.as_ref())
             .map_err(|e| anyhow::anyhow!("replay {name}: {e:#}"))?;
         runs.push(run);
     }

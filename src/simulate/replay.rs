@@ -79,8 +79,22 @@ pub struct Run {
     pub cycles: usize,
     pub seconds: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub what_if: Option<super::whatif::WhatIf>,
+    pub what_if: Option<WhatIf>,
     pub warnings: Vec<String>,
+}
+
+/// What-if capacity's answer (`--add`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WhatIf {
+    pub template: String,
+    pub asked: usize,
+    pub fit: usize,
+    /// Copies placed per node.
+    pub nodes: BTreeMap<String, usize>,
+    /// Why the next copy does not fit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<crate::api::scheduling::explanation::ScheduleExplanationStatus>,
 }
 
 pub struct Engine {
@@ -97,73 +111,12 @@ pub struct Engine {
     pub t0_ms: i64,
     pub now: u64,
     relisting: HashMap<String, HashSet<String>>,
-    seen_pods: HashSet<String>,
+    pub(super) seen_pods: HashSet<String>,
     pub run: Run,
 }
 
-/// Replays the recording at `file` under `opts`; then, given a template, what if.
-pub fn replay(
-    file: &std::path::Path,
-    opts: &Options,
-    add: Option<&super::whatif::Template>,
-) -> anyhow::Result<Run> {
-    let started = std::time::Instant::now();
-    let (header, mut changes) = super::recording::open(file)?;
-    let mut world = World::default();
-    world.slo_override = opts.slo.clone();
-    // The state once every kind was listed: the replay's start.
-    let mut synced = HashSet::new();
-    let mut now = 0;
-    for c in changes.by_ref() {
-        now = c.t;
-        let last = c.op == Op::Synced && {
-            synced.insert(c.kind.clone());
-            synced.len() >= header.kinds.len()
-        };
-        put(&mut world, c);
-        if last {
-            break;
-        }
-    }
-    let mut e = Engine::load(world, now, &header, opts)?;
-    if synced.len() < header.kinds.len() {
-        let w = "not every recorded kind was listed: the whole recording is the initial state";
-        e.run.warnings.push(w.into());
-    }
-    let mut desched = super::passes::Descheduler::new(opts.descheduler.as_deref(), &e)?;
-    e.schedule();
-    e.sample();
-    desched.pass(&mut e);
-    let every = opts.sample_every_ms.max(1);
-    let mut next_sample = now + every;
-    for c in changes.by_ref() {
-        if c.t > e.now {
-            e.schedule();
-            while next_sample <= c.t {
-                e.now = next_sample;
-                e.sample();
-                next_sample += every;
-            }
-            desched.until(&mut e, c.t);
-            e.now = c.t;
-        }
-        e.apply(c);
-    }
-    e.run.warnings.extend(changes.warnings);
-    e.schedule();
-    e.sample();
-    desched.pass(&mut e);
-    e.finish_gangs();
-    if let Some(t) = add {
-        e.run.what_if = Some(super::whatif::run(&mut e, t));
-    }
-    e.run.seconds = started.elapsed().as_secs_f64();
-    e.run.pods = e.seen_pods.len();
-    Ok(e.run)
-}
-
 impl Engine {
-    fn load(
+    pub(super) fn load(
         mut world: World,
         now: u64,
         header: &super::recording::Header,
@@ -216,7 +169,7 @@ impl Engine {
     }
 
     /// One recorded change, through the same cluster-state calls the live scheduler makes.
-    fn apply(&mut self, c: Change) {
+    pub(super) fn apply(&mut self, c: Change) {
         match c.op {
             Op::Init => {
                 self.relisting.insert(c.kind.clone(), HashSet::new());
@@ -483,7 +436,7 @@ impl Engine {
     }
 
     /// Gang members still waiting at Permit when the recording ends never complete.
-    fn finish_gangs(&mut self) {
+    pub(super) fn finish_gangs(&mut self) {
         for key in std::mem::take(&mut self.cluster.gangs.waiting) {
             let id = self.cluster.gangs.gang_id(&key).unwrap_or_default();
             let min = self.cluster.gangs.spec(id).map(|s| s.min).unwrap_or(0);
@@ -494,7 +447,7 @@ impl Engine {
     }
 
     /// Every node's requests, usage and batch resources now, by the manager's calculation.
-    fn sample(&mut self) {
+    pub(super) fn sample(&mut self) {
         let now_ms = self.t0_ms + self.now as i64;
         let snap = self.world.snapshot();
         let (plans, _) = crate::explain::noderesource::run(snap, now_ms);
@@ -522,7 +475,7 @@ impl Engine {
 }
 
 /// A change into the world, for the initial load.
-fn put(world: &mut World, c: Change) {
+pub(super) fn put(world: &mut World, c: Change) {
     if !matches!(c.op, Op::Sync | Op::Apply | Op::Delete) {
         return;
     }

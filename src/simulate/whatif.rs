@@ -8,11 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use serde::Serialize;
 use serde_json::Value;
 
-use super::replay::Engine;
-use crate::api::scheduling::explanation::ScheduleExplanationStatus;
+use super::replay::{Engine, WhatIf};
 use crate::scheduler::explanation::{self, Asked};
 use crate::scheduler::framework::PodInfo;
 
@@ -24,19 +22,6 @@ pub struct Template {
     pub file: String,
     pub pod: Pod,
     pub count: usize,
-}
-
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WhatIf {
-    pub template: String,
-    pub asked: usize,
-    pub fit: usize,
-    /// Copies placed per node.
-    pub nodes: BTreeMap<String, usize>,
-    /// Why the next copy does not fit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stopped: Option<ScheduleExplanationStatus>,
 }
 
 /// Parses `FILE x N` (or `FILE`, one copy): the file holds a Pod, or a workload whose
