@@ -44,7 +44,7 @@ profiles:
 fn world(now: &str) -> World {
     let (mut nodes, mut pods, mut metrics, mut others) = (
         Vec::<Node>::new(),
-        Vec::<PodView>::new(),
+        Vec::<std::sync::Arc<PodView>>::new(),
         Vec::<NodeMetric>::new(),
         Vec::new(),
     );
@@ -62,11 +62,11 @@ fn world(now: &str) -> World {
             let pname = format!("pod-{n}-{p}");
             let rs = format!("rs-{}", (n * PODS_PER_NODE + p) % 500);
             // Each pod becomes its view at once, as the live role's paged list does.
-            pods.push(PodView::from(&serde_json::from_value::<Pod>(json!({"metadata": {"name": pname, "namespace": format!("ns-{}", p % 5), "uid": pname,
+            pods.push(std::sync::Arc::new(PodView::from(&serde_json::from_value::<Pod>(json!({"metadata": {"name": pname, "namespace": format!("ns-{}", p % 5), "uid": pname,
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs, "uid": rs, "controller": true}]},
                 "spec": {"nodeName": name, "schedulerName": "koord-scheduler",
                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "4Gi"}}}]},
-                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})).unwrap()));
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})).unwrap())));
             let cpu = if hot { "2600m" } else { "800m" };
             pm.push(json!({"namespace": format!("ns-{}", p % 5), "name": pname, "podUsage": {"resources": {"cpu": cpu, "memory": "4Gi"}}}));
         }
@@ -78,7 +78,13 @@ fn world(now: &str) -> World {
     for r in 0..500 {
         others.push(json!({"kind": "ReplicaSet", "metadata": {"name": format!("rs-{r}"), "uid": format!("rs-{r}")}, "spec": {"replicas": 20}}));
     }
-    World::build(nodes, pods, metrics, &[], &others)
+    World::build(
+        nodes.into_iter().map(std::sync::Arc::new),
+        pods,
+        metrics,
+        &[],
+        &others,
+    )
 }
 
 fn rss_mib() -> f64 {

@@ -4,9 +4,11 @@
 //! afterwards — written with the recorder's own writer, then replayed under Koordinator's
 //! default scheduler profile: the recording read and decoded, the initial state loaded,
 //! every arriving pod placed by the scheduling cycle, the manager's NodeResource samples
-//! and the descheduler's passes at the start and the end. Printed: pods/s over the whole
-//! replay (all 50,000 pods of the recording per second of wall time), the part spent
-//! placing, the CPU per pod, and the process's peak RSS. Budget: ≥ 20,000 pods/s.
+//! and the descheduler's passes at the start, every `deschedulingInterval` and the end.
+//! Printed: pods/s over the whole replay (all 50,000 pods of the recording per second of
+//! wall time, until the replay returns its result), the CPU per pod of every thread until
+//! then (the replay's state is freed on a side thread after), and the process's peak RSS.
+//! Budget: ≥ 20,000 pods/s.
 //! `BENCH_NODES`, `BENCH_BOUND` and `BENCH_ARRIVING` change the shape.
 //! Run: `cargo bench --bench simulate_replay`.
 

@@ -2,6 +2,8 @@
 //! helpers) and one pass of a single plugin behind DefaultEvictor, through the same
 //! framework `koord explain deschedule` and the live role run.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
@@ -113,7 +115,8 @@ pub const NOW_MS: i64 = 1_800_000_000_000;
 /// One pass of the DeschedulerConfiguration `cfg` over the objects.
 pub fn run(cfg: Value, nodes: Vec<Node>, pods: Vec<Pod>, metrics: Vec<NodeMetric>) -> Report {
     let cfg = parse(&cfg.to_string(), "test").expect("a configuration");
-    let w = World::build(nodes, pods.iter().map(PodView::from), metrics, &[], &[]);
+    let views = pods.iter().map(|p| Arc::new(PodView::from(p)));
+    let w = World::build(nodes.into_iter().map(Arc::new), views, metrics, &[], &[]);
     let mut plugins = Plugins::build(&cfg, 0).expect("plugins");
     plugins.run(&w, NOW_MS)
 }

@@ -3,6 +3,9 @@
 
 use super::ExplainError;
 use std::path::Path;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
 
 use serde_json::Value;
 
@@ -15,6 +18,15 @@ use crate::descheduler::framework::{Plugins, Report};
 
 /// The world a snapshot describes.
 pub fn world(snap: &Snapshot) -> Result<World, ExplainError> {
+    world_with(snap, |p| Arc::new(PodView::from(&**p)))
+}
+
+/// [`world`], with each pod's view from `view` (a replay reuses the views of pods that did
+/// not change since its last pass).
+pub fn world_with(
+    snap: &Snapshot,
+    view: impl FnMut(&Arc<Pod>) -> Arc<PodView>,
+) -> Result<World, ExplainError> {
     let mut jobs = Vec::new();
     for v in snap
         .other
@@ -34,9 +46,9 @@ pub fn world(snap: &Snapshot) -> Result<World, ExplainError> {
         jobs.push(j);
     }
     Ok(World::build(
-        snap.nodes.clone(),
-        snap.pods.iter().map(PodView::from),
-        snap.node_metrics.clone(),
+        snap.nodes.iter().cloned(),
+        snap.pods.iter().map(view),
+        snap.node_metrics.iter().cloned(),
         &jobs,
         &snap.other,
     ))

@@ -29,13 +29,13 @@ pub fn run(snap: &Snapshot, now_ms: i64) -> (Vec<Plan>, Vec<String>) {
     let mut by_node: HashMap<&str, Vec<&Pod>> = HashMap::new();
     for p in &snap.pods {
         if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-            by_node.entry(n).or_default().push(p);
+            by_node.entry(n).or_default().push(&**p);
         }
     }
     let metrics: HashMap<&str, _> = snap
         .node_metrics
         .iter()
-        .filter_map(|m| Some((m.metadata.name.as_deref()?, m)))
+        .filter_map(|m| Some((m.metadata.name.as_deref()?, &**m)))
         .collect();
     let devices: HashMap<&str, _> = snap
         .devices

@@ -67,6 +67,16 @@ pub fn resolve_priority(pod: &mut Pod, classes: &[PriorityClass]) {
     spec.priority = from_snapshot.or(builtin);
 }
 
+/// `pod` with its priority resolved, copied only when that changes it.
+fn with_priority(pod: &Arc<Pod>, classes: &[PriorityClass]) -> Arc<Pod> {
+    let mut p = pod.clone();
+    let unresolved = p.spec.as_ref().is_some_and(|s| s.priority.is_none());
+    if unresolved {
+        resolve_priority(Arc::make_mut(&mut p), classes);
+    }
+    p
+}
+
 /// The volume plugins' kinds (through the live scheduler's own storage-event handling), the
 /// PodDisruptionBudgets preemption respects and the selectors default topology spreading reads.
 fn load_storage_and_pdbs(cluster: &mut ClusterState, snap: &Snapshot) {
@@ -137,10 +147,10 @@ pub fn cluster_of(
         }
     }
     for n in &snap.nodes {
-        cluster.upsert_node(Arc::new(n.clone()));
+        cluster.upsert_node(n.clone());
     }
     for m in &snap.node_metrics {
-        cluster.upsert_metric(Arc::new(m.clone()));
+        cluster.upsert_metric(m.clone());
     }
     let topologies = snap
         .other
@@ -167,15 +177,13 @@ pub fn cluster_of(
     cluster.network_topology = network_topology(snap, &cluster);
     let mut pending = Vec::new();
     for p in &snap.pods {
-        let mut p = p.clone();
-        resolve_priority(&mut p, classes);
+        let p = with_priority(p, classes);
         let bound = p
             .spec
             .as_ref()
             .and_then(|s| s.node_name.as_deref())
             .is_some_and(|n| !n.is_empty());
         // Pending pods count too: in their quota's request (and, later, their gang).
-        let p = Arc::new(p);
         cluster.upsert_pod(p.clone());
         if !bound {
             pending.push(Arc::unwrap_or_clone(p));

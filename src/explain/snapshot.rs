@@ -47,9 +47,10 @@ pub struct Storage {
 /// The objects `koord explain` reads; other kinds are kept as raw JSON for later readers.
 #[derive(Debug, Default, Clone)]
 pub struct Snapshot {
-    pub nodes: Vec<Node>,
-    pub pods: Vec<Pod>,
-    pub node_metrics: Vec<NodeMetric>,
+    /// Nodes, pods and NodeMetrics are shared: a replay's frozen copies hold handles.
+    pub nodes: Vec<std::sync::Arc<Node>>,
+    pub pods: Vec<std::sync::Arc<Pod>>,
+    pub node_metrics: Vec<std::sync::Arc<NodeMetric>>,
     pub node_slos: Vec<NodeSLO>,
     pub slo_config: Option<ConfigMap>,
     pub devices: Vec<crate::api::scheduling::device::Device>,
@@ -146,9 +147,13 @@ impl Snapshot {
             return Err(err(format!("{field}: invalid quantity {raw:?}: {why}")));
         }
         match kind.as_str() {
-            "Node" => self.nodes.push(decode(v).map_err(err)?),
-            "Pod" => self.pods.push(decode(v).map_err(err)?),
-            "NodeMetric" => self.node_metrics.push(decode(v).map_err(err)?),
+            "Node" => self
+                .nodes
+                .push(std::sync::Arc::new(decode(v).map_err(err)?)),
+            "Pod" => self.pods.push(std::sync::Arc::new(decode(v).map_err(err)?)),
+            "NodeMetric" => self
+                .node_metrics
+                .push(std::sync::Arc::new(decode(v).map_err(err)?)),
             "NodeSLO" => self.node_slos.push(decode(v).map_err(err)?),
             "Device" => self.devices.push(decode(v).map_err(err)?),
             "PersistentVolume" => self.storage.pvs.push(decode(v).map_err(err)?),

@@ -14,7 +14,8 @@ pub fn replay(
     add: Option<&super::whatif::Template>,
 ) -> anyhow::Result<Run> {
     let started = std::time::Instant::now();
-    let (header, mut changes) = super::recording::open(file)?;
+    let (header, reader) = super::recording::open(file)?;
+    let mut changes = super::decoded::Events::spawn(reader)?;
     let mut world = World::default();
     world.slo_override = opts.slo.clone();
     // The state once every kind was listed: the replay's start.
@@ -36,10 +37,9 @@ pub fn replay(
         let w = "not every recorded kind was listed: the whole recording is the initial state";
         e.run.warnings.push(w.into());
     }
-    let mut desched = super::passes::Descheduler::new(opts.descheduler.as_deref(), &e)?;
+    let mut side = super::passes::Observer::spawn(opts.descheduler.as_deref(), &e)?;
     e.schedule();
-    e.sample();
-    desched.pass(&mut e);
+    side.due(&mut e, true, true);
     let every = opts.sample_every_ms.max(1);
     let mut next_sample = now + every;
     for c in changes.by_ref() {
@@ -47,23 +47,32 @@ pub fn replay(
             e.schedule();
             while next_sample <= c.t {
                 e.now = next_sample;
-                e.sample();
+                side.due(&mut e, true, false);
                 next_sample += every;
             }
-            desched.until(&mut e, c.t);
+            side.passes_until(&mut e, c.t);
             e.now = c.t;
         }
         e.apply(c);
     }
-    e.run.warnings.extend(changes.warnings);
+    e.run.warnings.extend(std::mem::take(&mut changes.warnings));
     e.schedule();
-    e.sample();
-    desched.pass(&mut e);
     e.finish_gangs();
+    side.last(&mut e);
     if let Some(t) = add {
         e.run.what_if = Some(super::whatif::run(&mut e, t));
     }
-    e.run.seconds = started.elapsed().as_secs_f64();
-    e.run.pods = e.seen_pods.len();
-    Ok(e.run)
+    let seen = e.seen_pods.len();
+    let mut run = std::mem::take(&mut e.run);
+    let observed = side.finish();
+    // The state is large (every pod, node and the scheduler's cache): freed on the side
+    // once the workers are done, while the caller reports.
+    let free = std::thread::Builder::new().name("replay-free".into());
+    let _ = free.spawn(move || drop(e));
+    run.samples = observed.samples;
+    run.evictions = observed.evictions;
+    run.warnings.extend(observed.warnings);
+    run.seconds = started.elapsed().as_secs_f64();
+    run.pods = seen;
+    Ok(run)
 }

@@ -4,6 +4,7 @@
 //! scheduler profile, slo-controller-config or descheduler configuration does on one's own
 //! cluster before rolling it out, and how many more pods of a kind would fit.
 
+pub mod decoded;
 pub mod driver;
 pub mod passes;
 pub mod record;
@@ -152,7 +153,7 @@ fn replay_main(args: &ReplayArgs) -> anyhow::Result<()> {
         .map(whatif::parse)
         .transpose()
         .map_err(|e| anyhow::anyhow!(e))?;
-    let (header, _) = recording::open(&args.file)?;
+    let (header, _) = recording::open::<recording::RawChange>(&args.file)?;
     let base = Files {
         scheduler: args.scheduler_config.clone(),
         slo: args.slo_config.clone(),

@@ -53,6 +53,17 @@ pub struct Change {
     pub object: Value,
 }
 
+/// A change as read for a replay: the object left as text, decoded once into its own
+/// kind (no `Value` tree between).
+#[derive(Debug, Deserialize)]
+pub struct RawChange {
+    pub t: u64,
+    pub op: Op,
+    pub kind: String,
+    #[serde(default)]
+    pub object: Option<Box<serde_json::value::RawValue>>,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RecordingError {
     #[error("{file}: {source}")]
@@ -123,18 +134,19 @@ pub struct Recording {
 
 /// The changes of a recording, one line at a time. A line cut short or not a change ends
 /// the stream with a warning (a recording interrupted mid-write): what came before stands.
-pub struct Reader {
+pub struct Reader<T = Change> {
     lines: std::io::Lines<BufReader<GzDecoder<std::fs::File>>>,
     file: String,
     line: usize,
     pub warnings: Vec<String>,
     ended: bool,
+    item: std::marker::PhantomData<T>,
 }
 
-impl Iterator for Reader {
-    type Item = Change;
+impl<T: serde::de::DeserializeOwned> Iterator for Reader<T> {
+    type Item = T;
 
-    fn next(&mut self) -> Option<Change> {
+    fn next(&mut self) -> Option<T> {
         if self.ended {
             return None;
         }
@@ -143,7 +155,7 @@ impl Iterator for Reader {
         let n = self.line;
         let parsed = text
             .map_err(|e| e.to_string())
-            .and_then(|t| serde_json::from_str::<Change>(&t).map_err(|e| e.to_string()));
+            .and_then(|t| serde_json::from_str::<T>(&t).map_err(|e| e.to_string()));
         match parsed {
             Ok(c) => Some(c),
             Err(e) => {
@@ -159,8 +171,9 @@ impl Iterator for Reader {
     }
 }
 
-/// Opens a recording: its header, and its changes to stream.
-pub fn open(path: &Path) -> Result<(Header, Reader), RecordingError> {
+/// Opens a recording: its header, and its changes to stream (as [`Change`] or
+/// [`RawChange`]).
+pub fn open<T>(path: &Path) -> Result<(Header, Reader<T>), RecordingError> {
     let file = path.display().to_string();
     let io = |source| RecordingError::Io {
         file: file.clone(),
@@ -191,13 +204,14 @@ pub fn open(path: &Path) -> Result<(Header, Reader), RecordingError> {
         line: 1,
         warnings: Vec::new(),
         ended: false,
+        item: std::marker::PhantomData,
     };
     Ok((header, reader))
 }
 
 /// A whole recording in memory.
 pub fn read(path: &Path) -> Result<Recording, RecordingError> {
-    let (header, mut reader) = open(path)?;
+    let (header, mut reader) = open::<Change>(path)?;
     let changes = reader.by_ref().collect();
     Ok(Recording {
         header,

@@ -16,8 +16,9 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::recording::{Change, Op};
-use super::world::{World, key_of, name_of};
+use super::decoded::{Event, Object};
+use super::recording::Op;
+use super::world::World;
 use crate::explain::schedule::{cluster_of, profile_of, resolve_priority};
 use crate::scheduler::config::SchedulerConfig;
 use crate::scheduler::cycle::{self, Attempt, Outcome};
@@ -169,19 +170,24 @@ impl Engine {
     }
 
     /// One recorded change, through the same cluster-state calls the live scheduler makes.
-    pub(super) fn apply(&mut self, c: Change) {
-        match c.op {
+    pub(super) fn apply(&mut self, ev: Event) {
+        match ev.op {
             Op::Init => {
-                self.relisting.insert(c.kind.clone(), HashSet::new());
+                self.relisting.insert(ev.kind, HashSet::new());
             }
-            Op::Synced => self.end_relist(&c.kind),
+            Op::Synced => self.end_relist(&ev.kind),
             Op::Sync | Op::Apply | Op::Delete => {
-                if c.op == Op::Sync
-                    && let Some(seen) = self.relisting.get_mut(&c.kind)
+                if ev.op == Op::Sync
+                    && let Some(seen) = self.relisting.get_mut(&ev.kind)
                 {
-                    seen.insert(world_key(&c.kind, &c.object));
+                    seen.insert(ev.key.clone());
                 }
-                self.apply_object(&c.kind, c.object, c.op == Op::Delete);
+                self.cluster.now_ms = self.t0_ms + self.now as i64;
+                if ev.op == Op::Delete {
+                    self.delete(&ev.kind, &ev.key);
+                } else {
+                    self.upsert(ev);
+                }
             }
         }
     }
@@ -193,59 +199,63 @@ impl Engine {
         };
         for key in self.world.keys_of(kind) {
             if !seen.contains(&key) {
-                let (ns, name) = key.split_once('/').unwrap_or(("", &key));
-                let obj = serde_json::json!({"metadata": {"namespace": ns, "name": name}});
-                self.apply_object(kind, obj, true);
+                self.delete(kind, &key);
             }
         }
     }
 
-    fn apply_object(&mut self, kind: &str, v: Value, deleted: bool) {
-        self.cluster.now_ms = self.t0_ms + self.now as i64;
+    fn delete(&mut self, kind: &str, key: &str) {
+        self.dirty = true;
+        let name = key.rsplit('/').next().unwrap_or("");
         match kind {
-            "Pod" => self.apply_pod(v, deleted),
+            "Pod" => {
+                self.seen_pods.insert(key.to_string());
+                self.world.remove_pod(key);
+                self.cluster.delete_pod(key);
+                self.pending.remove(key);
+            }
             "Node" => {
-                let name = name_of(&v);
-                self.dirty = true;
-                if deleted {
-                    self.world.remove_node(&name);
-                    self.cluster.remove_node(&name);
-                } else if let Some(mut n) = decode::<k8s_openapi::api::core::v1::Node>(v) {
-                    crate::scheduler::live_watch::slim_node(&mut n);
-                    self.world.put_node(n.clone());
-                    self.cluster.upsert_node(Arc::new(n));
-                }
+                self.world.remove_node(key);
+                self.cluster.remove_node(key);
             }
             "NodeMetric" => {
-                let name = name_of(&v);
-                self.dirty = true;
-                if deleted {
-                    self.world.remove_metric(&name);
-                    self.cluster.remove_metric(&name);
-                } else if let Some(m) = decode::<crate::api::slo::NodeMetric>(v) {
-                    self.world.put_metric(m.clone());
-                    self.cluster.upsert_metric(Arc::new(m));
+                self.world.remove_metric(key);
+                self.cluster.remove_metric(key);
+            }
+            _ => {
+                self.world.remove_other(kind, key);
+                match kind {
+                    "NodeResourceTopology" => self.cluster.remove_topology(name),
+                    "Device" => self.cluster.remove_device(name),
+                    _ => {}
                 }
             }
-            _ => self.apply_other(kind, v, deleted),
         }
     }
 
-    fn apply_other(&mut self, kind: &str, v: Value, deleted: bool) {
-        self.dirty = true;
-        if deleted {
-            self.world.remove_other(kind, &key_of(&v));
-        } else {
-            self.world.put_other(kind, v.clone());
-        }
-        if deleted {
-            match kind {
-                "NodeResourceTopology" => self.cluster.remove_topology(&name_of(&v)),
-                "Device" => self.cluster.remove_device(&name_of(&v)),
-                _ => {}
+    fn upsert(&mut self, ev: Event) {
+        match ev.object {
+            Object::Absent => {}
+            Object::Pod(p) => self.apply_pod(ev.key, p),
+            Object::Node(n) => {
+                self.dirty = true;
+                let n = Arc::new(*n);
+                self.world.put_node(n.clone());
+                self.cluster.upsert_node(n);
             }
-            return;
+            Object::NodeMetric(m) => {
+                self.dirty = true;
+                let m = Arc::new(*m);
+                self.world.put_metric(m.clone());
+                self.cluster.upsert_metric(m);
+            }
+            Object::Other(v) => self.apply_other(&ev.kind, v),
         }
+    }
+
+    fn apply_other(&mut self, kind: &str, v: Value) {
+        self.dirty = true;
+        self.world.put_other(kind, v.clone());
         match kind {
             "NodeResourceTopology" => {
                 if let Some(t) = decode::<crate::api::topology::NodeResourceTopology>(v) {
@@ -279,39 +289,30 @@ impl Engine {
         }
     }
 
-    fn apply_pod(&mut self, v: Value, deleted: bool) {
-        let key = key_of(&v);
+    /// `pod` is the decoder's only copy (changed in place); once applied, the world the
+    /// manager and descheduler read and the scheduler's cluster state share it.
+    fn apply_pod(&mut self, key: String, mut shared: Arc<Pod>) {
         self.seen_pods.insert(key.clone());
-        if deleted {
-            self.world.remove_pod(&key);
-            self.cluster.delete_pod(&key);
-            self.pending.remove(&key);
-            self.dirty = true;
-            return;
-        }
-        let Some(mut pod) = decode::<Pod>(v) else {
-            return;
-        };
-        resolve_priority(&mut pod, &self.classes);
-        let live = node_of(&pod);
+        let pod = Arc::make_mut(&mut shared);
+        resolve_priority(pod, &self.classes);
+        let live = node_of(pod);
         match self.decided.get(&key).cloned() {
             Some(decision) => {
                 if let Some(n) = live {
                     self.run.live.insert(key.clone(), n);
                 }
-                set_node(&mut pod, decision);
+                set_node(pod, decision);
             }
-            None if live.is_none() && profile_of(&self.fws, &pod).is_some() => {
+            None if live.is_none() && profile_of(&self.fws, pod).is_some() => {
                 self.decided.insert(key.clone(), None);
             }
             None => self.dirty = true,
         }
-        crate::scheduler::live_watch::slim_pod(&mut pod);
         let waiting = self.decided.get(&key) == Some(&None)
             && pod.metadata.deletion_timestamp.is_none()
-            && !finished(&pod);
-        self.world.put_pod(pod.clone());
-        let info = self.cluster.upsert_pod(Arc::new(pod));
+            && !finished(pod);
+        self.world.put_pod(shared.clone());
+        let info = self.cluster.upsert_pod(shared);
         if waiting {
             if self.pending.insert(key.clone(), info).is_none() {
                 self.fresh.push(key);
@@ -446,69 +447,32 @@ impl Engine {
         }
     }
 
-    /// Every node's requests, usage and batch resources now, by the manager's calculation.
-    pub(super) fn sample(&mut self) {
-        let now_ms = self.t0_ms + self.now as i64;
-        let snap = self.world.snapshot();
-        let (plans, _) = crate::explain::noderesource::run(snap, now_ms);
-        let requests = requests_by_node(&snap.pods);
-        let mut s = Sample {
-            t: self.now,
-            ..Default::default()
-        };
-        for plan in plans {
-            let node = plan.calc.node.clone();
-            let batch = plan.calc.batch.as_ref().map(|b| b.result);
-            let (cpu, memory) = batch.map(|r| (r.cpu, r.memory)).unwrap_or_default();
-            s.batch_cpu += cpu;
-            s.batch_memory += memory;
-            let n = NodeSample {
-                requests_cpu: requests.get(&node).copied().unwrap_or(0),
-                usage_cpu: usage_of(self.world.metric(&node)),
-                batch_cpu: cpu,
-                batch_memory: memory,
-            };
-            s.nodes.insert(node, n);
-        }
-        self.run.samples.push(s);
+    /// CPU requested on each node by the pods there that have not finished, as the
+    /// scheduler counts them.
+    pub(super) fn requests(&self) -> HashMap<String, i64> {
+        (self.cluster.nodes.iter())
+            .map(|n| (n.name.clone(), n.requested.get("cpu").copied().unwrap_or(0)))
+            .collect()
     }
 }
 
 /// A change into the world, for the initial load.
-pub(super) fn put(world: &mut World, c: Change) {
-    if !matches!(c.op, Op::Sync | Op::Apply | Op::Delete) {
+pub(super) fn put(world: &mut World, ev: Event) {
+    if ev.op == Op::Delete {
+        match ev.kind.as_str() {
+            "Node" => world.remove_node(&ev.key),
+            "Pod" => world.remove_pod(&ev.key),
+            "NodeMetric" => world.remove_metric(&ev.key),
+            kind => world.remove_other(kind, &ev.key),
+        }
         return;
     }
-    let del = c.op == Op::Delete;
-    let v = c.object;
-    match c.kind.as_str() {
-        "Node" if del => world.remove_node(&name_of(&v)),
-        "Node" => {
-            if let Some(n) = decode(v) {
-                world.put_node(n);
-            }
-        }
-        "Pod" if del => world.remove_pod(&key_of(&v)),
-        "Pod" => {
-            if let Some(p) = decode(v) {
-                world.put_pod(p);
-            }
-        }
-        "NodeMetric" if del => world.remove_metric(&name_of(&v)),
-        "NodeMetric" => {
-            if let Some(m) = decode(v) {
-                world.put_metric(m);
-            }
-        }
-        kind if del => world.remove_other(kind, &key_of(&v)),
-        kind => world.put_other(kind, v),
-    }
-}
-
-fn world_key(kind: &str, v: &Value) -> String {
-    match kind {
-        "Node" | "NodeMetric" => name_of(v),
-        _ => key_of(v),
+    match ev.object {
+        Object::Absent => {}
+        Object::Node(n) => world.put_node(Arc::new(*n)),
+        Object::Pod(p) => world.put_pod(p),
+        Object::NodeMetric(m) => world.put_metric(Arc::new(*m)),
+        Object::Other(v) => world.put_other(&ev.kind, v),
     }
 }
 
@@ -547,26 +511,4 @@ fn finished(pod: &Pod) -> bool {
         .as_ref()
         .and_then(|s| s.phase.as_deref())
         .is_some_and(|p| p == "Succeeded" || p == "Failed")
-}
-
-/// CPU requested on each node by the pods there that have not finished.
-fn requests_by_node(pods: &[Pod]) -> HashMap<String, i64> {
-    let mut out: HashMap<String, i64> = HashMap::new();
-    for p in pods.iter().filter(|p| !finished(p)) {
-        let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
-            continue;
-        };
-        let cpu = crate::api::pod::pod_requests(p).get("cpu").copied();
-        *out.entry(node.to_string()).or_insert(0) += cpu.unwrap_or(0);
-    }
-    out
-}
-
-fn usage_of(metric: Option<&crate::api::slo::NodeMetric>) -> i64 {
-    let Some(m) = metric else { return 0 };
-    let v = serde_json::to_value(m).unwrap_or_default();
-    v.pointer("/status/nodeMetric/nodeUsage/resources/cpu")
-        .and_then(|q| serde_json::from_value(q.clone()).ok())
-        .map(|q| crate::api::pod::amount("cpu", &q))
-        .unwrap_or(0)
 }

@@ -4,6 +4,7 @@
 //! JSON, decoded into the snapshot again only after one of them changed.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use serde_json::Value;
@@ -57,17 +58,9 @@ pub struct World {
 }
 
 /// `namespace/name` of an object (`/name` for a cluster-scoped one, as the scheduler keys).
-pub fn key_of(v: &Value) -> String {
+fn key_of(v: &Value) -> String {
     let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("");
     format!("{}/{}", s("/metadata/namespace"), s("/metadata/name"))
-}
-
-/// A node or NodeMetric's name.
-pub fn name_of(v: &Value) -> String {
-    v.pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string()
 }
 
 fn pod_key(p: &Pod) -> String {
@@ -79,12 +72,12 @@ fn pod_key(p: &Pod) -> String {
     )
 }
 
-fn name<T: kube::Resource>(o: &T) -> String {
+fn name<T: kube::Resource>(o: &Arc<T>) -> String {
     o.meta().name.clone().unwrap_or_default()
 }
 
 impl World {
-    pub fn put_node(&mut self, n: Node) {
+    pub fn put_node(&mut self, n: Arc<Node>) {
         self.nodes.put(&mut self.snap.nodes, name(&n), n);
     }
 
@@ -92,30 +85,26 @@ impl World {
         self.nodes.remove(&mut self.snap.nodes, name_, name);
     }
 
-    pub fn put_pod(&mut self, p: Pod) {
+    pub fn put_pod(&mut self, p: Arc<Pod>) {
         self.pods.put(&mut self.snap.pods, pod_key(&p), p);
     }
 
     pub fn remove_pod(&mut self, key: &str) {
-        self.pods.remove(&mut self.snap.pods, key, pod_key);
+        self.pods.remove(&mut self.snap.pods, key, |p| pod_key(p));
     }
 
     pub fn pod_mut(&mut self, key: &str) -> Option<&mut Pod> {
         let i = *self.pods.at.get(key)?;
-        self.snap.pods.get_mut(i)
+        self.snap.pods.get_mut(i).map(Arc::make_mut)
     }
 
-    pub fn put_metric(&mut self, m: NodeMetric) {
+    pub fn put_metric(&mut self, m: Arc<NodeMetric>) {
         self.metrics.put(&mut self.snap.node_metrics, name(&m), m);
     }
 
     pub fn remove_metric(&mut self, name_: &str) {
         self.metrics
             .remove(&mut self.snap.node_metrics, name_, name);
-    }
-
-    pub fn metric(&self, name_: &str) -> Option<&NodeMetric> {
-        self.snap.node_metrics.get(*self.metrics.at.get(name_)?)
     }
 
     pub fn put_other(&mut self, kind: &str, v: Value) {
@@ -134,10 +123,6 @@ impl World {
             .iter()
             .filter(move |((k, _), _)| k == kind)
             .map(|(_, v)| v)
-    }
-
-    pub fn pods(&self) -> &[Pod] {
-        &self.snap.pods
     }
 
     /// The state as an explain snapshot (what the scheduler's loader, the manager's
@@ -161,6 +146,12 @@ impl World {
             self.snap.slo_config = Some(cm.clone());
         }
         &self.snap
+    }
+
+    /// [`World::snapshot`] taken out, leaving the world empty.
+    pub fn take_snapshot(&mut self) -> Snapshot {
+        self.snapshot();
+        std::mem::take(self).snap
     }
 
     /// Keys of the objects of `kind` held now.

@@ -52,20 +52,21 @@ impl World {
     /// A world from objects: `others` may hold workloads (ReplicaSet, StatefulSet,
     /// Deployment, ReplicationController, Job) and PriorityClasses; other kinds are ignored.
     pub fn build(
-        nodes: Vec<Node>,
-        pods: impl IntoIterator<Item = PodView>,
-        metrics: Vec<NodeMetric>,
+        nodes: impl IntoIterator<Item = Arc<Node>>,
+        pods: impl IntoIterator<Item = Arc<PodView>>,
+        metrics: impl IntoIterator<Item = impl std::borrow::Borrow<NodeMetric>>,
         jobs: &[PodMigrationJob],
         others: &[Value],
     ) -> World {
         let mut w = World {
-            nodes: nodes.into_iter().map(Arc::new).collect(),
-            pods: pods.into_iter().map(Arc::new).collect(),
+            nodes: nodes.into_iter().collect(),
+            pods: pods.into_iter().collect(),
             metrics: metrics
                 .into_iter()
                 .map(|m| {
+                    let m = m.borrow();
                     let name = m.metadata.name.clone().unwrap_or_default();
-                    (name, Arc::new(MetricView::from(&m)))
+                    (name, Arc::new(MetricView::from(m)))
                 })
                 .collect(),
             ..Default::default()

@@ -174,9 +174,9 @@ fn the_workload_object_limiter_spaces_migrations_out() {
         )
     };
     let w = World::build(
-        vec![node("n1"), node("n2")],
-        [restarted("a", "n1"), restarted("b", "n2")],
-        vec![],
+        [node("n1"), node("n2")].map(std::sync::Arc::new),
+        [restarted("a", "n1"), restarted("b", "n2")].map(std::sync::Arc::new),
+        Vec::<crate::api::slo::NodeMetric>::new(),
         &[],
         &[json!({"kind": "ReplicaSet", "metadata": {"uid": "rs-1"}, "spec": {"replicas": 10}})],
     );
