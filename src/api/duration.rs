@@ -18,43 +18,54 @@ pub fn field_or(
     })
 }
 
-/// Parses `1h30m`, `5m0s`, `300ms`, `1.5h`, `0`.
+/// Parses `1h30m`, `5m0s`, `300ms`, `1.5h`, `0` (not negative: a configured period).
 pub fn parse(s: &str) -> Result<Duration, DurationError> {
-    let err = || DurationError(s.to_string());
     let t = s.trim();
-    if t == "0" {
-        return Ok(Duration::ZERO);
+    let nanos = (!t.starts_with('-')).then(|| parse_nanos(t)).flatten();
+    nanos
+        .map(|n| Duration::from_nanos(n as u64))
+        .ok_or_else(|| DurationError(s.to_string()))
+}
+
+const UNITS: [(&str, i64); 8] = [
+    ("ns", 1),
+    ("us", 1_000),
+    ("µs", 1_000),
+    ("μs", 1_000),
+    ("ms", 1_000_000),
+    ("s", 1_000_000_000),
+    ("m", 60_000_000_000),
+    ("h", 3_600_000_000_000),
+];
+
+/// Go's `time.ParseDuration`: a sequence of decimal numbers with units, e.g. "1h30m0.5s".
+pub fn parse_nanos(s: &str) -> Option<i64> {
+    let (neg, mut rest) = match s.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    if rest == "0" {
+        return Some(0);
     }
-    if t.is_empty() || t.starts_with('-') {
-        return Err(err());
+    if rest.is_empty() {
+        return None;
     }
     let mut total = 0f64;
-    let mut rest = t.strip_prefix('+').unwrap_or(t);
     while !rest.is_empty() {
         let num_end = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(err)?;
-        if num_end == 0 {
-            return Err(err());
-        }
-        let value: f64 = rest[..num_end].parse().map_err(|_| err())?;
+            .filter(|&i| i > 0)?;
+        let n: f64 = rest[..num_end].parse().ok()?;
         rest = &rest[num_end..];
         let unit_end = rest
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(rest.len());
-        let unit = match &rest[..unit_end] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(err()),
-        };
-        total += value * unit;
+        let scale = UNITS.iter().find(|(u, _)| *u == &rest[..unit_end])?.1;
+        total += n * scale as f64;
         rest = &rest[unit_end..];
     }
-    Ok(Duration::from_secs_f64(total))
+    let total = total.round() as i64;
+    Some(if neg { -total } else { total })
 }
 
 /// Formats like Go's `Duration.String()` for whole seconds and above (`5m0s`, `1h0m0s`).

@@ -102,7 +102,14 @@ impl Iterator for Events {
             }
             let from = self.decoders.get(self.turn)?;
             self.turn = (self.turn + 1) % self.decoders.len();
-            match from.recv().ok()? {
+            let Ok(msg) = from.recv() else {
+                // A decoder gone without the end: what came before stands, the rest is lost.
+                self.warnings
+                    .push("the recording's decoding stopped early; the rest is ignored".into());
+                self.decoders.clear();
+                return None;
+            };
+            match msg {
                 Msg::Batch(b) => self.batch = b.into_iter(),
                 Msg::End(w) => {
                     self.warnings.extend(w);

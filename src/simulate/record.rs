@@ -179,12 +179,13 @@ pub async fn run(args: &RecordArgs) -> anyhow::Result<()> {
     };
     tasks.abort_all();
     progress.show(&out, true);
+    let changes = out.changes;
     out.finish()
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.output.display()))?;
     eprintln!(
         "koord simulate record: {why}; wrote {} ({} changes)",
         args.output.display(),
-        progress.changes
+        changes
     );
     Ok(())
 }
@@ -282,7 +283,6 @@ struct Progress {
     started: Instant,
     shown: Instant,
     tty: bool,
-    changes: u64,
 }
 
 impl Progress {
@@ -291,13 +291,11 @@ impl Progress {
             started,
             shown: started,
             tty: std::io::stderr().is_terminal(),
-            changes: 0,
         }
     }
 
     /// Once a second on a terminal (rewriting the line), every ten seconds otherwise.
     fn show(&mut self, out: &Writer, last: bool) {
-        self.changes = out.changes;
         let every = if self.tty { 1 } else { 10 };
         if !last && self.shown.elapsed() < Duration::from_secs(every) {
             return;

@@ -10,10 +10,15 @@ use common::TestApi;
 use serde_json::Value;
 
 pub(crate) fn kubectl_path() -> Option<PathBuf> {
+    on_path("kubectl")
+}
+
+/// The program `name` as the shell would find it on `PATH`.
+pub(crate) fn on_path(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?
         .to_str()?
         .split(':')
-        .map(|d| Path::new(d).join("kubectl"))
+        .map(|d| Path::new(d).join(name))
         .find(|p| p.is_file())
 }
 

@@ -44,15 +44,8 @@ fn replay(file: &Path, extra: &[&str]) -> Value {
 
 fn chromium() -> Option<PathBuf> {
     ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .filter_map(|b| {
-            std::env::var_os("PATH")?
-                .to_str()?
-                .split(':')
-                .map(|d| Path::new(d).join(b))
-                .find(|p| p.is_file())
-        })
-        .next()
+        .into_iter()
+        .find_map(crate::kubectl::on_path)
 }
 
 /// Records the cluster while the live scheduler places ten pods; the recording.

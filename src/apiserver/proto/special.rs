@@ -261,46 +261,7 @@ fn schema_union_json(m: &DynamicMessage, g: &Generic) -> Option<Value> {
     })
 }
 
-const UNITS: [(&str, i64); 8] = [
-    ("ns", 1),
-    ("us", 1_000),
-    ("µs", 1_000),
-    ("μs", 1_000),
-    ("ms", 1_000_000),
-    ("s", 1_000_000_000),
-    ("m", 60_000_000_000),
-    ("h", 3_600_000_000_000),
-];
-
-/// Go's `time.ParseDuration`: a sequence of decimal numbers with units, e.g. "1h30m0.5s".
-pub fn parse_duration(s: &str) -> Option<i64> {
-    let (neg, mut rest) = match s.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, s.strip_prefix('+').unwrap_or(s)),
-    };
-    if rest == "0" {
-        return Some(0);
-    }
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let num_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .filter(|&i| i > 0)?;
-        let n: f64 = rest[..num_end].parse().ok()?;
-        rest = &rest[num_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = UNITS.iter().find(|(u, _)| *u == &rest[..unit_end])?.1;
-        total += n * scale as f64;
-        rest = &rest[unit_end..];
-    }
-    let total = total.round() as i64;
-    Some(if neg { -total } else { total })
-}
+pub use crate::api::duration::parse_nanos as parse_duration;
 
 /// Go's `Duration.String`: "1h2m3.5s", "300ms", "0s".
 pub fn format_duration(nanos: i64) -> String {
