@@ -21,6 +21,7 @@ mod descheduler;
 mod descheduler_upstream;
 mod device_plugin_adaption;
 mod device_scan;
+mod docs_links;
 mod dropin;
 mod explain;
 mod explain_schedule;
