@@ -2,6 +2,7 @@
 //! own while the replay runs: unpacking and decoding are most of a replay's work that is
 //! not scheduling, and the machine has a second core for them.
 
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -23,10 +24,10 @@ const DECODERS: usize = 2;
 pub enum Object {
     /// A list marker, a delete, or an object that did not decode (warned): only the key.
     Absent,
-    Node(Box<Node>),
+    Node(Arc<Node>),
     /// Shared as it is: the replay's world and its scheduler keep this one copy.
-    Pod(std::sync::Arc<Pod>),
-    NodeMetric(Box<NodeMetric>),
+    Pod(Arc<Pod>),
+    NodeMetric(Arc<NodeMetric>),
     Other(Value),
 }
 
@@ -208,7 +209,11 @@ fn decode(raw: RawChange, warnings: &mut Vec<String>) -> Event {
             p.metadata.name.as_deref(),
         ),
         Object::NodeMetric(m) => key(&raw.kind, None, m.metadata.name.as_deref()),
-        _ => {
+        Object::Other(v) => {
+            let s = |p: &str| v.pointer(p).and_then(Value::as_str);
+            key(&raw.kind, s("/metadata/namespace"), s("/metadata/name"))
+        }
+        Object::Absent => {
             let m = serde_json::from_str::<Named>(text)
                 .map(|n| n.metadata)
                 .unwrap_or_default();
@@ -227,9 +232,9 @@ fn decode(raw: RawChange, warnings: &mut Vec<String>) -> Event {
 fn typed(kind: &str, text: &str) -> Result<Object, serde_json::Error> {
     use crate::api::decode::from_str;
     Ok(match kind {
-        "Node" => Object::Node(Box::new(from_str(text)?)),
-        "Pod" => Object::Pod(std::sync::Arc::new(from_str(text)?)),
-        "NodeMetric" => Object::NodeMetric(Box::new(from_str(text)?)),
+        "Node" => Object::Node(Arc::new(from_str(text)?)),
+        "Pod" => Object::Pod(Arc::new(from_str(text)?)),
+        "NodeMetric" => Object::NodeMetric(Arc::new(from_str(text)?)),
         _ => Object::Other(serde_json::from_str(text)?),
     })
 }

@@ -175,7 +175,8 @@ impl Observer {
 struct Views(HashMap<usize, (Arc<Pod>, Arc<PodView>)>);
 
 impl Views {
-    fn refresh(&mut self, snap: &Snapshot) -> HashMap<usize, (Arc<Pod>, Arc<PodView>)> {
+    /// Keeps the views of the pods in `snap`, made anew for the pods that changed.
+    fn refresh(&mut self, snap: &Snapshot) {
         let mut old = std::mem::take(&mut self.0);
         let mut now = HashMap::with_capacity(snap.pods.len());
         for p in &snap.pods {
@@ -184,13 +185,13 @@ impl Views {
             let entry = kept.unwrap_or_else(|| (p.clone(), Arc::new(PodView::from(&**p))));
             now.insert(at, entry);
         }
-        now
+        self.0 = now;
     }
 }
 
 /// One descheduling pass (dry run); its evictions recorded with the time.
 fn pass(plugins: &mut Plugins, views: &mut Views, f: &Frozen, out: &mut Observed) {
-    views.0 = views.refresh(&f.snap);
+    views.refresh(&f.snap);
     let view = |p: &Arc<Pod>| match views.0.get(&(Arc::as_ptr(p) as usize)) {
         Some((_, v)) => v.clone(),
         None => Arc::new(PodView::from(&**p)),

@@ -239,13 +239,11 @@ impl Engine {
             Object::Pod(p) => self.apply_pod(ev.key, p),
             Object::Node(n) => {
                 self.dirty = true;
-                let n = Arc::new(*n);
                 self.world.put_node(n.clone());
                 self.cluster.upsert_node(n);
             }
             Object::NodeMetric(m) => {
                 self.dirty = true;
-                let m = Arc::new(*m);
                 self.world.put_metric(m.clone());
                 self.cluster.upsert_metric(m);
             }
@@ -469,9 +467,9 @@ pub(super) fn put(world: &mut World, ev: Event) {
     }
     match ev.object {
         Object::Absent => {}
-        Object::Node(n) => world.put_node(Arc::new(*n)),
+        Object::Node(n) => world.put_node(n),
         Object::Pod(p) => world.put_pod(p),
-        Object::NodeMetric(m) => world.put_metric(Arc::new(*m)),
+        Object::NodeMetric(m) => world.put_metric(m),
         Object::Other(v) => world.put_other(&ev.kind, v),
     }
 }
