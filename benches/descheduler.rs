@@ -116,7 +116,7 @@ fn in_process() {
     let mut times = Vec::new();
     let mut evictions = 0;
     for _ in 0..20 {
-        let mut plugins = Plugins::build(&cfg, 0).unwrap();
+        let mut plugins = Plugins::build(&cfg, 0, koord::descheduler::plugins::registry).unwrap();
         let t = Instant::now();
         let r = plugins.run(&w, now.as_millisecond());
         times.push(t.elapsed().as_secs_f64() * 1000.0);

@@ -20,6 +20,9 @@ pub mod runtime_proxy;
 pub mod scheduler;
 pub mod simulate;
 
+#[cfg(test)]
+mod import_graph;
+
 /// The layers, lowest first: a module may use only modules of strictly lower layers, so
 /// there is no import circle and roles never import each other.
 #[cfg(test)]
@@ -91,7 +94,11 @@ pub(crate) mod layering {
             };
             let Some(own) = layer(&module) else {
                 assert!(
-                    matches!(module.as_str(), "lib" | "main"),
+                    // The import graph's reader is test code of the crate root.
+                    matches!(
+                        module.as_str(),
+                        "lib" | "main" | "import_graph" | "import_graph_tests"
+                    ),
                     "src/{module} has no layer"
                 );
                 continue;
@@ -118,131 +125,7 @@ pub(crate) mod layering {
         );
     }
 
-    /// An identifier's leading characters (module names).
-    pub(crate) fn ident(s: &str) -> String {
-        s.chars()
-            .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
-            .collect()
-    }
-
-    /// A file's text without comment lines and without its inline `mod tests`.
-    fn code(text: &str) -> String {
-        let body = text.split("#[cfg(test)]\nmod tests {").next().unwrap_or("");
-        body.lines()
-            .filter(|l| !l.trim_start().starts_with("//"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// The paths a file names through `crate::` and `super::` (braced groups expanded one
-    /// level), as module paths from the crate root.
-    fn named_paths(module: &[String], text: &str) -> Vec<Vec<String>> {
-        let mut out = Vec::new();
-        // `super` of `a/b/mod.rs` ([a, b]) and of `a/b.rs` ([a, b]) is [a] alike.
-        let parent: Vec<String> = module[..module.len().saturating_sub(1)].to_vec();
-        let mut rest = text;
-        while let Some(at) = rest.find(['c', 's']) {
-            let tail = &rest[at..];
-            let boundary = rest[..at]
-                .chars()
-                .last()
-                .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
-            let (mut base, after) = if boundary && tail.starts_with("crate::") {
-                (Vec::new(), &tail["crate::".len()..])
-            } else if boundary && tail.starts_with("super::") {
-                let mut b = parent.clone();
-                let mut t = &tail["super::".len()..];
-                while let Some(r) = t.strip_prefix("super::") {
-                    b.pop();
-                    t = r;
-                }
-                (b, t)
-            } else {
-                rest = &rest[at + 1..];
-                continue;
-            };
-            let mut t = after;
-            loop {
-                let id = ident(t);
-                if id.is_empty() {
-                    break;
-                }
-                base.push(id.clone());
-                t = &t[id.len()..];
-                match t.strip_prefix("::") {
-                    Some(r) => t = r,
-                    None => break,
-                }
-            }
-            if let Some(group) = t.strip_prefix('{') {
-                let inner = group.split('}').next().unwrap_or("");
-                for item in inner.split(',') {
-                    let mut p = base.clone();
-                    for seg in item.trim().split("::") {
-                        let id = ident(seg.trim());
-                        if id.is_empty() || id == "self" {
-                            break;
-                        }
-                        p.push(id);
-                    }
-                    out.push(p);
-                }
-            }
-            out.push(base);
-            rest = t;
-        }
-        out
-    }
-
-    /// `src/a/b/mod.rs` → [a, b]; `src/a/c.rs` → [a, c].
-    fn module_of(rel: &std::path::Path) -> Vec<String> {
-        let mut parts: Vec<String> = rel
-            .iter()
-            .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
-            .collect();
-        if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
-            parts.pop();
-        }
-        parts
-    }
-
-    /// The import graph between the crate's files (non-test code): an arrow for every
-    /// `crate::`/`super::` path, to the file that defines the longest prefix of it.
-    pub(crate) fn file_graph()
-    -> std::collections::BTreeMap<Vec<String>, std::collections::BTreeSet<Vec<String>>> {
-        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files = Vec::new();
-        sources(&src, &mut files);
-        let files: Vec<_> = files
-            .into_iter()
-            .filter(|f| {
-                let n = f.file_name().unwrap().to_string_lossy();
-                !n.ends_with("tests.rs") && n != "test_util.rs"
-            })
-            .collect();
-        let modules: std::collections::BTreeSet<Vec<String>> = files
-            .iter()
-            .map(|f| module_of(f.strip_prefix(&src).unwrap()))
-            .collect();
-        let mut graph = std::collections::BTreeMap::new();
-        for f in &files {
-            let rel = f.strip_prefix(&src).unwrap();
-            let module = module_of(rel);
-            let text = code(&std::fs::read_to_string(f).unwrap());
-            let mut to = std::collections::BTreeSet::new();
-            for p in named_paths(&module, &text) {
-                let target = (1..=p.len())
-                    .rev()
-                    .map(|n| p[..n].to_vec())
-                    .find(|m| modules.contains(m));
-                if let Some(t) = target.filter(|t| *t != module) {
-                    to.insert(t);
-                }
-            }
-            graph.insert(module, to);
-        }
-        graph
-    }
+    pub(crate) use crate::import_graph::file_graph;
 
     #[test]
     fn no_import_circles_between_files() {
@@ -269,22 +152,5 @@ pub(crate) mod layering {
             "import circles:\n{}",
             circles.join("\n")
         );
-    }
-
-    #[test]
-    fn paths_resolve_to_files() {
-        let m = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        let text =
-            "use super::{error::ApiError, store::Store};\nlet x = crate::kernel::http::Body;";
-        let named = named_paths(&m(&["apiserver", "semantics"]), text);
-        // Paths stop at the first item (a type), enough to find the file.
-        assert!(named.contains(&m(&["apiserver", "error"])), "{named:?}");
-        assert!(named.contains(&m(&["apiserver", "store"])));
-        assert!(named.contains(&m(&["kernel", "http"])));
-        let up = named_paths(
-            &m(&["apiserver", "http", "write"]),
-            "super::super::store::x",
-        );
-        assert_eq!(up, [m(&["apiserver", "store", "x"])]);
     }
 }

@@ -17,9 +17,9 @@ use kube::runtime::watcher;
 use tokio::sync::Notify;
 
 use super::access;
+use super::framework::metric::MetricView;
 use super::framework::podview::PodView;
 use super::framework::world::World;
-use super::lownodeload::metric::MetricView;
 use crate::api::extension::keys::ANNOTATION_NODE_RAW_ALLOCATABLE;
 use crate::api::scheduling::migration::PodMigrationJob;
 use crate::api::slo::NodeMetric;

@@ -7,7 +7,7 @@ use crate::api::field::FieldError;
 /// The configuration in `text` (`source` names it in errors), plugins' args checked.
 pub fn parse(text: &str, source: &str) -> Result<DeschedulerConfig, FieldError> {
     let cfg = parse_unchecked(text, source)?;
-    super::framework::Plugins::build(&cfg, 0)?;
+    super::framework::Plugins::build(&cfg, 0, super::plugins::registry)?;
     Ok(cfg)
 }
 

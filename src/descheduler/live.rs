@@ -204,7 +204,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
         &ctx.shutdown,
     );
     let interval = dcfg.interval;
-    let plugins = Plugins::build(&dcfg, interval.as_millis() as u64)
+    let plugins = Plugins::build(&dcfg, interval.as_millis() as u64, super::plugins::registry)
         .map_err(|e| anyhow::anyhow!("descheduler: {e}"))?;
     let cache = Cache::start(&client, &granted, &ctx.tasks, &ctx.shutdown);
     let wake = Arc::new(Notify::new());

@@ -23,11 +23,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::framework::action::Action;
-use super::framework::fit::NodeFit;
+use super::framework::plugin::{Act, Env, Plugin};
 use super::framework::podview::PodView;
 use super::lownodeload::args::Namespaces;
-use super::lownodeload::pass::NodeInput;
 use crate::api::selector::label_selector_matches;
 
 /// A plugin's args type: sigs.k8s.io/descheduler's fields for it, plus the common ones;
@@ -148,7 +146,7 @@ plugin_args!(RemovePodsViolatingTopologySpreadConstraintArgs {
 });
 
 /// One upstream plugin with its own args.
-enum Plugin {
+enum Kind {
     RemoveFailedPods(RemoveFailedPodsArgs),
     PodLifeTime(PodLifeTimeArgs),
     RemovePodsHavingTooManyRestarts(RemovePodsHavingTooManyRestartsArgs),
@@ -162,26 +160,6 @@ enum Plugin {
     FragmentationAware(Box<fragmentation::FragmentationAware>),
     ScaleDownBinPack(Box<binpack::ScaleDownBinPack>),
     CustomPriority(Box<custom_priority::CustomPriority>),
-}
-
-/// What a plugin sees of the pass: its nodes with their pods, and the node-fit check.
-pub struct Env<'a, 'f> {
-    pub inputs: &'a [NodeInput],
-    pub fit: &'a NodeFit<'f>,
-    pub now_ms: i64,
-}
-
-/// The profile's evictor as a plugin calls it (upstream's `handle.Evictor()`).
-pub trait Act {
-    /// The Filter plugins (non-retryable checks); `record`: a refusal is reported as a skip
-    /// (off while a plugin only lists the pods it may take).
-    fn filter(&mut self, p: &PodView, record: bool) -> bool;
-    /// The PreEvictionFilter plugins (DefaultEvictor's `nodeFit`).
-    fn pre_evict(&mut self, p: &PodView, record: bool) -> bool;
-    /// The limits, then the Evict plugin; whether the pod counts as evicted.
-    fn evict(&mut self, p: &Arc<PodView>, reason: &str) -> bool;
-    /// A change besides an eviction (cordon a node, annotate a pod).
-    fn plan(&mut self, action: Action, reason: &str);
 }
 
 /// `name`'s args from the configuration (none: the defaults), with serde's unknown-field
@@ -207,7 +185,7 @@ fn args_of<T: serde::de::DeserializeOwned + Default>(
 
 pub struct Upstream {
     name: &'static str,
-    plugin: Plugin,
+    plugin: Kind,
 }
 
 impl Upstream {
@@ -215,12 +193,12 @@ impl Upstream {
         let (name, plugin) = match name {
             "RemoveFailedPods" => (
                 "RemoveFailedPods",
-                Plugin::RemoveFailedPods(args_of(name, args)?),
+                Kind::RemoveFailedPods(args_of(name, args)?),
             ),
             "PodLifeTime" => {
                 let a: PodLifeTimeArgs = args_of(name, args)?;
                 per_pod::validate_pod_life_time(&a)?;
-                ("PodLifeTime", Plugin::PodLifeTime(a))
+                ("PodLifeTime", Kind::PodLifeTime(a))
             }
             "RemovePodsHavingTooManyRestarts" => {
                 let a: RemovePodsHavingTooManyRestartsArgs = args_of(name, args)?;
@@ -240,12 +218,12 @@ impl Upstream {
                 }
                 (
                     "RemovePodsHavingTooManyRestarts",
-                    Plugin::RemovePodsHavingTooManyRestarts(a),
+                    Kind::RemovePodsHavingTooManyRestarts(a),
                 )
             }
             "RemovePodsViolatingNodeTaints" => (
                 "RemovePodsViolatingNodeTaints",
-                Plugin::RemovePodsViolatingNodeTaints(args_of(name, args)?),
+                Kind::RemovePodsViolatingNodeTaints(args_of(name, args)?),
             ),
             "RemovePodsViolatingNodeAffinity" => {
                 let a: RemovePodsViolatingNodeAffinityArgs = args_of(name, args)?;
@@ -257,52 +235,52 @@ impl Upstream {
                 }
                 (
                     "RemovePodsViolatingNodeAffinity",
-                    Plugin::RemovePodsViolatingNodeAffinity(a),
+                    Kind::RemovePodsViolatingNodeAffinity(a),
                 )
             }
             "RemovePodsViolatingInterPodAntiAffinity" => (
                 "RemovePodsViolatingInterPodAntiAffinity",
-                Plugin::RemovePodsViolatingInterPodAntiAffinity(args_of(name, args)?),
+                Kind::RemovePodsViolatingInterPodAntiAffinity(args_of(name, args)?),
             ),
             "RemoveDuplicates" => (
                 "RemoveDuplicates",
-                Plugin::RemoveDuplicates(args_of(name, args)?),
+                Kind::RemoveDuplicates(args_of(name, args)?),
             ),
             "RemovePodsViolatingTopologySpreadConstraint" => {
                 let a: RemovePodsViolatingTopologySpreadConstraintArgs = args_of(name, args)?;
                 spread::validate(&a)?;
                 (
                     "RemovePodsViolatingTopologySpreadConstraint",
-                    Plugin::RemovePodsViolatingTopologySpreadConstraint(a),
+                    Kind::RemovePodsViolatingTopologySpreadConstraint(a),
                 )
             }
             "LowNodeUtilization" => (
                 "LowNodeUtilization",
-                Plugin::LowNodeUtilization(Box::new(nodeutilization::Low::new(args_of(
+                Kind::LowNodeUtilization(Box::new(nodeutilization::Low::new(args_of(
                     name, args,
                 )?)?)),
             ),
             "HighNodeUtilization" => (
                 "HighNodeUtilization",
-                Plugin::HighNodeUtilization(Box::new(nodeutilization::High::new(args_of(
+                Kind::HighNodeUtilization(Box::new(nodeutilization::High::new(args_of(
                     name, args,
                 )?)?)),
             ),
             "FragmentationAware" => (
                 "FragmentationAware",
-                Plugin::FragmentationAware(Box::new(fragmentation::FragmentationAware::new(
+                Kind::FragmentationAware(Box::new(fragmentation::FragmentationAware::new(
                     args_of(name, args)?,
                 )?)),
             ),
             "ScaleDownBinPack" => (
                 "ScaleDownBinPack",
-                Plugin::ScaleDownBinPack(Box::new(binpack::ScaleDownBinPack::new(args_of(
+                Kind::ScaleDownBinPack(Box::new(binpack::ScaleDownBinPack::new(args_of(
                     name, args,
                 )?)?)),
             ),
             "CustomPriority" => (
                 "CustomPriority",
-                Plugin::CustomPriority(Box::new(custom_priority::CustomPriority::new(args_of(
+                Kind::CustomPriority(Box::new(custom_priority::CustomPriority::new(args_of(
                     name, args,
                 )?)?)),
             ),
@@ -314,22 +292,35 @@ impl Upstream {
         };
         Ok(Upstream { name, plugin })
     }
+}
 
-    pub fn name(&self) -> &'static str {
+/// The descheduler's plugins by name: LowNodeLoad and the upstream ones.
+pub fn registry(
+    name: &str,
+    args: &Value,
+    interval: std::time::Duration,
+) -> Result<Box<dyn Plugin>, FieldError> {
+    if name == "LowNodeLoad" {
+        return Ok(Box::new(super::lownodeload::plugin(args, interval)?));
+    }
+    Ok(Box::new(Upstream::new(name, args)?))
+}
+
+impl Plugin for Upstream {
+    fn name(&self) -> &'static str {
         self.name
     }
 
-    /// One run of the plugin at its extension point.
-    pub fn run(&self, env: &Env, act: &mut dyn Act) {
+    fn run(&mut self, env: &Env, act: &mut dyn Act) {
         match &self.plugin {
-            Plugin::RemovePodsViolatingInterPodAntiAffinity(a) => antiaffinity::run(a, env, act),
-            Plugin::RemoveDuplicates(a) => duplicates::run(a, env, act),
-            Plugin::RemovePodsViolatingTopologySpreadConstraint(a) => spread::run(a, env, act),
-            Plugin::LowNodeUtilization(p) => p.run(env, act),
-            Plugin::HighNodeUtilization(p) => p.run(env, act),
-            Plugin::FragmentationAware(p) => p.run(env, act),
-            Plugin::ScaleDownBinPack(p) => p.run(env, act),
-            Plugin::CustomPriority(p) => p.run(env, act),
+            Kind::RemovePodsViolatingInterPodAntiAffinity(a) => antiaffinity::run(a, env, act),
+            Kind::RemoveDuplicates(a) => duplicates::run(a, env, act),
+            Kind::RemovePodsViolatingTopologySpreadConstraint(a) => spread::run(a, env, act),
+            Kind::LowNodeUtilization(p) => p.run(env, act),
+            Kind::HighNodeUtilization(p) => p.run(env, act),
+            Kind::FragmentationAware(p) => p.run(env, act),
+            Kind::ScaleDownBinPack(p) => p.run(env, act),
+            Kind::CustomPriority(p) => p.run(env, act),
             _ => {
                 for (pod, _, why) in per_pod::candidates(&self.plugin, env) {
                     if act.filter(&pod, true) && act.pre_evict(&pod, true) {

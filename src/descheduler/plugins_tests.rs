@@ -1,6 +1,8 @@
 use serde_json::json;
 
 use super::*;
+use crate::descheduler::framework::fit::NodeFit;
+use crate::descheduler::framework::plugin::NodeInput;
 use k8s_openapi::api::core::v1::Node;
 
 fn node(name: &str, extra: Value) -> Arc<Node> {

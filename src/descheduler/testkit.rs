@@ -117,7 +117,8 @@ pub fn run(cfg: Value, nodes: Vec<Node>, pods: Vec<Pod>, metrics: Vec<NodeMetric
     let cfg = parse(&cfg.to_string(), "test").expect("a configuration");
     let views = pods.iter().map(|p| Arc::new(PodView::from(p)));
     let w = World::build(nodes.into_iter().map(Arc::new), views, metrics, &[], &[]);
-    let mut plugins = Plugins::build(&cfg, 0).expect("plugins");
+    let mut plugins =
+        Plugins::build(&cfg, 0, crate::descheduler::plugins::registry).expect("plugins");
     plugins.run(&w, NOW_MS)
 }
 

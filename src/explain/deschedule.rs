@@ -56,6 +56,10 @@ pub fn world_with(
 
 pub fn run(snap: &Snapshot, config: Option<&Path>, now_ms: i64) -> Result<Report, ExplainError> {
     let cfg = config::load(config)?;
-    let mut plugins = Plugins::build(&cfg, cfg.interval.as_millis() as u64)?;
+    let mut plugins = Plugins::build(
+        &cfg,
+        cfg.interval.as_millis() as u64,
+        crate::descheduler::plugins::registry,
+    )?;
     Ok(plugins.run(&world(snap)?, now_ms))
 }

@@ -69,7 +69,22 @@ impl Metrics {
             })
             .set(1);
         m.register("koord_build_info", "koord build information", build);
-        super::rest_metrics::register(&m);
+        let (requests, latency, waits) = super::rest_metrics::families();
+        m.register(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            requests,
+        );
+        m.register(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds. Broken down by verb, and host.",
+            latency,
+        );
+        m.register(
+            "rest_client_rate_limiter_duration_seconds",
+            "Client side rate limiter latency in seconds. Broken down by verb, and host.",
+            waits,
+        );
         m.register(
             "koord_watch_decode_errors",
             "Watched objects skipped because they do not decode (the others are used), by kind",

@@ -16,6 +16,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Metric;
 use tower::{Layer, Service};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -50,24 +51,15 @@ pub static SERIES: LazyLock<RestSeries> = LazyLock::new(|| RestSeries {
     rate_limiter: Family::new_with_constructor(latency_buckets),
 });
 
-/// Registers the process-wide families in `m`.
-pub fn register(m: &super::Metrics) {
+/// The process-wide families, as shared handles for the registry to expose: requests by
+/// code, request latency by verb, rate-limiter wait by verb.
+pub fn families() -> (impl Metric, impl Metric, impl Metric) {
     let s = &*SERIES;
-    m.register(
-        "rest_client_requests",
-        "Number of HTTP requests, partitioned by status code, method, and host.",
+    (
         s.requests.clone(),
-    );
-    m.register(
-        "rest_client_request_duration_seconds",
-        "Request latency in seconds. Broken down by verb, and host.",
         s.latency.clone(),
-    );
-    m.register(
-        "rest_client_rate_limiter_duration_seconds",
-        "Client side rate limiter latency in seconds. Broken down by verb, and host.",
         s.rate_limiter.clone(),
-    );
+    )
 }
 
 fn record(method: &str, host: &str, code: &str, seconds: f64) {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use hyper::Method;
 use k8s_openapi::api::core::v1::Node;
 
-use super::config::{ADDRESS_TYPES, KubeletConfig};
+use super::kubelet_access::{ADDRESS_TYPES, KubeletConfig};
 use super::kubeletconfig::{KubeletConfigError, KubeletConfiguration};
 use crate::kernel::http_client::{self, Trust};
 

@@ -13,6 +13,7 @@ pub mod features;
 pub mod gpu_health;
 mod grid;
 pub mod informer;
+pub mod kubelet_access;
 pub mod kubeletconfig;
 mod measure;
 pub mod metrics;
@@ -43,7 +44,8 @@ use metrics::KoordletMetrics;
 use prediction::Predictor;
 use store::{MetricStore, StoreOptions};
 
-pub use config::{Config, EvictionConfig, KubeletConfig, ReporterConfig, StoreConfig, validate};
+pub use config::{Config, EvictionConfig, ReporterConfig, StoreConfig, validate};
+pub use kubelet_access::KubeletConfig;
 
 /// Runs the koordlet until the process drains.
 pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
@@ -102,7 +104,7 @@ pub async fn run(cfg: Config, ctx: RoleCtx) -> anyhow::Result<()> {
     };
     tracing::info!(%node, version = ?cgroups.version(), driver = ?cgroups.driver(), pods = ?cfg.kubelet.pods_url, "koordlet starting");
     let kind = &cfg.kubelet.preferred_address_type;
-    if !config::ADDRESS_TYPES.contains(&kind.as_str()) {
+    if !kubelet_access::ADDRESS_TYPES.contains(&kind.as_str()) {
         tracing::warn!(%kind, "kubelet.preferredAddressType is not a node address type; InternalIP will be used");
     }
     let informer = informer::start(

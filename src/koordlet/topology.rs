@@ -412,7 +412,7 @@ pub async fn report_loop(
     informer: Informer,
     host: Host,
     (kubelet, metrics, per_cpu): (
-        crate::koordlet::config::KubeletConfig,
+        super::kubelet_access::KubeletConfig,
         std::sync::Arc<crate::koordlet::metrics::KoordletMetrics>,
         bool,
     ),

@@ -98,7 +98,7 @@ impl Observer {
     pub fn spawn(config: Option<&Path>, e: &Engine) -> anyhow::Result<Observer> {
         let cfg = crate::descheduler::configfile::load(config)?;
         let every_ms = (cfg.interval.as_millis() as u64).max(1);
-        let mut plugins = Plugins::build(&cfg, every_ms)?;
+        let mut plugins = Plugins::build(&cfg, every_ms, crate::descheduler::plugins::registry)?;
         let mut views = Views::default();
         let passes = Worker::spawn("replay-deschedule", move |f: &Frozen, out| {
             pass(&mut plugins, &mut views, f, out)

@@ -5,6 +5,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::QoSClass;
 use super::keys::LABEL_POD_PRIORITY_CLASS;
+use super::resources::{BATCH_CPU, BATCH_MEMORY, CPU, MEMORY, MID_CPU, MID_MEMORY};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum PriorityClass {
@@ -127,6 +128,18 @@ pub fn pod_priority_class_with_default(pod: &Pod) -> PriorityClass {
     }
 }
 
+/// The resource a pod of `class` consumes in place of `cpu`/`memory`: batch pods use
+/// `kubernetes.io/batch-*`, mid pods `kubernetes.io/mid-*`, everything else the name itself.
+pub fn translate(name: &str, class: PriorityClass) -> &str {
+    match (class, name) {
+        (PriorityClass::Batch, CPU) => BATCH_CPU,
+        (PriorityClass::Batch, MEMORY) => BATCH_MEMORY,
+        (PriorityClass::Mid, CPU) => MID_CPU,
+        (PriorityClass::Mid, MEMORY) => MID_MEMORY,
+        _ => name,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +199,14 @@ mod tests {
             assert_eq!(PriorityClass::from_name(c.name()), c);
             assert_eq!(PriorityClass::from_value(c.default_value()), c);
         }
+    }
+
+    #[test]
+    fn translation_by_class() {
+        assert_eq!(translate(CPU, PriorityClass::Batch), BATCH_CPU);
+        assert_eq!(translate(MEMORY, PriorityClass::Mid), MID_MEMORY);
+        assert_eq!(translate(CPU, PriorityClass::Prod), CPU);
+        assert_eq!(translate(CPU, PriorityClass::None), CPU);
+        assert_eq!(translate(CPU, PriorityClass::Free), CPU);
     }
 }

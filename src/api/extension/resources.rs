@@ -1,7 +1,5 @@
 //! Extended resource names and their translation by priority class.
 
-use super::PriorityClass;
-
 pub const CPU: &str = "cpu";
 pub const MEMORY: &str = "memory";
 pub const PODS: &str = "pods";
@@ -45,29 +43,12 @@ pub fn is_cpu_like(name: &str) -> bool {
     matches!(name, CPU | BATCH_CPU | MID_CPU)
 }
 
-/// The resource a pod of `class` consumes in place of `cpu`/`memory`: batch pods use
-/// `kubernetes.io/batch-*`, mid pods `kubernetes.io/mid-*`, everything else the name itself.
-pub fn translate(name: &str, class: PriorityClass) -> &str {
-    match (class, name) {
-        (PriorityClass::Batch, CPU) => BATCH_CPU,
-        (PriorityClass::Batch, MEMORY) => BATCH_MEMORY,
-        (PriorityClass::Mid, CPU) => MID_CPU,
-        (PriorityClass::Mid, MEMORY) => MID_MEMORY,
-        _ => name,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn translation_by_class() {
-        assert_eq!(translate(CPU, PriorityClass::Batch), BATCH_CPU);
-        assert_eq!(translate(MEMORY, PriorityClass::Mid), MID_MEMORY);
-        assert_eq!(translate(CPU, PriorityClass::Prod), CPU);
-        assert_eq!(translate(CPU, PriorityClass::None), CPU);
-        assert_eq!(translate(CPU, PriorityClass::Free), CPU);
+    fn cpu_like_resources() {
         assert!(is_cpu_like(BATCH_CPU) && !is_cpu_like(BATCH_MEMORY));
     }
 }

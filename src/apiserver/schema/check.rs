@@ -76,7 +76,7 @@ fn node(v: &Value, s: &Schema, root: bool, path: &mut Vec<Seg>, out: &mut Found)
     }
     if let Some(f) = &s.checks.format
         && let Value::String(text) = v
-        && !super::structural::format_ok(f, text)
+        && !super::formats::format_ok(f, text)
     {
         let detail = format!("{name} in body must be of type {f}: {}", quote(text));
         push(Cause::type_invalid(name.get(), v, &detail));

@@ -6,6 +6,7 @@
 
 mod check;
 mod compile;
+mod formats;
 mod prune;
 mod structural;
 #[cfg(test)]

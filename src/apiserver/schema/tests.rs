@@ -444,7 +444,7 @@ fn date_time_formats_kube_accepts() {
         "2026-12-02T01:02",
         "2026-12-02 01:02:03",
     ] {
-        assert!(structural::format_ok("date-time", ok), "{ok}");
+        assert!(formats::format_ok("date-time", ok), "{ok}");
     }
     for bad in [
         "2026-12-02",
@@ -452,7 +452,7 @@ fn date_time_formats_kube_accepts() {
         "2026-13-02T01:02:03Z",
         "2026-12-02T1:02:03Z",
     ] {
-        assert!(!structural::format_ok("date-time", bad), "{bad}");
+        assert!(!formats::format_ok("date-time", bad), "{bad}");
     }
 }
 

@@ -6,6 +6,8 @@
 pub mod action;
 pub mod evictor;
 pub mod fit;
+pub mod metric;
+pub mod plugin;
 pub mod podview;
 mod report;
 pub mod world;
@@ -21,11 +23,9 @@ use serde_json::Value;
 
 use self::action::{Action, Planned};
 use self::evictor::{Evictor, Pass};
+use self::plugin::{Act, Env, NodeInput, NodeReport, Plugin, Registry};
 use self::world::World;
 use super::config::{DeschedulerConfig, Limits, Profile};
-use super::lownodeload::args::{Args as LnlArgs, RawArgs};
-use super::lownodeload::pass::{LowNodeLoad, NodeInput, NodeReport};
-use super::plugins::{Act, Env, Upstream};
 use crate::api::selector::Selector;
 
 /// One migration the pass starts (or, in dry run, would start).
@@ -60,15 +60,10 @@ pub struct Report {
     pub actions: Vec<Planned>,
 }
 
-enum Plugin {
-    LowNodeLoad(Box<LowNodeLoad>),
-    Upstream(Box<Upstream>),
-}
-
 struct ProfileRt {
     selector: Option<Selector>,
-    deschedule: Vec<Plugin>,
-    balance: Vec<Plugin>,
+    deschedule: Vec<Box<dyn Plugin>>,
+    balance: Vec<Box<dyn Plugin>>,
     evictor: Evictor,
 }
 
@@ -96,25 +91,10 @@ fn build_plugin(
     p: &Profile,
     name: &str,
     interval: std::time::Duration,
-) -> Result<Plugin, FieldError> {
-    let args = args_of(p, name);
-    let err = |e: FieldError| e.within(format!("profiles[{}].pluginConfig[{name}]", p.name));
-    if name == "LowNodeLoad" {
-        let raw: RawArgs = if args.is_null() {
-            RawArgs::default()
-        } else {
-            serde_json::from_value(args.clone())
-                .map_err(|e| err(FieldError::whole(e.to_string())))?
-        };
-        let mut a = LnlArgs::new(raw).map_err(err)?;
-        if !interval.is_zero() && a.detector_cache_timeout < interval {
-            a.detector_cache_timeout = interval;
-        }
-        return Ok(Plugin::LowNodeLoad(Box::new(LowNodeLoad::new(a))));
-    }
-    Upstream::new(name, args)
-        .map(|u| Plugin::Upstream(Box::new(u)))
-        .map_err(err)
+    registry: Registry,
+) -> Result<Box<dyn Plugin>, FieldError> {
+    registry(name, args_of(p, name), interval)
+        .map_err(|e| e.within(format!("profiles[{}].pluginConfig[{name}]", p.name)))
 }
 
 fn ready(n: &Node) -> bool {
@@ -125,13 +105,21 @@ fn ready(n: &Node) -> bool {
 }
 
 impl Plugins {
-    /// Builds every profile's plugins; `interval` raises LowNodeLoad's detector cache.
-    pub fn build(cfg: &DeschedulerConfig, interval_ms: u64) -> Result<Plugins, FieldError> {
+    /// Builds every profile's plugins by name from `registry`; `interval` (the descheduling
+    /// interval) goes to each plugin's builder.
+    pub fn build(
+        cfg: &DeschedulerConfig,
+        interval_ms: u64,
+        registry: Registry,
+    ) -> Result<Plugins, FieldError> {
         let interval = std::time::Duration::from_millis(interval_ms);
         let mut profiles = Vec::new();
         for p in &cfg.profiles {
-            let plugins = |names: &[String]| -> Result<Vec<Plugin>, FieldError> {
-                names.iter().map(|n| build_plugin(p, n, interval)).collect()
+            let plugins = |names: &[String]| -> Result<Vec<Box<dyn Plugin>>, FieldError> {
+                names
+                    .iter()
+                    .map(|n| build_plugin(p, n, interval, registry))
+                    .collect()
             };
             profiles.push(ProfileRt {
                 selector: selector(
@@ -238,60 +226,33 @@ enum Stage {
 }
 
 fn run_plugin(
-    plugin: &mut Plugin,
+    plugin: &mut Box<dyn Plugin>,
     evictor: &Evictor,
     inputs: &[NodeInput],
     now_ms: i64,
     pass: &mut Pass,
     report: &mut Report,
 ) {
-    match plugin {
-        Plugin::LowNodeLoad(lnl) => {
-            let args = lnl.args.clone();
-            let own = |p: &PodView| lnl_filter(&args, p);
-            let dry = lnl.args.dry_run;
-            let cell = std::cell::RefCell::new(&mut *pass);
-            let filter = |p: &PodView| {
-                if !own(p) {
-                    return false;
-                }
-                cell.borrow_mut().filter(evictor, p)
-            };
-            let mut evict = |c: &super::lownodeload::balance::Candidate,
-                             n: &super::lownodeload::classify::NodeLoad,
-                             why: &str| {
-                dry || cell
-                    .borrow_mut()
-                    .evict(evictor, &c.pod, &n.name, "LowNodeLoad", why)
-            };
-            let out = lnl.balance(inputs, now_ms, &filter, &mut evict);
-            for r in out.nodes {
-                if !report.nodes.iter().any(|x| x.node == r.node) {
-                    report.nodes.push(r);
-                }
-            }
-        }
-        Plugin::Upstream(u) => {
-            let env = Env {
-                inputs,
-                fit: pass.fit(),
-                now_ms,
-            };
-            let mut act = PassAct {
-                pass,
-                evictor,
-                plugin: u.name(),
-            };
-            u.run(&env, &mut act);
-        }
-    }
+    let env = Env {
+        inputs,
+        fit: pass.fit(),
+        now_ms,
+    };
+    let mut act = PassAct {
+        pass,
+        evictor,
+        plugin: plugin.name(),
+        report,
+    };
+    plugin.run(&env, &mut act);
 }
 
-/// The pass's evictor as an upstream plugin calls it.
+/// The pass's evictor as a plugin calls it.
 struct PassAct<'a, 'w> {
     pass: &'a mut Pass<'w>,
     evictor: &'a Evictor,
     plugin: &'static str,
+    report: &'a mut Report,
 }
 
 impl Act for PassAct<'_, '_> {
@@ -315,16 +276,10 @@ impl Act for PassAct<'_, '_> {
             reason: reason.to_string(),
         });
     }
-}
 
-/// LowNodeLoad's own pod filter: evictableNamespaces and podSelectors.
-fn lnl_filter(a: &LnlArgs, p: &PodView) -> bool {
-    let ns_ok = a.namespaces.allows(&p.namespace);
-    let sel_ok = a.pod_selectors.is_empty()
-        || a.pod_selectors.iter().any(|s| {
-            s.selector.as_ref().is_none_or(|ls| {
-                crate::api::selector::label_selector_matches(Some(ls), p.labels_map().as_ref())
-            })
-        });
-    ns_ok && sel_ok
+    fn report_node(&mut self, r: NodeReport) {
+        if !self.report.nodes.iter().any(|x| x.node == r.node) {
+            self.report.nodes.push(r);
+        }
+    }
 }

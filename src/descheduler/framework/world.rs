@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 
+use super::metric::MetricView;
 use super::podview::PodView;
-use crate::descheduler::lownodeload::metric::MetricView;
 use serde_json::Value;
 
 use crate::api::scheduling::migration::PodMigrationJob;

@@ -10,9 +10,9 @@ use super::args::{Pool, Thresholds};
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::metric::MetricView;
 use crate::api::extension::keys::ANNOTATION_NODE_RAW_ALLOCATABLE;
 use crate::api::pod::{Amounts, amount, amounts};
+use crate::descheduler::framework::metric::MetricView;
 use crate::descheduler::framework::podview::PodView;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

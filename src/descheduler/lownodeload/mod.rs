@@ -6,8 +6,10 @@ pub mod anomaly;
 pub mod args;
 pub mod balance;
 pub mod classify;
-pub mod metric;
 pub mod pass;
+mod plugin;
+
+pub use plugin::plugin;
 
 #[cfg(test)]
 #[path = "koordinator_tests.rs"]

@@ -3,7 +3,6 @@
 //! pass (prod pods off prodHigh nodes onto prodLow / bothLow ones).
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 
@@ -13,17 +12,11 @@ use super::balance::{Candidate, Decision, Target, balance_with, pct, room};
 use super::classify::{
     Class, NodeLoad, allocatable_of, classify, resources, source_score, thresholds, usage_of,
 };
-use super::metric::{MetricView, PodUsage};
 use crate::api::pod::Amounts;
 use crate::api::selector::Selector;
+use crate::descheduler::framework::metric::PodUsage;
+use crate::descheduler::framework::plugin::{NodeInput, NodeReport};
 use crate::descheduler::framework::podview::PodView;
-
-/// A node with its NodeMetric and its pods.
-pub struct NodeInput {
-    pub node: Arc<Node>,
-    pub metric: Option<Arc<MetricView>>,
-    pub pods: Vec<Arc<PodView>>,
-}
 
 /// What a pass did and what it left out (node, why).
 #[derive(Debug, Default)]
@@ -31,24 +24,6 @@ pub struct Outcome {
     pub evicted: Vec<Decision>,
     pub skipped: Vec<(String, String)>,
     pub nodes: Vec<NodeReport>,
-}
-
-/// How the pass saw one node (`koord explain deschedule`'s `nodes`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct NodeReport {
-    pub node: String,
-    /// `high`, `low`, `normal` or `unknown`.
-    pub class: &'static str,
-    /// `prodHigh` or `prodLow` when its prod usage makes it a prod source or target.
-    pub prod_class: Option<&'static str>,
-    /// Percent of allocatable.
-    pub usage: BTreeMap<String, f64>,
-    pub low: BTreeMap<String, f64>,
-    pub high: BTreeMap<String, f64>,
-    /// Consecutive abnormal passes, with an anomaly condition above 1.
-    pub abnormal: Option<u32>,
-    /// Why the node is `unknown`.
-    pub reason: Option<String>,
 }
 
 fn percents(of: &Amounts, alloc: &Amounts) -> BTreeMap<String, f64> {

@@ -1,7 +1,10 @@
+use std::sync::Arc;
+
 use serde_json::json;
 
 use super::super::args::RawArgs;
 use super::*;
+use crate::descheduler::framework::metric::MetricView;
 
 const NOW: i64 = 1_800_000_000_000;
 

@@ -180,7 +180,7 @@ fn the_workload_object_limiter_spaces_migrations_out() {
         &[],
         &[json!({"kind": "ReplicaSet", "metadata": {"uid": "rs-1"}, "spec": {"replicas": 10}})],
     );
-    let mut plugins = Plugins::build(&cfg, 0).unwrap();
+    let mut plugins = Plugins::build(&cfg, 0, crate::descheduler::plugins::registry).unwrap();
     let r = plugins.run(&w, 0);
     assert_eq!(r.evictions.len(), 1, "{r:?}");
     assert!(

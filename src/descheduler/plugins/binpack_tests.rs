@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::{NodePods, Ranked, rank_pods};
 use crate::descheduler::framework::action::Action;
+use crate::descheduler::framework::plugin::NodeInput;
 use crate::descheduler::framework::podview::PodView;
-use crate::descheduler::lownodeload::pass::NodeInput;
 use crate::descheduler::testkit::*;
 
 /// `makeNode(name, cpu, mem)`.

@@ -18,9 +18,9 @@ use crate::api::field::FieldError;
 use crate::api::pod::{Amounts, amounts};
 use crate::api::selector::Selector;
 use crate::descheduler::framework::action::Action;
+use crate::descheduler::framework::plugin::NodeInput;
 use crate::descheduler::framework::podview::PodView;
 use crate::descheduler::lownodeload::args::Namespaces;
-use crate::descheduler::lownodeload::pass::NodeInput;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use super::{Act, Env, RemoveDuplicatesArgs, Scope};
 use crate::descheduler::framework::fit::tolerates_node;
+use crate::descheduler::framework::plugin::NodeInput;
 use crate::descheduler::framework::podview::PodView;
-use crate::descheduler::lownodeload::pass::NodeInput;
 
 /// namespace, owner kind, owner name, the sorted images joined by `#`.
 type OwnerKey = (String, String, String, String);

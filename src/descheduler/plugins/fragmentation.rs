@@ -12,9 +12,9 @@ use super::koord_scope::{KoordScope, PodSelector};
 use super::{Act, Env};
 use crate::api::field::FieldError;
 use crate::api::pod::amounts;
+use crate::descheduler::framework::plugin::NodeInput;
 use crate::descheduler::framework::podview::PodView;
 use crate::descheduler::lownodeload::args::Namespaces;
-use crate::descheduler::lownodeload::pass::NodeInput;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

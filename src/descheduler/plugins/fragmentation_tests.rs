@@ -210,8 +210,8 @@ fn args_are_validated_as_koordinator() {
 #[test]
 fn score_node_imbalance() {
     use super::{FragmentationAware, FragmentationAwareArgs};
+    use crate::descheduler::framework::plugin::NodeInput;
     use crate::descheduler::framework::podview::PodView;
-    use crate::descheduler::lownodeload::pass::NodeInput;
     use std::sync::Arc;
     let plugin = |resources: Value| {
         let a: FragmentationAwareArgs =

@@ -15,9 +15,9 @@ use super::{Act, Env, priority_low_to_high};
 use crate::api::field::FieldError;
 use crate::api::placement::tolerates;
 use crate::api::pod::{Amounts, amounts};
+use crate::descheduler::framework::plugin::NodeInput;
 use crate::descheduler::framework::podview::PodView;
 use crate::descheduler::lownodeload::args::Namespaces;
-use crate::descheduler::lownodeload::pass::NodeInput;
 
 type Percents = BTreeMap<String, f64>;
 

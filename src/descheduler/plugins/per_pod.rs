@@ -8,41 +8,39 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, NodeSelector, Taint};
 
 use super::{
-    Env, Plugin, PodLifeTimeArgs, RemoveFailedPodsArgs, RemovePodsHavingTooManyRestartsArgs,
+    Env, Kind, PodLifeTimeArgs, RemoveFailedPodsArgs, RemovePodsHavingTooManyRestartsArgs,
     RemovePodsViolatingNodeAffinityArgs, RemovePodsViolatingNodeTaintsArgs, Scope,
 };
 use crate::api::field::FieldError;
 use crate::api::placement::{term_matches, tolerates};
+use crate::descheduler::framework::plugin::NodeInput;
 use crate::descheduler::framework::podview::{ContainerState, PodView};
-use crate::descheduler::lownodeload::pass::NodeInput;
 
 /// (pod, node, reason) for every pod the plugin would evict, node by node.
-pub(super) fn candidates(plugin: &Plugin, env: &Env) -> Vec<(Arc<PodView>, String, String)> {
+pub(super) fn candidates(plugin: &Kind, env: &Env) -> Vec<(Arc<PodView>, String, String)> {
     let mut out = Vec::new();
     for i in env.inputs {
         let node = i.node.metadata.name.clone().unwrap_or_default();
         let mut here: Vec<(Arc<PodView>, String, String)> = Vec::new();
         for p in &i.pods {
             let why = match plugin {
-                Plugin::RemoveFailedPods(a) if a.selects(p) => failed(a, p, env.now_ms),
-                Plugin::PodLifeTime(a) if a.selects(p) => too_old(a, p, env.now_ms),
-                Plugin::RemovePodsHavingTooManyRestarts(a) if a.selects(p) => restarts(a, p),
-                Plugin::RemovePodsViolatingNodeTaints(a) if a.selects(p) => taints(a, p, &i.node),
-                Plugin::RemovePodsViolatingNodeAffinity(a) if a.selects(p) => {
-                    affinity(a, p, i, env)
-                }
+                Kind::RemoveFailedPods(a) if a.selects(p) => failed(a, p, env.now_ms),
+                Kind::PodLifeTime(a) if a.selects(p) => too_old(a, p, env.now_ms),
+                Kind::RemovePodsHavingTooManyRestarts(a) if a.selects(p) => restarts(a, p),
+                Kind::RemovePodsViolatingNodeTaints(a) if a.selects(p) => taints(a, p, &i.node),
+                Kind::RemovePodsViolatingNodeAffinity(a) if a.selects(p) => affinity(a, p, i, env),
                 _ => None,
             };
             if let Some(why) = why {
                 here.push((p.clone(), node.clone(), why));
             }
         }
-        if let Plugin::RemovePodsHavingTooManyRestarts(a) = plugin {
+        if let Kind::RemovePodsHavingTooManyRestarts(a) = plugin {
             here.sort_by_key(|(p, _, _)| std::cmp::Reverse(total_restarts(a, p)));
         }
         out.extend(here);
     }
-    if let Plugin::PodLifeTime(_) = plugin {
+    if let Kind::PodLifeTime(_) = plugin {
         // Oldest first, across the nodes (upstream's `SortPodsBasedOnAge`).
         out.sort_by_key(|(p, _, _)| p.created_ms);
     }

@@ -14,8 +14,8 @@ use super::{Act, Env, RemovePodsViolatingTopologySpreadConstraintArgs, Scope};
 use crate::api::field::FieldError;
 use crate::api::placement::{placement_matches, tolerates};
 use crate::api::selector::label_selector_matches;
+use crate::descheduler::framework::plugin::NodeInput;
 use crate::descheduler::framework::podview::PodView;
-use crate::descheduler::lownodeload::pass::NodeInput;
 
 const KINDS: [&str; 2] = ["DoNotSchedule", "ScheduleAnyway"];
 

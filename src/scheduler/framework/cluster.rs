@@ -421,3 +421,16 @@ fn count_images(counts: &mut HashMap<String, u32>, images: Option<&HashMap<Strin
         }
     }
 }
+
+impl ClusterState {
+    /// kube-scheduler's `PodEligibleToPreemptOthers` "terminating pod on the nominated
+    /// node": the pod's victims there are still leaving, so it preempts nothing more.
+    pub fn victims_leaving(&self, pod: &PodInfo) -> bool {
+        let Some(node) = self.nominated.node_of(&pod.key).and_then(|n| self.node(n)) else {
+            return false;
+        };
+        node.pods
+            .iter()
+            .any(|p| p.priority < pod.priority && p.pod.metadata.deletion_timestamp.is_some())
+    }
+}

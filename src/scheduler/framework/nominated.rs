@@ -58,19 +58,6 @@ impl Nominated {
     }
 }
 
-impl super::ClusterState {
-    /// kube-scheduler's `PodEligibleToPreemptOthers` "terminating pod on the nominated
-    /// node": the pod's victims there are still leaving, so it preempts nothing more.
-    pub fn victims_leaving(&self, pod: &PodInfo) -> bool {
-        let Some(node) = self.nominated.node_of(&pod.key).and_then(|n| self.node(n)) else {
-            return false;
-        };
-        node.pods
-            .iter()
-            .any(|p| p.priority < pod.priority && p.pod.metadata.deletion_timestamp.is_some())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
