@@ -26,6 +26,13 @@ manifests:
 crds:
     cargo run -- crds --out-dir manifests/base/crds
 
+# Regenerate the book's references from the code and build the book (docs/) as HTML into
+# target/book, installing mdbook when it is missing.
+docs:
+    cargo run -- docs --out-dir docs/reference
+    command -v mdbook >/dev/null || cargo install mdbook --locked --version '^0.4'
+    mdbook build
+
 bench:
     cargo bench
 

@@ -200,6 +200,13 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
     },
+    /// Write the book's generated references (configuration keys, flags, metrics, feature
+    /// gates) from koord's code
+    Docs {
+        /// Directory to write into (e.g. docs/reference); without it, list the pages
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
     /// Run koord's decision code offline on a cluster snapshot and say why
     Explain {
         #[command(subcommand)]

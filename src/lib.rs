@@ -8,6 +8,7 @@ pub mod config;
 pub mod controllers;
 pub mod descheduler;
 pub mod device_daemon;
+pub mod docs;
 pub mod explain;
 pub mod kernel;
 pub mod koordlet;
@@ -45,6 +46,7 @@ pub(crate) mod layering {
         &["simulate"],
         &["config"],
         &["cli"],
+        &["docs"],
         &["run"],
     ];
 

@@ -16,7 +16,7 @@ use crate::kernel::compat::Unsupported;
 use crate::kernel::features::{GateTable, parse_flag};
 use crate::kernel::role::{Role, parse_roles};
 
-mod table;
+pub mod table;
 
 use table::{Conv, Spec, To};
 

@@ -33,6 +33,10 @@ pub fn register_pods_evicted(metrics: &crate::kernel::Metrics) -> Evicted {
         "Number of evicted pods, by the result, by the strategy, by the namespace, by the node name. 'error' result means a pod could not be evicted",
         f.clone(),
     );
+    metrics.describe_labels(
+        "descheduler_pods_evicted",
+        &["result", "strategy", "namespace", "node"],
+    );
     f
 }
 

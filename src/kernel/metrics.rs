@@ -8,17 +8,19 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Metric, Registry};
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub use super::metric_docs::{FamilyDoc, Labelled};
+
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LoopLabels {
     name: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UnsupportedLabels {
     role: String,
     kind: String,
@@ -28,9 +30,9 @@ struct UnsupportedLabels {
 #[derive(Clone)]
 pub struct Metrics {
     registry: Arc<Mutex<Registry>>,
-    /// Every registered family name (an empty family is not exposed, so `/metrics` alone
-    /// cannot say what a process exports).
-    names: Arc<Mutex<Vec<String>>>,
+    /// Every registered family (an empty family shows no labels on `/metrics`, so the
+    /// exposition alone cannot say what a process exports).
+    docs: Arc<Mutex<Vec<FamilyDoc>>>,
     /// Counter families exposed without `_total` (Koordinator's Go counters).
     bare: Arc<Mutex<std::collections::BTreeSet<String>>>,
     loops: Family<LoopLabels, Counter>,
@@ -47,7 +49,7 @@ impl Metrics {
     pub fn new() -> Self {
         let m = Self {
             registry: Arc::default(),
-            names: Arc::default(),
+            docs: Arc::default(),
             bare: Arc::default(),
             loops: Family::default(),
             unsupported: Family::default(),
@@ -91,14 +93,7 @@ impl Metrics {
             super::watch::decode_failures(),
         );
         m.register_collector(
-            &[
-                "process_cpu_seconds",
-                "process_resident_memory_bytes",
-                "process_virtual_memory_bytes",
-                "process_start_time_seconds",
-                "process_open_fds",
-                "process_max_fds",
-            ],
+            super::process_metrics::families(),
             Box::new(super::process_metrics::ProcessCollector),
         );
         m
@@ -106,20 +101,38 @@ impl Metrics {
 
     /// Registers a metric under its full name (Koordinator style, e.g.
     /// `koordlet_node_resource_usage`).
-    pub fn register(&self, name: &str, help: &str, metric: impl Metric) {
-        self.names
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(name.to_string());
+    pub fn register(&self, name: &str, help: &str, metric: impl Metric + Labelled) {
+        self.document(FamilyDoc {
+            name: name.to_string(),
+            kind: metric.metric_type().as_str().to_string(),
+            help: help.to_string(),
+            labels: metric.label_names(),
+        });
         self.registry
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .register(name, help, metric);
     }
 
+    fn document(&self, doc: FamilyDoc) {
+        self.docs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(doc);
+    }
+
+    /// Names the labels of a family whose label sets are built at run time
+    /// (`Vec<(&str, String)>`), for the reference.
+    pub fn describe_labels(&self, name: &str, labels: &[&str]) {
+        let mut docs = self.docs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = docs.iter_mut().find(|d| d.name == name) {
+            d.labels = labels.iter().map(|l| l.to_string()).collect();
+        }
+    }
+
     /// Registers a counter exposed under `name` itself, as Koordinator's Go counters named
     /// without `_total` (`koordlet_pod_eviction`, `slo_controller_nodeslo_reconcile_count`).
-    pub fn register_bare_counter(&self, name: &str, help: &str, metric: impl Metric) {
+    pub fn register_bare_counter(&self, name: &str, help: &str, metric: impl Metric + Labelled) {
         self.bare
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -127,16 +140,15 @@ impl Metrics {
         self.register(name, help, metric);
     }
 
-    /// Registers a collector that encodes the families `names` itself at each scrape.
+    /// Registers a collector that encodes the `families` itself at each scrape.
     pub fn register_collector(
         &self,
-        names: &[&str],
+        families: Vec<FamilyDoc>,
         collector: Box<dyn prometheus_client::collector::Collector>,
     ) {
-        self.names
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(names.iter().map(|n| n.to_string()));
+        for f in families {
+            self.document(f);
+        }
         self.registry
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -155,7 +167,23 @@ impl Metrics {
 
     /// Names registered so far (counters without the `_total` the exposition adds).
     pub fn names(&self) -> Vec<String> {
-        self.names.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let docs = self.docs.lock().unwrap_or_else(|p| p.into_inner());
+        docs.iter().map(|d| d.name.clone()).collect()
+    }
+
+    /// Every family registered so far, under the name the exposition gives it.
+    pub fn families(&self) -> Vec<FamilyDoc> {
+        let bare = self.bare.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let docs = self.docs.lock().unwrap_or_else(|p| p.into_inner());
+        docs.iter()
+            .map(|d| {
+                let mut d = d.clone();
+                if d.kind == "counter" && !bare.contains(&d.name) {
+                    d.name.push_str("_total");
+                }
+                d
+            })
+            .collect()
     }
 
     /// Sets `koord_unsupported_config{role,kind,name}` to 1 (see `kernel::compat`).

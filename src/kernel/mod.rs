@@ -20,6 +20,7 @@ pub mod http_client;
 pub mod index;
 pub mod lease;
 pub mod listen;
+pub mod metric_docs;
 pub mod metrics;
 pub mod process_metrics;
 pub mod pump;

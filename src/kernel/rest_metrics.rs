@@ -17,16 +17,18 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Metric;
+
+use super::metric_docs::Labelled;
 use tower::{Layer, Service};
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
     code: String,
     method: String,
     host: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VerbLabels {
     verb: String,
     host: String,
@@ -53,7 +55,11 @@ pub static SERIES: LazyLock<RestSeries> = LazyLock::new(|| RestSeries {
 
 /// The process-wide families, as shared handles for the registry to expose: requests by
 /// code, request latency by verb, rate-limiter wait by verb.
-pub fn families() -> (impl Metric, impl Metric, impl Metric) {
+pub fn families() -> (
+    impl Metric + Labelled,
+    impl Metric + Labelled,
+    impl Metric + Labelled,
+) {
     let s = &*SERIES;
     (
         s.requests.clone(),

@@ -101,7 +101,9 @@ impl<K: Resource<DynamicType = ()>> Resource for Decoded<K> {
     }
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+#[derive(
+    Clone, Debug, Default, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet,
+)]
 pub struct KindLabels {
     kind: String,
 }

@@ -27,7 +27,7 @@ pub mod store;
 pub mod topology;
 mod topology_merge;
 mod upsert;
-mod usage_series;
+pub mod usage_series;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -18,6 +18,8 @@ use super::store::{MetricKind, SeriesKey};
 
 pub const POD_SERIES: &str = "koord_koordlet_pod_resource_usage";
 pub const CONTAINER_SERIES: &str = "koord_koordlet_container_resource_usage";
+const POD_HELP: &str = "Pod resource usage (cpu in cores, memory in bytes)";
+const CONTAINER_HELP: &str = "Container resource usage (cpu in cores, memory in bytes)";
 
 const RESOURCES: [(MetricKind, MetricKind, &str); 2] = [
     (
@@ -32,7 +34,7 @@ const RESOURCES: [(MetricKind, MetricKind, &str); 2] = [
     ),
 ];
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PodLabels {
     node: String,
     namespace: String,
@@ -40,7 +42,7 @@ struct PodLabels {
     resource: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ContainerLabels {
     node: String,
     namespace: String,
@@ -73,7 +75,22 @@ impl UsageSeries {
     /// A new one, registered in `metrics`.
     pub fn register(metrics: &crate::kernel::Metrics) -> Arc<UsageSeries> {
         let series = Arc::new(UsageSeries::default());
-        metrics.register_collector(&[POD_SERIES, CONTAINER_SERIES], Box::new(series.clone()));
+        use crate::kernel::metric_docs::{FamilyDoc, label_names};
+        let doc = |name: &str, help: &str, labels| FamilyDoc {
+            name: name.to_string(),
+            kind: "gauge".to_string(),
+            help: help.to_string(),
+            labels,
+        };
+        let families = vec![
+            doc(POD_SERIES, POD_HELP, label_names(&PodLabels::default())),
+            doc(
+                CONTAINER_SERIES,
+                CONTAINER_HELP,
+                label_names(&ContainerLabels::default()),
+            ),
+        ];
+        metrics.register_collector(families, Box::new(series.clone()));
         series
     }
 
@@ -118,8 +135,7 @@ impl Collector for UsageSeries {
                 Some((labels, *v))
             })
         });
-        let help = "Pod resource usage (cpu in cores, memory in bytes)";
-        encode_one(&mut encoder, (POD_SERIES, help), pods)?;
+        encode_one(&mut encoder, (POD_SERIES, POD_HELP), pods)?;
         let containers = pass.pods.iter().flat_map(|p| {
             p.containers.iter().flat_map(move |c| {
                 let id = PodMeta::container_id(c);
@@ -136,8 +152,7 @@ impl Collector for UsageSeries {
                 })
             })
         });
-        let help = "Container resource usage (cpu in cores, memory in bytes)";
-        encode_one(&mut encoder, (CONTAINER_SERIES, help), containers)
+        encode_one(&mut encoder, (CONTAINER_SERIES, CONTAINER_HELP), containers)
     }
 }
 

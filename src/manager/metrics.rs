@@ -8,18 +8,18 @@ use prometheus_client::metrics::histogram::Histogram;
 
 use crate::kernel::Metrics;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct NodeResourceLabels {
     pub node: String,
     pub resource: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabels {
     pub controller: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KeyLabels {
     pub key: String,
 }
@@ -48,7 +48,7 @@ pub struct ManagerMetrics {
     pub binding_decisions: Family<Vec<(&'static str, String)>, Counter>,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CountLabels {
     pub status: &'static str,
     pub reason: &'static str,
@@ -173,6 +173,23 @@ impl ManagerMetrics {
             "the internal allocatable of node extended resources which may not be updated at the node status",
             m.allocatable_internal.clone(),
         );
+        // Their label sets are built per call; the reference names them.
+        for (name, labels) in [
+            (
+                "slo_controller_node_extended_resource_allocatable_internal",
+                &["node", "resource", "unit"][..],
+            ),
+            (
+                "slo_controller_node_resource_run_plugin_status",
+                &["plugin", "status", "reason"],
+            ),
+            (
+                "koord_manager_webhook_binding_admission_decisions",
+                &["decision"],
+            ),
+        ] {
+            metrics.describe_labels(name, labels);
+        }
         m
     }
 

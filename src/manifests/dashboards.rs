@@ -177,48 +177,60 @@ fn dashboard(uid: &str, title: &str, panels: &[Panel]) -> Value {
     })
 }
 
+/// The dashboards: (uid, title, panels).
+const BOARDS: [(&str, &str, &[Panel]); 2] = [
+    ("koord-colocation", "koord / colocation", COLOCATION),
+    ("koord-scheduling", "koord / scheduling", SCHEDULING),
+];
+
 /// (file name, dashboard JSON).
-pub fn all() -> Vec<(&'static str, String)> {
-    [
-        (
-            "koord-colocation.json",
-            dashboard("koord-colocation", "koord / colocation", COLOCATION),
-        ),
-        (
-            "koord-scheduling.json",
-            dashboard("koord-scheduling", "koord / scheduling", SCHEDULING),
-        ),
-    ]
-    .into_iter()
-    .map(|(f, d)| {
-        (
-            f,
-            serde_json::to_string_pretty(&d).unwrap_or_default() + "\n",
-        )
-    })
-    .collect()
+pub fn all() -> Vec<(String, String)> {
+    BOARDS
+        .iter()
+        .map(|(uid, title, panels)| {
+            let d = dashboard(uid, title, panels);
+            (
+                format!("{uid}.json"),
+                serde_json::to_string_pretty(&d).unwrap_or_default() + "\n",
+            )
+        })
+        .collect()
 }
 
 /// Every metric family the dashboards query (suffixes `_total`, `_bucket` dropped).
 pub fn families() -> Vec<String> {
     let mut out = Vec::new();
-    for p in COLOCATION.iter().chain(SCHEDULING) {
-        for (_, expr) in p.targets {
-            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-                let known = [
-                    "koordlet_",
-                    "scheduler_",
-                    "slo_controller_",
-                    "descheduler_",
-                    "koord_",
-                ];
-                if known.iter().any(|k| word.starts_with(k)) {
-                    let base = word
-                        .trim_end_matches("_bucket")
-                        .trim_end_matches("_total")
-                        .to_string();
-                    if !out.contains(&base) {
-                        out.push(base);
+    for (family, _, _) in queries() {
+        if !out.contains(&family) {
+            out.push(family);
+        }
+    }
+    out
+}
+
+/// (family, dashboard title, panel title) for every family a panel queries, in panel order.
+pub fn queries() -> Vec<(String, &'static str, &'static str)> {
+    let known = [
+        "koordlet_",
+        "scheduler_",
+        "slo_controller_",
+        "descheduler_",
+        "koord_",
+    ];
+    let mut out = Vec::new();
+    for (_, board, panels) in BOARDS {
+        for p in panels {
+            for (_, expr) in p.targets {
+                for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                    if known.iter().any(|k| word.starts_with(k)) {
+                        let base = word
+                            .trim_end_matches("_bucket")
+                            .trim_end_matches("_total")
+                            .to_string();
+                        let entry = (base, board, p.title);
+                        if !out.contains(&entry) {
+                            out.push(entry);
+                        }
                     }
                 }
             }

@@ -7,7 +7,7 @@
 //! every node). A test keeps the committed directory equal
 //! to this output.
 
-mod dashboards;
+pub mod dashboards;
 mod rbac;
 mod workloads;
 

@@ -43,6 +43,9 @@ pub fn main() -> ExitCode {
     if let Some(Command::Manifests { out_dir }) = &cli.command {
         return manifests(out_dir.as_deref());
     }
+    if let Some(Command::Docs { out_dir }) = &cli.command {
+        return docs(out_dir.as_deref());
+    }
     if let Some(Command::DeviceScan(args)) = &cli.command {
         return crate::device_daemon::main(args);
     }
@@ -232,6 +235,24 @@ fn manifests(out_dir: Option<&std::path::Path>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("koord: writing manifests into {}: {err}", dir.display());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn docs(out_dir: Option<&std::path::Path>) -> ExitCode {
+    let Some(dir) = out_dir else {
+        let list: Vec<&str> = crate::docs::all().iter().map(|p| p.path).collect();
+        write_stdout(&(list.join("\n") + "\n"));
+        return ExitCode::SUCCESS;
+    };
+    match crate::docs::write(dir) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!(
+                "koord: writing the references into {}: {err}",
+                dir.display()
+            );
             ExitCode::FAILURE
         }
     }

@@ -28,3 +28,4 @@ mod numa_embedded;
 mod pod_identity;
 mod runtime_hooks;
 mod runtime_proxy;
+mod tour;

@@ -140,3 +140,81 @@ fn headings_are_named_as_github_names_them() {
     let l = links("see [a](#x) and [b](docs/y.md#z) and [c](https://e.org/#q)");
     assert_eq!(l, [("#x".to_string(), 1), ("docs/y.md#z".to_string(), 1)]);
 }
+
+/// What a reader of the user docs must not meet: the project's issue numbers (they cannot
+/// look them up) and work-log narration (a page says what the code does today). The
+/// performance history is a log by design; issue numbers stay out of it too.
+#[test]
+fn user_docs_speak_of_the_code_not_the_work_log() {
+    let issue = regex::Regex::new(r"(?i)\bissues? #?\d+|(?:^|[\s(])#\d+\b").unwrap();
+    let log = regex::Regex::new(
+        r"(?i)\b(this session|last session|next session|the session's|this round|fixed on the way|before this (?:work|change))\b|\bTODO:|\bwas \d[\d,.]*",
+    )
+    .unwrap();
+    let mut bad = Vec::new();
+    let user_pages: Vec<PathBuf> = pages()
+        .into_iter()
+        .filter(|p| !p.ends_with("ARCHITECTURE.md"))
+        .collect();
+    assert!(user_pages.len() > 20, "{user_pages:?}");
+    for page in &user_pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        let history = page.ends_with("performance-history.md");
+        for (n, line) in prose(&text).iter().enumerate() {
+            let hit = issue
+                .find(line)
+                .or_else(|| log.find(line).filter(|_| !history));
+            if let Some(m) = hit {
+                bad.push(format!(
+                    "{}: line {} of its prose: {:?}",
+                    page.strip_prefix(root()).unwrap_or(page).display(),
+                    n + 1,
+                    m.as_str()
+                ));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// Every page under docs/ is a chapter of the book (a page left out of SUMMARY.md is not
+/// in the HTML book), and the book builds when mdbook is installed (`just docs` installs it).
+#[test]
+fn every_page_is_in_the_book_and_the_book_builds() {
+    let summary = std::fs::read_to_string(root().join("docs/SUMMARY.md")).unwrap();
+    let docs = root().join("docs");
+    let missing: Vec<String> = pages()
+        .iter()
+        .filter_map(|p| p.strip_prefix(&docs).ok())
+        .map(|p| p.display().to_string())
+        .filter(|p| p != "SUMMARY.md" && !summary.contains(&format!("]({p})")))
+        .collect();
+    assert!(missing.is_empty(), "not in docs/SUMMARY.md: {missing:?}");
+    if std::process::Command::new("mdbook")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped the build: no mdbook on PATH (`just docs` installs it)");
+        return;
+    }
+    let dest = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("mdbook")
+        .arg("build")
+        .arg("--dest-dir")
+        .arg(dest.path())
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(!log.contains("[ERROR]") && !log.contains("[WARN]"), "{log}");
+    for page in [
+        "index.html",
+        "tour.html",
+        "reference/metrics.html",
+        "roles/koordlet.html",
+    ] {
+        assert!(dest.path().join(page).exists(), "{page} missing");
+    }
+}

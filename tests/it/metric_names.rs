@@ -158,6 +158,7 @@ fn metrics_carry_koordinator_and_kube_scheduler_names() {
             "{name}: not a Koordinator koordlet series; koord's extras go under koord_"
         );
     }
+    labels_are_documented(&samples);
     let attempt = samples
         .iter()
         .find(|s| s.metric == "scheduler_schedule_attempts_total")
@@ -191,6 +192,49 @@ fn metrics_carry_koordinator_and_kube_scheduler_names() {
     koord.signal("TERM");
     koord.wait_exit(Duration::from_secs(30)).expect("exit");
     rt.block_on(api.stop());
+}
+
+/// Every exposed series is in the metrics reference (docs/reference/metrics.md), and its
+/// labels are among the ones the reference names.
+fn labels_are_documented(samples: &[prometheus_parse::Sample]) {
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/reference/metrics.md"
+    ))
+    .unwrap();
+    let mut documented: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    for row in page.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let name = cells[0]
+            .trim_start_matches("| ")
+            .trim_matches('`')
+            .to_string();
+        let labels = cells.get(2).unwrap_or(&"");
+        let labels = labels.split(", ").map(|l| l.trim_matches('`').to_string());
+        documented.insert(name, labels.filter(|l| !l.is_empty()).collect());
+    }
+    let mut wrong = BTreeSet::new();
+    for s in samples {
+        // A histogram's `_sum` and `_count` series belong to its family.
+        let family = ["_sum", "_count"]
+            .iter()
+            .find_map(|x| s.metric.strip_suffix(x))
+            .filter(|f| documented.contains_key(*f))
+            .unwrap_or(&s.metric);
+        let Some(doc) = documented.get(family) else {
+            wrong.insert(format!("{} is not in the reference", s.metric));
+            continue;
+        };
+        for (label, _) in s.labels.iter() {
+            if !doc.contains(label.as_str()) {
+                wrong.insert(format!(
+                    "{} has label {label}, not in the reference",
+                    s.metric
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
 /// Every series Koordinator's Grafana dashboards query (`dashboards/scheduling.json`,

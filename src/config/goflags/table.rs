@@ -561,3 +561,8 @@ pub fn find(roles: &[Role], name: &str) -> Vec<&'static Spec> {
         .filter(|s| s.name == name && roles.contains(&s.role))
         .collect()
 }
+
+/// Every flag of every role, in the table's order (the flags reference).
+pub fn all() -> impl Iterator<Item = &'static Spec> {
+    SPECS.iter().chain(COMMON_SPECS.iter())
+}

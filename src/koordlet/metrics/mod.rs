@@ -15,13 +15,13 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::kernel::Metrics;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct NodeLabels {
     pub node: String,
     pub resource: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct NodeOnly {
     pub node: String,
 }
@@ -31,13 +31,13 @@ pub type Pairs = Vec<(&'static str, String)>;
 /// Gauge values by their labels, one pass's worth.
 pub type Values = Vec<(Pairs, f64)>;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CollectorLabels {
     pub collector: String,
 }
 
 /// A QoS strategy's cgroup change: which strategy, which file.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QosLabels {
     pub strategy: String,
     pub resource: String,
@@ -262,6 +262,9 @@ impl KoordletMetrics {
             m.be_suppress_milli.clone(),
         );
         m.ops.register(metrics);
+        for (name, labels) in labels::PAIRS {
+            metrics.describe_labels(name, labels);
+        }
         m
     }
 
@@ -430,6 +433,7 @@ impl KoordletMetrics {
     }
 }
 
+mod labels;
 mod ops;
 pub use ops::{KubeletRequests, ScaledCfs};
 
