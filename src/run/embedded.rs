@@ -10,10 +10,6 @@ use crate::noderuntime::NodeRuntime;
 /// (there is no Service to resolve, and nobody else needs to reach them), free default
 /// ports, `default-scheduler` served, usage reported as often as metrics-server would.
 pub(super) fn configure(cfg: &mut Config) {
-    // A second embedded koord on this machine: the admin endpoint moves to a free
-    // port when its default is taken (it prints where).
-    let default_admin = crate::kernel::common::CommonConfig::default().admin_addr;
-    cfg.common.admin_addr = free_if_default_taken(cfg.common.admin_addr, default_admin);
     let webhook = &mut cfg.manager.webhook;
     if webhook.host.is_empty() {
         webhook.host = "127.0.0.1".into();
@@ -35,6 +31,16 @@ pub(super) fn configure(cfg: &mut Config) {
     reporter.min_report_interval_seconds = reporter
         .min_report_interval_seconds
         .min(EMBEDDED_REPORT_SECONDS);
+}
+
+/// Where the admin endpoint listens: as configured, except that beside another embedded
+/// koord on this machine the default moves to a free port (the start says where).
+pub(super) fn admin_addr(cfg: &Config) -> std::net::SocketAddr {
+    if !cfg.embedded.enabled {
+        return cfg.common.admin_addr;
+    }
+    let default_admin = crate::kernel::common::CommonConfig::default().admin_addr;
+    free_if_default_taken(cfg.common.admin_addr, default_admin)
 }
 
 /// `apiserver` readiness follows the store: not ready while the disk refuses writes.

@@ -6,18 +6,14 @@ use std::time::Duration;
 
 use clap::Parser;
 use tokio::signal::unix::{Signal, SignalKind, signal};
-use tokio_util::sync::CancellationToken;
 
 use crate::cli::{Cli, Command, ConfigAction};
 use crate::config::{self, Config, HostEnv, YamlSource};
 use crate::kernel::role::RoleSet;
-use crate::kernel::{
-    self, Metrics, Readiness, Role, RoleCtx, Shutdown, Tasks, admin, cluster, telemetry,
-};
+use crate::kernel::{self, Readiness, Role, RoleCtx, Shutdown, Tasks, telemetry};
 
 mod embedded;
-
-use embedded::{follow_store_health, start_embedded, wire_koordlet_to_runtime};
+mod start;
 
 const EXIT_USAGE: u8 = 2;
 
@@ -280,162 +276,67 @@ impl Signals {
     }
 }
 
+/// Starts what the roles share, runs the roles until the process is told to stop, then
+/// stops the rest; a start-up failure is printed once and exits 1.
 async fn run_roles(
-    mut cfg: Config,
+    cfg: Config,
     roles: RoleSet,
     host: HostEnv,
     flag_warnings: Vec<(Role, kernel::compat::Unsupported)>,
 ) -> ExitCode {
     crate::os::tuning::raise_nofile_limit();
     crate::os::tuning::return_large_allocations();
-    let mut signals = match Signals::install() {
-        Ok(s) => s,
-        Err(err) => {
-            eprintln!("koord: installing signal handlers: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let shutdown = Shutdown::new();
-    let metrics = Metrics::new();
+    let p = start::Process::new();
     for (role, u) in &flag_warnings {
-        kernel::compat::report(&metrics, role.name(), std::slice::from_ref(u));
+        kernel::compat::report(&p.metrics, role.name(), std::slice::from_ref(u));
     }
-    let readiness = Readiness::new(&metrics);
-    let tasks = Tasks::new(shutdown.clone());
     if roles.node_agent_only() {
-        shed_idle_code_every_minute(&tasks, &shutdown, &readiness);
+        shed_idle_code_every_minute(&p.tasks, &p.shutdown, &p.readiness);
     }
-    let _data_dir_lock = if cfg.embedded.enabled || roles.0.iter().any(|r| r.uses_data_dir()) {
-        match claim_data_dir(&cfg.common.data_dir, cfg.embedded.enabled) {
-            Ok(lock) => lock,
-            Err(err) => {
-                eprintln!("koord: --data-dir: {err}");
-                return ExitCode::FAILURE;
-            }
-        }
-    } else {
-        None
-    };
-    let embedded = if cfg.embedded.enabled {
-        match start_embedded(&cfg, &readiness, host.is_root).await {
-            Ok(e) => {
-                follow_store_health(&e.0, &readiness, &tasks, &shutdown);
-                Some(e)
-            }
-            Err(err) => {
-                eprintln!("koord: {err:#}");
-                return ExitCode::FAILURE;
-            }
-        }
-    } else {
-        None
-    };
-    if let Some((_, _, Some(rt))) = &embedded {
-        wire_koordlet_to_runtime(&mut cfg, rt);
-    }
-    if embedded.is_some() {
-        embedded::configure(&mut cfg);
-    }
-    // Several watchers in one process (roles, and the embedded workload controllers):
-    // one list+watch per kind and selector feeds them all.
-    let watchers = roles.0.iter().filter(|r| r.needs_cluster()).count()
-        + usize::from(embedded.is_some() && !roles.0.is_empty());
-    if watchers > 1 {
-        crate::kernel::bus::enable();
-    }
-    let cluster = if let Some((server, c, _)) = &embedded {
-        // No kube-controller-manager here: koord runs the workload controllers (not when
-        // only the API server is served, e.g. under a separately run scheduler).
-        if !roles.0.is_empty() {
-            server.attach_garbage_collector(&crate::controllers::gc::OWNERS);
-            crate::controllers::spawn(c.client.clone(), &tasks, &shutdown);
-        }
-        Some(c.clone())
-    } else if roles.0.iter().any(|r| r.needs_cluster()) {
-        match cluster::resolve(cfg.common.kubeconfig.as_deref(), &host).await {
-            Ok(c) => Some(c),
-            Err(err) => {
-                eprintln!(
-                    "koord: --role={} needs a Kubernetes cluster: {err}",
-                    roles.names()
-                );
-                return ExitCode::FAILURE;
-            }
-        }
-    } else {
-        None
-    };
-    let listener = match admin::bind(cfg.common.admin_addr).await {
-        Ok(l) => l,
+    let mut up = match start::start(cfg, &roles, &host, &p).await {
+        Ok(up) => up,
         Err(err) => {
-            eprintln!("koord: {err}");
+            eprintln!("koord: {err:#}");
             return ExitCode::FAILURE;
         }
     };
-    // Port 0 (a free one): say which was taken.
-    if let Ok(bound) = listener.local_addr()
-        && bound != cfg.common.admin_addr
-    {
-        eprintln!("koord: admin endpoint at http://{bound}");
-        cfg.common.admin_addr = bound;
-    }
-    let admin_stop = CancellationToken::new();
-    let admin_state = admin::AdminState {
-        readiness: readiness.clone(),
-        metrics: metrics.clone(),
-        config: Arc::new(config::redacted_json(&cfg)),
-    };
-    // Every role is listed as not ready before /readyz can first be asked.
-    let mut handles: Vec<_> = roles
-        .0
-        .iter()
-        .map(|r| readiness.register(r.name()))
-        .collect();
-    for (what, addr) in more_admin_addrs(&cfg, &roles) {
-        match admin::bind(addr).await {
-            Ok(l) => {
-                let probe = admin::serve(l, admin_state.clone(), admin_stop.clone());
-                tokio::spawn(probe);
-            }
-            Err(err) => {
-                eprintln!("koord: {what}: {err}");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    let admin_server = tokio::spawn(admin::serve(listener, admin_state, admin_stop.clone()));
-    tracing::info!(roles = %roles.names(), admin = %cfg.common.admin_addr, "koord starting");
-
-    let common = Arc::new(cfg.common.clone());
-    for role in roles.0.iter().copied() {
+    tracing::info!(roles = %roles.names(), admin = %up.cfg.common.admin_addr, "koord starting");
+    let common = Arc::new(up.cfg.common.clone());
+    for (role, ready) in roles.0.iter().copied().zip(std::mem::take(&mut up.handles)) {
         let ctx = RoleCtx {
             role,
-            shutdown: shutdown.clone(),
-            tasks: tasks.clone(),
-            ready: handles.remove(0),
-            metrics: metrics.clone(),
-            cluster: cluster.clone(),
+            shutdown: p.shutdown.clone(),
+            tasks: p.tasks.clone(),
+            ready,
+            metrics: p.metrics.clone(),
+            cluster: up.cluster.clone(),
             common: common.clone(),
         };
-        tasks.spawn(role.name(), run_role(role, cfg.clone(), ctx));
+        p.tasks
+            .spawn(role.name(), run_role(role, up.cfg.clone(), ctx));
     }
-    let grace = Duration::from_secs(cfg.common.shutdown_grace_seconds);
-    let code = supervise(&shutdown, &tasks, &mut signals, &readiness, grace).await;
-    if let Some((server, _, runtime)) = embedded {
+    let grace = Duration::from_secs(up.cfg.common.shutdown_grace_seconds);
+    let code = supervise(&p.shutdown, &p.tasks, &mut up.signals, &p.readiness, grace).await;
+    stop(up).await;
+    code
+}
+
+/// After the roles: the embedded control plane, then the admin endpoint.
+async fn stop(up: start::Started) {
+    if let Some((server, _, runtime)) = up.embedded {
         if let Some(rt) = runtime {
             rt.shutdown().await;
         }
         server.shutdown().await;
         tracing::info!(
             "embedded API server stopped; data kept under {}",
-            cfg.common.data_dir.display()
+            up.cfg.common.data_dir.display()
         );
     }
-    admin_stop.cancel();
-    if let Err(err) = admin_server.await {
+    up.admin.stop.cancel();
+    if let Err(err) = up.admin.server.await {
         tracing::warn!(%err, "admin server task ended abnormally");
     }
-    code
 }
 
 /// Makes the data dir this process's own: private (0700, ours, not a link) and below

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::watcher;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
@@ -59,9 +58,8 @@ pub struct Scheduler {
     pub cluster: ClusterState,
     pub queue: Queue,
     pub leadership: Leadership,
-    /// Pods, nodes, NodeMetrics, Reservations, ElasticQuotas (when a profile uses them),
-    /// PersistentVolumes, claims, StorageClasses, PodDisruptionBudgets, Devices.
-    synced: [bool; 10],
+    /// The watches whose first list has not ended yet.
+    unsynced: Unsynced,
     pub quota_status: Publisher<quota_status::Figures>,
     pub pod_group_status: Publisher<gang_status::Figures>,
     /// Why gang members were released, for their PodScheduled condition.
@@ -101,7 +99,7 @@ pub struct Scheduler {
     trimmed_at: Option<Instant>,
 }
 
-use super::framework::events::{ClusterEvent, Events, node_change};
+use super::live_sync::Unsynced;
 
 const SECONDARY_DEVICE_WELL_PLANNED: &str = "node.koordinator.sh/secondary-device-well-planned";
 
@@ -151,9 +149,7 @@ impl Scheduler {
             cluster,
             queue: Queue::new(backoff),
             leadership,
-            synced: [
-                false, false, false, false, !quotas, false, false, false, false, false,
-            ],
+            unsynced: Unsynced::new(quotas),
             quota_status: Publisher::detached(quota_status::figures, quota_status::version),
             pod_group_status: Publisher::detached(gang_status::figures, gang_status::version),
             gang_rejections: HashMap::new(),
@@ -191,7 +187,7 @@ impl Scheduler {
     pub fn synced(&self) -> bool {
         // With the network-topology manager, gangs are not placed before the tree is.
         let tree = self.topology.as_ref().is_none_or(|m| m.synced);
-        tree && self.synced.iter().all(|s| *s)
+        tree && self.unsynced.none()
     }
 
     /// Once a burst is over (nothing to schedule, every binding done), gives the memory it
@@ -249,142 +245,6 @@ impl Scheduler {
             false => self.not_well_planned.remove(&name),
         };
         self.devices_changed |= changed;
-    }
-
-    /// Applies one watch event to the cluster state and the queue.
-    pub fn apply(&mut self, ev: Ev) {
-        use watcher::Event::*;
-        match ev {
-            Ev::Pod(Apply(mut p) | InitApply(mut p)) => {
-                super::live_watch::slim_pod(&mut p);
-                self.apply_pod(p, false)
-            }
-            Ev::Pod(Delete(p)) => self.apply_pod(p, true),
-            Ev::Pod(InitDone) => self.synced[0] = true,
-            Ev::NetworkTopology(ev) => self.apply_topology(ev),
-            Ev::Node(Apply(mut n) | InitApply(mut n)) => {
-                self.topology_node_changed();
-                super::live_watch::slim_node(&mut n);
-                let name = n.metadata.name.clone().unwrap_or_default();
-                let kind = node_change(self.cluster.node(&name), &n);
-                self.cluster.upsert_node(Arc::new(n));
-                self.cluster_changed(ClusterEvent::on_node(kind, &name));
-            }
-            Ev::Node(Delete(n)) => {
-                self.topology_node_changed();
-                self.cluster
-                    .remove_node(n.metadata.name.as_deref().unwrap_or(""));
-            }
-            Ev::Node(InitDone) => self.synced[1] = true,
-            Ev::Metric(Apply(m) | InitApply(m)) => {
-                let name = m.metadata.name.clone().unwrap_or_default();
-                self.cluster.upsert_metric(Arc::new(m));
-                self.cluster_changed(ClusterEvent::on_node(Events::NODE_METRIC, &name));
-            }
-            Ev::Metric(Delete(m)) => {
-                let name = m.metadata.name.clone().unwrap_or_default();
-                self.cluster.remove_metric(&name);
-                self.cluster_changed(ClusterEvent::on_node(Events::NODE_METRIC, &name));
-            }
-            Ev::Metric(InitDone) => self.synced[2] = true,
-            Ev::Topology(Apply(t) | InitApply(t)) => {
-                self.cluster.upsert_topology(&t);
-                let name = t.metadata.name.clone().unwrap_or_default();
-                self.cluster_changed(ClusterEvent::on_node(Events::TOPOLOGY, &name));
-            }
-            Ev::Topology(Delete(t)) => self
-                .cluster
-                .remove_topology(t.metadata.name.as_deref().unwrap_or("")),
-            // Not waited for: a cluster without the NRT CRD still schedules (pinned pods
-            // then wait for a topology, requeued when one arrives).
-            Ev::Topology(Init | InitDone) => {}
-            Ev::Device(Apply(d) | InitApply(d)) => {
-                self.note_device(&d, false);
-                self.cluster.upsert_device(&d);
-                let name = d.metadata.name.clone().unwrap_or_default();
-                self.cluster_changed(ClusterEvent::on_node(Events::DEVICE, &name));
-            }
-            Ev::Device(Delete(d)) => {
-                self.note_device(&d, true);
-                self.cluster
-                    .remove_device(d.metadata.name.as_deref().unwrap_or(""))
-            }
-            // Waited for, as kube-scheduler waits for every informer: a node whose
-            // Device is not known yet passes DeviceShare, so a GPU pod placed before the
-            // sync would be bound with no device allocated (and its GPU given twice).
-            Ev::Device(InitDone) => self.synced[9] = true,
-            Ev::Device(Init) => {}
-            Ev::Reservation(Apply(r) | InitApply(r)) => {
-                self.reservation_kick.notify_one();
-                self.apply_reservation(Arc::new(r));
-                self.cluster_changed(ClusterEvent::of(Events::RESERVATION));
-            }
-            Ev::Reservation(Delete(r)) => {
-                let name = r.metadata.name.clone().unwrap_or_default();
-                self.cluster.remove_reservation(&name);
-                self.assumed_reservations.remove(&name);
-                self.queue
-                    .remove(&super::framework::reservations::reserve_key(&name));
-                self.cluster_changed(ClusterEvent::of(Events::RESERVATION));
-            }
-            // Waited for (Koordinator needs its CRDs too): before it, an owner could be
-            // placed outside its reservation and a non-owner on reserved capacity.
-            Ev::Reservation(InitDone) => self.synced[3] = true,
-            Ev::Reservation(Init) => {}
-            Ev::Quota(Apply(q) | InitApply(q)) => {
-                let name = q.metadata.name.clone().unwrap_or_default();
-                // An update names its quota; an addition may help any pod.
-                let updated = self.cluster.quotas.info(&name).is_some().then_some(name);
-                if let Err(e) = self.cluster.quotas.upsert(&q) {
-                    tracing::warn!(quota = %key_of(&q.metadata), error = %e, "ElasticQuota ignored");
-                }
-                self.cluster_changed(ClusterEvent::of(Events::QUOTA).with_quota(updated));
-            }
-            Ev::Quota(Delete(q)) => {
-                self.cluster
-                    .quotas
-                    .remove(q.metadata.name.as_deref().unwrap_or(""));
-                self.cluster_changed(ClusterEvent::of(Events::QUOTA));
-            }
-            Ev::Quota(InitDone) => self.synced[4] = true,
-            Ev::Quota(Init) => {}
-            Ev::PodGroup(Apply(g) | InitApply(g)) => {
-                self.cluster.gangs.upsert_pod_group(&g);
-                self.queue.ungate_all();
-            }
-            Ev::PodGroup(Delete(g)) => self.cluster.gangs.remove_pod_group(&key_of(&g.metadata)),
-            Ev::PodGroup(Init | InitDone) => {}
-            Ev::Pod(Init) | Ev::Node(Init) | Ev::Metric(Init) => {}
-            Ev::GpuTemplates(ev) => self.apply_gpu_templates(*ev),
-            Ev::Explanation(ev) => {
-                if let Some(x) = self.explanations.as_mut() {
-                    x.apply(*ev);
-                }
-            }
-            Ev::Pdb(ev) => match *ev {
-                Apply(p) | InitApply(p) => self.cluster.upsert_pdb(Arc::new(p)),
-                Delete(p) => {
-                    let key = key_of(&p.metadata);
-                    self.cluster.pdbs.remove(&key);
-                }
-                // Waited for, as kube-scheduler waits for every informer: a preemption
-                // before the PDBs are known would pick the victims they protect.
-                InitDone => self.synced[8] = true,
-                Init => {}
-            },
-            Ev::Owner(ev) => {
-                if super::live_storage::apply_owner(&mut self.cluster.owners, *ev) {
-                    self.cluster_changed(ClusterEvent::of(Events::OWNER));
-                }
-            }
-            Ev::Storage(ev) => match super::live_storage::apply(&mut self.cluster.volumes, *ev) {
-                super::live_storage::Applied::Synced(kind) => self.synced[5 + kind] = true,
-                super::live_storage::Applied::Changed => {
-                    self.cluster_changed(ClusterEvent::of(Events::STORAGE))
-                }
-                super::live_storage::Applied::Nothing => {}
-            },
-        }
     }
 
     /// One scheduling cycle for the next active pod; false when none is active.
@@ -551,6 +411,8 @@ impl Scheduler {
 
 #[path = "live_act.rs"]
 mod act;
+#[path = "live_apply.rs"]
+mod apply;
 #[path = "live_bind.rs"]
 mod bind;
 #[path = "live_explain.rs"]

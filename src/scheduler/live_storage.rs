@@ -1,6 +1,7 @@
 //! The live scheduler's storage watches applied to the volume model, and the Services and
 //! controllers default topology spreading reads.
 
+use super::live_sync::Watch;
 use std::sync::Arc;
 
 use kube::runtime::watcher::Event;
@@ -11,8 +12,8 @@ use crate::scheduler::model::volumes::Volumes;
 
 /// What one storage event did.
 pub enum Applied {
-    /// The initial list of PVs (0), claims (1) or StorageClasses (2) is complete.
-    Synced(usize),
+    /// The initial list of PVs, claims or StorageClasses is complete.
+    Synced(Watch),
     /// An object changed: pods the volume plugins refused may fit now.
     Changed,
     Nothing,
@@ -48,9 +49,9 @@ pub fn apply(vols: &mut Volumes, ev: Storage) -> Applied {
         Storage::Capacity(Delete(o)) => {
             vols.capacities.remove(&Volumes::capacity_key(&o.metadata));
         }
-        Storage::Pv(InitDone) => return Applied::Synced(0),
-        Storage::Pvc(InitDone) => return Applied::Synced(1),
-        Storage::Class(InitDone) => return Applied::Synced(2),
+        Storage::Pv(InitDone) => return Applied::Synced(Watch::PersistentVolumes),
+        Storage::Pvc(InitDone) => return Applied::Synced(Watch::PersistentVolumeClaims),
+        Storage::Class(InitDone) => return Applied::Synced(Watch::StorageClasses),
         // CSINodes are not waited for: without one a node has no attach limit.
         Storage::Pv(Init) | Storage::Pvc(Init) | Storage::Class(Init) => return Applied::Nothing,
         // Nor CSIDrivers and capacities: without them capacity is not checked.

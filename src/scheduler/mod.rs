@@ -14,6 +14,7 @@ pub mod features;
 pub mod framework;
 pub mod live;
 pub mod live_storage;
+pub mod live_sync;
 pub mod live_watch;
 pub mod metrics;
 pub mod model;
