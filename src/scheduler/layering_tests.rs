@@ -14,8 +14,10 @@ const LAYERS: &[&[&str]] = &[
         "reservation_live",
         "volume_binder",
         "quota_bootstrap",
+        "live_sync",
+        "live_watch",
     ],
-    &["metrics", "queue", "cycle", "live_watch", "live_storage"],
+    &["metrics", "queue", "cycle", "live_storage"],
     &["explanation"],
     &["live"],
 ];
@@ -76,7 +78,8 @@ fn uses(module: &[String], text: &str) -> Vec<String> {
 }
 
 /// `scheduler/plugins/numa/mod.rs` → [plugins, numa]; `live_act.rs` (live's `#[path]`
-/// child) → [live, act]; `metrics_pods.rs` → [metrics, pods].
+/// child) → [live, act]; `metrics_pods.rs` → [metrics, pods]. `live_watch.rs`,
+/// `live_storage.rs` and `live_sync.rs` are modules of their own, below `live`.
 fn module_path(rel: &std::path::Path) -> Vec<String> {
     let mut parts: Vec<String> = rel
         .iter()
@@ -87,7 +90,7 @@ fn module_path(rel: &std::path::Path) -> Vec<String> {
     }
     if let Some(child) = parts[0].strip_prefix("live_").map(str::to_string)
         && parts.len() == 1
-        && child != "watch"
+        && !["watch", "storage", "sync"].contains(&child.as_str())
     {
         parts = vec!["live".into(), child];
     }
