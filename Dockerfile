@@ -13,6 +13,8 @@ COPY src ./src
 COPY benches ./benches
 COPY config ./config
 COPY manifests ./manifests
+# Koordinator's Grafana dashboards: `koord docs` names the panels that query each metric.
+COPY tests/fixtures/koordinator/dashboards ./tests/fixtures/koordinator/dashboards
 RUN cargo build --release --locked --bin koord \
     && strip target/release/koord
 

@@ -179,7 +179,17 @@ fn reexport_at(text: &str, at: usize) -> bool {
         return false;
     };
     let head = head.trim_end();
-    head.ends_with("pub") || (head.ends_with(')') && head.contains("pub("))
+    if head.ends_with("pub") {
+        return true;
+    }
+    // `pub(crate)`, `pub(super)`, `pub(in path)`: the parenthesis right after `pub`.
+    head.strip_suffix(')')
+        .and_then(|h| h.rfind("pub(").map(|i| &h[i + 4..]))
+        .is_some_and(|inside| {
+            inside
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == ':' || c == ' ' || c == '_')
+        })
 }
 
 /// Every path a file names, and what it re-exports.
@@ -198,7 +208,13 @@ fn names(module: &[String], text: &str) -> FileNames {
         }
         let (leaves, len) = tree(&text[at..]);
         let reexport = reexport_at(text, at);
-        for (segs, alias) in leaves {
+        // `pub(in crate::a)` names where an item is visible, not what the file uses.
+        if text[..at].trim_end().ends_with("pub(in") {
+            at += len.max(c.len_utf8());
+            continue;
+        }
+        // A lone keyword (`crate` in `pub(crate)`, `self` in `&self`) names nothing.
+        for (segs, alias) in leaves.into_iter().filter(|(s, _)| s.len() > 1) {
             let Some(mut abs) = absolute(module, &own, &segs) else {
                 continue;
             };

@@ -120,3 +120,23 @@ fn the_descheduler_framework_imports_none_of_its_plugins() {
         .collect();
     assert!(wrong.is_empty(), "{wrong:?}");
 }
+
+#[test]
+fn restricted_reexports_are_reexports() {
+    for text in [
+        "pub(crate) use b::Thing;",
+        "pub(super) use b::Thing;",
+        "pub(in crate::a) use b::Thing;",
+    ] {
+        let n = names(&m(&["a"]), &format!("mod b;\n{text}"));
+        assert!(n.named.is_empty(), "{text}: {:?}", n.named);
+        assert_eq!(
+            n.reexports.get("Thing"),
+            Some(&m(&["a", "b", "Thing"])),
+            "{text}"
+        );
+    }
+    // A private `use` of a child is an arrow.
+    let n = names(&m(&["a"]), "mod b;\nuse b::Thing;");
+    assert_eq!(n.named, [m(&["a", "b", "Thing"])]);
+}

@@ -143,9 +143,9 @@ fn comments(yaml: &str) -> BTreeMap<String, String> {
         stack.retain(|(i, _)| *i < indent);
         let parent: Vec<&str> = stack.iter().map(|(_, k)| k.as_str()).collect();
         let path = [parent.as_slice(), &[key]].concat().join(".");
-        // A comment covers the keys right below it (`watcherBufferBytes` and
-        // `watchBufferBytes` under one); the first key of an object without one of its own
-        // is covered by the object's.
+        // A comment covers the keys right below it, up to the next comment or blank line
+        // (`watcherBufferBytes` and `watchBufferBytes` under one); the first key of an
+        // object without one of its own is covered by the object's.
         let covering = if pending.is_empty() {
             last.clone()
                 .filter(|(p, _)| *p == parent.join("."))
