@@ -3,7 +3,7 @@
 //! schema, watch fan-out (events delivered per second to 100 HTTP watchers), and the
 //! per-request cost of authorization and schema checks measured on their own.
 //!
-//! `cargo bench --bench apiserver` (release build). Numbers go to the README.
+//! `cargo bench --bench apiserver` (release build). Numbers go to docs/performance.md.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

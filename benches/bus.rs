@@ -10,8 +10,9 @@
 //! (VmHWM) and after. (The list and watch requests per kind are counted by
 //! `tests/it/bus.rs`.)
 //!
-//! `BENCH_KOORD_BIN=<path>` measures another koord binary with the same flags — the README
-//! compares the commit before the in-process event bus with the current one this way.
+//! `BENCH_KOORD_BIN=<path>` measures another koord binary with the same flags — the
+//! performance history compares the commit before the in-process event bus with the
+//! current one this way.
 //! Run: `cargo bench --bench bus`.
 
 mod common;

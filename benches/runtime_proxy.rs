@@ -2,7 +2,7 @@
 //! process over unix sockets: a stand-in runtime answering at once, the proxy in front of
 //! it (its checkpoint file written as in production), and a hook server answering at once.
 //!
-//! `cargo bench --bench runtime_proxy`. Numbers go to the README.
+//! `cargo bench --bench runtime_proxy`. Numbers go to docs/performance.md.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -2,7 +2,8 @@
 //! (tests/fixtures/koordinator/crds), field by field: names, scope, versions (served,
 //! storage), subresources, printer columns and every schema keyword but `description`.
 //! A difference fails unless it is one of the fields koord adds, each named in the
-//! README's "CRD fields koord adds" table — and each of those must still be a difference.
+//! "CRD fields koord adds" table of docs/deploying.md — and each of those must still be a
+//! difference.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -192,12 +193,12 @@ fn koords_crds_are_the_charts() {
     assert!(stale.is_empty(), "no longer different: {stale:?}");
 }
 
-/// Each added field is named in the README, where a chart user looks.
+/// Each added field is named on the deploying page, where a chart user looks.
 #[test]
-fn the_readme_names_every_field_koord_adds() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let section = readme
+fn the_deploying_page_names_every_field_koord_adds() {
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/deploying.md");
+    let page = std::fs::read_to_string(page).unwrap();
+    let section = page
         .split("CRD fields koord adds")
         .nth(1)
         .expect("a \"CRD fields koord adds\" section")
@@ -206,6 +207,9 @@ fn the_readme_names_every_field_koord_adds() {
         .unwrap_or_default();
     for (_, path) in ADDED {
         let leaf = path.rsplit('.').next().unwrap();
-        assert!(section.contains(leaf), "the README does not name `{leaf}`");
+        assert!(
+            section.contains(leaf),
+            "docs/deploying.md does not name `{leaf}`"
+        );
     }
 }
