@@ -58,3 +58,18 @@ fn flags_gates_and_metrics_are_listed_with_their_details() {
         "| `descheduler_pods_evicted` | counter | `result`, `strategy`, `namespace`, `node` |"
     ));
 }
+
+/// A key added to the configuration types gets a comment in config/koord.yaml, or the
+/// reference would show it without a meaning.
+#[test]
+fn every_configuration_key_has_a_meaning() {
+    let page = configuration::page();
+    let bare: Vec<&str> = page
+        .lines()
+        .filter(|l| l.starts_with("| `") && l.ends_with("|  |"))
+        .collect();
+    assert!(
+        bare.is_empty(),
+        "keys without a comment in config/koord.yaml: {bare:#?}"
+    );
+}
