@@ -21,13 +21,14 @@ pub fn page() -> String {
     let common = Metrics::new();
     let _ready = crate::kernel::readiness::Readiness::new(&common);
     let base = common.families();
-    out.push_str(&table("Every process", &base));
+    let queries = queries();
+    out.push_str(&table("Every process", &base, &queries));
     for (role, families) in roles() {
         let own: Vec<FamilyDoc> = families
             .into_iter()
             .filter(|f| !base.iter().any(|b| b.name == f.name))
             .collect();
-        out.push_str(&table(&format!("`--role={role}`"), &own));
+        out.push_str(&table(&format!("`--role={role}`"), &own, &queries));
     }
     out
 }
@@ -143,8 +144,8 @@ fn series_in(e: &str) -> Vec<String> {
     out
 }
 
-fn table(title: &str, families: &[FamilyDoc]) -> String {
-    let queries = queries();
+/// One role's families; `queries`: (family, dashboard, panel) of every dashboard panel.
+fn table(title: &str, families: &[FamilyDoc], queries: &[(String, String, String)]) -> String {
     let mut out = format!(
         "\n## {title}\n\n| metric | type | labels | dashboards | meaning |\n|---|---|---|---|---|\n"
     );
@@ -158,7 +159,7 @@ fn table(title: &str, families: &[FamilyDoc]) -> String {
             .map(|(_, board, panel)| format!("{board}: {}", panel.trim()))
             .collect();
         boards.dedup();
-        let labels: Vec<String> = f.labels.iter().map(|l| format!("`{l}`")).collect();
+        let labels: Vec<String> = f.labels.names().iter().map(|l| format!("`{l}`")).collect();
         out.push_str(&format!(
             "| `{}` | {} | {} | {} | {} |\n",
             f.name,

@@ -13,20 +13,37 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 /// One family as registered.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct FamilyDoc {
     /// As exposed (a counter's `_total` included).
     pub name: String,
     /// `counter`, `gauge`, `histogram`.
     pub kind: String,
     pub help: String,
-    pub labels: Vec<String>,
+    pub labels: Labels,
 }
 
-/// The label names of a metric's series, known at registration.
+/// A family's label names: worked out from its label type only when the reference asks
+/// (registration, on every process's start, does no work for it), or named outright.
+#[derive(Debug, Clone)]
+pub enum Labels {
+    Of(fn() -> Vec<String>),
+    Named(Vec<String>),
+}
+
+impl Labels {
+    pub fn names(&self) -> Vec<String> {
+        match self {
+            Labels::Of(f) => f(),
+            Labels::Named(n) => n.clone(),
+        }
+    }
+}
+
+/// Where a metric's label names come from.
 pub trait Labelled {
-    fn label_names(&self) -> Vec<String> {
-        Vec::new()
+    fn labels(&self) -> Labels {
+        Labels::Named(Vec::new())
     }
 }
 
@@ -34,9 +51,17 @@ impl<S, M, C> Labelled for Family<S, M, C>
 where
     S: EncodeLabelSet + Default + Clone + Hash + Eq + Debug + Send + Sync + 'static,
 {
-    fn label_names(&self) -> Vec<String> {
-        label_names(&S::default())
+    fn labels(&self) -> Labels {
+        Labels::Of(names_of::<S>)
     }
+}
+
+/// The names `S`'s default value encodes.
+pub fn names_of<S>() -> Vec<String>
+where
+    S: EncodeLabelSet + Default + Clone + Hash + Eq + Debug + Send + Sync + 'static,
+{
+    label_names(&S::default())
 }
 
 impl<N, A> Labelled for Counter<N, A> {}
@@ -83,8 +108,8 @@ mod tests {
     fn a_label_struct_names_its_fields() {
         assert_eq!(label_names(&Two::default()), ["node", "resource"]);
         let f = Family::<Two, Counter>::default();
-        assert_eq!(f.label_names(), ["node", "resource"]);
-        assert!(Counter::<u64>::default().label_names().is_empty());
+        assert_eq!(f.labels().names(), ["node", "resource"]);
+        assert!(Counter::<u64>::default().labels().names().is_empty());
         let runtime: Vec<(&'static str, String)> = Vec::new();
         assert!(label_names(&runtime).is_empty());
     }

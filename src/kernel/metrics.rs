@@ -8,7 +8,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Metric, Registry};
 
-pub use super::metric_docs::{FamilyDoc, Labelled};
+pub use super::metric_docs::{FamilyDoc, Labelled, Labels};
 
 #[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
@@ -106,7 +106,7 @@ impl Metrics {
             name: name.to_string(),
             kind: metric.metric_type().as_str().to_string(),
             help: help.to_string(),
-            labels: metric.label_names(),
+            labels: metric.labels(),
         });
         self.registry
             .lock()
@@ -126,7 +126,7 @@ impl Metrics {
     pub fn describe_labels(&self, name: &str, labels: &[&str]) {
         let mut docs = self.docs.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(d) = docs.iter_mut().find(|d| d.name == name) {
-            d.labels = labels.iter().map(|l| l.to_string()).collect();
+            d.labels = Labels::Named(labels.iter().map(|l| l.to_string()).collect());
         }
     }
 

@@ -53,7 +53,7 @@ pub fn families() -> Vec<crate::kernel::metric_docs::FamilyDoc> {
                 name: name.to_string(),
                 kind: if *counter { "counter" } else { "gauge" }.to_string(),
                 help: help.to_string(),
-                labels: Vec::new(),
+                labels: crate::kernel::metric_docs::Labels::Named(Vec::new()),
             },
         )
         .collect()

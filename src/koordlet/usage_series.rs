@@ -75,7 +75,7 @@ impl UsageSeries {
     /// A new one, registered in `metrics`.
     pub fn register(metrics: &crate::kernel::Metrics) -> Arc<UsageSeries> {
         let series = Arc::new(UsageSeries::default());
-        use crate::kernel::metric_docs::{FamilyDoc, label_names};
+        use crate::kernel::metric_docs::{FamilyDoc, Labels, names_of};
         let doc = |name: &str, help: &str, labels| FamilyDoc {
             name: name.to_string(),
             kind: "gauge".to_string(),
@@ -83,11 +83,11 @@ impl UsageSeries {
             labels,
         };
         let families = vec![
-            doc(POD_SERIES, POD_HELP, label_names(&PodLabels::default())),
+            doc(POD_SERIES, POD_HELP, Labels::Of(names_of::<PodLabels>)),
             doc(
                 CONTAINER_SERIES,
                 CONTAINER_HELP,
-                label_names(&ContainerLabels::default()),
+                Labels::Of(names_of::<ContainerLabels>),
             ),
         ];
         metrics.register_collector(families, Box::new(series.clone()));
